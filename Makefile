@@ -1,0 +1,37 @@
+# Two commands set everything up on a machine with only python3 and make:
+#   make train   create .venv, install minitrain, run lab 01 end to end
+#   make test    create .venv, install minitrain with dev extras, run ruff + the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+RUN_DIR ?= runs/lab01-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: train test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(VENV)/.installed $@
+
+train: $(VENV)/.installed
+	$(BIN)/python scripts/train_mini.py --config experiments/18-train-mini/config.yaml --out-dir $(RUN_DIR) --seed 42
+
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_kernels.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

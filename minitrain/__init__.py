@@ -1,0 +1,3 @@
+"""minitrain: a hand-built, pure-NumPy deep-learning training library for teaching."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,16 @@
+"""The one exception type for mistakes a user can fix.
+
+Library code raises `UserError` for bad input (a malformed config, a missing file, a corrupted checkpoint, a NaN
+loss). Command-line entry points catch it, print its one-line message and exit with `exit_code`, never a
+traceback. Programming errors stay ordinary exceptions, so their tracebacks still reach the developer.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A readable, fixable problem: the message names the key, file or step at fault."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
