@@ -1,0 +1,455 @@
+"""Checkpoints: model files and full training state in one safetensors file, written atomically.
+
+Training state is five state machines, and a resume that misses any one of them silently changes the run:
+
+    model parameters        -> tensors, Hugging Face GPT-2 names, unprefixed
+    optimizer state         -> tensors `optimizer.<path>` (e.g. Adam's m and v) + JSON scalars (step count, ...)
+    LR schedule position    -> JSON
+    training RNG (dropout)  -> JSON (np.random.Generator bit-generator state; PCG64's 128-bit ints stay exact)
+    data RNG + position     -> JSON (the batcher's state_dict)
+
+A safetensors file is `8-byte header length | JSON header | raw tensor bytes`; the header carries a str -> str
+`__metadata__` map, where every value except the `format` marker is JSON text. A model file is the same thing
+with only the model tensors, so a full checkpoint is also a loadable model file.
+
+Two guarantees beyond the format:
+- Same state -> same bytes. The safetensors library writes its metadata map in a random order (a Rust HashMap),
+  so the header is re-written with sorted keys; the tensor bytes are left exactly as the library laid them out.
+- Corruption that still parses is caught: `sha256` in the metadata covers every other metadata entry and every
+  tensor's name, dtype, shape and bytes.
+
+Loading never mutates anything until the whole file has been read and checked, and a failure while restoring
+rolls every object back, so a bad file leaves the run as it was. Every problem is one `UserError` naming the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import platform
+import re
+import struct
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import safetensors.numpy
+from safetensors import SafetensorError
+
+from minitrain.errors import UserError
+from minitrain.io import atomic_write_bytes, atomic_write_text
+
+FORMAT = "minitrain"
+FORMAT_VERSION = 1
+OPTIMIZER_PREFIX = "optimizer."
+# A JSON leaf standing in for an optimizer array that lives among the tensors under this name.
+_TENSOR_REF = "__tensor__"
+_STEP_FILE = re.compile(r"^step-(\d+)\.safetensors$")
+BEST_FILE = "best.safetensors"
+LATEST_POINTER = "latest"
+
+
+# ----------------------------------------------------------------------------------------------- hashing helpers
+
+
+def canonical_json(obj: Any) -> str:
+    """Compact JSON with sorted keys: equal values always give equal text (and equal hashes)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """sha256 (hex) of the canonical JSON of a config dict: two runs with the same hash trained the same way."""
+    return hashlib.sha256(canonical_json(config).encode("utf-8")).hexdigest()
+
+
+def _content_digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]) -> str:
+    h = hashlib.sha256(canonical_json(dict(metadata)).encode("utf-8"))
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        h.update(canonical_json([name, a.dtype.str, list(a.shape)]).encode("utf-8"))
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("minitrain", "numpy", "safetensors"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "unknown"
+    return found
+
+
+# ----------------------------------------------------------------------------------------- bytes <-> safetensors
+
+
+def _split_header(data: bytes) -> tuple[dict[str, Any], int]:
+    """Parse the JSON header; return it and the offset where the tensor bytes start."""
+    if len(data) < 8:
+        raise ValueError("file is shorter than the 8-byte safetensors header length")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise ValueError("header length points past the end of the file")
+    header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    if not isinstance(header, dict):
+        raise ValueError("header is not a JSON object")
+    return header, 8 + n
+
+
+def _sorted_header(data: bytes) -> bytes:
+    """Rewrite the library's header with `__metadata__` keys sorted (its own order is random per process)."""
+    header, start = _split_header(data)
+    metadata = header.pop("__metadata__", {})
+    tensors = sorted(header.items(), key=lambda item: item[1]["data_offsets"])
+    text = json.dumps(
+        {"__metadata__": dict(sorted(metadata.items())), **dict(tensors)},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # safetensors pads the header so the tensor bytes stay 8-byte aligned
+    return struct.pack("<Q", len(text)) + text + data[start:]
+
+
+def _encode(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, Any]) -> bytes:
+    arrays = {name: np.ascontiguousarray(a) for name, a in tensors.items()}
+    text = {"format": FORMAT, **{key: canonical_json(value) for key, value in metadata.items()}}
+    text["sha256"] = _content_digest(arrays, text)
+    return _sorted_header(safetensors.numpy.save(arrays, metadata=text))
+
+
+def _decode(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read and verify a minitrain safetensors file: (tensors, metadata with JSON values decoded)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read checkpoint file ({e.strerror or e})") from None
+    try:
+        header, _ = _split_header(data)
+        tensors = {name: a.copy() for name, a in safetensors.numpy.load(data).items()}
+    except (SafetensorError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not a readable safetensors file, it may be truncated or corrupted ({e})") from None
+    text = header.get("__metadata__") or {}
+    if text.get("format") != FORMAT:
+        raise UserError(f"{path}: not a minitrain file (its safetensors metadata lacks format={FORMAT!r})")
+    stored = text.pop("sha256", None)
+    if stored != _content_digest(tensors, text):
+        raise UserError(f"{path}: checksum mismatch, the file is corrupted (its content changed after it was saved)")
+    metadata: dict[str, Any] = {"format": FORMAT}
+    for key, value in text.items():
+        if key != "format":
+            metadata[key] = json.loads(value)
+    if metadata.get("format_version", 0) > FORMAT_VERSION:
+        raise UserError(
+            f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads up to "
+            f"{FORMAT_VERSION}; upgrade minitrain"
+        )
+    if "model_config" not in metadata:
+        raise UserError(f"{path}: no model_config in its metadata")
+    return tensors, metadata
+
+
+# ------------------------------------------------------------------------------------------------- model files
+
+
+def save_model_file(
+    path: str | Path,
+    state_dict: Mapping[str, np.ndarray],
+    model_config: Mapping[str, Any],
+    metadata: Mapping[str, Any] | None = None,
+) -> str:
+    """Write a model-only file (GPT-2 tensor names, config in the metadata); return the file's sha256 (hex).
+
+    `metadata` values may be any JSON value; they come back unchanged from `load_model_file`.
+    """
+    extra = dict(metadata or {})
+    reserved = {"format", "format_version", "kind", "model_config", "sha256"} & extra.keys()
+    if reserved:
+        raise ValueError(f"metadata keys {sorted(reserved)} are reserved")
+    meta = {**extra, "format_version": FORMAT_VERSION, "kind": "model", "model_config": dict(model_config)}
+    data = _encode(state_dict, meta)
+    atomic_write_bytes(path, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]]:
+    """Read a model file or a full checkpoint: (model state_dict, model_config, metadata)."""
+    tensors, metadata = _decode(Path(path))
+    state = {name: a for name, a in tensors.items() if not name.startswith(OPTIMIZER_PREFIX)}
+    return state, metadata["model_config"], metadata
+
+
+# ----------------------------------------------------------------------------------- optimizer arrays <-> JSON
+
+
+def _split_arrays(obj: Any, name: str, out: dict[str, np.ndarray]) -> Any:
+    """Replace every np.ndarray inside nested dicts/lists with {"__tensor__": name}; collect the arrays in `out`.
+
+    The name is the dotted path (`optimizer.m.transformer.wte.weight`); the reference stores it exactly, so
+    loading never has to guess where a dot in a parameter name belongs.
+    """
+    if isinstance(obj, np.ndarray):
+        if name in out:
+            raise ValueError(f"two optimizer buffers map to the tensor name {name!r}")
+        out[name] = obj
+        return {_TENSOR_REF: name}
+    if isinstance(obj, Mapping):
+        return {key: _split_arrays(value, f"{name}.{key}", out) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_split_arrays(value, f"{name}.{i}", out) for i, value in enumerate(obj)]
+    return obj
+
+
+def _join_arrays(obj: Any, tensors: Mapping[str, np.ndarray], path: Path, used: set[str]) -> Any:
+    """Inverse of `_split_arrays`; the names of the tensors it takes are added to `used`."""
+    if isinstance(obj, dict):
+        if set(obj) == {_TENSOR_REF}:
+            name = obj[_TENSOR_REF]
+            if name not in tensors:
+                raise UserError(f"{path}: optimizer buffer {name!r} is missing from the file")
+            used.add(name)
+            return tensors[name]
+        return {key: _join_arrays(value, tensors, path, used) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [_join_arrays(value, tensors, path, used) for value in obj]
+    return obj
+
+
+def _check_like(saved: Any, current: Any, where: str, path: Path) -> None:
+    """Every array the current optimizer already holds must come back with the same shape and dtype."""
+    if isinstance(current, np.ndarray):
+        if not isinstance(saved, np.ndarray):
+            raise UserError(f"{path}: optimizer buffer {where!r} is missing from the file")
+        if saved.shape != current.shape or saved.dtype != current.dtype:
+            raise UserError(
+                f"{path}: optimizer buffer {where!r} has shape {saved.shape} {saved.dtype}, "
+                f"this run expects {current.shape} {current.dtype}"
+            )
+    elif isinstance(current, Mapping):
+        for key, value in current.items():
+            child = saved.get(key) if isinstance(saved, Mapping) else None
+            _check_like(child, value, f"{where}.{key}", path)
+
+
+# ---------------------------------------------------------------------------------------- full checkpoints
+
+
+def save_checkpoint(
+    path: str | Path,
+    *,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    batcher: Any,
+    train_rng: np.random.Generator,
+    step: int,
+    config_hash: str,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """Write all five state machines to one safetensors file, atomically; return the file's sha256 (hex).
+
+    `step` is the number of optimizer steps already taken (a resumed run continues with step `step`).
+    `extra` is any JSON the training loop wants back on resume (best val so far, ...).
+    """
+    tensors = dict(model.state_dict())
+    optimizer_arrays: dict[str, np.ndarray] = {}
+    optimizer_json = _split_arrays(optimizer.state_dict(), OPTIMIZER_PREFIX.rstrip("."), optimizer_arrays)
+    clash = tensors.keys() & optimizer_arrays.keys()
+    if clash:
+        raise ValueError(f"model tensor names clash with optimizer buffers: {sorted(clash)}")
+    tensors.update(optimizer_arrays)
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "kind": "checkpoint",
+        "model_config": dict(model.config),
+        "step": int(step),
+        "config_hash": config_hash,
+        "optimizer": optimizer_json,
+        "scheduler": scheduler.state_dict(),
+        "batcher": batcher.state_dict(),
+        "train_rng": train_rng.bit_generator.state,
+        "versions": _versions(),
+        "extra": dict(extra or {}),
+    }
+    data = _encode(tensors, meta)
+    atomic_write_bytes(path, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check_model(path: Path, model: Any, saved_config: Mapping[str, Any], state: Mapping[str, np.ndarray]) -> None:
+    current = dict(model.config)
+    differ = [
+        f"{k}={saved_config.get(k)!r} (this model: {current.get(k)!r})"
+        for k in sorted(current.keys() | saved_config.keys())
+        if saved_config.get(k) != current.get(k)
+    ]
+    if differ:
+        raise UserError(f"{path}: holds a model of another shape: " + ", ".join(differ))
+    expected = model.state_dict()
+    missing = sorted(expected.keys() - state.keys())
+    unexpected = sorted(state.keys() - expected.keys())
+    if missing or unexpected:
+        raise UserError(f"{path}: model tensors missing {missing} / unexpected {unexpected}")
+    for name, a in expected.items():
+        if state[name].shape != a.shape:
+            raise UserError(f"{path}: tensor {name!r} has shape {state[name].shape}, the model expects {a.shape}")
+
+
+def _snapshot(model: Any, optimizer: Any, scheduler: Any, batcher: Any, train_rng: np.random.Generator) -> tuple:
+    # Deep copies: a state_dict may hand out the live arrays that loading is about to overwrite.
+    return copy.deepcopy(
+        (
+            model.state_dict(),
+            optimizer.state_dict(),
+            scheduler.state_dict(),
+            batcher.state_dict(),
+            train_rng.bit_generator.state,
+        )
+    )
+
+
+def _restore(objects: tuple, states: tuple) -> None:
+    model, optimizer, scheduler, batcher, train_rng = objects
+    model_sd, optimizer_sd, scheduler_sd, batcher_sd, rng_state = states
+    model.load_state_dict(model_sd)
+    optimizer.load_state_dict(optimizer_sd)
+    scheduler.load_state_dict(scheduler_sd)
+    batcher.load_state_dict(batcher_sd)
+    train_rng.bit_generator.state = rng_state
+
+
+def load_checkpoint(
+    path: str | Path,
+    *,
+    model: Any,
+    optimizer: Any,
+    scheduler: Any,
+    batcher: Any,
+    train_rng: np.random.Generator,
+    config_hash: str | None = None,
+) -> dict[str, Any]:
+    """Restore all five state machines in place from `path`; return {"step", "extra", "config_hash", "path"}.
+
+    With `config_hash` given, a checkpoint written under another config is refused. Either everything is
+    restored or nothing is: the file is fully checked first, and a failure while restoring rolls back.
+    """
+    path = Path(path)
+    tensors, meta = _decode(path)
+    if meta.get("kind") != "checkpoint":
+        raise UserError(f"{path}: a model-only file (no optimizer, schedule or RNG state) cannot resume a run")
+    if config_hash is not None and meta["config_hash"] != config_hash:
+        raise UserError(
+            f"{path}: was written under config hash {meta['config_hash'][:12]}, this run's config hashes to "
+            f"{config_hash[:12]}; resume with the config the run started with"
+        )
+    model_state = {name: a for name, a in tensors.items() if not name.startswith(OPTIMIZER_PREFIX)}
+    _check_model(path, model, meta["model_config"], model_state)
+    used: set[str] = set()
+    optimizer_state = _join_arrays(meta["optimizer"], tensors, path, used)
+    stray = sorted(name for name in tensors if name.startswith(OPTIMIZER_PREFIX) and name not in used)
+    if stray:
+        raise UserError(f"{path}: unexpected optimizer tensors {stray}")
+    _check_like(optimizer_state, optimizer.state_dict(), "optimizer", path)
+    rng_kind = meta["train_rng"].get("bit_generator")
+    if rng_kind != type(train_rng.bit_generator).__name__:
+        raise UserError(f"{path}: training RNG is {rng_kind}, this run uses {type(train_rng.bit_generator).__name__}")
+
+    objects = (model, optimizer, scheduler, batcher, train_rng)
+    before = _snapshot(*objects)
+    try:
+        _restore(objects, (model_state, optimizer_state, meta["scheduler"], meta["batcher"], meta["train_rng"]))
+    except (UserError, ValueError, KeyError, TypeError) as e:
+        _restore(objects, before)
+        raise UserError(f"{path}: cannot restore the training state ({e})") from None
+    except BaseException:
+        _restore(objects, before)
+        raise
+    return {"step": meta["step"], "extra": meta["extra"], "config_hash": meta["config_hash"], "path": path}
+
+
+# --------------------------------------------------------------------------------------- a run's checkpoints/
+
+
+class CheckpointManager:
+    """The `checkpoints/` folder of one run: `step-<N>.safetensors` files, a `latest` pointer, pruning.
+
+    Crash safety comes from the order of the writes, each of them atomic: the checkpoint file is complete
+    before `latest` names it, and old files are pruned only after `latest` has moved on. A `kill -9` at any
+    moment therefore leaves `latest` naming a complete checkpoint (or no `latest` yet, before the first save).
+    """
+
+    def __init__(self, run_dir: str | Path, keep_last: int | None = None) -> None:
+        if keep_last is not None and keep_last < 1:
+            raise ValueError(f"keep_last must be >= 1 or None (keep all), got {keep_last}")
+        self.dir = Path(run_dir) / "checkpoints"
+        self.keep_last = keep_last
+
+    def path_for(self, step: int) -> Path:
+        return self.dir / f"step-{step}.safetensors"
+
+    def save(self, *, step: int, **state: Any) -> Path:
+        """`save_checkpoint` into `step-<step>.safetensors`, point `latest` at it, then prune; return its path."""
+        path = self.path_for(step)
+        save_checkpoint(path, step=step, **state)
+        atomic_write_text(self.dir / LATEST_POINTER, path.name + "\n")
+        self.prune()
+        return path
+
+    def save_best(self, *, step: int, **state: Any) -> Path:
+        """Write `best.safetensors` (never pruned); the pointer `latest` is left alone."""
+        path = self.dir / BEST_FILE
+        save_checkpoint(path, step=step, **state)
+        return path
+
+    def step_files(self) -> list[tuple[int, Path]]:
+        """The complete `step-<N>.safetensors` files, oldest first."""
+        if not self.dir.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in self.dir.iterdir() if (m := _STEP_FILE.match(p.name))]
+        return sorted(found)
+
+    def latest(self) -> Path | None:
+        """The checkpoint `latest` names; without a usable pointer, the newest step file; None if there is none."""
+        pointer = self.dir / LATEST_POINTER
+        if pointer.is_file():
+            name = pointer.read_text(encoding="utf-8").strip()
+            if not _STEP_FILE.match(name):
+                raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {name!r}")
+            if (self.dir / name).is_file():
+                return self.dir / name
+        files = self.step_files()
+        return files[-1][1] if files else None
+
+    def prune(self) -> None:
+        """Delete all but the newest `keep_last` step files (never the one `latest` names) and stale temp files."""
+        # A temp file here is a write that a crash interrupted; the file it was to replace is intact.
+        for tmp in self.dir.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+        if self.keep_last is None:
+            return
+        keep = {self.latest()}
+        files = self.step_files()
+        for _, path in files[: max(len(files) - self.keep_last, 0)]:
+            if path not in keep:
+                path.unlink(missing_ok=True)
+
+    @staticmethod
+    def resolve(path: str | Path) -> Path:
+        """The checkpoint to resume from, given a checkpoint file, a run folder or its `checkpoints/` folder."""
+        path = Path(path)
+        if path.is_file():
+            return path
+        if not path.is_dir():
+            raise UserError(f"{path}: no such checkpoint file or run folder")
+        if (path / "checkpoints").is_dir():
+            found = CheckpointManager(path).latest()
+        elif path.name == "checkpoints":
+            found = CheckpointManager(path.parent).latest()
+        else:
+            found = None
+        if found is None:
+            raise UserError(f"{path}: no checkpoint found (looked for checkpoints/latest and step-<N>.safetensors)")
+        return found

@@ -1,0 +1,438 @@
+"""Checkpoint files: round trips, byte-stable saves, every way a file can be bad, the checkpoints/ folder."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitrain import checkpoint as ckpt
+from minitrain.checkpoint import (
+    CheckpointManager,
+    config_hash,
+    load_checkpoint,
+    load_model_file,
+    save_checkpoint,
+    save_model_file,
+)
+from minitrain.errors import UserError
+
+CONFIG = {"n_layer": 1, "n_head": 2, "d_model": 8, "d_ff": 16, "vocab_size": 11, "max_seq_len": 6, "dropout": 0.0}
+
+
+def gpt2_state(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random arrays with Hugging Face GPT-2 names and shapes for `cfg`."""
+    rng = np.random.default_rng(seed)
+    d, f = cfg["d_model"], cfg["d_ff"]
+    shapes = {"transformer.wte.weight": (cfg["vocab_size"], d), "transformer.wpe.weight": (cfg["max_seq_len"], d)}
+    for i in range(cfg["n_layer"]):
+        h = f"transformer.h.{i}"
+        shapes |= {
+            f"{h}.ln_1.weight": (d,), f"{h}.ln_1.bias": (d,),
+            f"{h}.attn.c_attn.weight": (d, 3 * d), f"{h}.attn.c_attn.bias": (3 * d,),
+            f"{h}.attn.c_proj.weight": (d, d), f"{h}.attn.c_proj.bias": (d,),
+            f"{h}.ln_2.weight": (d,), f"{h}.ln_2.bias": (d,),
+            f"{h}.mlp.c_fc.weight": (d, f), f"{h}.mlp.c_fc.bias": (f,),
+            f"{h}.mlp.c_proj.weight": (f, d), f"{h}.mlp.c_proj.bias": (d,),
+        }  # fmt: skip
+    shapes |= {"transformer.ln_f.weight": (d,), "transformer.ln_f.bias": (d,)}
+    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+
+
+# Small stand-ins with the state_dict interfaces of contracts.md, so these tests exercise checkpoint.py alone.
+class Model:
+    def __init__(self, cfg: dict = CONFIG, seed: int = 0) -> None:
+        self.config = dict(cfg)
+        self.params = gpt2_state(cfg, seed)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return self.params  # live arrays, as a model with flat parameter buffers hands out views
+
+    def load_state_dict(self, sd: dict[str, np.ndarray]) -> None:
+        for name, a in sd.items():
+            self.params[name][...] = a
+
+
+class Optimizer:
+    def __init__(self, model: Model, step: int = 0) -> None:
+        self.state = {
+            "step": step,
+            "lr": 1e-3,
+            "exp_avg": {n: np.full_like(a, 0.5 + step) for n, a in model.params.items()},
+            "exp_avg_sq": {n: np.full_like(a, 0.25 * step) for n, a in model.params.items()},
+        }
+
+    def state_dict(self) -> dict:
+        return self.state
+
+    def load_state_dict(self, sd: dict) -> None:
+        if set(sd) != set(self.state):
+            raise KeyError(f"optimizer state keys {sorted(sd)}")
+        self.state = copy.deepcopy(sd)
+
+
+class JsonState:
+    """A scheduler or batcher: its whole state is JSON."""
+
+    def __init__(self, **state) -> None:
+        self.state = state
+
+    def state_dict(self) -> dict:
+        return copy.deepcopy(self.state)
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.state = copy.deepcopy(sd)
+
+
+def training_state(step: int = 3, seed: int = 0) -> dict:
+    model = Model(seed=seed)
+    data_rng = np.random.default_rng(7 + seed)
+    data_rng.random(step)
+    train_rng = np.random.default_rng(42 + seed)
+    train_rng.random(step)
+    return {
+        "model": model,
+        "optimizer": Optimizer(model, step),
+        "scheduler": JsonState(step=step),
+        "batcher": JsonState(epoch=1, position=step, rng=data_rng.bit_generator.state),
+        "train_rng": train_rng,
+    }
+
+
+def as_plain(state: dict) -> str:
+    """Everything a state holds, as comparable text (arrays by their bytes)."""
+
+    def conv(x):
+        if isinstance(x, np.ndarray):
+            return [x.dtype.str, list(x.shape), x.tobytes().hex()]
+        if isinstance(x, dict):
+            return {k: conv(v) for k, v in x.items()}
+        return x
+
+    return json.dumps(
+        {
+            "model": conv(state["model"].state_dict()),
+            "config": state["model"].config,
+            "optimizer": conv(state["optimizer"].state_dict()),
+            "scheduler": state["scheduler"].state_dict(),
+            "batcher": state["batcher"].state_dict(),
+            "rng": state["train_rng"].bit_generator.state,
+        },
+        sort_keys=True,
+    )
+
+
+HASH = config_hash({"model": CONFIG, "lr": 1e-3})
+
+
+# ------------------------------------------------------------------------------------------------- model files
+
+
+@pytest.mark.lab02
+def test_model_file_round_trip(tmp_path):
+    sd = gpt2_state(CONFIG)
+    path = tmp_path / "m.safetensors"
+    digest = save_model_file(path, sd, CONFIG, metadata={"val_ppl": 1.25, "note": "x", "nested": {"a": [1, 2]}})
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    loaded, cfg, meta = load_model_file(path)
+    assert cfg == CONFIG
+    assert sorted(loaded) == sorted(sd)
+    for name in sd:
+        assert loaded[name].dtype == np.float32
+        np.testing.assert_array_equal(loaded[name], sd[name])
+    assert meta["val_ppl"] == 1.25 and meta["note"] == "x" and meta["nested"] == {"a": [1, 2]}
+    assert meta["format"] == "minitrain" and meta["kind"] == "model"
+
+
+def test_model_file_is_plain_safetensors_with_gpt2_names(tmp_path):
+    from safetensors import safe_open
+
+    path = tmp_path / "m.safetensors"
+    save_model_file(path, gpt2_state(CONFIG), CONFIG)
+    with safe_open(path, framework="numpy") as f:
+        assert "transformer.h.0.attn.c_attn.weight" in f.keys()  # noqa: SIM118 (safe_open is not a Mapping)
+        assert f.get_tensor("transformer.h.0.attn.c_attn.weight").shape == (8, 24)
+        meta = f.metadata()
+    assert meta["format"] == "minitrain"
+    assert json.loads(meta["model_config"]) == CONFIG
+
+
+@pytest.mark.lab02
+def test_save_load_save_gives_identical_bytes(tmp_path):
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    save_model_file(a, gpt2_state(CONFIG), CONFIG, metadata={"k1": 1, "k2": "two", "k3": [3]})
+    sd, cfg, meta = load_model_file(a)
+    extra = {k: v for k, v in meta.items() if k in ("k1", "k2", "k3")}
+    save_model_file(b, sd, cfg, metadata=extra)
+    assert a.read_bytes() == b.read_bytes()
+
+    c, d = tmp_path / "c.safetensors", tmp_path / "d.safetensors"
+    save_checkpoint(c, step=3, config_hash=HASH, extra={"best": 2.5}, **training_state())
+    fresh = training_state(step=0, seed=1)
+    info = load_checkpoint(c, config_hash=HASH, **fresh)
+    save_checkpoint(d, step=info["step"], config_hash=HASH, extra=info["extra"], **fresh)
+    assert c.read_bytes() == d.read_bytes()
+
+
+SAVE_IN_SUBPROCESS = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_checkpoint import HASH, save_checkpoint, training_state
+save_checkpoint({path!r}, step=3, config_hash=HASH, **training_state())
+"""
+
+
+def test_same_state_gives_same_bytes_across_processes(tmp_path):
+    # The safetensors library orders its metadata map randomly per process; checkpoint.py must sort it.
+    paths = [tmp_path / f"{i}.safetensors" for i in range(3)]
+    for p in paths:
+        code = SAVE_IN_SUBPROCESS.format(tests=str(Path(__file__).parent), path=str(p))
+        subprocess.run([sys.executable, "-c", code], check=True)
+    assert paths[0].read_bytes() == paths[1].read_bytes() == paths[2].read_bytes()
+
+
+# ----------------------------------------------------------------------------------------- full checkpoints
+
+
+@pytest.mark.lab02
+def test_checkpoint_restores_all_five_states(tmp_path):
+    path = tmp_path / "c.safetensors"
+    saved = training_state(step=5)
+    save_checkpoint(path, step=5, config_hash=HASH, extra={"best_val_ppl": 3.0}, **saved)
+    fresh = training_state(step=0, seed=1)
+    assert as_plain(fresh) != as_plain(saved)
+    info = load_checkpoint(path, config_hash=HASH, **fresh)
+    assert info["step"] == 5 and info["extra"] == {"best_val_ppl": 3.0} and info["config_hash"] == HASH
+    assert as_plain(fresh) == as_plain(saved)
+    # The RNG continues the same stream: PCG64's 128-bit state survived JSON exactly.
+    assert fresh["train_rng"].random() == saved["train_rng"].random()
+
+
+def test_checkpoint_is_also_a_model_file(tmp_path):
+    path = tmp_path / "c.safetensors"
+    state = training_state()
+    save_checkpoint(path, step=3, config_hash=HASH, **state)
+    sd, cfg, meta = load_model_file(path)
+    assert cfg == CONFIG and meta["kind"] == "checkpoint" and meta["step"] == 3
+    assert sorted(sd) == sorted(state["model"].state_dict())
+    save_model_file(tmp_path / "m.safetensors", sd, cfg)
+    with pytest.raises(UserError, match=r"m\.safetensors: a model-only file"):
+        load_checkpoint(tmp_path / "m.safetensors", config_hash=HASH, **training_state())
+
+
+def test_optimizer_buffers_are_prefixed_tensors(tmp_path):
+    from safetensors import safe_open
+
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, step=3, config_hash=HASH, **training_state())
+    with safe_open(path, framework="numpy") as f:
+        names = set(f.keys())
+        meta = f.metadata()
+    assert "optimizer.exp_avg.transformer.wte.weight" in names
+    assert "optimizer.exp_avg_sq.transformer.h.0.ln_1.bias" in names
+    for key in ("step", "train_rng", "scheduler", "batcher", "optimizer", "config_hash", "versions", "sha256"):
+        assert key in meta, key
+    assert json.loads(meta["optimizer"])["step"] == 3
+
+
+# ------------------------------------------------------------------------------------------------- bad files
+
+
+@pytest.fixture
+def saved(tmp_path) -> Path:
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, step=3, config_hash=HASH, **training_state())
+    return path
+
+
+def assert_refused(path: Path, match: str, config_hash: str | None = HASH) -> None:
+    """Loading fails with one UserError naming the file, and the run's state is left exactly as it was."""
+    state = training_state(step=0, seed=1)
+    before = as_plain(state)
+    file_before = path.read_bytes() if path.is_file() else None
+    with pytest.raises(UserError, match=match) as err:
+        load_checkpoint(path, config_hash=config_hash, **state)
+    assert str(path) in str(err.value)
+    assert as_plain(state) == before
+    assert (path.read_bytes() if path.is_file() else None) == file_before
+
+
+@pytest.mark.lab02
+@pytest.mark.parametrize("keep", [0.5, 0.9, 0.999])
+def test_truncated_file_is_refused(saved, keep):
+    data = saved.read_bytes()
+    saved.write_bytes(data[: int(len(data) * keep)])
+    assert_refused(saved, "truncated or corrupted")
+
+
+@pytest.mark.lab02
+@pytest.mark.parametrize("where", ["tensor bytes", "metadata value"])
+def test_corruption_that_still_parses_is_caught(saved, where):
+    data = bytearray(saved.read_bytes())
+    (n,) = struct.unpack("<Q", data[:8])
+    if where == "tensor bytes":
+        data[-5] ^= 0x01  # one bit of one float
+    else:
+        at = data.index(b'"step":"3"', 8, 8 + n) + len(b'"step":"')
+        data[at] = ord("4")  # step 3 -> 4: still valid JSON, still a valid file
+    saved.write_bytes(bytes(data))
+    assert_refused(saved, "checksum mismatch")
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [(b"", "truncated or corrupted"), (b"hello, this is a text file\n" * 3, "truncated or corrupted")],
+)
+def test_not_a_safetensors_file_is_refused(tmp_path, content, match):
+    path = tmp_path / "c.safetensors"
+    path.write_bytes(content)
+    assert_refused(path, match)
+
+
+def test_foreign_safetensors_file_is_refused(tmp_path):
+    import safetensors.numpy
+
+    path = tmp_path / "c.safetensors"
+    safetensors.numpy.save_file(gpt2_state(CONFIG), path, metadata={"format": "pt"})
+    assert_refused(path, "not a minitrain file")
+    with pytest.raises(UserError, match="not a minitrain file"):
+        load_model_file(path)
+
+
+def test_missing_file_is_refused(tmp_path):
+    assert_refused(tmp_path / "nope.safetensors", "cannot read")
+
+
+@pytest.mark.lab02
+def test_checkpoint_of_another_model_shape_is_refused(tmp_path):
+    path = tmp_path / "c.safetensors"
+    other = training_state()
+    other["model"] = Model({**CONFIG, "d_model": 4, "d_ff": 8})
+    other["optimizer"] = Optimizer(other["model"], 3)
+    save_checkpoint(path, step=3, config_hash=HASH, **other)
+    assert_refused(path, r"another shape: d_ff=8 \(this model: 16\), d_model=4 \(this model: 8\)")
+
+
+@pytest.mark.lab02
+def test_config_hash_mismatch_is_refused(saved):
+    assert_refused(saved, "config hash", config_hash=config_hash({"lr": 2e-3}))
+    load_checkpoint(saved, config_hash=None, **training_state(seed=1))  # no hash given: not checked
+
+
+def save_raw(path: Path, tensors: dict, meta: dict) -> None:
+    """Write a file exactly as checkpoint.py would, from hand-edited contents (a valid checksum included)."""
+    path.write_bytes(ckpt._encode(tensors, meta))
+
+
+def read_raw(path: Path) -> tuple[dict, dict]:
+    tensors, meta = ckpt._decode(path)
+    meta.pop("format")
+    return tensors, meta
+
+
+def test_missing_optimizer_buffer_is_refused(saved):
+    tensors, meta = read_raw(saved)
+    del tensors["optimizer.exp_avg.transformer.wpe.weight"]
+    save_raw(saved, tensors, meta)
+    assert_refused(saved, "optimizer buffer 'optimizer.exp_avg.transformer.wpe.weight' is missing")
+
+
+def test_misshaped_optimizer_buffer_is_refused(saved):
+    tensors, meta = read_raw(saved)
+    tensors["optimizer.exp_avg_sq.transformer.ln_f.bias"] = np.zeros(3, np.float32)
+    save_raw(saved, tensors, meta)
+    assert_refused(saved, r"'optimizer.exp_avg_sq.transformer.ln_f.bias' has shape \(3,\)")
+
+
+def test_misshaped_model_tensor_is_refused(saved):
+    tensors, meta = read_raw(saved)
+    tensors["transformer.ln_f.bias"] = np.zeros(3, np.float32)
+    save_raw(saved, tensors, meta)
+    assert_refused(saved, r"'transformer.ln_f.bias' has shape \(3,\)")
+
+
+def test_failure_while_restoring_rolls_everything_back(saved):
+    tensors, meta = read_raw(saved)
+    meta["optimizer"]["surprise"] = 1  # the stand-in optimizer refuses unknown keys, after the model has loaded
+    save_raw(saved, tensors, meta)
+    assert_refused(saved, "cannot restore the training state")
+
+
+def test_newer_format_is_refused(saved):
+    tensors, meta = read_raw(saved)
+    meta["format_version"] = ckpt.FORMAT_VERSION + 1
+    save_raw(saved, tensors, meta)
+    assert_refused(saved, "upgrade minitrain")
+
+
+# ---------------------------------------------------------------------------------------- checkpoints/ folder
+
+
+def save_steps(manager: CheckpointManager, steps) -> None:
+    for step in steps:
+        manager.save(step=step, config_hash=HASH, **training_state(step))
+
+
+def test_latest_pointer_and_pruning(tmp_path):
+    manager = CheckpointManager(tmp_path, keep_last=2)
+    assert manager.latest() is None
+    save_steps(manager, [10, 20, 30, 40])
+    assert [s for s, _ in manager.step_files()] == [30, 40]
+    assert (tmp_path / "checkpoints" / "latest").read_text() == "step-40.safetensors\n"
+    assert manager.latest() == tmp_path / "checkpoints" / "step-40.safetensors"
+    assert load_model_file(manager.latest())[2]["step"] == 40
+
+
+def test_pruning_keeps_best_and_the_latest_target(tmp_path):
+    manager = CheckpointManager(tmp_path, keep_last=1)
+    save_steps(manager, [1, 2])
+    manager.save_best(step=2, config_hash=HASH, **training_state(2))
+    save_steps(manager, [3])
+    assert (tmp_path / "checkpoints" / "best.safetensors").is_file()
+    # A pointer left on an older file (a crash between writing step 4 and moving `latest`) protects that file.
+    (tmp_path / "checkpoints" / "latest").write_text("step-3.safetensors\n")
+    ckpt.save_checkpoint(manager.path_for(4), step=4, config_hash=HASH, **training_state(4))
+    manager.prune()
+    assert [s for s, _ in manager.step_files()] == [3, 4]
+    assert manager.latest() == manager.path_for(3)
+
+
+def test_resolve_accepts_run_dir_checkpoints_dir_or_file(tmp_path):
+    manager = CheckpointManager(tmp_path / "run", keep_last=None)
+    save_steps(manager, [5, 15])
+    target = tmp_path / "run" / "checkpoints" / "step-15.safetensors"
+    assert CheckpointManager.resolve(tmp_path / "run") == target
+    assert CheckpointManager.resolve(tmp_path / "run" / "checkpoints") == target
+    assert CheckpointManager.resolve(manager.path_for(5)) == manager.path_for(5)
+    # Without the pointer, the newest step file is used.
+    (tmp_path / "run" / "checkpoints" / "latest").unlink()
+    assert CheckpointManager.resolve(tmp_path / "run") == target
+    with pytest.raises(UserError, match="no checkpoint found"):
+        CheckpointManager.resolve(tmp_path)
+    with pytest.raises(UserError, match="no such checkpoint file or run folder"):
+        CheckpointManager.resolve(tmp_path / "missing")
+
+
+def test_exception_during_write_leaves_previous_checkpoint(tmp_path, monkeypatch):
+    manager = CheckpointManager(tmp_path, keep_last=1)
+    save_steps(manager, [1])
+    before = manager.path_for(1).read_bytes()
+
+    def failing_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    # The disk fills up after the bytes went to the temp file, before the rename.
+    monkeypatch.setattr("minitrain.io.os.fsync", failing_fsync)
+    with pytest.raises(OSError, match="No space left"):
+        save_steps(manager, [2])
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step-1.safetensors"]
+    assert manager.latest() == manager.path_for(1)
+    assert manager.path_for(1).read_bytes() == before
