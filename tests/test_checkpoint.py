@@ -8,6 +8,7 @@ import json
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +184,7 @@ def test_save_load_save_gives_identical_bytes(tmp_path):
 
 SAVE_IN_SUBPROCESS = """
 import sys
+import time
 sys.path.insert(0, {tests!r})
 from test_checkpoint import HASH, save_checkpoint, training_state
 save_checkpoint({path!r}, step=3, config_hash=HASH, **training_state())
@@ -436,3 +438,55 @@ def test_exception_during_write_leaves_previous_checkpoint(tmp_path, monkeypatch
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step-1.safetensors"]
     assert manager.latest() == manager.path_for(1)
     assert manager.path_for(1).read_bytes() == before
+
+
+KEEP_SAVING = """
+import sys
+import time
+sys.path.insert(0, {tests!r})
+from test_checkpoint import HASH, CheckpointManager, Model, Optimizer, load_model_file, training_state
+
+manager = CheckpointManager({run!r}, keep_last=2)
+latest = manager.latest()
+step = load_model_file(latest)[2]["step"] if latest else 0
+state = training_state()
+state["model"] = Model({{**state["model"].config, "vocab_size": 3000, "d_model": 128}})  # ~4.5 MB per save
+state["optimizer"] = Optimizer(state["model"])
+print("ready", flush=True)
+while True:
+    step += 1
+    state["scheduler"].state["step"] = step
+    state["model"].params["transformer.wte.weight"][0, 0] = step
+    manager.save(step=step, config_hash=HASH, **state)
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_leaves_a_complete_latest_checkpoint(tmp_path):
+    rng = np.random.default_rng(0)
+    code = KEEP_SAVING.format(tests=str(Path(__file__).parent), run=str(tmp_path))
+    folder = tmp_path / "checkpoints"
+    hit_mid_write = 0
+    last_step = 0
+    for kill in range(6):
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline() == "ready\n"
+        if kill % 2:  # wait for a temp file: the kill lands while a checkpoint is being written
+            deadline = time.monotonic() + 10
+            while not list(folder.glob(".step-*.tmp")) and time.monotonic() < deadline:
+                pass
+        else:
+            time.sleep(rng.uniform(0.05, 0.4))
+        child.kill()
+        child.wait()
+        hit_mid_write += bool(list(folder.glob(".step-*.tmp")))
+        latest = CheckpointManager(tmp_path).latest()
+        sd, _, meta = load_model_file(latest)  # complete and checksummed, or this raises
+        assert meta["step"] >= last_step and meta["scheduler"]["step"] == meta["step"]
+        assert sd["transformer.wte.weight"][0, 0] == meta["step"]
+        for _, path in CheckpointManager(tmp_path).step_files():
+            load_model_file(path)
+        last_step = meta["step"]
+    print(f"{hit_mid_write} of 6 kills landed during a checkpoint write, last step {last_step}")
+    assert hit_mid_write >= 1
+    assert last_step > 1
