@@ -3,7 +3,7 @@
 Training state is five state machines, and a resume that misses any one of them silently changes the run:
 
     model parameters        -> tensors, Hugging Face GPT-2 names, unprefixed
-    optimizer state         -> tensors `optimizer.<path>` (e.g. Adam's m and v) + JSON scalars (step count, ...)
+    optimizer state         -> tensors `optimizer.<buffer>.<param>` (AdamW's exp_avg, exp_avg_sq) + JSON (step, lr)
     LR schedule position    -> JSON
     training RNG (dropout)  -> JSON (np.random.Generator bit-generator state; PCG64's 128-bit ints stay exact)
     data RNG + position     -> JSON (the batcher's state_dict)
@@ -45,8 +45,6 @@ from minitrain.io import atomic_write_bytes, atomic_write_text
 FORMAT = "minitrain"
 FORMAT_VERSION = 1
 OPTIMIZER_PREFIX = "optimizer."
-# A JSON leaf standing in for an optimizer array that lives among the tensors under this name.
-_TENSOR_REF = "__tensor__"
 _STEP_FILE = re.compile(r"^step-(\d+)\.safetensors$")
 BEST_FILE = "best.safetensors"
 LATEST_POINTER = "latest"
@@ -182,58 +180,6 @@ def load_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, 
     return state, metadata["model_config"], metadata
 
 
-# ----------------------------------------------------------------------------------- optimizer arrays <-> JSON
-
-
-def _split_arrays(obj: Any, name: str, out: dict[str, np.ndarray]) -> Any:
-    """Replace every np.ndarray inside nested dicts/lists with {"__tensor__": name}; collect the arrays in `out`.
-
-    The name is the dotted path (`optimizer.m.transformer.wte.weight`); the reference stores it exactly, so
-    loading never has to guess where a dot in a parameter name belongs.
-    """
-    if isinstance(obj, np.ndarray):
-        if name in out:
-            raise ValueError(f"two optimizer buffers map to the tensor name {name!r}")
-        out[name] = obj
-        return {_TENSOR_REF: name}
-    if isinstance(obj, Mapping):
-        return {key: _split_arrays(value, f"{name}.{key}", out) for key, value in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_split_arrays(value, f"{name}.{i}", out) for i, value in enumerate(obj)]
-    return obj
-
-
-def _join_arrays(obj: Any, tensors: Mapping[str, np.ndarray], path: Path, used: set[str]) -> Any:
-    """Inverse of `_split_arrays`; the names of the tensors it takes are added to `used`."""
-    if isinstance(obj, dict):
-        if set(obj) == {_TENSOR_REF}:
-            name = obj[_TENSOR_REF]
-            if name not in tensors:
-                raise UserError(f"{path}: optimizer buffer {name!r} is missing from the file")
-            used.add(name)
-            return tensors[name]
-        return {key: _join_arrays(value, tensors, path, used) for key, value in obj.items()}
-    if isinstance(obj, list):
-        return [_join_arrays(value, tensors, path, used) for value in obj]
-    return obj
-
-
-def _check_like(saved: Any, current: Any, where: str, path: Path) -> None:
-    """Every array the current optimizer already holds must come back with the same shape and dtype."""
-    if isinstance(current, np.ndarray):
-        if not isinstance(saved, np.ndarray):
-            raise UserError(f"{path}: optimizer buffer {where!r} is missing from the file")
-        if saved.shape != current.shape or saved.dtype != current.dtype:
-            raise UserError(
-                f"{path}: optimizer buffer {where!r} has shape {saved.shape} {saved.dtype}, "
-                f"this run expects {current.shape} {current.dtype}"
-            )
-    elif isinstance(current, Mapping):
-        for key, value in current.items():
-            child = saved.get(key) if isinstance(saved, Mapping) else None
-            _check_like(child, value, f"{where}.{key}", path)
-
-
 # ---------------------------------------------------------------------------------------- full checkpoints
 
 
@@ -255,19 +201,16 @@ def save_checkpoint(
     `extra` is any JSON the training loop wants back on resume (best val so far, ...).
     """
     tensors = dict(model.state_dict())
-    optimizer_arrays: dict[str, np.ndarray] = {}
-    optimizer_json = _split_arrays(optimizer.state_dict(), OPTIMIZER_PREFIX.rstrip("."), optimizer_arrays)
-    clash = tensors.keys() & optimizer_arrays.keys()
-    if clash:
-        raise ValueError(f"model tensor names clash with optimizer buffers: {sorted(clash)}")
-    tensors.update(optimizer_arrays)
+    optimizer_json = dict(optimizer.state_dict())
+    for name, buffer in optimizer_json.pop("buffers").items():
+        tensors[OPTIMIZER_PREFIX + name] = buffer
     meta = {
         "format_version": FORMAT_VERSION,
         "kind": "checkpoint",
         "model_config": dict(model.config),
         "step": int(step),
         "config_hash": config_hash,
-        "optimizer": optimizer_json,
+        "optimizer": optimizer_json,  # the scalars (type, step, lr); the buffers are tensors
         "scheduler": scheduler.state_dict(),
         "batcher": batcher.state_dict(),
         "train_rng": train_rng.bit_generator.state,
@@ -296,6 +239,23 @@ def _check_model(path: Path, model: Any, saved_config: Mapping[str, Any], state:
     for name, a in expected.items():
         if state[name].shape != a.shape:
             raise UserError(f"{path}: tensor {name!r} has shape {state[name].shape}, the model expects {a.shape}")
+
+
+def _optimizer_buffers(path: Path, optimizer: Any, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The `optimizer.<buffer>.<param>` tensors, checked against the buffers this run's optimizer holds."""
+    saved = {name[len(OPTIMIZER_PREFIX) :]: a for name, a in tensors.items() if name.startswith(OPTIMIZER_PREFIX)}
+    expected = optimizer.state_dict()["buffers"]
+    missing = sorted(expected.keys() - saved.keys())
+    unexpected = sorted(saved.keys() - expected.keys())
+    if missing or unexpected:
+        raise UserError(f"{path}: optimizer buffers missing {missing} / unexpected {unexpected}")
+    for name, a in expected.items():
+        if saved[name].shape != a.shape or saved[name].dtype != a.dtype:
+            raise UserError(
+                f"{path}: optimizer buffer {name!r} has shape {saved[name].shape} {saved[name].dtype}, "
+                f"this run expects {a.shape} {a.dtype}"
+            )
+    return saved
 
 
 def _snapshot(model: Any, optimizer: Any, scheduler: Any, batcher: Any, train_rng: np.random.Generator) -> tuple:
@@ -347,12 +307,7 @@ def load_checkpoint(
         )
     model_state = {name: a for name, a in tensors.items() if not name.startswith(OPTIMIZER_PREFIX)}
     _check_model(path, model, meta["model_config"], model_state)
-    used: set[str] = set()
-    optimizer_state = _join_arrays(meta["optimizer"], tensors, path, used)
-    stray = sorted(name for name in tensors if name.startswith(OPTIMIZER_PREFIX) and name not in used)
-    if stray:
-        raise UserError(f"{path}: unexpected optimizer tensors {stray}")
-    _check_like(optimizer_state, optimizer.state_dict(), "optimizer", path)
+    optimizer_state = {**meta["optimizer"], "buffers": _optimizer_buffers(path, optimizer, tensors)}
     rng_kind = meta["train_rng"].get("bit_generator")
     if rng_kind != type(train_rng.bit_generator).__name__:
         raise UserError(f"{path}: training RNG is {rng_kind}, this run uses {type(train_rng.bit_generator).__name__}")
