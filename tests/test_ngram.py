@@ -1,0 +1,231 @@
+"""The character n-gram baseline: counts, Kneser–Ney and add-k, tuning, and the committed results."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from minitrain.metrics import PerplexityMeter
+from minitrain.ngram.add_k import AddKLM
+from minitrain.ngram.counts import NgramCounts, pad_sequences, suffix_keys
+from minitrain.ngram.kneser_ney import KneserNeyLM, estimate_discounts
+from minitrain.ngram.tuning import evaluate, grid_search
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def line(text: str) -> list[int]:
+    """Encode a line over the alphabet a, b, c, ... as [BOS] + ids + [EOS] (a = 3, b = 4, ...)."""
+    return [BOS, *(3 + ord(ch) - ord("a") for ch in text), EOS]
+
+
+def batches_of(sequences: list[list[int]]) -> list[SimpleNamespace]:
+    """One batch like the batcher's, counting every real target (input = e[:-1], target = e[1:])."""
+    tokens = pad_sequences(sequences)
+    target = tokens[:, 1:]
+    return [SimpleNamespace(input=tokens[:, :-1], target=target, loss_mask=target != PAD)]
+
+
+def random_corpus(rng: np.random.Generator, n: int, vocab_size: int, max_len: int = 9) -> list[list[int]]:
+    return [[BOS, *rng.integers(3, vocab_size, size=rng.integers(1, max_len)).tolist(), EOS] for _ in range(n)]
+
+
+# --- counting --------------------------------------------------------------------------------------------------
+
+
+def test_suffix_keys_pack_the_window_ending_at_each_position():
+    tokens = np.array([[1, 3, 4, 5]])
+    keys, complete = suffix_keys(tokens, 3, vocab_size=7)
+    assert complete.tolist() == [[False, False, True, True]]
+    assert keys[0, 2] == 1 * 49 + 3 * 7 + 4 and keys[0, 3] == 3 * 49 + 4 * 7 + 5
+
+
+def brute_force_grams(sequences, order):
+    """Every n-gram that ends on a target position (t ≥ 1) and does not reach left of BOS."""
+    grams = Counter()
+    for e in sequences:
+        for t in range(1, len(e)):
+            for j in range(1, min(order, t + 1) + 1):
+                grams[tuple(e[t - j + 1 : t + 1])] += 1
+    return grams
+
+
+def test_counts_match_brute_force_raw_and_continuation_counts():
+    rng = np.random.default_rng(3)
+    vocab_size, order = 7, 4
+    seqs = random_corpus(rng, 25, vocab_size)
+    counts = NgramCounts(seqs, vocab_size, order)
+    grams = brute_force_grams(seqs, order)
+    for j in range(1, order + 1):
+        expected = {g: c for g, c in grams.items() if len(g) == j}
+        got = {}
+        for key, c in zip(counts.keys[j].tolist(), counts.raw[j].tolist(), strict=True):
+            digits = [(key // vocab_size**i) % vocab_size for i in range(j - 1, -1, -1)]
+            got[tuple(digits)] = c
+        assert got == expected
+        if j < order:
+            left = Counter(g[1:] for g in grams if len(g) == j + 1)
+            keys = [tuple((k // vocab_size**i) % vocab_size for i in range(j - 1, -1, -1)) for k in counts.keys[j]]
+            assert counts.continuation[j].tolist() == [left[g] for g in keys]
+
+
+# --- a slow, plainly written Kneser–Ney to check the vectorised one against -------------------------------------
+
+
+def reference_kneser_ney(sequences, vocab_size, order, scale, history):
+    grams = brute_force_grams(sequences, order)
+
+    def adjusted(g):
+        if len(g) == order or g[0] == BOS:
+            return grams[g]
+        return len({h[0] for h in grams if len(h) == len(g) + 1 and h[1:] == g})
+
+    p = np.array([0.0, 0.0] + [1.0 / (vocab_size - 2)] * (vocab_size - 2))
+    for j in range(1, order + 1):
+        level = {g: adjusted(g) for g in grams if len(g) == j}
+        d = np.clip(scale * estimate_discounts(np.array(list(level.values()))), 0, [1, 2, 3])
+        if len(history) < j - 1:
+            continue  # the window would reach left of BOS
+        context = tuple(history[len(history) - (j - 1) :])
+        seen = {g[-1]: a for g, a in level.items() if g[:-1] == context}
+        if not seen:
+            continue  # unseen context: everything backs off
+        total = sum(seen.values())
+        new = p * sum(d[min(a, 3) - 1] for a in seen.values()) / total
+        for w, a in seen.items():
+            new[w] += (a - d[min(a, 3) - 1]) / total
+        p = new
+    return p
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 5])
+@pytest.mark.parametrize("scale", [0.5, 1.0, 1.5])
+def test_kneser_ney_matches_the_plain_reference(order, scale):
+    rng = np.random.default_rng(order)
+    vocab_size = 7
+    seqs = random_corpus(rng, 30, vocab_size)
+    model = KneserNeyLM(NgramCounts(seqs, vocab_size, 5), order, scale)
+    queries = seqs[:4] + random_corpus(rng, 4, vocab_size)  # seen and (mostly) unseen contexts
+    probs = model.probs(pad_sequences(queries))
+    for row, q in enumerate(queries):
+        for t in range(len(q)):
+            expected = reference_kneser_ney(seqs, vocab_size, order, scale, q[: t + 1])
+            np.testing.assert_allclose(probs[row, t], expected, rtol=1e-12, atol=1e-15)
+
+
+# --- normalisation ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", range(1, 9))
+def test_every_distribution_sums_to_one_with_zero_mass_on_pad_and_bos(order):
+    rng = np.random.default_rng(10 + order)
+    vocab_size = 12
+    seqs = random_corpus(rng, 40, vocab_size - 2)  # the two largest symbols never occur in training
+    counts = NgramCounts(seqs, vocab_size, 8)
+    queries = pad_sequences(seqs[:5] + random_corpus(rng, 5, vocab_size))
+    for model in (KneserNeyLM(counts, order, 0.8), KneserNeyLM(counts, order, 1.3), AddKLM(counts, order, 0.1)):
+        p = model.probs(queries)
+        np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-12)
+        assert (p[..., [PAD, BOS]] == 0).all()
+        assert (p[..., 2:] > 0).all()  # unseen symbols and unseen contexts keep some mass
+
+
+def test_next_log_probs_is_the_last_position_of_each_prefix():
+    counts = NgramCounts([line("abc"), line("abd"), line("bc")], 8, 3)
+    model = KneserNeyLM(counts, 3)
+    prefixes = [[BOS], [BOS, 3, 4], [BOS, 4]]
+    lp = model.next_log_probs(prefixes)
+    for row, prefix in enumerate(prefixes):
+        np.testing.assert_array_equal(lp[row], model.log_probs(np.array([prefix]))[0, -1])
+
+
+# --- perplexity by hand ----------------------------------------------------------------------------------------
+
+
+def test_kneser_ney_perplexity_computed_by_hand():
+    # Train on "ab", "ab", "b" (BOS=1, EOS=2, a=3, b=4; 3 predictable symbols), order 2, textbook discounts.
+    # Level 1 uses continuation counts: EOS follows {b} -> 1, a follows {BOS} -> 1, b follows {a, BOS} -> 2.
+    #   Count-of-counts n1=2, n2=1, n3=n4=0: Y = 2/4 = 0.5, D1 = 1 - 2·0.5·1/2 = 0.5, D2 = 2 - 0 = 2,
+    #   D3+ falls back to Y = 0.5. Total 4: mass EOS = a = 0.5/4, b = 0; γ = (0.5 + 0.5 + 2)/4 = 0.75.
+    #   p1 = (EOS 0.375, a 0.375, b 0.25).
+    # Level 2 uses raw counts: BOS a ×2, a b ×2, b EOS ×3, BOS b ×1. n1=1, n2=2, n3=1, n4=0:
+    #   Y = 1/5, D1 = 1 - 2·0.2·2 = 0.2, D2 = 2 - 3·0.2·1/2 = 1.7, D3+ = 3 - 0 = 3.
+    # Score "ba":
+    #   p(b | BOS) = (1 - 0.2)/3 + (1.7 + 0.2)/3 · 0.25 = 0.425
+    #   p(a | b)   : context b holds only "b EOS" (count 3, discount 3), so γ = 1 and p = p1(a) = 0.375
+    #   p(EOS | a) : context a holds "a b" (count 2): γ = 1.7/2 = 0.85, p = 0.85 · 0.375 = 0.31875
+    counts = NgramCounts([line("ab"), line("ab"), line("b")], 5, 2)
+    model = KneserNeyLM(counts, 2, 1.0)
+    np.testing.assert_allclose(model.discounts[0], [0.5, 2.0, 0.5])
+    np.testing.assert_allclose(model.discounts[1], [0.2, 1.7, 3.0])
+    meter = evaluate(model, batches_of([line("ba")]))
+    assert meter.count == 3
+    assert meter.ppl == pytest.approx(math.exp(-(math.log(0.425) + math.log(0.375) + math.log(0.31875)) / 3))
+
+
+def test_add_k_perplexity_computed_by_hand():
+    # Same training lines, order 2, k = 1, V' = 3:
+    #   p(b | BOS) = (1 + 1)/(3 + 3), p(a | b) = (0 + 1)/(3 + 3), p(EOS | a) = (0 + 1)/(2 + 3).
+    counts = NgramCounts([line("ab"), line("ab"), line("b")], 5, 2)
+    meter = evaluate(AddKLM(counts, 2, 1.0), batches_of([line("ba")]))
+    assert meter.ppl == pytest.approx((2 / 6 * 1 / 6 * 1 / 5) ** (-1 / 3))
+
+
+def test_kneser_ney_with_a_single_discount_is_textbook_interpolated_kneser_ney():
+    # Order 1 on "aab": raw counts a = 2, b = 1, EOS = 1 over V' = 3; a tiny direct check of the formula.
+    counts = NgramCounts([line("aab")], 5, 1)
+    model = KneserNeyLM(counts, 1, 1.0)
+    d1, d2, _ = model.discounts[0]
+    gamma = (2 * d1 + d2) / 4
+    expected = np.array([0, 0, (1 - d1) / 4 + gamma / 3, (2 - d2) / 4 + gamma / 3, (1 - d1) / 4 + gamma / 3])
+    np.testing.assert_allclose(model.probs(np.array([[BOS]]))[0, 0], expected)
+
+
+# --- conditioning on the prefix --------------------------------------------------------------------------------
+
+
+def test_prediction_depends_on_the_prefix_from_bos_truncated_to_the_order():
+    # After BOS, "a" is always followed by "b"; elsewhere "a" is always followed by "c".
+    seqs = [line("ab"), line("ab"), line("cac"), line("dac"), line("bac")]
+    counts = NgramCounts(seqs, 8, 4)
+    model = KneserNeyLM(counts, 3)
+    lp = model.next_log_probs([[BOS, 3], [BOS, 5, 3]])  # "a" right after BOS vs "a" after "c"
+    assert lp[0].argmax() == 4 and lp[1].argmax() == 5
+    # Order 3 reads the last two symbols: what lies before them does not matter, what lies in them does.
+    lp = model.next_log_probs([[BOS, 4, 5, 3], [BOS, 6, 5, 3], [BOS, 6, 3, 3]])
+    np.testing.assert_array_equal(lp[0], lp[1])
+    assert not np.allclose(lp[1], lp[2])
+
+
+# --- tuning ----------------------------------------------------------------------------------------------------
+
+
+def test_grid_search_picks_the_lowest_dev_perplexity_and_reports_every_trial():
+    rng = np.random.default_rng(5)
+    train = [line(w) for w in ["abcab", "abcabc", "bcabca", "cabcab", "abcabcab"] * 3]
+    dev = batches_of([line("abcabca"), line("bcab")])
+    counts = NgramCounts(train + random_corpus(rng, 5, 6), 6, 4)
+    candidates = [{"order": o, "discount_scale": s} for o in (1, 2, 3, 4) for s in (0.5, 1.0)]
+    tuned = grid_search(lambda **p: KneserNeyLM(counts, **p), candidates, dev)
+    assert [t["order"] for t in tuned.trials] == [1, 1, 2, 2, 3, 3, 4, 4]
+    best = min(tuned.trials, key=lambda t: t["dev_ppl"])
+    assert tuned.dev_ppl == best["dev_ppl"] and tuned.params["order"] == best["order"] > 1
+    assert tuned.model.order == tuned.params["order"]
+    assert evaluate(tuned.model, dev).ppl == tuned.dev_ppl
+
+
+def test_evaluate_counts_only_the_masked_positions():
+    counts = NgramCounts([line("ab"), line("b")], 5, 2)
+    model = KneserNeyLM(counts, 2)
+    (batch,) = batches_of([line("ab"), line("b")])
+    answer_only = SimpleNamespace(input=batch.input, target=batch.target, loss_mask=batch.loss_mask.copy())
+    answer_only.loss_mask[:, 0] = False  # do not count the first target of each line
+    direct = PerplexityMeter()
+    lp = model.log_probs(batch.input)
+    direct.update(lp, batch.target, answer_only.loss_mask)
+    assert evaluate(model, [answer_only]).count == batch.loss_mask.sum() - 2 == direct.count
+    assert evaluate(model, [answer_only]).ppl == direct.ppl
