@@ -1,0 +1,27 @@
+"""Optimizers with the semantics of `torch.optim`, on flat state buffers: one concept per module.
+
+adamw.AdamW   adam.Adam   sgd.SGD   rmsprop.RMSprop   adagrad.Adagrad   lamb.Lamb
+base.Optimizer (shared machinery), groups (per-parameter settings), factory.build_optimizer
+"""
+
+from minitrain.optim.adagrad import Adagrad
+from minitrain.optim.adam import Adam
+from minitrain.optim.adamw import AdamW
+from minitrain.optim.base import Optimizer
+from minitrain.optim.factory import OPTIMIZERS, build_optimizer, optimizer_keys
+from minitrain.optim.lamb import Lamb
+from minitrain.optim.rmsprop import RMSprop
+from minitrain.optim.sgd import SGD
+
+__all__ = [
+    "OPTIMIZERS",
+    "SGD",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Lamb",
+    "Optimizer",
+    "RMSprop",
+    "build_optimizer",
+    "optimizer_keys",
+]

@@ -1,0 +1,33 @@
+"""Adam (Kingma & Ba) as `torch.optim.Adam`: weight decay is an L2 term added to the gradient, g ← g + wd·p,
+which then passes through the adaptive scaling (unlike AdamW, where decay shrinks p directly).
+
+    g ← g + wd·p;  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  p ← p − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from minitrain.optim.adamw import AdamW
+from minitrain.optim.base import Parameter
+from minitrain.parameters import ParameterBuffer
+
+
+class Adam(AdamW):
+    """Adam with `torch.optim.Adam`'s defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight_decay 0)."""
+
+    name = "adam"
+    decoupled = False
+
+    def __init__(
+        self,
+        named_params: Iterable[tuple[str, Parameter]],
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        groups: Sequence[Mapping[str, object]] | None = None,
+        buffer: ParameterBuffer | None = None,
+    ) -> None:
+        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, groups, buffer)

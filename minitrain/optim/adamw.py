@@ -1,0 +1,54 @@
+"""AdamW (Loshchilov & Hutter): Adam with weight decay decoupled from the gradient, as `torch.optim.AdamW`.
+
+For step t, per element (see `minitrain/kernels/adamw.py` for the fused kernel):
+
+    p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
+    p ← p − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)
+
+wd is 0 for biases and LayerNorm parameters unless a group rule says otherwise (see `groups.py`).
+With a `ParameterBuffer` a step is one kernel call per group: two calls with the default settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from minitrain.kernels.adamw import adamw_update
+from minitrain.optim.base import Optimizer, Parameter, check_range
+from minitrain.parameters import ParameterBuffer
+
+
+class AdamW(Optimizer):
+    """AdamW with `torch.optim.AdamW`'s defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight_decay 0.01)."""
+
+    name = "adamw"
+    decoupled: ClassVar[bool] = True  # False: classic Adam, decay as an L2 term added to the gradient
+
+    def __init__(
+        self,
+        named_params: Iterable[tuple[str, Parameter]],
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        groups: Sequence[Mapping[str, object]] | None = None,
+        buffer: ParameterBuffer | None = None,
+    ) -> None:
+        check_range("beta1", beta1, high=1.0, open_high=True)
+        check_range("beta2", beta2, high=1.0, open_high=True)
+        check_range("eps", eps)
+        self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
+        init = {"exp_avg": 0.0, "exp_avg_sq": 0.0}
+        super().__init__(named_params, lr, weight_decay, init, groups, buffer)
+
+    def _update(
+        self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float
+    ) -> None:
+        adamw_update(
+            data, grad, state["exp_avg"], state["exp_avg_sq"],
+            lr, self.beta1, self.beta2, self.eps, weight_decay, self.step_count, self.decoupled,
+        )  # fmt: skip

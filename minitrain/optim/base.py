@@ -1,0 +1,229 @@
+"""What every optimizer shares: parameters, per-parameter settings, flat state buffers, step/zero_grad/state_dict.
+
+A concrete optimizer names its state buffers (e.g. AdamW: exp_avg, exp_avg_sq) and implements one method,
+
+    _update(data, grad, state, lr, weight_decay)        all arrays 1-D float32, updated in place,
+
+which applies its rule to a *segment*: a 1-D run of parameters that share one lr and one weight decay.
+
+Two layouts, same results:
+- Parameters in their own arrays (any list of `(name, tensor)`): each parameter is its own segment.
+- Parameters living in one `ParameterBuffer` (pass `buffer=`): consecutive parameters with the same settings
+  are merged into ONE segment, a slice of the flat arrays. With the default settings that is two segments,
+  the decay group and the no-decay group, so an optimizer step is two calls, whatever the number of
+  parameters. (Optimizers whose rule needs per-parameter norms, like LAMB, set `per_parameter = True`.)
+
+State buffers are flat too: one float32 array per buffer name, laid out like the parameters, so a segment's
+state is a slice of it. `state_dict()` hands them out per parameter, named `<buffer>.<parameter name>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from minitrain.errors import UserError
+from minitrain.optim.groups import Setting, resolve_settings
+from minitrain.parameters import ParameterBuffer
+
+
+class Parameter(Protocol):
+    """What an optimizer needs of a parameter (minitrain's `Tensor` has both)."""
+
+    data: np.ndarray
+    grad: np.ndarray | None
+
+
+@dataclass
+class _Segment:
+    """A run of parameters updated by one `_update` call."""
+
+    setting: Setting
+    state: dict[str, np.ndarray]  # 1-D views into the flat state arrays
+    flat: tuple[np.ndarray, np.ndarray] | None  # buffer layout: 1-D views of (data, grad)
+    param: tuple[str, Parameter] | None  # own-array layout: the one parameter
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(data, grad) as 1-D arrays that share memory with the parameter."""
+        if self.flat is not None:
+            return self.flat
+        name, p = self.param
+        if not p.data.flags.c_contiguous:
+            raise RuntimeError(f"parameter {name}: data must be C-contiguous to be updated in place")
+        data = p.data.reshape(-1)
+        # No gradient (the parameter did not reach the loss): a zero gradient, as after zero_grad().
+        grad = np.zeros_like(data) if p.grad is None else p.grad.reshape(-1)
+        return data, grad
+
+
+class Optimizer:
+    """Base class: `step()`, `zero_grad()`, `lr` / `set_lr()`, `state_dict()` / `load_state_dict()`."""
+
+    name: ClassVar[str]  # the `type` in configs and state dicts, e.g. "adamw"
+    per_parameter: ClassVar[bool] = False  # True: never merge parameters into one segment
+
+    def __init__(
+        self,
+        named_params: Iterable[tuple[str, Parameter]],
+        lr: float,
+        weight_decay: float,
+        state_init: Mapping[str, float],
+        groups: Sequence[Mapping[str, object]] | None = None,
+        buffer: ParameterBuffer | None = None,
+    ) -> None:
+        """`state_init` maps each state buffer's name to its initial value (usually 0)."""
+        check_range("lr", lr, open_low=True)
+        check_range("weight_decay", weight_decay)
+        self.params = list(named_params)
+        self.lr = float(lr)
+        self.step_count = 0  # number of step() calls so far; the step being taken is step_count after += 1
+        self.buffer = buffer
+        shapes = {name: tuple(p.data.shape) for name, p in self.params}
+        if len(shapes) != len(self.params):
+            raise ValueError("optimizer: duplicate parameter names")
+        settings = resolve_settings(shapes, weight_decay, groups)
+
+        if buffer is None:
+            order, offset, slices = [name for name, _ in self.params], 0, {}
+            for name in order:
+                slices[name] = slice(offset, offset + int(np.prod(shapes[name])))
+                offset += slices[name].stop - slices[name].start
+        else:
+            self._check_buffer(buffer)
+            order, offset = buffer.names, buffer.size
+            slices = {name: buffer.slice_of(name) for name in order}
+        self._shapes, self._slices = shapes, slices
+        self.state = {key: np.full(offset, value, dtype=np.float32) for key, value in state_init.items()}
+        self._segments = self._build_segments(order, settings)
+
+    # --------------------------------------------------------------------------------------------- layout
+    def _check_buffer(self, buffer: ParameterBuffer) -> None:
+        names = {name for name, _ in self.params}
+        if names != set(buffer.names):
+            raise ValueError(
+                f"optimizer: parameters and ParameterBuffer differ: only in params {sorted(names - set(buffer.names))}"
+                f", only in buffer {sorted(set(buffer.names) - names)}"
+            )
+        for name, p in self.params:
+            self._check_bound(name, p, buffer)
+
+    @staticmethod
+    def _check_bound(name: str, p: Parameter, buffer: ParameterBuffer) -> None:
+        # The flat update writes buffer.data and reads buffer.grad; if a tensor's data or grad were rebound
+        # to another array, training would silently stop touching it. Identity checks are cheap.
+        view = buffer.views(name)
+        if p.data is not view.data or p.grad is not view.grad:
+            raise RuntimeError(
+                f"parameter {name}: its data/grad is no longer the ParameterBuffer's view; copy into it "
+                "(p.data[...] = x) instead of rebinding it"
+            )
+
+    def _build_segments(self, order: list[str], settings: dict[str, Setting]) -> list[_Segment]:
+        params = dict(self.params)
+        runs: list[tuple[Setting, list[str]]] = []
+        for name in order:
+            mergeable = self.buffer is not None and not self.per_parameter
+            if mergeable and runs and runs[-1][0] == settings[name]:
+                runs[-1][1].append(name)
+            else:
+                runs.append((settings[name], [name]))
+        segments = []
+        for setting, names in runs:
+            sl = slice(self._slices[names[0]].start, self._slices[names[-1]].stop)
+            state = {key: array[sl] for key, array in self.state.items()}
+            if self.buffer is not None:
+                segments.append(_Segment(setting, state, (self.buffer.data[sl], self.buffer.grad[sl]), None))
+            else:
+                segments.append(_Segment(setting, state, None, (names[0], params[names[0]])))
+        return segments
+
+    # ---------------------------------------------------------------------------------------------- steps
+    def _update(
+        self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float
+    ) -> None:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        """Apply one update to every parameter from its current `.grad`."""
+        if self.buffer is not None:
+            for name, p in self.params:
+                self._check_bound(name, p, self.buffer)
+        self.step_count += 1
+        for segment in self._segments:
+            data, grad = segment.arrays()
+            self._update(data, grad, segment.state, self.lr * segment.setting.lr_scale, segment.setting.weight_decay)
+
+    def zero_grad(self) -> None:
+        """Set every gradient to 0 in place (one pass over the flat gradient when there is a buffer)."""
+        if self.buffer is not None:
+            self.buffer.zero_grad()
+            return
+        for _, p in self.params:
+            if p.grad is not None:
+                p.grad.fill(0)
+
+    def set_lr(self, lr: float) -> None:
+        """Set the base learning rate (a scheduler calls this before each step); groups scale it."""
+        self.lr = float(lr)
+
+    # ------------------------------------------------------------------------------------------ state I/O
+    def state_dict(self) -> dict[str, Any]:
+        """`{"type", "step", "lr"}` (JSON-serialisable) plus `"buffers"`: `{"<buffer>.<param>": array}` (copies)."""
+        buffers = {
+            f"{key}.{name}": array[self._slices[name]].reshape(self._shapes[name]).copy()
+            for key, array in self.state.items()
+            for name, _ in self.params
+        }
+        return {"type": self.name, "step": self.step_count, "lr": self.lr, "buffers": buffers}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore from `state_dict()` output; checks everything first, so a bad state changes nothing."""
+        for key in ("type", "step", "lr", "buffers"):
+            if key not in state:
+                raise UserError(f"optimizer state: missing '{key}'")
+        if state["type"] != self.name:
+            raise UserError(f"optimizer state: saved by '{state['type']}', cannot load into '{self.name}'")
+        buffers = state["buffers"]
+        expected = {f"{key}.{name}": (key, name) for key in self.state for name, _ in self.params}
+        unexpected = sorted(set(buffers) - set(expected))
+        if unexpected:
+            raise UserError(f"optimizer state: unexpected buffer(s) {', '.join(unexpected)}")
+        for full_name, (_, name) in expected.items():
+            if full_name not in buffers:
+                raise UserError(f"optimizer state: missing buffer '{full_name}'")
+            shape = tuple(np.shape(buffers[full_name]))
+            if shape != self._shapes[name]:
+                expected_shape = list(self._shapes[name])
+                raise UserError(
+                    f"optimizer state: buffer '{full_name}' has shape {list(shape)}, expected {expected_shape}"
+                )
+        for full_name, (key, name) in expected.items():
+            self.state[key][self._slices[name]] = np.asarray(buffers[full_name], dtype=np.float32).reshape(-1)
+        self.step_count = int(state["step"])
+        self.lr = float(state["lr"])
+
+
+def with_l2(grad: np.ndarray, data: np.ndarray, weight_decay: float) -> np.ndarray:
+    """g + wd·p: weight decay as an L2 penalty folded into the gradient (Adam, SGD, RMSprop, Adagrad).
+
+    Returns a new array when wd > 0 and `grad` itself otherwise; never writes the caller's gradient.
+    """
+    return grad + weight_decay * data if weight_decay else grad
+
+
+def check_range(
+    key: str,
+    value: float,
+    low: float = 0.0,
+    high: float = float("inf"),
+    open_low: bool = False,
+    open_high: bool = False,
+) -> None:
+    """UserError naming `optimizer.<key>` unless `value` is a number in [low, high] (open ends excluded)."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or value < low or value > high or (open_low and value == low) or (open_high and value == high):
+        interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+        raise UserError(f"optimizer.{key}: must be in {interval}, got {value!r}", 2)
