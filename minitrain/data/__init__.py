@@ -1,0 +1,10 @@
+"""The Spanish verb-conjugation corpus and everything that turns it into batches.
+
+    conjugator.py, irregular.py, orthography.py   Spanish conjugation (regular, stem-changing, irregular)
+    verbs.py                                      the verb list `data/raw/verbs.tsv`
+    split.py                                      held-out verbs: train / dev / val
+    corpus.py                                     the JSONL record format, loading and validation
+    build.py                                      builds `data/processed/` deterministically
+    tokenizer.py                                  character tokenizer (PAD, BOS, EOS, characters)
+    batcher.py                                    padded (B, T) batches with attention and loss masks (lab 00)
+"""

@@ -1,0 +1,177 @@
+"""Batches for next-character prediction (lab 00).
+
+Every record is encoded once, up front, as `e = [BOS] + text + [EOS]` and split into
+
+    input  = e[:-1]     what the model reads at positions 0..n-2
+    target = e[1:]      what it must predict there (the next token)
+
+each right-padded with PAD to `seq_len` columns. Two boolean masks of the same (N, T) shape go with them:
+
+    attn_pad_mask[t]  True where input[t] is a real token; attention never looks at PAD keys
+    loss_mask[t]      True where target[t] counts in the loss. With `loss_on="answer"` (the default) that is the
+                      characters of the conjugated form plus EOS; with `loss_on="all"` every real target.
+
+For `caminar|P1|camino` the prompt `caminar|P1|` has 11 characters, so targets 11..17 (`camino` + EOS) count.
+
+A batch is then just a gather of B rows from these arrays, which keeps the per-step cost tiny. Training
+(`TrainBatcher`) is an endless iterator over shuffled epochs driven by its own data RNG; evaluation
+(`EvalBatcher`) walks the split once in file order and keeps the last, smaller batch.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+
+LOSS_ON = ("answer", "all")
+
+
+class Batch(NamedTuple):
+    """Arrays of shape (B, T): `input`/`target` int64 token ids, `attn_pad_mask`/`loss_mask` bool."""
+
+    input: np.ndarray
+    target: np.ndarray
+    attn_pad_mask: np.ndarray
+    loss_mask: np.ndarray
+
+
+class EncodedSplit(NamedTuple):
+    """A whole split, encoded and padded once: the same four arrays as `Batch`, with N rows (one per record)."""
+
+    input: np.ndarray
+    target: np.ndarray
+    attn_pad_mask: np.ndarray
+    loss_mask: np.ndarray
+
+    def __len__(self) -> int:
+        return self.input.shape[0]
+
+    def rows(self, index: np.ndarray | slice) -> Batch:
+        """The batch made of rows `index` (fancy indexing copies; slicing gives views)."""
+        return Batch(self.input[index], self.target[index], self.attn_pad_mask[index], self.loss_mask[index])
+
+
+def encode_split(
+    records: Sequence[dict], tokenizer: CharTokenizer, seq_len: int = 32, loss_on: str = "answer"
+) -> EncodedSplit:
+    """Encode `records` (from `corpus.load_records`) into padded (N, seq_len) arrays."""
+    if loss_on not in LOSS_ON:
+        raise UserError(f"data.loss_on must be one of {list(LOSS_ON)}, got {loss_on!r}")
+    if not records:
+        raise UserError("cannot build batches from an empty split")
+    n = len(records)
+    shape = (n, seq_len)
+    inputs = np.full(shape, tokenizer.pad_id, dtype=np.int64)
+    targets = np.full(shape, tokenizer.pad_id, dtype=np.int64)
+    attn_pad_mask = np.zeros(shape, dtype=bool)
+    loss_mask = np.zeros(shape, dtype=bool)
+    for row, record in enumerate(records):
+        text = record["text"]
+        line = tokenizer.encode_line(text)
+        steps = len(line) - 1  # number of (input, target) pairs
+        if steps > seq_len:
+            raise UserError(f"record {text!r} needs {len(line)} tokens, more than seq_len + 1 = {seq_len + 1}")
+        inputs[row, :steps] = line[:-1]
+        targets[row, :steps] = line[1:]
+        attn_pad_mask[row, :steps] = True
+        # Target t is token t+1 of the line; the form's first character is line token len(prompt) + 1.
+        first = 0 if loss_on == "all" else text.rindex("|") + 1
+        loss_mask[row, first:steps] = True
+    for array in (inputs, targets, attn_pad_mask, loss_mask):
+        array.setflags(write=False)  # eval batches are views: nobody may scribble on the split
+    return EncodedSplit(inputs, targets, attn_pad_mask, loss_mask)
+
+
+class TrainBatcher:
+    """Endless shuffled batches: `next(batcher) -> Batch` of exactly `batch_size` rows.
+
+    Each epoch is one permutation of the rows drawn from the data RNG, `Generator(PCG64(data_seed))`, which
+    is never used for anything else. An epoch is `steps_per_epoch = N // batch_size` batches; the few rows
+    left over wait for a later epoch's permutation, so every batch has the same shape.
+
+    The state is (epoch, position, RNG state *before* this epoch's permutation was drawn): redrawing the
+    permutation from it reproduces the epoch, so a resumed run sees exactly the batches of an uninterrupted one.
+    """
+
+    def __init__(self, data: EncodedSplit, batch_size: int, data_seed: int) -> None:
+        if batch_size < 1:
+            raise UserError(f"batch_size must be at least 1, got {batch_size}")
+        if len(data) < batch_size:
+            raise UserError(f"the training split has {len(data)} records, fewer than batch_size {batch_size}")
+        self.data = data
+        self.batch_size = batch_size
+        self.steps_per_epoch = len(data) // batch_size
+        self._rng = np.random.Generator(np.random.PCG64(data_seed))
+        self.epoch = -1
+        self._start_epoch()
+
+    def _start_epoch(self) -> None:
+        self._epoch_rng_state = self._rng.bit_generator.state
+        self._order = self._rng.permutation(len(self.data))
+        self.epoch += 1
+        self.position = 0  # batches of this epoch already handed out
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        if self.position == self.steps_per_epoch:
+            self._start_epoch()
+        start = self.position * self.batch_size
+        self.position += 1
+        return self.data.rows(self._order[start : start + self.batch_size])
+
+    def state_dict(self) -> dict:
+        """JSON-serialisable state: epoch, position, the epoch's RNG state, and the shape it belongs to."""
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "rng": copy.deepcopy(self._epoch_rng_state),
+            "num_records": len(self.data),
+            "batch_size": self.batch_size,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        expected = {"epoch", "position", "rng", "num_records", "batch_size"}
+        if not isinstance(state, dict) or set(state) != expected:
+            raise UserError(f"batcher state must have the keys {sorted(expected)}")
+        if (state["num_records"], state["batch_size"]) != (len(self.data), self.batch_size):
+            raise UserError(
+                f"batcher state is for {state['num_records']} records in batches of {state['batch_size']}, "
+                f"but this run has {len(self.data)} records in batches of {self.batch_size}"
+            )
+        if not 0 <= state["position"] <= self.steps_per_epoch:
+            raise UserError(f"batcher state position {state['position']} is outside 0..{self.steps_per_epoch}")
+        try:
+            self._rng.bit_generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError) as e:
+            raise UserError(f"batcher state has an invalid data RNG state ({e})") from None
+        self.epoch = state["epoch"] - 1
+        self._start_epoch()
+        self.position = state["position"]
+
+
+class EvalBatcher:
+    """One pass over a split in file order, batches of `batch_size` rows, the last one possibly smaller.
+
+    Iterating again starts a new pass; `len()` is the number of batches per pass.
+    """
+
+    def __init__(self, data: EncodedSplit, batch_size: int) -> None:
+        if batch_size < 1:
+            raise UserError(f"batch_size must be at least 1, got {batch_size}")
+        self.data = data
+        self.batch_size = batch_size
+
+    def __len__(self) -> int:
+        return -(-len(self.data) // self.batch_size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        for start in range(0, len(self.data), self.batch_size):
+            yield self.data.rows(slice(start, start + self.batch_size))
