@@ -1,3 +1,12 @@
-"""minitrain: a hand-built, pure-NumPy deep-learning training library for teaching."""
+"""minitrain: a hand-built, pure-NumPy deep-learning training library for teaching.
+
+    from minitrain import Tensor, no_grad, gradcheck
+    import minitrain.functional as F
+"""
+
+from minitrain import functional
+from minitrain.gradcheck import gradcheck
+from minitrain.tensor import Tensor, concat, masked_fill, no_grad, split, where, zero_grad
 
 __version__ = "0.1.0"
+__all__ = ["Tensor", "concat", "functional", "gradcheck", "masked_fill", "no_grad", "split", "where", "zero_grad"]

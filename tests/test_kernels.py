@@ -1,0 +1,98 @@
+"""Each numba kernel agrees with its plain NumPy reference (float32 to rounding, float64 to ~1e-12).
+
+Under NUMBA_DISABLE_JIT=1 the numba functions run as interpreted Python; the shapes here stay small so this
+file still runs quickly then."""
+
+import numpy as np
+import pytest
+
+from minitrain.kernels import attention, cross_entropy, embedding, gelu, layernorm
+
+TOLERANCE = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
+DTYPES = [np.float32, np.float64]
+
+
+def normal(shape, dtype, seed, scale=1.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+def agree(numba_out, reference_out, dtype, **override):
+    tol = {**TOLERANCE[dtype], **override}
+    as_list = lambda out: list(out) if isinstance(out, tuple) else [out]  # noqa: E731
+    for a, b in zip(as_list(numba_out), as_list(reference_out), strict=True):
+        assert a.dtype == b.dtype == dtype
+        np.testing.assert_allclose(a, b, **tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu(dtype):
+    x = normal((4, 8, 33), dtype, 0, scale=4.0)  # wide enough to reach the ±1 region of tanh
+    x.flat[:4] = [0.0, 12.0, -12.0, 1e-8]
+    dy = normal(x.shape, dtype, 1)
+    # float32: the kernel's rational tanh is within 3e-7 of tanh; through the x³ slope that stays under 2e-5.
+    agree(gelu.gelu_forward_numba(x), gelu.gelu_forward_reference(x), dtype)
+    agree(gelu.gelu_backward_numba(x, dy), gelu.gelu_backward_reference(x, dy), dtype, atol=2e-5)
+
+
+def test_fast_tanh_accuracy():
+    x = np.linspace(-10, 10, 20001).astype(np.float32)
+    approx = np.array([gelu.tanh_f32(v) for v in x[::7]], dtype=np.float64)
+    assert np.abs(approx - np.tanh(x[::7].astype(np.float64))).max() < 4e-7
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layernorm(dtype):
+    x = normal((24, 16), dtype, 0, scale=3.0) + dtype(5.0)  # an offset mean tests the centring
+    w, b = normal(16, dtype, 1), normal(16, dtype, 2)
+    dy = normal(x.shape, dtype, 3)
+    y, mean, rstd = layernorm.layernorm_forward_numba(x, w, b, 1e-5)
+    agree((y, mean, rstd), layernorm.layernorm_forward_reference(x, w, b, 1e-5), dtype)
+    agree(layernorm.layernorm_backward_numba(dy, x, w, mean, rstd),
+          layernorm.layernorm_backward_reference(dy, x, w, mean, rstd), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy(dtype):
+    logits = normal((30, 11), dtype, 0, scale=5.0)
+    logits[0] += dtype(80.0)  # large logits must not overflow
+    targets = np.random.default_rng(1).integers(0, 11, size=30)
+    mask = np.random.default_rng(2).random(30) < 0.6
+    mask[0] = True
+    nll, lse = cross_entropy.cross_entropy_forward_numba(logits, targets, mask)
+    agree((nll, lse), cross_entropy.cross_entropy_forward_reference(logits, targets, mask), dtype)
+    assert np.all(nll[~mask] == 0) and np.all(nll[mask] > 0)
+    dnll = (mask * normal(30, dtype, 3)).astype(dtype)
+    agree(cross_entropy.cross_entropy_backward_numba(logits, targets, lse, dnll),
+          cross_entropy.cross_entropy_backward_reference(logits, targets, lse, dnll), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_causal_softmax(dtype):
+    scores = normal((2, 3, 6, 6), dtype, 0, scale=4.0)
+    key_mask = np.array([[True] * 6, [True, True, True, True, False, False]])
+    probs = attention.causal_softmax_forward_numba(scores, 0.5, key_mask)
+    agree(probs, attention.causal_softmax_forward_reference(scores, 0.5, key_mask), dtype)
+    np.testing.assert_allclose(probs.sum(axis=-1), 1.0, rtol=1e-6)
+    assert np.all(np.triu(probs[0, 0], k=1) == 0) and np.all(probs[1, :, :, 4:] == 0)
+    dprobs = normal(probs.shape, dtype, 1)
+    agree(attention.causal_softmax_backward_numba(probs, dprobs, 0.5),
+          attention.causal_softmax_backward_reference(probs, dprobs, 0.5), dtype)
+
+
+def test_causal_softmax_row_without_keys_is_zero():
+    scores = np.ones((1, 1, 3, 3))
+    no_keys = np.array([[False, True, True]])  # query 0 may only see key 0, which is padding
+    for kernel in (attention.causal_softmax_forward_numba, attention.causal_softmax_forward_reference):
+        probs = kernel(scores, 1.0, no_keys)
+        np.testing.assert_array_equal(probs[0, 0, 0], 0.0)
+        np.testing.assert_allclose(probs[0, 0, 2], [0.0, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_scatter_add(dtype):
+    idx = np.array([3, 0, 3, 3, 7, 0])
+    dy = normal((6, 5), dtype, 0)
+    out = embedding.embedding_backward_numba(idx, dy, 9)
+    agree(out, embedding.embedding_backward_reference(idx, dy, 9), dtype)
+    np.testing.assert_allclose(out[3], dy[[0, 2, 3]].sum(axis=0), rtol=1e-6)
+    assert not out[[1, 2, 4, 5, 6, 8]].any()
