@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
 from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 
+from minitrain.data.batcher import encode_split
+from minitrain.data.corpus import load_records
+from minitrain.data.tokenizer import CharTokenizer
 from minitrain.metrics import PerplexityMeter
 from minitrain.ngram.add_k import AddKLM
+from minitrain.ngram.baseline import load_baseline_config, run_baseline
 from minitrain.ngram.counts import NgramCounts, pad_sequences, suffix_keys
 from minitrain.ngram.kneser_ney import KneserNeyLM, estimate_discounts
 from minitrain.ngram.tuning import evaluate, grid_search
 
 PAD, BOS, EOS = 0, 1, 2
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script():
+    """scripts/ngram_baseline.py as a module, so its main() runs in-process."""
+    spec = importlib.util.spec_from_file_location("ngram_baseline_script", REPO / "scripts" / "ngram_baseline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def line(text: str) -> list[int]:
@@ -229,3 +246,122 @@ def test_evaluate_counts_only_the_masked_positions():
     direct.update(lp, batch.target, answer_only.loss_mask)
     assert evaluate(model, [answer_only]).count == batch.loss_mask.sum() - 2 == direct.count
     assert evaluate(model, [answer_only]).ppl == direct.ppl
+
+
+# --- the baseline run: config, honest tuning, script ------------------------------------------------------------
+
+ENDINGS = {
+    "ar": ["o", "as", "a", "amos", "áis", "an"],
+    "er": ["o", "es", "e", "emos", "éis", "en"],
+    "ir": ["o", "es", "e", "imos", "ís", "en"],
+}
+TRAIN_VERBS = ["hablar", "mirar", "tomar", "llevar", "bailar", "cantar", "nadar", "lavar",
+               "comer", "beber", "correr", "temer", "vivir", "subir", "abrir", "escribir"]
+
+
+def present_tense(verbs: list[str]) -> list[dict]:
+    """Records of the regular present indicative: a tiny stand-in for the corpus, same format."""
+    out = []
+    for verb in verbs:
+        for person, ending in enumerate(ENDINGS[verb[-2:]], start=1):
+            form = verb[:-2] + ending
+            out.append({"verb": verb, "tense": "P", "person": person, "form": form, "text": f"{verb}|P{person}|{form}"})
+    return out
+
+
+def write_corpus(folder, splits: dict[str, list[dict]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, records in splits.items():
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        (folder / f"{name}.jsonl").write_text(text, encoding="utf-8")
+    all_verbs = [*TRAIN_VERBS, "saltar", "meter", "partir", "caminar", "vender", "dividir", "pasar", "sufrir"]
+    CharTokenizer.from_texts(r["text"] for r in present_tense(all_verbs)).save(folder / "vocab.json")
+    (folder / "manifest.json").write_text('{"generator": "test"}\n')
+
+
+def write_config(path, data_dir, **overrides) -> None:
+    cfg = {
+        "data": {f"{s}_path": str(data_dir / f"{s}.jsonl") for s in ("train", "dev", "val")}
+        | {"vocab_path": str(data_dir / "vocab.json"), "manifest_path": str(data_dir / "manifest.json")},
+        "eval": {"batch_size": 7},
+        "kneser_ney": {"orders": [1, 2, 3, 4, 5, 6, 7, 8], "discount_scales": [0.5, 1.0, 1.5]},
+        "add_k": {"orders": [1, 2, 3], "ks": [0.1, 1.0]},
+    }
+    for dotted_key, value in overrides.items():
+        section, key = dotted_key.split("__")
+        cfg[section][key] = value
+    path.write_text(yaml.safe_dump(cfg))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    data = tmp_path / "data"
+    write_corpus(data, {"train": present_tense(TRAIN_VERBS), "dev": present_tense(["saltar", "meter", "partir"]),
+                        "val": present_tense(["caminar", "vender", "dividir"])})
+    write_config(tmp_path / "config.yaml", data)
+    return tmp_path
+
+
+def test_val_contents_do_not_change_the_choice(corpus):
+    cfg = load_baseline_config(corpus / "config.yaml")
+    first = run_baseline(cfg)
+    write_corpus(corpus / "data", {"val": present_tense(["pasar", "sufrir"])})  # a different val split
+    second = run_baseline(cfg)
+    assert second["val_ppl"] != first["val_ppl"] and second["val_records"] == 12  # val really changed
+    for key in ("order", "discount_scale", "discounts", "dev_ppl", "dev_ppl_grid", "train_ppl"):
+        assert second[key] == first[key]
+    for key in ("order", "k", "dev_ppl_grid"):
+        assert second["add_k_reference"][key] == first["add_k_reference"][key]
+    best = min((ppl, int(o), float(s)) for o, row in first["dev_ppl_grid"].items() for s, ppl in row.items())
+    assert (first["order"], first["discount_scale"]) == best[1:] and first["dev_ppl"] == best[0]
+
+
+def test_baseline_counts_the_batchers_answer_positions(corpus):
+    results = run_baseline(load_baseline_config(corpus / "config.yaml"))
+    tok = CharTokenizer.load(corpus / "data" / "vocab.json")
+    for split in ("train", "dev", "val"):
+        records = load_records(corpus / "data" / f"{split}.jsonl")
+        expected = sum(len(r["form"]) + 1 for r in records)  # the form and EOS
+        assert results["counted_tokens"][split] == expected == encode_split(records, tok).loss_mask.sum()
+    assert results["add_k_reference"]["val_ppl"] > results["val_ppl"]  # KN beats the simple reference
+
+
+def test_script_is_deterministic_and_writes_results_and_readme(corpus, capsys):
+    script = load_script()
+    for out in ("a", "b"):
+        assert script.main(["--config", str(corpus / "config.yaml"), "--out-dir", str(corpus / out)]) == 0
+    assert "took" in capsys.readouterr().out
+    for name in ("results.json", "README.md"):
+        assert (corpus / "a" / name).read_bytes() == (corpus / "b" / name).read_bytes()
+    readme = (corpus / "a" / "README.md").read_text()
+    results = json.loads((corpus / "a" / "results.json").read_text())
+    assert f"{results['val_ppl']:.3f}" in readme and f"order {results['order']}" in readme
+    assert sorted(p.name for p in (corpus / "a").iterdir()) == ["README.md", "results.json"]  # no temp files
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"kneser_ney__order": 3}, "kneser_ney.order"),
+        ({"kneser_ney__orders": [2, 9]}, "kneser_ney.orders.1"),
+        ({"add_k__ks": [0.0]}, "add_k.ks.0"),
+        ({"data__loss_on": "prompt"}, "data.loss_on"),
+    ],
+)
+def test_bad_config_is_one_clear_error(corpus, capsys, override, message):
+    write_config(corpus / "bad.yaml", corpus / "data", **override)
+    code = load_script().main(["--config", str(corpus / "bad.yaml"), "--out-dir", str(corpus / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and message in err and "Traceback" not in err
+    assert not (corpus / "out").exists()
+
+
+def test_missing_files_are_clear_errors(corpus, capsys):
+    script = load_script()
+    assert script.main(["--config", str(corpus / "nope.yaml"), "--out-dir", str(corpus / "out")]) == 2
+    assert "nope.yaml: config file not found" in capsys.readouterr().err
+    (corpus / "data" / "dev.jsonl").unlink()
+    assert script.main(["--config", str(corpus / "config.yaml"), "--out-dir", str(corpus / "out")]) != 0
+    err = capsys.readouterr().err
+    assert "dev.jsonl" in err and "not found" in err and "Traceback" not in err
+    assert not (corpus / "out").exists()

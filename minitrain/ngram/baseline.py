@@ -1,0 +1,237 @@
+"""The phase-14 baseline run: fit on train, tune on dev, score train/dev/val, write results.json and a README.
+
+Everything the script `scripts/ngram_baseline.py` does lives here, so it can be tested and reused:
+
+1. read the small YAML config (validated strictly: an unknown or missing key is a `UserError`);
+2. count every n-gram of length ≤ 8 in the encoded training lines (`[BOS] + text + [EOS]`, every position);
+3. grid-search Kneser–Ney (order × discount scale) and add-k (order × k) on the **dev** batches only;
+4. score the winners on train, dev and val through the batcher's eval pass and `PerplexityMeter`, so exactly the
+   positions MiniGPT's evaluation counts are counted here (`loss_on: answer` = the form and EOS);
+5. greedy-decode the form from each val prompt (`caminar|P1|` -> `camino`) for the exact-match rate.
+
+The results depend only on the data files and the config: no randomness, no clock, floats rounded to 6 decimals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from minitrain.data.batcher import EvalBatcher, encode_split
+from minitrain.data.corpus import load_records
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+from minitrain.io import atomic_write_json, atomic_write_text
+from minitrain.metrics import greedy_exact_match
+from minitrain.ngram.add_k import AddKLM
+from minitrain.ngram.counts import NgramCounts
+from minitrain.ngram.kneser_ney import KneserNeyLM
+from minitrain.ngram.model import NgramLM
+from minitrain.ngram.tuning import Tuned, evaluate, grid_search
+
+MAX_ORDER = 8
+DIGITS = 6  # decimals kept in results.json: far below any meaningful difference, stable across machines
+
+Order = Annotated[int, Field(ge=1, le=MAX_ORDER)]
+Positive = Annotated[float, Field(gt=0)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataSection(_Section):
+    train_path: str
+    dev_path: str
+    val_path: str
+    vocab_path: str
+    manifest_path: str
+    loss_on: Literal["answer", "all"] = "answer"
+    seq_len: int = Field(32, ge=2)
+
+
+class EvalSection(_Section):
+    batch_size: int = Field(256, ge=1)
+    max_new_tokens: int = Field(32, ge=1)
+
+
+class KneserNeySection(_Section):
+    orders: list[Order] = Field(min_length=1)
+    discount_scales: list[Positive] = Field(min_length=1)
+
+
+class AddKSection(_Section):
+    orders: list[Order] = Field(min_length=1)
+    ks: list[Positive] = Field(min_length=1)
+
+
+class NgramBaselineConfig(_Section):
+    """The whole config file; paths are relative to the current directory (the repository root)."""
+
+    data: DataSection
+    eval: EvalSection = EvalSection()
+    kneser_ney: KneserNeySection
+    add_k: AddKSection
+
+
+def _plain(error: dict) -> str:
+    # Pydantic's wording for the two commonest mistakes, said the way a config user thinks of them.
+    return {"extra_forbidden": "unknown key", "missing": "missing key"}.get(error["type"], error["msg"])
+
+
+def load_baseline_config(path: str | Path) -> NgramBaselineConfig:
+    """Read and validate the config; every problem is reported at once in one `UserError` (exit code 2)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: config file not found", 2) from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"{path}: not a readable YAML file ({e})", 2) from None
+    try:
+        cfg = NgramBaselineConfig.model_validate(raw)
+    except ValidationError as e:
+        problems = [f"{'.'.join(map(str, err['loc'])) or '<top>'}: {_plain(err)}" for err in e.errors()]
+        raise UserError(f"{path}: invalid config:\n  " + "\n  ".join(problems), 2) from None
+    return cfg
+
+
+def sha256_of(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes (`UserError` if it is missing)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def _round(x: float) -> float:
+    return round(float(x), DIGITS)
+
+
+def _scores(model: NgramLM, splits: dict[str, list], records: list[dict], tokenizer: CharTokenizer,
+            max_new_tokens: int) -> dict:
+    out = {}
+    for name, batches in splits.items():
+        out[f"{name}_ppl"] = _round(evaluate(model, batches).ppl)
+    em = greedy_exact_match(model.next_log_probs, records, tokenizer, max_new_tokens)
+    out["val_exact_match"] = _round(em.rate)
+    out["val_exact_match_correct"] = em.correct
+    return out
+
+
+def _dev_grid(tuned: Tuned, knob: str) -> dict[str, dict[str, float]]:
+    """Every trial's dev PPL as {order: {knob value: ppl}} (JSON keys are strings)."""
+    grid: dict[str, dict[str, float]] = {}
+    for t in tuned.trials:
+        grid.setdefault(str(t["order"]), {})[str(t[knob])] = _round(t["dev_ppl"])
+    return grid
+
+
+def run_baseline(cfg: NgramBaselineConfig) -> dict:
+    """Fit, tune on dev, score; returns the results dict (JSON-ready, deterministic)."""
+    d = cfg.data
+    manifest_hash = sha256_of(d.manifest_path)
+    tokenizer = CharTokenizer.load(d.vocab_path)
+    records = {name: load_records(getattr(d, f"{name}_path")) for name in ("train", "dev", "val")}
+    splits = {
+        name: list(EvalBatcher(encode_split(recs, tokenizer, d.seq_len, d.loss_on), cfg.eval.batch_size))
+        for name, recs in records.items()
+    }
+    counts = NgramCounts(
+        [tokenizer.encode_line(r["text"]) for r in records["train"]],
+        tokenizer.vocab_size,
+        max(cfg.kneser_ney.orders + cfg.add_k.orders),
+        tokenizer.pad_id,
+        tokenizer.bos_id,
+    )
+    # Tuning sees the dev batches and nothing else.
+    kn = grid_search(
+        lambda **p: KneserNeyLM(counts, **p),
+        [{"order": o, "discount_scale": s} for o in cfg.kneser_ney.orders for s in cfg.kneser_ney.discount_scales],
+        splits["dev"],
+    )
+    ak = grid_search(
+        lambda **p: AddKLM(counts, **p),
+        [{"order": o, "k": k} for o in cfg.add_k.orders for k in cfg.add_k.ks],
+        splits["dev"],
+    )
+    counted = {name: evaluate(kn.model, batches).count for name, batches in splits.items()}
+    return {
+        "model": "character n-gram, interpolated modified Kneser-Ney",
+        **kn.model.describe(),
+        **_scores(kn.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens),
+        "val_records": len(records["val"]),
+        "loss_on": d.loss_on,
+        "counted_tokens": counted,
+        "tuned_on": "dev",
+        "dev_ppl_grid": _dev_grid(kn, "discount_scale"),
+        "add_k_reference": {
+            **ak.model.describe(),
+            **_scores(ak.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens),
+            "dev_ppl_grid": _dev_grid(ak, "k"),
+        },
+        "data_manifest_hash": manifest_hash,
+        "vocab_size": tokenizer.vocab_size,
+    }
+
+
+def render_readme(results: dict, manifest_path: str) -> str:
+    """A short note on the run, generated from `results` (so it never disagrees with results.json)."""
+    r, ak = results, results["add_k_reference"]
+    kn_orders = ", ".join(r["dev_ppl_grid"])
+    scales = ", ".join(next(iter(r["dev_ppl_grid"].values())))
+    top = ", ".join(f"{x:.3f}" for x in r["discounts"][-1])
+    counted = r["counted_tokens"]
+    return f"""# Phase 14: the character n-gram baseline
+
+Written by `scripts/ngram_baseline.py` from `results.json`; rerun it to regenerate both files.
+
+## Model
+
+A character n-gram with interpolated modified Kneser–Ney smoothing (`minitrain/ngram/`), counted on every
+position of the encoded training lines `[BOS] + text + [EOS]`. It conditions on the prefix from BOS,
+truncated to its order. PAD and BOS get probability 0; the other {r["vocab_size"] - 2} symbols sum to 1 in
+every context, seen or not. Add-k is fitted alongside as a simple reference.
+
+## Tuning, on dev only
+
+Orders {kn_orders} × discount scales {scales} (a factor on the Chen–Goodman closed-form
+discounts); the lowest dev perplexity wins. Chosen: **order {r["order"]}, discount scale
+{r["discount_scale"]}** (top-level discounts D1, D2, D3+ = {top}). Add-k chose order {ak["order"]},
+k = {ak["k"]}. The val split is scored once, after the choice; `dev_ppl_grid` in `results.json` lists
+every setting tried.
+
+## Scores
+
+Perplexity over the positions `loss_on: {r["loss_on"]}` marks, exactly those MiniGPT's evaluation counts,
+through the same `minitrain.metrics.PerplexityMeter`:
+
+| split | counted tokens | Kneser–Ney PPL | add-k PPL |
+|---|---:|---:|---:|
+| train | {counted["train"]} | {r["train_ppl"]:.3f} | {ak["train_ppl"]:.3f} |
+| dev | {counted["dev"]} | {r["dev_ppl"]:.3f} | {ak["dev_ppl"]:.3f} |
+| val | {counted["val"]} | **{r["val_ppl"]:.3f}** | {ak["val_ppl"]:.3f} |
+
+Greedy exact match of the form on val (prompt `verb|T#|`, e.g. `caminar|P1|` -> `camino`):
+**{r["val_exact_match"]:.1%}** ({r["val_exact_match_correct"]} of {r["val_records"]}); add-k
+{ak["val_exact_match"]:.1%}.
+
+Lab 01's gate: MiniGPT's val PPL < {r["val_ppl"]:.3f}. Train PPL is optimistic, since the model counted
+those very lines. Dev and val hold verbs never seen in training: an n-gram can only guess their stems from
+other verbs, while a transformer can copy the stem from the prompt.
+
+Data: `{manifest_path}` sha256 `{r["data_manifest_hash"]}`.
+Fitting, tuning and scoring take seconds; the script prints the time of each run, which is kept out of
+these files so that a rerun reproduces them byte for byte.
+"""
+
+
+def write_outputs(results: dict, cfg: NgramBaselineConfig, out_dir: str | Path) -> None:
+    """results.json and README.md into `out_dir`, each written atomically."""
+    out_dir = Path(out_dir)
+    atomic_write_json(out_dir / "results.json", results)
+    atomic_write_text(out_dir / "README.md", render_readme(results, cfg.data.manifest_path))
