@@ -1,0 +1,257 @@
+"""Load a config: YAML → `--set` overrides → templates → schema → cross-field rules → `Config`.
+
+Every stage adds to one list of problems instead of stopping at the first; if the list is not empty at the end,
+one `ConfigError` (exit code 2) reports them all, each with its key path and its line. Nothing is written.
+
+    cfg = load_config("experiments/18-train-mini/config.yaml", ["optimizer.lr_max=1e-3"])
+    cfg.optimizer.lr_max            # 0.001
+    cfg.source.overrides            # ("--set optimizer.lr_max=1e-3",)
+    resolved_yaml(cfg)              # what the run writes as config.resolved.yaml
+
+The data checks (`max_seq_len` against the longest record...) need the data files; they are a separate step,
+`minitrain.config.datacheck.check_data(cfg)`, that `validate` and `train` run after this one.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import os
+import re
+from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from minitrain.config.problems import ConfigError, Problem, from_validation_error, unknown_key_message
+from minitrain.config.rules import run_rules
+from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
+from minitrain.config.source import ConfigSource, KeyPath, dotted
+from minitrain.config.templates import TemplateError, has_template, render_value
+from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar, parse_yaml
+from minitrain.errors import UserError
+
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def load_config(
+    path: str | os.PathLike,
+    overrides: Iterable[str] = (),
+    *,
+    values: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    now: dt.datetime | None = None,
+) -> Config:
+    """Read, override, render and validate the config at `path`.
+
+    `overrides` are `key=value` strings (`--set`), the value read as a YAML scalar. `values` maps dotted keys to
+    already-typed values set by CLI flags (`{"training.rng_seed": 3}` for `--seed 3`). `env` (default
+    os.environ) and `now` (default the current UTC time) feed the templates. Raises ConfigError on any problem.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"config file not found: {path}", 2) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read config {path}: {exc}", 2) from None
+    source = ConfigSource(path=str(path), text=text)
+    try:
+        parsed = parse_yaml(text)
+    except YamlSyntaxError as exc:
+        source.lines[()] = exc.line
+        raise ConfigError([Problem((), f"not valid YAML: {exc}")], source) from None
+    source.lines.update(parsed.lines)
+    problems = [
+        Problem(p, f"key given twice (lines {first} and {second}); YAML would silently keep the last")
+        for p, first, second in parsed.duplicates
+    ]
+    return _build(parsed.data, source, problems, overrides, values, env, now, default_name=_default_name(path))
+
+
+def config_from_dict(
+    data: Mapping[str, Any],
+    overrides: Iterable[str] = (),
+    *,
+    values: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    now: dt.datetime | None = None,
+) -> Config:
+    """The same checks for a config built in code (tests, notebooks); problems carry key paths, no lines."""
+    return _build(copy.deepcopy(dict(data)), ConfigSource(), [], overrides, values, env, now, default_name="run")
+
+
+def _default_name(path: Path) -> str:
+    # experiments/18-train-mini/config.yaml is better named after its folder than "config".
+    return path.parent.name if path.stem == "config" and path.parent.name else path.stem
+
+
+def _build(data, source, problems, overrides, values, env, now, *, default_name) -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([Problem((), "the top level must be a mapping of sections (model:, data:, ...)")], source)
+    for text in overrides:
+        problems += _apply_override(data, source, text)
+    for key, value in (values or {}).items():
+        origin = _flag_origin(key, value)
+        source.overrides += (origin,)
+        problems += _set(data, source, key, value, origin)
+    data.setdefault("name", default_name)
+    problems += _render_templates(data, source, env if env is not None else os.environ, now)
+    sections, schema_problems = _validate_sections(data)
+    problems += schema_problems
+    problems += run_rules(sections, data)
+    if problems:
+        raise ConfigError(problems, source)
+    cfg = Config.model_validate(data)
+    if cfg.output.dir is None:
+        cfg.output.dir = cfg.output_dir
+    cfg._source = source
+    return cfg
+
+
+def _flag_origin(key: str, value: Any) -> str:
+    flag = {"training.rng_seed": "--seed", "output.dir": "--out-dir"}.get(key)
+    return f"{flag} {value}" if flag else f"--set {key}={value}"
+
+
+# --- overrides ----------------------------------------------------------------------------------------------
+
+
+def _apply_override(data: dict, source: ConfigSource, text: str) -> list[Problem]:
+    key, sep, raw_value = text.partition("=")
+    key = key.strip()
+    origin = f"--set {text}"
+    if not sep or not _KEY.match(key):
+        path = (key or "<set>",)
+        source.origins[path] = origin
+        return [Problem(path, "write an override as --set section.key=value, e.g. --set training.batch_size=16")]
+    try:
+        value = parse_scalar(raw_value)
+    except YamlSyntaxError as exc:
+        path = tuple(key.split("."))
+        source.origins[path] = origin
+        return [Problem(path, f"value is not a YAML scalar: {exc}")]
+    source.overrides += (origin,)
+    return _set(data, source, key, value, origin)
+
+
+def _set(data: dict, source: ConfigSource, key: str, value: Any, origin: str) -> list[Problem]:
+    """Put `value` at dotted `key`, creating sections as needed; note where it came from."""
+    path = tuple(key.split("."))
+    node = data
+    for depth, part in enumerate(path[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            source.origins[path] = origin
+            return [Problem(path, f"{dotted(path[: depth + 1])} is not a section, so {key} cannot be set")]
+        node = child
+    node[path[-1]] = value
+    source.origins[path] = origin
+    return []
+
+
+# --- templates ----------------------------------------------------------------------------------------------
+
+
+def _render_templates(data: dict, source: ConfigSource, env: Mapping[str, str], now: dt.datetime | None):
+    """Render every string; name, version and the seed first, since the other strings may use them."""
+    now = now or dt.datetime.now(dt.UTC)
+    variables: dict[str, str | None] = {
+        "timestamp": now.strftime("%Y%m%dT%H%M%SZ"),
+        "date": now.strftime("%Y-%m-%d"),
+    }
+    problems: list[Problem] = []
+    first = [("name",), ("version",), ("training", "rng_seed")]
+    for path in first:
+        problems += _render_at(data, path, variables, env)
+    training = data.get("training")
+    seed = training.get("rng_seed", 42) if isinstance(training, dict) else 42
+    for key, value in (("name", data.get("name")), ("version", data.get("version")), ("seed", seed)):
+        variables[key] = None if value is None or has_template(str(value)) else str(value)
+    problems += _render_tree(data, (), variables, env, skip=set(first))
+    return problems
+
+
+def _render_at(data, path: KeyPath, variables, env) -> list[Problem]:
+    parent = data
+    for part in path[:-1]:
+        parent = parent.get(part) if isinstance(parent, dict) else None
+    if not isinstance(parent, dict) or not isinstance(parent.get(path[-1]), str):
+        return []
+    try:
+        parent[path[-1]] = render_value(parent[path[-1]], variables, env)
+    except TemplateError as exc:
+        return [Problem(path, str(exc))]
+    return []
+
+
+def _render_tree(node, path: KeyPath, variables, env, skip) -> list[Problem]:
+    problems: list[Problem] = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in list(items):
+        child: KeyPath = (*path, key)
+        if child in skip:
+            continue
+        if isinstance(value, str) and has_template(value):
+            try:
+                node[key] = render_value(value, variables, env)
+            except TemplateError as exc:
+                problems.append(Problem(child, str(exc)))
+        else:
+            problems += _render_tree(value, child, variables, env, skip)
+    return problems
+
+
+# --- schema -------------------------------------------------------------------------------------------------
+
+
+@cache
+def _adapter(name: str) -> TypeAdapter:
+    field = Config.model_fields[name]
+    return TypeAdapter(Annotated[field.annotation, field])
+
+
+def _validate_sections(data: dict) -> tuple[dict[str, Any], list[Problem]]:
+    """Validate each top-level section on its own, so rules can run on the sections that are fine."""
+    problems: list[Problem] = []
+    sections: dict[str, Any] = {}
+    for key in data:
+        if key not in Config.model_fields:
+            problems.append(Problem((key,), unknown_key_message(Config, (key,))))
+    for name, field in Config.model_fields.items():
+        try:
+            value = data[name] if name in data else field.get_default(call_default_factory=True)
+            sections[name] = _adapter(name).validate_python(value, strict=True)
+        except ValidationError as exc:
+            problems += from_validation_error(Config, exc, prefix=(name,))
+    return sections, problems
+
+
+def resolved_dict(cfg: Config) -> dict[str, Any]:
+    """The config after defaults, overrides and templates, as plain data in schema order.
+
+    Keys the chosen optimizer/scheduler type does not use are left out, so the result loads again as a config.
+    """
+    data = cfg.model_dump(mode="json")
+    for section, table in (("optimizer", OPTIMIZER_KEYS), ("scheduler", SCHEDULER_KEYS)):
+        used = table[data[section]["type"]]
+        data[section] = {k: v for k, v in data[section].items() if k in used}
+    return data
+
+
+def resolved_yaml(cfg: Config) -> str:
+    """config.resolved.yaml: the resolved config, headed by the command-line overrides that shaped it."""
+    head = ["# minitrain resolved config: defaults filled in, overrides and templates applied."]
+    if cfg.source is not None and cfg.source.path:
+        head.append(f"# source: {cfg.source.path}")
+    for origin in cfg.source.overrides if cfg.source is not None else ():
+        head.append(f"# override: {origin}")
+    body = yaml.safe_dump(resolved_dict(cfg), sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return "\n".join(head) + "\n" + body

@@ -1,0 +1,150 @@
+"""Config problems: collected all together, each naming its key path and its line, raised as one error.
+
+A user who mistypes three keys should learn about all three in one go, each with a place to jump to:
+
+    error: experiments/x/config.yaml has 2 problems:
+      experiments/x/config.yaml:12: optimizer.lr_mx: unknown key — did you mean 'lr_max'?
+      experiments/x/config.yaml:20: training.batch_size: must be >= 1 (got 0)
+
+`ConfigError` is a `UserError` with exit code 2, so every CLI prints it without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from minitrain.config.source import ConfigSource, KeyPath, dotted
+from minitrain.errors import UserError
+
+EXIT_INVALID_CONFIG = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config: the key path at fault and a sentence saying what and how to fix it."""
+
+    path: KeyPath
+    message: str
+
+
+class ConfigError(UserError):
+    """Every problem found in a config, as one message (exit code 2)."""
+
+    def __init__(self, problems: list[Problem], source: ConfigSource) -> None:
+        self.problems = problems
+        self.source = source
+        where = source.path or "the config"
+        count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
+        lines = [
+            f"  {source.where(p.path)}: " + (f"{dotted(p.path)}: " if p.path else "") + p.message
+            for p in _ordered(problems, source)
+        ]
+        super().__init__(f"{where} has {count}:\n" + "\n".join(lines), EXIT_INVALID_CONFIG)
+
+
+def _ordered(problems: list[Problem], source: ConfigSource) -> list[Problem]:
+    # File order reads best; problems without a line (defaults, --set) come last, in the order found.
+    def line(p: Problem) -> int:
+        for end in range(len(p.path), -1, -1):
+            if p.path[:end] in source.lines and p.path[:end] not in source.origins:
+                return source.lines[p.path[:end]]
+        return 1 << 30
+
+    return sorted(problems, key=line)
+
+
+def suggest(word: str, choices: typing.Iterable[str]) -> str | None:
+    """The closest of `choices` to `word` (difflib ratio ≥ 0.6), or None."""
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def model_at(root: type[BaseModel], path: KeyPath) -> type[BaseModel] | None:
+    """The pydantic model class that validates the mapping at `path` (list indices skipped), or None."""
+    model: type[BaseModel] | None = root
+    for part in path:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        model = _model_in(field.annotation) if field else None
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    # Unwrap Optional[...] and list[...] down to a model class.
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _sections_with_key(root: type[BaseModel], key: str, prefix: KeyPath = ()) -> list[str]:
+    # Every dotted section of the schema that does have `key`, to say where a misplaced key belongs.
+    found = []
+    for name, field in root.model_fields.items():
+        sub = _model_in(field.annotation)
+        if sub is None:
+            continue
+        if key in sub.model_fields:
+            found.append(dotted((*prefix, name)))
+        found += _sections_with_key(sub, key, (*prefix, name))
+    return found
+
+
+def unknown_key_message(root: type[BaseModel], path: KeyPath) -> str:
+    """'unknown key — did you mean X?' for the last part of `path`, or where the key belongs instead."""
+    key = str(path[-1])
+    parent = model_at(root, path[:-1])
+    valid = list(parent.model_fields) if parent else []
+    close = suggest(key, valid)
+    if close:
+        return f"unknown key — did you mean '{close}'?"
+    homes = _sections_with_key(root, key)
+    if homes:
+        return f"unknown key here — '{key}' belongs in {' or '.join(homes)}"
+    return f"unknown key; valid keys here: {', '.join(valid)}"
+
+
+def _literal_choices(error: dict) -> list[str]:
+    return re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+
+
+def from_validation_error(
+    root: type[BaseModel], error: ValidationError, prefix: KeyPath = ()
+) -> list[Problem]:
+    """Problems for every error pydantic found, with readable messages and suggestions."""
+    problems = []
+    for err in error.errors():
+        path: KeyPath = (*prefix, *err["loc"])
+        kind = err["type"]
+        got = err.get("input")
+        if kind == "extra_forbidden":
+            message = unknown_key_message(root, path)
+        elif kind == "missing":
+            message = "required key is missing"
+        elif kind == "literal_error":
+            choices = _literal_choices(err)
+            close = suggest(str(got), choices) if isinstance(got, str) else None
+            message = f"must be one of {', '.join(choices)} (got {got!r})"
+            if close:
+                message += f" — did you mean '{close}'?"
+        elif kind == "value_error":
+            message = str(err["ctx"]["error"])
+        else:
+            message = _plain(err["msg"]) + f" (got {got!r})"
+        problems.append(Problem(path, message))
+    return problems
+
+
+def _plain(msg: str) -> str:
+    # pydantic's "Input should be greater than 0" reads better as "must be greater than 0".
+    return re.sub(r"^Input should be", "must be", msg)

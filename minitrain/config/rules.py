@@ -1,0 +1,262 @@
+"""Rules that involve more than one key. Each is a small function registered with `@rule`.
+
+`needs` names the sections a rule reads; it runs whenever those sections passed the schema, so one broken
+section does not hide the problems of another. A rule with `needs=()` reads the raw YAML mapping (the rules about
+a setting given in two homes, which are about presence, not values). `RULES` doubles as the list of checks that
+docs/yaml-mode.md documents and `minitrain validate` counts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from minitrain.config.problems import Problem
+from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
+
+Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    needs: tuple[str, ...]
+    doc: str
+    check: Check
+
+
+RULES: list[Rule] = []
+
+
+def rule(*needs: str) -> Callable[[Check], Check]:
+    """Register `check(sections, raw)`; its docstring's first line is the rule as users read it."""
+
+    def register(check: Check) -> Check:
+        doc = (check.__doc__ or "").strip().splitlines()[0]
+        RULES.append(Rule(check.__name__.lstrip("_"), needs, doc, check))
+        return check
+
+    return register
+
+
+def run_rules(sections: Mapping[str, BaseModel], raw: Mapping[str, Any]) -> list[Problem]:
+    """Every problem found by the rules whose sections are all valid."""
+    problems: list[Problem] = []
+    for r in RULES:
+        if all(name in sections for name in r.needs):
+            problems += r.check(sections, raw)
+    return problems
+
+
+def _given(raw: Mapping[str, Any], section: str, key: str) -> bool:
+    # A key counts as given when it is in the YAML (or --set) with a non-null value.
+    part = raw.get(section)
+    return isinstance(part, Mapping) and part.get(key) is not None
+
+
+# --- a setting in two homes, and the length of the run ----------------------------------------------------
+
+
+def _one_home(raw: Mapping[str, Any], key: str, homes: tuple[str, str]) -> Iterator[Problem]:
+    first, second = homes
+    if _given(raw, first, key) and _given(raw, second, key):
+        yield Problem((second, key), f"also given as {first}.{key}; give it in one place only")
+
+
+@rule()
+def _clip_in_one_place(sections, raw):
+    """optimizer.clip and training.clip are the same setting: give at most one (same for clip_value)."""
+    yield from _one_home(raw, "clip", ("optimizer", "training"))
+    yield from _one_home(raw, "clip_value", ("optimizer", "training"))
+
+
+@rule()
+def _total_steps_in_one_place(sections, raw):
+    """scheduler.total_steps (lab 01) and training.total_steps are the same setting: give at most one."""
+    yield from _one_home(raw, "total_steps", ("scheduler", "training"))
+
+
+@rule()
+def _one_run_length(sections, raw):
+    """Exactly one of training.total_steps (or scheduler.total_steps), training.epochs, training.duration."""
+    given = [
+        f"{section}.{key}"
+        for section, key in (
+            ("training", "total_steps"), ("scheduler", "total_steps"), ("training", "epochs"),
+            ("training", "duration"),
+        )
+        if _given(raw, section, key)
+    ]
+    kinds = {g.split(".")[1] for g in given}
+    if not kinds:
+        yield Problem(
+            ("training",),
+            "say how long to train: set one of training.total_steps (or scheduler.total_steps), "
+            "training.epochs, training.duration",
+        )
+    elif len(kinds) > 1:
+        section, key = given[-1].split(".")
+        others = ", ".join(g for g in given if g.split(".")[1] != key)
+        yield Problem((section, key), f"give only one of total_steps / epochs / duration (also given: {others})")
+
+
+# --- model --------------------------------------------------------------------------------------------------
+
+
+@rule("model")
+def _heads_divide_width(sections, raw):
+    """model.d_model must be divisible by model.n_head (each head gets d_model / n_head dimensions)."""
+    model = sections["model"]
+    if model.d_model % model.n_head:
+        yield Problem(
+            ("model", "n_head"),
+            f"d_model {model.d_model} is not divisible by n_head {model.n_head}; each head needs "
+            f"d_model / n_head dimensions",
+        )
+
+
+# --- optimizer ----------------------------------------------------------------------------------------------
+
+
+def _keys_of_type(section: BaseModel, name: str, table: Mapping[str, set[str]]) -> Iterator[Problem]:
+    allowed = table[section.type]
+    for key in sorted(section.model_fields_set - allowed):
+        users = sorted(t for t, keys in table.items() if key in keys)
+        yield Problem(
+            (name, key),
+            f"{name} type {section.type} does not use {key} (it belongs to {', '.join(users)})",
+        )
+
+
+@rule("optimizer")
+def _optimizer_keys_fit_type(sections, raw):
+    """Each optimizer key must be one its type uses (e.g. momentum with sgd/rmsprop, beta1 with adam*/lamb)."""
+    yield from _keys_of_type(sections["optimizer"], "optimizer", OPTIMIZER_KEYS)
+
+
+@rule("optimizer")
+def _lr_floor_below_peak(sections, raw):
+    """optimizer.lr_min must not exceed optimizer.lr_max."""
+    opt = sections["optimizer"]
+    if opt.lr_min > opt.lr_max:
+        yield Problem(("optimizer", "lr_min"), f"lr_min {opt.lr_min:g} is above lr_max {opt.lr_max:g}")
+
+
+@rule("optimizer")
+def _nesterov_needs_momentum(sections, raw):
+    """optimizer.nesterov needs optimizer.momentum > 0."""
+    opt = sections["optimizer"]
+    if opt.nesterov and opt.momentum == 0:
+        yield Problem(("optimizer", "nesterov"), "nesterov needs momentum > 0")
+
+
+@rule("optimizer")
+def _param_group_overrides_something(sections, raw):
+    """Each optimizer.param_groups entry must override lr_max or weight_decay."""
+    for i, group in enumerate(sections["optimizer"].param_groups):
+        if group.lr_max is None and group.weight_decay is None:
+            yield Problem(("optimizer", "param_groups", i), "overrides nothing: set lr_max or weight_decay")
+
+
+def parameter_names(model: ModelConfig) -> list[str]:
+    """MiniGPT's parameter names for this shape (Hugging Face GPT-2 names, as in the model contract)."""
+    names = ["transformer.wte.weight", "transformer.wpe.weight"]
+    for i in range(model.n_layer):
+        block = f"transformer.h.{i}"
+        for part in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"):
+            names += [f"{block}.{part}.weight", f"{block}.{part}.bias"]
+    return [*names, "transformer.ln_f.weight", "transformer.ln_f.bias"]
+
+
+@rule("optimizer", "model")
+def _param_group_matches(sections, raw):
+    """Each optimizer.param_groups pattern must match at least one parameter name of the model."""
+    names = parameter_names(sections["model"])
+    for i, group in enumerate(sections["optimizer"].param_groups):
+        if not fnmatch.filter(names, group.params):
+            yield Problem(
+                ("optimizer", "param_groups", i, "params"),
+                f"pattern {group.params!r} matches no parameter (names look like {names[2]!r})",
+            )
+
+
+# --- scheduler ----------------------------------------------------------------------------------------------
+
+
+@rule("scheduler")
+def _scheduler_keys_fit_type(sections, raw):
+    """Each scheduler key must be one its type uses (step_size/gamma with step, factor/patience with plateau...)."""
+    yield from _keys_of_type(sections["scheduler"], "scheduler", SCHEDULER_KEYS)
+
+
+@rule("scheduler")
+def _decay_needs_its_keys(sections, raw):
+    """scheduler type step needs step_size and gamma; exponential needs gamma."""
+    sched = sections["scheduler"]
+    needed = {"step": ("step_size", "gamma"), "exponential": ("gamma",)}.get(sched.type, ())
+    for key in needed:
+        if getattr(sched, key) is None:
+            yield Problem(("scheduler", key), f"scheduler type {sched.type} needs {key}")
+
+
+@rule("scheduler")
+def _one_cycle_has_own_warmup(sections, raw):
+    """scheduler type one_cycle warms up by pct_start, so scheduler.warmup_steps must be 0."""
+    sched = sections["scheduler"]
+    if sched.type == "one_cycle" and sched.warmup_steps:
+        yield Problem(("scheduler", "warmup_steps"), "one_cycle warms up by pct_start; set warmup_steps to 0")
+
+
+@rule("scheduler", "training")
+def _warmup_ends_before_the_end(sections, raw):
+    """scheduler.warmup_steps must be smaller than the total steps (when the steps are given directly)."""
+    sched, training = sections["scheduler"], sections["training"]
+    total = training.total_steps or sched.total_steps
+    if total is not None and sched.warmup_steps >= total:
+        yield Problem(
+            ("scheduler", "warmup_steps"), f"warmup_steps {sched.warmup_steps} must be below total_steps {total}"
+        )
+
+
+@rule("scheduler")
+def _plateau_mode_fits_metric(sections, raw):
+    """scheduler.mode must be min for a loss-like metric (all current metrics are lower-is-better)."""
+    sched = sections["scheduler"]
+    if sched.type == "plateau":
+        yield from _mode_fits(("scheduler",), sched.metric, sched.mode)
+
+
+# --- training -----------------------------------------------------------------------------------------------
+
+
+def _mode_fits(path: tuple[str, ...], metric: str, mode: str) -> Iterator[Problem]:
+    if mode == "max":
+        yield Problem((*path, "mode"), f"{metric} is lower-is-better, so mode must be min (got max)")
+
+
+@rule("training")
+def _watch_modes_fit_metrics(sections, raw):
+    """training.checkpoint.mode and training.early_stopping.mode must be min for loss-like metrics."""
+    training = sections["training"]
+    yield from _mode_fits(("training", "checkpoint"), training.checkpoint.metric, training.checkpoint.mode)
+    if training.early_stopping is not None:
+        stop = training.early_stopping
+        yield from _mode_fits(("training", "early_stopping"), stop.metric, stop.mode)
+
+
+# --- data ---------------------------------------------------------------------------------------------------
+
+
+@rule("data")
+def _plain_text_has_no_answer(sections, raw):
+    """data.format text (plain lines) needs loss_on: all and heldout_policy: none (no verb|tense|form fields)."""
+    data = sections["data"]
+    if data.format == "text":
+        if data.loss_on != "all":
+            yield Problem(("data", "loss_on"), "plain-text lines have no answer part; use loss_on: all")
+        if data.heldout_policy != "none":
+            yield Problem(("data", "heldout_policy"), "plain-text lines have no verbs to hold out; use none")

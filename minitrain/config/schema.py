@@ -1,0 +1,305 @@
+"""The training config, as pydantic v2 models: one class per YAML section.
+
+Every model forbids unknown keys (a typo is an error, never silently ignored) and validates strictly: a quoted
+`"8"` is not a number and `true` is not an integer. Ranges live on the fields (`lr_max > 0`, `0 < beta1 < 1`);
+rules that involve several keys (`d_model % n_head == 0`, "clip given twice") live in `rules.py`, and rules
+that need the data files (`max_seq_len` ≥ the longest encoded record) in `datacheck.py`.
+
+Defaults are lab 01's values, so lab 01's config block (which leaves most keys out of some sections) means what
+the lab says. docs/yaml-mode.md documents every key.
+
+Where lab 01 and the YAML-mode issue disagree on a key's home, both homes are accepted and giving a setting in
+both is an error: `optimizer.clip` or `training.clip` (gradient-norm clipping), `scheduler.total_steps` or
+`training.total_steps`. Use the resolved properties on `Config` (`clip_norm`, `total_steps`, ...) rather than
+reading one home.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
+
+from minitrain.config.source import ConfigSource
+from minitrain.monitor.alerts import parse_alert
+
+OPTIMIZERS = ("adamw", "adam", "sgd", "rmsprop", "adagrad", "lamb")
+SCHEDULERS = ("warmup_cosine", "constant", "linear", "step", "exponential", "plateau", "one_cycle")
+# Metrics the loop measures; checkpoint selection and early stopping may watch any of them.
+METRICS = ("val_loss", "val_ppl", "loss")
+
+# "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
+_DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration string: `90s`, `1h30m`, `2h`, `1.5h`, or ISO 8601 `PT1H30M`. ValueError if bad."""
+    body = text.strip().lower()
+    if body.startswith("pt"):
+        body = body[2:]
+    match = _DURATION.match(body)
+    if not body or match is None:
+        raise ValueError(f"{text!r} is not a duration; write it like '90s', '45m', '1h30m' or 'PT1H30M'")
+    hours, minutes, seconds = (float(match.group(k) or 0) for k in "hms")
+    total = 3600 * hours + 60 * minutes + seconds
+    if total <= 0:
+        raise ValueError(f"duration {text!r} must be longer than zero")
+    return total
+
+
+def _check_duration(text: str) -> str:
+    parse_duration(text)
+    return text
+
+
+def _check_alert(text: str) -> str:
+    parse_alert(text)  # raises ValueError naming what is wrong with the rule
+    return text
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _check_repo_id(text: str) -> str:
+    if not _REPO_ID.match(text):
+        raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
+    return text
+
+PositiveInt = Annotated[int, Field(ge=1)]
+SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
+Duration = Annotated[str, AfterValidator(_check_duration)]
+AlertRule = Annotated[str, AfterValidator(_check_alert)]
+RepoId = Annotated[str, AfterValidator(_check_repo_id)]
+
+
+class Section(BaseModel):
+    """Base of every section: unknown keys are errors, values are checked strictly (no silent coercion)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True, allow_inf_nan=False)
+
+
+class ModelConfig(Section):
+    """MiniGPT's shape (defaults: lab 01's locked Phase 17 config)."""
+
+    n_layer: PositiveInt = 2
+    n_head: PositiveInt = 4
+    d_model: PositiveInt = 64
+    d_ff: PositiveInt = 256
+    vocab_size: PositiveInt = 64
+    max_seq_len: PositiveInt = 32
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    init_from: str | None = Field(None, min_length=1, description="safetensors file, export folder or Hub id")
+
+
+class DataConfig(Section):
+    """Where the splits and the vocabulary live and which target positions count in the loss."""
+
+    format: Literal["jsonl", "text"] = "jsonl"
+    train_path: str = "data/processed/train.jsonl"
+    val_path: str = "data/processed/val.jsonl"
+    dev_path: str = "data/processed/dev.jsonl"
+    vocab_path: str = "data/processed/vocab.json"
+    heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
+    loss_on: Literal["answer", "all"] = "answer"
+
+
+class ParamGroup(Section):
+    """Overrides for the parameters whose names match the glob `params` (the first matching group wins)."""
+
+    params: str = Field(min_length=1, description="fnmatch glob on parameter names, e.g. 'transformer.h.*.ln_*'")
+    lr_max: float | None = Field(None, gt=0)
+    weight_decay: float | None = Field(None, ge=0)
+
+
+class OptimizerConfig(Section):
+    """The optimizer, its peak/floor learning rates (lab 01 keeps both here) and gradient clipping.
+
+    Which keys each `type` takes is in `OPTIMIZER_KEYS`; giving a key another type uses is an error.
+    """
+
+    type: Literal["adamw", "adam", "sgd", "rmsprop", "adagrad", "lamb"] = "adamw"
+    lr_max: float = Field(3e-4, gt=0)
+    lr_min: float = Field(0.0, ge=0)
+    beta1: float = Field(0.9, gt=0, lt=1)
+    beta2: float = Field(0.999, gt=0, lt=1)
+    eps: float = Field(1e-8, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    nesterov: bool = False
+    alpha: float = Field(0.99, gt=0, lt=1, description="RMSprop's smoothing constant")
+    clip: float | None = Field(None, gt=0, description="max global gradient L2 norm (lab 01's home)")
+    clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
+    param_groups: list[ParamGroup] = Field(default_factory=list)
+
+
+_COMMON_OPTIMIZER_KEYS = {"type", "lr_max", "lr_min", "weight_decay", "clip", "clip_value", "param_groups"}
+OPTIMIZER_KEYS: dict[str, set[str]] = {
+    "adamw": _COMMON_OPTIMIZER_KEYS | {"beta1", "beta2", "eps"},
+    "adam": _COMMON_OPTIMIZER_KEYS | {"beta1", "beta2", "eps"},
+    "lamb": _COMMON_OPTIMIZER_KEYS | {"beta1", "beta2", "eps"},
+    "sgd": _COMMON_OPTIMIZER_KEYS | {"momentum", "nesterov"},
+    "rmsprop": _COMMON_OPTIMIZER_KEYS | {"alpha", "eps", "momentum"},
+    "adagrad": _COMMON_OPTIMIZER_KEYS | {"eps"},
+}
+
+
+class SchedulerConfig(Section):
+    """The learning-rate schedule between optimizer.lr_max and optimizer.lr_min, after `warmup_steps`.
+
+    Lab 01 gives no `type`: warmup_cosine is the default. Which keys each `type` takes is in `SCHEDULER_KEYS`.
+    """
+
+    type: Literal["warmup_cosine", "constant", "linear", "step", "exponential", "plateau", "one_cycle"] = (
+        "warmup_cosine"
+    )
+    warmup_steps: int = Field(0, ge=0)
+    total_steps: PositiveInt | None = Field(None, description="lab 01's home of training.total_steps")
+    step_size: PositiveInt | None = Field(None, description="step: multiply by gamma every step_size steps")
+    gamma: float | None = Field(None, gt=0, le=1, description="step / exponential decay factor")
+    factor: float = Field(0.1, gt=0, lt=1, description="plateau: multiply by factor when the metric stalls")
+    patience: PositiveInt = Field(10, description="plateau: evaluations without improvement before a cut")
+    threshold: float = Field(1e-4, ge=0, description="plateau: smallest change that counts as improvement")
+    metric: Literal["val_loss", "val_ppl", "loss"] = "val_loss"
+    mode: Literal["min", "max"] = "min"
+    pct_start: float = Field(0.3, gt=0, lt=1, description="one_cycle: share of steps spent rising")
+    div_factor: float = Field(25.0, ge=1, description="one_cycle: start lr = lr_max / div_factor")
+    final_div_factor: float = Field(1e4, ge=1, description="one_cycle: final lr = start lr / final_div_factor")
+
+
+_COMMON_SCHEDULER_KEYS = {"type", "warmup_steps", "total_steps"}
+SCHEDULER_KEYS: dict[str, set[str]] = {
+    "warmup_cosine": _COMMON_SCHEDULER_KEYS,
+    "constant": _COMMON_SCHEDULER_KEYS,
+    "linear": _COMMON_SCHEDULER_KEYS,
+    "step": _COMMON_SCHEDULER_KEYS | {"step_size", "gamma"},
+    "exponential": _COMMON_SCHEDULER_KEYS | {"gamma"},
+    "plateau": _COMMON_SCHEDULER_KEYS | {"factor", "patience", "threshold", "metric", "mode"},
+    "one_cycle": _COMMON_SCHEDULER_KEYS | {"pct_start", "div_factor", "final_div_factor"},
+}
+
+
+class CheckpointConfig(Section):
+    """Checkpoint cadence: every `save_every` steps, keep the newest `keep_last`, and the best by `metric`."""
+
+    save_every: PositiveInt | None = Field(500, description="steps between checkpoints; null: only the last")
+    keep_last: PositiveInt | None = Field(3, description="newest checkpoints kept; null keeps all")
+    save_best: bool = False
+    metric: Literal["val_loss", "val_ppl", "loss"] = "val_loss"
+    mode: Literal["min", "max"] = "min"
+
+
+class EarlyStoppingConfig(Section):
+    """Stop when `metric` has not improved by more than `min_delta` for `patience` evaluations."""
+
+    metric: Literal["val_loss", "val_ppl", "loss"] = "val_loss"
+    patience: PositiveInt = 5
+    min_delta: float = Field(0.0, ge=0)
+    mode: Literal["min", "max"] = "min"
+
+
+class TrainingConfig(Section):
+    """The loop: batch, length (exactly one of total_steps / epochs / duration), cadences, seeds."""
+
+    batch_size: PositiveInt = 8
+    total_steps: PositiveInt | None = None
+    epochs: PositiveInt | None = None
+    duration: Duration | None = Field(None, description="wall-clock budget, e.g. '90s' or '1h30m'")
+    grad_accumulation: PositiveInt = 1
+    clip: float | None = Field(None, gt=0, description="max global gradient L2 norm")
+    clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
+    val_every: PositiveInt = 50
+    log_every: PositiveInt = 10
+    loss_reduction: Literal["token_mean"] = "token_mean"
+    rng_seed: SeedInt = 42
+    data_seed: SeedInt = 7
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    early_stopping: EarlyStoppingConfig | None = None
+
+
+class MonitoringConfig(Section):
+    """Progress display and declarative alerts (grammar in minitrain/monitor/alerts.py)."""
+
+    progress: Literal["auto", "bar", "plain", "none"] = "auto"
+    alerts: list[AlertRule] = Field(default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt'")
+
+
+class OutputConfig(Section):
+    """Where the run folder goes (`train --out-dir` overrides it); null means runs/<name>."""
+
+    dir: str | None = Field(None, min_length=1)
+
+
+class PublishConfig(Section):
+    """Publish the model to the Hugging Face Hub after a successful run (used by minitrain.hub)."""
+
+    repo: RepoId = Field(description="user/name on the Hub")
+    private: bool = False
+
+
+class Config(Section):
+    """A whole training config. Build it with `minitrain.config.load_config` (which runs every rule)."""
+
+    name: str | None = Field(None, min_length=1)
+    version: str | None = Field(None, min_length=1)
+    description: str | None = None
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    publish: PublishConfig | None = None
+
+    # Where the config came from (file, text, --set list, line numbers); set by the loader.
+    _source: ConfigSource | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> ConfigSource | None:
+        """The file, its text, the `--set` overrides and the key → line map; None for configs built in code."""
+        return self._source
+
+    @property
+    def clip_norm(self) -> float | None:
+        """Max global gradient norm, from optimizer.clip or training.clip (the rules forbid both)."""
+        return self.training.clip if self.training.clip is not None else self.optimizer.clip
+
+    @property
+    def clip_value(self) -> float | None:
+        """Per-element gradient clip, from training.clip_value or optimizer.clip_value."""
+        return self.training.clip_value if self.training.clip_value is not None else self.optimizer.clip_value
+
+    @property
+    def total_steps(self) -> int | None:
+        """Steps given directly (training.total_steps or scheduler.total_steps); None for epochs/duration."""
+        return self.training.total_steps or self.scheduler.total_steps
+
+    @property
+    def duration_seconds(self) -> float | None:
+        """The wall-clock budget of training.duration in seconds; None when the length is in steps/epochs."""
+        return parse_duration(self.training.duration) if self.training.duration else None
+
+    def resolve_steps(self, steps_per_epoch: int | None = None) -> int | None:
+        """Optimizer steps this run takes: total_steps, or epochs · steps_per_epoch; None for a duration run.
+
+        A duration run stops on the clock, so its number of steps is unknown in advance; the loop decides the
+        schedule's horizon (e.g. from a few timed steps, as the dry run does).
+        """
+        if self.total_steps is not None:
+            return self.total_steps
+        if self.training.epochs is not None:
+            if steps_per_epoch is None or steps_per_epoch < 1:
+                raise ValueError("training.epochs needs the batcher's steps_per_epoch (>= 1) to count steps")
+            return self.training.epochs * steps_per_epoch
+        return None
+
+    @property
+    def tokens_per_step_max(self) -> int:
+        """Upper bound on tokens one optimizer step sees: batch_size · grad_accumulation · max_seq_len."""
+        return self.training.batch_size * self.training.grad_accumulation * self.model.max_seq_len
+
+    @property
+    def output_dir(self) -> str:
+        """The run folder: output.dir, or runs/<name> when it is not set."""
+        return self.output.dir or f"runs/{self.name or 'run'}"

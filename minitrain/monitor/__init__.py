@@ -1,0 +1,1 @@
+"""Monitoring pieces the training loop calls: alerts, early stopping, progress display, quality score, report."""
