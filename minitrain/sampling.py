@@ -1,0 +1,84 @@
+"""Generating text from a trained MiniGPT, one character at a time.
+
+Autoregressive sampling: start from `[BOS] + prompt`, run the model, turn the logits of the last position into a
+choice of the next token, append it and repeat, until the model emits EOS or `max_new_tokens` are produced.
+
+    logits z ∈ R^V at the last position
+    temperature 0     ->  next = argmax_v z_v                          (greedy: deterministic)
+    temperature τ > 0 ->  p_v = softmax(z / τ)_v,  next ~ p            (τ < 1 sharpens, τ > 1 flattens)
+    top_k = k         ->  only the k largest z_v keep their mass, the others get p_v = 0
+
+The course asks for greedy decoding (`comer|R1|` -> `comí`): the conjugated form the model finds most likely.
+There is no key/value cache: every step re-runs the whole prefix, which is simple and, for prompts of a few
+dozen characters, fast enough.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from minitrain.tensor import no_grad
+
+
+class Tokenizer(Protocol):
+    bos_id: int
+    eos_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
+    """Pick the next token id from one position's logits, shape (V,)."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        return int(np.argmax(logits))
+    z = logits.astype(np.float64) / temperature
+    if top_k is not None and top_k < z.size:
+        kth_largest = np.partition(z, -top_k)[-top_k]
+        z = np.where(z >= kth_largest, z, -np.inf)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    return int(rng.choice(z.size, p=p))
+
+
+def generate(
+    model,
+    tokenizer: Tokenizer,
+    prompt: str,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int | np.random.Generator | None = None,
+) -> str:
+    """Continue `prompt` and return only the new text (EOS and other specials dropped).
+
+    `seed` makes sampling reproducible; pass one `np.random.Generator` to several calls to draw several
+    different samples from one seed. The model is put in eval mode (no dropout) for the call and restored.
+    """
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    rng = np.random.default_rng(seed)
+    context = model.config["max_seq_len"]
+    ids = [tokenizer.bos_id, *tokenizer.encode(prompt)]
+    new: list[int] = []
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        with no_grad():
+            for _ in range(max_new_tokens):
+                window = np.asarray([ids[-context:]], dtype=np.int64)  # (1, T): learned positions stop at P
+                logits, _ = model(window)  # (1, T, V)
+                token = next_token(logits.data[0, -1], temperature, top_k, rng)
+                if token == tokenizer.eos_id:
+                    break
+                ids.append(token)
+                new.append(token)
+    finally:
+        if was_training:
+            model.train()
+    return tokenizer.decode(new)
