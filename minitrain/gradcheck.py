@@ -44,7 +44,7 @@ def gradcheck(
             return float((fn(*inputs).data * weights).sum())
 
     for x in inputs:
-        x.grad = None
+        x.zero_grad()
     (fn(*inputs) * Tensor(weights, dtype=np.float64)).sum().backward()
 
     for i, x in enumerate(inputs):
