@@ -6,6 +6,7 @@ import datetime as dt
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from minitrain.config import ConfigError, config_from_dict, load_config, resolved_dict, resolved_yaml
@@ -187,10 +188,14 @@ RULE_CASES = [
      "lr_min 0.001 is above lr_max 0.0001"),
     ("nesterov needs momentum", "optimizer:\n  type: sgd\n  nesterov: true\n" + STEPS, 3,
      "optimizer.nesterov", "nesterov needs momentum > 0"),
-    ("param group overrides nothing", "optimizer:\n  param_groups:\n    - params: 'transformer.wte.*'\n" + STEPS,
-     3, "optimizer.param_groups[0]", "overrides nothing"),
-    ("param group matches nothing", "optimizer:\n  param_groups:\n    - params: 'encoder.*'\n"
-     "      weight_decay: 0\n" + STEPS, 3, "optimizer.param_groups[0].params", "matches no parameter"),
+    ("group overrides nothing", "optimizer:\n  groups:\n    - pattern: 'transformer.wte.*'\n" + STEPS,
+     3, "optimizer.groups[0]", "overrides nothing"),
+    ("group matches nothing", "optimizer:\n  groups:\n    - pattern: 'encoder.*'\n"
+     "      weight_decay: 0\n" + STEPS, 3, "optimizer.groups[0].pattern", "matches no parameter"),
+    ("one_cycle rises", "scheduler:\n  type: one_cycle\n  pct_start: 0.01\n" + STEPS, 3, "scheduler.pct_start",
+     "pct_start 0.01 · total_steps 100 must exceed 1"),
+    ("scheduler metric only for plateau", "scheduler:\n  metric: val_ppl\n" + STEPS, 2, "scheduler.metric",
+     "does not use metric (it belongs to plateau)"),
     ("scheduler key of another type", "scheduler:\n  pct_start: 0.2\n" + STEPS, 2, "scheduler.pct_start",
      "scheduler type warmup_cosine does not use pct_start (it belongs to one_cycle)"),
     ("step needs step_size", "scheduler:\n  type: step\n  gamma: 0.5\n" + STEPS, 1, "scheduler.step_size",
@@ -301,6 +306,39 @@ def test_epochs_resolve_with_steps_per_epoch():
 def test_clip_may_live_in_training():
     cfg = config_from_dict({"training": {"total_steps": 5, "clip": 0.5, "clip_value": 0.1}})
     assert cfg.clip_norm == 0.5 and cfg.clip_value == 0.1
+
+
+def test_left_out_optimizer_keys_take_the_types_defaults():
+    adagrad = config_from_dict({"training": {"total_steps": 5}, "optimizer": {"type": "adagrad"}}).optimizer
+    assert adagrad.eps == 1e-10 and adagrad.lr_max == 1e-2 and adagrad.beta1 is None
+    adamw = config_from_dict({"training": {"total_steps": 5}}).optimizer
+    assert adamw.weight_decay == 0.01 and adamw.momentum is None
+
+
+def test_kwargs_build_the_optimizer_and_schedule(tmp_path):
+    from minitrain.optim import build_optimizer
+    from minitrain.schedule import build_scheduler
+    from minitrain.tensor import Tensor
+
+    cfg = load_config(write(tmp_path, LAB01), ["optimizer.groups=[{pattern: 'transformer.wte.*', lr_scale: 0.5}]"])
+    params = [("transformer.wte.weight", Tensor(np.zeros((4, 3)), requires_grad=True)),
+              ("transformer.ln_f.bias", Tensor(np.zeros(3), requires_grad=True))]
+    assert cfg.optimizer.kwargs() == {"lr": 3e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
+                                      "groups": [{"pattern": "transformer.wte.*", "lr_scale": 0.5}]}
+    optimizer = build_optimizer(cfg.optimizer.type, params, **cfg.optimizer.kwargs())
+    kwargs = cfg.scheduler_kwargs(cfg.resolve_steps())
+    assert kwargs == {"lr_max": 3e-4, "total_steps": 2000, "lr_min": 3e-5, "warmup_steps": 100}
+    schedule = build_scheduler(cfg.scheduler.type, optimizer, **kwargs)
+    assert schedule.lr_at(99) == pytest.approx(3e-4) and schedule.lr_at(2000) == pytest.approx(3e-5)
+    step = load_config(write(tmp_path, LAB01), ["scheduler.type=step", "scheduler.step_size=10"])
+    assert step.scheduler_kwargs(2000) == {"lr_max": 3e-4, "step_size": 10, "gamma": 0.1, "warmup_steps": 100}
+
+
+def test_schema_has_every_key_the_optimizers_and_schedules_take():
+    from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, OptimizerConfig, SchedulerConfig
+
+    assert set().union(*OPTIMIZER_KEYS.values()) <= set(OptimizerConfig.model_fields)
+    assert set().union(*SCHEDULER_KEYS.values()) <= set(SchedulerConfig.model_fields)
 
 
 def test_parameter_names_follow_gpt2():

@@ -155,11 +155,11 @@ def _nesterov_needs_momentum(sections, raw):
 
 
 @rule("optimizer")
-def _param_group_overrides_something(sections, raw):
-    """Each optimizer.param_groups entry must override lr_max or weight_decay."""
-    for i, group in enumerate(sections["optimizer"].param_groups):
-        if group.lr_max is None and group.weight_decay is None:
-            yield Problem(("optimizer", "param_groups", i), "overrides nothing: set lr_max or weight_decay")
+def _group_overrides_something(sections, raw):
+    """Each optimizer.groups entry must set lr_scale or weight_decay."""
+    for i, group in enumerate(sections["optimizer"].groups):
+        if group.lr_scale is None and group.weight_decay is None:
+            yield Problem(("optimizer", "groups", i), "overrides nothing: set lr_scale or weight_decay")
 
 
 def parameter_names(model: ModelConfig) -> list[str]:
@@ -173,14 +173,14 @@ def parameter_names(model: ModelConfig) -> list[str]:
 
 
 @rule("optimizer", "model")
-def _param_group_matches(sections, raw):
-    """Each optimizer.param_groups pattern must match at least one parameter name of the model."""
+def _group_matches(sections, raw):
+    """Each optimizer.groups pattern must match at least one parameter name of the model."""
     names = parameter_names(sections["model"])
-    for i, group in enumerate(sections["optimizer"].param_groups):
-        if not fnmatch.filter(names, group.params):
+    for i, group in enumerate(sections["optimizer"].groups):
+        if not fnmatch.filter(names, group.pattern):
             yield Problem(
-                ("optimizer", "param_groups", i, "params"),
-                f"pattern {group.params!r} matches no parameter (names look like {names[2]!r})",
+                ("optimizer", "groups", i, "pattern"),
+                f"pattern {group.pattern!r} matches no parameter (names look like {names[2]!r})",
             )
 
 
@@ -194,11 +194,10 @@ def _scheduler_keys_fit_type(sections, raw):
 
 
 @rule("scheduler")
-def _decay_needs_its_keys(sections, raw):
-    """scheduler type step needs step_size and gamma; exponential needs gamma."""
+def _schedule_has_its_keys(sections, raw):
+    """Keys a schedule type has no default for must be given (step_size for step, gamma for exponential)."""
     sched = sections["scheduler"]
-    needed = {"step": ("step_size", "gamma"), "exponential": ("gamma",)}.get(sched.type, ())
-    for key in needed:
+    for key in sched.required_keys():
         if getattr(sched, key) is None:
             yield Problem(("scheduler", key), f"scheduler type {sched.type} needs {key}")
 
@@ -219,6 +218,17 @@ def _warmup_ends_before_the_end(sections, raw):
     if total is not None and sched.warmup_steps >= total:
         yield Problem(
             ("scheduler", "warmup_steps"), f"warmup_steps {sched.warmup_steps} must be below total_steps {total}"
+        )
+
+
+@rule("scheduler", "training")
+def _one_cycle_rises_for_a_step(sections, raw):
+    """one_cycle needs total_steps >= 2 and pct_start · total_steps > 1 (a rising phase of at least a step)."""
+    sched, training = sections["scheduler"], sections["training"]
+    total = training.total_steps or sched.total_steps
+    if sched.type == "one_cycle" and total is not None and (total < 2 or sched.pct_start * total <= 1):
+        yield Problem(
+            ("scheduler", "pct_start"), f"pct_start {sched.pct_start:g} · total_steps {total} must exceed 1"
         )
 
 

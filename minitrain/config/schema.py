@@ -16,18 +16,19 @@ reading one home.
 
 from __future__ import annotations
 
+import inspect
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from minitrain.config.source import ConfigSource
 from minitrain.monitor.alerts import parse_alert
+from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
+from minitrain.schedule import SCHEDULES, schedule_keys
 
-OPTIMIZERS = ("adamw", "adam", "sgd", "rmsprop", "adagrad", "lamb")
-SCHEDULERS = ("warmup_cosine", "constant", "linear", "step", "exponential", "plateau", "one_cycle")
-# Metrics the loop measures; checkpoint selection and early stopping may watch any of them.
-METRICS = ("val_loss", "val_ppl", "loss")
+# Metrics the loop measures; checkpoint selection, early stopping and the plateau schedule may watch them.
+Metric = Literal["val_loss", "val_ppl", "loss"]
 
 # "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
 _DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
@@ -105,49 +106,81 @@ class DataConfig(Section):
 
 
 class ParamGroup(Section):
-    """Overrides for the parameters whose names match the glob `params` (the first matching group wins)."""
+    """Overrides for the parameters whose names match `pattern` (fnmatch); the first matching group wins.
 
-    params: str = Field(min_length=1, description="fnmatch glob on parameter names, e.g. 'transformer.h.*.ln_*'")
-    lr_max: float | None = Field(None, gt=0)
+    Passed to the optimizer as one of its `groups` rules (minitrain/optim/groups.py).
+    """
+
+    pattern: str = Field(min_length=1, description="glob on parameter names, e.g. 'transformer.h.*.attn.*'")
+    lr_scale: float | None = Field(None, ge=0, description="this group's lr = schedule lr · lr_scale")
     weight_decay: float | None = Field(None, ge=0)
+
+
+def _signature_defaults(cls: type) -> dict[str, Any]:
+    """Keyword arguments of `cls.__init__` with their defaults (inspect.Parameter.empty when required)."""
+    params = inspect.signature(cls.__init__).parameters
+    return {n: p.default for n, p in params.items() if n not in ("self", "named_params", "optimizer", "buffer")}
+
+
+def _fill_defaults(section: BaseModel, keys: set[str], defaults: dict[str, Any]) -> None:
+    # The chosen type's own defaults for keys left out. object.__setattr__ keeps model_fields_set as "what the
+    # user wrote", which the rules read to spot keys of another type.
+    for key in keys:
+        if getattr(section, key) is None and defaults.get(key, inspect.Parameter.empty) is not inspect.Parameter.empty:
+            object.__setattr__(section, key, defaults[key])
 
 
 class OptimizerConfig(Section):
     """The optimizer, its peak/floor learning rates (lab 01 keeps both here) and gradient clipping.
 
-    Which keys each `type` takes is in `OPTIMIZER_KEYS`; giving a key another type uses is an error.
+    Keys left out take the chosen type's own defaults (torch's): adamw weight_decay 0.01, adagrad eps 1e-10...
+    Which keys each type takes is `OPTIMIZER_KEYS` (read from the optimizers' signatures); giving a key another
+    type uses is an error. `kwargs()` is what `minitrain.optim.build_optimizer(type, params, **kwargs)` takes.
     """
 
     type: Literal["adamw", "adam", "sgd", "rmsprop", "adagrad", "lamb"] = "adamw"
-    lr_max: float = Field(3e-4, gt=0)
-    lr_min: float = Field(0.0, ge=0)
-    beta1: float = Field(0.9, gt=0, lt=1)
-    beta2: float = Field(0.999, gt=0, lt=1)
-    eps: float = Field(1e-8, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    momentum: float = Field(0.0, ge=0, lt=1)
-    nesterov: bool = False
-    alpha: float = Field(0.99, gt=0, lt=1, description="RMSprop's smoothing constant")
+    lr_max: float | None = Field(None, gt=0, description="peak learning rate (the optimizer's lr)")
+    lr_min: float = Field(0.0, ge=0, description="floor the schedule decays to")
+    beta1: float | None = Field(None, gt=0, lt=1)
+    beta2: float | None = Field(None, gt=0, lt=1)
+    eps: float | None = Field(None, gt=0)
+    weight_decay: float | None = Field(None, ge=0)
+    momentum: float | None = Field(None, ge=0, lt=1)
+    dampening: float | None = Field(None, ge=0, le=1)
+    nesterov: bool | None = None
+    alpha: float | None = Field(None, gt=0, lt=1, description="RMSprop's smoothing constant")
+    centered: bool | None = None
+    lr_decay: float | None = Field(None, ge=0, description="Adagrad's lr decay")
+    initial_accumulator_value: float | None = Field(None, ge=0)
     clip: float | None = Field(None, gt=0, description="max global gradient L2 norm (lab 01's home)")
     clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
-    param_groups: list[ParamGroup] = Field(default_factory=list)
+    groups: list[ParamGroup] = Field(default_factory=list, description="per-parameter overrides by name")
+
+    @model_validator(mode="after")
+    def _type_defaults(self) -> OptimizerConfig:
+        defaults = _signature_defaults(OPTIMIZERS[self.type])
+        _fill_defaults(self, OPTIMIZER_KEYS[self.type] | {"lr_max"}, {**defaults, "lr_max": defaults["lr"]})
+        return self
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `build_optimizer(self.type, named_params, **kwargs)`."""
+        keys = {k: getattr(self, k) for k in optimizer_keys(self.type) if k not in ("lr", "groups", "buffer")}
+        groups = [g.model_dump(exclude_none=True) for g in self.groups]
+        return {"lr": self.lr_max, **keys, **({"groups": groups} if groups else {})}
 
 
-_COMMON_OPTIMIZER_KEYS = {"type", "lr_max", "lr_min", "weight_decay", "clip", "clip_value", "param_groups"}
+_OPTIMIZER_HOME_KEYS = {"type", "lr_max", "lr_min", "clip", "clip_value", "groups"}
 OPTIMIZER_KEYS: dict[str, set[str]] = {
-    "adamw": _COMMON_OPTIMIZER_KEYS | {"beta1", "beta2", "eps"},
-    "adam": _COMMON_OPTIMIZER_KEYS | {"beta1", "beta2", "eps"},
-    "lamb": _COMMON_OPTIMIZER_KEYS | {"beta1", "beta2", "eps"},
-    "sgd": _COMMON_OPTIMIZER_KEYS | {"momentum", "nesterov"},
-    "rmsprop": _COMMON_OPTIMIZER_KEYS | {"alpha", "eps", "momentum"},
-    "adagrad": _COMMON_OPTIMIZER_KEYS | {"eps"},
+    name: _OPTIMIZER_HOME_KEYS | (set(optimizer_keys(name)) - {"lr", "groups", "buffer"}) for name in OPTIMIZERS
 }
 
 
 class SchedulerConfig(Section):
-    """The learning-rate schedule between optimizer.lr_max and optimizer.lr_min, after `warmup_steps`.
+    """The learning-rate schedule from optimizer.lr_max towards optimizer.lr_min, after `warmup_steps`.
 
-    Lab 01 gives no `type`: warmup_cosine is the default. Which keys each `type` takes is in `SCHEDULER_KEYS`.
+    Lab 01 gives no `type`: warmup_cosine is the default. Which keys each type takes is `SCHEDULER_KEYS` (read
+    from the schedules' signatures); keys left out take the schedule's defaults. `metric` (plateau) names what
+    the loop reports to the schedule after each evaluation.
     """
 
     type: Literal["warmup_cosine", "constant", "linear", "step", "exponential", "plateau", "one_cycle"] = (
@@ -157,25 +190,36 @@ class SchedulerConfig(Section):
     total_steps: PositiveInt | None = Field(None, description="lab 01's home of training.total_steps")
     step_size: PositiveInt | None = Field(None, description="step: multiply by gamma every step_size steps")
     gamma: float | None = Field(None, gt=0, le=1, description="step / exponential decay factor")
-    factor: float = Field(0.1, gt=0, lt=1, description="plateau: multiply by factor when the metric stalls")
-    patience: PositiveInt = Field(10, description="plateau: evaluations without improvement before a cut")
-    threshold: float = Field(1e-4, ge=0, description="plateau: smallest change that counts as improvement")
-    metric: Literal["val_loss", "val_ppl", "loss"] = "val_loss"
-    mode: Literal["min", "max"] = "min"
-    pct_start: float = Field(0.3, gt=0, lt=1, description="one_cycle: share of steps spent rising")
-    div_factor: float = Field(25.0, ge=1, description="one_cycle: start lr = lr_max / div_factor")
-    final_div_factor: float = Field(1e4, ge=1, description="one_cycle: final lr = start lr / final_div_factor")
+    factor: float | None = Field(None, gt=0, lt=1, description="plateau: multiply by factor on a plateau")
+    patience: int | None = Field(None, ge=0, description="plateau: evaluations without improvement tolerated")
+    threshold: float | None = Field(None, ge=0, description="plateau: relative change that counts")
+    mode: Literal["min", "max"] | None = None
+    cooldown: int | None = Field(None, ge=0, description="plateau: evaluations ignored after a cut")
+    metric: Metric = "val_loss"
+    pct_start: float | None = Field(None, gt=0, lt=1, description="one_cycle: share of steps spent rising")
+    div_factor: float | None = Field(None, ge=1, description="one_cycle: start lr = lr_max / div_factor")
+    final_div_factor: float | None = Field(None, ge=1, description="one_cycle: end lr = start / final_div_factor")
+
+    @model_validator(mode="after")
+    def _type_defaults(self) -> SchedulerConfig:
+        _fill_defaults(self, SCHEDULER_KEYS[self.type], _signature_defaults(SCHEDULES[self.type]))
+        return self
+
+    def required_keys(self) -> list[str]:
+        """Keys this type needs that have no default (step_size for step, gamma for exponential)."""
+        defaults = _signature_defaults(SCHEDULES[self.type])
+        return [
+            k for k, v in defaults.items()
+            if v is inspect.Parameter.empty and k not in ("lr_max", "total_steps")
+        ]
 
 
-_COMMON_SCHEDULER_KEYS = {"type", "warmup_steps", "total_steps"}
+_SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "total_steps"}
 SCHEDULER_KEYS: dict[str, set[str]] = {
-    "warmup_cosine": _COMMON_SCHEDULER_KEYS,
-    "constant": _COMMON_SCHEDULER_KEYS,
-    "linear": _COMMON_SCHEDULER_KEYS,
-    "step": _COMMON_SCHEDULER_KEYS | {"step_size", "gamma"},
-    "exponential": _COMMON_SCHEDULER_KEYS | {"gamma"},
-    "plateau": _COMMON_SCHEDULER_KEYS | {"factor", "patience", "threshold", "metric", "mode"},
-    "one_cycle": _COMMON_SCHEDULER_KEYS | {"pct_start", "div_factor", "final_div_factor"},
+    name: _SCHEDULER_HOME_KEYS | (set(schedule_keys(name)) - {"lr_max", "lr_min"}) | (
+        {"metric"} if name == "plateau" else set()
+    )
+    for name in SCHEDULES
 }
 
 
@@ -185,14 +229,14 @@ class CheckpointConfig(Section):
     save_every: PositiveInt | None = Field(500, description="steps between checkpoints; null: only the last")
     keep_last: PositiveInt | None = Field(3, description="newest checkpoints kept; null keeps all")
     save_best: bool = False
-    metric: Literal["val_loss", "val_ppl", "loss"] = "val_loss"
+    metric: Metric = "val_loss"
     mode: Literal["min", "max"] = "min"
 
 
 class EarlyStoppingConfig(Section):
     """Stop when `metric` has not improved by more than `min_delta` for `patience` evaluations."""
 
-    metric: Literal["val_loss", "val_ppl", "loss"] = "val_loss"
+    metric: Metric = "val_loss"
     patience: PositiveInt = 5
     min_delta: float = Field(0.0, ge=0)
     mode: Literal["min", "max"] = "min"
@@ -293,6 +337,20 @@ class Config(Section):
                 raise ValueError("training.epochs needs the batcher's steps_per_epoch (>= 1) to count steps")
             return self.training.epochs * steps_per_epoch
         return None
+
+    def scheduler_kwargs(self, total_steps: int | None) -> dict[str, Any]:
+        """Keyword arguments for `build_scheduler(cfg.scheduler.type, optimizer, **kwargs)`.
+
+        `total_steps` is the run's resolved length (`resolve_steps`); lr_max and lr_min come from the optimizer
+        section, where lab 01 keeps them.
+        """
+        values = {
+            **{k: getattr(self.scheduler, k) for k in SCHEDULER_KEYS[self.scheduler.type] if k != "type"},
+            "lr_max": self.optimizer.lr_max,
+            "lr_min": self.optimizer.lr_min,
+            "total_steps": total_steps,
+        }
+        return {k: values[k] for k in schedule_keys(self.scheduler.type)}
 
     @property
     def tokens_per_step_max(self) -> int:
