@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from minitrain.kernels.adamw import adamw_update, adamw_update_reference
+from minitrain.kernels.adamw import adamw_update_numba, adamw_update_reference
 
 # Both work in float32 with the same operation order; allow float32 rounding differences only.
 RTOL, ATOL = 1e-6, 1e-7
@@ -27,7 +27,7 @@ def test_kernel_matches_reference_over_several_steps(decoupled):
     for step in range(1, 6):
         grad = rng.standard_normal(n).astype(np.float32)
         grad_before = grad.copy()
-        adamw_update(a[0], grad, a[1], a[2], step=step, **hyper)
+        adamw_update_numba(a[0], grad, a[1], a[2], step=step, **hyper)
         adamw_update_reference(b[0], grad, b[1], b[2], step=step, **hyper)
         np.testing.assert_array_equal(grad, grad_before)  # the gradient is read, never written
         for x, y in zip(a, b, strict=True):
@@ -41,7 +41,7 @@ def test_reference_matches_the_formula_in_float64():
     p, m, v = _state(7, seed=2)
     g = np.linspace(-1.0, 1.0, 7).astype(np.float32)
     lr, b1, b2, eps, wd, t = 1e-2, 0.9, 0.999, 1e-8, 0.1, 3
-    adamw_update(p, g, m, v, lr, b1, b2, eps, wd, t)
+    adamw_update_numba(p, g, m, v, lr, b1, b2, eps, wd, t)
     g64 = g.astype(np.float64)
     p64 = p64 * (1 - lr * wd)
     m64 = b1 * m64 + (1 - b1) * g64

@@ -8,6 +8,7 @@ from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
 import minitrain.optim.adamw as adamw_module
+from minitrain import kernels
 from minitrain.errors import UserError
 from minitrain.optim import OPTIMIZERS, AdamW, build_optimizer, optimizer_keys
 from minitrain.optim.groups import Setting, resolve_settings
@@ -248,14 +249,24 @@ def test_flat_buffer_path_equals_per_parameter_path(opt_type, rules):
         assert np.shares_memory(q.data, buffer.data)
 
 
-def test_adamw_on_a_buffer_is_one_kernel_call_per_decay_group(monkeypatch):
+@pytest.mark.parametrize(("backend", "chosen"), [("numba", "adamw_update_numba"), ("numpy", "adamw_update_reference")])
+def test_adamw_on_a_buffer_is_one_kernel_call_per_decay_group(monkeypatch, backend, chosen):
     calls = []
-    kernel = adamw_module.adamw_update
-    monkeypatch.setattr(adamw_module, "adamw_update", lambda p, *rest: calls.append(p.size) or kernel(p, *rest))
+
+    def counting(name, original):
+        def wrapper(param, *rest):
+            calls.append((name, param.size))
+            original(param, *rest)
+
+        return wrapper
+
+    for name in ("adamw_update_numba", "adamw_update_reference"):
+        monkeypatch.setattr(adamw_module, name, counting(name, getattr(adamw_module, name)))
     buffer, flat = _flat_params()
     opt = AdamW(flat, weight_decay=0.1, buffer=buffer)
-    opt.step()
-    assert calls == [buffer.decay_slice.stop, buffer.size - buffer.decay_slice.stop]
+    with kernels.use_backend(backend):
+        opt.step()
+    assert calls == [(chosen, buffer.decay_slice.stop), (chosen, buffer.size - buffer.decay_slice.stop)]
 
 
 def test_rebinding_a_buffer_parameter_is_caught():

@@ -51,8 +51,11 @@ def adamw_update_reference(
     param -= step_size * (exp_avg / (np.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps))
 
 
-@njit(cache=True)
-def adamw_update(
+# error_model="numpy": a float division by zero gives inf/nan as in NumPy instead of raising. Without it numba
+# checks every division, which stops the loop from vectorising (3.6x slower here). No fastmath: it would let
+# LLVM use approximate reciprocals and fused multiply-adds, and the kernel would no longer match the reference.
+@njit(cache=True, error_model="numpy")
+def adamw_update_numba(
     param: np.ndarray,
     grad: np.ndarray,
     exp_avg: np.ndarray,

@@ -7,6 +7,8 @@ For step t, per element (see `minitrain/kernels/adamw.py` for the fused kernel):
 
 wd is 0 for biases and LayerNorm parameters unless a group rule says otherwise (see `groups.py`).
 With a `ParameterBuffer` a step is one kernel call per group: two calls with the default settings.
+The numba kernel runs unless minitrain's kernel backend is "numpy" (NUMBA_DISABLE_JIT=1, MINITRAIN_KERNELS=numpy
+or `kernels.use_backend("numpy")`), which runs the NumPy reference instead.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from minitrain.kernels.adamw import adamw_update
+from minitrain import kernels
+from minitrain.kernels.adamw import adamw_update_numba, adamw_update_reference
 from minitrain.optim.base import Optimizer, Parameter, check_range
 from minitrain.parameters import ParameterBuffer
 
@@ -48,7 +51,8 @@ class AdamW(Optimizer):
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float
     ) -> None:
-        adamw_update(
+        update = adamw_update_reference if kernels.active.name == "numpy" else adamw_update_numba
+        update(
             data, grad, state["exp_avg"], state["exp_avg_sq"],
             lr, self.beta1, self.beta2, self.eps, weight_decay, self.step_count, self.decoupled,
         )  # fmt: skip
