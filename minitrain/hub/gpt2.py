@@ -1,0 +1,109 @@
+"""MiniGPT <-> Hugging Face GPT-2: the two config vocabularies and the tensor table they imply.
+
+MiniGPT is GPT-2 at course size, with GPT-2's parameter names and shapes, so moving a model between minitrain
+and `transformers` is a renaming of config keys, nothing more:
+
+    minitrain      GPT-2 config.json           meaning
+    n_layer        n_layer                     transformer blocks
+    n_head         n_head                      attention heads per block
+    d_model        n_embd                      residual stream width D
+    d_ff           n_inner                     MLP hidden width F (GPT-2's default is 4·D)
+    vocab_size     vocab_size                  V
+    max_seq_len    n_positions                 P, learned positions
+    dropout        resid/embd/attn_pdrop       one rate for all three
+
+Fixed choices both sides must agree on: GELU with the tanh approximation (`gelu_new`), LayerNorm eps 1e-5,
+attention scores scaled by 1/√(D/H), and the output projection tied to the token embedding (`lm_head = wte`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from minitrain.errors import UserError
+from minitrain.model import CONFIG_KEYS, parameter_shapes
+
+SHAPE_KEYS = ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")  # parameter_shapes' arguments
+LAYER_NORM_EPS = 1e-5
+# transformers' names for GELU with the tanh approximation; "gelu" would be the exact erf form.
+TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")
+
+
+def expected_shapes(model_config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a MiniGPT / GPT-2 state dict and its shape, for a model config (minitrain keys)."""
+    return dict(parameter_shapes(*(int(model_config[k]) for k in SHAPE_KEYS)))
+
+
+def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], where: str) -> None:
+    """Raise one UserError listing every missing, unexpected or mis-shaped tensor; `where` names the source."""
+    expected = expected_shapes(model_config)
+    problems = [f"missing {name} {shape}" for name, shape in expected.items() if name not in state]
+    problems += [f"unexpected {name}" for name in state if name not in expected]
+    problems += [
+        f"{name} has shape {tuple(state[name].shape)}, the config needs {shape}"
+        for name, shape in expected.items()
+        if name in state and tuple(state[name].shape) != shape
+    ]
+    if problems:
+        config = ", ".join(f"{k}={model_config[k]}" for k in CONFIG_KEYS if k in model_config)
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}")
+
+
+def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
+    """The config.json `GPT2LMHeadModel.from_pretrained` reads, for a MiniGPT config."""
+    dropout = float(model_config.get("dropout", 0.0))
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": int(model_config["vocab_size"]),
+        "n_positions": int(model_config["max_seq_len"]),
+        "n_embd": int(model_config["d_model"]),
+        "n_layer": int(model_config["n_layer"]),
+        "n_head": int(model_config["n_head"]),
+        "n_inner": int(model_config["d_ff"]),
+        "activation_function": TANH_GELU[0],
+        "resid_pdrop": dropout,
+        "embd_pdrop": dropout,
+        "attn_pdrop": dropout,
+        "layer_norm_epsilon": LAYER_NORM_EPS,
+        "initializer_range": 0.02,
+        "scale_attn_weights": True,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "pad_token_id": pad_id,
+        "torch_dtype": "float32",
+    }
+
+
+def from_gpt2_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The minitrain model section for a GPT-2 config.json; UserError when MiniGPT cannot represent it."""
+    def need(ok: bool, key: str, why: str) -> None:
+        if not ok:
+            raise UserError(f"{where}: {key} = {config.get(key)!r}: {why}")
+
+    need(config.get("model_type") == "gpt2", "model_type", "only GPT-2 models can be loaded into MiniGPT")
+    for key in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
+        need(isinstance(config.get(key), int) and config[key] > 0, key, "must be a positive integer")
+    need(config.get("activation_function", TANH_GELU[0]) in TANH_GELU, "activation_function",
+         f"MiniGPT uses GELU with the tanh approximation ({TANH_GELU[0]})")
+    need(abs(config.get("layer_norm_epsilon", LAYER_NORM_EPS) - LAYER_NORM_EPS) < 1e-12, "layer_norm_epsilon",
+         f"MiniGPT's LayerNorm uses eps = {LAYER_NORM_EPS}")
+    need(config.get("tie_word_embeddings", True) is True, "tie_word_embeddings",
+         "MiniGPT ties the output layer to the token embedding")
+    need(not config.get("scale_attn_by_inverse_layer_idx", False), "scale_attn_by_inverse_layer_idx",
+         "MiniGPT scales attention by 1/sqrt(head size) only")
+    need(config["n_embd"] % config["n_head"] == 0, "n_head", f"must divide n_embd = {config['n_embd']}")
+    d_ff = config.get("n_inner") or 4 * config["n_embd"]
+    return {
+        "n_layer": config["n_layer"],
+        "n_head": config["n_head"],
+        "d_model": config["n_embd"],
+        "d_ff": d_ff,
+        "vocab_size": config["vocab_size"],
+        "max_seq_len": config["n_positions"],
+        "dropout": float(config.get("resid_pdrop", 0.0)),
+    }

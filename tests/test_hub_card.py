@@ -1,0 +1,85 @@
+"""The model card: front matter the Hub's ModelCard accepts, and the run's facts in the body."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from fakehub import make_run
+from huggingface_hub import ModelCard, ModelCardData
+
+from minitrain.hub.card import MISSING, build_card
+from minitrain.hub.run import read_run
+
+
+def test_card_round_trips_through_huggingface_hub(tmp_path):
+    text = build_card(read_run(make_run(tmp_path)), vocab_size=18, repo_id="alice/minigpt")
+    card = ModelCard(text)
+    assert str(card) == text  # parse + render gives back exactly what was written
+    data = card.data
+    assert isinstance(data, ModelCardData)
+    assert data.library_name == "minitrain" and data.language == "es" and data.license == "mit"
+    assert data.pipeline_tag == "text-generation" and "minitrain" in data.tags
+    assert data.model_name == "alice/minigpt"
+    metrics = {(r.dataset_split, r.metric_type): r.metric_value for r in data.eval_results}
+    assert metrics == {("val", "perplexity"): 1.87, ("val", "exact_match"): 0.625, ("train", "perplexity"): 1.31}
+    assert {r.task_type for r in data.eval_results} == {"text-generation"}
+    # The raw front matter has the model-index structure the Hub validates.
+    front = yaml.safe_load(text.split("---\n")[1])
+    result = front["model-index"][0]["results"][0]
+    assert result["task"]["type"] == "text-generation"
+    assert {"type", "name"} <= set(result["dataset"])
+    assert all({"type", "value"} <= set(m) for m in result["metrics"])
+
+
+def test_card_reports_the_run(tmp_path):
+    info = read_run(make_run(tmp_path))
+    text = build_card(info, vocab_size=18, repo_id="alice/minigpt")
+    n_params = sum(a.size for a in info.state.values())
+    for expected in [
+        "Trained from scratch",
+        f"Parameters: {n_params:,}",
+        "2 layers, 2 heads, width 8, MLP width 16",
+        "Context length: 16 tokens",
+        "18 symbols",
+        "| train | 3 | 45 |",  # 3 records of 13 characters, each + BOS + EOS
+        "| val | 2 | 31 |",
+        "| dev | not recorded | not recorded |",
+        "adamw, lr 0.001 -> 0.0001",
+        "training 42, data 7",
+        "Test CPU, 2 cores",
+        "12.5 s",
+        "| val PPL (held-out verbs) | 1.870 |",
+        "| character n-gram baseline, val PPL | 7.500 |",
+        "| beats the n-gram baseline | yes |",
+        "| held-out exact match (greedy) | 62.5 % |",
+        "Intended use and limitations",
+        'GPT2LMHeadModel.from_pretrained("alice/minigpt")',
+        "init_from: alice/minigpt",
+    ]:
+        assert expected in text, expected
+
+
+def test_card_without_results_says_not_recorded_and_has_no_model_index(tmp_path):
+    run = make_run(tmp_path)
+    (run / "results.json").write_text(json.dumps({"model_path": str(tmp_path / "models" / "minigpt-test.safetensors")}))
+    text = build_card(read_run(run), vocab_size=18)
+    assert "| val PPL (held-out verbs) | not recorded |" in text
+    assert f"| held-out exact match (greedy) | {MISSING} |" in text
+    card = ModelCard(text)
+    assert card.data.eval_results is None and "model-index" not in card.data.to_dict()
+
+
+def test_a_model_started_from_a_hub_model_names_it_as_base_model(tmp_path):
+    run = make_run(tmp_path)
+    config = yaml.safe_load((run / "config.resolved.yaml").read_text())
+    config["model"]["init_from"] = "alice/minigpt-base"
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump(config))
+    text = build_card(read_run(run), vocab_size=18)
+    assert ModelCard(text).data.base_model == "alice/minigpt-base"
+    assert "Initialised from `alice/minigpt-base`" in text
+
+
+def test_same_run_same_card(tmp_path):
+    info = read_run(make_run(tmp_path))
+    assert build_card(info, 18, "alice/m") == build_card(info, 18, "alice/m")

@@ -1,0 +1,114 @@
+"""Export to the Hugging Face GPT-2 layout: config.json, weights, tokenizer files, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import safetensors
+import safetensors.numpy
+from fakehub import TINY_MODEL, make_run
+
+from minitrain.checkpoint import load_model_file, save_model_file
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+from minitrain.hub.export import EXPORT_FILES, export_model
+from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path)
+
+
+def test_export_writes_the_gpt2_folder(run, tmp_path):
+    out = tmp_path / "export"
+    written = export_model(run, out)
+    assert [p.name for p in written] == sorted(EXPORT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(EXPORT_FILES)
+
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "gpt2" and config["architectures"] == ["GPT2LMHeadModel"]
+    assert (config["n_layer"], config["n_head"], config["n_embd"], config["n_inner"]) == (2, 2, 8, 16)
+    assert (config["vocab_size"], config["n_positions"]) == (24, 16)
+    assert config["activation_function"] == "gelu_new" and config["layer_norm_epsilon"] == 1e-5
+    assert config["tie_word_embeddings"] is True
+    assert (config["pad_token_id"], config["bos_token_id"], config["eos_token_id"]) == (0, 1, 2)
+    assert from_gpt2_config(config, "config.json") == TINY_MODEL  # the mapping inverts
+
+
+def test_weights_are_the_model_file_under_gpt2_names(run, tmp_path):
+    out = tmp_path / "export"
+    export_model(run, out)
+    original, _, _ = load_model_file(tmp_path / "models" / "minigpt-test.safetensors")
+    with safetensors.safe_open(out / "model.safetensors", "numpy") as f:
+        assert f.metadata() == {"format": "pt"}
+    exported = safetensors.numpy.load_file(out / "model.safetensors")
+    assert set(exported) == set(expected_shapes(TINY_MODEL))  # no lm_head (tied), no attn.bias buffers
+    for name, array in original.items():
+        assert exported[name].dtype == np.float32
+        np.testing.assert_array_equal(exported[name], array)
+
+
+def test_tokenizer_files_match_the_char_vocabulary(run, tmp_path):
+    out = tmp_path / "export"
+    export_model(run, out)
+    ours = CharTokenizer.load(tmp_path / "data" / "vocab.json")
+    assert CharTokenizer.load(out / "vocab.json").chars == ours.chars
+    tok = json.loads((out / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    assert tok["model"]["type"] == "WordLevel" and tok["normalizer"] is None
+    assert [vocab[t] for t in ("<pad>", "<bos>", "<eos>")] == [0, 1, 2]
+    assert all(vocab[c] == ours.encode(c)[0] for c in ours.chars)
+    assert tok["model"]["unk_token"] not in vocab  # unknown characters fail, as in CharTokenizer
+    assert [t["content"] for t in tok["added_tokens"] if t["special"]] == ["<pad>", "<bos>", "<eos>"]
+    special = json.loads((out / "tokenizer_config.json").read_text())
+    assert (special["bos_token"], special["eos_token"], special["pad_token"]) == ("<bos>", "<eos>", "<pad>")
+
+
+def test_export_is_byte_identical_when_repeated(run, tmp_path):
+    export_model(run, tmp_path / "a")
+    export_model(run, tmp_path / "b")
+    for name in EXPORT_FILES:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_export_from_a_checkpoint_finds_its_run(run, tmp_path):
+    state, config, _ = load_model_file(tmp_path / "models" / "minigpt-test.safetensors")
+    checkpoint = run / "checkpoints" / "step-40.safetensors"
+    save_model_file(checkpoint, state, config)
+    export_model(checkpoint, tmp_path / "export")
+    assert "62.5 %" in (tmp_path / "export" / "README.md").read_text()  # the run's results reached the card
+
+
+def test_a_bare_model_file_needs_a_vocabulary(tmp_path):
+    make_run(tmp_path)
+    bare = tmp_path / "models" / "minigpt-test.safetensors"
+    with pytest.raises(UserError, match="--vocab"):
+        export_model(bare, tmp_path / "export")
+    assert not (tmp_path / "export").exists()
+    export_model(bare, tmp_path / "export", vocab_path=tmp_path / "data" / "vocab.json")
+    assert "not recorded" in (tmp_path / "export" / "README.md").read_text()
+
+
+def test_weights_that_do_not_fit_the_config_are_refused(run, tmp_path):
+    state, config, _ = load_model_file(tmp_path / "models" / "minigpt-test.safetensors")
+    state["transformer.h.1.mlp.c_fc.weight"] = np.zeros((8, 32), np.float32)
+    save_model_file(tmp_path / "models" / "minigpt-test.safetensors", state, config)
+    with pytest.raises(UserError, match=r"transformer\.h\.1\.mlp\.c_fc\.weight has shape \(8, 32\)"):
+        export_model(run, tmp_path / "export")
+
+
+def test_missing_source_and_unfinished_run_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="no such run folder"):
+        export_model(tmp_path / "nope", tmp_path / "export")
+    (tmp_path / "empty-run").mkdir()
+    with pytest.raises(UserError, match="no model file found"):
+        export_model(tmp_path / "empty-run", tmp_path / "export")
+
+
+def test_a_vocabulary_larger_than_the_embedding_is_refused(run, tmp_path):
+    CharTokenizer(sorted(set("abcdefghijklmnopqrstuvwxyz"))).save(tmp_path / "data" / "vocab.json")
+    with pytest.raises(UserError, match="embedding rows"):
+        export_model(run, tmp_path / "export")
