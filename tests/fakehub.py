@@ -66,7 +66,8 @@ class FakeHub:
         self._server.daemon_threads = True
         self._server.hub = self  # type: ignore[attr-defined]
         self.url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval: shutdown() waits for the serving loop to notice, up to one interval.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     def __enter__(self) -> FakeHub:
         self._thread.start()

@@ -1,0 +1,102 @@
+"""`minitrain publish`: export a run and upload it to a Hugging Face Hub model repo.
+
+    1. find the token the way huggingface_hub does (HF_TOKEN, then the token file of `hf auth login`);
+       no token -> one clear error, before anything is exported or sent
+    2. export the run into a temporary folder (minitrain/hub/export.py)
+    3. create_repo(exist_ok=True): a new repo, or the existing one reused
+    4. upload_folder: one commit with every file of the export
+    5. print the repo URL
+
+The endpoint is the client's: `HF_ENDPOINT` points it elsewhere (a private Hub, or the tests' stand-in).
+minitrain never reads, prints or writes the token itself; it only checks that the client has one.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx2  # huggingface_hub's HTTP library: its errors are what a failed request raises
+from huggingface_hub import HfApi, get_token
+from huggingface_hub.errors import HfHubHTTPError
+
+from minitrain.errors import UserError
+from minitrain.hub.export import export_model
+
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+SUCCESSFUL_STATUSES = ("completed", "early_stopped")
+EXIT_NETWORK = 3  # exit code for a failure on the way to or at the Hub (the export itself is fine)
+
+
+def check_repo_id(repo_id: str) -> None:
+    if not REPO_ID.fullmatch(repo_id) or ".." in repo_id:
+        raise UserError(f"--repo {repo_id!r}: expected a Hub model id 'user/name' (letters, digits, . _ -)")
+
+
+def _hub_failure(err: httpx2.HTTPError, repo_id: str, endpoint: str) -> UserError:
+    """Turn what the client raised into one readable error (the token is never part of it)."""
+    status = err.response.status_code if isinstance(err, HfHubHTTPError) else None
+    if status == 401:
+        return UserError(
+            f"publish to {repo_id}: the Hub at {endpoint} rejected the token (HTTP 401); check HF_TOKEN or "
+            "run `hf auth login` again", EXIT_NETWORK)
+    if status == 403:
+        return UserError(f"publish to {repo_id}: the token has no write access to this repo (HTTP 403)", EXIT_NETWORK)
+    if status is not None:
+        detail = str(err).strip().splitlines()[-1]
+        return UserError(f"publish to {repo_id}: the Hub answered HTTP {status}: {detail}", EXIT_NETWORK)
+    return UserError(
+        f"publish to {repo_id}: the connection to {endpoint} failed ({type(err).__name__}: {err}); the upload "
+        "did not finish, run the command again (files already uploaded are not sent twice)", EXIT_NETWORK)
+
+
+def publish(
+    run_dir: str | Path,
+    repo_id: str,
+    private: bool = False,
+    dry_run: bool = False,
+    log: Callable[[str], None] = print,
+) -> str:
+    """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go)."""
+    check_repo_id(repo_id)
+    api = HfApi()
+    token = None if dry_run else get_token()
+    if not dry_run and token is None:
+        raise UserError(
+            f"publish to {repo_id}: no Hugging Face token found; set HF_TOKEN or run `hf auth login` "
+            "(nothing was uploaded)")
+    with tempfile.TemporaryDirectory(prefix="minitrain-publish-") as tmp:
+        files = export_model(run_dir, tmp, repo_id=repo_id)
+        if dry_run:
+            log(f"Dry run: would upload to {api.endpoint}/{repo_id} ({'private' if private else 'public'}):")
+            for path in files:
+                log(f"  {path.name}  ({path.stat().st_size:,} bytes)")
+            return f"{api.endpoint}/{repo_id}"
+        try:
+            url = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
+            api.upload_folder(repo_id=repo_id, folder_path=tmp, token=token,
+                              commit_message=f"Upload MiniGPT from {Path(run_dir).name} with minitrain")
+        except (httpx2.HTTPError, RuntimeError) as err:
+            # The client wraps a failed LFS upload in a RuntimeError whose cause is the HTTP error.
+            cause = err.__cause__ if isinstance(err, RuntimeError) else err
+            if not isinstance(cause, httpx2.HTTPError):
+                raise
+            raise _hub_failure(cause, repo_id, api.endpoint) from None
+    log(f"Published: {url}")
+    return str(url)
+
+
+def maybe_publish_after_training(cfg, run_dir: str | Path, status: str) -> str | None:
+    """Run the config's `publish:` section after a training run that ended well; else do nothing.
+
+    Called by the training command once the run folder is complete. Returns the repo URL when it published.
+    """
+    if cfg.publish is None:
+        return None
+    if status not in SUCCESSFUL_STATUSES:
+        print(f"Not publishing to {cfg.publish.repo}: the run ended with status {status!r}")
+        return None
+    print(f"Publishing to {cfg.publish.repo} (publish: section of the config)")
+    return publish(run_dir, cfg.publish.repo, private=cfg.publish.private)
