@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
-from minitrain.data.corpus import make_record
+from minitrain.data.corpus import load_records, make_record
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 
@@ -176,3 +177,17 @@ def test_split_arrays_are_read_only():
     batch = next(iter(EvalBatcher(split(), 4)))
     with pytest.raises(ValueError, match="read-only"):
         batch.input[0, 0] = 5
+
+
+@pytest.mark.lab00
+def test_masks_on_the_committed_corpus():
+    processed = Path(__file__).resolve().parents[1] / "data" / "processed"
+    tok = CharTokenizer.load(processed / "vocab.json")
+    for name in ("dev", "val"):
+        records = load_records(processed / f"{name}.jsonl")
+        data = encode_split(records, tok, seq_len=SEQ_LEN)
+        assert data.loss_mask.sum(axis=1).tolist() == [len(r["form"]) + 1 for r in records]
+        # The first counted target is predicted while reading the last "|" of the prompt.
+        first = data.loss_mask.argmax(axis=1)
+        assert (data.input[np.arange(len(records)), first] == tok.encode("|")[0]).all()
+        assert not (data.loss_mask & ~data.attn_pad_mask).any()

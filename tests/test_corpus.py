@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
 import pytest
 
-from minitrain.data.corpus import format_text, load_records, make_record, records_to_jsonl
+from minitrain.data.build import build_corpus, data_manifest_hash
+from minitrain.data.corpus import PERSONS, TENSES, format_text, load_records, make_record, records_to_jsonl
+from minitrain.data.split import DEV_VERBS, SPLITS, VAL_VERBS
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.data.verbs import load_verbs
 from minitrain.errors import UserError
+
+_spec = importlib.util.spec_from_file_location(
+    "build_corpus_script", Path(__file__).resolve().parents[1] / "scripts" / "build_corpus.py"
+)
+build_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_script)
 
 RECORDS = [make_record("caminar", "P", 1, "camino"), make_record("cerrar", "S", 4, "cerremos")]
 
@@ -71,3 +86,111 @@ def test_overlong_line_is_rejected(tmp_path):
     path.write_text(records_to_jsonl([make_record("caminar", "P", 1, form)]), encoding="utf-8")
     with pytest.raises(UserError, match="more than 32"):
         load_records(path)
+
+
+# ---------------------------------------------------------------------------------------- the committed corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+VERBS_TSV = ROOT / "data" / "raw" / "verbs.tsv"
+PROCESSED = ROOT / "data" / "processed"
+CORPUS_FILES = ("train.jsonl", "dev.jsonl", "val.jsonl", "vocab.json", "manifest.json")
+
+
+@pytest.fixture(scope="module")
+def corpus() -> dict[str, list[dict]]:
+    return {name: load_records(PROCESSED / f"{name}.jsonl") for name in SPLITS}
+
+
+@pytest.fixture(scope="module")
+def fresh_build(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("corpus")
+    build_corpus(VERBS_TSV, out)
+    return out
+
+
+@pytest.mark.lab00
+def test_committed_files_equal_a_fresh_build(fresh_build):
+    for name in CORPUS_FILES:
+        assert (PROCESSED / name).read_bytes() == (fresh_build / name).read_bytes(), (
+            f"data/processed/{name} is stale: run scripts/build_corpus.py"
+        )
+
+
+def test_build_twice_gives_identical_bytes(fresh_build, tmp_path):
+    build_corpus(VERBS_TSV, tmp_path)
+    for name in CORPUS_FILES:
+        assert (tmp_path / name).read_bytes() == (fresh_build / name).read_bytes()
+
+
+@pytest.mark.lab00
+def test_manifest_hashes_and_counts_match_the_files(corpus):
+    manifest = json.loads((PROCESSED / "manifest.json").read_text(encoding="utf-8"))
+    for name, info in manifest["files"].items():
+        assert info["sha256"] == hashlib.sha256((PROCESSED / name).read_bytes()).hexdigest(), name
+    for name, records in corpus.items():
+        info = manifest["files"][f"{name}.jsonl"]
+        assert info["records"] == len(records) == 36 * info["verbs"]
+        assert info["characters"] == sum(len(r["text"]) for r in records)
+    assert manifest["source"]["sha256"] == hashlib.sha256(VERBS_TSV.read_bytes()).hexdigest()
+    assert manifest["val_verbs"] == list(VAL_VERBS) and manifest["dev_verbs"] == list(DEV_VERBS)
+    assert manifest["heldout_policy"] == "verbs_4"
+    assert data_manifest_hash(PROCESSED) == hashlib.sha256((PROCESSED / "manifest.json").read_bytes()).hexdigest()
+
+
+@pytest.mark.lab00
+def test_no_heldout_verb_in_train_or_dev(corpus):
+    verbs = {name: {r["verb"] for r in records} for name, records in corpus.items()}
+    assert verbs["val"] == set(VAL_VERBS)
+    assert verbs["dev"] == set(DEV_VERBS)
+    assert not verbs["train"] & (verbs["val"] | verbs["dev"])
+    # No other verb carries a held-out stem either (encerrar would leak cerr-, revender vend-).
+    for held_out in (*VAL_VERBS, *DEV_VERBS):
+        others = (verbs["train"] | verbs["dev"] | verbs["val"]) - {held_out}
+        assert not [v for v in others if held_out[:-2] in v], held_out
+
+
+@pytest.mark.lab00
+def test_every_record_fits_in_32_tokens(corpus):
+    tok = CharTokenizer.load(PROCESSED / "vocab.json")
+    assert tok.vocab_size <= 64
+    for records in corpus.values():
+        for r in records:
+            line = tok.encode_line(r["text"])
+            assert len(line) <= 32, r["text"]
+            assert tok.decode(line) == r["text"]  # and the vocabulary round-trips every record
+
+
+def test_every_verb_has_all_36_cells_in_order(corpus):
+    for records in corpus.values():
+        for start in range(0, len(records), 36):
+            block = records[start : start + 36]
+            assert len({r["verb"] for r in block}) == 1
+            assert [(r["tense"], r["person"]) for r in block] == [(t, p) for t in TENSES for p in PERSONS]
+
+
+def test_heldout_trigrams_all_occur_in_training(corpus):
+    # Held-out lines are made of pieces the model has seen; what it has not seen is the whole stem.
+    def trigrams(records):
+        return {t[i : i + 3] for r in records for t in ["^" + r["text"] + "$"] for i in range(len(t) - 2)}
+
+    seen = trigrams(corpus["train"])
+    for name in ("val", "dev"):
+        assert not trigrams(corpus[name]) - seen, name
+
+
+def test_verb_list_is_big_and_mostly_regular():
+    verbs = load_verbs(VERBS_TSV)
+    regular = [v for v in verbs if v.verb_class == "regular"]
+    assert len(verbs) >= 300
+    assert len(regular) >= len(verbs) / 2
+
+
+def test_build_script_writes_the_corpus_and_reports_bad_input(tmp_path, capsys):
+    assert build_script.main(["--out-dir", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(CORPUS_FILES)
+    bad = tmp_path / "verbs.tsv"
+    bad.write_text("hablar\tregular\nencerrar\te-ie\n", encoding="utf-8")
+    assert build_script.main(["--verbs", str(bad), "--out-dir", str(tmp_path / "bad")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+    assert not (tmp_path / "bad").exists()  # nothing half-written
