@@ -1,0 +1,247 @@
+"""Monitoring pieces the loop calls: alerts, early stopping, progress, quality score, metrics.csv, report.md."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+
+from minitrain.errors import UserError
+from minitrain.monitor.alerts import AlertMonitor, parse_alert
+from minitrain.monitor.early_stopping import EarlyStopping
+from minitrain.monitor.progress import Progress, format_seconds, sparkline
+from minitrain.monitor.quality import grade_for, quality_score
+from minitrain.monitor.report import metrics_csv, read_log, report_markdown, write_metrics_csv
+
+# --- alerts ---------------------------------------------------------------------------------------------------
+
+
+def test_alert_grammar():
+    spaced, tight = parse_alert("loss > 10: warn"), parse_alert("loss>10:warn")
+    assert (spaced.kind, spaced.metric, spaced.op, spaced.value) == (tight.kind, tight.metric, tight.op, tight.value)
+    rule = parse_alert("grad_norm >= 1e3: halt")
+    assert (rule.kind, rule.metric, rule.op, rule.value, rule.action) == ("threshold", "grad_norm", ">=", 1000.0,
+                                                                          "halt")
+    assert parse_alert("stall(50): warn").window == 50 and parse_alert("stall(50): warn").metric == "loss"
+    assert parse_alert("val_loss.stall(3): halt").metric == "val_loss"
+    assert parse_alert("nan: halt").kind == "nan"
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("loss > 10", "must look like 'CONDITION: ACTION'"),
+    ("loss > 10: panic", "action must be warn or halt"),
+    ("loss == 10: warn", "unexpected"),
+    ("loss > abc: warn", "condition must be"),
+    ("stall(x): warn", "condition must be"),
+    ("stall(0): warn", "whole number of steps >= 1"),
+    ("__import__('os'): warn", "unexpected"),
+    (": warn", "condition must be"),
+])
+def test_bad_alerts_are_rejected(text, fragment):
+    with pytest.raises(ValueError, match="alert") as info:
+        parse_alert(text)
+    assert fragment in str(info.value)
+
+
+def test_threshold_alert_fires_on_crossing_and_rearms():
+    monitor = AlertMonitor(["loss > 10: warn"])
+    fired = [bool(monitor.check(s, {"loss": v})) for s, v in enumerate([5, 11, 12, 9, 15])]
+    assert fired == [False, True, False, False, True]
+    assert monitor.check(5, {"val_loss": 20}) == []  # rows without the metric are skipped
+
+
+def test_nan_alert_halts():
+    monitor = AlertMonitor(["nan: halt", "loss > 10: warn"])
+    assert monitor.check(0, {"loss": 2.0, "lr": 1e-3}) == []
+    fired = monitor.check(10, {"loss": math.nan, "lr": 1e-3})
+    assert [f.action for f in fired] == ["halt"]
+    assert "step 10" in fired[0].message and "loss not finite" in fired[0].message
+
+
+def test_stall_alert_fires_once_after_the_window_and_rearms_on_improvement():
+    monitor = AlertMonitor(["stall(30): warn"])
+    steps = range(0, 100, 10)
+    losses = [5, 4, 4.5, 4.2, 4.1, 3.9, 4.0, 4.0, 4.0, 4.0]
+    fired = [s for s, v in zip(steps, losses, strict=True) if monitor.check(s, {"loss": v})]
+    # best 4 at step 10; steps 20, 30 are within 30 steps; step 40 is 30 steps later -> fires once.
+    # A new best 3.9 at step 50 re-arms; 30 steps later (step 80) it fires again.
+    assert fired == [40, 80]
+
+
+def test_alert_state_round_trips():
+    a, b = AlertMonitor(["stall(20): warn", "loss > 3: warn"]), AlertMonitor(["stall(20): warn", "loss > 3: warn"])
+    for s, v in [(0, 4.0), (10, 2.0), (20, 3.5)]:
+        a.check(s, {"loss": v})
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    assert [f.alert.text for f in a.check(30, {"loss": 2.5})] == [f.alert.text for f in b.check(30, {"loss": 2.5})]
+
+
+# --- early stopping ---------------------------------------------------------------------------------------------
+
+
+def test_early_stopping_stops_at_the_patience_th_bad_evaluation():
+    stopper = EarlyStopping("val_loss", patience=3, min_delta=0.0, mode="min")
+    history = [(0, 3.0), (50, 2.5), (100, 2.0), (150, 2.1), (200, 2.0), (250, 2.05), (300, 1.0)]
+    stopped_at = next(step for step, value in history if stopper.update(step, value))
+    assert stopped_at == 250  # 150, 200 (ties do not improve) and 250 fail to improve on 2.0 of step 100
+    assert (stopper.best, stopper.best_step, stopper.stopped_step) == (2.0, 100, 250)
+
+
+def test_min_delta_and_max_mode():
+    stopper = EarlyStopping("val_ppl", patience=2, min_delta=0.1, mode="min")
+    assert not stopper.update(0, 10.0)
+    assert not stopper.update(1, 9.95)  # better, but by less than min_delta
+    assert stopper.update(2, 9.5) is False and stopper.best == 9.5
+    up = EarlyStopping("score", patience=1, mode="max")
+    assert not up.update(0, 1.0) and not up.update(1, 2.0) and up.update(2, 1.5)
+
+
+def test_early_stopping_from_config_and_state():
+    from minitrain.config import config_from_dict
+
+    cfg = config_from_dict({"training": {"total_steps": 10, "early_stopping": {"patience": 2, "min_delta": 0.5}}})
+    stopper = EarlyStopping.from_config(cfg.training.early_stopping)
+    assert (stopper.metric, stopper.patience, stopper.min_delta, stopper.mode) == ("val_loss", 2, 0.5, "min")
+    assert EarlyStopping.from_config(None) is None
+    stopper.update(0, 3.0)
+    stopper.update(1, 2.9)
+    again = EarlyStopping("val_loss", patience=2, min_delta=0.5)
+    again.load_state_dict(json.loads(json.dumps(stopper.state_dict())))
+    assert again.update(2, 2.8) and stopper.update(2, 2.8)
+
+
+# --- progress ---------------------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_sparkline_scales_between_min_and_max():
+    assert sparkline([1, 2, 3, 4, 5, 6, 7, 8]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([8, 1]) == "█▁"
+    assert sparkline([2, 2, 2]) == "▄▄▄"
+    assert sparkline([1, math.nan, 2]) == "▁×█"
+    assert format_seconds(3725) == "1h02m05s" and format_seconds(65) == "1m05s" and format_seconds(7) == "7s"
+
+
+def test_plain_progress_lines_on_a_non_terminal():
+    stream, clock = io.StringIO(), FakeClock()
+    progress = Progress(100, "auto", every=10, stream=stream, clock=clock)
+    assert progress.mode == "plain"  # StringIO is not a TTY
+    for step in range(20):
+        progress.update(step, loss=5.0 - step * 0.1, lr=3e-4, tokens=256)
+        clock.now += 0.5
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("step 20/100 | loss 3.1000 | lr 3.00e-04 | ")
+    # 19 steps of 256 tokens after the first report, in 9.5 s; 80 steps left at 0.5 s each.
+    assert "512 tok/s" in lines[1] and "eta 40s" in lines[1]
+    assert lines[1].endswith(" | " + sparkline([5.0 - s * 0.1 for s in range(20)]))
+    assert lines[1].endswith("▁") and lines[1][-20] == "█"
+    progress.write("val_loss 2.0")
+    assert stream.getvalue().endswith("val_loss 2.0\n")
+
+
+def test_quiet_and_none_print_nothing():
+    for kwargs in ({"quiet": True}, {"mode": "none"}, {"mode": "bar", "quiet": True}):
+        stream = io.StringIO()
+        progress = Progress(10, stream=stream, **kwargs)
+        for step in range(10):
+            progress.update(step, loss=1.0, lr=1e-3, tokens=10)
+        progress.write("hello")
+        progress.close()
+        assert stream.getvalue() == ""
+
+
+def test_bar_mode_draws_a_tqdm_bar_with_the_status():
+    stream = io.StringIO()
+    progress = Progress(4, "bar", stream=stream, clock=FakeClock())
+    for step in range(4):
+        progress.update(step, loss=2.0 - step * 0.5, lr=1e-3, tokens=8)
+    progress.close()
+    text = stream.getvalue()
+    assert "4/4" in text and "loss 0.5000" in text and "lr 1.00e-03" in text and "█▆▃▁" in text
+
+
+# --- quality ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("score", "grade"), [
+    (100, "A+"), (95, "A+"), (94.9, "A"), (90, "A"), (89.9, "A-"), (85, "A-"), (84.9, "B+"), (80, "B+"),
+    (79.9, "B"), (75, "B"), (74.9, "B-"), (70, "B-"), (69.9, "C+"), (65, "C+"), (64.9, "C"), (60, "C"),
+    (59.9, "D"), (50, "D"), (49.9, "F"), (0, "F"),
+])
+def test_grade_boundaries(score, grade):
+    assert grade_for(score) == grade
+
+
+def _log(train, val=()):
+    return [{"step": s, "loss": v} for s, v in train] + [{"step": s, "val_loss": v} for s, v in val]
+
+
+def test_quality_of_a_clean_run_is_full_marks():
+    train = [(s, 4.0 * 0.5 ** (s / 500)) for s in range(0, 2001, 10)]  # smooth, ÷16 over the run
+    val = [(s, 4.0 * 0.5 ** (s / 500)) for s in range(0, 2001, 100)]  # no gap, best at the end
+    quality = quality_score(_log(train, val))
+    assert quality.breakdown["convergence"] == 100.0 and quality.breakdown["stability"] == 100.0
+    assert quality.breakdown["efficiency"] == 100.0 and quality.breakdown["generalisation"] >= 99.0
+    assert quality.grade == "A+"
+
+
+def test_quality_components_follow_their_formulas():
+    train = [(0, 4.0), (10, 2.0), (20, 3.9), (30, 2.0)]  # halved: ln2/ln4 = 50; one setback of three
+    val = [(10, 2.0 + math.log(2)), (20, 3.0)]  # last val_loss 3.0, best at step 10 of 30
+    quality = quality_score(_log(train, val))
+    assert quality.breakdown == {
+        "convergence": 50.0, "stability": round(100 * 2 / 3, 1), "generalisation": round(100 * math.exp(-1), 1),
+        "efficiency": round(100 * 10 / 30, 1),
+    }
+    expected = (0.35 * 50 + 0.2 * 100 * 2 / 3 + 0.3 * 100 * math.exp(-1) + 0.15 * 100 / 3)
+    assert quality.score == round(expected, 1) and quality.grade == grade_for(quality.score)
+
+
+def test_quality_without_val_rows_and_with_nan():
+    quality = quality_score(_log([(0, 4.0), (10, 1.0)]))
+    assert quality.breakdown["generalisation"] is None and quality.score == 100.0
+    assert quality_score(_log([(0, 4.0), (10, math.nan)])).breakdown["stability"] == 0.0
+    with pytest.raises(ValueError, match="no training losses"):
+        quality_score(_log([], [(0, 1.0)]))
+
+
+# --- metrics.csv and report.md ------------------------------------------------------------------------------------
+
+
+def test_metrics_csv_merges_rows_by_step(tmp_path):
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"step": 0, "loss": 4.1, "lr": 3e-06}\n{"step": 0, "val_loss": 4.0, "val_ppl": 54.6}\n'
+                   '{"step": 10, "loss": 3.2, "lr": 3.3e-05}\n', encoding="utf-8")
+    rows = read_log(log)
+    write_metrics_csv(rows, tmp_path / "metrics.csv")
+    table = list(csv.reader((tmp_path / "metrics.csv").open(encoding="utf-8")))
+    assert table == [["step", "loss", "lr", "val_loss", "val_ppl"], ["0", "4.1", "3e-06", "4.0", "54.6"],
+                     ["10", "3.2", "3.3e-05", "", ""]]
+    assert metrics_csv(rows) == metrics_csv(read_log(log))
+
+
+def test_read_log_names_a_bad_line(tmp_path):
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"step": 0, "loss": 1}\n{"step": 1, "loss"\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"train_log.jsonl:2: not a JSON line"):
+        read_log(log)
+
+
+def test_report_has_plot_results_and_grade():
+    quality = quality_score(_log([(0, 4.0), (10, 1.0)], [(10, 1.2)]))
+    text = report_markdown(title="lab01", results={"val_ppl": 3.3201, "beats_baseline": True, "note": "a|b"},
+                           quality=quality)
+    assert text.startswith("# Training report: lab01\n") and "![loss curve](loss_curve.png)" in text
+    assert "| val_ppl | 3.32 |" in text and "| beats_baseline | true |" in text and "a\\|b" in text
+    assert f"## Training quality: {quality.score:.1f} / 100 — grade {quality.grade}" in text
+    assert "| generalisation | " in text
