@@ -27,6 +27,8 @@ import json
 import re
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -356,6 +358,15 @@ def forbid_internet(monkeypatch) -> None:
         return real_connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", connect)
+
+
+@contextmanager
+def serving(monkeypatch, hf_home: Path, token: str | None, tokens: dict[str, str]) -> Iterator[FakeHub]:
+    """A running stand-in Hub with the client pointed at it and the internet out of reach."""
+    forbid_internet(monkeypatch)
+    with FakeHub(tokens) as hub:
+        point_client_at(monkeypatch, hub.url, hf_home, token)
+        yield hub
 
 
 def point_client_at(monkeypatch, endpoint: str, hf_home: Path, token: str | None) -> None:

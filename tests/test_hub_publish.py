@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 import pytest
-from fakehub import FakeHub, forbid_internet, make_run, point_client_at
+from fakehub import make_run, serving
 from huggingface_hub.utils import _http
 
 from minitrain.config.schema import Config
@@ -22,9 +22,7 @@ REPO = "alice/minigpt"
 
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
-    forbid_internet(monkeypatch)
-    with FakeHub({TOKEN: "alice"}) as server:
-        point_client_at(monkeypatch, server.url, tmp_path / "hf", TOKEN)
+    with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as server:
         yield server
 
 

@@ -1,0 +1,160 @@
+"""Where starting weights come from: `model.init_from: PATH | user/repo` and `minitrain init --base`.
+
+A source is one of
+
+    runs/lab01/                         a run folder (its final model, see minitrain/hub/run.py)
+    models/minigpt-....safetensors      a minitrain model file or training checkpoint
+    exports/minigpt/                    an export folder: config.json + model.safetensors (+ vocab.json)
+    exports/minigpt/model.safetensors   the weights of an export, with config.json beside them
+    user/repo                           a Hub model repo holding an export; downloaded with hf_hub_download
+                                        into the standard Hugging Face cache (HF_HOME), so a second run, or
+                                        one with HF_HUB_OFFLINE=1, reads the cached copy
+
+A local path wins over a Hub id of the same spelling. The weights are checked against the model config before
+anything is loaded: every tensor present, none extra, every shape right, or one error listing what differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
+import numpy as np
+import safetensors
+import safetensors.numpy
+from huggingface_hub import constants, hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+from minitrain.checkpoint import FORMAT as MINITRAIN_FORMAT
+from minitrain.checkpoint import load_model_file
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+from minitrain.hub.export import WEIGHTS_FILE
+from minitrain.hub.gpt2 import from_gpt2_config
+from minitrain.hub.publish import REPO_ID
+from minitrain.hub.run import read_run
+from minitrain.model import CONFIG_KEYS
+
+HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
+HUB_OPTIONAL = ("vocab.json",)
+KEY = "model.init_from"
+
+
+class Pretrained(NamedTuple):
+    state: dict[str, np.ndarray]
+    model_config: dict[str, Any]
+    vocab_path: Path | None  # the character vocabulary the weights were trained with, when known
+    where: str  # the file the weights came from, for messages
+
+
+def is_hub_id(spec: str) -> bool:
+    """`user/name` that is not a local path (and does not look like a file)."""
+    return (not Path(spec).exists() and REPO_ID.fullmatch(spec) is not None
+            and not spec.endswith((".safetensors", ".json")))
+
+
+def download(repo_id: str) -> Path:
+    """Fetch an exported model from the Hub into the HF cache; return the cached snapshot folder."""
+    where = f"{KEY} {repo_id}"
+    try:
+        snapshot = Path(hf_hub_download(repo_id, HUB_REQUIRED[0])).parent
+        for name in HUB_REQUIRED[1:]:
+            hf_hub_download(repo_id, name)
+        for name in HUB_OPTIONAL:
+            with contextlib.suppress(EntryNotFoundError):  # a plain GPT-2 repo has no minitrain vocabulary
+                hf_hub_download(repo_id, name)
+    except LocalEntryNotFoundError:
+        raise UserError(f"{where}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub at "
+                        f"{constants.ENDPOINT} cannot be reached (offline mode or no network)") from None
+    except RepositoryNotFoundError:
+        raise UserError(f"{where}: no such model repo on {constants.ENDPOINT} (or it is private and no token "
+                        "with access is set)") from None
+    except EntryNotFoundError as e:
+        raise UserError(f"{where}: the repo lacks a file it needs ({', '.join(HUB_REQUIRED)}): {e}") from None
+    except httpx2.HTTPError as e:
+        raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
+    return snapshot
+
+
+def _gpt2_state(path: Path) -> dict[str, np.ndarray]:
+    """Weights of a GPT-2 safetensors file under MiniGPT's names.
+
+    Files saved by transformers from a bare `GPT2Model` lack the `transformer.` prefix; old ones also carry
+    the causal-mask buffers `attn.bias`/`attn.masked_bias` (constants, not weights). `lm_head.weight`, when
+    present, is the tied copy of `wte`.
+    """
+    state = safetensors.numpy.load_file(path)
+    state.pop("lm_head.weight", None)
+    if not any(name.startswith("transformer.") for name in state):
+        state = {f"transformer.{name}": a for name, a in state.items()}
+    return {name: a for name, a in state.items() if not name.endswith((".attn.bias", ".attn.masked_bias"))}
+
+
+def _read_config_json(path: Path) -> dict[str, Any]:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"{path}: cannot read it as a JSON model config ({e})") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path}: a model config.json must be a JSON object")
+    return config
+
+
+def _export_folder(folder: Path, weights: Path) -> Pretrained:
+    config = from_gpt2_config(_read_config_json(folder / "config.json"), str(folder / "config.json"))
+    vocab = folder / "vocab.json"
+    return Pretrained(_gpt2_state(weights), config, vocab if vocab.is_file() else None, str(weights))
+
+
+def _is_minitrain_file(path: Path) -> bool:
+    try:
+        with safetensors.safe_open(path, "numpy") as f:
+            return (f.metadata() or {}).get("format") == MINITRAIN_FORMAT
+    except (OSError, safetensors.SafetensorError) as e:
+        raise UserError(f"{path}: not a readable safetensors file ({e})") from None
+
+
+def load_pretrained(spec: str) -> Pretrained:
+    """Weights, model config and vocabulary of any source listed in the module docstring."""
+    path = download(spec) if is_hub_id(spec) else Path(spec)
+    if path.is_dir():
+        if (path / WEIGHTS_FILE).is_file() and (path / "config.json").is_file():
+            return _export_folder(path, path / WEIGHTS_FILE)
+        info = read_run(path)
+        vocab = info.find(info.section("data").get("vocab_path"))
+        return Pretrained(info.state, info.model_config, vocab, str(info.model_path))
+    if path.is_file() and path.suffix == ".safetensors":
+        if _is_minitrain_file(path):
+            state, model_config, _ = load_model_file(path)
+            return Pretrained(state, dict(model_config), None, str(path))
+        if (path.parent / "config.json").is_file():
+            return _export_folder(path.parent, path)
+        raise UserError(f"{KEY} {spec}: a GPT-2 safetensors file needs its config.json beside it")
+    raise UserError(f"{KEY} {spec}: no such file or folder, and not a Hub model id (user/name)")
+
+
+def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> str:
+    """Load the weights of `spec` into `model` after checking them against `model.config`.
+
+    With `vocab_path` (the run's vocabulary) the source's vocabulary, when it has one, must be the same:
+    the same ids must mean the same characters, or the embedding rows would be shuffled.
+    Returns where the weights came from.
+    """
+    pretrained = load_pretrained(spec)
+    if vocab_path is not None and pretrained.vocab_path is not None:
+        ours, theirs = CharTokenizer.load(vocab_path).chars, CharTokenizer.load(pretrained.vocab_path).chars
+        if ours != theirs:
+            raise UserError(f"{KEY} {spec}: its vocabulary ({pretrained.vocab_path}, {len(theirs)} characters) "
+                            f"differs from data.vocab_path ({vocab_path}, {len(ours)} characters)")
+    model.load_state_dict(pretrained.state, source=f"{KEY} {spec} ({pretrained.where})")
+    return pretrained.where
+
+
+def model_section_from_base(spec: str) -> dict[str, Any]:
+    """The `model:` section of a config that starts from `spec` (for `minitrain init --base`)."""
+    pretrained = load_pretrained(spec)
+    section = {key: pretrained.model_config[key] for key in CONFIG_KEYS if key in pretrained.model_config}
+    return {**section, "init_from": spec}

@@ -1,0 +1,143 @@
+"""`model.init_from` and `init --base`: weights from files, folders and (stand-in) Hub repos, checked first."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import safetensors.numpy
+from fakehub import TINY_MODEL, make_run, serving
+from huggingface_hub import constants
+
+from minitrain.checkpoint import load_model_file
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+from minitrain.hub.export import export_model
+from minitrain.hub.gpt2 import from_gpt2_config
+from minitrain.hub.publish import publish
+from minitrain.hub.sources import init_model_from, load_pretrained, model_section_from_base
+from minitrain.model import MiniGPT
+
+TOKEN = "hf_sourcesTestToken5Kd8"
+REPO = "alice/minigpt"
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as server:
+        yield server
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path / "work")
+
+
+def trained_state(run) -> dict[str, np.ndarray]:
+    return load_model_file(run.parent / "models" / "minigpt-test.safetensors")[0]
+
+
+def assert_loaded(model: MiniGPT, state: dict[str, np.ndarray]) -> None:
+    loaded = model.state_dict()
+    assert loaded.keys() == state.keys()
+    for name, array in state.items():
+        np.testing.assert_array_equal(loaded[name], array)
+
+
+@pytest.mark.parametrize("kind", ["run folder", "model file", "export folder", "export weights"])
+def test_init_from_local_sources(run, tmp_path, kind):
+    export_model(run, tmp_path / "export")
+    spec = {"run folder": run, "model file": run.parent / "models" / "minigpt-test.safetensors",
+            "export folder": tmp_path / "export", "export weights": tmp_path / "export" / "model.safetensors"}[kind]
+    model = MiniGPT(**TINY_MODEL, rng=5)
+    init_model_from(model, str(spec))
+    assert_loaded(model, trained_state(run))
+
+
+def test_init_from_a_hub_repo_downloads_into_the_hf_cache_and_then_works_offline(hub, run, tmp_path, monkeypatch):
+    publish(run, REPO)
+    model = MiniGPT(**TINY_MODEL, rng=5)
+    where = init_model_from(model, REPO, vocab_path=run.parent / "data" / "vocab.json")
+    assert_loaded(model, trained_state(run))
+    cache = tmp_path / "hf" / "hub" / "models--alice--minigpt"
+    assert where.startswith(str(cache / "snapshots")) and where.endswith("model.safetensors")
+    assert {p.name for p in (cache / "snapshots").glob("*/*")} == {"config.json", "model.safetensors", "vocab.json"}
+
+    # Offline: the cached copy is used and the Hub is not asked anything.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    hub.requests.clear()
+    other = MiniGPT(**TINY_MODEL, rng=6)
+    init_model_from(other, REPO)
+    assert_loaded(other, trained_state(run))
+    assert hub.requests == []
+
+
+def test_offline_without_a_cached_copy_is_a_clear_error(hub, monkeypatch):
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(UserError, match="not in the local Hugging Face cache"):
+        load_pretrained(REPO)
+
+
+def test_a_missing_hub_repo_is_a_clear_error(hub):
+    with pytest.raises(UserError, match=r"model\.init_from alice/nothing: no such model repo"):
+        load_pretrained("alice/nothing")
+
+
+def test_weights_that_do_not_fit_the_config_are_refused_before_loading(run):
+    model = MiniGPT(**{**TINY_MODEL, "d_ff": 32}, rng=5)
+    before = model.state_dict()
+    with pytest.raises(UserError, match=r"transformer\.h\.0\.mlp\.c_fc\.weight' has shape \[8, 16\]"):
+        init_model_from(model, str(run))
+    assert_loaded(model, before)  # nothing was half-loaded
+
+
+def test_a_different_vocabulary_is_refused(run, tmp_path):
+    export_model(run, tmp_path / "export")
+    other = tmp_path / "other-vocab.json"
+    CharTokenizer(sorted(set("abcdefghij|"))).save(other)
+    with pytest.raises(UserError, match=r"its vocabulary .* differs from data\.vocab_path"):
+        init_model_from(MiniGPT(**TINY_MODEL), str(tmp_path / "export"), vocab_path=other)
+
+
+@pytest.mark.parametrize("spec", ["missing/folder/model.safetensors", "nope.safetensors", "./alice/x"])
+def test_nonexistent_paths_are_user_errors(spec, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="no such file or folder"):
+        load_pretrained(spec)
+
+
+def test_transformers_style_gpt2_weights_are_accepted(run, tmp_path):
+    """A file saved by transformers from GPT2Model: no `transformer.` prefix, causal-mask buffers, lm_head."""
+    export_model(run, tmp_path / "export")
+    state = trained_state(run)
+    foreign = {name.removeprefix("transformer."): a for name, a in state.items()}
+    foreign["h.0.attn.bias"] = np.tril(np.ones((1, 1, 16, 16), np.float32))
+    foreign["lm_head.weight"] = state["transformer.wte.weight"]
+    safetensors.numpy.save_file(foreign, tmp_path / "export" / "model.safetensors", metadata={"format": "pt"})
+    model = MiniGPT(**TINY_MODEL, rng=5)
+    init_model_from(model, str(tmp_path / "export"))
+    assert_loaded(model, state)
+
+
+def test_model_section_from_a_base_model(hub, run, tmp_path):
+    export_model(run, tmp_path / "export")
+    assert model_section_from_base(str(tmp_path / "export")) == {**TINY_MODEL, "init_from": str(tmp_path / "export")}
+    publish(run, REPO)
+    assert model_section_from_base(REPO) == {**TINY_MODEL, "init_from": REPO}
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("model_type", "llama", "only GPT-2"),
+    ("activation_function", "gelu", "tanh approximation"),
+    ("layer_norm_epsilon", 1e-6, "eps"),
+    ("tie_word_embeddings", False, "ties the output layer"),
+    ("n_head", 3, "must divide n_embd"),
+    ("n_layer", 0, "positive integer"),
+])
+def test_gpt2_configs_minigpt_cannot_represent_are_refused(run, tmp_path, key, value, message):
+    export_model(run, tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    with pytest.raises(UserError, match=rf"config.json: {key} = .*{message}"):
+        from_gpt2_config({**config, key: value}, "config.json")
