@@ -41,26 +41,15 @@ class Batch(NamedTuple):
     loss_mask: np.ndarray
 
 
-class EncodedSplit(NamedTuple):
-    """A whole split, encoded and padded once: the same four arrays as `Batch`, with N rows (one per record)."""
-
-    input: np.ndarray
-    target: np.ndarray
-    attn_pad_mask: np.ndarray
-    loss_mask: np.ndarray
-
-    def __len__(self) -> int:
-        return self.input.shape[0]
-
-    def rows(self, index: np.ndarray | slice) -> Batch:
-        """The batch made of rows `index` (fancy indexing copies; slicing gives views)."""
-        return Batch(self.input[index], self.target[index], self.attn_pad_mask[index], self.loss_mask[index])
+def take(split: Batch, index: np.ndarray | slice) -> Batch:
+    """Rows `index` of every array (an index array copies them; a slice gives read-only views)."""
+    return Batch(*(array[index] for array in split))
 
 
 def encode_split(
     records: Sequence[dict], tokenizer: CharTokenizer, seq_len: int = 32, loss_on: str = "answer"
-) -> EncodedSplit:
-    """Encode `records` (from `corpus.load_records`) into padded (N, seq_len) arrays."""
+) -> Batch:
+    """Encode `records` (from `corpus.load_records`) once: the whole split as one (N, seq_len) `Batch`."""
     if loss_on not in LOSS_ON:
         raise UserError(f"data.loss_on must be one of {list(LOSS_ON)}, got {loss_on!r}")
     if not records:
@@ -85,7 +74,7 @@ def encode_split(
         loss_mask[row, first:steps] = True
     for array in (inputs, targets, attn_pad_mask, loss_mask):
         array.setflags(write=False)  # eval batches are views: nobody may scribble on the split
-    return EncodedSplit(inputs, targets, attn_pad_mask, loss_mask)
+    return Batch(inputs, targets, attn_pad_mask, loss_mask)
 
 
 class TrainBatcher:
@@ -99,21 +88,22 @@ class TrainBatcher:
     permutation from it reproduces the epoch, so a resumed run sees exactly the batches of an uninterrupted one.
     """
 
-    def __init__(self, data: EncodedSplit, batch_size: int, data_seed: int) -> None:
+    def __init__(self, data: Batch, batch_size: int, data_seed: int) -> None:
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
-        if len(data) < batch_size:
-            raise UserError(f"the training split has {len(data)} records, fewer than batch_size {batch_size}")
         self.data = data
+        self.num_records = len(data.input)
+        if self.num_records < batch_size:
+            raise UserError(f"the training split has {self.num_records} records, fewer than batch_size {batch_size}")
         self.batch_size = batch_size
-        self.steps_per_epoch = len(data) // batch_size
+        self.steps_per_epoch = self.num_records // batch_size
         self._rng = np.random.Generator(np.random.PCG64(data_seed))
         self.epoch = -1
         self._start_epoch()
 
     def _start_epoch(self) -> None:
         self._epoch_rng_state = self._rng.bit_generator.state
-        self._order = self._rng.permutation(len(self.data))
+        self._order = self._rng.permutation(self.num_records)
         self.epoch += 1
         self.position = 0  # batches of this epoch already handed out
 
@@ -125,7 +115,7 @@ class TrainBatcher:
             self._start_epoch()
         start = self.position * self.batch_size
         self.position += 1
-        return self.data.rows(self._order[start : start + self.batch_size])
+        return take(self.data, self._order[start : start + self.batch_size])
 
     def state_dict(self) -> dict:
         """JSON-serialisable state: epoch, position, the epoch's RNG state, and the shape it belongs to."""
@@ -133,7 +123,7 @@ class TrainBatcher:
             "epoch": self.epoch,
             "position": self.position,
             "rng": copy.deepcopy(self._epoch_rng_state),
-            "num_records": len(self.data),
+            "num_records": self.num_records,
             "batch_size": self.batch_size,
         }
 
@@ -141,10 +131,10 @@ class TrainBatcher:
         expected = {"epoch", "position", "rng", "num_records", "batch_size"}
         if not isinstance(state, dict) or set(state) != expected:
             raise UserError(f"batcher state must have the keys {sorted(expected)}")
-        if (state["num_records"], state["batch_size"]) != (len(self.data), self.batch_size):
+        if (state["num_records"], state["batch_size"]) != (self.num_records, self.batch_size):
             raise UserError(
                 f"batcher state is for {state['num_records']} records in batches of {state['batch_size']}, "
-                f"but this run has {len(self.data)} records in batches of {self.batch_size}"
+                f"but this run has {self.num_records} records in batches of {self.batch_size}"
             )
         if not 0 <= state["position"] <= self.steps_per_epoch:
             raise UserError(f"batcher state position {state['position']} is outside 0..{self.steps_per_epoch}")
@@ -163,15 +153,16 @@ class EvalBatcher:
     Iterating again starts a new pass; `len()` is the number of batches per pass.
     """
 
-    def __init__(self, data: EncodedSplit, batch_size: int) -> None:
+    def __init__(self, data: Batch, batch_size: int) -> None:
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
         self.data = data
+        self.num_records = len(data.input)
         self.batch_size = batch_size
 
     def __len__(self) -> int:
-        return -(-len(self.data) // self.batch_size)
+        return -(-self.num_records // self.batch_size)
 
     def __iter__(self) -> Iterator[Batch]:
-        for start in range(0, len(self.data), self.batch_size):
-            yield self.data.rows(slice(start, start + self.batch_size))
+        for start in range(0, self.num_records, self.batch_size):
+            yield take(self.data, slice(start, start + self.batch_size))
