@@ -8,9 +8,10 @@ choice of the next token, append it and repeat, until the model emits EOS or `ma
     temperature τ > 0 ->  p_v = softmax(z / τ)_v,  next ~ p            (τ < 1 sharpens, τ > 1 flattens)
     top_k = k         ->  only the k largest z_v keep their mass, the others get p_v = 0
 
-The course asks for greedy decoding (`comer|R1|` -> `comí`): the conjugated form the model finds most likely.
-There is no key/value cache: every step re-runs the whole prefix, which is simple and, for prompts of a few
-dozen characters, fast enough.
+Only ids the tokenizer knows can be chosen: the model's embedding may have spare rows (vocab_size 64 for a
+vocabulary of 50), and those ids stand for no character. The course asks for greedy decoding (`comer|R1|` ->
+`comí`): the conjugated form the model finds most likely. There is no key/value cache: every step re-runs the
+whole prefix, which is simple and, for prompts of a few dozen characters, fast enough.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from minitrain.tensor import no_grad
 class Tokenizer(Protocol):
     bos_id: int
     eos_id: int
+    vocab_size: int
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -73,7 +75,8 @@ def generate(
             for _ in range(max_new_tokens):
                 window = np.asarray([ids[-context:]], dtype=np.int64)  # (1, T): learned positions stop at P
                 logits, _ = model(window)  # (1, T, V)
-                token = next_token(logits.data[0, -1], temperature, top_k, rng)
+                # Embedding rows past the tokenizer's vocabulary (the lab pads V to 64) are no character.
+                token = next_token(logits.data[0, -1, : tokenizer.vocab_size], temperature, top_k, rng)
                 if token == tokenizer.eos_id:
                     break
                 ids.append(token)

@@ -25,7 +25,7 @@ import numpy as np
 from minitrain.checkpoint import save_model_file
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.export import export_model
-from minitrain.hub.sources import load_pretrained
+from minitrain.hub.sources import load_model
 from minitrain.model import MiniGPT
 from minitrain.tensor import no_grad
 
@@ -71,9 +71,8 @@ def main() -> int:
         assert hf.lm_head.weight.data_ptr() == hf.transformer.wte.weight.data_ptr(), "lm_head is not tied"
         hf_tok = AutoTokenizer.from_pretrained(out)
         ours_tok = CharTokenizer.load(out / "vocab.json")
-        pretrained = load_pretrained(str(out))
-        model = MiniGPT(**pretrained.model_config).eval()
-        model.load_state_dict(pretrained.state)
+        model, _ = load_model(str(out))
+        model.eval()
         cfg = model.config
 
         rng = np.random.default_rng(0)
@@ -98,7 +97,7 @@ def main() -> int:
         diff_prompts = float(np.abs(ours[real] - theirs[real]).max())
         scale = float(np.abs(ours[real]).max())
 
-    print(f"transformers GPT2LMHeadModel vs minitrain MiniGPT ({sum(a.size for a in pretrained.state.values()):,} "
+    print(f"transformers GPT2LMHeadModel vs minitrain MiniGPT ({model.num_parameters():,} "
           f"parameters, config {cfg})")
     print(f"  random ids {idx.shape}:            max |logit difference| = {diff_random:.3e}")
     print(f"  padded prompts, real tokens:     max |logit difference| = {diff_prompts:.3e} "

@@ -112,3 +112,18 @@ def test_seed_makes_sampling_reproducible_and_a_shared_generator_varies():
 def test_invalid_settings_are_rejected(temperature, top_k):
     with pytest.raises(ValueError):
         generate(ScriptedModel(), TOKENIZER, "comer|R1|", 3, temperature=temperature, top_k=top_k)
+
+
+def test_ids_beyond_the_tokenizer_are_never_chosen():
+    """The lab's embedding has 64 rows for a smaller vocabulary: spare rows must not be sampled."""
+    class PaddedModel(ScriptedModel):
+        def __call__(self, idx, targets=None):
+            logits, _ = super().__call__(idx)
+            padded = np.zeros((*idx.shape, 64), np.float32)
+            padded[..., : TOKENIZER.vocab_size] = logits.data
+            padded[..., 60] = 100.0  # a spare row the untrained model happens to like best
+            return Tensor(padded), None
+
+    model = PaddedModel()
+    assert generate(model, TOKENIZER, "comer|R1|", 10) == "comí"
+    assert len(generate(model, TOKENIZER, "comer|R1|", 10, temperature=5.0, seed=0)) <= 10

@@ -36,7 +36,7 @@ from minitrain.hub.export import WEIGHTS_FILE
 from minitrain.hub.gpt2 import from_gpt2_config
 from minitrain.hub.publish import REPO_ID
 from minitrain.hub.run import read_run
-from minitrain.model import CONFIG_KEYS
+from minitrain.model import CONFIG_KEYS, MiniGPT
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
 HUB_OPTIONAL = ("vocab.json",)
@@ -151,6 +151,14 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
                             f"differs from data.vocab_path ({vocab_path}, {len(ours)} characters)")
     model.load_state_dict(pretrained.state, source=f"{KEY} {spec} ({pretrained.where})")
     return pretrained.where
+
+
+def load_model(spec: str) -> tuple[MiniGPT, Path | None]:
+    """A MiniGPT built from the source's config with its weights loaded, and its vocabulary (if known)."""
+    pretrained = load_pretrained(spec)
+    model = MiniGPT(**{key: pretrained.model_config[key] for key in CONFIG_KEYS if key in pretrained.model_config})
+    model.load_state_dict(pretrained.state, source=pretrained.where)
+    return model, pretrained.vocab_path
 
 
 def model_section_from_base(spec: str) -> dict[str, Any]:

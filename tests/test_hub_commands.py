@@ -1,0 +1,96 @@
+"""The export, publish/push and sample subcommands, parsed and run as the CLI runs them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fakehub import make_run, serving
+
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+from minitrain.hub.commands import latest_run, register
+from minitrain.hub.export import EXPORT_FILES
+from minitrain.hub.sources import load_model
+from minitrain.sampling import generate
+
+TOKEN = "hf_commandsTestToken3Vn"
+
+
+def run_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="minitrain")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path / "work")
+
+
+def test_export_command_writes_and_lists_the_folder(run, tmp_path, capsys):
+    assert run_command(["export", str(run), str(tmp_path / "out"), "--repo", "alice/m"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert sorted(os.path.basename(p) for p in listed) == sorted(EXPORT_FILES)
+    assert 'from_pretrained("alice/m")' in (tmp_path / "out" / "README.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["publish", "push"])
+def test_publish_and_its_push_alias_upload(run, tmp_path, monkeypatch, capsys, name):
+    with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as hub:
+        assert run_command([name, "--repo", "alice/m", str(run), "--private"]) == 0
+        assert sorted(hub.repos["alice/m"].files) == sorted(EXPORT_FILES) and hub.repos["alice/m"].private
+    assert f"Published: {hub.url}/alice/m" in capsys.readouterr().out
+
+
+def test_publish_without_run_dir_takes_the_latest_finished_run(tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "project" / "runs"
+    runs.mkdir(parents=True)
+    older = shutil.move(make_run(tmp_path / "a"), runs / "older")
+    newer = shutil.move(make_run(tmp_path / "b"), runs / "newer")
+    os.utime(Path(older) / "results.json", ns=(1, 1))
+    assert latest_run(runs) == Path(newer)
+    monkeypatch.chdir(tmp_path / "project")
+    assert run_command(["publish", "--repo", "alice/m", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"Publishing the latest run: {Path('runs') / 'newer'}" in out and "Dry run" in out
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="no finished run"):
+        run_command(["publish", "--repo", "alice/m"])
+
+
+def test_sample_greedy_prints_the_prompt_and_its_continuation(run, capsys):
+    model, vocab = load_model(str(run))
+    expected = generate(model, CharTokenizer.load(vocab), "comer|R1|", max_new_tokens=6)
+    assert run_command(["sample", str(run), "--prompt", "comer|R1|"]) == 0
+    assert capsys.readouterr().out == f"comer|R1|{expected}\n"
+
+
+def test_sample_with_a_seed_is_reproducible_and_n_draws_differ(run, capsys):
+    argv = ["sample", str(run), "--prompt", "vivir|P1|", "--temperature", "2", "--seed", "3", "-n", "5"]
+    run_command(argv)
+    first = capsys.readouterr().out.splitlines()
+    run_command(argv)
+    assert capsys.readouterr().out.splitlines() == first
+    assert len(first) == 5 and len(set(first)) > 1 and all(s.startswith("vivir|P1|") for s in first)
+    rng = np.random.default_rng(3)
+    model, vocab = load_model(str(run))
+    tokenizer = CharTokenizer.load(vocab)
+    assert first[0] == "vivir|P1|" + generate(model, tokenizer, "vivir|P1|", 6, temperature=2.0, seed=rng)
+
+
+def test_sample_rejects_a_prompt_outside_the_vocabulary(run):
+    with pytest.raises(UserError, match="unknown character 'x'"):
+        run_command(["sample", str(run), "--prompt", "xyz|P1|"])
+
+
+@pytest.mark.parametrize("argv", [["--temperature", "-1"], ["--top-k", "0"], ["-n", "0"]])
+def test_sample_rejects_bad_settings_at_parse_time(run, argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_command(["sample", str(run), "--prompt", "comer|R1|", *argv])
+    assert exit_info.value.code == 2
