@@ -1,0 +1,212 @@
+"""What a training run leaves behind, besides checkpoints: the manifest, the loss curve and results.json.
+
+- `manifest.json` answers "what exactly ran, where?": seeds, library versions, the config, the git commit, the
+  hash of the data manifest and the hardware. It is written before the first step (status "running") and
+  completed when the run ends, however it ends (completed, early_stopped, diverged, interrupted), with the wall
+  time and the peak resident memory.
+- `loss_curve.png` plots the logged train and val perplexities against the step, with the n-gram baseline of
+  experiments/14-ngram-baseline as a dashed horizontal line (lab 01's definition of done is val below it).
+- `results.json` holds the headline numbers, including the comparison with that baseline.
+
+Perplexity is exp(mean negative log-likelihood per counted token), so on a log-scaled axis a PPL curve has
+exactly the shape of the loss curve; plotting PPL lets the baseline, which is a PPL, sit on the same axis.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from minitrain.data.build import MANIFEST
+from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
+from minitrain.io import atomic_write, atomic_write_json
+from minitrain.monitor.report import read_log
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BASELINE_PATH = REPO_ROOT / "experiments" / "14-ngram-baseline" / "results.json"
+DEFAULT_MODELS_DIR = REPO_ROOT / "models"
+
+_LIBRARIES = ("numpy", "numba", "pydantic", "safetensors", "matplotlib", "pyyaml", "tqdm")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Facts about the machine and the code
+
+
+def hardware_info() -> dict[str, Any]:
+    """CPU model, logical core count and total RAM of this machine."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass  # not Linux: keep platform's answer
+    try:
+        ram_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        ram_gb = None
+    return {
+        "cpu_model": cpu,
+        "cpu_cores": os.cpu_count(),
+        "ram_gb": None if ram_gb is None else round(ram_gb, 1),
+        "platform": platform.platform(),
+    }
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of Python, minitrain and the libraries whose behaviour shapes the numbers."""
+    import minitrain
+
+    versions = {"python": platform.python_version(), "minitrain": minitrain.__version__}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def git_sha(repo: Path = REPO_ROOT) -> str | None:
+    """The commit the code ran from, with "-dirty" appended when tracked files differ from it; None outside git."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sha + ("-dirty" if dirty else "")
+
+
+def data_manifest_hash(train_path: str | os.PathLike) -> str | None:
+    """sha256 of the corpus manifest (data/processed/manifest.json) beside the training file; None without one."""
+    folder = Path(train_path).parent
+    return corpus_manifest_hash(folder) if (folder / MANIFEST).is_file() else None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    scale = 1 / 2**20 if sys.platform == "darwin" else 1 / 2**10
+    return round(peak * scale, 1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# manifest.json
+
+
+def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_path: str | os.PathLike) -> dict:
+    """The manifest as it is before training: everything needed to say what ran, status "running"."""
+    return {
+        "seed": seed,
+        "data_seed": data_seed,
+        "versions": library_versions(),
+        "config": config,
+        "git_sha": git_sha(),
+        "data_manifest_hash": data_manifest_hash(train_path),
+        "hardware": hardware_info(),
+        "status": "running",
+    }
+
+
+def write_manifest(path: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    atomic_write_json(path, manifest)
+
+
+def complete_manifest(path: str | os.PathLike, manifest: dict[str, Any], **outcome: Any) -> dict[str, Any]:
+    """Record how the run ended (status, step, wall time, ...) plus the peak RSS, and rewrite the file."""
+    manifest.update(outcome)
+    manifest["peak_rss_mb"] = peak_rss_mb()
+    write_manifest(path, manifest)
+    return manifest
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The n-gram baseline and results.json
+
+
+def load_baseline_ppl(path: str | os.PathLike = DEFAULT_BASELINE_PATH) -> float | None:
+    """The n-gram baseline's val PPL from its results.json, or None when the baseline has not been run."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    return float(json.loads(path.read_text(encoding="utf-8"))["val_ppl"])
+
+
+def build_results(
+    *,
+    train_ppl: float,
+    val_ppl: float,
+    best_val_step: int | None,
+    best_val_ppl: float | None,
+    baseline_ppl: float | None,
+    val_exact_match: float,
+    wall_seconds: float,
+    peak_rss_mb: float,
+    model_path: str,
+) -> dict[str, Any]:
+    """results.json. `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is."""
+    beats = None if baseline_ppl is None else bool(val_ppl < baseline_ppl)
+    improvement = None if baseline_ppl is None else round(100.0 * (baseline_ppl - val_ppl) / baseline_ppl, 2)
+    return {
+        "train_ppl": train_ppl,
+        "val_ppl": val_ppl,
+        "best_val_step": best_val_step,
+        "best_val_ppl": best_val_ppl,
+        "ngram_baseline_val_ppl": baseline_ppl,
+        "beats_baseline": beats,
+        "ppl_improvement_pct": improvement,
+        "val_exact_match": val_exact_match,
+        "wall_seconds": wall_seconds,
+        "peak_rss_mb": peak_rss_mb,
+        "model_path": model_path,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# loss_curve.png
+
+
+def plot_loss_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, baseline_ppl: float | None) -> None:
+    """Train and val perplexity against the step (log scale), with the n-gram baseline dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; must come before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    rows = read_log(log_path)
+    train = [r for r in rows if "loss" in r]
+    val = [r for r in rows if "val_loss" in r]
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=100)
+    if train:
+        ax.plot([e["step"] for e in train], [math.exp(e["loss"]) for e in train],
+                color="tab:blue", linewidth=1, alpha=0.8, label="train (one batch)")
+    if val:
+        ax.plot([e["step"] for e in val], [e["val_ppl"] for e in val],
+                color="tab:orange", linewidth=2, marker="o", markersize=3, label="val (held-out verbs)")
+    if baseline_ppl is not None:
+        ax.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
+                   label=f"n-gram baseline val ({baseline_ppl:.2f})")
+    ax.set_yscale("log")
+    ax.set_xlabel("step (optimizer updates)")
+    ax.set_ylabel("perplexity per counted token (log scale)")
+    ax.set_title("MiniGPT training: perplexity vs. step")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    # No "Software" entry: the PNG bytes then depend only on the curve, not on the matplotlib build.
+    atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
+    plt.close(fig)
