@@ -9,7 +9,13 @@ Perplexity. For the counted target positions i = 1..N (those where `loss_mask` i
 
 The sum is accumulated in float64 across batches, so the result does not depend on how the split was cut into
 batches. Positions outside `loss_mask` (padding, and with `loss_on="answer"` the prompt) are ignored entirely:
-their log-probabilities may be anything, even NaN.
+their log-probabilities may be anything, even NaN. Typical use, for any model that maps a batch's `input` to
+log-probabilities (B, T, V):
+
+    meter = PerplexityMeter()
+    for batch in eval_batcher:                     # minitrain.data.batcher.EvalBatcher
+        meter.update(log_probs_of(batch.input), batch.target, batch.loss_mask)
+    meter.mean_nll, meter.ppl, meter.count
 
 Greedy exact match. Given the prompt `verb|T#|` (e.g. `caminar|P1|`), decode by always taking the most likely
 next token until EOS (or a length limit) and count the record as right when the decoded text equals its `form`

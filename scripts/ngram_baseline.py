@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from minitrain.errors import UserError
 from minitrain.ngram.baseline import load_baseline_config, run_baseline, write_outputs
@@ -24,9 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         cfg = load_baseline_config(args.config)
-        start = time.perf_counter()
-        results = run_baseline(cfg)
-        seconds = time.perf_counter() - start
+        results, seconds = run_baseline(cfg)
         write_outputs(results, cfg, args.out_dir)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -37,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         f"PPL train {results['train_ppl']:.3f}, dev {results['dev_ppl']:.3f}, val {results['val_ppl']:.3f}; "
         f"val exact match {results['val_exact_match']:.1%}\n"
         f"add-k order {ak['order']}, k {ak['k']}: PPL val {ak['val_ppl']:.3f}\n"
-        f"fit + tuning + scoring took {seconds:.2f} s; "
-        f"wrote {args.out_dir}"
+        f"seconds: " + ", ".join(f"{stage} {s:.2f}" for stage, s in seconds.items())
+        + f" (total {sum(seconds.values()):.2f}); wrote {args.out_dir}"
     )
     return 0
 

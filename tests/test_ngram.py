@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -18,7 +19,7 @@ from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.metrics import PerplexityMeter
 from minitrain.ngram.add_k import AddKLM
-from minitrain.ngram.baseline import load_baseline_config, run_baseline
+from minitrain.ngram.baseline import load_baseline_config, render_readme, run_baseline
 from minitrain.ngram.counts import NgramCounts, pad_sequences, suffix_keys
 from minitrain.ngram.kneser_ney import KneserNeyLM, estimate_discounts
 from minitrain.ngram.tuning import evaluate, grid_search
@@ -304,9 +305,9 @@ def corpus(tmp_path):
 
 def test_val_contents_do_not_change_the_choice(corpus):
     cfg = load_baseline_config(corpus / "config.yaml")
-    first = run_baseline(cfg)
+    first = run_baseline(cfg).results
     write_corpus(corpus / "data", {"val": present_tense(["pasar", "sufrir"])})  # a different val split
-    second = run_baseline(cfg)
+    second = run_baseline(cfg).results
     assert second["val_ppl"] != first["val_ppl"] and second["val_records"] == 12  # val really changed
     for key in ("order", "discount_scale", "discounts", "dev_ppl", "dev_ppl_grid", "train_ppl"):
         assert second[key] == first[key]
@@ -317,7 +318,7 @@ def test_val_contents_do_not_change_the_choice(corpus):
 
 
 def test_baseline_counts_the_batchers_answer_positions(corpus):
-    results = run_baseline(load_baseline_config(corpus / "config.yaml"))
+    results = run_baseline(load_baseline_config(corpus / "config.yaml")).results
     tok = CharTokenizer.load(corpus / "data" / "vocab.json")
     for split in ("train", "dev", "val"):
         records = load_records(corpus / "data" / f"{split}.jsonl")
@@ -330,7 +331,7 @@ def test_script_is_deterministic_and_writes_results_and_readme(corpus, capsys):
     script = load_script()
     for out in ("a", "b"):
         assert script.main(["--config", str(corpus / "config.yaml"), "--out-dir", str(corpus / out)]) == 0
-    assert "took" in capsys.readouterr().out
+    assert "seconds: load" in capsys.readouterr().out
     for name in ("results.json", "README.md"):
         assert (corpus / "a" / name).read_bytes() == (corpus / "b" / name).read_bytes()
     readme = (corpus / "a" / "README.md").read_text()
@@ -365,3 +366,29 @@ def test_missing_files_are_clear_errors(corpus, capsys):
     err = capsys.readouterr().err
     assert "dev.jsonl" in err and "not found" in err and "Traceback" not in err
     assert not (corpus / "out").exists()
+
+
+def assert_same_results(got, expected, path="results"):
+    """Equal JSON trees; floats (rounded to 6 decimals when written) may differ by rounding noise only."""
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(expected), path
+        for key in expected:
+            assert_same_results(got[key], expected[key], f"{path}.{key}")
+    elif isinstance(expected, float):
+        assert got == pytest.approx(expected, rel=0, abs=2e-6), path
+    else:
+        assert got == expected, path
+
+
+@pytest.mark.slow
+def test_committed_results_are_reproduced_by_the_script(tmp_path, monkeypatch, capsys):
+    experiment = REPO / "experiments" / "14-ngram-baseline"
+    monkeypatch.chdir(REPO)  # the config's data paths are relative to the repository root
+    code = load_script().main(["--config", str(experiment / "config.yaml"), "--out-dir", str(tmp_path)])
+    assert code == 0, capsys.readouterr().err
+    committed = json.loads((experiment / "results.json").read_text(encoding="utf-8"))
+    assert_same_results(json.loads((tmp_path / "results.json").read_text(encoding="utf-8")), committed)
+    manifest = (REPO / "data" / "processed" / "manifest.json").read_bytes()
+    assert committed["data_manifest_hash"] == hashlib.sha256(manifest).hexdigest()
+    cfg = load_baseline_config(experiment / "config.yaml")
+    assert (experiment / "README.md").read_text(encoding="utf-8") == render_readme(committed, cfg.data.manifest_path)

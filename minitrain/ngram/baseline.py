@@ -9,14 +9,16 @@ Everything the script `scripts/ngram_baseline.py` does lives here, so it can be 
    positions MiniGPT's evaluation counts are counted here (`loss_on: answer` = the form and EOS);
 5. greedy-decode the form from each val prompt (`caminar|P1|` -> `camino`) for the exact-match rate.
 
-The results depend only on the data files and the config: no randomness, no clock, floats rounded to 6 decimals.
+The results depend only on the data files and the config (no randomness; floats rounded to 6 decimals); the
+stage timings are returned beside them, for the console only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -112,15 +114,18 @@ def _round(x: float) -> float:
     return round(float(x), DIGITS)
 
 
-def _scores(model: NgramLM, splits: dict[str, list], records: list[dict], tokenizer: CharTokenizer,
-            max_new_tokens: int) -> dict:
-    out = {}
+def _scores(model: NgramLM, splits: dict[str, list], val_records: list[dict], tokenizer: CharTokenizer,
+            max_new_tokens: int) -> tuple[dict, dict[str, int]]:
+    """PPL on every split and greedy exact match on val; also the number of counted tokens per split."""
+    scores, counted = {}, {}
     for name, batches in splits.items():
-        out[f"{name}_ppl"] = _round(evaluate(model, batches).ppl)
-    em = greedy_exact_match(model.next_log_probs, records, tokenizer, max_new_tokens)
-    out["val_exact_match"] = _round(em.rate)
-    out["val_exact_match_correct"] = em.correct
-    return out
+        meter = evaluate(model, batches)
+        scores[f"{name}_ppl"] = _round(meter.ppl)
+        counted[name] = meter.count
+    em = greedy_exact_match(model.next_log_probs, val_records, tokenizer, max_new_tokens)
+    scores["val_exact_match"] = _round(em.rate)
+    scores["val_exact_match_correct"] = em.correct
+    return scores, counted
 
 
 def _dev_grid(tuned: Tuned, knob: str) -> dict[str, dict[str, float]]:
@@ -131,8 +136,22 @@ def _dev_grid(tuned: Tuned, knob: str) -> dict[str, dict[str, float]]:
     return grid
 
 
-def run_baseline(cfg: NgramBaselineConfig) -> dict:
-    """Fit, tune on dev, score; returns the results dict (JSON-ready, deterministic)."""
+class BaselineRun(NamedTuple):
+    """The results (deterministic, for results.json) and how long each stage took (seconds, for the console)."""
+
+    results: dict
+    seconds: dict[str, float]
+
+
+def run_baseline(cfg: NgramBaselineConfig) -> BaselineRun:
+    """Fit on train, tune on dev, score train/dev/val."""
+    clock = [time.perf_counter()]
+    seconds: dict[str, float] = {}
+
+    def lap(stage: str) -> None:
+        clock.append(time.perf_counter())
+        seconds[stage] = clock[-1] - clock[-2]
+
     d = cfg.data
     manifest_hash = sha256_of(d.manifest_path)
     tokenizer = CharTokenizer.load(d.vocab_path)
@@ -141,6 +160,7 @@ def run_baseline(cfg: NgramBaselineConfig) -> dict:
         name: list(EvalBatcher(encode_split(recs, tokenizer, d.seq_len, d.loss_on), cfg.eval.batch_size))
         for name, recs in records.items()
     }
+    lap("load")
     counts = NgramCounts(
         [tokenizer.encode_line(r["text"]) for r in records["train"]],
         tokenizer.vocab_size,
@@ -148,6 +168,7 @@ def run_baseline(cfg: NgramBaselineConfig) -> dict:
         tokenizer.pad_id,
         tokenizer.bos_id,
     )
+    lap("fit")
     # Tuning sees the dev batches and nothing else.
     kn = grid_search(
         lambda **p: KneserNeyLM(counts, **p),
@@ -159,56 +180,60 @@ def run_baseline(cfg: NgramBaselineConfig) -> dict:
         [{"order": o, "k": k} for o in cfg.add_k.orders for k in cfg.add_k.ks],
         splits["dev"],
     )
-    counted = {name: evaluate(kn.model, batches).count for name, batches in splits.items()}
-    return {
+    lap("tune")
+    kn_scores, counted = _scores(kn.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens)
+    ak_scores, _ = _scores(ak.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens)
+    lap("score")
+    results = {
         "model": "character n-gram, interpolated modified Kneser-Ney",
         **kn.model.describe(),
-        **_scores(kn.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens),
+        **kn_scores,
         "val_records": len(records["val"]),
         "loss_on": d.loss_on,
         "counted_tokens": counted,
         "tuned_on": "dev",
         "dev_ppl_grid": _dev_grid(kn, "discount_scale"),
-        "add_k_reference": {
-            **ak.model.describe(),
-            **_scores(ak.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens),
-            "dev_ppl_grid": _dev_grid(ak, "k"),
-        },
+        "add_k_reference": {**ak.model.describe(), **ak_scores, "dev_ppl_grid": _dev_grid(ak, "k")},
         "data_manifest_hash": manifest_hash,
         "vocab_size": tokenizer.vocab_size,
     }
+    return BaselineRun(results, seconds)
 
 
 def render_readme(results: dict, manifest_path: str) -> str:
     """A short note on the run, generated from `results` (so it never disagrees with results.json)."""
     r, ak = results, results["add_k_reference"]
-    kn_orders = ", ".join(r["dev_ppl_grid"])
-    scales = ", ".join(next(iter(r["dev_ppl_grid"].values())))
+    grid = r["dev_ppl_grid"]
+    chosen_row = grid[str(r["order"])].values()
+    best_per_order = ", ".join(f"{o}: {min(row.values()):.2f}" for o, row in grid.items())
     top = ", ".join(f"{x:.3f}" for x in r["discounts"][-1])
     counted = r["counted_tokens"]
     return f"""# Phase 14: the character n-gram baseline
 
-Written by `scripts/ngram_baseline.py` from `results.json`; rerun it to regenerate both files.
+Written by `scripts/ngram_baseline.py` together with `results.json`; rerun it to regenerate both.
 
 ## Model
 
-A character n-gram with interpolated modified Kneser–Ney smoothing (`minitrain/ngram/`), counted on every
-position of the encoded training lines `[BOS] + text + [EOS]`. It conditions on the prefix from BOS,
-truncated to its order. PAD and BOS get probability 0; the other {r["vocab_size"] - 2} symbols sum to 1 in
-every context, seen or not. Add-k is fitted alongside as a simple reference.
+A character n-gram with interpolated modified Kneser–Ney smoothing (`minitrain/ngram/`), counted
+on every position of the encoded training lines `[BOS] + text + [EOS]`. It conditions on the prefix
+from BOS, truncated to its order. PAD and BOS get probability 0; the other {r["vocab_size"] - 2}
+symbols sum to 1 in every context, seen or not. Add-k is fitted alongside as a simple reference.
 
 ## Tuning, on dev only
 
-Orders {kn_orders} × discount scales {scales} (a factor on the Chen–Goodman closed-form
-discounts); the lowest dev perplexity wins. Chosen: **order {r["order"]}, discount scale
-{r["discount_scale"]}** (top-level discounts D1, D2, D3+ = {top}). Add-k chose order {ak["order"]},
-k = {ak["k"]}. The val split is scored once, after the choice; `dev_ppl_grid` in `results.json` lists
-every setting tried.
+Every order in {", ".join(grid)} × every discount scale in {", ".join(next(iter(grid.values())))}
+(a factor on the Chen–Goodman closed-form discounts D1, D2, D3+, clipped to [0, k]) is scored on
+dev; the lowest dev perplexity wins. Val is scored once, afterwards.
+
+- Chosen: **order {r["order"]}, discount scale {r["discount_scale"]}** (top-level D1, D2, D3+ = {top}).
+- Best dev PPL per order: {best_per_order}.
+- Over the scales tried, order {r["order"]}'s dev PPL spans {min(chosen_row):.3f}–{max(chosen_row):.3f}.
+- Add-k chose order {ak["order"]}, k = {ak["k"]}.
 
 ## Scores
 
-Perplexity over the positions `loss_on: {r["loss_on"]}` marks, exactly those MiniGPT's evaluation counts,
-through the same `minitrain.metrics.PerplexityMeter`:
+Perplexity over the positions `loss_on: {r["loss_on"]}` marks, exactly those MiniGPT's evaluation
+counts, through the same `minitrain.metrics.PerplexityMeter`:
 
 | split | counted tokens | Kneser–Ney PPL | add-k PPL |
 |---|---:|---:|---:|
@@ -217,15 +242,16 @@ through the same `minitrain.metrics.PerplexityMeter`:
 | val | {counted["val"]} | **{r["val_ppl"]:.3f}** | {ak["val_ppl"]:.3f} |
 
 Greedy exact match of the form on val (prompt `verb|T#|`, e.g. `caminar|P1|` -> `camino`):
-**{r["val_exact_match"]:.1%}** ({r["val_exact_match_correct"]} of {r["val_records"]}); add-k
-{ak["val_exact_match"]:.1%}.
+**{r["val_exact_match"]:.1%}** ({r["val_exact_match_correct"]} of {r["val_records"]});
+add-k {ak["val_exact_match"]:.1%}.
 
-Lab 01's gate: MiniGPT's val PPL < {r["val_ppl"]:.3f}. Train PPL is optimistic, since the model counted
-those very lines. Dev and val hold verbs never seen in training: an n-gram can only guess their stems from
-other verbs, while a transformer can copy the stem from the prompt.
+Lab 01's gate: MiniGPT's val PPL < {r["val_ppl"]:.3f}. Dev and val hold verbs never seen in training,
+so an n-gram can only guess their stems from other verbs' character statistics; a transformer can copy
+the stem from the prompt. Long contexts mostly memorise training stems (each verb's stem recurs in all of
+its lines), which is why the dev PPL per order above does not keep falling with the order.
 
 Data: `{manifest_path}` sha256 `{r["data_manifest_hash"]}`.
-Fitting, tuning and scoring take seconds; the script prints the time of each run, which is kept out of
+Fitting, tuning and scoring take seconds; the script prints the time of each stage, kept out of
 these files so that a rerun reproduces them byte for byte.
 """
 

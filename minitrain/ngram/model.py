@@ -60,14 +60,16 @@ def lookup(table: LevelTable, keys: np.ndarray, complete: np.ndarray) -> tuple[n
 
 def apply_level(p_lower: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: np.ndarray) -> np.ndarray:
     """mass + backoff · p_lower on the given rows of the (Q, V) array p_lower; the other rows unchanged."""
-    out = p_lower.copy()
-    out[rows] *= table.backoff[ctx][:, None]
-    # Scatter each context's own grams into its row: a CSR row gather, one entry per (row, gram).
+    weight = np.ones(p_lower.shape[0])
+    weight[rows] = table.backoff[ctx]
+    out = p_lower * weight[:, None]
+    # Scatter each context's own grams into its row: a CSR row gather, one entry per (row, gram). A context
+    # lists each symbol once, so no (row, symbol) repeats and a plain += on flat indices is exact.
     lengths = table.starts[ctx + 1] - table.starts[ctx]
     entry_row = np.repeat(rows, lengths)
     offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     entry = np.repeat(table.starts[ctx], lengths) + offsets
-    out[entry_row, table.symbols[entry]] += table.mass[entry]
+    out.reshape(-1)[entry_row * out.shape[1] + table.symbols[entry]] += table.mass[entry]
     return out
 
 
