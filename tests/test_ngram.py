@@ -193,8 +193,8 @@ def test_add_k_perplexity_computed_by_hand():
     assert meter.ppl == pytest.approx((2 / 6 * 1 / 6 * 1 / 5) ** (-1 / 3))
 
 
-def test_kneser_ney_with_a_single_discount_is_textbook_interpolated_kneser_ney():
-    # Order 1 on "aab": raw counts a = 2, b = 1, EOS = 1 over V' = 3; a tiny direct check of the formula.
+def test_order_one_kneser_ney_follows_the_formula():
+    # Order 1 on "aab": raw counts a = 2, b = 1, EOS = 1 over V' = 3; γ collects D1 twice (b, EOS) and D2 once (a).
     counts = NgramCounts([line("aab")], 5, 1)
     model = KneserNeyLM(counts, 1, 1.0)
     d1, d2, _ = model.discounts[0]
