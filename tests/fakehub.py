@@ -442,7 +442,7 @@ def make_run(root: Path, seed: int = 0) -> Path:
     run.mkdir()
     (run / "config.resolved.yaml").write_text(yaml.safe_dump(config), "utf-8")
     manifest = {"seed": 42, "data_seed": 7, "status": "completed", "git_sha": "abc123", "config": config,
-                "versions": {"minitrain": "0.1.0"}, "step": 40, "wall_seconds": 12.5,
+                "versions": {"minitrain": "0.1.0"}, "steps_done": 38, "train_wall_seconds": 12.5,
                 "hardware": {"cpu_model": "Test CPU", "cpu_cores": 2, "ram_gb": 8.0}}
     (run / "manifest.json").write_text(json.dumps(manifest), "utf-8")
     results = {"train_ppl": 1.31, "val_ppl": 1.87, "best_val_step": 40, "best_val_ppl": 1.87,

@@ -49,6 +49,7 @@ def test_card_reports_the_run(tmp_path):
         "training 42, data 7",
         "Test CPU, 2 cores",
         "12.5 s",
+        "| steps | 38 |",
         "| val PPL (held-out verbs) | 1.870 |",
         "| character n-gram baseline, val PPL | 7.500 |",
         "| beats the n-gram baseline | yes |",

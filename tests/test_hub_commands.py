@@ -25,7 +25,7 @@ def run_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="minitrain")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.func(args)
+    return args.handler(args)
 
 
 @pytest.fixture

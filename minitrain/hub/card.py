@@ -103,7 +103,7 @@ def _training_table(info: RunInfo) -> str:
     m, r = info.manifest, info.results
     hw = m.get("hardware") if isinstance(m.get("hardware"), dict) else {}
     versions = m.get("versions") if isinstance(m.get("versions"), dict) else {}
-    steps = m.get("step", sched.get("total_steps", train.get("total_steps")))
+    steps = m.get("steps_done", sched.get("total_steps", train.get("total_steps")))
     rows = [
         ("optimizer", f"{get(opt, 'type')}, lr {get(opt, 'lr_max')} -> {get(opt, 'lr_min')}, "
                       f"betas ({get(opt, 'beta1')}, {get(opt, 'beta2')}), weight decay {get(opt, 'weight_decay')}"),
@@ -115,7 +115,7 @@ def _training_table(info: RunInfo) -> str:
         ("seeds", f"training {m.get('seed', get(train, 'rng_seed'))}, "
                   f"data {m.get('data_seed', get(train, 'data_seed'))}"),
         ("hardware", f"{get(hw, 'cpu_model')}, {get(hw, 'cpu_cores')} cores, {get(hw, 'ram_gb')} GB RAM"),
-        ("wall time", f"{_num(r.get('wall_seconds', m.get('wall_seconds')), 1)} s"),
+        ("wall time", f"{_num(r.get('wall_seconds', m.get('train_wall_seconds')), 1)} s"),
         ("run status", get(m, "status")),
         ("code", f"minitrain {get(versions, 'minitrain')}, commit {m.get('git_sha') or MISSING}"),
     ]

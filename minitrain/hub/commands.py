@@ -76,20 +76,20 @@ def _non_negative_float(text: str) -> float:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the export, publish/push and sample subcommands; each sets `func` to its handler."""
+    """Add the export, publish/push and sample subcommands; each sets `handler` to its function."""
     export = subparsers.add_parser("export", help="write a run as a Hugging Face GPT-2 folder")
     export.add_argument("source", help="run folder, checkpoint or model file")
     export.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md)")
     export.add_argument("--repo", help="user/name the model card's loading snippet refers to")
     export.add_argument("--vocab", help="vocab.json, when the source does not record it")
-    export.set_defaults(func=_export)
+    export.set_defaults(handler=_export)
 
     push = subparsers.add_parser("publish", aliases=["push"], help="export a run and upload it to the Hub")
     push.add_argument("--repo", required=True, help="Hub model repo, user/name (created if needed)")
     push.add_argument("run_dir", nargs="?", help="run folder (default: the latest finished run under runs/)")
     push.add_argument("--private", action="store_true", help="create the repo as private")
     push.add_argument("--dry-run", action="store_true", help="build the folder and list it; upload nothing")
-    push.set_defaults(func=_publish)
+    push.set_defaults(handler=_publish)
 
     sample = subparsers.add_parser("sample", help="generate text from a trained model")
     sample.add_argument("source", help="run folder, model file, export folder or Hub id user/name")
@@ -101,4 +101,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.add_argument("--max-new-tokens", type=_positive_int, default=None,
                         help="stop after this many tokens (default: fill the context)")
     sample.add_argument("--vocab", help="vocab.json, when the source does not record it")
-    sample.set_defaults(func=_sample)
+    sample.set_defaults(handler=_sample)
