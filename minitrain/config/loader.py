@@ -31,9 +31,10 @@ from minitrain.config.rules import run_rules
 from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.templates import TemplateError, has_template, render_value
-from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar, parse_yaml
+from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml
 from minitrain.errors import UserError
 
+LOCK_KEY = "minitrain_lock"  # the top-level key that marks a lock file
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -58,18 +59,46 @@ def load_config(
         raise UserError(f"config file not found: {path}", 2) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read config {path}: {exc}", 2) from None
+    return config_from_yaml(text, path, overrides, values=values, env=env, now=now)
+
+
+def config_from_yaml(
+    text: str,
+    path: str | os.PathLike,
+    overrides: Iterable[str] = (),
+    *,
+    values: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    now: dt.datetime | None = None,
+) -> Config:
+    """`load_config` for YAML text already in hand; `path` names it in messages and sets the default name."""
+    path = Path(path)
     source = ConfigSource(path=str(path), text=text)
     try:
         parsed = parse_yaml(text)
     except YamlSyntaxError as exc:
         source.lines[()] = exc.line
         raise ConfigError([Problem((), f"not valid YAML: {exc}")], source) from None
+    if is_lock(parsed.data):
+        parsed = _config_of_lock(parsed)
     source.lines.update(parsed.lines)
     problems = [
         Problem(p, f"key given twice (lines {first} and {second}); YAML would silently keep the last")
         for p, first, second in parsed.duplicates
     ]
     return _build(parsed.data, source, problems, overrides, values, env, now, default_name=_default_name(path))
+
+
+def is_lock(data: Any) -> bool:
+    """True for the contents of a lock file (`minitrain lock`), whose `config:` holds the resolved config."""
+    return isinstance(data, dict) and LOCK_KEY in data
+
+
+def _config_of_lock(parsed: ParsedYaml) -> ParsedYaml:
+    # A lock file loads as the config under its `config:` key, with that key's lines.
+    inner = {path[1:]: line for path, line in parsed.lines.items() if path[:1] == ("config",)}
+    dups = [(p[1:], a, b) for p, a, b in parsed.duplicates if p[:1] == ("config",)]
+    return ParsedYaml(parsed.data.get("config"), inner, dups)
 
 
 def config_from_dict(

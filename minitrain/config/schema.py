@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -94,15 +95,30 @@ class ModelConfig(Section):
 
 
 class DataConfig(Section):
-    """Where the splits and the vocabulary live and which target positions count in the loss."""
+    """Where the splits and the vocabulary live and which target positions count in the loss.
+
+    Paths are relative to the working directory. dev_path and vocab_path default to `dev<ext>` and `vocab.json`
+    beside train_path (data/processed/dev.jsonl and data/processed/vocab.json for the defaults). The dev split is
+    optional: training does not read it, and it is checked only when the file exists.
+    """
 
     format: Literal["jsonl", "text"] = "jsonl"
-    train_path: str = "data/processed/train.jsonl"
-    val_path: str = "data/processed/val.jsonl"
-    dev_path: str = "data/processed/dev.jsonl"
-    vocab_path: str = "data/processed/vocab.json"
+    train_path: str = Field("data/processed/train.jsonl", min_length=1)
+    val_path: str = Field("data/processed/val.jsonl", min_length=1)
+    dev_path: str | None = Field(None, min_length=1, description="default: dev<ext> beside train_path")
+    vocab_path: str | None = Field(None, min_length=1, description="default: vocab.json beside train_path")
     heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
     loss_on: Literal["answer", "all"] = "answer"
+
+    @model_validator(mode="after")
+    def _beside_train(self) -> DataConfig:
+        # object.__setattr__: a derived default is not something the user wrote (model_fields_set stays honest).
+        train = Path(self.train_path)
+        if self.dev_path is None:
+            object.__setattr__(self, "dev_path", str(train.with_name(f"dev{train.suffix}")))
+        if self.vocab_path is None:
+            object.__setattr__(self, "vocab_path", str(train.with_name("vocab.json")))
+        return self
 
 
 class ParamGroup(Section):

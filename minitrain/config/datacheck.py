@@ -1,0 +1,141 @@
+"""The data checks: rules that need the data files, run by `minitrain validate` and `minitrain train`.
+
+They come after `load_config` (which never opens a data file) and report, all at once, with the config key
+they concern and its line:
+
+- data.train_path / val_path / vocab_path exist (the dev split is optional: checked when its file exists),
+- the vocabulary loads and every record encodes (an unknown character names its file and line),
+- model.vocab_size ≥ the tokenizer's size,
+- model.max_seq_len ≥ the longest model input, BOS + text (the EOS is only ever a target, so a line of n
+  characters needs n + 1 positions; this is exactly what the batcher requires),
+- training.batch_size · training.grad_accumulation ≤ the number of training records (an epoch holds a step),
+- with training.epochs, scheduler.warmup_steps < the run's steps.
+
+`load_split(cfg.data, "train")` is also how the loop should read a split, for both data formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minitrain.config.problems import ConfigError, Problem
+from minitrain.config.schema import Config, DataConfig
+from minitrain.config.source import ConfigSource
+from minitrain.data.corpus import load_records
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+
+SPLITS = ("train", "val", "dev")
+
+
+def load_split(data: DataConfig, split: str) -> list[dict]:
+    """The records of `split` ("train", "val" or "dev"): JSONL records, or `{"text": line}` per non-empty line.
+
+    Either way each record has a "text", which is what `minitrain.data.batcher.encode_split` reads.
+    """
+    path = Path(getattr(data, f"{split}_path"))
+    if data.format == "jsonl":
+        return load_records(path)
+    return [{"text": text, "line": line} for line, text in _text_lines(path)]
+
+
+def _text_lines(path: Path) -> list[tuple[int, str]]:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: data file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read as UTF-8 text ({exc})") from None
+    lines = [(i, text) for i, text in enumerate(raw.splitlines(), start=1) if text.strip()]
+    if not lines:
+        raise UserError(f"{path}: holds no lines of text")
+    return lines
+
+
+@dataclass
+class DataSummary:
+    """What the data checks measured (validate's checklist and the dry run print it)."""
+
+    records: dict[str, int] = field(default_factory=dict)
+    tokenizer_size: int = 0
+    longest_input: int = 0  # BOS + text, in tokens
+    longest_where: str = ""
+    steps_per_epoch: int = 0  # optimizer steps: (train records // batch_size) // grad_accumulation
+
+
+def check_data(cfg: Config) -> DataSummary:
+    """Run every data check; raise one ConfigError (exit code 2) listing all problems found."""
+    data, problems, summary = cfg.data, [], DataSummary()
+    wanted = [s for s in SPLITS if s != "dev" or Path(data.dev_path).is_file()]
+    for key in [f"{s}_path" for s in wanted] + ["vocab_path"]:
+        if not Path(getattr(data, key)).is_file():
+            problems.append(Problem(("data", key), f"file not found: {getattr(data, key)}"))
+    tokenizer = None
+    if Path(data.vocab_path).is_file():
+        try:
+            tokenizer = CharTokenizer.load(data.vocab_path)
+        except UserError as exc:
+            problems.append(Problem(("data", "vocab_path"), str(exc)))
+    if tokenizer is not None:
+        summary.tokenizer_size = tokenizer.vocab_size
+        if cfg.model.vocab_size < tokenizer.vocab_size:
+            problems.append(Problem(
+                ("model", "vocab_size"),
+                f"vocab_size {cfg.model.vocab_size} is smaller than the tokenizer's {tokenizer.vocab_size} ids "
+                f"({data.vocab_path})",
+            ))
+        for split in wanted:
+            if Path(getattr(data, f"{split}_path")).is_file():
+                problems += _check_split(cfg, split, tokenizer, summary)
+    if summary.longest_input > cfg.model.max_seq_len:
+        problems.append(Problem(
+            ("model", "max_seq_len"),
+            f"max_seq_len {cfg.model.max_seq_len} is shorter than the longest record: {summary.longest_where} "
+            f"needs {summary.longest_input} positions (BOS + text)",
+        ))
+    problems += _check_batches(cfg, summary)
+    if problems:
+        raise ConfigError(problems, cfg.source or ConfigSource())
+    return summary
+
+
+def _check_split(cfg: Config, split: str, tokenizer: CharTokenizer, summary: DataSummary) -> list[Problem]:
+    key = ("data", f"{split}_path")
+    path = getattr(cfg.data, f"{split}_path")
+    try:
+        records = load_split(cfg.data, split)
+    except UserError as exc:
+        return [Problem(key, str(exc))]
+    summary.records[split] = len(records)
+    for index, record in enumerate(records):
+        line = record.get("line", index + 1)
+        try:
+            length = len(tokenizer.encode(record["text"])) + 1
+        except UserError as exc:
+            return [Problem(key, f"{path}:{line}: {exc}")]
+        if length > summary.longest_input:
+            summary.longest_input, summary.longest_where = length, f"{path}:{line}"
+    return []
+
+
+def _check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
+    n_train = summary.records.get("train")
+    if n_train is None:
+        return []
+    training = cfg.training
+    summary.steps_per_epoch = (n_train // training.batch_size) // training.grad_accumulation
+    if summary.steps_per_epoch == 0:
+        return [Problem(
+            ("training", "batch_size"),
+            f"batch_size {training.batch_size} · grad_accumulation {training.grad_accumulation} is more than the "
+            f"{n_train} training records",
+        )]
+    total = cfg.resolve_steps(summary.steps_per_epoch)
+    if training.epochs is not None and total is not None and cfg.scheduler.warmup_steps >= total:
+        return [Problem(
+            ("scheduler", "warmup_steps"),
+            f"warmup_steps {cfg.scheduler.warmup_steps} must be below the {total} steps of "
+            f"{training.epochs} epoch(s) × {summary.steps_per_epoch}",
+        )]
+    return []

@@ -1,0 +1,125 @@
+"""Lock files: pin a config, its data and its libraries, and refuse a `--strict` run when any of them moved.
+
+`minitrain lock CONFIG` writes `<config stem>.lock.yaml` beside the config:
+
+    minitrain_lock: 1
+    config:   {the resolved config: defaults filled, overrides and templates applied}
+    data:     {path of every data file: its sha256}
+    versions: {python, minitrain and every library minitrain depends on}
+
+A lock file is itself a loadable config (`minitrain train config.lock.yaml --strict`). `train --strict` compares
+the config it is about to run, the data files and the installed versions with the lock and lists every
+difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from minitrain.config.loader import LOCK_KEY, is_lock, resolved_dict
+from minitrain.config.schema import Config
+from minitrain.config.source import dotted
+from minitrain.errors import UserError
+from minitrain.io import atomic_write_text
+
+LOCK_VERSION = 1
+LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib", "tqdm", "huggingface_hub")
+
+
+def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def data_files(cfg: Config) -> list[str]:
+    """The data files a run reads: every split and the vocabulary that exists."""
+    data = cfg.data
+    paths = [data.train_path, data.val_path, data.dev_path, data.vocab_path]
+    return [p for p in dict.fromkeys(paths) if Path(p).is_file()]
+
+
+def library_versions() -> dict[str, str]:
+    """Python's version and each installed library's (`missing` when absent)."""
+    versions = {"python": platform.python_version()}
+    for name in ("minitrain", *LIBRARIES):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "missing"
+    return versions
+
+
+def lock_contents(cfg: Config) -> dict[str, Any]:
+    return {
+        LOCK_KEY: LOCK_VERSION,
+        "config": resolved_dict(cfg),
+        "data": {path: sha256_of(path) for path in data_files(cfg)},
+        "versions": library_versions(),
+    }
+
+
+def lock_path_for(config_path: str | Path) -> Path:
+    """`experiments/x/config.yaml` -> `experiments/x/config.lock.yaml`."""
+    path = Path(config_path)
+    return path.with_name(f"{path.stem}.lock.yaml")
+
+
+def write_lock(cfg: Config, out: str | Path) -> dict[str, Any]:
+    """Write the lock file for `cfg` to `out` (atomically) and return what it holds."""
+    contents = lock_contents(cfg)
+    text = "# minitrain lock file: `minitrain train <this file> --strict` refuses to run if anything differs.\n"
+    atomic_write_text(out, text + yaml.safe_dump(contents, sort_keys=False, allow_unicode=True))
+    return contents
+
+
+def read_lock(path: str | Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(
+            f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2
+        ) from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{path}: not a readable lock file ({exc})", 2) from None
+    if not is_lock(data) or not all(isinstance(data.get(k), dict) for k in ("config", "data", "versions")):
+        raise UserError(f"{path}: not a minitrain lock file (no {LOCK_KEY}, config, data and versions)", 2)
+    return data
+
+
+def lock_differences(cfg: Config, lock: dict[str, Any]) -> list[str]:
+    """Every way the run about to start differs from `lock`: config keys, data hashes, library versions."""
+    now = lock_contents(cfg)
+    found = [f"config {key}: locked {a!r}, now {b!r}" for key, a, b in _diff(lock["config"], now["config"])]
+    for path in sorted(set(lock["data"]) | set(now["data"])):
+        locked, current = lock["data"].get(path), now["data"].get(path)
+        if locked != current:
+            what = "missing now" if current is None else "not in the lock" if locked is None else "content changed"
+            found.append(f"data {path}: {what} (sha256 locked {locked}, now {current})")
+    for name in sorted(set(lock["versions"]) | set(now["versions"])):
+        locked, current = lock["versions"].get(name), now["versions"].get(name)
+        if locked != current:
+            found.append(f"version of {name}: locked {locked}, now {current}")
+    return found
+
+
+def _diff(a: Any, b: Any, path: tuple = ()) -> list[tuple[str, Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in dict.fromkeys([*a, *b]) for d in _diff(a.get(k), b.get(k), (*path, k))]
+    return [] if a == b else [(dotted(path), a, b)]
+
+
+def check_strict(cfg: Config, lock_file: str | Path) -> None:
+    """Raise a UserError (exit code 2) listing every difference between this run and `lock_file`."""
+    differences = lock_differences(cfg, read_lock(lock_file))
+    if differences:
+        listing = "\n".join(f"  {d}" for d in differences)
+        raise UserError(f"--strict: this run differs from {lock_file}:\n{listing}", 2)
