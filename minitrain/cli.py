@@ -1,0 +1,59 @@
+"""The `minitrain` command line.
+
+    minitrain train CONFIG [--set key=value ...] [--out-dir DIR] [--seed N] [--resume PATH] [--dry-run]
+                           [--strict] [--quiet]
+    minitrain validate CONFIG          minitrain schema          minitrain init [--template minimal|lab01]
+    minitrain lock CONFIG              minitrain info RUN_DIR
+
+Adding a command group is one line: write a module with a `register(subparsers)` function that adds its
+subcommands (each with `set_defaults(handler=...)`, a function of the parsed arguments returning the exit
+code), then append the module's dotted name to COMMAND_MODULES below.
+
+A UserError anywhere (a bad config, a missing file) prints `error: <message>` on stderr and exits with the
+error's exit code (2 for an invalid config); no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from minitrain import __version__
+from minitrain.errors import UserError
+
+COMMAND_MODULES = [
+    "minitrain.config.commands",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minitrain", description="Train and inspect MiniGPT from YAML configs.")
+    parser.add_argument("--version", action="version", version=f"minitrain {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`minitrain schema | head`); stop quietly, as other command-line tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

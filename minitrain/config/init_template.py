@@ -1,0 +1,170 @@
+"""`minitrain init`: look at a data folder and write a config that validates against it.
+
+The folder must hold `train.*` and `val.*` (and may hold `dev.*` and `vocab.json`). The format comes from the
+content, not the extension: if the first non-empty line of the train file is a JSON object with a "text" field,
+the files are JSONL records (the verb corpus); otherwise every non-empty line is one plain-text example
+(`format: text`, loss on every character, nothing held out). Without a vocab.json, the characters of all the
+splits make one, written into the folder.
+
+Two templates: `lab01` is lab 01's block (paths pointed at the folder), `minimal` only the keys that matter,
+with the model sized to the data (vocab_size = the tokenizer's size, max_seq_len = the longest record).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from minitrain.config.datacheck import check_data
+from minitrain.config.loader import config_from_yaml
+from minitrain.config.schema import DataConfig
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+
+TEMPLATES = ("minimal", "lab01")
+DEFAULT_DATA = "data/processed"
+
+
+@dataclass
+class DataLayout:
+    """What `detect_layout` found in a data folder."""
+
+    format: str  # "jsonl" or "text"
+    train: str
+    val: str
+    dev: str | None
+    vocab: str
+    vocab_exists: bool
+
+
+def _find(folder: Path, stem: str) -> Path | None:
+    for ext in (".jsonl", ".json", ".txt", ""):
+        candidate = folder / f"{stem}{ext}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _first_line(path: Path) -> str:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return next((line for line in f if line.strip()), "")
+
+
+def detect_layout(folder: str | Path) -> DataLayout:
+    """Find the splits in `folder` and tell JSONL records from plain text lines."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"--data {folder}: not a folder", 2)
+    train, val = _find(folder, "train"), _find(folder, "val")
+    if train is None or val is None:
+        raise UserError(f"--data {folder}: expected train.jsonl and val.jsonl (or train.txt and val.txt) there", 2)
+    try:
+        record = json.loads(_first_line(train))
+        fmt = "jsonl" if isinstance(record, dict) and isinstance(record.get("text"), str) else "text"
+    except json.JSONDecodeError:
+        fmt = "text"
+    dev = _find(folder, "dev")
+    vocab = folder / "vocab.json"
+    return DataLayout(fmt, str(train), str(val), str(dev) if dev else None, str(vocab), vocab.is_file())
+
+
+def _make_vocab(layout: DataLayout) -> None:
+    # load_split reads both formats; its records' "text" is what the tokenizer must cover.
+    from minitrain.config.datacheck import load_split
+
+    data = DataConfig(format=layout.format, train_path=layout.train, val_path=layout.val,
+                      dev_path=layout.dev or layout.train, heldout_policy="none", loss_on="all")
+    texts = [r["text"] for split in ("train", "val", "dev") for r in load_split(data, split)]
+    CharTokenizer.from_texts(texts).save(layout.vocab)
+    print(f"wrote {layout.vocab} (the characters of the splits)", file=sys.stderr)
+
+
+def _data_lines(layout: DataLayout, *, align: bool) -> list[str]:
+    defaults = DataConfig()
+    pad = "  " if align else ""  # lab 01 aligns val_path under train_path
+    lines = [f"  train_path: {layout.train}", f"  val_path: {pad}{layout.val}"]
+    if layout.dev and layout.dev != defaults.dev_path:
+        lines.append(f"  dev_path: {layout.dev}")
+    if layout.vocab != defaults.vocab_path:
+        lines.append(f"  vocab_path: {layout.vocab}")
+    if layout.format == "text":
+        lines += ["  format: text", "  loss_on: all", "  heldout_policy: none"]
+    else:
+        lines.append("  heldout_policy: verbs_4")
+    return lines
+
+
+def _lab01(layout: DataLayout, max_seq_len: int, batch_size: int) -> str:
+    return "\n".join([
+        "model:",
+        "  n_layer: 2       # Phase 17 locked config",
+        "  n_head: 4",
+        "  d_model: 64",
+        "  d_ff: 256",
+        "  vocab_size: 64   # Phase 17 locked config",
+        f"  max_seq_len: {max(32, max_seq_len)}  # verb sentences are short",
+        "",
+        "optimizer:",
+        "  type: adamw",
+        "  lr_max: 3e-4",
+        "  lr_min: 3e-5",
+        "  beta1: 0.9",
+        "  beta2: 0.95",
+        "  eps: 1e-8",
+        "  weight_decay: 0.1",
+        "  clip: 1.0",
+        "",
+        "scheduler:",
+        "  warmup_steps: 100",
+        "  total_steps: 2000",
+        "",
+        "training:",
+        f"  batch_size: {batch_size}",
+        "  val_every: 50",
+        "  log_every: 10",
+        "  loss_reduction: token_mean",
+        "  rng_seed: 42",
+        "  data_seed: 7",
+        "",
+        "data:",
+        *_data_lines(layout, align=True),
+    ]) + "\n"
+
+
+def _minimal(layout: DataLayout, vocab_size: int, max_seq_len: int, batch_size: int, data_folder: str) -> str:
+    kind = "JSONL records" if layout.format == "jsonl" else "plain text lines"
+    return "\n".join([
+        f"# minitrain config for {data_folder} ({kind}), written by `minitrain init --template minimal`.",
+        "# Keys left out take their defaults (lab 01's values); docs/yaml-mode.md lists every key.",
+        "name: minigpt",
+        "model:",
+        f"  vocab_size: {vocab_size}    # the tokenizer's size",
+        f"  max_seq_len: {max_seq_len}   # the longest record: BOS + text",
+        "training:",
+        "  total_steps: 500",
+        *([f"  batch_size: {batch_size}   # all the training records"] if batch_size < 8 else []),
+        "data:",
+        *_data_lines(layout, align=False),
+    ]) + "\n"
+
+
+def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name: str = "config.yaml") -> str:
+    """The text of a new config for `data_folder`, checked against the data before it is returned."""
+    if template not in TEMPLATES:
+        raise UserError(f"--template must be one of {', '.join(TEMPLATES)}, got {template!r}", 2)
+    layout = detect_layout(data_folder)
+    if not layout.vocab_exists:
+        _make_vocab(layout)
+    tokenizer = CharTokenizer.load(layout.vocab)
+    # Size the model from the data: a first check with room to spare measures the longest record.
+    probe = config_from_yaml(_minimal(layout, tokenizer.vocab_size, 10**6, 1, str(data_folder)), out_name)
+    summary = check_data(probe)
+    longest, batch_size = summary.longest_input, min(8, summary.records["train"])
+    if template == "lab01":
+        text = _lab01(layout, longest, batch_size)
+    else:
+        text = _minimal(layout, tokenizer.vocab_size, longest, batch_size, str(data_folder))
+    check_data(config_from_yaml(text, out_name))  # what init writes always validates
+    return text

@@ -1,0 +1,212 @@
+"""The `minitrain` command line: validate, schema, init, lock, info, train's checks, and command registration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_config import LAB01
+from test_config_data import config_for, make_corpus
+
+from minitrain import cli
+from minitrain.data.corpus import make_record, records_to_jsonl
+
+ROOT = Path(__file__).parents[1]
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_validate_prints_a_checklist_and_exits_0(tmp_path, capsys):
+    path = config_for(make_corpus(tmp_path / "d"))
+    code, out, err = run(["validate", path, "--set", "training.batch_size=1"], capsys)
+    assert code == 0 and err == ""
+    assert out.startswith(f"✓ YAML read safely: {path}") and out.rstrip().endswith("config is valid.")
+    assert "overrides: --set training.batch_size=1" in out and "✓ data: train 4 records, val 2 records" in out
+    assert "steps of batch 1 × 1" in out
+
+
+def test_validate_lab01_on_the_committed_corpus(tmp_path, capsys, monkeypatch):
+    (tmp_path / "config.yaml").write_text(LAB01, encoding="utf-8")
+    monkeypatch.chdir(ROOT)
+    code, out, _ = run(["validate", tmp_path / "config.yaml"], capsys)
+    assert code == 0 and "2000 steps of batch 8 × 1, adamw" in out
+
+
+def test_invalid_config_exits_2_with_every_problem_and_no_traceback(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("optimizer:\n  lr_mx: 1e-3\ntraining:\n  total_steps: 0\n", encoding="utf-8")
+    code, out, err = run(["validate", path], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {path} has 2 problems:")
+    assert f"{path}:2: optimizer.lr_mx: unknown key — did you mean 'lr_max'?" in err
+    assert f"{path}:4: training.total_steps: must be greater than or equal to 1" in err
+
+
+def test_a_real_process_exits_2_without_traceback(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("modle: {}\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "minitrain.cli", "validate", str(path), "--no-data"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "modle: unknown key — did you mean 'model'?" in done.stderr
+
+
+def test_missing_config_file(tmp_path, capsys):
+    code, _, err = run(["validate", tmp_path / "nope.yaml"], capsys)
+    assert code == 2 and "config file not found" in err
+
+
+def test_schema_is_json_schema(capsys):
+    code, out, _ = run(["schema"], capsys)
+    schema = json.loads(out)
+    assert code == 0 and schema["additionalProperties"] is False
+    assert "lr_max" in schema["$defs"]["OptimizerConfig"]["properties"]
+
+
+# --- init ---------------------------------------------------------------------------------------------------------
+
+
+def test_init_lab01_on_the_corpus_writes_lab01_block_exactly(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out, _ = run(["init", "--template", "lab01"], capsys)
+    assert code == 0 and out == LAB01
+
+
+@pytest.mark.parametrize("template", ["minimal", "lab01"])
+def test_init_templates_validate_for_jsonl_data(tmp_path, capsys, template):
+    folder = make_corpus(tmp_path / "d")
+    out = tmp_path / f"{template}.yaml"
+    code, printed, _ = run(["init", "--template", template, "--data", folder, "-o", out], capsys)
+    assert code == 0 and f"wrote {out}" in printed
+    code, checked, _ = run(["validate", out], capsys)
+    assert code == 0 and "✓ data: train 4 records, val 2 records" in checked
+    if template == "minimal":
+        text = out.read_text(encoding="utf-8")
+        assert "max_seq_len: 17" in text and "batch_size: 4" in text and "format" not in text
+
+
+def test_init_detects_plain_text_and_builds_a_vocabulary(tmp_path, capsys):
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    (folder / "train.txt").write_text("el gato duerme\nla casa es azul\n", encoding="utf-8")
+    (folder / "val.txt").write_text("el perro come\n", encoding="utf-8")
+    out = tmp_path / "c.yaml"
+    code, _, err = run(["init", "--data", folder, "-o", out], capsys)
+    assert code == 0 and f"wrote {folder}/vocab.json" in err
+    text = out.read_text(encoding="utf-8")
+    assert "format: text" in text and "loss_on: all" in text and "heldout_policy: none" in text
+    assert run(["validate", out], capsys)[0] == 0
+
+
+def test_init_detects_jsonl_by_content_not_extension(tmp_path, capsys):
+    folder = make_corpus(tmp_path / "d")
+    for split in ("train", "val"):
+        (folder / f"{split}.jsonl").rename(folder / f"{split}.txt")
+    code, out, _ = run(["init", "--data", folder], capsys)
+    assert code == 0 and "format" not in out and "heldout_policy: verbs_4" in out
+
+
+def test_init_refuses_to_overwrite_and_needs_splits(tmp_path, capsys):
+    folder = make_corpus(tmp_path / "d")
+    out = tmp_path / "c.yaml"
+    out.write_text("keep me\n", encoding="utf-8")
+    code, _, err = run(["init", "--data", folder, "-o", out], capsys)
+    assert code == 2 and "exists; pass --force" in err and out.read_text() == "keep me\n"
+    assert run(["init", "--data", folder, "-o", out, "--force"], capsys)[0] == 0
+    code, _, err = run(["init", "--data", tmp_path], capsys)
+    assert code == 2 and "expected train.jsonl and val.jsonl" in err
+
+
+# --- lock and train --strict --------------------------------------------------------------------------------------
+
+
+def test_lock_then_strict_train_refuses_a_changed_data_file(tmp_path, capsys):
+    folder = make_corpus(tmp_path / "d")
+    path = config_for(folder)
+    code, out, _ = run(["lock", path], capsys)
+    lock_file = folder / "c.lock.yaml"
+    assert code == 0 and f"wrote {lock_file}" in out and "sha256 of 3 data files" in out
+    assert run(["validate", lock_file], capsys)[0] == 0  # a lock file is a loadable config
+    with (folder / "val.jsonl").open("a", encoding="utf-8") as f:
+        f.write(records_to_jsonl([make_record("bailar", "P", 1, "bailo")]))
+    for config in (path, lock_file):
+        code, out, err = run(["train", config, "--strict", "--dry-run"], capsys)
+        assert code == 2 and f"--strict: this run differs from {lock_file}" in err
+        assert f"data {folder}/val.jsonl: content changed" in err
+
+
+def test_strict_train_refuses_a_changed_setting(tmp_path, capsys):
+    folder = make_corpus(tmp_path / "d")
+    path = config_for(folder)
+    assert run(["lock", path], capsys)[0] == 0
+    code, _, err = run(["train", path, "--strict", "--seed", "3"], capsys)
+    assert code == 2 and "config training.rng_seed: locked 42, now 3" in err
+
+
+def test_strict_train_without_a_lock(tmp_path, capsys):
+    path = config_for(make_corpus(tmp_path / "d"))
+    code, _, err = run(["train", path, "--strict"], capsys)
+    assert code == 2 and "run `minitrain lock CONFIG` first" in err
+
+
+def test_train_checks_config_and_data_before_anything(tmp_path, capsys):
+    folder = make_corpus(tmp_path / "d")
+    path = config_for(folder)
+    code, _, err = run(["train", path, "--set", "model.max_seq_len=8", "--out-dir", tmp_path / "run"], capsys)
+    assert code == 2 and "model.max_seq_len: max_seq_len 8 is shorter than the longest record" in err
+    code, _, err = run(["train", path, "--resume", tmp_path / "nowhere"], capsys)
+    assert code == 2 and "--resume" in err and "no such run folder or checkpoint" in err
+    assert not (tmp_path / "run").exists()
+
+
+# --- info -----------------------------------------------------------------------------------------------------------
+
+
+def test_info_summarises_a_run_folder(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "manifest.json").write_text(json.dumps({"status": "completed", "seed": 42}), encoding="utf-8")
+    (run_dir / "results.json").write_text(json.dumps({"val_ppl": 3.25, "beats_baseline": True}), encoding="utf-8")
+    rows = [{"step": 0, "loss": 4.0}, {"step": 0, "val_loss": 4.1}, {"step": 10, "loss": 1.0},
+            {"step": 10, "val_loss": 1.5}]
+    (run_dir / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (run_dir / "config.resolved.yaml").write_text("name: lab01\nmodel: {n_layer: 2, n_head: 4}\n", encoding="utf-8")
+    (run_dir / "checkpoints" / "latest").write_text("step-10.safetensors\n", encoding="utf-8")
+    code, out, _ = run(["info", run_dir], capsys)
+    assert code == 0
+    assert "status: completed" in out and "config: lab01 — n_layer 2, n_head 4" in out
+    assert "log: 4 rows, last step 10, loss 1" in out and "best 1.5 at step 10" in out
+    assert "val_ppl: 3.25" in out and "beats_baseline: True" in out and "quality: " in out
+    assert "latest checkpoint: step-10.safetensors" in out
+    code, _, err = run(["info", tmp_path / "empty"], capsys)
+    assert code == 2 and "not a run folder" in err
+
+
+# --- registering command groups -------------------------------------------------------------------------------------
+
+
+def test_a_command_module_is_registered_by_one_list_entry(tmp_path, capsys, monkeypatch):
+    (tmp_path / "hello_commands.py").write_text(
+        "from minitrain.errors import UserError\n"
+        "def register(subparsers):\n"
+        "    p = subparsers.add_parser('hello')\n"
+        "    p.add_argument('--fail', action='store_true')\n"
+        "    p.set_defaults(handler=run)\n"
+        "def run(args):\n"
+        "    if args.fail:\n"
+        "        raise UserError('hello failed', 7)\n"
+        "    print('hi')\n"
+        "    return 0\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "hello_commands"])
+    assert run(["hello"], capsys) == (0, "hi\n", "")
+    assert run(["hello", "--fail"], capsys) == (7, "", "error: hello failed\n")
