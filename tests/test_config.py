@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from minitrain.config import ConfigError, config_from_dict, load_config, resolved_dict, resolved_yaml
-from minitrain.config.rules import parameter_names
+from minitrain.config.rules import RULES, parameter_names
 from minitrain.config.schema import Config, ModelConfig, parse_duration
 
 # Lab 01's config block exactly as the lab gives it (Bloque C), comments and alignment included.
@@ -286,6 +286,12 @@ def test_missing_file_is_a_user_error(tmp_path):
     assert info.value.exit_code == 2
 
 
+def test_every_rule_is_documented():
+    doc = (Path(__file__).parents[1] / "docs" / "yaml-mode.md").read_text(encoding="utf-8")
+    for r in RULES:
+        assert r.doc and r.doc in doc, f"rule {r.name} missing from docs/yaml-mode.md"
+
+
 def test_durations():
     assert parse_duration("90s") == 90 and parse_duration("1h30m") == 5400 and parse_duration("PT1H30M") == 5400
     assert parse_duration("1.5h") == 5400 and parse_duration("2m5s") == 125
@@ -341,10 +347,12 @@ def test_schema_has_every_key_the_optimizers_and_schedules_take():
     assert set().union(*SCHEDULER_KEYS.values()) <= set(SchedulerConfig.model_fields)
 
 
-def test_parameter_names_follow_gpt2():
-    names = parameter_names(ModelConfig(n_layer=1))
-    assert "transformer.h.0.attn.c_attn.weight" in names and "transformer.ln_f.bias" in names
-    assert len(names) == 2 + 12 + 2
+def test_parameter_names_are_minigpts():
+    from minitrain.model import MiniGPT
+
+    shape = ModelConfig(n_layer=3, n_head=2, d_model=8, d_ff=16, vocab_size=10, max_seq_len=6)
+    model = MiniGPT(**shape.model_dump(exclude={"init_from"}))
+    assert sorted(parameter_names(shape)) == sorted(name for name, _ in model.named_parameters())
 
 
 # --- --set ------------------------------------------------------------------------------------------------------
