@@ -26,6 +26,7 @@ from minitrain.errors import UserError
 
 COMMAND_MODULES = [
     "minitrain.config.commands",
+    "minitrain.hub.commands",
 ]
 
 
