@@ -57,6 +57,7 @@ def test_card_reports_the_run(tmp_path):
         "Intended use and limitations",
         'GPT2LMHeadModel.from_pretrained("alice/minigpt")',
         "init_from: alice/minigpt",
+        'minitrain sample alice/minigpt --prompt "comer|R1|"',
     ]:
         assert expected in text, expected
 

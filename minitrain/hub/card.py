@@ -185,11 +185,16 @@ produce wrong forms for unusual verbs, and it is not a general Spanish language 
 
 ## How to load it
 
-With minitrain (the weights are checked against the config when they load):
+With minitrain, as the starting point of a run (the weights are checked against the config when they load) or
+to conjugate a verb:
 
 ```yaml
 model:
   init_from: {repo}
+```
+
+```bash
+minitrain sample {repo} --prompt "comer|R1|"
 ```
 
 With transformers (PyTorch):
