@@ -37,6 +37,11 @@ DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 _LIBRARIES = ("numpy", "numba", "pydantic", "safetensors", "matplotlib", "pyyaml", "tqdm")
 
 
+def models_dir() -> Path:
+    """Where final model files go: $MINITRAIN_MODELS_DIR if set (tests, scratch runs), else the repo's models/."""
+    return Path(os.environ.get("MINITRAIN_MODELS_DIR") or DEFAULT_MODELS_DIR)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Facts about the machine and the code
 

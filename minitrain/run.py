@@ -1,0 +1,382 @@
+"""One training run, from a validated `Config` to a complete run folder (what `scripts/train_mini.py` and
+`minitrain train` both call).
+
+    run_training(cfg, out_dir)
+      check the data files (a missing file stops here, before any work and before writing anything)
+      build: tokenizer → records → encoded splits → batchers (data RNG: data_seed)
+             → MiniGPT (training RNG: rng_seed) → optimizer → schedule
+      [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
+      write config.yaml (as given), config.resolved.yaml, manifest.json (status "running")
+      loop.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
+      final: train PPL (one pass over train), val exact match, the model file
+             models/minigpt-phase18-<hash>.safetensors, results.json, loss_curve.png, metrics.csv, report.md,
+             manifest.json completed
+
+A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
+curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
+
+`plan_run(cfg)` (the dry run) builds the same objects, times a few steps and reports the plan; it writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minitrain import artifacts
+from minitrain.checkpoint import (
+    BEST_FILE,
+    LATEST_POINTER,
+    CheckpointManager,
+    config_hash,
+    load_checkpoint,
+    save_model_file,
+)
+from minitrain.config import Config, resolved_dict, resolved_yaml
+from minitrain.config.datacheck import DataSummary, check_data, load_split
+from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.errors import UserError
+from minitrain.io import atomic_write_text
+from minitrain.loop import (
+    COMPLETED,
+    DIVERGED,
+    EARLY_STOPPED,
+    INTERRUPTED,
+    Checkpointing,
+    evaluate,
+    next_log_probs_fn,
+    restore_loop_state,
+    train,
+    train_step,
+)
+from minitrain.metrics import greedy_exact_match
+from minitrain.model import MiniGPT
+from minitrain.monitor.alerts import AlertMonitor
+from minitrain.monitor.early_stopping import EarlyStopping
+from minitrain.monitor.progress import Progress
+from minitrain.monitor.quality import quality_score
+from minitrain.monitor.report import read_log, write_metrics_csv, write_report
+from minitrain.optim import build_optimizer
+from minitrain.schedule import build_scheduler
+
+# Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
+# PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
+EVAL_BATCH_SIZE = 256
+MODEL_PREFIX = "minigpt-phase18"
+LOG_FILE = "train_log.jsonl"
+EXIT_DIVERGED, EXIT_HALTED = 3, 4
+# Config sections that do not change what is trained, so a resume may change them: where files go, how
+# progress is shown, naming, and the checkpoint cadence itself.
+_NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish")
+
+
+@dataclass
+class Parts:
+    """Everything a run is made of, built from a config."""
+
+    tokenizer: CharTokenizer
+    train_records: list[dict]
+    val_records: list[dict]
+    train_split: Batch
+    batcher: TrainBatcher
+    val_batches: EvalBatcher
+    model: MiniGPT
+    optimizer: Any
+    scheduler: Any
+    total_steps: int
+
+
+def build_parts(cfg: Config, total_steps: int) -> Parts:
+    """Tokenizer, encoded splits, batchers, MiniGPT, optimizer and schedule; the schedule spans `total_steps`."""
+    tokenizer = CharTokenizer.load(cfg.data.vocab_path)
+    train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
+    seq_len = cfg.model.max_seq_len
+    train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
+    val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
+    batcher = TrainBatcher(train_split, cfg.training.batch_size, cfg.training.data_seed)  # the data RNG
+    m = cfg.model
+    train_rng = np.random.Generator(np.random.PCG64(cfg.training.rng_seed))  # the training RNG
+    model = MiniGPT(m.n_layer, m.n_head, m.d_model, m.d_ff, m.vocab_size, m.max_seq_len, m.dropout, rng=train_rng)
+    optimizer = build_optimizer(cfg.optimizer.type, model.named_parameters(), buffer=model.buffer,
+                                **cfg.optimizer.kwargs())
+    scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
+    return Parts(tokenizer, train_records, val_records, train_split, batcher,
+                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps)
+
+
+def training_config_hash(cfg: Config) -> str:
+    """Hash of everything that shapes training (all but `_NOT_HASHED` and the checkpoint cadence)."""
+    data = {k: v for k, v in resolved_dict(cfg).items() if k not in _NOT_HASHED}
+    data["training"] = {k: v for k, v in data["training"].items() if k != "checkpoint"}
+    return config_hash(data)
+
+
+def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple[float, float]:
+    """(seconds per training step, seconds per validation pass), measured on `parts` (which it changes)."""
+    t = cfg.training
+    timings = []
+    for _ in range(warmup + n):
+        start = time.perf_counter()
+        batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
+        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm, cfg.clip_value)
+        parts.optimizer.step()
+        parts.scheduler.step()
+        timings.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    evaluate(parts.model, parts.val_batches)
+    return float(np.median(timings[warmup:])), time.perf_counter() - start
+
+
+def _resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
+    """training.total_steps, or epochs × steps per epoch, or (duration) as many steps as fit in the budget."""
+    steps = cfg.resolve_steps(summary.steps_per_epoch)
+    if steps is not None:
+        return steps
+    # A duration run: time a few steps on throw-away objects to size the schedule; the loop still stops on
+    # the clock if the estimate was optimistic.
+    per_step, per_val = _time_steps(build_parts(cfg, cfg.scheduler.warmup_steps + 10), cfg)
+    per_step += per_val / cfg.training.val_every
+    return max(cfg.scheduler.warmup_steps + 1, int(cfg.duration_seconds / per_step))
+
+
+def plan_run(cfg: Config) -> dict[str, Any]:
+    """The dry run: what `run_training` would do, from a few timed steps; writes nothing."""
+    summary = check_data(cfg)
+    steps = _resolve_total_steps(cfg, summary)
+    parts = build_parts(cfg, max(steps, cfg.scheduler.warmup_steps + 10))
+    t = cfg.training
+    per_step_records = t.batch_size * t.grad_accumulation
+    split = parts.train_split
+    real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
+    counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
+    per_step, per_val = _time_steps(parts, cfg)
+    n_val = len(range(0, steps, t.val_every)) + (0 if (steps - 1) % t.val_every == 0 else 1)
+    estimate = steps * per_step + n_val * per_val
+    return {
+        "parameters": parts.model.num_parameters(),
+        "tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
+                            "counted_mean": round(counted, 1)},
+        "steps": steps,
+        "epochs": round(steps * per_step_records / len(parts.train_records), 3),
+        "ms_per_step": round(1000 * per_step, 2),
+        "validations": n_val,
+        "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
+        "output_dir": cfg.output.dir,
+    }
+
+
+# ------------------------------------------------------------------------------------------------- the run
+
+
+def run_training(
+    cfg: Config,
+    out_dir: str | os.PathLike,
+    *,
+    resume: str | os.PathLike | None = None,
+    progress: bool = True,
+    strict: bool = False,
+    config_path: str | os.PathLike | None = None,
+    overrides: tuple[str, ...] | list[str] = (),
+    models_dir: str | os.PathLike | None = None,
+    baseline_path: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
+
+    `resume`: a checkpoint file, or a run folder (its checkpoints/latest). `progress`: False prints nothing
+    but warnings. `strict` and `overrides` (the `--set`/`--seed` flags) are recorded in the manifest;
+    `config_path` is the YAML file copied as config.yaml when the config does not carry its own text.
+    `models_dir` (default: `artifacts.models_dir()`, the repository's models/) receives the final model file;
+    `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json).
+    """
+    start_time = time.perf_counter()
+    summary = check_data(cfg)  # every data problem at once, before any work and before any file is written
+    out_dir = Path(out_dir)
+    checkpoint_path = CheckpointManager.resolve(resume) if resume is not None else None
+
+    previous = _previous_manifest(checkpoint_path, out_dir)
+    total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
+    parts = build_parts(cfg, total_steps or _resolve_total_steps(cfg, summary))
+    ckpt = cfg.training.checkpoint
+    checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
+                                  ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode)
+    early_stopping = EarlyStopping.from_config(cfg.training.early_stopping)
+    alerts = AlertMonitor(cfg.monitoring.alerts) if cfg.monitoring.alerts else None
+    log_path = out_dir / LOG_FILE
+
+    start, init_from = None, None
+    if checkpoint_path is not None:
+        restored = load_checkpoint(checkpoint_path, model=parts.model, optimizer=parts.optimizer,
+                                   scheduler=parts.scheduler, batcher=parts.batcher, train_rng=parts.model.rng,
+                                   config_hash=checkpointing.config_hash)
+        start = restore_loop_state(restored["extra"], early_stopping, alerts)
+        start.step = restored["step"]
+        _keep_log_before(_run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
+    else:
+        if cfg.model.init_from:
+            from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
+
+            init_from = init_model_from(parts.model, cfg.model.init_from, cfg.data.vocab_path)
+        _clear_previous_run(out_dir, checkpointing.manager)
+
+    _write_configs(cfg, out_dir, config_path)
+    manifest = previous if checkpoint_path is not None and previous else artifacts.new_manifest(
+        seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
+        train_path=cfg.data.train_path)
+    manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
+                    parameters=parts.model.num_parameters(), config_hash=checkpointing.config_hash)
+    if init_from is not None:
+        manifest["init_from"] = init_from
+    if checkpoint_path is not None:
+        manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": start.step})
+    earlier_wall = float(manifest.get("wall_seconds") or 0.0)
+
+    shown = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
+                     quiet=not progress, start_step=start.step if start else 0)
+    try:
+        outcome = train(
+            parts.model, parts.optimizer, parts.scheduler, parts.batcher, parts.val_batches,
+            parts.total_steps, cfg.training.val_every, cfg.training.log_every, cfg.training.rng_seed,
+            out_dir / "manifest.json",
+            manifest=manifest, log_path=log_path, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
+            grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.scheduler.warmup_steps,
+            schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
+            alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
+        )
+    finally:
+        shown.close()
+
+    rows = read_log(log_path)
+    write_metrics_csv(rows, out_dir / "metrics.csv")
+    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH)
+    artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline)
+    if outcome["status"] not in (COMPLETED, EARLY_STOPPED):
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest,
+                                    wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
+        raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)
+
+    train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
+    exact = _exact_match(parts) if all("form" in r for r in parts.val_records) else None
+    model_path = _save_model(parts.model, Path(models_dir) if models_dir else artifacts.models_dir(),
+                             cfg, outcome["steps_done"])
+    wall = round(earlier_wall + time.perf_counter() - start_time, 3)
+    results = artifacts.build_results(
+        train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
+        best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
+        wall_seconds=wall, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
+    )
+    results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
+                   val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+    artifacts.atomic_write_json(out_dir / "results.json", results)
+    quality = quality_score(rows)
+    write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
+    artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
+                                quality=quality.as_dict())
+    return results
+
+
+def _exact_match(parts: Parts) -> float:
+    """Share of val records whose greedily decoded form is exactly right, given `verb|T#|`."""
+    found = greedy_exact_match(next_log_probs_fn(parts.model, parts.tokenizer.pad_id), parts.val_records,
+                               parts.tokenizer, max_new_tokens=parts.model.config["max_seq_len"])
+    return found.rate
+
+
+def _save_model(model: MiniGPT, models_dir: Path, cfg: Config, steps: int) -> str:
+    """Write the model file under a temporary name, then rename it after its content hash; return its path
+    (relative to the repository when inside it, as results.json records it)."""
+    tmp = models_dir / f".{MODEL_PREFIX}-{os.getpid()}.partial.safetensors"
+    meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
+            "config_hash": training_config_hash(cfg)}
+    digest = save_model_file(tmp, model.state_dict(), model.config, meta)
+    final = models_dir / f"{MODEL_PREFIX}-{digest[:16]}.safetensors"
+    os.replace(tmp, final)
+    final = final.resolve()
+    return str(final.relative_to(artifacts.REPO_ROOT)) if final.is_relative_to(artifacts.REPO_ROOT) else str(final)
+
+
+def _write_configs(cfg: Config, out_dir: Path, config_path: str | os.PathLike | None) -> None:
+    """config.yaml exactly as given, and config.resolved.yaml (defaults filled, overrides applied)."""
+    text = cfg.source.text if cfg.source is not None and cfg.source.text else None
+    if text is None and config_path is not None:
+        text = Path(config_path).read_text(encoding="utf-8")
+    if text is not None:
+        atomic_write_text(out_dir / "config.yaml", text)
+    atomic_write_text(out_dir / "config.resolved.yaml", resolved_yaml(cfg))
+
+
+# ------------------------------------------------------------------------------------------------- resume
+
+
+def _run_dir_of(checkpoint: Path) -> Path | None:
+    """The run folder a checkpoint belongs to (…/RUN/checkpoints/step-N.safetensors), if it is in one."""
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else None
+
+
+def _previous_manifest(checkpoint: Path | None, out_dir: Path) -> dict[str, Any]:
+    if checkpoint is None:
+        return {}
+    path = (_run_dir_of(checkpoint) or out_dir) / "manifest.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _keep_log_before(source_dir: Path, log_path: Path, step: int) -> None:
+    """Keep the log rows of steps before `step`, byte for byte; the resumed run appends the rest.
+
+    Rows after the checkpoint (the run went on after it was saved, then died) would otherwise be written twice.
+    A torn last line, from a kill during an append, is dropped too.
+    """
+    source = source_dir / LOG_FILE
+    kept = []
+    if source.is_file():
+        for line in source.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] < step:
+                kept.append(line + "\n")
+    atomic_write_text(log_path, "".join(kept))
+
+
+def _clear_previous_run(out_dir: Path, manager: CheckpointManager) -> None:
+    """A new run in a folder that held one: start an empty log and drop the old run's checkpoints, which would
+    otherwise be mistaken for this run's (`latest`, pruning, --resume)."""
+    for _, path in manager.step_files():
+        path.unlink()
+    for name in (LATEST_POINTER, BEST_FILE):
+        (manager.dir / name).unlink(missing_ok=True)
+    atomic_write_text(out_dir / LOG_FILE, "")
+
+
+def _stopped_error(outcome: dict, cfg: Config, out_dir: Path, config_path, overrides) -> UserError:
+    """The one-line explanation of a run that did not finish, with the command that resumes it."""
+    status, step = outcome["status"], outcome.get("stopped_at")
+    checkpoint = outcome["checkpoint"]
+    config = config_path or (cfg.source.path if cfg.source is not None and cfg.source.path else "CONFIG")
+    flags = [o for o in overrides if not o.startswith("--out-dir ")]
+    command = " ".join(["python scripts/train_mini.py", f"--config {config}", f"--out-dir {out_dir}", *flags,
+                        f"--resume {checkpoint}"])
+    resume = f"resume with: {command}" if checkpoint else "no checkpoint was saved yet: start again"
+    if status == DIVERGED:
+        # Training is deterministic: resuming the same config from the last good checkpoint diverges again.
+        last_good = f"the last good checkpoint is {checkpoint}" if checkpoint else "no checkpoint was saved before it"
+        return UserError(f"training diverged: {outcome['messages'][-1]}; {last_good}. "
+                         "Lower optimizer.lr_max (or set optimizer.clip) and train again", EXIT_DIVERGED)
+    if status == INTERRUPTED:
+        signum = signal.Signals[outcome["signal"]]
+        return UserError(f"{signum.name}: interrupted after step {step}; checkpoint {checkpoint}; {resume}",
+                         128 + signum.value)
+    reason = next((m for m in reversed(outcome["messages"]) if m.startswith("halt")), "an alert fired")
+    return UserError(f"halted after step {step} ({reason}); checkpoint {checkpoint}; {resume}", EXIT_HALTED)
+

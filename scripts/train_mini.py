@@ -1,0 +1,44 @@
+"""Lab 01's entry point: train MiniGPT from a YAML config and write the run folder.
+
+    python scripts/train_mini.py --config experiments/18-train-mini/config.yaml \
+        --out-dir experiments/18-train-mini/ --seed 42
+
+A thin wrapper: it runs exactly `minitrain train CONFIG ...` (minitrain/config/commands.py → minitrain/run.py),
+so both give the same results. `--out-dir` and `--seed` override output.dir and training.rng_seed; `--resume`
+takes a run folder or a checkpoint file. A mistake (bad config, missing data file, diverged run) prints one
+line `error: ...` and exits non-zero, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from minitrain.cli import main as minitrain_main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Train MiniGPT (lab 01) from a YAML config.")
+    parser.add_argument("--config", required=True, help="the YAML config, e.g. experiments/18-train-mini/config.yaml")
+    parser.add_argument("--out-dir", help="run folder (default: the config's output.dir, else runs/<name>)")
+    parser.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
+    parser.add_argument("--resume", metavar="PATH", help="continue from a run folder or a checkpoint file")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="override a config value, e.g. --set optimizer.lr_max=1e-3 (repeatable)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    return parser.parse_args(argv)
+
+
+def to_cli_args(args: argparse.Namespace) -> list[str]:
+    """The equivalent `minitrain train` command line."""
+    argv = ["train", args.config]
+    for override in args.overrides:
+        argv += ["--set", override]
+    for flag, value in (("--out-dir", args.out_dir), ("--seed", args.seed), ("--resume", args.resume)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv + (["--quiet"] if args.quiet else [])
+
+
+if __name__ == "__main__":
+    sys.exit(minitrain_main(to_cli_args(parse_args())))

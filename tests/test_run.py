@@ -1,0 +1,202 @@
+"""minitrain.run: a whole run on a tiny config writes every artifact; same seed, same bytes; resume is exact;
+bad data fails before any work; the dry run writes nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitrain.checkpoint import load_model_file
+from minitrain.config import load_config
+from minitrain.config.problems import ConfigError
+from minitrain.errors import UserError
+from minitrain.model import MiniGPT
+from minitrain.run import plan_run, run_training
+
+pytestmark = [pytest.mark.lab01, pytest.mark.slow]
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "processed"
+MANIFEST_KEYS = {"seed", "versions", "config", "git_sha", "data_manifest_hash", "hardware", "status",
+                 "wall_seconds", "peak_rss_mb"}
+RESULTS_KEYS = {"train_ppl", "val_ppl", "best_val_step", "best_val_ppl", "ngram_baseline_val_ppl", "beats_baseline",
+                "ppl_improvement_pct", "val_exact_match", "wall_seconds", "peak_rss_mb", "model_path"}
+RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.jsonl", "metrics.csv",
+             "results.json", "loss_curve.png", "report.md")
+
+
+def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -> Path:
+    """A tiny corpus cut from the real one (40 train, 16 val records), a 1-layer config for it and an n-gram
+    baseline results.json beside it; returns the config path. 40 records / batch 4 = 10 steps per epoch."""
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 40), ("val", 16), ("dev", 8)):
+        lines = (DATA / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()[:n]
+        (data / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    shutil.copy(DATA / "vocab.json", data / "vocab.json")
+    (folder / "baseline.json").write_text(json.dumps({"val_ppl": baseline_ppl}), encoding="utf-8")
+    text = textwrap.dedent(f"""\
+        model: {{n_layer: 1, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, max_seq_len: 32}}
+        optimizer: {{type: adamw, lr_max: 3.0e-3, lr_min: 3.0e-4, beta1: 0.9, beta2: 0.95, weight_decay: 0.1,
+                     clip: 1.0}}
+        scheduler: {{warmup_steps: 6, total_steps: 24}}
+        training:
+          batch_size: 4
+          val_every: 5
+          log_every: 2
+          rng_seed: 42
+          data_seed: 7
+          checkpoint: {{save_every: 4, keep_last: 10}}
+        data:
+          train_path: {data}/train.jsonl
+          val_path: {data}/val.jsonl
+          dev_path: {data}/dev.jsonl
+          vocab_path: {data}/vocab.json
+        monitoring: {{progress: none}}
+        """) + textwrap.dedent(body)
+    path = folder / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def train_tiny(config: Path, out_dir: Path, overrides: list[str] = (), **keys) -> dict:
+    cfg = load_config(config, overrides)
+    return run_training(cfg, out_dir, progress=False, models_dir=config.parent / "models",
+                        baseline_path=config.parent / "baseline.json", **keys)
+
+
+def log_rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+
+
+def test_a_run_writes_every_artifact_with_the_required_keys(tmp_path):
+    config = write_tiny_run(tmp_path)
+    run_dir = tmp_path / "run"
+    results = train_tiny(config, run_dir)
+
+    for name in RUN_FILES:
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "config.yaml").read_text() == config.read_text()  # as given
+    assert (run_dir / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "step,loss,lr,grad_norm,val_loss,val_ppl" in (run_dir / "metrics.csv").read_text()
+    assert "## Training quality:" in (run_dir / "report.md").read_text()
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest.keys() >= MANIFEST_KEYS
+    assert manifest["status"] == "completed" and manifest["seed"] == 42 and manifest["steps_done"] == 24
+    assert {"cpu_model", "cpu_cores", "ram_gb"} <= manifest["hardware"].keys()
+    assert manifest["config"]["model"]["d_model"] == 16
+
+    on_disk = json.loads((run_dir / "results.json").read_text())
+    assert on_disk == results and results.keys() >= RESULTS_KEYS
+    assert results["ngram_baseline_val_ppl"] == 1000.0 and results["beats_baseline"] is True
+    assert results["ppl_improvement_pct"] == pytest.approx(100 * (1000 - results["val_ppl"]) / 1000, abs=0.01)
+    assert 0.0 <= results["val_exact_match"] <= 1.0
+    val_rows = [r for r in log_rows(run_dir) if "val_ppl" in r]
+    assert results["val_ppl"] == val_rows[-1]["val_ppl"] and val_rows[-1]["step"] == 23
+    best = min(val_rows, key=lambda r: r["val_loss"])
+    assert (results["best_val_step"], results["best_val_ppl"]) == (best["step"], best["val_ppl"])
+    assert math.isfinite(results["train_ppl"]) and results["train_ppl"] > 1
+
+    # The model file: named by its content hash, loadable alone, and it reproduces the recorded val PPL.
+    model_path = Path(results["model_path"])
+    assert model_path.parent == tmp_path / "models" and model_path.name.startswith("minigpt-phase18-")
+    state, model_config, _ = load_model_file(model_path)
+    model = MiniGPT(**model_config)
+    model.load_state_dict(state)
+    from minitrain.config.datacheck import load_split
+    from minitrain.data.batcher import EvalBatcher, encode_split
+    from minitrain.data.tokenizer import CharTokenizer
+    from minitrain.loop import evaluate
+
+    cfg = load_config(config)
+    split = encode_split(load_split(cfg.data, "val"), CharTokenizer.load(cfg.data.vocab_path), 32)
+    assert evaluate(model, EvalBatcher(split, 5))[1] == pytest.approx(results["val_ppl"], rel=1e-5)
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "latest", *(f"step-{n}.safetensors" for n in (12, 16, 20, 24, 4, 8))]
+
+
+def test_same_seed_gives_a_byte_identical_log_and_model(tmp_path):
+    config = write_tiny_run(tmp_path)
+    a = train_tiny(config, tmp_path / "a")
+    b = train_tiny(config, tmp_path / "b")
+    assert (tmp_path / "a" / "train_log.jsonl").read_bytes() == (tmp_path / "b" / "train_log.jsonl").read_bytes()
+    assert a["model_path"] == b["model_path"]  # same content hash
+    c = train_tiny(config, tmp_path / "c", ["training.rng_seed=43"])
+    assert (tmp_path / "c" / "train_log.jsonl").read_bytes() != (tmp_path / "a" / "train_log.jsonl").read_bytes()
+    assert c["model_path"] != a["model_path"]
+
+
+@pytest.mark.lab02
+@pytest.mark.parametrize("split_step", [4, 12])  # inside the warm-up (6 steps); after the first epoch (10 steps)
+def test_resume_is_bit_exact(tmp_path, split_step):
+    config = write_tiny_run(tmp_path)
+    straight = train_tiny(config, tmp_path / "straight")
+    # A run that went on past its checkpoint and then died: resuming must drop the later rows and redo them.
+    train_tiny(config, tmp_path / "resumed")
+    resumed = train_tiny(config, tmp_path / "resumed",
+                         resume=tmp_path / "resumed" / "checkpoints" / f"step-{split_step}.safetensors")
+    assert (tmp_path / "resumed" / "train_log.jsonl").read_bytes() == (
+        tmp_path / "straight" / "train_log.jsonl").read_bytes()
+    assert resumed["model_path"] == straight["model_path"]  # byte-identical final weights
+    assert resumed["val_ppl"] == straight["val_ppl"]
+    manifest = json.loads((tmp_path / "resumed" / "manifest.json").read_text())
+    assert manifest["resumes"][-1]["step"] == split_step and manifest["status"] == "completed"
+
+
+def test_resume_under_another_config_is_refused_and_changes_nothing(tmp_path):
+    config = write_tiny_run(tmp_path)
+    train_tiny(config, tmp_path / "run")
+    before = (tmp_path / "run" / "train_log.jsonl").read_bytes()
+    with pytest.raises(UserError, match="config hash"):
+        train_tiny(config, tmp_path / "run", ["optimizer.lr_max=1.0e-2"], resume=tmp_path / "run")
+    assert (tmp_path / "run" / "train_log.jsonl").read_bytes() == before
+
+
+def test_missing_data_file_is_a_clear_error_before_any_work(tmp_path):
+    config = write_tiny_run(tmp_path)
+    (tmp_path / "data" / "train.jsonl").unlink()
+    with pytest.raises(ConfigError) as info:
+        train_tiny(config, tmp_path / "run")
+    assert info.value.exit_code == 2
+    assert "data.train_path" in str(info.value) and "train.jsonl" in str(info.value)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "models").exists()
+
+
+def test_a_new_run_replaces_an_old_run_in_the_same_folder(tmp_path):
+    config = write_tiny_run(tmp_path)
+    first = train_tiny(config, tmp_path / "run", ["training.rng_seed=1"])
+    second = train_tiny(config, tmp_path / "run", ["training.checkpoint.save_every=null"])
+    assert second["model_path"] != first["model_path"]
+    assert [r["step"] for r in log_rows(tmp_path / "run")].count(0) == 2  # one train + one val row: no leftovers
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["latest", "step-24.safetensors"]
+
+
+def test_nan_run_raises_a_user_error_and_records_diverged(tmp_path):
+    # An absurd learning rate: the first update throws the weights to ~1e30, the second forward overflows.
+    config = write_tiny_run(tmp_path, "")
+    with pytest.raises(UserError) as info:
+        train_tiny(config, tmp_path / "run", ["optimizer.lr_max=1.0e+30", "optimizer.clip=null",
+                                              "scheduler.warmup_steps=0", "optimizer.lr_min=0.0"])
+    assert info.value.exit_code == 3 and "at step 1 (update not applied)" in str(info.value)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "diverged" and manifest["stopped_at"] == 1
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_dry_run_plans_and_writes_nothing(tmp_path):
+    config = write_tiny_run(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    plan = plan_run(load_config(config, ["output.dir=" + str(tmp_path / "run")]))
+    assert sorted(tmp_path.rglob("*")) == before
+    assert plan["parameters"] == MiniGPT(1, 2, 16, 32, 64, 32).num_parameters()
+    assert plan["steps"] == 24 and plan["epochs"] == pytest.approx(24 * 4 / 40)
+    assert plan["tokens_per_step"]["max"] == 4 * 32
+    assert 0 < plan["tokens_per_step"]["counted_mean"] < plan["tokens_per_step"]["real_mean"] <= 128
+    assert plan["ms_per_step"] > 0 and plan["output_dir"] == str(tmp_path / "run")
+    assert np.isfinite(float(plan["estimated_wall"].split()[0]))

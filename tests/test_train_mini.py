@@ -1,0 +1,101 @@
+"""scripts/train_mini.py end to end, as a student runs it: artifacts, exit codes and messages, Ctrl-C + resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_run import RESULTS_KEYS, RUN_FILES, write_tiny_run
+
+pytestmark = [pytest.mark.lab01, pytest.mark.slow]
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_mini.py"
+
+
+def script(*args: str, cwd: Path, wait: bool = True):
+    """Run train_mini.py with the repo's models/ kept clean (final models go under cwd/models)."""
+    env = {**os.environ, "MINITRAIN_MODELS_DIR": str(cwd / "models")}
+    command = [sys.executable, str(SCRIPT), *args]
+    if not wait:
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_train_mini_writes_the_run_folder(tmp_path):
+    config = write_tiny_run(tmp_path)
+    done = script("--config", str(config), "--out-dir", "run", "--seed", "3", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for name in RUN_FILES:
+        assert (tmp_path / "run" / name).is_file(), name
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results.keys() >= RESULTS_KEYS and Path(results["model_path"]).is_file()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["seed"] == 3 and manifest["status"] == "completed"  # --seed overrides training.rng_seed
+    assert "--seed 3" in (tmp_path / "run" / "config.resolved.yaml").read_text()
+
+
+def test_nan_exits_non_zero_with_one_line(tmp_path):
+    config = write_tiny_run(tmp_path)
+    done = script("--config", str(config), "--out-dir", "run", "--quiet", "--set", "optimizer.lr_max=1.0e+30",
+                  "--set", "optimizer.clip=null", "--set", "scheduler.warmup_steps=0", cwd=tmp_path)
+    assert done.returncode == 3
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: training diverged: loss nan")
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "diverged"
+
+
+def test_missing_data_file_fails_before_any_work(tmp_path):
+    config = write_tiny_run(tmp_path)
+    (tmp_path / "data" / "val.jsonl").unlink()
+    done = script("--config", str(config), "--out-dir", "run", cwd=tmp_path)
+    assert done.returncode == 2 and "data.val_path" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_config_argument_is_a_usage_error(tmp_path):
+    done = script("--out-dir", "run", cwd=tmp_path)
+    assert done.returncode == 2 and "--config" in done.stderr
+
+
+@pytest.mark.lab02
+def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_same_run(tmp_path):
+    config = write_tiny_run(tmp_path)
+    longer = ["--set", "scheduler.total_steps=400", "--set", "training.val_every=3", "--quiet"]
+    straight = script("--config", str(config), "--out-dir", "straight", *longer, cwd=tmp_path)
+    assert straight.returncode == 0, straight.stderr
+
+    running = script("--config", str(config), "--out-dir", "run", *longer, cwd=tmp_path, wait=False)
+    log = tmp_path / "run" / "train_log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (log.is_file() and log.read_text()) and running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    running.send_signal(signal.SIGINT)
+    _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130, stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["steps_done"] < 400
+    assert "resume with: python scripts/train_mini.py" in stderr and "--resume" in stderr
+    checkpoint = stderr.split("--resume ")[-1].strip()
+    assert Path(checkpoint).name == f"step-{manifest['steps_done']}.safetensors"
+
+    resumed = script("--config", str(config), "--out-dir", "run", *longer, "--resume", checkpoint, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert log.read_bytes() == (tmp_path / "straight" / "train_log.jsonl").read_bytes()
+    final = [json.loads((tmp_path / d / "results.json").read_text())["model_path"] for d in ("run", "straight")]
+    assert final[0] == final[1]
+
+
+def test_the_script_is_the_minitrain_train_command():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import train_mini
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    args = train_mini.parse_args(["--config", "c.yaml", "--out-dir", "o", "--seed", "4", "--set", "a.b=1"])
+    assert train_mini.to_cli_args(args) == ["train", "c.yaml", "--set", "a.b=1", "--out-dir", "o", "--seed", "4"]
