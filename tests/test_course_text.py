@@ -1,0 +1,203 @@
+"""The course text (theory/ and lab/) stays bilingual, in sync, and true to the repository.
+
+Every `name.md` (English) has a `name.es.md` (Spanish) twin and vice versa. Twins have the same headings (count
+and levels), the same code blocks (count and language tags) and cite the same repository paths. Every path cited
+in backticks (`minitrain/loop.py`, `tests/test_tensor.py::test_name`) and every dotted name (`minitrain.x.name`)
+exists, and every relative Markdown link resolves, so a student reading beside the code never follows a dead
+reference.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("theory", "lab")
+# Backticked text that starts with one of these names a file or folder of the repository.
+TOP_LEVEL = ("minitrain/", "scripts/", "experiments/", "data/", "models/", "tests/", "theory/", "lab/",
+             "benchmarks/", "docs/")  # fmt: skip
+TOP_FILES = ("Makefile", "pyproject.toml", "README.md", "LICENSE")
+PLACEHOLDER = re.compile(r"[<>*{}\[\] ]")  # `models/minigpt-phase18-<hash>.safetensors` is a pattern, not a path
+FENCE = re.compile(r"^(```+|~~~+)(.*)$")
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+DOTTED = re.compile(r"^minitrain(\.[A-Za-z_]\w*)+$")
+
+
+def course_files() -> list[Path]:
+    return sorted(p for folder in FOLDERS for p in (ROOT / folder).glob("*.md"))
+
+
+def english_files() -> list[Path]:
+    return [p for p in course_files() if not p.name.endswith(".es.md")]
+
+
+def twin_of(path: Path) -> Path:
+    if path.name.endswith(".es.md"):
+        return path.with_name(path.name[: -len(".es.md")] + ".md")
+    return path.with_name(path.name[: -len(".md")] + ".es.md")
+
+
+class Page(NamedTuple):
+    """One Markdown file, split into what the checks read."""
+
+    levels: list[int]  # heading levels, in order (`## x` -> 2); lines inside code blocks are not headings
+    languages: list[str]  # the language tag of each fenced code block, in order
+    prose: str  # the text outside code blocks
+    shell: str  # the text of the `bash` code blocks
+
+
+def parse(path: Path) -> Page:
+    levels, languages, prose, shell = [], [], [], []
+    fence = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = FENCE.match(line.strip())
+        if fence is None and match:
+            fence = match.group(1)
+            languages.append(match.group(2).strip())
+        elif fence is not None:
+            if line.strip() == fence:
+                fence = None
+            elif languages[-1] == "bash":
+                shell.append(line)
+        else:
+            heading = re.match(r"^(#{1,6}) \S", line)
+            if heading:
+                levels.append(len(heading.group(1)))
+            prose.append(line)
+    assert fence is None, f"{path.relative_to(ROOT)}: a code block is never closed"
+    return Page(levels, languages, "\n".join(prose), "\n".join(shell))
+
+
+def _path_tokens(text: str) -> set[str]:
+    found = set()
+    for token in text.split():
+        token = token.strip("'\"").rstrip(",;.)")
+        if PLACEHOLDER.search(token.split("::")[0]):
+            continue
+        if token.startswith(TOP_LEVEL) or token in TOP_FILES:
+            found.add(token)
+    return found
+
+
+def cited_paths(page: Page) -> set[str]:
+    """Repository paths cited in backticks in the prose, or written in a `bash` block (commands' arguments)."""
+    found = set().union(*(_path_tokens(span) for span in INLINE_CODE.findall(page.prose)))
+    return found | _path_tokens(page.shell)
+
+
+def dotted_names(prose: str) -> set[str]:
+    return {span for span in INLINE_CODE.findall(prose) if DOTTED.match(span)}
+
+
+def test_there_is_course_text():
+    names = {p.name for p in english_files()}
+    assert {"README.md", "00-motivation.md"} <= {p.name for p in english_files() if p.parent.name == "theory"}
+    assert "README.md" in names
+
+
+@pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_file_has_its_twin(path):
+    assert twin_of(path).is_file(), f"{path.relative_to(ROOT)} has no twin {twin_of(path).relative_to(ROOT)}"
+
+
+@pytest.mark.parametrize("path", english_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_twins_have_the_same_structure(path):
+    en, es = parse(path), parse(twin_of(path))
+    where = f"{path.relative_to(ROOT)} vs {twin_of(path).name}"
+    assert en.levels, f"{path.relative_to(ROOT)} has no heading"
+    assert len(en.levels) == len(es.levels), f"{where}: {len(en.levels)} headings vs {len(es.levels)}"
+    assert en.levels == es.levels, f"{where}: heading levels differ"
+    assert len(en.languages) == len(es.languages), f"{where}: {len(en.languages)} code blocks vs {len(es.languages)}"
+    assert en.languages == es.languages, f"{where}: code block languages differ"
+    assert cited_paths(en) == cited_paths(es), f"{where}: they cite different repository paths"
+
+
+@pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_cited_paths_exist(path):
+    for cited in sorted(cited_paths(parse(path))):
+        file_part, _, test_name = cited.partition("::")
+        target = ROOT / file_part.rstrip("/")
+        assert target.exists(), f"{path.relative_to(ROOT)} cites `{cited}`, which does not exist"
+        if test_name:
+            source = target.read_text(encoding="utf-8")
+            assert re.search(rf"^\s*def {re.escape(test_name)}\(", source, re.M), (
+                f"{path.relative_to(ROOT)} cites `{cited}`: no such test in {file_part}"
+            )
+
+
+def _resolves(dotted: str) -> bool:
+    """`minitrain.a.b.name`: the longest module prefix exists and mentions the first remaining name."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:cut])
+        module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if module.is_file():
+            rest = parts[cut:]
+            if not rest:
+                return True
+            source = module.read_text(encoding="utf-8")
+            return bool(
+                re.search(
+                    rf"^\s*(def|class) {re.escape(rest[0])}\b|^{re.escape(rest[0])}\b|"
+                    rf"\bimport .*\b{re.escape(rest[0])}\b",
+                    source,
+                    re.M,
+                )
+            )
+    return False
+
+
+@pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_cited_dotted_names_exist(path):
+    for name in sorted(dotted_names(parse(path).prose)):
+        assert _resolves(name), f"{path.relative_to(ROOT)} cites `{name}`, which is not in the package"
+
+
+@pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_relative_links_resolve(path):
+    for link in LINK.findall(parse(path).prose):
+        if re.match(r"^[a-z]+:", link) or link.startswith("#"):
+            continue
+        target = (path.parent / link.split("#")[0]).resolve()
+        assert target.exists(), f"{path.relative_to(ROOT)} links to {link}, which does not exist"
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_each_index_lists_every_page_of_its_folder(folder):
+    for index_name in ("README.md", "README.es.md"):
+        index = (ROOT / folder / index_name).read_text(encoding="utf-8")
+        linked = {Path(link.split("#")[0]).name for link in LINK.findall(index)}
+        spanish = index_name.endswith(".es.md")
+        pages = [p for p in (ROOT / folder).glob("*.md") if not p.name.startswith("README")]
+        expected = {p.name for p in pages if p.name.endswith(".es.md") == spanish}
+        assert expected <= linked, f"{folder}/{index_name} does not link {sorted(expected - linked)}"
+
+
+def test_the_checks_can_fail(tmp_path):
+    """A missing path, a missing test, a bad dotted name and a mismatched twin are all caught."""
+    page = tmp_path / "x.md"
+    page.write_text(
+        "# A\n\nSee `minitrain/no_such_file.py`, `tests/test_tensor.py::test_not_there`, `minitrain.tensor.Nope`"
+        " and `models/minigpt-phase18-<hash>.safetensors`.\n\n```bash\n# not a heading\n"
+        "python scripts/nope.py --config 'experiments/x/config.yaml'\n```\n\n## B\n",
+        encoding="utf-8",
+    )
+    parsed = parse(page)
+    assert parsed.levels == [1, 2] and parsed.languages == ["bash"]
+    assert cited_paths(parsed) == {
+        "minitrain/no_such_file.py", "tests/test_tensor.py::test_not_there", "scripts/nope.py",
+        "experiments/x/config.yaml",
+    }  # fmt: skip
+    assert not (ROOT / "minitrain/no_such_file.py").exists()
+    assert not re.search(r"^\s*def test_not_there\(", (ROOT / "tests/test_tensor.py").read_text(), re.M)
+    assert not _resolves("minitrain.tensor.Nope")
+    assert _resolves("minitrain.tensor.Tensor") and _resolves("minitrain.gradcheck")
+    twin = tmp_path / "x.es.md"
+    twin.write_text("# A\n\n```bash\nls\n```\n", encoding="utf-8")
+    assert twin_of(page) == twin and twin_of(twin) == page
+    assert parse(twin).levels != parsed.levels
