@@ -45,9 +45,10 @@ def cases(k) -> dict:
     mask = rng.random(B * T) < 0.35
     _, lse = k.cross_entropy_forward(logits, targets, mask)
     dnll = (mask / mask.sum()).astype(f32)
-    scores = rng.standard_normal((B, H, T, T)).astype(f32)
+    qkv = rng.standard_normal((B, T, 3 * C)).astype(f32)
     key_mask = np.ones((B, T), bool)
-    probs = k.causal_softmax_forward(scores, 0.25, key_mask)
+    _, probs = k.attention_forward(qkv, H, key_mask)
+    dy = rng.standard_normal((B, T, C)).astype(f32)
     idx = rng.integers(0, V, B * T)
     return {
         "gelu_forward (8,32,256)": lambda: k.gelu_forward(x_ff),
@@ -56,8 +57,8 @@ def cases(k) -> dict:
         "layernorm_backward (256,64)": lambda: k.layernorm_backward(rows, rows, w, mean, rstd),
         "cross_entropy_forward (256,64)": lambda: k.cross_entropy_forward(logits, targets, mask),
         "cross_entropy_backward (256,64)": lambda: k.cross_entropy_backward(logits, targets, lse, dnll),
-        "causal_softmax_forward (8,4,32,32)": lambda: k.causal_softmax_forward(scores, 0.25, key_mask),
-        "causal_softmax_backward (8,4,32,32)": lambda: k.causal_softmax_backward(probs, scores, 0.25),
+        "attention_forward (8,32,3*64), 4 heads": lambda: k.attention_forward(qkv, H, key_mask),
+        "attention_backward (8,32,3*64), 4 heads": lambda: k.attention_backward(qkv, probs, dy),
         "embedding_backward (256,64)": lambda: k.embedding_backward(idx, rows, V),
     }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from minitrain import kernels
-from minitrain.tensor import Tensor
+from minitrain.tensor import Tensor, concat
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -124,63 +124,26 @@ def dropout(x: Tensor, p: float, training: bool, rng: np.random.Generator | None
 
 
 # --------------------------------------------------------------------- attention
-def _attention_forward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, key_mask: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """y = softmax(q·kᵀ/√D + causal and padding mask)·v.  q, k, v (B, H, T, D) -> y (B, H, T, D), probs (B, H, T, T)."""
-    scale = 1.0 / np.sqrt(q.shape[-1])
-    probs = kernels.active.causal_softmax_forward(q @ np.swapaxes(k, -1, -2), scale, key_mask)
-    return probs @ v, probs
+def self_attention(qkv: Tensor, n_head: int, pad_mask: np.ndarray | None = None) -> Tensor:
+    """Multi-head causal self-attention from the fused projection, as one tape node; math in kernels/attention.py.
 
+    qkv (B, T, 3C) holds q | k | v, and inside each, head h owns columns [h·D, (h+1)·D) (GPT-2's layout);
+    pad_mask (B, T) is True on real tokens (padding keys are never attended to). Returns the heads' outputs side
+    by side, (B, T, C), ready for the output projection."""
+    batch, time, _ = qkv.shape
+    key_mask = np.ones((batch, time), dtype=bool) if pad_mask is None else pad_mask
+    y, probs = kernels.active.attention_forward(qkv.data, n_head, key_mask)
 
-def _attention_backward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, g: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """dv = pᵀ·g,  dp = g·vᵀ,  ds = softmax backward of dp,  dq = ds·k,  dk = dsᵀ·q."""
-    scale = 1.0 / np.sqrt(q.shape[-1])
-    dv = np.swapaxes(probs, -1, -2) @ g
-    dscores = kernels.active.causal_softmax_backward(probs, g @ np.swapaxes(v, -1, -2), scale)
-    return dscores @ k, np.swapaxes(dscores, -1, -2) @ q, dv
+    def backward(g: np.ndarray) -> None:
+        qkv._accumulate(kernels.active.attention_backward(qkv.data, probs, g))
 
-
-def _key_mask(pad_mask: np.ndarray | None, batch: int, time: int) -> np.ndarray:
-    if pad_mask is None:
-        return np.ones((batch, time), dtype=bool)
-    return np.ascontiguousarray(pad_mask, dtype=bool)
+    return Tensor._from_op(y, (qkv,), backward)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, pad_mask: np.ndarray | None = None) -> Tensor:
     """Causal scaled dot-product attention.  q, k, v (B, H, T, D); pad_mask (B, T), True on real tokens (keys
-    that are padding are never attended to) -> (B, H, T, D)."""
-    key_mask = _key_mask(pad_mask, q.shape[0], q.shape[2])
-    y, probs = _attention_forward(q.data, k.data, v.data, key_mask)
-
-    def backward(g: np.ndarray) -> None:
-        dq, dk, dv = _attention_backward(q.data, k.data, v.data, probs, g)
-        q._accumulate(dq)
-        k._accumulate(dk)
-        v._accumulate(dv)
-
-    return Tensor._from_op(y, (q, k, v), backward)
-
-
-def self_attention(qkv: Tensor, n_head: int, pad_mask: np.ndarray | None = None) -> Tensor:
-    """Multi-head causal self-attention from the fused projection, as one tape node.
-
-    qkv (B, T, 3C) holds q | k | v, and inside each, head h owns columns [h·D, (h+1)·D) (GPT-2's layout).
-    Returns the heads' outputs side by side, (B, T, C), ready for the output projection."""
-    batch, time, three_c = qkv.shape
-    head_size = three_c // (3 * n_head)
-    # (B, T, 3C) -> (3, B, H, T, D): split q|k|v, then heads.
-    heads = qkv.data.reshape(batch, time, 3, n_head, head_size).transpose(2, 0, 3, 1, 4)
-    q, k, v = np.ascontiguousarray(heads[0]), np.ascontiguousarray(heads[1]), np.ascontiguousarray(heads[2])
-    key_mask = _key_mask(pad_mask, batch, time)
-    y, probs = _attention_forward(q, k, v, key_mask)
-
-    def backward(g: np.ndarray) -> None:
-        g_heads = g.reshape(batch, time, n_head, head_size).transpose(0, 2, 1, 3)
-        dq, dk, dv = _attention_backward(q, k, v, probs, g_heads)
-        # (3, B, H, T, D) -> (B, T, 3, H, D) -> (B, T, 3C): the inverse of the split above.
-        qkv._accumulate(np.stack((dq, dk, dv)).transpose(1, 3, 0, 2, 4).reshape(batch, time, three_c))
-
-    return Tensor._from_op(y.transpose(0, 2, 1, 3).reshape(batch, time, n_head * head_size), (qkv,), backward)
+    that are padding are never attended to) -> (B, H, T, D). Packs the heads into `self_attention`'s layout."""
+    batch, n_head, time, head_size = q.shape
+    qkv = concat([t.transpose(0, 2, 1, 3).reshape(batch, time, n_head * head_size) for t in (q, k, v)], axis=-1)
+    y = self_attention(qkv, n_head, pad_mask)
+    return y.reshape(batch, time, n_head, head_size).transpose(0, 2, 1, 3)

@@ -6,7 +6,7 @@ file still runs quickly then."""
 import numpy as np
 import pytest
 
-from minitrain.kernels import attention, cross_entropy, embedding, gelu, layernorm
+from minitrain.kernels import attention, cross_entropy, embedding, fastmath, gelu, layernorm
 
 TOLERANCE = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
 DTYPES = [np.float32, np.float64]
@@ -86,6 +86,31 @@ def test_causal_softmax_row_without_keys_is_zero():
         probs = kernel(scores, 1.0, no_keys)
         np.testing.assert_array_equal(probs[0, 0, 0], 0.0)
         np.testing.assert_allclose(probs[0, 0, 2], [0.0, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_self_attention_kernels(dtype):
+    qkv = normal((3, 7, 3 * 8), dtype, 0, scale=2.0)  # B 3, T 7, C 8 as 2 heads of 4
+    key_mask = np.ones((3, 7), dtype=bool)
+    key_mask[1, 5:] = False  # right padding
+    key_mask[2, 0] = False  # query 0 of batch 2 has no key at all: its row and output are 0
+    out, probs = attention.attention_forward_numba(qkv, 2, key_mask)
+    agree((out, probs), attention.attention_forward_reference(qkv, 2, key_mask), dtype)
+    assert out.shape == (3, 7, 8) and probs.shape == (3, 2, 7, 7)
+    assert not probs[2, :, 0].any() and not out[2, 0].any() and not probs[1, :, :, 5:].any()
+    dy = normal(out.shape, dtype, 1)
+    agree(attention.attention_backward_numba(qkv, probs, dy),
+          attention.attention_backward_reference(qkv, probs, dy), dtype)
+
+
+def test_fast_exp_accuracy():
+    x = np.concatenate([np.linspace(-87.3, 88.0, 4001), [0.0, -1e-8, 1e-8]]).astype(np.float32)
+    approx = np.array([fastmath.exp_f32(v) for v in x], dtype=np.float64)
+    exact = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(approx - exact) / exact) < 4e-7
+    assert fastmath.exp_f32(np.float32(-90.0)) == 0.0 and fastmath.exp_f32(np.float32(-np.inf)) == 0.0
+    with np.errstate(invalid="ignore"):  # without the JIT, NumPy warns about casting NaN to int
+        assert np.isnan(fastmath.exp_f32(np.float32(np.nan)))  # a NaN must reach the loss, not vanish
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -27,8 +27,8 @@ KERNELS = {
     "layernorm_backward": layernorm,
     "cross_entropy_forward": cross_entropy,
     "cross_entropy_backward": cross_entropy,
-    "causal_softmax_forward": attention,
-    "causal_softmax_backward": attention,
+    "attention_forward": attention,
+    "attention_backward": attention,
     "embedding_backward": embedding,
 }
 BACKENDS = ("numba", "numpy")

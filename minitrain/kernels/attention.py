@@ -1,20 +1,74 @@
-"""Causal attention softmax, forward and backward: numba kernel beside its NumPy reference.
+"""Causal multi-head self-attention: forward and backward in NumPy, with the softmax as a numba kernel.
 
-For batch b, head h, query position i, over key positions j:
-    allowed(i, j) = j ≤ i  and  key_mask[b, j]            (causal, and never a padding key)
-    p_ij = exp(scale·s_ij − m_i) / Σ_allowed exp(scale·s_ik − m_i)   for allowed j, else 0
-where m_i is the row maximum (for stability). A row with no allowed key (impossible once position 0 is a real
-token) gets all zeros. Backward, given dp:
-    ds_ij = scale · p_ij · (dp_ij − Σ_k p_ik·dp_ik)
-Shapes: scores, probs, dprobs (B, H, T, T); key_mask (B, T) bool.
+Input is the fused projection qkv (B, T, 3C): q | k | v side by side, and inside each, head h owns the columns
+[h·D, (h+1)·D) with D = C/H (GPT-2's layout). For batch b, head h, query position i and key position j:
+
+    allowed(i, j) = j ≤ i  and  key_mask[b, j]               (causal, and never a padding key)
+    s_ij = scale · q_i·k_j,   scale = 1/√D
+    p_ij = exp(s_ij − m_i) / Σ_allowed exp(s_ik − m_i)        for allowed j, else 0   (m_i: the row maximum)
+    y_i  = Σ_j p_ij · v_j                                     written to out[b, i, h·D:(h+1)·D]
+
+A row with no allowed key (impossible once position 0 is a real token) gets p = 0 and y = 0. Backward, given
+dy (B, T, C) and the saved p:
+
+    dv_j += p_ij · dy_i,   dp_ij = dy_i·v_j,   ds_ij = scale · p_ij · (dp_ij − Σ_k p_ik·dp_ik)
+    dq_i = Σ_j ds_ij · k_j,   dk_j += ds_ij · q_i
+
+Both implementations do the four matrix products with batched BLAS calls on strided views of qkv (no copies of
+q or v; kᵀ and vᵀ are made contiguous first, since BLAS reads a transposed stack of small matrices slowly) and
+write straight into the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: the reference
+is NumPy (a dozen passes with temporaries), `causal_softmax_*_numba` are one-pass kernels.
+Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (B, H, T, T).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
 
+from minitrain.kernels.fastmath import FASTMATH, fast_exp
 
+
+# ------------------------------------------------------------------------------------------- the products
+def heads(x: np.ndarray, n_head: int, parts: int) -> np.ndarray:
+    """(B, T, parts·H·D) -> (parts, B, H, T, D), a strided view: e.g. q, k, v = heads(qkv, H, 3)."""
+    batch, time, width = x.shape
+    return x.reshape(batch, time, parts, n_head, width // (parts * n_head)).transpose(2, 0, 3, 1, 4)
+
+
+def _transposed(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+
+def attention_forward(
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, softmax: Callable
+) -> tuple[np.ndarray, np.ndarray]:
+    """y = softmax(q·kᵀ, scale, mask)·v per head -> out (B, T, C), probs (B, H, T, T)."""
+    q, k, v = heads(qkv, n_head, 3)
+    probs = softmax(q @ _transposed(k), 1.0 / np.sqrt(q.shape[-1]), key_mask)
+    batch, time, three_c = qkv.shape
+    out = np.empty((batch, time, three_c // 3), dtype=qkv.dtype)
+    np.matmul(probs, v, out=heads(out, n_head, 1)[0])
+    return out, probs
+
+
+def attention_backward(qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, softmax_backward: Callable) -> np.ndarray:
+    """dv = pᵀ·dy,  dp = dy·vᵀ,  ds = softmax backward of dp,  dq = ds·k,  dk = dsᵀ·q  -> dqkv (B, T, 3C)."""
+    n_head = probs.shape[1]
+    q, k, v = heads(qkv, n_head, 3)
+    g = heads(dy, n_head, 1)[0]
+    dqkv = np.empty_like(qkv)
+    dq, dk, dv = heads(dqkv, n_head, 3)
+    np.matmul(np.swapaxes(probs, -1, -2), g, out=dv)
+    dscores = softmax_backward(probs, g @ _transposed(v), 1.0 / np.sqrt(q.shape[-1]))
+    np.matmul(dscores, k, out=dq)
+    np.matmul(np.swapaxes(dscores, -1, -2), q, out=dk)
+    return dqkv
+
+
+# ------------------------------------------------------------------------------------------- the softmax
 def causal_softmax_forward_reference(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
     t = scores.shape[-1]
     allowed = np.tril(np.ones((t, t), dtype=bool))[None, None] & key_mask[:, None, None, :]
@@ -31,51 +85,90 @@ def causal_softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, sca
     return (scale * probs * (dprobs - inner)).astype(probs.dtype)
 
 
-@njit(cache=True, error_model="numpy")
-def _forward_rows(scores, scale, key_mask, probs):
+# Scalars start as np.float32 constants; for float64 data numba widens them to float64 (gradcheck), for float32
+# data nothing is widened, so every loop runs in float32 SIMD.
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy", inline="always")
+def _row_max(x):
+    # Eight running maxima: a single one is a chain of dependent compares, one element per ~4 cycles, and LLVM
+    # does not vectorise a float max reduction unless it may assume there are no NaNs.
+    n = x.shape[0]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = x[0]
+    for j in range(0, n - 7, 8):
+        m0, m1, m2, m3 = max(m0, x[j]), max(m1, x[j + 1]), max(m2, x[j + 2]), max(m3, x[j + 3])
+        m4, m5, m6, m7 = max(m4, x[j + 4]), max(m5, x[j + 5]), max(m6, x[j + 6]), max(m7, x[j + 7])
+    peak = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    for j in range(n - n % 8, n):
+        peak = max(peak, x[j])
+    return peak
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _softmax_rows(scores, scale, key_mask, bias):
+    """In place: scores becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
     n_batch, n_head, t, _ = scores.shape
     for b in range(n_batch):
+        for i in range(t):
+            for j in range(t):
+                bias[i, j] = 0.0 if j <= i and key_mask[b, j] else -np.inf
         for h in range(n_head):
             for i in range(t):
-                peak = -np.inf
-                for j in range(i + 1):
-                    if key_mask[b, j]:
-                        peak = max(peak, scores[b, h, i, j] * scale)
-                total = 0.0
+                p = scores[b, h, i]
+                m = bias[i]
                 for j in range(t):
-                    if j <= i and key_mask[b, j]:
-                        e = np.exp(scores[b, h, i, j] * scale - peak)
-                        probs[b, h, i, j] = e
-                        total += e
-                    else:
-                        probs[b, h, i, j] = 0.0
-                if total > 0.0:
-                    inv = 1.0 / total
-                    for j in range(i + 1):
-                        probs[b, h, i, j] *= inv
+                    p[j] = p[j] * scale + m[j]
+                peak = _row_max(p)
+                if peak == -np.inf:  # no key allowed: the row stays all zeros
+                    p[:] = 0.0
+                    continue
+                total = np.float32(0.0)
+                for j in range(t):
+                    e = fast_exp(p[j] - peak)
+                    p[j] = e
+                    total += e
+                inv = np.float32(1.0) / total
+                for j in range(t):
+                    p[j] *= inv
 
 
-@njit(cache=True, error_model="numpy")
-def _backward_rows(probs, dprobs, scale, dscores):
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _softmax_backward_rows(probs, dprobs, scale):
+    """In place: dprobs becomes dscores."""
     n_batch, n_head, t, _ = probs.shape
     for b in range(n_batch):
         for h in range(n_head):
             for i in range(t):
-                inner = 0.0
-                for j in range(i + 1):
-                    inner += probs[b, h, i, j] * dprobs[b, h, i, j]
+                p, dp = probs[b, h, i], dprobs[b, h, i]
+                inner = np.float32(0.0)
                 for j in range(t):
-                    dscores[b, h, i, j] = scale * probs[b, h, i, j] * (dprobs[b, h, i, j] - inner)
+                    inner += p[j] * dp[j]
+                for j in range(t):
+                    dp[j] = scale * p[j] * (dp[j] - inner)
 
 
 def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
-    scores = np.ascontiguousarray(scores)
-    probs = np.empty_like(scores)
-    _forward_rows(scores, scores.dtype.type(scale), key_mask, probs)
+    probs = np.array(scores, order="C")  # a copy: the kernel works in place
+    t = scores.shape[-1]
+    _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(key_mask), np.empty((t, t), probs.dtype))
     return probs
 
 
 def causal_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
-    dscores = np.empty_like(probs)
-    _backward_rows(probs, np.ascontiguousarray(dprobs), probs.dtype.type(scale), dscores)
+    dscores = np.array(dprobs, dtype=probs.dtype, order="C")
+    _softmax_backward_rows(probs, dscores, probs.dtype.type(scale))
     return dscores
+
+
+def attention_forward_reference(qkv: np.ndarray, n_head: int, key_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return attention_forward(qkv, n_head, key_mask, causal_softmax_forward_reference)
+
+
+def attention_backward_reference(qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    return attention_backward(qkv, probs, dy, causal_softmax_backward_reference)
+
+
+def attention_forward_numba(qkv: np.ndarray, n_head: int, key_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return attention_forward(qkv, n_head, key_mask, causal_softmax_forward_numba)
+
+
+def attention_backward_numba(qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    return attention_backward(qkv, probs, dy, causal_softmax_backward_numba)

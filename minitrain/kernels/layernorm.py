@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from minitrain.kernels.fastmath import FASTMATH
+
 
 def layernorm_forward_reference(
     x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float
@@ -34,32 +36,35 @@ def layernorm_backward_reference(
     return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
 
 
-@njit(cache=True, error_model="numpy")
-def _forward_rows(x, w, b, eps, y, mean, rstd):
+# Everything stays in the data's precision: the accumulators start as float32 zeros (numba widens them to
+# float64 for float64 rows), and eps and 1/C come in as that dtype. float32 sums of 64-256 terms are exact
+# enough, and keeping every operand float32 lets LLVM use full-width float32 SIMD.
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _forward_rows(x, w, b, eps, inv_c, y, mean, rstd):
     n, c = x.shape
     for i in range(n):
-        s = 0.0  # float64 accumulators: the row sums are the only place precision is lost
+        s = np.float32(0.0)
         for j in range(c):
             s += x[i, j]
-        m = s / c
-        s2 = 0.0
+        m = s * inv_c
+        s2 = np.float32(0.0)
         for j in range(c):
             d = x[i, j] - m
             s2 += d * d
-        r = 1.0 / np.sqrt(s2 / c + eps)
+        r = np.float32(1.0) / np.sqrt(s2 * inv_c + eps)
         for j in range(c):
             y[i, j] = (x[i, j] - m) * r * w[j] + b[j]
         mean[i] = m
         rstd[i] = r
 
 
-@njit(cache=True, error_model="numpy")
-def _backward_rows(dy, x, w, mean, rstd, dx, dw, db):
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _backward_rows(dy, x, w, mean, rstd, inv_c, dx, dw, db):
     n, c = x.shape
     for i in range(n):
         m, r = mean[i], rstd[i]
-        sum_dxhat = 0.0
-        sum_dxhat_xhat = 0.0
+        sum_dxhat = np.float32(0.0)
+        sum_dxhat_xhat = np.float32(0.0)
         for j in range(c):
             xhat = (x[i, j] - m) * r
             dxhat = dy[i, j] * w[j]
@@ -67,8 +72,8 @@ def _backward_rows(dy, x, w, mean, rstd, dx, dw, db):
             sum_dxhat_xhat += dxhat * xhat
             dw[j] += dy[i, j] * xhat
             db[j] += dy[i, j]
-        mean_dxhat = sum_dxhat / c
-        mean_dxhat_xhat = sum_dxhat_xhat / c
+        mean_dxhat = sum_dxhat * inv_c
+        mean_dxhat_xhat = sum_dxhat_xhat * inv_c
         for j in range(c):
             xhat = (x[i, j] - m) * r
             dx[i, j] = r * (dy[i, j] * w[j] - mean_dxhat - xhat * mean_dxhat_xhat)
@@ -81,7 +86,8 @@ def layernorm_forward_numba(
     y = np.empty_like(x)
     mean = np.empty(x.shape[0], dtype=x.dtype)
     rstd = np.empty(x.shape[0], dtype=x.dtype)
-    _forward_rows(x, w, b, eps, y, mean, rstd)
+    scalar = x.dtype.type
+    _forward_rows(x, w, b, scalar(eps), scalar(1.0 / x.shape[1]), y, mean, rstd)
     return y, mean, rstd
 
 
@@ -92,5 +98,5 @@ def layernorm_backward_numba(
     dx = np.empty_like(x)
     dw = np.zeros_like(w)
     db = np.zeros_like(w)
-    _backward_rows(dy, x, w, mean, rstd, dx, dw, db)
+    _backward_rows(dy, x, w, mean, rstd, x.dtype.type(1.0 / x.shape[1]), dx, dw, db)
     return dx, dw, db
