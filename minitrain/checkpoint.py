@@ -124,22 +124,22 @@ def _decode(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise UserError(f"{path}: cannot read checkpoint file ({e.strerror or e})") from None
+        raise UserError(f"{path}: cannot read the file ({e.strerror or e})") from None
     try:
         header, _ = _split_header(data)
         tensors = {name: a.copy() for name, a in safetensors.numpy.load(data).items()}
     except (SafetensorError, ValueError, KeyError, TypeError) as e:
         raise UserError(f"{path}: not a readable safetensors file, it may be truncated or corrupted ({e})") from None
     text = header.get("__metadata__") or {}
-    if text.get("format") != FORMAT:
+    if not isinstance(text, dict) or text.get("format") != FORMAT:
         raise UserError(f"{path}: not a minitrain file (its safetensors metadata lacks format={FORMAT!r})")
     stored = text.pop("sha256", None)
     if stored != _content_digest(tensors, text):
         raise UserError(f"{path}: checksum mismatch, the file is corrupted (its content changed after it was saved)")
-    metadata: dict[str, Any] = {"format": FORMAT}
-    for key, value in text.items():
-        if key != "format":
-            metadata[key] = json.loads(value)
+    try:
+        metadata = {key: value if key == "format" else json.loads(value) for key, value in text.items()}
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: a metadata value is not valid JSON ({e})") from None
     if metadata.get("format_version", 0) > FORMAT_VERSION:
         raise UserError(
             f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads up to "
@@ -300,13 +300,13 @@ def load_checkpoint(
     tensors, meta = _decode(path)
     if meta.get("kind") != "checkpoint":
         raise UserError(f"{path}: a model-only file (no optimizer, schedule or RNG state) cannot resume a run")
+    model_state = {name: a for name, a in tensors.items() if not name.startswith(OPTIMIZER_PREFIX)}
+    _check_model(path, model, meta["model_config"], model_state)  # before the hash: it says more precisely why
     if config_hash is not None and meta["config_hash"] != config_hash:
         raise UserError(
             f"{path}: was written under config hash {meta['config_hash'][:12]}, this run's config hashes to "
             f"{config_hash[:12]}; resume with the config the run started with"
         )
-    model_state = {name: a for name, a in tensors.items() if not name.startswith(OPTIMIZER_PREFIX)}
-    _check_model(path, model, meta["model_config"], model_state)
     optimizer_state = {**meta["optimizer"], "buffers": _optimizer_buffers(path, optimizer, tensors)}
     rng_kind = meta["train_rng"].get("bit_generator")
     if rng_kind != type(train_rng.bit_generator).__name__:

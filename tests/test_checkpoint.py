@@ -305,8 +305,19 @@ def test_foreign_safetensors_file_is_refused(tmp_path):
         load_model_file(path)
 
 
+def test_metadata_value_that_is_not_json_is_refused(tmp_path):
+    import safetensors.numpy
+
+    path = tmp_path / "c.safetensors"
+    tensors = gpt2_state(CONFIG)
+    text = {"format": "minitrain", "model_config": "{not json"}
+    text["sha256"] = ckpt._content_digest(tensors, text)  # a consistent file whose content is wrong
+    safetensors.numpy.save_file(tensors, path, metadata=text)
+    assert_refused(path, "a metadata value is not valid JSON")
+
+
 def test_missing_file_is_refused(tmp_path):
-    assert_refused(tmp_path / "nope.safetensors", "cannot read")
+    assert_refused(tmp_path / "nope.safetensors", "cannot read the file")
 
 
 @pytest.mark.lab02
@@ -315,7 +326,8 @@ def test_checkpoint_of_another_model_shape_is_refused(tmp_path):
     other = training_state()
     other["model"] = Model({**CONFIG, "d_model": 4, "d_ff": 8})
     other["optimizer"] = Optimizer(other["model"], 3)
-    save_checkpoint(path, step=3, config_hash=HASH, **other)
+    # Its config hash differs too; the error names the shape, the more useful of the two reasons.
+    save_checkpoint(path, step=3, config_hash=config_hash({"model": "smaller"}), **other)
     assert_refused(path, r"another shape: d_ff=8 \(this model: 16\), d_model=4 \(this model: 8\)")
 
 
