@@ -499,3 +499,62 @@ def test_sigkill_at_any_moment_leaves_a_complete_latest_checkpoint(tmp_path):
     print(f"{hit_mid_write} of 6 kills landed during a checkpoint write, last step {last_step}")
     assert hit_mid_write >= 1
     assert last_step > 1
+
+
+# ------------------------------------------------------------------------------------ with the real objects
+
+
+def real_parts(folder: Path, overrides: list[str] = (), train_records: int = 40):
+    """MiniGPT (dropout on), AdamW, warm-up cosine and the train batcher, built as a run builds them."""
+    from test_run import write_tiny_run
+
+    from minitrain.config import load_config
+    from minitrain.run import build_parts
+
+    config = write_tiny_run(folder)
+    train = folder / "data" / "train.jsonl"
+    train.write_text("".join(train.read_text().splitlines(keepends=True)[:train_records]))
+    return build_parts(load_config(config, ["model.dropout=0.1", *overrides]), 24)
+
+
+def advance(parts, steps: int) -> None:
+    from minitrain.loop import train_step
+
+    for _ in range(steps):
+        train_step(parts.model, parts.optimizer, [next(parts.batcher)], clip_norm=1.0)
+        parts.optimizer.step()
+        parts.scheduler.step()
+
+
+def objects(parts) -> dict:
+    return {"model": parts.model, "optimizer": parts.optimizer, "scheduler": parts.scheduler,
+            "batcher": parts.batcher, "train_rng": parts.model.rng}  # fmt: skip
+
+
+@pytest.mark.lab02
+@pytest.mark.slow
+def test_real_training_state_round_trip_continues_identically(tmp_path):
+    a = real_parts(tmp_path / "a")
+    advance(a, 7)  # inside the second half of the first epoch, after the 6-step warm-up
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, step=7, config_hash=HASH, **objects(a))
+    b = real_parts(tmp_path / "b", ["training.rng_seed=1", "training.data_seed=2"])
+    assert as_plain(objects(b)) != as_plain(objects(a))
+    assert load_checkpoint(path, config_hash=HASH, **objects(b))["step"] == 7
+    assert as_plain(objects(b)) == as_plain(objects(a))
+    advance(a, 5)  # across the epoch boundary: the data RNG reshuffles, dropout draws from the training RNG
+    advance(b, 5)
+    assert as_plain(objects(b)) == as_plain(objects(a))
+
+
+def test_real_objects_are_rolled_back_when_one_refuses(tmp_path):
+    a = real_parts(tmp_path / "a")
+    advance(a, 3)
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, step=3, config_hash=HASH, **objects(a))
+    # The training file lost records since the save: the batcher refuses, after the model and optimizer loaded.
+    b = real_parts(tmp_path / "b", train_records=36)
+    before = as_plain(objects(b))
+    with pytest.raises(UserError, match=r"c\.safetensors: cannot restore .*batcher state is for 40 records"):
+        load_checkpoint(path, config_hash=HASH, **objects(b))
+    assert as_plain(objects(b)) == before
