@@ -190,11 +190,11 @@ save_checkpoint({path!r}, step=3, config_hash=HASH, **training_state())
 
 def test_same_state_gives_same_bytes_across_processes(tmp_path):
     # The safetensors library orders its metadata map randomly per process; checkpoint.py must sort it.
-    paths = [tmp_path / f"{i}.safetensors" for i in range(3)]
+    paths = [tmp_path / f"{i}.safetensors" for i in range(2)]
     for p in paths:
         code = SAVE_IN_SUBPROCESS.format(tests=str(Path(__file__).parent), path=str(p))
         subprocess.run([sys.executable, "-c", code], check=True)
-    assert paths[0].read_bytes() == paths[1].read_bytes() == paths[2].read_bytes()
+    assert paths[0].read_bytes() == paths[1].read_bytes()
 
 
 # ----------------------------------------------------------------------------------------- full checkpoints
