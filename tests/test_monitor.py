@@ -224,7 +224,7 @@ def test_metrics_csv_merges_rows_by_step(tmp_path):
                    '{"step": 10, "loss": 3.2, "lr": 3.3e-05}\n', encoding="utf-8")
     rows = read_log(log)
     write_metrics_csv(rows, tmp_path / "metrics.csv")
-    table = list(csv.reader((tmp_path / "metrics.csv").open(encoding="utf-8")))
+    table = list(csv.reader((tmp_path / "metrics.csv").read_text(encoding="utf-8").splitlines()))
     assert table == [["step", "loss", "lr", "val_loss", "val_ppl"], ["0", "4.1", "3e-06", "4.0", "54.6"],
                      ["10", "3.2", "3.3e-05", "", ""]]
     assert metrics_csv(rows) == metrics_csv(read_log(log))
