@@ -9,7 +9,7 @@ from fakehub import make_run
 from huggingface_hub import ModelCard, ModelCardData
 
 from minitrain.hub.card import MISSING, build_card
-from minitrain.hub.run import read_run
+from minitrain.hub.run_folder import read_run
 
 
 def test_card_round_trips_through_huggingface_hub(tmp_path):

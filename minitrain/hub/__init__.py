@@ -1,7 +1,7 @@
 """Hugging Face interop: GPT-2 export, the model card, publishing to the Hub, and Hub model sources.
 
     gpt2.py          the config mapping and tensor table shared by MiniGPT and transformers' GPT-2
-    run.py           reading a run folder: its model file, results, manifest and config
+    run_folder.py    reading a run folder: its model file, results, manifest and config
     hf_tokenizer.py  the character vocabulary as a Hugging Face tokenizer.json
     card.py          the model card (README.md) written from the run
     export.py        `minitrain export`: the folder GPT2LMHeadModel.from_pretrained loads

@@ -16,7 +16,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
-from minitrain.hub.run import RunInfo
+from minitrain.hub.run_folder import RunInfo
 
 LICENSE = "mit"
 TAGS = ["minitrain", "gpt2", "numpy", "spanish", "verb-conjugation", "character-level", "education"]

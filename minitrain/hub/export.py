@@ -25,7 +25,7 @@ from minitrain.errors import UserError
 from minitrain.hub.card import build_card
 from minitrain.hub.gpt2 import to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
-from minitrain.hub.run import RunInfo, read_run
+from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 WEIGHTS_FILE = "model.safetensors"

@@ -2,7 +2,7 @@
 
 A source is one of
 
-    runs/lab01/                         a run folder (its final model, see minitrain/hub/run.py)
+    runs/lab01/                         a run folder (its final model, see minitrain/hub/run_folder.py)
     models/minigpt-....safetensors      a minitrain model file or training checkpoint
     exports/minigpt/                    an export folder: config.json + model.safetensors (+ vocab.json)
     exports/minigpt/model.safetensors   the weights of an export, with config.json beside them
@@ -35,7 +35,7 @@ from minitrain.errors import UserError
 from minitrain.hub.export import WEIGHTS_FILE
 from minitrain.hub.gpt2 import from_gpt2_config
 from minitrain.hub.publish import REPO_ID
-from minitrain.hub.run import read_run
+from minitrain.hub.run_folder import read_run
 from minitrain.model import CONFIG_KEYS, MiniGPT
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
