@@ -41,10 +41,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 def gelu(x: Tensor) -> Tensor:
-    """GELU, tanh approximation (GPT-2's "gelu_new"); math in kernels/gelu.py."""
-    return Tensor._from_op(
-        kernels.active.gelu_forward(x.data), (x,), lambda g: x._accumulate(kernels.active.gelu_backward(x.data, g))
-    )
+    """GELU, tanh approximation (GPT-2's "gelu_new"); math in kernels/gelu.py.  dx = g · dy/dx (saved)."""
+    y, slope = kernels.active.gelu_forward(x.data)
+    return Tensor._from_op(y, (x,), lambda g: x._accumulate(g * slope))
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:

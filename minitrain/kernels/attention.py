@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from minitrain.kernels.fastmath import FASTMATH, fast_exp
+from minitrain.kernels.fastmath import FASTMATH, fast_exp, row_max
 
 
 # ------------------------------------------------------------------------------------------- the products
@@ -87,21 +87,6 @@ def causal_softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, sca
 
 # Scalars start as np.float32 constants; for float64 data numba widens them to float64 (gradcheck), for float32
 # data nothing is widened, so every loop runs in float32 SIMD.
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", inline="always")
-def _row_max(x):
-    # Eight running maxima: a single one is a chain of dependent compares, one element per ~4 cycles, and LLVM
-    # does not vectorise a float max reduction unless it may assume there are no NaNs.
-    n = x.shape[0]
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = x[0]
-    for j in range(0, n - 7, 8):
-        m0, m1, m2, m3 = max(m0, x[j]), max(m1, x[j + 1]), max(m2, x[j + 2]), max(m3, x[j + 3])
-        m4, m5, m6, m7 = max(m4, x[j + 4]), max(m5, x[j + 5]), max(m6, x[j + 6]), max(m7, x[j + 7])
-    peak = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
-    for j in range(n - n % 8, n):
-        peak = max(peak, x[j])
-    return peak
-
-
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _softmax_rows(scores, scale, key_mask, bias):
     """In place: scores becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
@@ -116,7 +101,7 @@ def _softmax_rows(scores, scale, key_mask, bias):
                 m = bias[i]
                 for j in range(t):
                     p[j] = p[j] * scale + m[j]
-                peak = _row_max(p)
+                peak = row_max(p)
                 if peak == -np.inf:  # no key allowed: the row stays all zeros
                     p[:] = 0.0
                     continue

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from minitrain.kernels.fastmath import FASTMATH, fast_exp, row_max
+
 
 def cross_entropy_forward_reference(
     logits: np.ndarray, targets: np.ndarray, mask: np.ndarray
@@ -33,7 +35,7 @@ def cross_entropy_backward_reference(
     return (dlogits * dnll[:, None]).astype(logits.dtype)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _forward_rows(logits, targets, mask, nll, lse):
     n, v = logits.shape
     for i in range(n):
@@ -41,28 +43,26 @@ def _forward_rows(logits, targets, mask, nll, lse):
             nll[i] = 0.0
             lse[i] = 0.0
             continue
-        peak = logits[i, 0]
-        for j in range(1, v):
-            peak = max(peak, logits[i, j])
-        s = 0.0
+        z = logits[i]
+        peak = row_max(z)
+        s = np.float32(0.0)  # float32 sum for float32 logits (numba widens it for float64)
         for j in range(v):
-            s += np.exp(logits[i, j] - peak)
+            s += fast_exp(z[j] - peak)
         row_lse = peak + np.log(s)
         lse[i] = row_lse
-        nll[i] = row_lse - logits[i, targets[i]]
+        nll[i] = row_lse - z[targets[i]]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _backward_rows(logits, targets, lse, dnll, dlogits):
     n, v = logits.shape
     for i in range(n):
         g = dnll[i]
         if g == 0.0:
-            for j in range(v):
-                dlogits[i, j] = 0.0
+            dlogits[i, :] = 0.0
             continue
         for j in range(v):
-            dlogits[i, j] = g * np.exp(logits[i, j] - lse[i])
+            dlogits[i, j] = g * fast_exp(logits[i, j] - lse[i])
         dlogits[i, targets[i]] -= g
 
 

@@ -1,4 +1,4 @@
-"""What the numba kernels share to run at SIMD speed: the fast-math flags, and an exp that vectorises.
+"""What the numba kernels share to run at SIMD speed: the fast-math flags, an exp that vectorises, a row max.
 
 FASTMATH lets LLVM reorder sums (so a loop `s += x[j]` becomes several partial sums in SIMD registers), fuse
 multiply-adds and use a reciprocal for division. It leaves out the flags that assume no NaN or infinity
@@ -53,3 +53,19 @@ def fast_exp(x: float) -> float:
 @overload(fast_exp, inline="always")
 def _fast_exp_by_type(x):
     return (lambda x: exp_f32(x)) if x == types.float32 else (lambda x: np.exp(x))
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy", inline="always")
+def row_max(x: np.ndarray) -> float:
+    """max(x) of a 1-D array."""
+    # Eight running maxima: a single one is a chain of dependent compares, one element per ~4 cycles, and LLVM
+    # does not vectorise a float max reduction unless it may assume there are no NaNs.
+    n = x.shape[0]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = x[0]
+    for j in range(0, n - 7, 8):
+        m0, m1, m2, m3 = max(m0, x[j]), max(m1, x[j + 1]), max(m2, x[j + 2]), max(m3, x[j + 3])
+        m4, m5, m6, m7 = max(m4, x[j + 4]), max(m5, x[j + 5]), max(m6, x[j + 6]), max(m7, x[j + 7])
+    peak = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    for j in range(n - n % 8, n):
+        peak = max(peak, x[j])
+    return peak
