@@ -122,8 +122,8 @@ class MiniGPT:
                        p[f"{h}.attn.c_attn.weight"], p[f"{h}.attn.c_attn.bias"])  # fmt: skip
         heads = F.self_attention(qkv, self.config["n_head"], attn_pad_mask)
         x = x + self._dropout(F.linear(heads, p[f"{h}.attn.c_proj.weight"], p[f"{h}.attn.c_proj.bias"]))
-        hidden = F.gelu(F.linear(F.layer_norm(x, p[f"{h}.ln_2.weight"], p[f"{h}.ln_2.bias"]),
-                                 p[f"{h}.mlp.c_fc.weight"], p[f"{h}.mlp.c_fc.bias"]))  # fmt: skip
+        hidden = F.linear(F.layer_norm(x, p[f"{h}.ln_2.weight"], p[f"{h}.ln_2.bias"]),
+                          p[f"{h}.mlp.c_fc.weight"], p[f"{h}.mlp.c_fc.bias"], activation="gelu")  # fmt: skip
         return x + self._dropout(F.linear(hidden, p[f"{h}.mlp.c_proj.weight"], p[f"{h}.mlp.c_proj.bias"]))
 
     def _dropout(self, x: Tensor) -> Tensor:

@@ -72,11 +72,13 @@ class Tensor:
     def _from_op(data: np.ndarray, parents: tuple[Tensor, ...], backward: Backward) -> Tensor:
         """Wrap an op's result; record it on the tape if any parent needs a gradient."""
         out = Tensor.__new__(Tensor)
-        out.data, out.grad, out._backward = data, None, None
-        out.requires_grad = TAPE.recording and any(p.requires_grad for p in parents)
-        if out.requires_grad:
-            out._backward = backward
-            TAPE.nodes.append(out)
+        out.data, out.grad, out._backward, out.requires_grad = data, None, None, False
+        if TAPE.recording:
+            for p in parents:  # a plain loop: any(<generator>) costs more than the rest of this method
+                if p.requires_grad:
+                    out.requires_grad, out._backward = True, backward
+                    TAPE.nodes.append(out)
+                    break
         return out
 
     def _accumulate(self, g: np.ndarray) -> None:

@@ -44,6 +44,16 @@ def test_linear():
     assert_same_forward_and_grads(F.linear, lambda a, m, c: a @ m + c, [x, w, b])
 
 
+def test_linear_with_gelu_is_gelu_of_linear():
+    x, w, b = t64((2, 3, 4), 1), t64((4, 5), 2), t64((5,), 3)
+    assert gradcheck(lambda a, m, c: F.linear(a, m, c, activation="gelu"), [x, w, b])
+    assert gradcheck(lambda a, m: F.linear(a, m, activation="gelu"), [x, w])
+    assert_same_forward_and_grads(lambda a, m, c: F.linear(a, m, c, activation="gelu"),
+                                  lambda a, m, c: F.gelu(F.linear(a, m, c)), [x, w, b])
+    with pytest.raises(ValueError, match="unknown activation"):
+        F.linear(x, w, b, activation="relu")
+
+
 def test_gelu():
     x = t64((3, 7), scale=3.0)
     assert gradcheck(F.gelu, [x])

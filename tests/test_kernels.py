@@ -30,6 +30,10 @@ def test_gelu(dtype):
     x.flat[:4] = [0.0, 12.0, -12.0, 1e-8]
     # float32: the kernel's rational tanh is within 3e-7 of tanh; through the x³ slope that stays under 2e-5.
     agree(gelu.gelu_forward_numba(x), gelu.gelu_forward_reference(x), dtype, atol=2e-5)
+    bias = normal(33, dtype, 2)
+    expected = gelu.gelu_forward_reference(x + bias)
+    agree(gelu.gelu_forward_reference(x, bias), expected, dtype)
+    agree(gelu.gelu_forward_numba(x, bias), expected, dtype, atol=2e-5)
 
 
 def test_fast_tanh_accuracy():
@@ -68,12 +72,12 @@ def test_cross_entropy(dtype):
 def test_causal_softmax(dtype):
     scores = normal((2, 3, 6, 6), dtype, 0, scale=4.0)
     key_mask = np.array([[True] * 6, [True, True, True, True, False, False]])
-    probs = attention.causal_softmax_forward_numba(scores, 0.5, key_mask)
+    probs = attention.causal_softmax_forward_numba(scores.copy(), 0.5, key_mask)  # the kernel works in place
     agree(probs, attention.causal_softmax_forward_reference(scores, 0.5, key_mask), dtype)
     np.testing.assert_allclose(probs.sum(axis=-1), 1.0, rtol=1e-6)
     assert np.all(np.triu(probs[0, 0], k=1) == 0) and np.all(probs[1, :, :, 4:] == 0)
     dprobs = normal(probs.shape, dtype, 1)
-    agree(attention.causal_softmax_backward_numba(probs, dprobs, 0.5),
+    agree(attention.causal_softmax_backward_numba(probs, dprobs.copy(), 0.5),
           attention.causal_softmax_backward_reference(probs, dprobs, 0.5), dtype)
 
 
@@ -81,7 +85,7 @@ def test_causal_softmax_row_without_keys_is_zero():
     scores = np.ones((1, 1, 3, 3))
     no_keys = np.array([[False, True, True]])  # query 0 may only see key 0, which is padding
     for kernel in (attention.causal_softmax_forward_numba, attention.causal_softmax_forward_reference):
-        probs = kernel(scores, 1.0, no_keys)
+        probs = kernel(scores.copy(), 1.0, no_keys)
         np.testing.assert_array_equal(probs[0, 0, 0], 0.0)
         np.testing.assert_allclose(probs[0, 0, 2], [0.0, 0.5, 0.5])
 

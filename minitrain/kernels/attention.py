@@ -131,14 +131,16 @@ def _softmax_backward_rows(probs, dprobs, scale):
 
 
 def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
-    probs = np.array(scores, order="C")  # a copy: the kernel works in place
+    """Overwrites `scores` with the probabilities (attention_forward hands over its temporary)."""
+    probs = np.ascontiguousarray(scores)
     t = scores.shape[-1]
     _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(key_mask), np.empty((t, t), probs.dtype))
     return probs
 
 
 def causal_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
-    dscores = np.array(dprobs, dtype=probs.dtype, order="C")
+    """Overwrites `dprobs` with the score gradient (attention_backward hands over its temporary)."""
+    dscores = np.ascontiguousarray(dprobs, dtype=probs.dtype)
     _softmax_backward_rows(probs, dscores, probs.dtype.type(scale))
     return dscores
 
