@@ -191,6 +191,7 @@ def plot_loss_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, ba
 
     matplotlib.use("Agg")  # no display needed; must come before pyplot is imported
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     rows = read_log(log_path)
     train = [r for r in rows if "loss" in r]
@@ -206,6 +207,9 @@ def plot_loss_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, ba
         ax.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
                    label=f"n-gram baseline val ({baseline_ppl:.2f})")
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")  # 2, 3, 5, 10 rather than 2×10⁰
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.set_xlabel("step (optimizer updates)")
     ax.set_ylabel("perplexity per counted token (log scale)")
     ax.set_title("MiniGPT training: perplexity vs. step")

@@ -65,6 +65,7 @@ from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_metrics_csv, write_report
 from minitrain.optim import build_optimizer
+from minitrain.runtime import configure
 from minitrain.schedule import build_scheduler
 
 # Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
@@ -135,6 +136,11 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
     return float(np.median(timings[warmup:])), time.perf_counter() - start
 
 
+def _configure_runtime(cfg: Config) -> dict[str, Any]:
+    """BLAS threads and allocator settings for this model size (minitrain.runtime); they change no number."""
+    return configure(cfg.model.d_model, cfg.training.batch_size * cfg.model.max_seq_len)
+
+
 def _resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
     """training.total_steps, or epochs × steps per epoch, or (duration) as many steps as fit in the budget."""
     steps = cfg.resolve_steps(summary.steps_per_epoch)
@@ -150,6 +156,7 @@ def _resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
 def plan_run(cfg: Config) -> dict[str, Any]:
     """The dry run: what `run_training` would do, from a few timed steps; writes nothing."""
     summary = check_data(cfg)
+    _configure_runtime(cfg)
     steps = _resolve_total_steps(cfg, summary)
     parts = build_parts(cfg, max(steps, cfg.scheduler.warmup_steps + 10))
     t = cfg.training
@@ -200,6 +207,7 @@ def run_training(
     summary = check_data(cfg)  # every data problem at once, before any work and before any file is written
     out_dir = Path(out_dir)
     checkpoint_path = CheckpointManager.resolve(resume) if resume is not None else None
+    runtime = _configure_runtime(cfg)
 
     previous = _previous_manifest(checkpoint_path, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
@@ -231,7 +239,8 @@ def run_training(
         seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
         train_path=cfg.data.train_path)
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
-                    parameters=parts.model.num_parameters(), config_hash=checkpointing.config_hash)
+                    parameters=parts.model.num_parameters(), config_hash=checkpointing.config_hash,
+                    runtime=runtime)
     if init_from is not None:
         manifest["init_from"] = init_from
     if checkpoint_path is not None:
