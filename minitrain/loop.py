@@ -330,7 +330,9 @@ def train(
     first_step = state.step
     status, stopped_at, checkpoint = COMPLETED, None, None
     eval_seconds = 0.0
-    with _catch_stop_signals() as stop:
+    # A diverging run overflows inside many ops; the loop reports it once, itself, so NumPy's per-op overflow
+    # warnings would only bury that message.
+    with _catch_stop_signals() as stop, np.errstate(over="ignore", invalid="ignore"):
         for step in range(first_step, total_steps):
             batches = [next(train_iter) for _ in range(grad_accumulation)]
             lr = scheduler.lr
