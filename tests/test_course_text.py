@@ -26,6 +26,8 @@ FENCE = re.compile(r"^(```+|~~~+)(.*)$")
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 DOTTED = re.compile(r"^minitrain(\.[A-Za-z_]\w*)+$")
+# A code block quoted from the repository is announced by `<!-- excerpt: minitrain/x.py -->` on the line before.
+EXCERPT = re.compile(r"^<!-- excerpt: (\S+) -->$")
 
 
 def course_files() -> list[Path]:
@@ -49,28 +51,38 @@ class Page(NamedTuple):
     languages: list[str]  # the language tag of each fenced code block, in order
     prose: str  # the text outside code blocks
     shell: str  # the text of the `bash` code blocks
+    excerpts: list[tuple[str, str]]  # (source path, code) of blocks marked `<!-- excerpt: path -->`
 
 
 def parse(path: Path) -> Page:
-    levels, languages, prose, shell = [], [], [], []
-    fence = None
+    levels, languages, prose, shell, excerpts = [], [], [], [], []
+    fence, source, previous = None, None, ""
     for line in path.read_text(encoding="utf-8").splitlines():
         match = FENCE.match(line.strip())
         if fence is None and match:
             fence = match.group(1)
             languages.append(match.group(2).strip())
+            marker = EXCERPT.match(previous.strip())
+            source = marker.group(1) if marker else None
+            if source:
+                excerpts.append((source, ""))
         elif fence is not None:
             if line.strip() == fence:
                 fence = None
-            elif languages[-1] == "bash":
-                shell.append(line)
+            else:
+                if languages[-1] == "bash":
+                    shell.append(line)
+                if source:
+                    excerpts[-1] = (source, excerpts[-1][1] + line + "\n")
         else:
             heading = re.match(r"^(#{1,6}) \S", line)
             if heading:
                 levels.append(len(heading.group(1)))
             prose.append(line)
+        if line.strip():
+            previous = line
     assert fence is None, f"{path.relative_to(ROOT)}: a code block is never closed"
-    return Page(levels, languages, "\n".join(prose), "\n".join(shell))
+    return Page(levels, languages, "\n".join(prose), "\n".join(shell), excerpts)
 
 
 def _path_tokens(text: str) -> set[str]:
@@ -115,6 +127,7 @@ def test_twins_have_the_same_structure(path):
     assert len(en.languages) == len(es.languages), f"{where}: {len(en.languages)} code blocks vs {len(es.languages)}"
     assert en.languages == es.languages, f"{where}: code block languages differ"
     assert cited_paths(en) == cited_paths(es), f"{where}: they cite different repository paths"
+    assert en.excerpts == es.excerpts, f"{where}: their code excerpts differ"
 
 
 @pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -128,6 +141,25 @@ def test_cited_paths_exist(path):
             assert re.search(rf"^\s*def {re.escape(test_name)}\(", source, re.M), (
                 f"{path.relative_to(ROOT)} cites `{cited}`: no such test in {file_part}"
             )
+
+
+def excerpt_matches(code: str, source: str) -> bool:
+    """Every non-blank line of `code` occurs in `source`, in order (indentation ignored; lines may be skipped
+    in between, so an excerpt may leave out a docstring)."""
+    wanted = [line.strip() for line in code.splitlines() if line.strip()]
+    lines = iter(line.strip() for line in source.splitlines())
+    return all(any(line == w for line in lines) for w in wanted)
+
+
+@pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_excerpts_are_the_code_they_quote(path):
+    for source, code in parse(path).excerpts:
+        target = ROOT / source
+        assert target.is_file(), f"{path.relative_to(ROOT)} quotes {source}, which does not exist"
+        assert code.strip(), f"{path.relative_to(ROOT)}: empty excerpt of {source}"
+        assert excerpt_matches(code, target.read_text(encoding="utf-8")), (
+            f"{path.relative_to(ROOT)}: an excerpt of {source} no longer matches the code:\n{code}"
+        )
 
 
 def _resolves(dotted: str) -> bool:
@@ -197,6 +229,12 @@ def test_the_checks_can_fail(tmp_path):
     assert not re.search(r"^\s*def test_not_there\(", (ROOT / "tests/test_tensor.py").read_text(), re.M)
     assert not _resolves("minitrain.tensor.Nope")
     assert _resolves("minitrain.tensor.Tensor") and _resolves("minitrain.gradcheck")
+    page.write_text("# A\n\n<!-- excerpt: minitrain/tensor.py -->\n```python\nclass Tape:\n    x = 1\n```\n")
+    ((source, code),) = parse(page).excerpts
+    tape = (ROOT / source).read_text(encoding="utf-8")
+    assert source == "minitrain/tensor.py" and not excerpt_matches(code, tape)
+    assert excerpt_matches("class Tape:\n\n  def __init__(self) -> None:\n", tape)
+    assert not excerpt_matches("def __init__(self) -> None:\nclass Tape:\n", tape)  # order matters
     twin = tmp_path / "x.es.md"
     twin.write_text("# A\n\n```bash\nls\n```\n", encoding="utf-8")
     assert twin_of(page) == twin and twin_of(twin) == page
