@@ -558,3 +558,44 @@ def test_real_objects_are_rolled_back_when_one_refuses(tmp_path):
     with pytest.raises(UserError, match=r"c\.safetensors: cannot restore .*batcher state is for 40 records"):
         load_checkpoint(path, config_hash=HASH, **objects(b))
     assert as_plain(objects(b)) == before
+
+
+# ------------------------------------------------------------------------------------------------ lab 02
+
+
+REPO = Path(__file__).resolve().parents[1]
+LAB01 = REPO / "experiments" / "18-train-mini"
+
+
+@pytest.mark.lab02
+def test_committed_lab01_model_reproduces_its_val_ppl_and_resaves_to_the_same_bytes(tmp_path, monkeypatch):
+    from minitrain.config import load_config
+    from minitrain.config.datacheck import load_split
+    from minitrain.data.batcher import EvalBatcher, encode_split
+    from minitrain.data.tokenizer import CharTokenizer
+    from minitrain.loop import evaluate
+    from minitrain.model import MiniGPT
+    from minitrain.run import EVAL_BATCH_SIZE
+
+    monkeypatch.chdir(REPO)  # the lab config's data paths are relative to the repository
+    results = json.loads((LAB01 / "results.json").read_text())
+    model_path = REPO / results["model_path"]
+    assert model_path.parent == REPO / "models" and model_path.name.startswith("minigpt-phase18-")
+    state, model_config, meta = load_model_file(model_path)
+    model = MiniGPT(**model_config)  # a fresh model, its own random init overwritten by the file
+    model.load_state_dict(state)
+
+    cfg = load_config(LAB01 / "config.yaml")
+    assert model_config == cfg.model.model_dump(include=set(model_config))
+    val = encode_split(load_split(cfg.data, "val"), CharTokenizer.load(cfg.data.vocab_path), cfg.model.max_seq_len,
+                       cfg.data.loss_on)  # fmt: skip
+    _, val_ppl = evaluate(model, EvalBatcher(val, EVAL_BATCH_SIZE))  # as the run evaluated it
+    # Bit-identical on the machine that trained it; elsewhere BLAS may round float32 sums differently.
+    assert val_ppl == pytest.approx(results["val_ppl"], rel=1e-6)
+
+    # save -> load -> save: the same bytes, so the file's name (its content hash) is reproducible too.
+    again = tmp_path / "again.safetensors"
+    kept = {k: v for k, v in meta.items() if k not in ("format", "format_version", "kind", "model_config")}
+    digest = save_model_file(again, model.state_dict(), model.config, kept)
+    assert again.read_bytes() == model_path.read_bytes()
+    assert model_path.name == f"minigpt-phase18-{digest[:16]}.safetensors"
