@@ -37,9 +37,10 @@ DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 _LIBRARIES = ("numpy", "numba", "pydantic", "safetensors", "matplotlib", "pyyaml", "tqdm")
 
 
-def models_dir() -> Path:
-    """Where final model files go: $MINITRAIN_MODELS_DIR if set (tests, scratch runs), else the repo's models/."""
-    return Path(os.environ.get("MINITRAIN_MODELS_DIR") or DEFAULT_MODELS_DIR)
+def models_dir(configured: str | os.PathLike | None = None) -> Path:
+    """Where final model files go: `configured` (the config's output.models_dir, or `--models-dir`) if given,
+    else $MINITRAIN_MODELS_DIR if set (tests, scratch runs), else the repository's models/."""
+    return Path(configured or os.environ.get("MINITRAIN_MODELS_DIR") or DEFAULT_MODELS_DIR)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The `minitrain` command line.
 
-    minitrain train CONFIG [--set key=value ...] [--out-dir DIR] [--seed N] [--resume PATH] [--dry-run]
-                           [--strict] [--quiet]
-    minitrain validate CONFIG          minitrain schema          minitrain init [--template minimal|lab01]
+    minitrain train CONFIG [--set key=value ...] [--out-dir DIR] [--models-dir DIR] [--seed N] [--resume PATH]
+                           [--dry-run] [--strict] [--quiet]
+    minitrain validate CONFIG          minitrain schema
+    minitrain init [--template minimal|lab01] [--base PATH|user/repo] [--data DIR] [-o FILE]
     minitrain lock CONFIG              minitrain info RUN_DIR
 
 Adding a command group is one line: write a module with a `register(subparsers)` function that adds its

@@ -9,8 +9,8 @@
       write config.yaml (as given), config.resolved.yaml, manifest.json (status "running")
       loop.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
       final: train PPL (one pass over train), val exact match, the model file
-             models/minigpt-phase18-<hash>.safetensors, results.json, loss_curve.png, metrics.csv, report.md,
-             manifest.json completed
+             <models dir>/minigpt-phase18-<hash>.safetensors (output.models_dir / --models-dir, default the
+             repository's models/), results.json, loss_curve.png, metrics.csv, report.md, manifest.json completed
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
 curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
@@ -177,6 +177,8 @@ def plan_run(cfg: Config) -> dict[str, Any]:
         "validations": n_val,
         "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
         "output_dir": cfg.output.dir,
+        "models_dir": str(artifacts.models_dir(cfg.output.models_dir)),
+        **({"publish_to": cfg.publish.repo} if cfg.publish is not None else {}),
     }
 
 
@@ -200,7 +202,8 @@ def run_training(
     `resume`: a checkpoint file, or a run folder (its checkpoints/latest). `progress`: False prints nothing
     but warnings. `strict` and `overrides` (the `--set`/`--seed` flags) are recorded in the manifest;
     `config_path` is the YAML file copied as config.yaml when the config does not carry its own text.
-    `models_dir` (default: `artifacts.models_dir()`, the repository's models/) receives the final model file;
+    `models_dir` receives the final model file (default: the config's output.models_dir, else
+    $MINITRAIN_MODELS_DIR, else the repository's models/; see `artifacts.models_dir`);
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json).
     """
     start_time = time.perf_counter()
@@ -273,7 +276,7 @@ def run_training(
 
     train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
     exact = _exact_match(parts) if all("form" in r for r in parts.val_records) else None
-    model_path = _save_model(parts.model, Path(models_dir) if models_dir else artifacts.models_dir(),
+    model_path = _save_model(parts.model, artifacts.models_dir(models_dir or cfg.output.models_dir),
                              cfg, outcome["steps_done"])
     wall = round(earlier_wall + time.perf_counter() - start_time, 3)
     results = artifacts.build_results(
@@ -292,8 +295,15 @@ def run_training(
 
 
 def _exact_match(parts: Parts) -> float:
-    """Share of val records whose greedily decoded form is exactly right, given `verb|T#|`."""
-    found = greedy_exact_match(next_log_probs_fn(parts.model, parts.tokenizer.pad_id), parts.val_records,
+    """Share of val records whose greedily decoded form is exactly right, given `verb|T#|`.
+
+    Only ids the tokenizer knows can be chosen: embedding rows past its vocabulary (lab 01 has 64 rows for fewer
+    characters) stand for no character, and a barely trained model, or one started from other weights
+    (`init_from`), may still rank one of them first.
+    """
+    model_log_probs = next_log_probs_fn(parts.model, parts.tokenizer.pad_id)
+    known = parts.tokenizer.vocab_size
+    found = greedy_exact_match(lambda prefixes: model_log_probs(prefixes)[:, :known], parts.val_records,
                                parts.tokenizer, max_new_tokens=parts.model.config["max_seq_len"])
     return found.rate
 

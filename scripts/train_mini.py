@@ -4,9 +4,9 @@
         --out-dir experiments/18-train-mini/ --seed 42
 
 A thin wrapper: it runs exactly `minitrain train CONFIG ...` (minitrain/config/commands.py → minitrain/run.py),
-so both give the same results. `--out-dir` and `--seed` override output.dir and training.rng_seed; `--resume`
-takes a run folder or a checkpoint file. A mistake (bad config, missing data file, diverged run) prints one
-line `error: ...` and exits non-zero, without a traceback.
+so both give the same results. `--out-dir`, `--models-dir` and `--seed` override output.dir, output.models_dir
+and training.rng_seed; `--resume` takes a run folder or a checkpoint file. A mistake (bad config, missing data
+file, diverged run) prints one line `error: ...` and exits non-zero, without a traceback.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Train MiniGPT (lab 01) from a YAML config.")
     parser.add_argument("--config", required=True, help="the YAML config, e.g. experiments/18-train-mini/config.yaml")
     parser.add_argument("--out-dir", help="run folder (default: the config's output.dir, else runs/<name>)")
+    parser.add_argument("--models-dir", metavar="DIR",
+                        help="folder for the final model file (default: the config's output.models_dir, else models/)")
     parser.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
     parser.add_argument("--resume", metavar="PATH", help="continue from a run folder or a checkpoint file")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
@@ -34,7 +36,9 @@ def to_cli_args(args: argparse.Namespace) -> list[str]:
     argv = ["train", args.config]
     for override in args.overrides:
         argv += ["--set", override]
-    for flag, value in (("--out-dir", args.out_dir), ("--seed", args.seed), ("--resume", args.resume)):
+    flags = (("--out-dir", args.out_dir), ("--models-dir", args.models_dir), ("--seed", args.seed),
+             ("--resume", args.resume))
+    for flag, value in flags:
         if value is not None:
             argv += [flag, str(value)]
     return argv + (["--quiet"] if args.quiet else [])

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 from test_cli import run
 from test_config_data import make_corpus
+from test_run import write_tiny_run
 
 from minitrain import artifacts
+from minitrain.config import config_from_dict, load_config
 
 
 @pytest.mark.slow
@@ -46,3 +49,39 @@ def test_init_validate_dry_run_train(tmp_path, capsys, monkeypatch, template, st
     assert "## Training quality:" in (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     code, out, _ = run(["info", "run"], capsys)
     assert code == 0 and "quality: " in out and "steps: 4" in out
+
+
+@pytest.mark.slow
+def test_models_dir_flag_puts_the_model_there_and_nowhere_else(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "default-models")
+    monkeypatch.setenv("MINITRAIN_MODELS_DIR", str(tmp_path / "env-models"))
+    config = write_tiny_run(tmp_path, "output: {models_dir: config-models}\n")  # the flag beats the config
+    before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+
+    code, _, err = run(["train", config, "--out-dir", "run", "--models-dir", "run/models", "--quiet"], capsys)
+    assert code == 0, err
+    results = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    model = Path(results["model_path"])
+    assert model.parent == tmp_path / "run" / "models" and model.is_file()
+    new = [p for p in tmp_path.rglob("*") if p.is_file() and p not in before]
+    assert [p for p in new if p.suffix == ".safetensors" and p.parent.name != "checkpoints"] == [model]
+    for folder in ("default-models", "env-models", "config-models"):
+        assert not (tmp_path / folder).exists(), folder
+    resolved_text = (tmp_path / "run" / "config.resolved.yaml").read_text(encoding="utf-8")
+    assert "# override: --models-dir run/models" in resolved_text
+    assert yaml.safe_load(resolved_text)["output"]["models_dir"] == "run/models"
+
+
+def test_models_dir_resolution_order(tmp_path, monkeypatch):
+    # Explicit argument (or --models-dir) > output.models_dir > $MINITRAIN_MODELS_DIR > the repository's models/.
+    monkeypatch.delenv("MINITRAIN_MODELS_DIR", raising=False)
+    assert artifacts.models_dir() == artifacts.REPO_ROOT / "models"
+    monkeypatch.setenv("MINITRAIN_MODELS_DIR", str(tmp_path / "env"))
+    assert artifacts.models_dir() == tmp_path / "env"
+    assert artifacts.models_dir("from-config") == Path("from-config")
+    cfg = load_config(write_tiny_run(tmp_path, "output: {models_dir: cfg-models}\n"),
+                      values={"output.models_dir": "flag-models"})
+    assert cfg.output.models_dir == "flag-models" and "--models-dir flag-models" in cfg.source.overrides
+    assert load_config(tmp_path / "config.yaml").output.models_dir == "cfg-models"
+    assert config_from_dict({"training": {"total_steps": 5}}).output.models_dir is None  # the default

@@ -123,9 +123,15 @@ def test_transformers_style_gpt2_weights_are_accepted(run, tmp_path):
 
 def test_model_section_from_a_base_model(hub, run, tmp_path):
     export_model(run, tmp_path / "export")
-    assert model_section_from_base(str(tmp_path / "export")) == {**TINY_MODEL, "init_from": str(tmp_path / "export")}
+    section, vocab = model_section_from_base(str(tmp_path / "export"))
+    assert section == {**TINY_MODEL, "init_from": str(tmp_path / "export")}
+    assert vocab == tmp_path / "export" / "vocab.json"
     publish(run, REPO)
-    assert model_section_from_base(REPO) == {**TINY_MODEL, "init_from": REPO}
+    section, vocab = model_section_from_base(REPO)
+    assert section == {**TINY_MODEL, "init_from": REPO}
+    assert vocab.read_bytes() == (run.parent / "data" / "vocab.json").read_bytes()
+    model_file = run.parent / "models" / "minigpt-test.safetensors"
+    assert model_section_from_base(str(model_file)) == ({**TINY_MODEL, "init_from": str(model_file)}, None)
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [

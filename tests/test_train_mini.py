@@ -29,12 +29,16 @@ def script(*args: str, cwd: Path, wait: bool = True):
 
 def test_train_mini_writes_the_run_folder(tmp_path):
     config = write_tiny_run(tmp_path)
-    done = script("--config", str(config), "--out-dir", "run", "--seed", "3", "--quiet", cwd=tmp_path)
+    done = script("--config", str(config), "--out-dir", "run", "--seed", "3", "--models-dir", "run/models",
+                  "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     for name in RUN_FILES:
         assert (tmp_path / "run" / name).is_file(), name
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results.keys() >= RESULTS_KEYS and Path(results["model_path"]).is_file()
+    # --models-dir reaches `minitrain train`: the model is in the run folder, not in $MINITRAIN_MODELS_DIR.
+    assert Path(results["model_path"]).parent == tmp_path / "run" / "models"
+    assert not (tmp_path / "models").exists()
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["seed"] == 3 and manifest["status"] == "completed"  # --seed overrides training.rng_seed
     assert "--seed 3" in (tmp_path / "run" / "config.resolved.yaml").read_text()
@@ -97,5 +101,7 @@ def test_the_script_is_the_minitrain_train_command():
         import train_mini
     finally:
         sys.path.remove(str(SCRIPT.parent))
-    args = train_mini.parse_args(["--config", "c.yaml", "--out-dir", "o", "--seed", "4", "--set", "a.b=1"])
-    assert train_mini.to_cli_args(args) == ["train", "c.yaml", "--set", "a.b=1", "--out-dir", "o", "--seed", "4"]
+    args = train_mini.parse_args(["--config", "c.yaml", "--out-dir", "o", "--seed", "4", "--set", "a.b=1",
+                                  "--models-dir", "o/models"])
+    assert train_mini.to_cli_args(args) == ["train", "c.yaml", "--set", "a.b=1", "--out-dir", "o",
+                                            "--models-dir", "o/models", "--seed", "4"]

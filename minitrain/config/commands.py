@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("config", help="config YAML (or a lock file written by `minitrain lock`)")
     _add_set(train)
     train.add_argument("--out-dir", help="run folder (overrides output.dir)")
+    train.add_argument("--models-dir", metavar="DIR",
+                       help="folder for the final model file (overrides output.models_dir)")
     train.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
     train.add_argument("--resume", metavar="PATH", help="a run folder or checkpoint to continue from")
     train.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
@@ -49,6 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init = subparsers.add_parser("init", help="write a config for a data folder")
     init.add_argument("--template", choices=TEMPLATES, default="minimal")
     init.add_argument("--data", default=DEFAULT_DATA, metavar="DIR", help=f"data folder (default {DEFAULT_DATA})")
+    init.add_argument("--base", metavar="PATH|user/repo",
+                      help="start from this model: its shape fills the model section, its weights model.init_from")
     init.add_argument("-o", "--output", metavar="FILE", help="write here instead of printing")
     init.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     init.set_defaults(handler=init_command)
@@ -77,6 +82,8 @@ def _load(args: argparse.Namespace) -> Config:
         values["training.rng_seed"] = args.seed
     if getattr(args, "out_dir", None) is not None:
         values["output.dir"] = args.out_dir
+    if getattr(args, "models_dir", None) is not None:
+        values["output.models_dir"] = args.models_dir
     return load_config(args.config, args.overrides, values=values)
 
 
@@ -98,6 +105,9 @@ def train_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(format_plan(plan_run(cfg)))
         return 0
+    if cfg.publish is not None:
+        _warn_if_no_token(cfg.publish.repo)
+    # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
     results = run_training(
         cfg, cfg.output.dir, resume=args.resume, progress=not args.quiet, strict=args.strict,
         config_path=args.config, overrides=cfg.source.overrides,
@@ -106,7 +116,32 @@ def train_command(args: argparse.Namespace) -> int:
     for key, value in results.items():
         if not isinstance(value, dict | list):
             print(f"  {key}: {value}")
+    if cfg.publish is not None:
+        _publish_run(cfg, results["status"])
     return 0
+
+
+def _warn_if_no_token(repo: str) -> None:
+    # Say it before training rather than only after it: the user can still log in while the run trains.
+    from minitrain.hub.publish import missing_token
+
+    problem = missing_token(repo)
+    if problem:
+        print(f"warning: {problem}. Training goes ahead, but publishing after it fails unless a token is set by "
+              "then", file=sys.stderr)
+
+
+def _publish_run(cfg: Config, status: str) -> None:
+    """The config's `publish:` section, after a finished run. A failure to publish leaves the run folder as
+    training completed it; the error says how to publish it later."""
+    from minitrain.hub.publish import maybe_publish_after_training  # the Hub client is only needed here
+
+    try:
+        maybe_publish_after_training(cfg, cfg.output.dir, status)
+    except UserError as exc:
+        later = f"minitrain publish --repo {cfg.publish.repo} {cfg.output.dir}"
+        raise UserError(f"{exc}. Training finished and its run folder {cfg.output.dir} is complete; publish it "
+                        f"later with: {later}", exc.exit_code) from None
 
 
 def format_plan(plan: dict) -> str:
@@ -165,7 +200,7 @@ def init_command(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else None
     if out is not None and out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it", 2)
-    text = init_config(args.template, args.data, out.name if out else "config.yaml")
+    text = init_config(args.template, args.data, out.name if out else "config.yaml", base=args.base)
     if out is None:
         print(text, end="")
     else:

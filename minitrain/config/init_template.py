@@ -8,16 +8,25 @@ splits make one, written into the folder.
 
 Two templates: `lab01` is lab 01's block (paths pointed at the folder), `minimal` only the keys that matter,
 with the model sized to the data (vocab_size = the tokenizer's size, max_seq_len = the longest record).
+
+`--base PATH|user/repo` starts from a trained model instead (a run folder, model file, export folder or Hub id;
+minitrain/hub/sources.py): the model section is the base's shape plus `init_from`, whatever the template. The
+base must fit the data (vocab_size ≥ the tokenizer's ids, max_seq_len ≥ the longest record), and when it comes
+with a vocabulary, the data must use that very vocabulary (the same ids for the same characters): a folder
+without vocab.json gets the base's, provided it covers every character of the data.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from minitrain.config.datacheck import check_data
+import yaml
+
+from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.loader import config_from_yaml
 from minitrain.config.schema import DataConfig
 from minitrain.data.tokenizer import CharTokenizer
@@ -70,15 +79,60 @@ def detect_layout(folder: str | Path) -> DataLayout:
     return DataLayout(fmt, str(train), str(val), str(dev) if dev else None, str(vocab), vocab.is_file())
 
 
-def _make_vocab(layout: DataLayout) -> None:
-    # load_split reads both formats; its records' "text" is what the tokenizer must cover.
+def _texts(layout: DataLayout) -> list[str]:
+    """The text of every record of every split: what the tokenizer must cover."""
+    # load_split reads both formats; its records' "text" is what gets encoded.
     from minitrain.config.datacheck import load_split
 
     data = DataConfig(format=layout.format, train_path=layout.train, val_path=layout.val,
                       dev_path=layout.dev or layout.train, heldout_policy="none", loss_on="all")
-    texts = [r["text"] for split in ("train", "val", "dev") for r in load_split(data, split)]
-    CharTokenizer.from_texts(texts).save(layout.vocab)
+    return [r["text"] for split in ("train", "val", "dev") for r in load_split(data, split)]
+
+
+def _make_vocab(layout: DataLayout) -> None:
+    CharTokenizer.from_texts(_texts(layout)).save(layout.vocab)
     print(f"wrote {layout.vocab} (the characters of the splits)", file=sys.stderr)
+
+
+def _check_base_vocab(layout: DataLayout, base: str, base_vocab: Path) -> None:
+    """The data's vocabulary must be the base model's, or (no vocab.json yet) the base's must cover the data."""
+    theirs = CharTokenizer.load(base_vocab)
+    if layout.vocab_exists:
+        ours = CharTokenizer.load(layout.vocab)
+        if ours.chars != theirs.chars:
+            raise UserError(
+                f"--base {base}: its vocabulary ({base_vocab}, {len(theirs.chars)} characters) differs from "
+                f"{layout.vocab} ({len(ours.chars)} characters); fine-tuning needs the same ids for the same "
+                "characters", 2)
+        return
+    missing = sorted({c for text in _texts(layout) for c in text} - set(theirs.chars))
+    if missing:
+        raise UserError(f"--base {base}: the data has characters its vocabulary ({base_vocab}) lacks: "
+                        f"{''.join(missing)!r}; the model can only be trained on text it can encode", 2)
+
+
+def _check_base_fits(base: str, model: dict[str, Any], tokenizer: CharTokenizer, summary: DataSummary,
+                     vocab_path: str) -> None:
+    problems = []
+    if model["vocab_size"] < tokenizer.vocab_size:
+        problems.append(f"its vocab_size {model['vocab_size']} is smaller than the {tokenizer.vocab_size} ids "
+                        f"of {vocab_path}")
+    if model["max_seq_len"] < summary.longest_input:
+        problems.append(f"its max_seq_len {model['max_seq_len']} is shorter than the longest record, "
+                        f"{summary.longest_where}, which needs {summary.longest_input} positions (BOS + text)")
+    if problems:
+        raise UserError(f"--base {base} does not fit the data: {'; '.join(problems)}", 2)
+
+
+def _scalar(value: Any) -> str:
+    """`value` as a YAML scalar: plain when it reads back unchanged, else JSON-quoted (valid YAML)."""
+    text = str(value)
+    return text if yaml.safe_load(f"k: {text}") == {"k": value} else json.dumps(value)
+
+
+def _base_model_lines(model: dict[str, Any], base: str) -> list[str]:
+    return [f"model:   # the shape of --base {base}; init_from loads its weights",
+            *(f"  {key}: {_scalar(value)}" for key, value in model.items())]
 
 
 def _data_lines(layout: DataLayout, *, align: bool) -> list[str]:
@@ -96,15 +150,17 @@ def _data_lines(layout: DataLayout, *, align: bool) -> list[str]:
     return lines
 
 
-def _lab01(layout: DataLayout, max_seq_len: int, batch_size: int) -> str:
+def _lab01(layout: DataLayout, max_seq_len: int, batch_size: int, model_lines: list[str] | None = None) -> str:
     return "\n".join([
-        "model:",
-        "  n_layer: 2       # Phase 17 locked config",
-        "  n_head: 4",
-        "  d_model: 64",
-        "  d_ff: 256",
-        "  vocab_size: 64   # Phase 17 locked config",
-        f"  max_seq_len: {max(32, max_seq_len)}  # verb sentences are short",
+        *(model_lines or [
+            "model:",
+            "  n_layer: 2       # Phase 17 locked config",
+            "  n_head: 4",
+            "  d_model: 64",
+            "  d_ff: 256",
+            "  vocab_size: 64   # Phase 17 locked config",
+            f"  max_seq_len: {max(32, max_seq_len)}  # verb sentences are short",
+        ]),
         "",
         "optimizer:",
         "  type: adamw",
@@ -133,15 +189,18 @@ def _lab01(layout: DataLayout, max_seq_len: int, batch_size: int) -> str:
     ]) + "\n"
 
 
-def _minimal(layout: DataLayout, vocab_size: int, max_seq_len: int, batch_size: int, data_folder: str) -> str:
+def _minimal(layout: DataLayout, vocab_size: int, max_seq_len: int, batch_size: int, data_folder: str,
+             model_lines: list[str] | None = None) -> str:
     kind = "JSONL records" if layout.format == "jsonl" else "plain text lines"
     return "\n".join([
         f"# minitrain config for {data_folder} ({kind}), written by `minitrain init --template minimal`.",
         "# Keys left out take their defaults (lab 01's values); docs/yaml-mode.md lists every key.",
         "name: minigpt",
-        "model:",
-        f"  vocab_size: {vocab_size}    # the tokenizer's size",
-        f"  max_seq_len: {max_seq_len}   # the longest record: BOS + text",
+        *(model_lines or [
+            "model:",
+            f"  vocab_size: {vocab_size}    # the tokenizer's size",
+            f"  max_seq_len: {max_seq_len}   # the longest record: BOS + text",
+        ]),
         "training:",
         "  total_steps: 500",
         *([f"  batch_size: {batch_size}   # all the training records"] if batch_size < 8 else []),
@@ -150,21 +209,41 @@ def _minimal(layout: DataLayout, vocab_size: int, max_seq_len: int, batch_size: 
     ]) + "\n"
 
 
-def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name: str = "config.yaml") -> str:
-    """The text of a new config for `data_folder`, checked against the data before it is returned."""
+def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name: str = "config.yaml",
+                base: str | None = None) -> str:
+    """The text of a new config for `data_folder`, checked against the data before it is returned.
+
+    `base` (`--base`): a model source whose shape and weights (`init_from`) the config starts from.
+    """
     if template not in TEMPLATES:
         raise UserError(f"--template must be one of {', '.join(TEMPLATES)}, got {template!r}", 2)
     layout = detect_layout(data_folder)
-    if not layout.vocab_exists:
+    model, model_lines, base_vocab = None, None, None
+    if base is not None:
+        from minitrain.hub.sources import model_section_from_base  # the Hub client is only needed here
+
+        model, base_vocab = model_section_from_base(base)
+        model_lines = _base_model_lines(model, base)
+        if base_vocab is not None:
+            _check_base_vocab(layout, base, base_vocab)
+    # A folder without vocab.json gets the base's (written once every check passed) or one built from its text.
+    adopt = base_vocab is not None and not layout.vocab_exists
+    if not layout.vocab_exists and not adopt:
         _make_vocab(layout)
-    tokenizer = CharTokenizer.load(layout.vocab)
+    probe_layout = replace(layout, vocab=str(base_vocab)) if adopt else layout
+    tokenizer = CharTokenizer.load(probe_layout.vocab)
     # Size the model from the data: a first check with room to spare measures the longest record.
-    probe = config_from_yaml(_minimal(layout, tokenizer.vocab_size, 10**6, 1, str(data_folder)), out_name)
+    probe = config_from_yaml(_minimal(probe_layout, tokenizer.vocab_size, 10**6, 1, str(data_folder)), out_name)
     summary = check_data(probe)
+    if model is not None:
+        _check_base_fits(base, model, tokenizer, summary, probe_layout.vocab)
+    if adopt:
+        tokenizer.save(layout.vocab)
+        print(f"wrote {layout.vocab} (the base model's vocabulary)", file=sys.stderr)
     longest, batch_size = summary.longest_input, min(8, summary.records["train"])
     if template == "lab01":
-        text = _lab01(layout, longest, batch_size)
+        text = _lab01(layout, longest, batch_size, model_lines)
     else:
-        text = _minimal(layout, tokenizer.vocab_size, longest, batch_size, str(data_folder))
+        text = _minimal(layout, tokenizer.vocab_size, longest, batch_size, str(data_folder), model_lines)
     check_data(config_from_yaml(text, out_name))  # what init writes always validates
     return text

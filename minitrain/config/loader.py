@@ -144,7 +144,7 @@ def _build(data, source, problems, overrides, values, env, now, *, default_name)
 
 
 def _flag_origin(key: str, value: Any) -> str:
-    flag = {"training.rng_seed": "--seed", "output.dir": "--out-dir"}.get(key)
+    flag = {"training.rng_seed": "--seed", "output.dir": "--out-dir", "output.models_dir": "--models-dir"}.get(key)
     return f"{flag} {value}" if flag else f"--set {key}={value}"
 
 

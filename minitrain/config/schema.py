@@ -285,9 +285,14 @@ class MonitoringConfig(Section):
 
 
 class OutputConfig(Section):
-    """Where the run folder goes (`train --out-dir` overrides it); null means runs/<name>."""
+    """Where the run folder goes (`train --out-dir` overrides it; null means runs/<name>) and where the final
+    model file goes (`train --models-dir` overrides it; null means $MINITRAIN_MODELS_DIR, else the repository's
+    models/)."""
 
     dir: str | None = Field(None, min_length=1)
+    models_dir: str | None = Field(
+        None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or models/",
+    )
 
 
 class PublishConfig(Section):

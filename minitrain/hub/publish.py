@@ -35,6 +35,13 @@ def check_repo_id(repo_id: str) -> None:
         raise UserError(f"--repo {repo_id!r}: expected a Hub model id 'user/name' (letters, digits, . _ -)")
 
 
+def missing_token(repo_id: str) -> str | None:
+    """None when the client has a token (HF_TOKEN, else the token file); otherwise what to tell the user."""
+    if get_token() is not None:
+        return None
+    return f"publish to {repo_id}: no Hugging Face token found; set HF_TOKEN or run `hf auth login`"
+
+
 def _hub_failure(err: httpx2.HTTPError, repo_id: str, endpoint: str) -> UserError:
     """Turn what the client raised into one readable error (the token is never part of it)."""
     status = err.response.status_code if isinstance(err, HfHubHTTPError) else None
@@ -62,11 +69,9 @@ def publish(
     """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go)."""
     check_repo_id(repo_id)
     api = HfApi()
+    if not dry_run and (problem := missing_token(repo_id)):
+        raise UserError(f"{problem} (nothing was uploaded)")
     token = None if dry_run else get_token()
-    if not dry_run and token is None:
-        raise UserError(
-            f"publish to {repo_id}: no Hugging Face token found; set HF_TOKEN or run `hf auth login` "
-            "(nothing was uploaded)")
     with tempfile.TemporaryDirectory(prefix="minitrain-publish-") as tmp:
         files = export_model(run_dir, tmp, repo_id=repo_id)
         if dry_run:

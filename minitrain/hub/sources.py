@@ -161,8 +161,9 @@ def load_model(spec: str) -> tuple[MiniGPT, Path | None]:
     return model, pretrained.vocab_path
 
 
-def model_section_from_base(spec: str) -> dict[str, Any]:
-    """The `model:` section of a config that starts from `spec` (for `minitrain init --base`)."""
+def model_section_from_base(spec: str) -> tuple[dict[str, Any], Path | None]:
+    """The `model:` section of a config that starts from `spec` (for `minitrain init --base`), `init_from`
+    included, and the base's character vocabulary when the source has one (the new run must use the same)."""
     pretrained = load_pretrained(spec)
     section = {key: pretrained.model_config[key] for key in CONFIG_KEYS if key in pretrained.model_config}
-    return {**section, "init_from": spec}
+    return {**section, "init_from": spec}, pretrained.vocab_path
