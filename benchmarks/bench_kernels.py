@@ -51,7 +51,8 @@ def cases(k) -> dict:
     dy = rng.standard_normal((B, T, C)).astype(f32)
     idx = rng.integers(0, V, B * T)
     return {
-        "gelu_forward, y and dy/dx (8,32,256)": lambda: k.gelu_forward(x_ff),
+        "gelu_forward (8,32,256)": lambda: k.gelu_forward(x_ff),
+        "gelu_backward (8,32,256)": lambda: k.gelu_backward(x_ff, x_ff),
         "layernorm_forward (256,64)": lambda: k.layernorm_forward(rows, w, b, 1e-5),
         "layernorm_backward (256,64)": lambda: k.layernorm_backward(rows, rows, w, mean, rstd),
         "cross_entropy_forward (256,64)": lambda: k.cross_entropy_forward(logits, targets, mask),

@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -86,6 +87,22 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
+def rss_alone(name: str) -> float:
+    """Peak RSS (MB) of a fresh process that imports minitrain and runs a few steps of config `name`: this
+    process's own peak would include PyTorch."""
+    command = [sys.executable, os.path.abspath(__file__), "--rss-only", name]
+    return float(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+
+def print_rss_alone(name: str) -> None:
+    spec = CONFIGS[name]
+    cfg = spec["model"]
+    batch = synthetic_batch(spec["batch"], cfg["max_seq_len"], cfg["vocab_size"])
+    configure(cfg["d_model"], spec["batch"] * cfg["max_seq_len"])
+    timed(minitrain_step_fn(MiniGPT(**cfg, rng=0), batch), 5, [])
+    print(round(peak_rss_mb(), 1))
+
+
 def bench_config(name: str, spec: dict, torch_variants: list[tuple[int, bool]], quick: bool) -> dict:
     cfg, batch_size = spec["model"], spec["batch"]
     warmup, rounds, steps = (2, 3, max(2, spec["steps"] // 4)) if quick else (spec["warmup"], spec["rounds"],
@@ -100,8 +117,7 @@ def bench_config(name: str, spec: dict, torch_variants: list[tuple[int, bool]], 
     timed(ours, warmup, [])
     times: dict[str, list[float]] = {"minitrain": []}
     timed(ours, steps, times["minitrain"])
-    result = {"config": name, **cfg, "batch": batch_size, **settings,
-              "peak_rss_mb_before_torch": round(peak_rss_mb(), 1)}  # fmt: skip
+    result = {"config": name, **cfg, "batch": batch_size, **settings, "minitrain_peak_rss_mb": rss_alone(name)}
 
     runners = {}
     if torch_variants:
@@ -146,7 +162,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--configs", default="lab,scaled", help="comma-separated: lab, scaled")
     parser.add_argument("--quick", action="store_true", help="few steps: a smoke run, not a measurement")
     parser.add_argument("--no-torch", action="store_true", help="time minitrain only")
+    parser.add_argument("--rss-only", metavar="CONFIG", help=argparse.SUPPRESS)  # used by rss_alone()
     args = parser.parse_args(argv)
+    if args.rss_only:
+        print_rss_alone(args.rss_only)
+        return
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
@@ -168,7 +188,9 @@ def main(argv: list[str] | None = None) -> None:
         ratio = f"{r['ratio_minitrain_over_torch']:6.2f}" if "torch_best" in r else f"{'-':>6s}"
         print(f"{r['config']:8s} {r['minitrain_ms']:13.2f} {r['minitrain_tokens_per_s']:10d} {torch_ms} {ratio}  "
               f"{r.get('torch_best', '')}")  # fmt: skip
-    print(f"peak RSS (whole process, torch included): {peak_rss_mb():.0f} MB")
+    for r in rows:
+        print(f"{r['config']}: minitrain alone peak RSS {r['minitrain_peak_rss_mb']:.0f} MB, BLAS threads "
+              f"{r['blas_threads']}; first-loss difference to PyTorch {r.get('torch_first_loss_diff', '-')}")
 
 
 if __name__ == "__main__":

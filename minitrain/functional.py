@@ -16,25 +16,27 @@ from minitrain.tensor import Tensor, concat
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
-    """y = x·W + b, or with activation="gelu" y = gelu(x·W + b) as one tape node (the MLP's first layer: the
-    pre-activation is never stored, and the bias add and the GELU are one pass).  x (..., I), W (I, O), b (O,).
+    """y = x·W + b, or with activation="gelu" y = gelu(x·W + b) as one tape node (the MLP's first layer: the bias
+    add and the GELU are one pass).  x (..., I), W (I, O), b (O,) -> y (..., O).
 
-    Backward, with x and g flattened to rows (g first times gelu's saved slope): dx = g·Wᵀ, dW = xᵀ·g, db = Σ g."""
+    Backward, with x and g flattened to rows (g first times gelu'): dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g."""
     n_in, n_out = weight.shape
     if x.shape[-1] != n_in:
         raise ValueError(f"linear: input of shape {x.shape} does not match weight of shape {weight.shape}")
     if activation not in (None, "gelu"):
         raise ValueError(f"linear: unknown activation {activation!r}; use None or 'gelu'")
     rows = x.data.reshape(-1, n_in)
-    y = rows @ weight.data
-    slope = None
+    b = None if bias is None else bias.data
+    y = pre = rows @ weight.data  # for gelu: x·W without the bias, which the kernels add
     if activation == "gelu":
-        y, slope = kernels.active.gelu_forward(y, None if bias is None else bias.data)
-    elif bias is not None:
-        y += bias.data
+        y = kernels.active.gelu_forward(pre, b)
+    elif b is not None:
+        y += b
 
     def backward(g: np.ndarray) -> None:
-        g_rows = g.reshape(-1, n_out) if slope is None else g.reshape(-1, n_out) * slope
+        g_rows = g.reshape(-1, n_out)
+        if activation == "gelu":
+            g_rows = kernels.active.gelu_backward(pre, g_rows, b)
         if x.requires_grad:
             x._accumulate((g_rows @ weight.data.T).reshape(x.shape))
         if weight.requires_grad:
@@ -47,9 +49,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
 
 
 def gelu(x: Tensor) -> Tensor:
-    """GELU, tanh approximation (GPT-2's "gelu_new"); math in kernels/gelu.py.  dx = g · dy/dx (saved)."""
-    y, slope = kernels.active.gelu_forward(x.data)
-    return Tensor._from_op(y, (x,), lambda g: x._accumulate(g * slope))
+    """GELU, tanh approximation (GPT-2's "gelu_new"); math in kernels/gelu.py."""
+    return Tensor._from_op(
+        kernels.active.gelu_forward(x.data), (x,), lambda g: x._accumulate(kernels.active.gelu_backward(x.data, g))
+    )
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:

@@ -28,12 +28,16 @@ def agree(numba_out, reference_out, dtype, **override):
 def test_gelu(dtype):
     x = normal((4, 8, 33), dtype, 0, scale=4.0)  # wide enough to reach the ±1 region of tanh
     x.flat[:4] = [0.0, 12.0, -12.0, 1e-8]
-    # float32: the kernel's rational tanh is within 3e-7 of tanh; through the x³ slope that stays under 2e-5.
-    agree(gelu.gelu_forward_numba(x), gelu.gelu_forward_reference(x), dtype, atol=2e-5)
+    dy = normal(x.shape, dtype, 1)
     bias = normal(33, dtype, 2)
-    expected = gelu.gelu_forward_reference(x + bias)
-    agree(gelu.gelu_forward_reference(x, bias), expected, dtype)
-    agree(gelu.gelu_forward_numba(x, bias), expected, dtype, atol=2e-5)
+    # float32: the kernel's rational tanh is within 3e-7 of tanh; through the x³ slope that stays under 2e-5.
+    agree(gelu.gelu_forward_numba(x), gelu.gelu_forward_reference(x), dtype)
+    agree(gelu.gelu_backward_numba(x, dy), gelu.gelu_backward_reference(x, dy), dtype, atol=2e-5)
+    # with a bias: exactly gelu of x + bias, forward and backward
+    agree(gelu.gelu_forward_reference(x, bias), gelu.gelu_forward_reference(x + bias), dtype)
+    agree(gelu.gelu_backward_reference(x, dy, bias), gelu.gelu_backward_reference(x + bias, dy), dtype)
+    agree(gelu.gelu_forward_numba(x, bias), gelu.gelu_forward_reference(x + bias), dtype)
+    agree(gelu.gelu_backward_numba(x, dy, bias), gelu.gelu_backward_reference(x + bias, dy), dtype, atol=2e-5)
 
 
 def test_fast_tanh_accuracy():

@@ -22,6 +22,7 @@ from minitrain.kernels import attention, cross_entropy, embedding, gelu, layerno
 
 KERNELS = {
     "gelu_forward": gelu,
+    "gelu_backward": gelu,
     "layernorm_forward": layernorm,
     "layernorm_backward": layernorm,
     "cross_entropy_forward": cross_entropy,

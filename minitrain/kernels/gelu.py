@@ -4,11 +4,11 @@
     y  = ½ · x · (1 + tanh u)
     dy/dx = ½ · (1 + tanh u) + ½ · x · (1 − tanh² u) · √(2/π) · (1 + 3·0.044715·x²)
 
-The forward pass returns y and the slope dy/dx together: both need tanh u, the expensive part, so computing the
-slope now costs a few multiply-adds, and the backward pass is then one multiply, dx = dy · dy/dx, instead of a
-second evaluation of tanh. An optional bias is added first, gelu(x + b), so a linear layer's bias and its
-activation are one pass (`F.linear(..., activation="gelu")`). Shapes: x (..., C), bias (C,); the kernels work on x
-as rows of C. (y is a new array: writing it over x would make LLVM's overlap check fail and run the loop unvectorised.)
+An optional bias is added first, gelu(x + b), so a linear layer's bias add and its activation are one pass
+(`F.linear(..., activation="gelu")`). The backward pass recomputes tanh u from x rather than saving dy/dx in the
+forward pass: measured, the extra (B, T, d_ff) array to write and read back cost more than the arithmetic.
+Shapes: x, dy (..., C), bias (C,); the kernels work on rows of C. Outputs are new arrays (writing y over x would
+make LLVM's overlap check fail and run the loop unvectorised).
 
 Why a hand-written tanh: numba compiles `math.tanh` to the C library's scalar call, several times slower than
 NumPy's SIMD tanh. `tanh_f32` below is a rational minimax approximation p(x)/q(x) (the 13/6-degree one Eigen uses
@@ -32,14 +32,20 @@ _C1, _C2, _C3 = np.float32(SQRT_2_OVER_PI), np.float32(CUBIC), np.float32(3.0 * 
 _HALF, _ONE = np.float32(0.5), np.float32(1.0)
 
 
-def gelu_forward_reference(x: np.ndarray, bias: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """-> (y, dy/dx) of gelu(x + bias), both of x's shape and dtype."""
+def gelu_forward_reference(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """y = gelu(x + bias)."""
     if bias is not None:
         x = x + bias
     # x*x*x, not x**3: NumPy's float32 power is several times slower than two multiplies.
+    return 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + CUBIC * (x * x * x))))
+
+
+def gelu_backward_reference(x: np.ndarray, dy: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """dx = dy · gelu'(x + bias)."""
+    if bias is not None:
+        x = x + bias
     t = np.tanh(SQRT_2_OVER_PI * (x + CUBIC * (x * x * x)))
-    slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * x * x)
-    return 0.5 * x * (1.0 + t), slope
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * x * x))
 
 
 _f32 = np.float32
@@ -64,22 +70,44 @@ def tanh_f32(x: float) -> float:
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _gelu_forward_f32(x: np.ndarray, bias: np.ndarray, y: np.ndarray, slope: np.ndarray) -> None:
+def _gelu_forward_f32(x: np.ndarray, bias: np.ndarray, y: np.ndarray) -> None:
+    n, c = x.shape
+    for i in range(n):
+        for j in range(c):
+            v = x[i, j] + bias[j]
+            y[i, j] = _HALF * v * (_ONE + tanh_f32(_C1 * (v + _C2 * v * v * v)))
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _gelu_backward_f32(x: np.ndarray, bias: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> None:
     n, c = x.shape
     for i in range(n):
         for j in range(c):
             v = x[i, j] + bias[j]
             t = tanh_f32(_C1 * (v + _C2 * v * v * v))
-            y[i, j] = _HALF * v * (_ONE + t)
-            slope[i, j] = _HALF * (_ONE + t) + _HALF * v * (_ONE - t * t) * _C1 * (_ONE + _C3 * v * v)
+            dx[i, j] = dy[i, j] * (_HALF * (_ONE + t) + _HALF * v * (_ONE - t * t) * _C1 * (_ONE + _C3 * v * v))
 
 
-def gelu_forward_numba(x: np.ndarray, bias: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _rows(x: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """x as contiguous float32 rows of C, and the bias (zeros when there is none)."""
+    c = x.shape[-1]
+    rows = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, c)
+    return rows, np.zeros(c, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
+
+
+def gelu_forward_numba(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     if x.dtype != np.float32:  # the fast tanh is a float32 approximation; float64 takes the exact path
         return gelu_forward_reference(x, bias)
-    x = np.ascontiguousarray(x)
-    y, slope = np.empty_like(x), np.empty_like(x)
-    c = x.shape[-1]
-    bias = np.zeros(c, np.float32) if bias is None else np.ascontiguousarray(bias, dtype=np.float32)
-    _gelu_forward_f32(x.reshape(-1, c), bias, y.reshape(-1, c), slope.reshape(-1, c))
-    return y, slope
+    rows, b = _rows(x, bias)
+    y = np.empty_like(rows)
+    _gelu_forward_f32(rows, b, y)
+    return y.reshape(x.shape)
+
+
+def gelu_backward_numba(x: np.ndarray, dy: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    if x.dtype != np.float32:
+        return gelu_backward_reference(x, dy, bias)
+    rows, b = _rows(x, bias)
+    dx = np.empty_like(rows)
+    _gelu_backward_f32(rows, b, np.ascontiguousarray(dy, dtype=np.float32).reshape(rows.shape), dx)
+    return dx.reshape(x.shape)
