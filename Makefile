@@ -21,7 +21,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $(VENV)/.installed $@
 
 train: $(VENV)/.installed
-	$(BIN)/python scripts/train_mini.py --config experiments/18-train-mini/config.yaml --out-dir $(RUN_DIR) --seed 42
+	$(BIN)/python scripts/train_mini.py --config experiments/18-train-mini/config.yaml --out-dir $(RUN_DIR) --models-dir $(RUN_DIR)/models --seed 42
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
