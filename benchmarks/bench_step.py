@@ -14,8 +14,10 @@ minitrain runs `steps` steps, then each PyTorch variant runs `steps` steps, in t
 (the machine may be shared) hits all of them alike. Reported: the median step time over all rounds, tokens/s
 (B·T positions per step, padding included), and the ratio minitrain / best PyTorch variant. The PyTorch variants
 are 1 and 2 threads, each with its default AdamW and with `fused=True`; the baseline is the fastest of them.
-minitrain's peak RSS is read before torch is imported. PyTorch is used only if it is importable; it is never a
-dependency of minitrain.
+minitrain runs with `minitrain.runtime.configure` (its BLAS thread rule and allocator setting); its peak RSS is
+measured in a separate process without torch. The 1-minute load average is printed too: on a shared machine
+other processes slow every contestant, which the same-process alternation keeps fair but not quiet. PyTorch is
+used only if it is importable; it is never a dependency of minitrain.
 """
 
 from __future__ import annotations
@@ -84,7 +86,13 @@ def timed(step: Callable[[], object], n: int, out: list[float]) -> None:
 
 
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    """This process's peak resident memory. VmHWM (Linux) counts only this program; getrusage's ru_maxrss would
+    also count the parent's memory at the fork that started us."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def rss_alone(name: str) -> float:
@@ -117,7 +125,8 @@ def bench_config(name: str, spec: dict, torch_variants: list[tuple[int, bool]], 
     timed(ours, warmup, [])
     times: dict[str, list[float]] = {"minitrain": []}
     timed(ours, steps, times["minitrain"])
-    result = {"config": name, **cfg, "batch": batch_size, **settings, "minitrain_peak_rss_mb": rss_alone(name)}
+    result = {"config": name, **cfg, "batch": batch_size, **settings, "minitrain_peak_rss_mb": rss_alone(name),
+              "load_average_1min": round(os.getloadavg()[0], 2)}  # fmt: skip
 
     runners = {}
     if torch_variants:
