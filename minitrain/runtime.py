@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 
 import numpy as np  # noqa: F401  (loads NumPy's BLAS, so it is mapped when we look for it)
@@ -76,6 +78,19 @@ def set_blas_threads(n: int) -> bool:
 def get_blas_threads() -> int | None:
     """The number of threads BLAS may use now, or None if the BLAS library cannot be asked."""
     return _call(_GETTERS)
+
+
+@contextmanager
+def blas_threads(n: int) -> Iterator[None]:
+    """Run a block with `n` BLAS threads, then restore the previous count: e.g. an evaluation pass over batches
+    of 256 lines, `with blas_threads(blas_threads_for(d_model, 256 * seq_len)):` (2 threads: ~20 % faster)."""
+    previous = get_blas_threads()
+    set_blas_threads(n)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            set_blas_threads(previous)
 
 
 def blas_threads_for(d_model: int, rows: int) -> int:

@@ -5,7 +5,14 @@ import os
 import numpy as np
 import pytest
 
-from minitrain.runtime import blas_threads_for, configure, get_blas_threads, keep_freed_memory, set_blas_threads
+from minitrain.runtime import (
+    blas_threads,
+    blas_threads_for,
+    configure,
+    get_blas_threads,
+    keep_freed_memory,
+    set_blas_threads,
+)
 
 
 def test_blas_threads_can_be_set_and_read_back():
@@ -33,5 +40,19 @@ def test_configure_reports_what_it_set():
     try:
         assert configure(d_model=64, rows=256) == {"blas_threads": 1, "keep_freed_memory": True}
         assert keep_freed_memory()  # glibc accepts it again (idempotent)
+    finally:
+        set_blas_threads(before)
+
+
+def test_blas_threads_block_restores_the_previous_count():
+    before = get_blas_threads()
+    try:
+        set_blas_threads(1)
+        with blas_threads(2):
+            assert get_blas_threads() == 2
+        assert get_blas_threads() == 1
+        with pytest.raises(RuntimeError), blas_threads(2):
+            raise RuntimeError("a failing evaluation still restores the count")
+        assert get_blas_threads() == 1
     finally:
         set_blas_threads(before)
