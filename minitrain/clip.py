@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from minitrain import kernels
 from minitrain.parameters import ParameterBuffer
 
 Params = ParameterBuffer | Iterable[Any]
@@ -38,11 +39,8 @@ def _grads(params: Params) -> list[np.ndarray]:
 
 
 def global_grad_norm(grads: Iterable[np.ndarray]) -> float:
-    """sqrt(Σ (g·g).sum()) over all arrays, squared and summed in float64."""
-    total = 0.0
-    for g in grads:
-        total += float(np.square(g, dtype=np.float64).sum())
-    return math.sqrt(total)
+    """sqrt(Σ (g·g).sum()) over all arrays, squared and summed in float64 (kernels/grad_norm.py)."""
+    return math.sqrt(sum(kernels.active.sum_of_squares(g) for g in grads))
 
 
 def clip_grad_norm_(params: Params, max_norm: float) -> float:

@@ -6,7 +6,7 @@ file still runs quickly then."""
 import numpy as np
 import pytest
 
-from minitrain.kernels import attention, cross_entropy, embedding, fastmath, gelu, layernorm
+from minitrain.kernels import attention, cross_entropy, embedding, fastmath, gelu, grad_norm, layernorm
 
 TOLERANCE = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
 DTYPES = [np.float32, np.float64]
@@ -127,3 +127,12 @@ def test_embedding_scatter_add(dtype):
     agree(out, embedding.embedding_backward_reference(idx, dy, 9), dtype)
     np.testing.assert_allclose(out[3], dy[[0, 2, 3]].sum(axis=0), rtol=1e-6)
     assert not out[[1, 2, 4, 5, 6, 8]].any()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sum_of_squares(dtype):
+    x = normal((3, 1000), dtype, 0, scale=100.0)
+    exact = float((x.astype(np.float64) ** 2).sum())
+    assert grad_norm.sum_of_squares_numba(x) == pytest.approx(grad_norm.sum_of_squares_reference(x), rel=1e-12)
+    assert grad_norm.sum_of_squares_numba(x[:, ::3]) == pytest.approx(exact / 3, rel=0.1)  # strided input works
+    assert grad_norm.sum_of_squares_reference(x) == pytest.approx(exact, rel=1e-12)

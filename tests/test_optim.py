@@ -7,7 +7,7 @@ import pytest
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-import minitrain.optim.adamw as adamw_module
+import minitrain.kernels.adamw as adamw_module
 from minitrain import kernels
 from minitrain.errors import UserError
 from minitrain.optim import OPTIMIZERS, AdamW, build_optimizer, optimizer_keys

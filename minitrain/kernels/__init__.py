@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 from numba import config as numba_config
 
-from minitrain.kernels import attention, cross_entropy, embedding, gelu, layernorm
+from minitrain.kernels import adamw, attention, cross_entropy, embedding, gelu, grad_norm, layernorm
 
 KERNELS = {
     "gelu_forward": gelu,
@@ -30,6 +30,8 @@ KERNELS = {
     "attention_forward": attention,
     "attention_backward": attention,
     "embedding_backward": embedding,
+    "sum_of_squares": grad_norm,
+    "adamw_update": adamw,
 }
 BACKENDS = ("numba", "numpy")
 

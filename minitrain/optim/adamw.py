@@ -19,7 +19,6 @@ from typing import ClassVar
 import numpy as np
 
 from minitrain import kernels
-from minitrain.kernels.adamw import adamw_update_numba, adamw_update_reference
 from minitrain.optim.base import Optimizer, Parameter, check_range
 from minitrain.parameters import ParameterBuffer
 
@@ -51,8 +50,7 @@ class AdamW(Optimizer):
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float
     ) -> None:
-        update = adamw_update_reference if kernels.active.name == "numpy" else adamw_update_numba
-        update(
+        kernels.active.adamw_update(
             data, grad, state["exp_avg"], state["exp_avg_sq"],
             lr, self.beta1, self.beta2, self.eps, weight_decay, self.step_count, self.decoupled,
         )  # fmt: skip
