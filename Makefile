@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 RUN_DIR ?= runs/lab01-$(shell date +%Y%m%d-%H%M%S)
+# The step benchmark compares with PyTorch eager when its Python can import torch (never a dependency):
+#   make bench BENCH_PYTHON=/path/to/venv-with-torch/bin/python   (docs/performance.md)
+BENCH_PYTHON ?= $(BIN)/python
 
 .PHONY: train test lint bench clean
 
@@ -32,6 +35,8 @@ lint: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_kernels.py
+	$(BIN)/python benchmarks/bench_optim.py
+	$(BENCH_PYTHON) benchmarks/bench_step.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

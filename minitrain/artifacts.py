@@ -104,8 +104,18 @@ def data_manifest_hash(train_path: str | os.PathLike) -> str | None:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MiB (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """Peak resident memory of this process so far, in MiB.
+
+    On Linux, /proc/self/status's VmHWM is exact; getrusage's ru_maxrss is not, because Linux carries it across
+    exec, so a process started by a big parent (a test runner) would report the parent's peak."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 2**10, 1)  # the value is in kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux reports KiB, macOS bytes
     scale = 1 / 2**20 if sys.platform == "darwin" else 1 / 2**10
     return round(peak * scale, 1)
 
