@@ -10,6 +10,8 @@ For each parameter tensor p (one layer) at step t:
     p ← p − lr·trust·r
 
 The norms are per tensor, so LAMB updates one parameter at a time even when they share a flat buffer.
+The moments, their checks and their state buffers are AdamW's: `Lamb` subclasses `AdamW` and replaces only
+the update.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from minitrain.optim.base import Optimizer, Parameter, check_range
+from minitrain.optim.adamw import AdamW
+from minitrain.optim.base import Parameter
 from minitrain.parameters import ParameterBuffer
 
 
-class Lamb(Optimizer):
+class Lamb(AdamW):
     """LAMB with bias correction (lr 1e-3, betas 0.9/0.999, eps 1e-6, weight_decay 0.01)."""
 
     name = "lamb"
@@ -39,12 +42,7 @@ class Lamb(Optimizer):
         groups: Sequence[Mapping[str, object]] | None = None,
         buffer: ParameterBuffer | None = None,
     ) -> None:
-        check_range("beta1", beta1, high=1.0, open_high=True)
-        check_range("beta2", beta2, high=1.0, open_high=True)
-        check_range("eps", eps)
-        self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
-        init = {"exp_avg": 0.0, "exp_avg_sq": 0.0}
-        super().__init__(named_params, lr, weight_decay, init, groups, buffer)
+        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, groups, buffer)
 
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float
