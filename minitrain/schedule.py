@@ -25,12 +25,12 @@ advances one optimizer step and, if the schedule was given an optimizer, sets th
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 from minitrain.errors import UserError
+from minitrain.registry import check_choice, keyword_defaults
 
 
 class HasLearningRate(Protocol):
@@ -320,20 +320,10 @@ SCHEDULES: dict[str, type[Schedule]] = {
 
 def schedule_keys(type: str) -> list[str]:
     """The keyword arguments schedule `type` accepts (besides `optimizer`)."""
-    signature = inspect.signature(SCHEDULES[type].__init__)
-    return [name for name in signature.parameters if name not in ("self", "optimizer")]
+    return list(keyword_defaults(SCHEDULES[type], skip=("optimizer",)))
 
 
 def build_scheduler(type: str, optimizer: HasLearningRate | None = None, **keys: Any) -> Schedule:
     """Construct schedule `type` with `keys`; an unknown type, unknown key or missing key is a UserError."""
-    if type not in SCHEDULES:
-        raise UserError(f"scheduler.type: unknown schedule '{type}' (choose one of {', '.join(SCHEDULES)})", 2)
-    valid = schedule_keys(type)
-    for key in keys:
-        if key not in valid:
-            raise UserError(f"scheduler.{key}: not a key of {type} (valid: {', '.join(valid)})", 2)
-    signature = inspect.signature(SCHEDULES[type].__init__)
-    for key in valid:
-        if signature.parameters[key].default is inspect.Parameter.empty and key not in keys:
-            raise UserError(f"scheduler.{key}: required by {type}", 2)
+    check_choice("scheduler", "schedule", SCHEDULES, type, keys, skip=("optimizer",))
     return SCHEDULES[type](optimizer=optimizer, **keys)

@@ -26,6 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from minitrain.config.source import ConfigSource
 from minitrain.monitor.alerts import parse_alert
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
+from minitrain.registry import keyword_defaults
 from minitrain.schedule import SCHEDULES, schedule_keys
 
 # Metrics the loop measures; checkpoint selection, early stopping and the plateau schedule may watch them.
@@ -134,8 +135,7 @@ class ParamGroup(Section):
 
 def _signature_defaults(cls: type) -> dict[str, Any]:
     """Keyword arguments of `cls.__init__` with their defaults (inspect.Parameter.empty when required)."""
-    params = inspect.signature(cls.__init__).parameters
-    return {n: p.default for n, p in params.items() if n not in ("self", "named_params", "optimizer", "buffer")}
+    return keyword_defaults(cls, skip=("named_params", "optimizer", "buffer"))
 
 
 def _fill_defaults(section: BaseModel, keys: set[str], defaults: dict[str, Any]) -> None:

@@ -6,10 +6,8 @@ buffer). An unknown type or a key the chosen optimizer does not take is a UserEr
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable
 
-from minitrain.errors import UserError
 from minitrain.optim.adagrad import Adagrad
 from minitrain.optim.adam import Adam
 from minitrain.optim.adamw import AdamW
@@ -17,22 +15,17 @@ from minitrain.optim.base import Optimizer, Parameter
 from minitrain.optim.lamb import Lamb
 from minitrain.optim.rmsprop import RMSprop
 from minitrain.optim.sgd import SGD
+from minitrain.registry import check_choice, keyword_defaults
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {cls.name: cls for cls in (AdamW, Adam, SGD, RMSprop, Adagrad, Lamb)}
 
 
 def optimizer_keys(type: str) -> list[str]:
     """The keyword arguments optimizer `type` accepts (besides the parameters)."""
-    signature = inspect.signature(OPTIMIZERS[type].__init__)
-    return [name for name in signature.parameters if name not in ("self", "named_params")]
+    return list(keyword_defaults(OPTIMIZERS[type], skip=("named_params",)))
 
 
 def build_optimizer(type: str, named_params: Iterable[tuple[str, Parameter]], **keys: object) -> Optimizer:
     """Construct optimizer `type` ("adamw", "adam", "sgd", "rmsprop", "adagrad", "lamb") with `keys`."""
-    if type not in OPTIMIZERS:
-        raise UserError(f"optimizer.type: unknown optimizer '{type}' (choose one of {', '.join(OPTIMIZERS)})", 2)
-    valid = optimizer_keys(type)
-    for key in keys:
-        if key not in valid:
-            raise UserError(f"optimizer.{key}: not a key of {type} (valid: {', '.join(valid)})", 2)
+    check_choice("optimizer", "optimizer", OPTIMIZERS, type, keys, skip=("named_params",))
     return OPTIMIZERS[type](named_params, **keys)
