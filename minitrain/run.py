@@ -153,9 +153,12 @@ def _resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
     return max(cfg.scheduler.warmup_steps + 1, int(cfg.duration_seconds / per_step))
 
 
-def plan_run(cfg: Config) -> dict[str, Any]:
-    """The dry run: what `run_training` would do, from a few timed steps; writes nothing."""
-    summary = check_data(cfg)
+def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
+    """The dry run: what `run_training` would do, from a few timed steps; writes nothing.
+
+    `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
+    """
+    summary = summary if summary is not None else check_data(cfg)
     _configure_runtime(cfg)
     steps = _resolve_total_steps(cfg, summary)
     parts = build_parts(cfg, max(steps, cfg.scheduler.warmup_steps + 10))
@@ -196,6 +199,7 @@ def run_training(
     overrides: tuple[str, ...] | list[str] = (),
     models_dir: str | os.PathLike | None = None,
     baseline_path: str | os.PathLike | None = None,
+    summary: DataSummary | None = None,
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
@@ -205,9 +209,11 @@ def run_training(
     `models_dir` receives the final model file (default: the config's output.models_dir, else
     $MINITRAIN_MODELS_DIR, else the repository's models/; see `artifacts.models_dir`);
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json).
+    `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
     """
     start_time = time.perf_counter()
-    summary = check_data(cfg)  # every data problem at once, before any work and before any file is written
+    # Every data problem at once, before any work and before any file is written.
+    summary = summary if summary is not None else check_data(cfg)
     out_dir = Path(out_dir)
     checkpoint_path = CheckpointManager.resolve(resume) if resume is not None else None
     runtime = _configure_runtime(cfg)

@@ -95,7 +95,7 @@ def _lock_file_for(config_path: str) -> Path:
 
 def train_command(args: argparse.Namespace) -> int:
     cfg = _load(args)
-    check_data(cfg)
+    summary = check_data(cfg)  # before the other checks; the run reuses it rather than reading the data again
     if args.strict:
         check_strict(cfg, _lock_file_for(args.config))
     if args.resume is not None and not Path(args.resume).exists():
@@ -103,14 +103,14 @@ def train_command(args: argparse.Namespace) -> int:
     from minitrain.run import plan_run, run_training  # the engine loads numba kernels: import it only to train
 
     if args.dry_run:
-        print(format_plan(plan_run(cfg)))
+        print(format_plan(plan_run(cfg, summary)))
         return 0
     if cfg.publish is not None:
         _warn_if_no_token(cfg.publish.repo)
     # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
     results = run_training(
         cfg, cfg.output.dir, resume=args.resume, progress=not args.quiet, strict=args.strict,
-        config_path=args.config, overrides=cfg.source.overrides,
+        config_path=args.config, overrides=cfg.source.overrides, summary=summary,
     )
     print(f"run folder: {cfg.output.dir}")
     for key, value in results.items():
