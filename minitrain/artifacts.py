@@ -21,7 +21,6 @@ import platform
 import resource
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,13 @@ from minitrain.data.build import MANIFEST
 from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
 from minitrain.io import atomic_write, atomic_write_json
 from minitrain.monitor.report import read_log
+from minitrain.versions import library_versions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE_PATH = REPO_ROOT / "experiments" / "14-ngram-baseline" / "results.json"
 DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 
+# The libraries whose behaviour shapes a run's numbers (manifest.json "versions").
 _LIBRARIES = ("numpy", "numba", "pydantic", "safetensors", "matplotlib", "pyyaml", "tqdm")
 
 
@@ -67,19 +68,6 @@ def hardware_info() -> dict[str, Any]:
         "ram_gb": None if ram_gb is None else round(ram_gb, 1),
         "platform": platform.platform(),
     }
-
-
-def library_versions() -> dict[str, str]:
-    """Versions of Python, minitrain and the libraries whose behaviour shapes the numbers."""
-    import minitrain
-
-    versions = {"python": platform.python_version(), "minitrain": minitrain.__version__}
-    for name in _LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def git_sha(repo: Path = REPO_ROOT) -> str | None:
@@ -129,7 +117,7 @@ def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_pat
     return {
         "seed": seed,
         "data_seed": data_seed,
-        "versions": library_versions(),
+        "versions": library_versions(_LIBRARIES),
         "config": config,
         "git_sha": git_sha(),
         "data_manifest_hash": data_manifest_hash(train_path),

@@ -27,11 +27,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import platform
 import re
 import struct
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +39,7 @@ from safetensors import SafetensorError
 
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_bytes, atomic_write_text
+from minitrain.versions import library_versions
 
 FORMAT = "minitrain"
 FORMAT_VERSION = 1
@@ -70,16 +69,6 @@ def _content_digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, st
         h.update(canonical_json([name, a.dtype.str, list(a.shape)]).encode("utf-8"))
         h.update(a.tobytes())
     return h.hexdigest()
-
-
-def _versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("minitrain", "numpy", "safetensors"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "unknown"
-    return found
 
 
 # ----------------------------------------------------------------------------------------- bytes <-> safetensors
@@ -214,7 +203,7 @@ def save_checkpoint(
         "scheduler": scheduler.state_dict(),
         "batcher": batcher.state_dict(),
         "train_rng": train_rng.bit_generator.state,
-        "versions": _versions(),
+        "versions": library_versions(("numpy", "safetensors")),
         "extra": dict(extra or {}),
     }
     data = _encode(tensors, meta)

@@ -15,8 +15,6 @@ difference.
 from __future__ import annotations
 
 import hashlib
-import platform
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from minitrain.config.schema import Config
 from minitrain.config.source import dotted
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text
+from minitrain.versions import library_versions
 
 LOCK_VERSION = 1
 LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib", "tqdm", "huggingface_hub")
@@ -47,23 +46,12 @@ def data_files(cfg: Config) -> list[str]:
     return [p for p in dict.fromkeys(paths) if Path(p).is_file()]
 
 
-def library_versions() -> dict[str, str]:
-    """Python's version and each installed library's (`missing` when absent)."""
-    versions = {"python": platform.python_version()}
-    for name in ("minitrain", *LIBRARIES):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "missing"
-    return versions
-
-
 def lock_contents(cfg: Config) -> dict[str, Any]:
     return {
         LOCK_KEY: LOCK_VERSION,
         "config": resolved_dict(cfg),
         "data": {path: sha256_of(path) for path in data_files(cfg)},
-        "versions": library_versions(),
+        "versions": library_versions(LIBRARIES),
     }
 
 
