@@ -3,16 +3,21 @@
 A file is written to a temporary name in the same folder, flushed and fsync'ed, then moved over the target with
 `os.replace`, which is atomic on POSIX. A crash (even `kill -9`) at any moment therefore leaves either the old
 file or the new one, never a half-written file.
+
+`sha256_of` is the one way a file's bytes are hashed (corpus manifest, lock files, the n-gram baseline).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from minitrain.errors import UserError
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
@@ -72,3 +77,15 @@ def append_line(path: str | os.PathLike, line: str) -> None:
         f.write(line.rstrip("\n") + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks (`UserError` naming the file if it cannot be read)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror})") from None
+    return digest.hexdigest()

@@ -14,7 +14,6 @@ difference.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +23,11 @@ from minitrain.config.loader import LOCK_KEY, is_lock, resolved_dict
 from minitrain.config.schema import Config
 from minitrain.config.source import dotted
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_text
+from minitrain.io import atomic_write_text, sha256_of
 from minitrain.versions import library_versions
 
 LOCK_VERSION = 1
 LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib", "tqdm", "huggingface_hub")
-
-
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def data_files(cfg: Config) -> list[str]:

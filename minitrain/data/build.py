@@ -14,7 +14,6 @@ Runs identify the data by the sha256 of manifest.json (`data_manifest_hash`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import Counter
 from pathlib import Path
@@ -25,15 +24,11 @@ from minitrain.data.split import DEV_VERBS, HELDOUT_POLICY, SPLITS, VAL_VERBS, s
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.data.verbs import Verb, load_verbs
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_json, atomic_write_text
+from minitrain.io import atomic_write_json, atomic_write_text, sha256_of
 
 GENERATOR_VERSION = "1.0.0"
 MANIFEST = "manifest.json"
 VOCAB = "vocab.json"
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def data_manifest_hash(data_dir: str | os.PathLike) -> str:

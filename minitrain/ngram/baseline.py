@@ -15,7 +15,6 @@ stage timings are returned beside them, for the console only.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
@@ -27,7 +26,7 @@ from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_json, atomic_write_text
+from minitrain.io import atomic_write_json, atomic_write_text, sha256_of
 from minitrain.metrics import greedy_exact_match
 from minitrain.ngram.add_k import AddKLM
 from minitrain.ngram.counts import NgramCounts
@@ -100,14 +99,6 @@ def load_baseline_config(path: str | Path) -> NgramBaselineConfig:
         problems = [f"{'.'.join(map(str, err['loc'])) or '<top>'}: {_plain(err)}" for err in e.errors()]
         raise UserError(f"{path}: invalid config:\n  " + "\n  ".join(problems), 2) from None
     return cfg
-
-
-def sha256_of(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes (`UserError` if it is missing)."""
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read ({e.strerror})") from None
 
 
 def _round(x: float) -> float:
