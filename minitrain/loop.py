@@ -50,10 +50,10 @@ from minitrain.checkpoint import CheckpointManager
 from minitrain.clip import clip_grad_norm_, clip_grad_value_, global_grad_norm
 from minitrain.io import append_line
 from minitrain.metrics import PerplexityMeter
+from minitrain.model import inference
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
-from minitrain.tensor import no_grad
 
 # Lab 01: "if the loss stalls above 4.0, stop the run — something is wrong". ln(64) ≈ 4.16 is the loss of a
 # uniform guess over 64 ids, so still being above 4.0 after the warm-up means almost nothing was learned.
@@ -89,16 +89,10 @@ def evaluate(model: Any, val_iter: Iterable) -> tuple[float, float]:
     `PerplexityMeter` (the n-gram baseline is scored by the same code); val_ppl = exp(val_loss).
     """
     meter = PerplexityMeter()
-    was_training = model.training
-    model.eval()  # no dropout
-    try:
-        with no_grad():
-            for batch in map(trim_padding, val_iter):
-                logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
-                meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
-    finally:
-        if was_training:
-            model.train()
+    with inference(model):  # no dropout
+        for batch in map(trim_padding, val_iter):
+            logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
+            meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
     return meter.mean_nll, meter.ppl
 
 
@@ -116,14 +110,8 @@ def next_log_probs_fn(model: Any, pad_id: int = 0) -> Callable[[list[list[int]]]
         idx = np.full((len(windows), lengths.max()), pad_id, dtype=np.int64)
         for row, window in enumerate(windows):
             idx[row, : len(window)] = window
-        was_training = model.training
-        model.eval()
-        try:
-            with no_grad():
-                logits, _ = model(idx, attn_pad_mask=np.arange(idx.shape[1]) < lengths[:, None])
-        finally:
-            if was_training:
-                model.train()
+        with inference(model):
+            logits, _ = model(idx, attn_pad_mask=np.arange(idx.shape[1]) < lengths[:, None])
         last = logits.data[np.arange(len(windows)), lengths - 1].astype(np.float64)  # (N, V)
         shifted = last - last.max(axis=-1, keepdims=True)
         return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # log-softmax

@@ -17,13 +17,16 @@ its gradient a view into the flat gradient, so zeroing, clipping and the optimiz
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
 import minitrain.functional as F
 from minitrain.errors import UserError
 from minitrain.parameters import ParameterBuffer
-from minitrain.tensor import Tensor
+from minitrain.tensor import Tensor, no_grad
 
 CONFIG_KEYS = ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "dropout")
 
@@ -55,6 +58,21 @@ def initial_value(name: str, shape: tuple[int, ...], n_layer: int, rng: np.rando
         return np.zeros(shape)
     std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02
     return rng.normal(0.0, std, size=shape)
+
+
+
+@contextmanager
+def inference(model: Any) -> Iterator[None]:
+    """`with inference(model):` eval mode (no dropout) and no tape for the block; the model's mode is restored
+    after it, even on an error. Evaluation, exact match and sampling all run the model this way."""
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        with no_grad():
+            yield
+    finally:
+        if was_training:
+            model.train()
 
 
 class MiniGPT:

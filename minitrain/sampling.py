@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from minitrain.tensor import no_grad
+from minitrain.model import inference
 
 
 class Tokenizer(Protocol):
@@ -68,20 +68,14 @@ def generate(
     context = model.config["max_seq_len"]
     ids = [tokenizer.bos_id, *tokenizer.encode(prompt)]
     new: list[int] = []
-    was_training = getattr(model, "training", False)
-    model.eval()
-    try:
-        with no_grad():
-            for _ in range(max_new_tokens):
-                window = np.asarray([ids[-context:]], dtype=np.int64)  # (1, T): learned positions stop at P
-                logits, _ = model(window)  # (1, T, V)
-                # Embedding rows past the tokenizer's vocabulary (the lab pads V to 64) are no character.
-                token = next_token(logits.data[0, -1, : tokenizer.vocab_size], temperature, top_k, rng)
-                if token == tokenizer.eos_id:
-                    break
-                ids.append(token)
-                new.append(token)
-    finally:
-        if was_training:
-            model.train()
+    with inference(model):
+        for _ in range(max_new_tokens):
+            window = np.asarray([ids[-context:]], dtype=np.int64)  # (1, T): learned positions stop at P
+            logits, _ = model(window)  # (1, T, V)
+            # Embedding rows past the tokenizer's vocabulary (the lab pads V to 64) are no character.
+            token = next_token(logits.data[0, -1, : tokenizer.vocab_size], temperature, top_k, rng)
+            if token == tokenizer.eos_id:
+                break
+            ids.append(token)
+            new.append(token)
     return tokenizer.decode(new)
