@@ -26,7 +26,6 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from minitrain.artifacts import peak_rss_mb
 from minitrain.clip import clip_grad_norm_
 from minitrain.model import MiniGPT
 from minitrain.optim import AdamW
@@ -85,16 +85,6 @@ def timed(step: Callable[[], object], n: int, out: list[float]) -> None:
         out.append(time.perf_counter() - start)
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory. VmHWM (Linux) counts only this program; getrusage's ru_maxrss would
-    also count the parent's memory at the fork that started us."""
-    try:
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
 def rss_alone(name: str) -> float:
     """Peak RSS (MB) of a fresh process that imports minitrain and runs a few steps of config `name`: this
     process's own peak would include PyTorch."""
@@ -108,7 +98,7 @@ def print_rss_alone(name: str) -> None:
     batch = synthetic_batch(spec["batch"], cfg["max_seq_len"], cfg["vocab_size"])
     configure(cfg["d_model"], spec["batch"] * cfg["max_seq_len"])
     timed(minitrain_step_fn(MiniGPT(**cfg, rng=0), batch), 5, [])
-    print(round(peak_rss_mb(), 1))
+    print(peak_rss_mb())  # MiB, from VmHWM: the parent's peak is not carried over
 
 
 def bench_config(name: str, spec: dict, torch_variants: list[tuple[int, bool]], quick: bool) -> dict:
