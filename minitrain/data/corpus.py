@@ -24,14 +24,6 @@ from pathlib import Path
 from minitrain.errors import UserError
 
 TENSES = ("P", "R", "I", "F", "C", "S")
-TENSE_NAMES = {
-    "P": "present indicative",
-    "R": "preterite",
-    "I": "imperfect indicative",
-    "F": "future",
-    "C": "conditional",
-    "S": "present subjunctive",
-}
 PERSONS = (1, 2, 3, 4, 5, 6)
 FIELDS = ("verb", "tense", "person", "form", "text")
 SEPARATOR = "|"
