@@ -360,6 +360,9 @@ def forbid_internet(monkeypatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", connect)
 
 
+TOKEN = "hf_minitrainTestToken7Qx2ZpLw9"  # alice's token on the stand-in Hub (the `hub` fixture's HF_TOKEN)
+
+
 @contextmanager
 def serving(monkeypatch, hf_home: Path, token: str | None, tokens: dict[str, str]) -> Iterator[FakeHub]:
     """A running stand-in Hub with the client pointed at it and the internet out of reach."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakehub import make_run, serving
+from fakehub import make_run
 
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
@@ -18,19 +18,12 @@ from minitrain.hub.export import EXPORT_FILES
 from minitrain.hub.sources import load_model
 from minitrain.sampling import generate
 
-TOKEN = "hf_commandsTestToken3Vn"
-
 
 def run_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="minitrain")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.handler(args)
-
-
-@pytest.fixture
-def run(tmp_path):
-    return make_run(tmp_path / "work")
 
 
 def test_export_command_writes_and_lists_the_folder(run, tmp_path, capsys):
@@ -41,10 +34,9 @@ def test_export_command_writes_and_lists_the_folder(run, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", ["publish", "push"])
-def test_publish_and_its_push_alias_upload(run, tmp_path, monkeypatch, capsys, name):
-    with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as hub:
-        assert run_command([name, "--repo", "alice/m", str(run), "--private"]) == 0
-        assert sorted(hub.repos["alice/m"].files) == sorted(EXPORT_FILES) and hub.repos["alice/m"].private
+def test_publish_and_its_push_alias_upload(hub, run, capsys, name):
+    assert run_command([name, "--repo", "alice/m", str(run), "--private"]) == 0
+    assert sorted(hub.repos["alice/m"].files) == sorted(EXPORT_FILES) and hub.repos["alice/m"].private
     assert f"Published: {hub.url}/alice/m" in capsys.readouterr().out
 
 

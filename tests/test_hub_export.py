@@ -17,11 +17,6 @@ from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config
 
 
-@pytest.fixture
-def run(tmp_path):
-    return make_run(tmp_path)
-
-
 def test_export_writes_the_gpt2_folder(run, tmp_path):
     out = tmp_path / "export"
     written = export_model(run, out)
@@ -41,7 +36,7 @@ def test_export_writes_the_gpt2_folder(run, tmp_path):
 def test_weights_are_the_model_file_under_gpt2_names(run, tmp_path):
     out = tmp_path / "export"
     export_model(run, out)
-    original, _, _ = load_model_file(tmp_path / "models" / "minigpt-test.safetensors")
+    original, _, _ = load_model_file(run.parent / "models" / "minigpt-test.safetensors")
     with safetensors.safe_open(out / "model.safetensors", "numpy") as f:
         assert f.metadata() == {"format": "pt"}
     exported = safetensors.numpy.load_file(out / "model.safetensors")
@@ -54,7 +49,7 @@ def test_weights_are_the_model_file_under_gpt2_names(run, tmp_path):
 def test_tokenizer_files_match_the_char_vocabulary(run, tmp_path):
     out = tmp_path / "export"
     export_model(run, out)
-    ours = CharTokenizer.load(tmp_path / "data" / "vocab.json")
+    ours = CharTokenizer.load(run.parent / "data" / "vocab.json")
     assert CharTokenizer.load(out / "vocab.json").chars == ours.chars
     tok = json.loads((out / "tokenizer.json").read_text())
     vocab = tok["model"]["vocab"]
@@ -75,7 +70,7 @@ def test_export_is_byte_identical_when_repeated(run, tmp_path):
 
 
 def test_export_from_a_checkpoint_finds_its_run(run, tmp_path):
-    state, config, _ = load_model_file(tmp_path / "models" / "minigpt-test.safetensors")
+    state, config, _ = load_model_file(run.parent / "models" / "minigpt-test.safetensors")
     checkpoint = run / "checkpoints" / "step-40.safetensors"
     save_model_file(checkpoint, state, config)
     export_model(checkpoint, tmp_path / "export")
@@ -93,9 +88,9 @@ def test_a_bare_model_file_needs_a_vocabulary(tmp_path):
 
 
 def test_weights_that_do_not_fit_the_config_are_refused(run, tmp_path):
-    state, config, _ = load_model_file(tmp_path / "models" / "minigpt-test.safetensors")
+    state, config, _ = load_model_file(run.parent / "models" / "minigpt-test.safetensors")
     state["transformer.h.1.mlp.c_fc.weight"] = np.zeros((8, 32), np.float32)
-    save_model_file(tmp_path / "models" / "minigpt-test.safetensors", state, config)
+    save_model_file(run.parent / "models" / "minigpt-test.safetensors", state, config)
     with pytest.raises(UserError, match=r"transformer\.h\.1\.mlp\.c_fc\.weight has shape \(8, 32\)"):
         export_model(run, tmp_path / "export")
 
@@ -109,6 +104,6 @@ def test_missing_source_and_unfinished_run_are_user_errors(tmp_path):
 
 
 def test_a_vocabulary_larger_than_the_embedding_is_refused(run, tmp_path):
-    CharTokenizer(sorted(set("abcdefghijklmnopqrstuvwxyz"))).save(tmp_path / "data" / "vocab.json")
+    CharTokenizer(sorted(set("abcdefghijklmnopqrstuvwxyz"))).save(run.parent / "data" / "vocab.json")
     with pytest.raises(UserError, match="embedding rows"):
         export_model(run, tmp_path / "export")

@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 import pytest
-from fakehub import make_run, serving
+from fakehub import TOKEN, make_run
 from huggingface_hub.utils import _http
 
 from minitrain.config.schema import Config
@@ -16,19 +16,7 @@ from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.publish import maybe_publish_after_training, publish
 
-TOKEN = "hf_minitrainTestToken7Qx2ZpLw9"
 REPO = "alice/minigpt"
-
-
-@pytest.fixture
-def hub(monkeypatch, tmp_path):
-    with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as server:
-        yield server
-
-
-@pytest.fixture
-def run(tmp_path):
-    return make_run(tmp_path / "work")
 
 
 def tree_digest(folder: Path) -> dict[str, str]:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import safetensors.numpy
-from fakehub import TINY_MODEL, make_run, serving
+from fakehub import TINY_MODEL
 from huggingface_hub import constants
 
 from minitrain.checkpoint import load_model_file
@@ -19,19 +19,7 @@ from minitrain.hub.publish import publish
 from minitrain.hub.sources import init_model_from, load_pretrained, model_section_from_base
 from minitrain.model import MiniGPT
 
-TOKEN = "hf_sourcesTestToken5Kd8"
 REPO = "alice/minigpt"
-
-
-@pytest.fixture
-def hub(monkeypatch, tmp_path):
-    with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as server:
-        yield server
-
-
-@pytest.fixture
-def run(tmp_path):
-    return make_run(tmp_path / "work")
 
 
 def trained_state(run) -> dict[str, np.ndarray]:
