@@ -177,6 +177,11 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return repo
 
+    def _write_target(self, repo_id: str) -> Repo | None:
+        """The repo a write route acts on: a known token (else 401), then a repo it can see (else 404).
+        None when the error response has been sent."""
+        return self._repo(repo_id) if self._require_user() else None
+
     def _dispatch(self) -> None:
         if self.client_address[0] != LOOPBACK:
             self._error(403, "the stand-in Hub only serves loopback clients")
@@ -224,9 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(400 if errors else 200, {"errors": [{"message": e} for e in errors], "warnings": []})
 
     def preupload(self, body: bytes, repo_id: str, revision: str) -> None:
-        if not self._require_user():
-            return
-        repo = self._repo(repo_id)
+        repo = self._write_target(repo_id)
         if repo is None:
             return
         answers = []
@@ -240,9 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"files": answers, "commitOid": repo.head})
 
     def lfs_batch(self, body: bytes, repo_id: str) -> None:
-        if not self._require_user():
-            return
-        if self._repo(repo_id) is None:
+        if self._write_target(repo_id) is None:
             return
         objects = []
         for obj in json.loads(body)["objects"]:
@@ -274,9 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"success": True})
 
     def commit(self, body: bytes, repo_id: str, revision: str) -> None:
-        if not self._require_user():
-            return
-        repo = self._repo(repo_id)
+        repo = self._write_target(repo_id)
         if repo is None:
             return
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
