@@ -153,10 +153,15 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
     return pretrained.where
 
 
+def _model_keys(pretrained: Pretrained) -> dict[str, Any]:
+    """MiniGPT's constructor keys (`CONFIG_KEYS`) as the source's model config gives them."""
+    return {key: pretrained.model_config[key] for key in CONFIG_KEYS if key in pretrained.model_config}
+
+
 def load_model(spec: str) -> tuple[MiniGPT, Path | None]:
     """A MiniGPT built from the source's config with its weights loaded, and its vocabulary (if known)."""
     pretrained = load_pretrained(spec)
-    model = MiniGPT(**{key: pretrained.model_config[key] for key in CONFIG_KEYS if key in pretrained.model_config})
+    model = MiniGPT(**_model_keys(pretrained))
     model.load_state_dict(pretrained.state, source=pretrained.where)
     return model, pretrained.vocab_path
 
@@ -165,5 +170,4 @@ def model_section_from_base(spec: str) -> tuple[dict[str, Any], Path | None]:
     """The `model:` section of a config that starts from `spec` (for `minitrain init --base`), `init_from`
     included, and the base's character vocabulary when the source has one (the new run must use the same)."""
     pretrained = load_pretrained(spec)
-    section = {key: pretrained.model_config[key] for key in CONFIG_KEYS if key in pretrained.model_config}
-    return {**section, "init_from": spec}, pretrained.vocab_path
+    return {**_model_keys(pretrained), "init_from": spec}, pretrained.vocab_path
