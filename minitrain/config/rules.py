@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from minitrain.config.problems import Problem
 from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
+from minitrain.model import parameter_shapes
 
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
 
@@ -163,13 +164,9 @@ def _group_overrides_something(sections, raw):
 
 
 def parameter_names(model: ModelConfig) -> list[str]:
-    """MiniGPT's parameter names for this shape (Hugging Face GPT-2 names, as in the model contract)."""
-    names = ["transformer.wte.weight", "transformer.wpe.weight"]
-    for i in range(model.n_layer):
-        block = f"transformer.h.{i}"
-        for part in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"):
-            names += [f"{block}.{part}.weight", f"{block}.{part}.bias"]
-    return [*names, "transformer.ln_f.weight", "transformer.ln_f.bias"]
+    """MiniGPT's parameter names for this shape, in model order (`minitrain.model.parameter_shapes`)."""
+    shapes = parameter_shapes(model.n_layer, model.d_model, model.d_ff, model.vocab_size, model.max_seq_len)
+    return [name for name, _ in shapes]
 
 
 @rule("optimizer", "model")
