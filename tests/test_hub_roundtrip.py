@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,30 +16,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fakehub import serving
+from test_run import train_tiny, write_tiny_data
 
 from minitrain.checkpoint import load_model_file
-from minitrain.config import load_config
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.publish import publish
-from minitrain.run import run_training
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "processed"
 TOKEN = "hf_roundtripTestToken8Wm"
 REPO = "alice/minigpt-roundtrip"
 
 
 def write_config(folder: Path, name: str, extra: str = "", lr: float = 3e-3, seed: int = 42) -> Path:
-    """A 1-layer model on 40 records of the real corpus (the layout of tests/test_run.py's tiny run)."""
+    """A 1-layer model on 40 records of the real corpus (test_run's tiny data, written once per folder)."""
     data = folder / "data"
     if not data.exists():
-        data.mkdir(parents=True)
-        for split, n in (("train", 40), ("val", 16), ("dev", 8)):
-            lines = (DATA / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()[:n]
-            (data / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        shutil.copy(DATA / "vocab.json", data / "vocab.json")
-        (folder / "baseline.json").write_text(json.dumps({"val_ppl": 7.5}), encoding="utf-8")
+        write_tiny_data(folder, baseline_ppl=7.5)
     path = folder / f"{name}.yaml"
     path.write_text(textwrap.dedent(f"""\
         model: {{n_layer: 1, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, max_seq_len: 32{extra}}}
@@ -54,18 +46,13 @@ def write_config(folder: Path, name: str, extra: str = "", lr: float = 3e-3, see
     return path
 
 
-def train(config: Path, out_dir: Path) -> dict:
-    return run_training(load_config(config), out_dir, progress=False, models_dir=config.parent / "models",
-                        baseline_path=config.parent / "baseline.json")
-
-
 def final_weights(results: dict) -> dict[str, np.ndarray]:
     return load_model_file(results["model_path"])[0]
 
 
 def test_train_publish_download_and_train_from_it(tmp_path, monkeypatch):
     with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as hub:
-        first = train(write_config(tmp_path, "first"), tmp_path / "first")
+        first = train_tiny(write_config(tmp_path, "first"), tmp_path / "first")
         publish(tmp_path / "first", REPO)
         export_model(tmp_path / "first", tmp_path / "local", repo_id=REPO)
         for name in EXPORT_FILES:
@@ -75,19 +62,19 @@ def test_train_publish_download_and_train_from_it(tmp_path, monkeypatch):
         # are the downloaded ones, so equality shows the weights made the whole trip; a different rng_seed
         # shows they did not come from the initialisation.
         frozen = write_config(tmp_path, "second", extra=f", init_from: {REPO}", lr=1e-12, seed=7)
-        second = train(frozen, tmp_path / "second")
+        second = train_tiny(frozen, tmp_path / "second")
         manifest = json.loads((tmp_path / "second" / "manifest.json").read_text())
         cache = tmp_path / "hf" / "hub" / "models--alice--minigpt-roundtrip" / "snapshots"
         assert manifest["init_from"].startswith(str(cache))
         start, end = final_weights(first), final_weights(second)
         for name in start:
             np.testing.assert_allclose(end[name], start[name], atol=1e-6, err_msg=name)
-        scratch = final_weights(train(write_config(tmp_path, "scratch", lr=1e-12, seed=7), tmp_path / "scratch"))
+        scratch = final_weights(train_tiny(write_config(tmp_path, "scratch", lr=1e-12, seed=7), tmp_path / "scratch"))
         assert max(np.abs(scratch[n] - start[n]).max() for n in start) > 0.01
 
         # Fine-tuning from the published model starts where the first run ended, not from scratch: on the very
         # same first batch (same data_seed), its loss is far below a fresh model's (about ln 64 = 4.16).
-        tuned = train(write_config(tmp_path, "tuned", extra=f", init_from: {REPO}", seed=7), tmp_path / "tuned")
+        tuned = train_tiny(write_config(tmp_path, "tuned", extra=f", init_from: {REPO}", seed=7), tmp_path / "tuned")
         assert tuned["status"] == second["status"] == "completed"
         assert first_loss(tmp_path / "tuned") < first_loss(tmp_path / "scratch") - 0.2
 
@@ -103,7 +90,7 @@ def minitrain_command(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_cli_publishes_and_samples_through_the_environment(tmp_path, monkeypatch):
-    train(write_config(tmp_path, "first"), tmp_path / "first")
+    train_tiny(write_config(tmp_path, "first"), tmp_path / "first")
     with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as hub:
         done = minitrain_command("push", "--repo", REPO, str(tmp_path / "first"))
         assert done.returncode == 0, done.stderr

@@ -30,9 +30,9 @@ RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.
              "results.json", "loss_curve.png", "report.md")
 
 
-def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -> Path:
-    """A tiny corpus cut from the real one (40 train, 16 val records), a 1-layer config for it and an n-gram
-    baseline results.json beside it; returns the config path. 40 records / batch 4 = 10 steps per epoch."""
+def write_tiny_data(folder: Path, baseline_ppl: float) -> Path:
+    """folder/data: a tiny corpus cut from the real one (40 train, 16 val, 8 dev records) and its vocabulary;
+    folder/baseline.json: an n-gram baseline results.json. Returns the data folder."""
     data = folder / "data"
     data.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", 40), ("val", 16), ("dev", 8)):
@@ -40,6 +40,13 @@ def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -
         (data / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     shutil.copy(DATA / "vocab.json", data / "vocab.json")
     (folder / "baseline.json").write_text(json.dumps({"val_ppl": baseline_ppl}), encoding="utf-8")
+    return data
+
+
+def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -> Path:
+    """The tiny corpus and baseline of `write_tiny_data`, and a 1-layer config for them; returns the config path.
+    40 records / batch 4 = 10 steps per epoch."""
+    data = write_tiny_data(folder, baseline_ppl)
     text = textwrap.dedent(f"""\
         model: {{n_layer: 1, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, max_seq_len: 32}}
         optimizer: {{type: adamw, lr_max: 3.0e-3, lr_min: 3.0e-4, beta1: 0.9, beta2: 0.95, weight_decay: 0.1,
