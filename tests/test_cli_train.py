@@ -9,7 +9,7 @@ import pytest
 import yaml
 from test_cli import run
 from test_config_data import make_corpus
-from test_run import write_tiny_run
+from test_run import log_rows, write_tiny_run
 
 from minitrain import artifacts
 from minitrain.config import config_from_dict, load_config
@@ -40,7 +40,7 @@ def test_init_validate_dry_run_train(tmp_path, capsys, monkeypatch, template, st
     resolved = yaml.safe_load(resolved_text)
     assert resolved[steps_home]["total_steps"] == 4 and resolved["training"]["rng_seed"] == 5
     assert (tmp_path / "run" / "config.yaml").read_text(encoding="utf-8") == (tmp_path / "c.yaml").read_text()
-    rows = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    rows = log_rows(tmp_path / "run")
     assert rows[0]["step"] == 0 and rows[0]["lr"] == pytest.approx(2e-3)  # the --set value really trained
     results = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
     assert results["steps"] == 4

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fakehub import serving
-from test_run import train_tiny, write_tiny_data
+from test_run import log_rows, train_tiny, write_tiny_data
 
 from minitrain.checkpoint import load_model_file
 from minitrain.hub.export import EXPORT_FILES, export_model
@@ -80,8 +80,7 @@ def test_train_publish_download_and_train_from_it(tmp_path, monkeypatch):
 
 
 def first_loss(run_dir: Path) -> float:
-    rows = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
-    return next(row["loss"] for row in rows if row.get("loss") is not None)
+    return next(row["loss"] for row in log_rows(run_dir) if row.get("loss") is not None)
 
 
 def minitrain_command(*args: str) -> subprocess.CompletedProcess:
