@@ -63,6 +63,7 @@ HIGH_LOSS_AFTER_WARMUP = 4.0
 COMPLETED, EARLY_STOPPED, DIVERGED, INTERRUPTED, HALTED = (
     "completed", "early_stopped", "diverged", "interrupted", "halted",
 )
+FINISHED = (COMPLETED, EARLY_STOPPED)  # a run that ended well: it has a final model to save and publish
 
 
 # ---------------------------------------------------------------------------------------------------- evaluation

@@ -46,9 +46,8 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text
 from minitrain.loop import (
-    COMPLETED,
     DIVERGED,
-    EARLY_STOPPED,
+    FINISHED,
     INTERRUPTED,
     Checkpointing,
     evaluate,
@@ -275,7 +274,7 @@ def run_training(
     write_metrics_csv(rows, out_dir / "metrics.csv")
     baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH)
     artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline)
-    if outcome["status"] not in (COMPLETED, EARLY_STOPPED):
+    if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
         raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)

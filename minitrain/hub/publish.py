@@ -24,9 +24,9 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from minitrain.errors import UserError
 from minitrain.hub.export import export_model
+from minitrain.loop import FINISHED
 
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-SUCCESSFUL_STATUSES = ("completed", "early_stopped")
 EXIT_NETWORK = 3  # exit code for a failure on the way to or at the Hub (the export itself is fine)
 
 
@@ -100,7 +100,7 @@ def maybe_publish_after_training(cfg, run_dir: str | Path, status: str) -> str |
     """
     if cfg.publish is None:
         return None
-    if status not in SUCCESSFUL_STATUSES:
+    if status not in FINISHED:
         print(f"Not publishing to {cfg.publish.repo}: the run ended with status {status!r}")
         return None
     print(f"Publishing to {cfg.publish.repo} (publish: section of the config)")
