@@ -188,6 +188,9 @@ RULE_CASES = [
      "lr_min 0.001 is above lr_max 0.0001"),
     ("nesterov needs momentum", "optimizer:\n  type: sgd\n  nesterov: true\n" + STEPS, 3,
      "optimizer.nesterov", "nesterov needs momentum > 0"),
+    ("nesterov needs no dampening",
+     "optimizer:\n  type: sgd\n  momentum: 0.9\n  dampening: 0.1\n  nesterov: true\n" + STEPS, 5,
+     "optimizer.nesterov", "nesterov needs dampening = 0"),
     ("group overrides nothing", "optimizer:\n  groups:\n    - pattern: 'transformer.wte.*'\n" + STEPS,
      3, "optimizer.groups[0]", "overrides nothing"),
     ("group matches nothing", "optimizer:\n  groups:\n    - pattern: 'encoder.*'\n"

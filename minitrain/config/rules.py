@@ -149,10 +149,12 @@ def _lr_floor_below_peak(sections, raw):
 
 @rule("optimizer")
 def _nesterov_needs_momentum(sections, raw):
-    """optimizer.nesterov needs optimizer.momentum > 0."""
+    """optimizer.nesterov needs optimizer.momentum > 0 and optimizer.dampening = 0 (as torch.optim.SGD)."""
     opt = sections["optimizer"]
     if opt.nesterov and opt.momentum == 0:
         yield Problem(("optimizer", "nesterov"), "nesterov needs momentum > 0")
+    if opt.nesterov and opt.dampening != 0:
+        yield Problem(("optimizer", "nesterov"), "nesterov needs dampening = 0")
 
 
 @rule("optimizer")
