@@ -6,7 +6,8 @@
 
 from minitrain import functional
 from minitrain.gradcheck import gradcheck
-from minitrain.tensor import Tensor, concat, masked_fill, no_grad, split, where, zero_grad
+from minitrain.ops import concat, masked_fill, split, where
+from minitrain.tensor import Tensor, no_grad, zero_grad
 
 __version__ = "0.1.0"
 __all__ = ["Tensor", "concat", "functional", "gradcheck", "masked_fill", "no_grad", "split", "where", "zero_grad"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from minitrain import kernels
-from minitrain.tensor import Tensor, concat
+from minitrain.ops import concat
+from minitrain.tensor import Tensor
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
