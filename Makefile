@@ -9,7 +9,7 @@ RUN_DIR ?= runs/lab01-$(shell date +%Y%m%d-%H%M%S)
 #   make bench BENCH_PYTHON=/path/to/venv-with-torch/bin/python   (docs/performance.md)
 BENCH_PYTHON ?= $(BIN)/python
 
-.PHONY: train test lint bench clean
+.PHONY: train test lint bench clean clean-kernels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,5 +38,10 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_optim.py
 	$(BENCH_PYTHON) benchmarks/bench_step.py
 
-clean:
+# numba's disk cache is keyed on each kernel's own file: after editing a helper that kernels inline from another
+# file (minitrain/kernels/fastmath.py), drop the compiled kernels so they are rebuilt.
+clean-kernels:
+	find minitrain -name '*.nbi' -delete -o -name '*.nbc' -delete
+
+clean: clean-kernels
 	rm -rf $(VENV) runs .pytest_cache
