@@ -52,15 +52,14 @@ def gradcheck(
             continue
         analytic = np.zeros_like(x.data) if x.grad is None else x.grad
         numeric = np.zeros_like(x.data)
-        flat = x.data.reshape(-1)  # a view: nudging it nudges x
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
+        for j in np.ndindex(x.shape):  # indexing x.data itself nudges x, even when it is a strided view
+            saved = x.data[j]
+            x.data[j] = saved + eps
             upper = objective()
-            flat[j] = saved - eps
+            x.data[j] = saved - eps
             lower = objective()
-            flat[j] = saved
-            numeric.reshape(-1)[j] = (upper - lower) / (2 * eps)
+            x.data[j] = saved
+            numeric[j] = (upper - lower) / (2 * eps)
         error = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
         if (error > 0).any():
             worst = np.unravel_index(np.argmax(error), x.shape)

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from minitrain import Tensor, concat, gradcheck, masked_fill, no_grad, split, where
+from minitrain.gradcheck import GradcheckError
 from minitrain.tensor import TAPE
 
 FAST = settings(max_examples=25, deadline=None)
@@ -210,3 +211,23 @@ def test_detach_and_item():
     d = x.detach()
     assert not d.requires_grad and d.data is x.data
     assert (x * 3.0).item() == 6.0
+
+
+def test_gradcheck_rejects_a_wrong_backward():
+    """Every test above trusts gradcheck: here it must catch a backward that is off by a factor 1 + 1e-4."""
+    x = t64((3, 4))
+
+    def scaled(factor):  # y = 2x with a hand-written backward dx = factor · g
+        return lambda a: Tensor._from_op(2.0 * a.data, (a,), lambda g: a._accumulate(factor * g))
+
+    assert gradcheck(scaled(2.0), [x])
+    with pytest.raises(GradcheckError, match=r"input 0 \(shape \(3, 4\)\) at \(\d, \d\): analytic"):
+        gradcheck(scaled(2.0 * (1 + 1e-4)), [x])
+    with pytest.raises(TypeError, match="float64"):
+        gradcheck(lambda a: a * 2.0, [Tensor([1.0, 2.0], requires_grad=True)])  # float32
+
+
+def test_gradcheck_nudges_strided_inputs():
+    x = Tensor(np.random.default_rng(1).standard_normal((4, 3)).T, requires_grad=True, dtype=np.float64)
+    assert not x.data.flags.c_contiguous  # a transposed view: reshape(-1) of it would be a copy
+    assert gradcheck(lambda a: a.exp() * a[:, :1], [x])
