@@ -95,6 +95,8 @@ def cross_entropy(logits: Tensor, targets: np.ndarray, mask: np.ndarray | None =
     targets = np.asarray(targets).reshape(-1)
     if targets.shape[0] != rows.shape[0]:
         raise ValueError(f"cross_entropy: logits of shape {logits.shape} and targets of shape {targets.shape} differ")
+    if targets.size and not 0 <= targets.min() <= targets.max() < vocab:  # the numba kernel does not bounds-check
+        raise ValueError(f"cross_entropy: target ids must be in [0, {vocab}), got {targets.min()}..{targets.max()}")
     mask = np.ones(rows.shape[0], dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
     count = int(mask.sum())
     if count == 0:
@@ -124,6 +126,8 @@ def dropout(x: Tensor, p: float, training: bool, rng: np.random.Generator | None
     """Zero each element with probability p and scale the rest by 1/(1 − p); the identity when not training.
 
     The mask is drawn from `rng`, the training RNG, so a resumed run draws the same masks."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training or p == 0.0:
         return x
     if rng is None:
@@ -139,8 +143,12 @@ def self_attention(qkv: Tensor, n_head: int, pad_mask: np.ndarray | None = None)
     qkv (B, T, 3C) holds q | k | v, and inside each, head h owns columns [h·D, (h+1)·D) (GPT-2's layout);
     pad_mask (B, T) is True on real tokens (padding keys are never attended to). Returns the heads' outputs side
     by side, (B, T, C), ready for the output projection."""
-    batch, time, _ = qkv.shape
-    key_mask = np.ones((batch, time), dtype=bool) if pad_mask is None else pad_mask
+    batch, time, width = qkv.shape
+    if width % (3 * n_head):
+        raise ValueError(f"self_attention: qkv of shape {qkv.shape} does not split into q, k, v of {n_head} heads")
+    key_mask = np.ones((batch, time), dtype=bool) if pad_mask is None else np.asarray(pad_mask, dtype=bool)
+    if key_mask.shape != (batch, time):  # the numba kernel does not bounds-check
+        raise ValueError(f"self_attention: pad_mask of shape {key_mask.shape} does not match (B, T) = {(batch, time)}")
     y, probs = kernels.active.attention_forward(qkv.data, n_head, key_mask)
 
     def backward(g: np.ndarray) -> None:

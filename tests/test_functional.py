@@ -179,3 +179,18 @@ def test_float32_path_runs_and_keeps_dtype():
     loss = F.cross_entropy(h, np.zeros((2, 8), dtype=np.int64))
     loss.backward()
     assert h.dtype == np.float32 and x.grad.dtype == np.float32 and w.grad.dtype == np.float32
+
+
+def test_bad_arguments_are_clear_errors_not_out_of_bounds_reads():
+    logits = Tensor(np.zeros((2, 5)))
+    for bad in ([1, 5], [-1, 0]):  # the numba kernel would read beyond the row without this check
+        with pytest.raises(ValueError, match=r"target ids must be in \[0, 5\)"):
+            F.cross_entropy(logits, np.array(bad))
+    qkv = Tensor(np.zeros((2, 4, 12)))
+    with pytest.raises(ValueError, match=r"pad_mask of shape \(2, 3\) does not match \(B, T\) = \(2, 4\)"):
+        F.self_attention(qkv, 2, np.ones((2, 3), dtype=bool))
+    with pytest.raises(ValueError, match="does not split into q, k, v of 5 heads"):
+        F.self_attention(qkv, 5)
+    for p in (1.0, -0.1):
+        with pytest.raises(ValueError, match=r"p must be in \[0, 1\)"):
+            F.dropout(logits, p, True, np.random.default_rng(0))
