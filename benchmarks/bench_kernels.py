@@ -20,6 +20,7 @@ import numpy as np
 from minitrain import kernels
 
 B, T, C, H, V, FF = 8, 32, 64, 4, 64, 256  # the lab-01 config, batch 8
+N_PARAMS = 106_240  # the lab-01 model's parameters: one flat buffer for AdamW and the gradient norm
 
 
 def median_seconds(fn, repeats: int = 300) -> float:
@@ -50,6 +51,8 @@ def cases(k) -> dict:
     _, probs = k.attention_forward(qkv, H, key_mask)
     dy = rng.standard_normal((B, T, C)).astype(f32)
     idx = rng.integers(0, V, B * T)
+    param, grad = rng.standard_normal(N_PARAMS).astype(f32), rng.standard_normal(N_PARAMS).astype(f32)
+    exp_avg, exp_avg_sq = np.zeros(N_PARAMS, f32), np.zeros(N_PARAMS, f32)
     return {
         "gelu_forward (8,32,256)": lambda: k.gelu_forward(x_ff),
         "gelu_backward (8,32,256)": lambda: k.gelu_backward(x_ff, x_ff),
@@ -60,8 +63,10 @@ def cases(k) -> dict:
         "attention_forward (8,32,3*64), 4 heads": lambda: k.attention_forward(qkv, H, key_mask),
         "attention_backward (8,32,3*64), 4 heads": lambda: k.attention_backward(qkv, probs, dy),
         "embedding_backward (256,64)": lambda: k.embedding_backward(idx, rows, V),
+        "sum_of_squares (106240,)": lambda: k.sum_of_squares(grad),
+        "adamw_update (106240,)": lambda: k.adamw_update(param, grad, exp_avg, exp_avg_sq, 3e-4, 0.9, 0.95, 1e-8,
+                                                          0.1, 10),
     }
-
 
 
 def startup_seconds(cache_dir: str) -> dict:
