@@ -323,6 +323,7 @@ class Tensor:
 
     # ----------------------------------------------------------------- shape ops
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """y = x with the same elements in `shape` (ints or one sequence, -1 allowed); dx = g reshaped back."""
         new_shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
         x = self
         return Tensor._from_op(x.data.reshape(new_shape), (x,), lambda g: x._accumulate(g.reshape(x.shape)))
@@ -356,6 +357,7 @@ class Tensor:
 
 
 def zero_grad(params: Iterable[Tensor]) -> None:
+    """`p.zero_grad()` for every tensor: buffer views are zeroed in place, other gradients dropped."""
     for p in params:
         p.zero_grad()
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
-from minitrain import Tensor, concat, gradcheck, masked_fill, no_grad, split, where
+from minitrain import Tensor, concat, gradcheck, masked_fill, no_grad, split, where, zero_grad
 from minitrain.gradcheck import GradcheckError
 from minitrain.tensor import TAPE
 
@@ -176,6 +176,15 @@ def test_leaf_grads_accumulate_across_backward_calls_and_into_buffer_views():
     np.testing.assert_array_equal(flat_grad, 2 * np.arange(4.0) + 1)
     w.zero_grad()
     assert w.grad is not None and not flat_grad.any()
+
+
+def test_zero_grad_helper_zeroes_buffer_views_and_drops_own_grads():
+    flat_grad = np.ones(3, dtype=np.float32)
+    in_buffer, own = Tensor(np.ones(3), requires_grad=True), Tensor(np.ones(2), requires_grad=True)
+    in_buffer.grad = flat_grad[:3]
+    own.grad = np.ones(2, dtype=np.float32)
+    zero_grad([in_buffer, own])
+    assert in_buffer.grad is not None and not flat_grad.any() and own.grad is None
 
 
 def test_backward_needs_grad_for_non_scalar():
