@@ -2,7 +2,7 @@
 
 Lab 01's MiniGPT (2 layers, d_model 64, d_ff 256, vocab 64, 32 positions) has 106,240 parameters. They are laid
 out in one ParameterBuffer, so a step is two calls (decay group, no-decay group) either way; the per-parameter
-layout (one call per tensor, 30 tensors) is timed too. Prints microseconds per step (median of many) as JSON.
+layout (one call per tensor, 28 tensors) is timed too. Prints microseconds per step (median of many) as JSON.
 
     .venv/bin/python benchmarks/bench_optim.py
 """
@@ -16,23 +16,11 @@ import time
 import numpy as np
 
 from minitrain import kernels
+from minitrain.model import parameter_shapes
 from minitrain.optim import AdamW
 from minitrain.parameters import ParameterBuffer
 
-N_LAYER, D, D_FF, VOCAB, POSITIONS = 2, 64, 256, 64, 32
-
-
-def lab01_shapes() -> list[tuple[str, tuple[int, ...]]]:
-    shapes = [("transformer.wte.weight", (VOCAB, D)), ("transformer.wpe.weight", (POSITIONS, D))]
-    for i in range(N_LAYER):
-        h = f"transformer.h.{i}"
-        shapes += [(f"{h}.ln_1.weight", (D,)), (f"{h}.ln_1.bias", (D,))]
-        shapes += [(f"{h}.attn.c_attn.weight", (D, 3 * D)), (f"{h}.attn.c_attn.bias", (3 * D,))]
-        shapes += [(f"{h}.attn.c_proj.weight", (D, D)), (f"{h}.attn.c_proj.bias", (D,))]
-        shapes += [(f"{h}.ln_2.weight", (D,)), (f"{h}.ln_2.bias", (D,))]
-        shapes += [(f"{h}.mlp.c_fc.weight", (D, D_FF)), (f"{h}.mlp.c_fc.bias", (D_FF,))]
-        shapes += [(f"{h}.mlp.c_proj.weight", (D_FF, D)), (f"{h}.mlp.c_proj.bias", (D,))]
-    return [*shapes, ("transformer.ln_f.weight", (D,)), ("transformer.ln_f.bias", (D,))]
+LAB01 = (2, 64, 256, 64, 32)  # n_layer, d_model, d_ff, vocab_size, max_seq_len
 
 
 class Param:
@@ -55,7 +43,7 @@ def time_steps(optimizer: AdamW, backend: str, repeats: int = 2000) -> float:
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    arrays = [(name, 0.02 * rng.standard_normal(shape)) for name, shape in lab01_shapes()]
+    arrays = [(name, 0.02 * rng.standard_normal(shape)) for name, shape in parameter_shapes(*LAB01)]
     buffer = ParameterBuffer(arrays)
     buffer.grad[...] = 1e-3 * rng.standard_normal(buffer.size)
     flat = [(name, Param(*buffer.views(name))) for name, _ in arrays]
