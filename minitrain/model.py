@@ -60,7 +60,6 @@ def initial_value(name: str, shape: tuple[int, ...], n_layer: int, rng: np.rando
     return rng.normal(0.0, std, size=shape)
 
 
-
 @contextmanager
 def inference(model: Any) -> Iterator[None]:
     """`with inference(model):` eval mode (no dropout) and no tape for the block; the model's mode is restored
