@@ -194,3 +194,7 @@ def test_build_script_writes_the_corpus_and_reports_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
     assert not (tmp_path / "bad").exists()  # nothing half-written
+    (tmp_path / "a-file").write_text("")
+    assert build_script.main(["--out-dir", str(tmp_path / "a-file" / "out")]) == 1  # cannot write there
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "a-file" in err and "Traceback" not in err
