@@ -368,6 +368,14 @@ def test_missing_files_are_clear_errors(corpus, capsys):
     assert not (corpus / "out").exists()
 
 
+def test_unwritable_out_dir_is_one_clear_error(corpus, capsys):
+    (corpus / "a-file").write_text("")
+    out = corpus / "a-file" / "out"  # under a file: the folder cannot be created
+    assert load_script().main(["--config", str(corpus / "config.yaml"), "--out-dir", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "a-file" in err and "Traceback" not in err
+
+
 def assert_same_results(got, expected, path="results"):
     """Equal JSON trees; floats (rounded to 6 decimals when written) may differ by rounding noise only."""
     if isinstance(expected, dict):
