@@ -21,10 +21,19 @@ from minitrain.errors import UserError
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
-    """Call `write(f)` on a temporary binary file beside `path`, then rename it over `path`."""
+    """Call `write(f)` on a temporary binary file beside `path`, then rename it over `path`.
+
+    A failure of the file system (no such folder, permission denied, disk full) is a `UserError` naming `path`;
+    the previous file, if any, is left as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except FileExistsError as e:  # mkdir met a file where a folder of the path should be
+        raise UserError(f"{path}: cannot write ({e.filename} exists and is not a folder)") from None
+    except OSError as e:
+        raise cannot_write(path, e) from None
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
@@ -32,10 +41,17 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise cannot_write(path, e) from None
         raise
     _fsync_dir(path.parent)
+
+
+def cannot_write(path: str | os.PathLike, error: OSError) -> UserError:
+    """The one-line error for a file that could not be written: `<path>: cannot write (<reason>)`."""
+    return UserError(f"{path}: cannot write ({error.strerror or error})")
 
 
 def _umask() -> int:
@@ -73,10 +89,13 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 def append_line(path: str | os.PathLike, line: str) -> None:
     """Append one line and flush it to disk: logs grow line by line, and a crash loses at most the last line."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line.rstrip("\n") + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line.rstrip("\n") + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise cannot_write(path, e) from None
 
 
 def sha256_of(path: str | os.PathLike) -> str:

@@ -441,7 +441,7 @@ def test_exception_during_write_leaves_previous_checkpoint(tmp_path, monkeypatch
 
     # The disk fills up after the bytes went to the temp file, before the rename.
     monkeypatch.setattr("minitrain.io.os.fsync", failing_fsync)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(UserError, match=r"step-2.safetensors: cannot write \(No space left on device\)"):
         save_steps(manager, [2])
     monkeypatch.undo()
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", "step-1.safetensors"]
