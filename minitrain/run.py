@@ -215,6 +215,9 @@ def run_training(
     summary = summary if summary is not None else check_data(cfg)
     out_dir = Path(out_dir)
     checkpoint_path = CheckpointManager.resolve(resume) if resume is not None else None
+    final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
+    # Before any work: a folder that cannot be written fails now, not after training.
+    _prepare_folders({"run folder": out_dir, "models folder": final_models_dir})
     runtime = _configure_runtime(cfg)
 
     previous = _previous_manifest(checkpoint_path, out_dir)
@@ -281,8 +284,7 @@ def run_training(
 
     train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
     exact = _exact_match(parts) if all("form" in r for r in parts.val_records) else None
-    model_path = _save_model(parts.model, artifacts.models_dir(models_dir or cfg.output.models_dir),
-                             cfg, outcome["steps_done"])
+    model_path = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
     wall = round(earlier_wall + time.perf_counter() - start_time, 3)
     results = artifacts.build_results(
         train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
@@ -297,6 +299,24 @@ def run_training(
     artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
                                 quality=quality.as_dict())
     return results
+
+
+def _prepare_folders(folders: dict[str, Path]) -> None:
+    """Create each folder ({what: path}) that is missing, after checking that all of them can be: a path
+    through a file or an unwritable folder is a UserError (exit code 2) naming it, before anything is created."""
+    for what, folder in folders.items():
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent  # the nearest part of the path that exists; mkdir starts there
+        if not existing.is_dir():
+            raise UserError(f"{what} {folder}: {existing} exists and is not a folder", 2)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UserError(f"{what} {folder}: {existing} is not writable", 2)
+    for what, folder in folders.items():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"{what} {folder}: cannot be created ({e.strerror or e})", 2) from None
 
 
 def _exact_match(parts: Parts) -> float:

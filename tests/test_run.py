@@ -175,6 +175,22 @@ def test_missing_data_file_is_a_clear_error_before_any_work(tmp_path):
     assert not (tmp_path / "run").exists() and not (tmp_path / "models").exists()
 
 
+@pytest.mark.parametrize("which", ["run", "models"])
+def test_a_folder_that_cannot_be_written_is_a_clear_error_before_any_work(tmp_path, which):
+    config = write_tiny_run(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    blocked = tmp_path / "a-file" / "inside"  # under a file: the folder cannot be created
+    out_dir = blocked if which == "run" else tmp_path / "run"
+    keys = {} if which == "run" else {"models_dir": blocked}
+    cfg = load_config(config)
+    with pytest.raises(UserError) as info:
+        run_training(cfg, out_dir, progress=False, baseline_path=tmp_path / "baseline.json",
+                     **{"models_dir": tmp_path / "models", **keys})
+    assert info.value.exit_code == 2
+    assert str(info.value) == f"{which} folder {blocked}: {tmp_path / 'a-file'} exists and is not a folder"
+    assert not (tmp_path / "run").exists() and not (tmp_path / "models").exists()  # nothing created
+
+
 def test_a_new_run_replaces_an_old_run_in_the_same_folder(tmp_path):
     config = write_tiny_run(tmp_path)
     first = train_tiny(config, tmp_path / "run", ["training.rng_seed=1"])
