@@ -11,7 +11,8 @@ subcommands (each with `set_defaults(handler=...)`, a function of the parsed arg
 code), then append the module's dotted name to COMMAND_MODULES below.
 
 A UserError anywhere (a bad config, a missing file) prints `error: <message>` on stderr and exits with the
-error's exit code (2 for an invalid config); no traceback.
+error's exit code (2 for an invalid config); no traceback. So do Ctrl-C outside training (exit 130) and running
+out of memory (exit 1).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except MemoryError as exc:
+        # A model or batch too large for this machine is a setting the user can change, not a bug to trace.
+        detail = f" ({exc})" if str(exc) else ""
+        print(f"error: out of memory{detail}; make the model (model.*) or the batch (training.batch_size) smaller",
+              file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away (`minitrain schema | head`); stop quietly, as other command-line tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -189,6 +189,19 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
     assert code == 2 and "not a run folder" in err
 
 
+def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
+    import minitrain.run
+
+    def too_big(cfg, summary=None):
+        raise MemoryError("Unable to allocate 477. GiB for an array with shape (64, 1000000000)")
+
+    monkeypatch.setattr(minitrain.run, "plan_run", too_big)
+    code, out, err = run(["train", config_for(make_corpus(tmp_path / "d")), "--dry-run"], capsys)
+    assert code == 1 and out == ""
+    assert err == ("error: out of memory (Unable to allocate 477. GiB for an array with shape (64, 1000000000)); "
+                   "make the model (model.*) or the batch (training.batch_size) smaller\n")
+
+
 # --- registering command groups -------------------------------------------------------------------------------------
 
 
