@@ -189,6 +189,19 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
     assert code == 2 and "not a run folder" in err
 
 
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("config.resolved.yaml", "model: [1\n", "config.resolved.yaml:2: not valid YAML (expected ',' or ']', but got "
+                                            "'<stream end>')"),
+    ("manifest.json", "{", "manifest.json: not readable JSON"),
+    ("train_log.jsonl", '{"step": "x", "loss": 1.0}\n', "train_log.jsonl:1: a log row must be a JSON object"),
+])
+def test_info_on_a_damaged_run_folder_is_one_line(tmp_path, capsys, name, text, message):
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    code, out, err = run(["info", tmp_path], capsys)
+    assert code != 0 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"error: {tmp_path / name}") and message in err
+
+
 def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
     import minitrain.run
 

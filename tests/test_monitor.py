@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import re
 
 import pytest
 
@@ -234,6 +235,31 @@ def test_read_log_names_a_bad_line(tmp_path):
     log = tmp_path / "train_log.jsonl"
     log.write_text('{"step": 0, "loss": 1}\n{"step": 1, "loss"\n', encoding="utf-8")
     with pytest.raises(UserError, match=r"train_log.jsonl:2: not a JSON line"):
+        read_log(log)
+    log.write_text('{"step": 0, "loss": 1}\n{"step": 1, "lo\n{"step": 2, "loss": 0.5}\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"train_log.jsonl:2: not a JSON line"):
+        read_log(log)
+
+
+def test_read_log_skips_a_last_line_torn_by_a_kill(tmp_path):
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"step": 0, "loss": 1}\n{"step": 1, "lo', encoding="utf-8")  # no newline: cut mid-append
+    assert read_log(log) == [{"step": 0, "loss": 1}]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"loss": 1.0}', "a log row must be a JSON object with an integer 'step'"),
+    ('{"step": "x", "loss": 1.0}', "a log row must be a JSON object with an integer 'step'"),
+    ('{"step": true, "loss": 1.0}', "a log row must be a JSON object with an integer 'step'"),
+    ('[0, 1.0]', "a log row must be a JSON object with an integer 'step'"),
+    ('{"step": 1, "loss": "y"}', "a log row holds numbers only; 'loss' is 'y'"),
+    ('{"step": 1, "val_loss": null}', "a log row holds numbers only; 'val_loss' is None"),
+])
+def test_read_log_refuses_rows_that_are_not_numbers(tmp_path, line, message):
+    # `minitrain info` and the quality score read these rows; a hand-edited log must not crash them.
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"step": 0, "loss": NaN, "lr": 1}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match=rf"train_log.jsonl:2: {re.escape(message)}$"):
         read_log(log)
 
 

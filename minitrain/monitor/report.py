@@ -27,24 +27,41 @@ from minitrain.monitor.quality import WEIGHTS, Quality
 
 
 def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows of a train_log.jsonl; a line that is not a JSON object is a UserError naming file and line."""
+    """The rows of a train_log.jsonl; a line that is not a JSON object of numbers with an integer `step` is a
+    UserError naming file and line.
+
+    Rows are appended whole, newline last (`io.append_line`), so a last line without its newline that does not
+    parse is an append a kill cut short: it is skipped, as a resume drops it too.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: training log not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the training log ({exc})") from None
+    lines = text.splitlines()
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
+            if number == len(lines) and not text.endswith("\n"):
+                break  # torn by a kill mid-append
             raise UserError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-        if not isinstance(row, dict) or "step" not in row:
-            raise UserError(f"{path}:{number}: a log row must be a JSON object with a 'step'")
+        if not isinstance(row, dict) or not _is_int(row.get("step")):
+            raise UserError(f"{path}:{number}: a log row must be a JSON object with an integer 'step'")
+        bad = [key for key, value in row.items() if not (_is_int(value) or isinstance(value, float))]
+        if bad:
+            raise UserError(f"{path}:{number}: a log row holds numbers only; {bad[0]!r} is {row[bad[0]]!r}")
         rows.append(row)
     return rows
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true/false load as bools, not steps
 
 
 def metrics_table(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:

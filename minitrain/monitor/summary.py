@@ -48,8 +48,16 @@ def run_summary(run_dir: str | Path) -> str:
         lines += ["manifest:", *_scalars(manifest)]
     resolved = run / "config.resolved.yaml"
     if resolved.is_file():
-        cfg = yaml.safe_load(resolved.read_text(encoding="utf-8")) or {}
-        model = cfg.get("model", {})
+        try:
+            cfg = yaml.safe_load(resolved.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{resolved}: cannot read ({exc})", 2) from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f":{mark.line + 1}" if mark is not None else ""
+            raise UserError(f"{resolved}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})", 2) from None
+        cfg = cfg if isinstance(cfg, dict) else {}
+        model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
         shape = ", ".join(f"{k} {model[k]}" for k in ("n_layer", "n_head", "d_model", "d_ff") if k in model)
         lines += [f"config: {cfg.get('name')} — {shape}"]
     log = run / "train_log.jsonl"
