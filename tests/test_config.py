@@ -389,6 +389,16 @@ def test_set_value_is_validated_like_the_file(tmp_path):
     assert "--set optimizer.lr_mx=1: optimizer.lr_mx: unknown key — did you mean 'lr_max'?" in message
 
 
+def test_an_unknown_section_made_by_set_is_reported_against_the_override(tmp_path):
+    message = problems(tmp_path, LAB01, ["foo.bar=1", "training.early_stoping.patience=3"])
+    assert "--set foo.bar=1: foo: unknown key; valid keys here: name, version" in message
+    assert "--set training.early_stoping.patience=3: training.early_stoping: unknown key — did you mean " \
+           "'early_stopping'?" in message
+    # A known section an override creates is still the file's: its own problems are not the override's.
+    message = problems(tmp_path, "model:\n  n_layer: 2\n", ["training.batch_size=3"])
+    assert "c.yaml: training: say how long to train" in message
+
+
 def test_malformed_set_is_an_error(tmp_path):
     message = problems(tmp_path, LAB01, ["training.batch_size"])
     assert "write an override as --set section.key=value" in message

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from minitrain.config.problems import ConfigError, Problem, from_validation_error, unknown_key_message
+from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
@@ -177,6 +177,9 @@ def _set(data: dict, source: ConfigSource, key: str, value: Any, origin: str) ->
         child = node.get(part)
         if child is None:
             child = node[part] = {}
+            if not _in_schema(path[: depth + 1]):
+                # An unknown section exists only because of this override: report it against the override.
+                source.origins.setdefault(path[: depth + 1], origin)
         if not isinstance(child, dict):
             source.origins[path] = origin
             return [Problem(path, f"{dotted(path[: depth + 1])} is not a section, so {key} cannot be set")]
@@ -184,6 +187,11 @@ def _set(data: dict, source: ConfigSource, key: str, value: Any, origin: str) ->
     node[path[-1]] = value
     source.origins[path] = origin
     return []
+
+
+def _in_schema(path: KeyPath) -> bool:
+    parent = model_at(Config, path[:-1])
+    return parent is not None and path[-1] in parent.model_fields
 
 
 # --- templates ----------------------------------------------------------------------------------------------
