@@ -456,3 +456,11 @@ def test_name_cannot_use_itself(tmp_path):
 def test_templates_in_set_values_render(tmp_path):
     cfg = load_config(write(tmp_path, LAB01), ["output.dir=runs/{{ date }}"], now=NOW)
     assert cfg.output.dir == "runs/2025-03-04"
+
+
+@pytest.mark.parametrize("value", ["{{ env.LR }}", "'{{ env.LR }}'", '"{{env.LR}}"'])
+def test_a_whole_template_in_set_fills_a_number_quoted_or_not(tmp_path, value):
+    # Unquoted, `{{ env.LR }}` would be YAML for a nested mapping ("found unhashable key").
+    cfg = load_config(write(tmp_path, LAB01), [f"optimizer.lr_max={value}"], env={"LR": "2e-3"})
+    assert cfg.optimizer.lr_max == 2e-3
+    assert cfg.source.overrides == (f"--set optimizer.lr_max={value}",)

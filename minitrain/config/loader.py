@@ -160,13 +160,26 @@ def _apply_override(data: dict, source: ConfigSource, text: str) -> list[Problem
         source.origins[path] = origin
         return [Problem(path, "write an override as --set section.key=value, e.g. --set training.batch_size=16")]
     try:
-        value = parse_scalar(raw_value)
+        value = _override_value(raw_value)
     except YamlSyntaxError as exc:
         path = tuple(key.split("."))
         source.origins[path] = origin
         return [Problem(path, f"value is not a YAML scalar: {exc}")]
     source.overrides += (origin,)
     return _set(data, source, key, value, origin)
+
+
+def _override_value(raw: str) -> Any:
+    """The value of `--set key=RAW`: RAW read as a YAML scalar, except that an unquoted template stays text.
+
+    Unquoted, `{{ env.LR }}` is YAML for a nested mapping; in a file it must be quoted, but on a command line the
+    shell already ate one level of quotes, so `--set optimizer.lr_max={{ env.LR }}` is taken as the template.
+    It is rendered with the others, and a value that is one whole template is read as YAML after rendering.
+    """
+    text = raw.strip()
+    if has_template(text) and not text.startswith(("'", '"')):
+        return text
+    return parse_scalar(raw)
 
 
 def _set(data: dict, source: ConfigSource, key: str, value: Any, origin: str) -> list[Problem]:
