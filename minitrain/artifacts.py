@@ -26,6 +26,7 @@ from typing import Any
 
 from minitrain.data.build import MANIFEST
 from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
+from minitrain.errors import UserError
 from minitrain.io import atomic_write, atomic_write_json
 from minitrain.monitor.report import read_log
 from minitrain.versions import library_versions
@@ -142,12 +143,26 @@ def complete_manifest(path: str | os.PathLike, manifest: dict[str, Any], **outco
 # The n-gram baseline and results.json
 
 
-def load_baseline_ppl(path: str | os.PathLike = DEFAULT_BASELINE_PATH) -> float | None:
-    """The n-gram baseline's val PPL from its results.json, or None when the baseline has not been run."""
+def load_baseline_ppl(
+    path: str | os.PathLike = DEFAULT_BASELINE_PATH, *, data_manifest_hash: str | None, loss_on: str
+) -> float | None:
+    """The n-gram baseline's val PPL from its results.json, or None when there is nothing to compare with.
+
+    Two perplexities compare only on the same tokens, so a baseline that records the corpus it scored
+    (`data_manifest_hash`) or the positions it counted (`loss_on`) counts only for a run with the same: the
+    lab's verb-corpus baseline says nothing about a run on other data (plain text, another corpus).
+    None also when the baseline has not been run.
+    """
     path = Path(path)
     if not path.is_file():
         return None
-    return float(json.loads(path.read_text(encoding="utf-8"))["val_ppl"])
+    try:
+        baseline = json.loads(path.read_text(encoding="utf-8"))
+        val_ppl = float(baseline["val_ppl"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not an n-gram baseline results.json with a val_ppl ({e})") from None
+    run = {"data_manifest_hash": data_manifest_hash, "loss_on": loss_on}
+    return None if any(key in baseline and baseline[key] != run[key] for key in run) else val_ppl
 
 
 def build_results(

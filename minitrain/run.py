@@ -207,7 +207,8 @@ def run_training(
     `config_path` is the YAML file copied as config.yaml when the config does not carry its own text.
     `models_dir` receives the final model file (default: the config's output.models_dir, else
     $MINITRAIN_MODELS_DIR, else the repository's models/; see `artifacts.models_dir`);
-    `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json).
+    `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
+    compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
     """
     start_time = time.perf_counter()
@@ -275,7 +276,9 @@ def run_training(
 
     rows = read_log(log_path)
     write_metrics_csv(rows, out_dir / "metrics.csv")
-    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH)
+    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
+                                           data_manifest_hash=manifest.get("data_manifest_hash"),
+                                           loss_on=cfg.data.loss_on)
     artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline)
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from minitrain import artifacts
 from minitrain.checkpoint import load_model_file
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
@@ -126,6 +127,31 @@ def test_a_run_writes_every_artifact_with_the_required_keys(tmp_path):
     assert evaluate(model, EvalBatcher(split, 5))[1] == pytest.approx(results["val_ppl"], rel=1e-5)
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
         "latest", *(f"step-{n}.safetensors" for n in (12, 16, 20, 24, 4, 8))]
+
+
+def test_the_baseline_counts_only_for_the_corpus_and_positions_it_scored(tmp_path):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"val_ppl": 5.8, "data_manifest_hash": "abc", "loss_on": "answer"}))
+    assert artifacts.load_baseline_ppl(path, data_manifest_hash="abc", loss_on="answer") == 5.8
+    assert artifacts.load_baseline_ppl(path, data_manifest_hash="other", loss_on="answer") is None
+    assert artifacts.load_baseline_ppl(path, data_manifest_hash=None, loss_on="answer") is None  # plain text
+    assert artifacts.load_baseline_ppl(path, data_manifest_hash="abc", loss_on="all") is None
+    path.write_text(json.dumps({"val_ppl": 5.8}))  # records neither: nothing to check it against
+    assert artifacts.load_baseline_ppl(path, data_manifest_hash=None, loss_on="all") == 5.8
+    assert artifacts.load_baseline_ppl(tmp_path / "missing.json", data_manifest_hash="abc", loss_on="answer") is None
+    path.write_text("{}")
+    with pytest.raises(UserError, match=r"baseline\.json: not an n-gram baseline results\.json with a val_ppl"):
+        artifacts.load_baseline_ppl(path, data_manifest_hash="abc", loss_on="answer")
+
+
+def test_a_run_on_other_data_is_not_compared_with_the_lab_baseline(tmp_path):
+    config = write_tiny_run(tmp_path)  # the tiny corpus has no data manifest: not the baseline's corpus
+    cfg = load_config(config)
+    results = run_training(cfg, tmp_path / "run", progress=False, models_dir=tmp_path / "models")
+    lab = json.loads(artifacts.DEFAULT_BASELINE_PATH.read_text())
+    assert lab["data_manifest_hash"] and lab["val_ppl"] > 1  # the default baseline exists and records its corpus
+    assert results["ngram_baseline_val_ppl"] is None and results["beats_baseline"] is None
+    assert results["ppl_improvement_pct"] is None
 
 
 def test_same_seed_gives_a_byte_identical_log_and_model(tmp_path):
