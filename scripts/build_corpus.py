@@ -28,9 +28,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
-    except OSError as e:  # e.g. --out-dir is a file or not writable: one line, no traceback
-        print(f"error: {e.filename}: {e.strerror}", file=sys.stderr)
-        return 1
     for name, info in manifest["files"].items():
         if "records" in info:
             print(f"{name:12s} {info['verbs']:4d} verbs {info['records']:6d} records {info['characters']:7d} chars")
