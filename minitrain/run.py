@@ -285,22 +285,30 @@ def run_training(
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
         raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)
 
-    train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
-    exact = _exact_match(parts) if all("form" in r for r in parts.val_records) else None
-    model_path = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
-    wall = round(earlier_wall + time.perf_counter() - start_time, 3)
-    results = artifacts.build_results(
-        train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
-        best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
-        wall_seconds=wall, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
-    )
-    results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
-                   val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
-    artifacts.atomic_write_json(out_dir / "results.json", results)
-    quality = quality_score(rows)
-    write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
-    artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
-                                quality=quality.as_dict())
+    try:
+        train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
+        exact = _exact_match(parts) if all("form" in r for r in parts.val_records) else None
+        model_path = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
+        wall = round(earlier_wall + time.perf_counter() - start_time, 3)
+        results = artifacts.build_results(
+            train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
+            best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
+            wall_seconds=wall, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
+        )
+        results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
+                       val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+        artifacts.atomic_write_json(out_dir / "results.json", results)
+        quality = quality_score(rows)
+        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
+                                    quality=quality.as_dict())
+    except KeyboardInterrupt:
+        # Ctrl-C after the last step, while the run is being finished: the final checkpoint holds the trained
+        # state, and resuming from it runs no step, only this finishing part.
+        outcome.update(status=INTERRUPTED, signal="SIGINT", stopped_at=outcome["steps_done"] - 1)
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED,
+                                    stopped_at=outcome["stopped_at"])
+        raise _stopped_error(outcome, cfg, out_dir, config_path, overrides) from None
     return results
 
 

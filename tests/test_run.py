@@ -226,6 +226,30 @@ def test_a_new_run_replaces_an_old_run_in_the_same_folder(tmp_path):
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["latest", "step-24.safetensors"]
 
 
+def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkeypatch):
+    config = write_tiny_run(tmp_path)
+    straight = train_tiny(config, tmp_path / "straight")
+
+    def ctrl_c(parts):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("minitrain.run._exact_match", ctrl_c)  # after the last step, before results.json
+    with pytest.raises(UserError) as info:
+        train_tiny(config, tmp_path / "run")
+    final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
+    assert info.value.exit_code == 130
+    assert str(info.value).startswith(f"SIGINT: interrupted after step 23; checkpoint {final}; resume with: ")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["stopped_at"] == 23
+    assert not (tmp_path / "run" / "results.json").exists()
+
+    monkeypatch.undo()
+    finished = train_tiny(config, tmp_path / "run", resume=final)  # runs no step, only the finishing part
+    assert finished["model_path"] == straight["model_path"] and finished["val_ppl"] == straight["val_ppl"]
+    assert log_rows(tmp_path / "run") == log_rows(tmp_path / "straight")
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "completed"
+
+
 def test_nan_run_raises_a_user_error_and_records_diverged(tmp_path):
     # An absurd learning rate: the first update throws the weights to ~1e30, the second forward overflows.
     config = write_tiny_run(tmp_path, "")
