@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code."""
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # imports the command modules (pydantic...): Ctrl-C may land here
         return args.handler(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minitrain.cli import main as minitrain_main
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Train MiniGPT (lab 01) from a YAML config.")
@@ -44,5 +42,16 @@ def to_cli_args(args: argparse.Namespace) -> list[str]:
     return argv + (["--quiet"] if args.quiet else [])
 
 
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        # Loading minitrain (NumPy, the numba kernels) takes a moment; Ctrl-C then is no error to trace.
+        from minitrain.cli import main as minitrain_main
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return minitrain_main(to_cli_args(args))
+
+
 if __name__ == "__main__":
-    sys.exit(minitrain_main(to_cli_args(parse_args())))
+    sys.exit(main())

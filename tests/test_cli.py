@@ -236,3 +236,10 @@ def test_a_command_module_is_registered_by_one_list_entry(tmp_path, capsys, monk
     monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "hello_commands"])
     assert run(["hello"], capsys) == (0, "hi\n", "")
     assert run(["hello", "--fail"], capsys) == (7, "", "error: hello failed\n")
+
+
+def test_ctrl_c_while_the_command_modules_load_is_one_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "slow_commands.py").write_text("raise KeyboardInterrupt  # Ctrl-C while importing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "slow_commands"])
+    assert run(["validate", "x.yaml"], capsys) == (130, "", "error: interrupted\n")

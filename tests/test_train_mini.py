@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -95,12 +96,27 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_same_run(tmp_path):
     assert final[0] == final[1]
 
 
-def test_the_script_is_the_minitrain_train_command():
+def load_script():
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import train_mini
     finally:
         sys.path.remove(str(SCRIPT.parent))
+    return train_mini
+
+
+def test_ctrl_c_while_minitrain_loads_is_one_line(monkeypatch, capsys):
+    class Loading(types.ModuleType):
+        def __getattr__(self, name):
+            raise KeyboardInterrupt  # Ctrl-C while `from minitrain.cli import main` runs
+
+    monkeypatch.setitem(sys.modules, "minitrain.cli", Loading("minitrain.cli"))
+    assert load_script().main(["--config", "c.yaml"]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
+
+
+def test_the_script_is_the_minitrain_train_command():
+    train_mini = load_script()
     args = train_mini.parse_args(["--config", "c.yaml", "--out-dir", "o", "--seed", "4", "--set", "a.b=1",
                                   "--models-dir", "o/models"])
     assert train_mini.to_cli_args(args) == ["train", "c.yaml", "--set", "a.b=1", "--out-dir", "o",
