@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import time
 from dataclasses import dataclass
@@ -419,9 +420,12 @@ def _stopped_error(outcome: dict, cfg: Config, out_dir: Path, config_path, overr
     status, step = outcome["status"], outcome.get("stopped_at")
     checkpoint = outcome["checkpoint"]
     config = config_path or (cfg.source.path if cfg.source is not None and cfg.source.path else "CONFIG")
-    flags = [o for o in overrides if not o.startswith("--out-dir ")]
-    command = " ".join(["python scripts/train_mini.py", f"--config {config}", f"--out-dir {out_dir}", *flags,
-                        f"--resume {checkpoint}"])
+    argv = ["python", "scripts/train_mini.py", "--config", str(config), "--out-dir", str(out_dir)]
+    for override in overrides:  # "--set key=value", "--seed 3", ...: flag, then its value
+        flag, _, value = override.partition(" ")
+        if flag != "--out-dir":
+            argv += [flag, value]
+    command = shlex.join([*argv, "--resume", str(checkpoint)])  # quoted where the shell needs it
     resume = f"resume with: {command}" if checkpoint else "no checkpoint was saved yet: start again"
     if status == DIVERGED:
         # Training is deterministic: resuming the same config from the last good checkpoint diverges again.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import shutil
 import textwrap
 from pathlib import Path
@@ -248,6 +249,19 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
     assert finished["model_path"] == straight["model_path"] and finished["val_ppl"] == straight["val_ppl"]
     assert log_rows(tmp_path / "run") == log_rows(tmp_path / "straight")
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "completed"
+
+
+def test_the_resume_command_is_quoted_for_the_shell(tmp_path):
+    config = write_tiny_run(tmp_path)
+    alert = "monitoring.alerts=['step >= 3: halt']"
+    cfg = load_config(config, [alert], values={"training.rng_seed": 42})
+    with pytest.raises(UserError) as info:
+        run_training(cfg, tmp_path / "run", progress=False, models_dir=tmp_path / "models",
+                     config_path=config, overrides=cfg.source.overrides)
+    command = str(info.value).split("resume with: ")[1]
+    assert shlex.split(command) == [
+        "python", "scripts/train_mini.py", "--config", str(config), "--out-dir", str(tmp_path / "run"),
+        "--set", alert, "--seed", "42", "--resume", str(tmp_path / "run" / "checkpoints" / "step-5.safetensors")]
 
 
 def test_nan_run_raises_a_user_error_and_records_diverged(tmp_path):
