@@ -219,7 +219,7 @@ def run_training(
     checkpoint_path = CheckpointManager.resolve(resume) if resume is not None else None
     final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
     # Before any work: a folder that cannot be written fails now, not after training.
-    _prepare_folders({"run folder": out_dir, "models folder": final_models_dir})
+    _check_folders({"run folder": out_dir, "models folder": final_models_dir})
     runtime = _configure_runtime(cfg)
 
     previous = _previous_manifest(checkpoint_path, out_dir)
@@ -313,9 +313,10 @@ def run_training(
     return results
 
 
-def _prepare_folders(folders: dict[str, Path]) -> None:
-    """Create each folder ({what: path}) that is missing, after checking that all of them can be: a path
-    through a file or an unwritable folder is a UserError (exit code 2) naming it, before anything is created."""
+def _check_folders(folders: dict[str, Path]) -> None:
+    """A UserError (exit code 2) unless each folder ({what: path}) is, or can be created as, a writable folder:
+    a path through a file or an unwritable folder is named before any work. Creates nothing (the first write
+    does)."""
     for what, folder in folders.items():
         existing = folder
         while not existing.exists() and existing != existing.parent:
@@ -324,11 +325,6 @@ def _prepare_folders(folders: dict[str, Path]) -> None:
             raise UserError(f"{what} {folder}: {existing} exists and is not a folder", 2)
         if not os.access(existing, os.W_OK | os.X_OK):
             raise UserError(f"{what} {folder}: {existing} is not writable", 2)
-    for what, folder in folders.items():
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"{what} {folder}: cannot be created ({e.strerror or e})", 2) from None
 
 
 def _exact_match(parts: Parts) -> float:
