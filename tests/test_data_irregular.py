@@ -120,6 +120,14 @@ TABLES = {
         F desharé desharás deshará desharemos desharéis desharán
         C desharía desharías desharía desharíamos desharíais desharían
         S deshaga deshagas deshaga deshagamos deshagáis deshagan""",
+    # re- + h: the stressed i of hice/hizo is in hiatus with the prefix's e and takes the accent (RAE).
+    "rehacer": """
+        P rehago rehaces rehace rehacemos rehacéis rehacen
+        R rehíce rehiciste rehízo rehicimos rehicisteis rehicieron
+        I rehacía rehacías rehacía rehacíamos rehacíais rehacían
+        F reharé reharás rehará reharemos reharéis reharán
+        C reharía reharías reharía reharíamos reharíais reharían
+        S rehaga rehagas rehaga rehagamos rehagáis rehagan""",
     "decir": """
         P digo dices dice decimos decís dicen
         R dije dijiste dijo dijimos dijisteis dijeron
@@ -218,3 +226,13 @@ TABLES = {
 @pytest.mark.parametrize("infinitive", sorted(TABLES))
 def test_irregular_verbs_match_hand_written_tables(infinitive):
     check_against_table(infinitive, TABLES[infinitive])
+
+
+def test_prefix_hiatus_accent_only_where_the_i_or_u_is_stressed():
+    from minitrain.data.orthography import add_prefix
+
+    assert add_prefix("re", "hice") == "rehíce" and add_prefix("re", "hizo") == "rehízo"
+    assert add_prefix("re", "hicimos") == "rehicimos"  # stress on -ci-
+    assert add_prefix("des", "hice") == "deshice"  # a consonant before the h: no hiatus
+    assert add_prefix("re", "huelo") == "rehuelo"  # hue is a diphthong
+    assert add_prefix("re", "hago") == "rehago"

@@ -26,7 +26,7 @@ from minitrain.data.verbs import Verb, load_verbs
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_json, atomic_write_text, sha256_of
 
-GENERATOR_VERSION = "1.0.0"
+GENERATOR_VERSION = "1.1.0"
 MANIFEST = "manifest.json"
 VOCAB = "vocab.json"
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from minitrain.data.corpus import PERSONS, TENSES
 from minitrain.data.irregular import IRREGULAR, Irregular
-from minitrain.data.orthography import adjust_preterite_ending, join, strip_accents
+from minitrain.data.orthography import add_prefix, adjust_preterite_ending, join, strip_accents
 
 Paradigm = dict[tuple[str, int], str]  # (tense, person) -> form, 36 entries
 
@@ -91,7 +91,7 @@ def conjugate(infinitive: str, verb_class: str) -> Paradigm:
             raise ValueError(f"{infinitive!r} cannot be conjugated like {verb_class!r}: it does not end in it")
         prefix = infinitive[: len(infinitive) - len(verb_class)]
         forms = _conjugate(verb_class, IRREGULAR[verb_class])
-        return {cell: prefix + form for cell, form in forms.items()}
+        return {cell: add_prefix(prefix, form) for cell, form in forms.items()}
     if verb_class not in PATTERNS:
         raise ValueError(f"unknown verb class {verb_class!r}")
     return _conjugate(infinitive, Irregular(pattern=verb_class))

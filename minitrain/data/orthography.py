@@ -15,6 +15,11 @@ Two more rules concern the preterite endings -ió/-ieron and the endings in unst
     after ñ and ll the i is absorbed:   gruñ + ió -> gruñó,  riñ + ieron -> riñeron
 
 (-uir stems such as constru- form a diphthong ui, so construiste and construimos keep a plain i.)
+
+A prefix that ends in a vowel meets the same hiatus rule across a silent h (the h does not separate the vowels):
+
+    re + hice -> rehíce,  re + hizo -> rehízo     (stressed i after a/e/o takes the accent, as in prohíbo)
+    re + hicimos -> rehicimos                     (the i is not stressed: no accent)
 """
 
 from __future__ import annotations
@@ -50,6 +55,20 @@ def join(stem: str, ending: str, conjugation: str, soft_c: str = "z") -> str:
         if stem.endswith(old):
             return stem[: -len(old)] + new + ending
     return stem + ending
+
+
+def add_prefix(prefix: str, form: str) -> str:
+    """`prefix + form`, writing the accent a stressed i/u after a silent h needs when the prefix ends in a/e/o.
+
+    Only forms of two syllables with no written accent, ending in a vowel, n or s, are stressed on the h-syllable
+    (rehíce, rehízo); longer ones (rehicimos) are stressed later and need nothing."""
+    # form[2] a vowel would make hi/hu part of a diphthong (re + huelo): no hiatus there.
+    if prefix and prefix[-1] in "aeo" and form[:2] in ("hi", "hu") and form[2:3] not in tuple(VOWELS) \
+            and form == strip_accents(form):
+        nuclei = sum(1 for i, c in enumerate(form) if c in VOWELS and (i == 0 or form[i - 1] not in VOWELS))
+        if nuclei == 2 and form[-1] in "aeiouns":
+            form = "h" + {"i": "í", "u": "ú"}[form[1]] + form[2:]
+    return prefix + form
 
 
 def ends_in_vowel_sound(stem: str) -> bool:
