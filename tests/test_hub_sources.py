@@ -73,12 +73,27 @@ def test_a_missing_hub_repo_is_a_clear_error(hub):
         load_pretrained("alice/nothing")
 
 
-def test_weights_that_do_not_fit_the_config_are_refused_before_loading(run):
+def test_weights_that_do_not_fit_the_config_are_refused_before_loading(run, tmp_path):
+    # The export's config.json claims d_ff 32, as the run's config does, but its weights have d_ff 16.
+    export_model(run, tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    (tmp_path / "export" / "config.json").write_text(json.dumps({**config, "n_inner": 32}))
     model = MiniGPT(**{**TINY_MODEL, "d_ff": 32}, rng=5)
     before = model.state_dict()
     with pytest.raises(UserError, match=r"transformer\.h\.0\.mlp\.c_fc\.weight' has shape \[8, 16\]"):
-        init_model_from(model, str(run))
+        init_model_from(model, str(tmp_path / "export"))
     assert_loaded(model, before)  # nothing was half-loaded
+
+
+@pytest.mark.parametrize(("key", "value"), [("n_head", 4), ("n_head", 1), ("d_ff", 32), ("n_layer", 3)])
+def test_a_source_of_another_architecture_is_refused_by_name(run, key, value):
+    # n_head changes no tensor shape: without this check 2-head weights would load into a 4-head model.
+    model = MiniGPT(**{**TINY_MODEL, key: value}, rng=5)
+    before = model.state_dict()
+    with pytest.raises(UserError, match=rf"model\.init_from {run}: a model of another architecture: "
+                                        rf"{key} {TINY_MODEL[key]} \(this config: {value}\); make the model"):
+        init_model_from(model, str(run))
+    assert_loaded(model, before)
 
 
 def test_a_different_vocabulary_is_refused(run, tmp_path):

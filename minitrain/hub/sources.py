@@ -10,8 +10,9 @@ A source is one of
                                         into the standard Hugging Face cache (HF_HOME), so a second run, or
                                         one with HF_HUB_OFFLINE=1, reads the cached copy
 
-A local path wins over a Hub id of the same spelling. The weights are checked against the model config before
-anything is loaded: every tensor present, none extra, every shape right, or one error listing what differs.
+A local path wins over a Hub id of the same spelling. Before anything is loaded, the source's architecture
+(n_layer, n_head, d_model, d_ff, vocab_size, max_seq_len) must equal the config's, and the weights must fit it:
+every tensor present, none extra, every shape right; otherwise one error lists what differs.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from minitrain.model import CONFIG_KEYS, MiniGPT
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
 HUB_OPTIONAL = ("vocab.json",)
 KEY = "model.init_from"
+ARCHITECTURE_KEYS = tuple(k for k in CONFIG_KEYS if k != "dropout")  # dropout may change when training on
 
 
 class Pretrained(NamedTuple):
@@ -149,6 +151,14 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
         if ours != theirs:
             raise UserError(f"{KEY} {spec}: its vocabulary ({pretrained.vocab_path}, {len(theirs)} characters) "
                             f"differs from data.vocab_path ({vocab_path}, {len(ours)} characters)")
+    # n_head changes no tensor shape, so only the configs can tell that the heads would be cut differently;
+    # the other keys would show as tensor errors too, but one per tensor.
+    theirs = _model_keys(pretrained)
+    differ = [f"{k} {theirs[k]} (this config: {model.config[k]})" for k in ARCHITECTURE_KEYS
+              if k in theirs and theirs[k] != model.config[k]]
+    if differ:
+        raise UserError(f"{KEY} {spec}: a model of another architecture: {', '.join(differ)}; make the model "
+                        f"section match it (`minitrain init --base {spec}` writes one that does)")
     model.load_state_dict(pretrained.state, source=f"{KEY} {spec} ({pretrained.where})")
     return pretrained.where
 
