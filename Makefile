@@ -37,6 +37,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_kernels.py
 	$(BIN)/python benchmarks/bench_optim.py
 	$(BENCH_PYTHON) benchmarks/bench_step.py
+	$(BIN)/python benchmarks/bench_run.py
 
 # numba's disk cache is keyed on each kernel's own file: after editing a helper that kernels inline from another
 # file (minitrain/kernels/fastmath.py), drop the compiled kernels so they are rebuilt.
