@@ -272,6 +272,13 @@ def run_training(
             schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
             alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
         )
+    except KeyboardInterrupt:
+        # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
+        # checkpoint saved (`--resume` the run folder) is where the run can go on.
+        latest = checkpointing.manager.latest()
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED,
+                                    checkpoint=None if latest is None else str(latest))
+        raise
     finally:
         shown.close()
 

@@ -251,6 +251,27 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["status"] == "completed"
 
 
+def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeypatch):
+    import minitrain.loop
+
+    calls = []
+
+    def step_then_ctrl_c(*args, **keys):
+        calls.append(1)
+        if len(calls) == 10:  # step 9, the second Ctrl-C: the handler raises at once
+            raise KeyboardInterrupt
+        return real_step(*args, **keys)
+
+    real_step = minitrain.loop.train_step
+    monkeypatch.setattr(minitrain.loop, "train_step", step_then_ctrl_c)
+    config = write_tiny_run(tmp_path)  # checkpoints every 4 steps
+    with pytest.raises(KeyboardInterrupt):
+        train_tiny(config, tmp_path / "run")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert manifest["checkpoint"] == str(tmp_path / "run" / "checkpoints" / "step-8.safetensors")
+
+
 def test_the_resume_command_is_quoted_for_the_shell(tmp_path):
     config = write_tiny_run(tmp_path)
     alert = "monitoring.alerts=['step >= 3: halt']"
