@@ -359,7 +359,10 @@ class CheckpointManager:
         """The checkpoint `latest` names; without a usable pointer, the newest step file; None if there is none."""
         pointer = self.dir / LATEST_POINTER
         if pointer.is_file():
-            name = pointer.read_text(encoding="utf-8").strip()
+            try:
+                name = pointer.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as e:
+                raise UserError(f"{pointer}: cannot read the pointer ({e})") from None
             if not _STEP_FILE.match(name):
                 raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {name!r}")
             if (self.dir / name).is_file():

@@ -401,6 +401,20 @@ def test_latest_pointer_and_pruning(tmp_path):
     assert load_model_file(manager.latest())[2]["step"] == 40
 
 
+@pytest.mark.parametrize(("content", "match"), [
+    (b"../../etc/passwd\n", r"expected a file name like step-120\.safetensors, found '\.\./\.\./etc/passwd'"),
+    (b"\xff\xfe\x00", r"cannot read the pointer \('utf-8' codec can't decode byte 0xff"),
+])
+def test_a_damaged_latest_pointer_is_a_user_error_naming_it(tmp_path, content, match):
+    manager = CheckpointManager(tmp_path)
+    save_steps(manager, [10])
+    (tmp_path / "checkpoints" / "latest").write_bytes(content)
+    with pytest.raises(UserError, match=rf"checkpoints/latest: {match}"):
+        manager.latest()
+    with pytest.raises(UserError, match=rf"checkpoints/latest: {match}"):
+        CheckpointManager.resolve(tmp_path)
+
+
 def test_pruning_keeps_best_and_the_latest_target(tmp_path):
     manager = CheckpointManager(tmp_path, keep_last=1)
     save_steps(manager, [1, 2])

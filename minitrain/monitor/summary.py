@@ -80,5 +80,5 @@ def run_summary(run_dir: str | Path) -> str:
         lines += ["results:", *_scalars(results)]
     latest = run / "checkpoints" / "latest"
     if latest.is_file():
-        lines.append(f"latest checkpoint: {latest.read_text(encoding='utf-8').strip()}")
+        lines.append(f"latest checkpoint: {latest.read_text(encoding='utf-8', errors='replace').strip()}")
     return "\n".join(lines)
