@@ -398,7 +398,7 @@ def _keep_log_before(source_dir: Path, log_path: Path, step: int) -> None:
     source = source_dir / LOG_FILE
     kept = []
     if source.is_file():
-        for line in source.read_text(encoding="utf-8").splitlines():
+        for line in source.read_text(encoding="utf-8", errors="replace").splitlines():  # a bad byte: a bad row
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:

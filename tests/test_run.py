@@ -183,6 +183,17 @@ def test_resume_is_bit_exact(tmp_path, split_step):
     assert manifest["resumes"][-1]["step"] == split_step and manifest["status"] == "completed"
 
 
+def test_resume_drops_a_log_line_with_bytes_that_are_not_utf8(tmp_path):
+    config = write_tiny_run(tmp_path)
+    straight = train_tiny(config, tmp_path / "straight")
+    train_tiny(config, tmp_path / "run")
+    with open(tmp_path / "run" / "train_log.jsonl", "ab") as log:
+        log.write(b'{"step": 30, "lo\xff\xfe')  # a damaged last line, even one that is not UTF-8
+    resumed = train_tiny(config, tmp_path / "run", resume=tmp_path / "run" / "checkpoints" / "step-16.safetensors")
+    assert log_rows(tmp_path / "run") == log_rows(tmp_path / "straight")
+    assert resumed["model_path"] == straight["model_path"]
+
+
 def test_resume_under_another_config_is_refused_and_changes_nothing(tmp_path):
     config = write_tiny_run(tmp_path)
     train_tiny(config, tmp_path / "run")
