@@ -276,7 +276,8 @@ def run_training(
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
         # checkpoint saved (`--resume` the run folder) is where the run can go on.
         latest = checkpointing.manager.latest()
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED,
+        saved = next((step for step, path in checkpointing.manager.step_files() if path == latest), None)
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, steps_done=saved,
                                     checkpoint=None if latest is None else str(latest))
         raise
     finally:

@@ -279,7 +279,7 @@ def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         train_tiny(config, tmp_path / "run")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["status"] == "interrupted"
+    assert manifest["status"] == "interrupted" and manifest["steps_done"] == 8  # what the checkpoint kept
     assert manifest["checkpoint"] == str(tmp_path / "run" / "checkpoints" / "step-8.safetensors")
 
 
