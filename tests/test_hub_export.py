@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -101,6 +102,23 @@ def test_missing_source_and_unfinished_run_are_user_errors(tmp_path):
     (tmp_path / "empty-run").mkdir()
     with pytest.raises(UserError, match="no model file found"):
         export_model(tmp_path / "empty-run", tmp_path / "export")
+
+
+@pytest.mark.parametrize("pointer", [None, "step-7.safetensors\n"])
+def test_an_unfinished_run_exports_its_latest_checkpoint(run, tmp_path, pointer):
+    folder = tmp_path / "stopped" / "checkpoints"
+    folder.mkdir(parents=True)
+    model_file = run.parent / "models" / "minigpt-test.safetensors"
+    shutil.copy(model_file, folder / "step-3.safetensors")
+    shutil.copy(model_file, folder / "step-7.safetensors")
+    (folder / "step-3.safetensors").write_bytes(b"older, and unreadable")
+    if pointer is not None:
+        (folder / "latest").write_text(pointer)
+    # Without a pointer, the newest step file; with one, the file it names.
+    export_model(tmp_path / "stopped", tmp_path / "export", vocab_path=run.parent / "data" / "vocab.json")
+    exported = safetensors.numpy.load_file(tmp_path / "export" / "model.safetensors")
+    trained = load_model_file(model_file)[0]
+    assert all(np.array_equal(exported[name], array) for name, array in trained.items())
 
 
 def test_a_vocabulary_larger_than_the_embedding_is_refused(run, tmp_path):

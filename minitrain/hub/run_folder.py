@@ -22,7 +22,7 @@ import numpy as np
 import yaml
 
 from minitrain.artifacts import REPO_ROOT
-from minitrain.checkpoint import LATEST_POINTER, load_model_file
+from minitrain.checkpoint import CheckpointManager, load_model_file
 from minitrain.errors import UserError
 from minitrain.hub.gpt2 import check_state_dict
 
@@ -85,14 +85,12 @@ def _model_file_of(run_dir: Path, results: dict[str, Any]) -> Path:
     found = locate(results.get("model_path"), run_dir)
     if found is not None and found.is_file():
         return found
-    latest = run_dir / "checkpoints" / LATEST_POINTER
-    if latest.is_file():
-        checkpoint = run_dir / "checkpoints" / latest.read_text(encoding="utf-8").strip()
-        if checkpoint.is_file():
-            return checkpoint
+    checkpoint = CheckpointManager(run_dir).latest()
+    if checkpoint is not None:
+        return checkpoint
     raise UserError(
         f"{run_dir}: no model file found (results.json has no existing model_path and there is no "
-        "checkpoints/latest); has this run finished?"
+        "checkpoint); has this run finished?"
     )
 
 
