@@ -98,6 +98,17 @@ def append_line(path: str | os.PathLike, line: str) -> None:
         raise cannot_write(path, e) from None
 
 
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """A UTF-8 text file's content; a missing or unreadable file is one `UserError` naming it and `what` it is
+    ("{path}: training log not found", "{path}: cannot read the training log (...)")."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: {what} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the {what} ({exc})") from None
+
+
 def sha256_of(path: str | os.PathLike) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB chunks (`UserError` naming the file if it cannot be read)."""
     digest = hashlib.sha256()

@@ -25,6 +25,7 @@ from minitrain.config.source import ConfigSource
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
+from minitrain.io import read_text
 
 SPLITS = ("train", "val", "dev")
 
@@ -41,12 +42,7 @@ def load_split(data: DataConfig, split: str) -> list[dict]:
 
 
 def _text_lines(path: Path) -> list[tuple[int, str]]:
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: data file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read as UTF-8 text ({exc})") from None
+    raw = read_text(path, "data file")
     lines = [(i, text) for i, text in enumerate(raw.splitlines(), start=1) if text.strip()]
     if not lines:
         raise UserError(f"{path}: holds no lines of text")

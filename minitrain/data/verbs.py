@@ -14,6 +14,7 @@ from typing import NamedTuple
 from minitrain.data.conjugator import verb_classes
 from minitrain.data.irregular import IRREGULAR
 from minitrain.errors import UserError
+from minitrain.io import read_text
 
 MAX_INFINITIVE_LETTERS = 10  # 10 letters + "|C4|" + "-íamos" conditional + BOS/EOS = 32 tokens at most
 _INFINITIVE = re.compile(r"^[a-zñ]*[aeií]r$")  # ir, oír, reír are infinitives too
@@ -27,12 +28,7 @@ class Verb(NamedTuple):
 def load_verbs(path: str | os.PathLike) -> list[Verb]:
     """Read and check the verb list; any bad line is a `UserError` naming the file and line number."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise UserError(f"{path}: verb list not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read the verb list ({e})") from None
+    lines = read_text(path, "verb list").splitlines()
     verbs: list[Verb] = []
     seen: set[str] = set()
     for lineno, line in enumerate(lines, start=1):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_text
+from minitrain.io import atomic_write_text, read_text
 from minitrain.monitor.quality import WEIGHTS, Quality
 
 
@@ -34,12 +34,7 @@ def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
     parse is an append a kill cut short: it is skipped, as a resume drops it too.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: training log not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read the training log ({exc})") from None
+    text = read_text(path, "training log")
     lines = text.splitlines()
     rows = []
     for number, line in enumerate(lines, start=1):
