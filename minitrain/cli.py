@@ -5,10 +5,13 @@
     minitrain validate CONFIG          minitrain schema
     minitrain init [--template minimal|lab01] [--base PATH|user/repo] [--data DIR] [-o FILE]
     minitrain lock CONFIG              minitrain info RUN_DIR
+    minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR]
+    minitrain sample SOURCE --prompt TEXT
 
-Adding a command group is one line: write a module with a `register(subparsers)` function that adds its
-subcommands (each with `set_defaults(handler=...)`, a function of the parsed arguments returning the exit
-code), then append the module's dotted name to COMMAND_MODULES below.
+Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it). Adding a
+command is one line: write a module with a `register(subparsers)` function that adds its subcommand (with
+`set_defaults(handler=...)`, a function of the parsed arguments returning the exit code), then add its name to
+`minitrain.commands.COMMANDS`.
 
 A UserError anywhere (a bad config, a missing file) prints `error: <message>` on stderr and exits with the
 error's exit code (2 for an invalid config); no traceback. So do Ctrl-C outside training (exit 130) and running
@@ -24,12 +27,10 @@ import sys
 from collections.abc import Sequence
 
 from minitrain import __version__
+from minitrain.commands import COMMANDS
 from minitrain.errors import UserError
 
-COMMAND_MODULES = [
-    "minitrain.config.commands",
-    "minitrain.hub.commands",
-]
+COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
 
 
 def build_parser() -> argparse.ArgumentParser:

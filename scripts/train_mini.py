@@ -3,7 +3,7 @@
     python scripts/train_mini.py --config experiments/18-train-mini/config.yaml \
         --out-dir experiments/18-train-mini/ --seed 42
 
-A thin wrapper: it runs exactly `minitrain train CONFIG ...` (minitrain/config/commands.py → minitrain/run.py),
+A thin wrapper: it runs exactly `minitrain train CONFIG ...` (minitrain/commands/train.py → minitrain/run.py),
 so both give the same results. `--out-dir`, `--models-dir` and `--seed` override output.dir, output.models_dir
 and training.rng_seed; `--resume` takes a run folder or a checkpoint file. A mistake (bad config, missing data
 file, diverged run) prints one line `error: ...` and exits non-zero, without a traceback.

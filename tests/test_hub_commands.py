@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from fakehub import make_run
 
+from minitrain.commands import export, publish, sample
+from minitrain.commands.publish import latest_run
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
-from minitrain.hub.commands import latest_run, register
 from minitrain.hub.export import EXPORT_FILES
 from minitrain.hub.sources import load_model
 from minitrain.sampling import generate
@@ -21,7 +22,9 @@ from minitrain.sampling import generate
 
 def run_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="minitrain")
-    register(parser.add_subparsers(dest="command", required=True))
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for command in (export, publish, sample):
+        command.register(subparsers)
     args = parser.parse_args(argv)
     return args.handler(args)
 

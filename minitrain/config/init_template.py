@@ -9,11 +9,12 @@ splits make one, written into the folder.
 Two templates: `lab01` is lab 01's block (paths pointed at the folder), `minimal` only the keys that matter,
 with the model sized to the data (vocab_size = the tokenizer's size, max_seq_len = the longest record).
 
-`--base PATH|user/repo` starts from a trained model instead (a run folder, model file, export folder or Hub id;
-minitrain/hub/sources.py): the model section is the base's shape plus `init_from`, whatever the template. The
-base must fit the data (vocab_size ≥ the tokenizer's ids, max_seq_len ≥ the longest record), and when it comes
-with a vocabulary, the data must use that very vocabulary (the same ids for the same characters): a folder
-without vocab.json gets the base's, provided it covers every character of the data.
+`--base PATH|user/repo` starts from a trained model instead (a run folder, model file, export folder or Hub id,
+which the init command reads with minitrain/hub/sources.py and passes in as a `BaseModel`): the model section is the
+base's shape plus `init_from`, whatever the template. The base must fit the data (vocab_size ≥ the tokenizer's ids,
+max_seq_len ≥ the longest record), and when it comes with a vocabulary, the data must use that very vocabulary (the
+same ids for the same characters): a folder without vocab.json gets the base's, provided it covers every character
+of the data.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -34,6 +35,14 @@ from minitrain.errors import UserError
 
 TEMPLATES = ("minimal", "lab01")
 DEFAULT_DATA = "data/processed"
+
+
+class BaseModel(NamedTuple):
+    """A trained model a new config starts from: how the user named it, its model section, its vocabulary."""
+
+    spec: str
+    model: dict[str, Any]
+    vocab: Path | None
 
 
 @dataclass
@@ -210,22 +219,20 @@ def _minimal(layout: DataLayout, vocab_size: int, max_seq_len: int, batch_size: 
 
 
 def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name: str = "config.yaml",
-                base: str | None = None) -> str:
+                base: BaseModel | None = None) -> str:
     """The text of a new config for `data_folder`, checked against the data before it is returned.
 
-    `base` (`--base`): a model source whose shape and weights (`init_from`) the config starts from.
+    `base` (`--base`): a model whose shape and weights (`init_from`) the config starts from.
     """
     if template not in TEMPLATES:
         raise UserError(f"--template must be one of {', '.join(TEMPLATES)}, got {template!r}", 2)
     layout = detect_layout(data_folder)
     model, model_lines, base_vocab = None, None, None
     if base is not None:
-        from minitrain.hub.sources import model_section_from_base  # the Hub client is only needed here
-
-        model, base_vocab = model_section_from_base(base)
-        model_lines = _base_model_lines(model, base)
+        model, base_vocab = base.model, base.vocab
+        model_lines = _base_model_lines(model, base.spec)
         if base_vocab is not None:
-            _check_base_vocab(layout, base, base_vocab)
+            _check_base_vocab(layout, base.spec, base_vocab)
     # A folder without vocab.json gets the base's (written once every check passed) or one built from its text.
     adopt = base_vocab is not None and not layout.vocab_exists
     if not layout.vocab_exists and not adopt:
@@ -236,7 +243,7 @@ def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name:
     probe = config_from_yaml(_minimal(probe_layout, tokenizer.vocab_size, 10**6, 1, str(data_folder)), out_name)
     summary = check_data(probe)
     if model is not None:
-        _check_base_fits(base, model, tokenizer, summary, probe_layout.vocab)
+        _check_base_fits(base.spec, model, tokenizer, summary, probe_layout.vocab)
     if adopt:
         tokenizer.save(layout.vocab)
         print(f"wrote {layout.vocab} (the base model's vocabulary)", file=sys.stderr)

@@ -7,5 +7,4 @@
     export.py        `minitrain export`: the folder GPT2LMHeadModel.from_pretrained loads
     publish.py       `minitrain publish`: export, create_repo, upload_folder
     sources.py       `model.init_from` / `init --base`: weights from a path or a Hub repo
-    commands.py      the export, publish (push) and sample subcommands
 """

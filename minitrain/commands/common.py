@@ -1,0 +1,44 @@
+"""Argument helpers several commands share: `--set`, loading the config from the parsed flags, number types."""
+
+from __future__ import annotations
+
+import argparse
+
+from minitrain.config.loader import load_config
+from minitrain.config.schema import Config
+
+
+def add_set(parser: argparse.ArgumentParser) -> None:
+    """The repeatable `--set KEY=VALUE` override flag."""
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="override a config value, e.g. --set optimizer.lr_max=1e-3 (repeatable; VALUE is read as YAML)",
+    )
+
+
+def load(args: argparse.Namespace) -> Config:
+    """The validated config of `args.config` with `--set` and the flags that stand for config keys applied."""
+    values = {}
+    if getattr(args, "seed", None) is not None:
+        values["training.rng_seed"] = args.seed
+    if getattr(args, "out_dir", None) is not None:
+        values["output.dir"] = args.out_dir
+    if getattr(args, "models_dir", None) is not None:
+        values["output.models_dir"] = args.models_dir
+    return load_config(args.config, args.overrides, values=values)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a float >= 0 (NaN refused)."""
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value

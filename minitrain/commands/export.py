@@ -1,0 +1,23 @@
+"""`minitrain export RUN_DIR|MODEL_FILE OUT_DIR [--repo user/name] [--vocab PATH]`: a run as a Hugging Face GPT-2
+folder (config.json, model.safetensors, tokenizer, model card)."""
+
+from __future__ import annotations
+
+import argparse
+
+from minitrain.hub.export import export_model
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    export = subparsers.add_parser("export", help="write a run as a Hugging Face GPT-2 folder")
+    export.add_argument("source", help="run folder, checkpoint or model file")
+    export.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md)")
+    export.add_argument("--repo", help="user/name the model card's loading snippet refers to")
+    export.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    export.set_defaults(handler=export_command)
+
+
+def export_command(args: argparse.Namespace) -> int:
+    for path in export_model(args.source, args.out_dir, repo_id=args.repo, vocab_path=args.vocab):
+        print(path)
+    return 0

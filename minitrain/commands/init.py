@@ -1,0 +1,40 @@
+"""`minitrain init [--template minimal|lab01] [--data DIR] [--base PATH|user/repo] [-o FILE] [--force]`: write
+a config for a data folder, validated before it is written."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from minitrain.config.init_template import DEFAULT_DATA, TEMPLATES, BaseModel, init_config
+from minitrain.errors import UserError
+from minitrain.io import atomic_write_text
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    init = subparsers.add_parser("init", help="write a config for a data folder")
+    init.add_argument("--template", choices=TEMPLATES, default="minimal")
+    init.add_argument("--data", default=DEFAULT_DATA, metavar="DIR", help=f"data folder (default {DEFAULT_DATA})")
+    init.add_argument("--base", metavar="PATH|user/repo",
+                      help="start from this model: its shape fills the model section, its weights model.init_from")
+    init.add_argument("-o", "--output", metavar="FILE", help="write here instead of printing")
+    init.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    init.set_defaults(handler=init_command)
+
+
+def init_command(args: argparse.Namespace) -> int:
+    out = Path(args.output) if args.output else None
+    if out is not None and out.exists() and not args.force:
+        raise UserError(f"{out} exists; pass --force to overwrite it", 2)
+    base = None
+    if args.base is not None:
+        from minitrain.hub.sources import model_section_from_base  # the Hub client is only needed here
+
+        base = BaseModel(args.base, *model_section_from_base(args.base))
+    text = init_config(args.template, args.data, out.name if out else "config.yaml", base=base)
+    if out is None:
+        print(text, end="")
+    else:
+        atomic_write_text(out, text)
+        print(f"wrote {out}; next: minitrain validate {out}")
+    return 0

@@ -1,0 +1,38 @@
+"""`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run]` (alias `push`): export a run and upload
+it to the Hub; without RUN_DIR, the latest finished run under runs/."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from minitrain.errors import UserError
+
+RUNS = Path("runs")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    push = subparsers.add_parser("publish", aliases=["push"], help="export a run and upload it to the Hub")
+    push.add_argument("--repo", required=True, help="Hub model repo, user/name (created if needed)")
+    push.add_argument("run_dir", nargs="?", help="run folder (default: the latest finished run under runs/)")
+    push.add_argument("--private", action="store_true", help="create the repo as private")
+    push.add_argument("--dry-run", action="store_true", help="build the folder and list it; upload nothing")
+    push.set_defaults(handler=publish_command)
+
+
+def latest_run(root: Path = RUNS) -> Path:
+    """The run folder under `root` whose results.json was written last (publish's default RUN_DIR)."""
+    finished = sorted(root.glob("*/results.json"), key=lambda p: (p.stat().st_mtime_ns, str(p)))
+    if not finished:
+        raise UserError(f"publish: no RUN_DIR given and no finished run (with results.json) under {root}/")
+    return finished[-1].parent
+
+
+def publish_command(args: argparse.Namespace) -> int:
+    from minitrain.hub.publish import publish  # the Hub client is only needed here
+
+    run_dir = Path(args.run_dir) if args.run_dir else latest_run()
+    if not args.run_dir:
+        print(f"Publishing the latest run: {run_dir}")
+    publish(run_dir, args.repo, private=args.private, dry_run=args.dry_run)
+    return 0

@@ -1,0 +1,43 @@
+"""`minitrain sample SOURCE --prompt "comer|R1|" [--temperature T] [--top-k K] [--seed S] [-n N]
+[--max-new-tokens N] [--vocab PATH]`: generate text from a run folder, model file, export folder or Hub id."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from minitrain.commands.common import non_negative_float, positive_int
+from minitrain.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    sample = subparsers.add_parser("sample", help="generate text from a trained model")
+    sample.add_argument("source", help="run folder, model file, export folder or Hub id user/name")
+    sample.add_argument("--prompt", required=True, help='text to continue, e.g. "comer|R1|"')
+    sample.add_argument("--temperature", type=non_negative_float, default=0.0, help="0 = greedy (default)")
+    sample.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest")
+    sample.add_argument("--seed", type=int, default=None, help="seed for sampling (temperature > 0)")
+    sample.add_argument("-n", type=positive_int, default=1, help="number of samples (default 1)")
+    sample.add_argument("--max-new-tokens", type=positive_int, default=None,
+                        help="stop after this many tokens (default: fill the context)")
+    sample.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    sample.set_defaults(handler=sample_command)
+
+
+def sample_command(args: argparse.Namespace) -> int:
+    from minitrain.data.tokenizer import CharTokenizer
+    from minitrain.hub.sources import load_model
+    from minitrain.sampling import generate
+
+    model, vocab = load_model(args.source)
+    vocab = args.vocab or vocab
+    if vocab is None:
+        raise UserError(f"sample {args.source}: the source does not say which vocabulary it uses; pass --vocab")
+    tokenizer = CharTokenizer.load(vocab)
+    room = model.config["max_seq_len"] - 1 - len(args.prompt)  # what is left of the context after BOS + prompt
+    max_new = args.max_new_tokens or max(room, 1)
+    rng = np.random.default_rng(args.seed)  # one generator: -n samples differ, yet the seed reproduces them all
+    for _ in range(args.n):
+        print(args.prompt + generate(model, tokenizer, args.prompt, max_new, args.temperature, args.top_k, rng))
+    return 0

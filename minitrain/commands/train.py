@@ -1,0 +1,101 @@
+"""`minitrain train CONFIG [--set k=v]... [--out-dir] [--models-dir] [--seed] [--resume] [--dry-run] [--strict]
+[--quiet]`: validate, check the data, then train into a run folder (minitrain.run) and publish if asked."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from minitrain.commands.common import add_set, load
+from minitrain.config.datacheck import check_data
+from minitrain.config.loader import is_lock
+from minitrain.config.lock import check_strict, lock_path_for
+from minitrain.config.schema import Config
+from minitrain.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    train = subparsers.add_parser("train", help="train from a YAML config")
+    train.add_argument("config", help="config YAML (or a lock file written by `minitrain lock`)")
+    add_set(train)
+    train.add_argument("--out-dir", help="run folder (overrides output.dir)")
+    train.add_argument("--models-dir", metavar="DIR",
+                       help="folder for the final model file (overrides output.models_dir)")
+    train.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
+    train.add_argument("--resume", metavar="PATH", help="a run folder or checkpoint to continue from")
+    train.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
+    train.add_argument("--strict", action="store_true", help="refuse to run if the lock file does not match")
+    train.add_argument("--quiet", action="store_true", help="no progress display")
+    train.set_defaults(handler=train_command)
+
+
+def _lock_file_for(config_path: str) -> Path:
+    # A lock file given as CONFIG is its own lock; a plain config's lock sits beside it.
+    text = Path(config_path).read_text(encoding="utf-8")
+    return Path(config_path) if is_lock(yaml.safe_load(text)) else lock_path_for(config_path)
+
+
+def train_command(args: argparse.Namespace) -> int:
+    cfg = load(args)
+    summary = check_data(cfg)  # before the other checks; the run reuses it rather than reading the data again
+    if args.strict:
+        check_strict(cfg, _lock_file_for(args.config))
+    if args.resume is not None and not Path(args.resume).exists():
+        raise UserError(f"--resume {args.resume}: no such run folder or checkpoint", 2)
+    from minitrain.run import plan_run, run_training  # the engine loads numba kernels: import it only to train
+
+    if args.dry_run:
+        print(format_plan(plan_run(cfg, summary)))
+        return 0
+    if cfg.publish is not None:
+        _warn_if_no_token(cfg.publish.repo)
+    # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
+    results = run_training(
+        cfg, cfg.output.dir, resume=args.resume, progress=not args.quiet, strict=args.strict,
+        config_path=args.config, overrides=cfg.source.overrides, summary=summary,
+    )
+    print(f"run folder: {cfg.output.dir}")
+    for key, value in results.items():
+        if not isinstance(value, dict | list):
+            print(f"  {key}: {value}")
+    if cfg.publish is not None:
+        _publish_run(cfg, results["status"])
+    return 0
+
+
+def _warn_if_no_token(repo: str) -> None:
+    # Say it before training rather than only after it: the user can still log in while the run trains.
+    from minitrain.hub.publish import missing_token
+
+    problem = missing_token(repo)
+    if problem:
+        print(f"warning: {problem}. Training goes ahead, but publishing after it fails unless a token is set by "
+              "then", file=sys.stderr)
+
+
+def _publish_run(cfg: Config, status: str) -> None:
+    """The config's `publish:` section, after a finished run. A failure to publish leaves the run folder as
+    training completed it; the error says how to publish it later."""
+    from minitrain.hub.publish import maybe_publish_after_training  # the Hub client is only needed here
+
+    try:
+        maybe_publish_after_training(cfg, cfg.output.dir, status)
+    except UserError as exc:
+        later = f"minitrain publish --repo {cfg.publish.repo} {cfg.output.dir}"
+        raise UserError(f"{exc}. Training finished and its run folder {cfg.output.dir} is complete; publish it "
+                        f"later with: {later}", exc.exit_code) from None
+
+
+def format_plan(plan: dict) -> str:
+    """The dry-run plan, one `key: value` per line, nested dicts indented."""
+    lines = ["dry run (nothing written):"]
+    for key, value in plan.items():
+        if isinstance(value, dict):
+            lines.append(f"  {key}:")
+            lines += [f"    {k}: {v}" for k, v in value.items()]
+        else:
+            lines.append(f"  {key}: {value}")
+    return "\n".join(lines)
