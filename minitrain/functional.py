@@ -71,6 +71,13 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
     return Tensor._from_op(y.reshape(x.shape), (x, weight, bias), backward)
 
 
+def sigmoid(x: Tensor) -> Tensor:
+    """y = 1/(1 + e^(−x)), computed as e^x/(1 + e^x) for x < 0 so that no exp overflows;  dx = g·y·(1 − y)."""
+    e = np.exp(-np.abs(x.data))  # in (0, 1]: never overflows
+    y = np.where(x.data >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
+    return Tensor._from_op(y, (x,), lambda g: x._accumulate(g * y * (1 - y)))
+
+
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """y = exp(x − max) / Σ exp(x − max);  dx = y·(g − Σ g·y)."""
     e = np.exp(x.data - x.data.max(axis=axis, keepdims=True))
@@ -137,30 +144,41 @@ def dropout(x: Tensor, p: float, training: bool, rng: np.random.Generator | None
 
 
 # --------------------------------------------------------------------- attention
-def self_attention(qkv: Tensor, n_head: int, pad_mask: np.ndarray | None = None) -> Tensor:
+def self_attention(
+    qkv: Tensor,
+    n_head: int,
+    pad_mask: np.ndarray | None = None,
+    scale: float | None = None,
+    return_probs: bool = False,
+) -> Tensor | tuple[Tensor, np.ndarray]:
     """Multi-head causal self-attention from the fused projection, as one tape node; math in kernels/attention.py.
 
     qkv (B, T, 3C) holds q | k | v, and inside each, head h owns columns [h·D, (h+1)·D) (GPT-2's layout);
-    pad_mask (B, T) is True on real tokens (padding keys are never attended to). Returns the heads' outputs side
-    by side, (B, T, C), ready for the output projection."""
+    pad_mask (B, T) is True on real tokens (padding keys are never attended to); scores are q·k·scale with
+    scale = 1/√D unless given. Returns the heads' outputs side by side, (B, T, C), ready for the output
+    projection; with return_probs also the attention probabilities (B, H, T, T) as a plain array."""
     batch, time, width = qkv.shape
     if width % (3 * n_head):
         raise ValueError(f"self_attention: qkv of shape {qkv.shape} does not split into q, k, v of {n_head} heads")
     key_mask = np.ones((batch, time), dtype=bool) if pad_mask is None else np.asarray(pad_mask, dtype=bool)
     if key_mask.shape != (batch, time):  # the numba kernel does not bounds-check
         raise ValueError(f"self_attention: pad_mask of shape {key_mask.shape} does not match (B, T) = {(batch, time)}")
-    y, probs = kernels.active.attention_forward(qkv.data, n_head, key_mask)
+    y, probs = kernels.active.attention_forward(qkv.data, n_head, key_mask, scale)
 
     def backward(g: np.ndarray) -> None:
-        qkv._accumulate(kernels.active.attention_backward(qkv.data, probs, g))
+        qkv._accumulate(kernels.active.attention_backward(qkv.data, probs, g, scale))
 
-    return Tensor._from_op(y, (qkv,), backward)
+    out = Tensor._from_op(y, (qkv,), backward)
+    return (out, probs) if return_probs else out
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, pad_mask: np.ndarray | None = None) -> Tensor:
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, pad_mask: np.ndarray | None = None, scale: float | None = None
+) -> Tensor:
     """Causal scaled dot-product attention.  q, k, v (B, H, T, D); pad_mask (B, T), True on real tokens (keys
-    that are padding are never attended to) -> (B, H, T, D). Packs the heads into `self_attention`'s layout."""
+    that are padding are never attended to); scale 1/√D unless given -> (B, H, T, D). Packs the heads into
+    `self_attention`'s layout."""
     batch, n_head, time, head_size = q.shape
     qkv = concat([t.transpose(0, 2, 1, 3).reshape(batch, time, n_head * head_size) for t in (q, k, v)], axis=-1)
-    y = self_attention(qkv, n_head, pad_mask)
+    y = self_attention(qkv, n_head, pad_mask, scale)
     return y.reshape(batch, time, n_head, head_size).transpose(0, 2, 1, 3)

@@ -50,10 +50,10 @@ from minitrain.checkpoint import CheckpointManager
 from minitrain.clip import clip_grad_norm_, clip_grad_value_, global_grad_norm
 from minitrain.io import append_line
 from minitrain.metrics import PerplexityMeter
-from minitrain.model import inference
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
+from minitrain.nn import inference
 
 # Lab 01: "if the loss stalls above 4.0, stop the run — something is wrong". ln(64) ≈ 4.16 is the loss of a
 # uniform guess over 64 ids, so still being above 4.0 after the warm-up means almost nothing was learned.

@@ -1,32 +1,31 @@
-"""MiniGPT: the GPT-2 architecture at course size, readable top to bottom.
+"""MiniGPT: the GPT-2 architecture at course size, readable top to bottom, built from minitrain.nn.
 
-    idx (B, T) ──► wte[idx] + wpe[0..T) ──► dropout ──► n_layer × Block ──► ln_f ──► · wteᵀ ──► logits (B, T, V)
+    idx (B, T) ──► wte[idx] + wpe[0..T) ──► drop ──► n_layer × Block ──► ln_f ──► · wteᵀ ──► logits (B, T, V)
 
-    Block(x):  x = x + dropout(c_proj(attention(c_attn(ln_1(x)))))     causal, n_head heads, scaled by 1/√D
-               x = x + dropout(mlp.c_proj(gelu(mlp.c_fc(ln_2(x)))))     hidden size d_ff
+    Block(x):  x = x + attn(ln_1(x))     causal multi-head self-attention, scaled by 1/√D
+               x = x + mlp(ln_2(x))      d_model → d_ff → d_model with GELU
 
-Pre-LayerNorm (eps 1e-5), GELU with the tanh approximation, biases in every linear layer, and the output head
-tied to the token embedding: exactly GPT-2. Parameter names and shapes are Hugging Face GPT-2's, with linear
-weights stored [in, out] and applied as x·W + b (GPT-2's Conv1D layout), so a state dict loads in
+Pre-LayerNorm (eps 1e-5), GELU with the tanh approximation, biases in every linear layer, dropout after the
+embeddings and after each sub-layer, and the output head tied to the token embedding: exactly GPT-2 (the blocks
+are in minitrain/nn/transformer.py). Parameter names and shapes are Hugging Face GPT-2's, with linear weights
+stored [in, out] and applied as x·W + b (GPT-2's Conv1D layout), so a state dict loads in
 `transformers.GPT2LMHeadModel` unchanged.
 
-All parameters live in one flat `ParameterBuffer` (model.buffer): each parameter Tensor is a view into it, and
-its gradient a view into the flat gradient, so zeroing, clipping and the optimizer each make one pass.
+Init, all from the training RNG in this order: wte, wpe, then per block c_attn, attn.c_proj, c_fc, mlp.c_proj
+(N(0, 0.02²); the two projections into the residual stream N(0, (0.02/√(2·n_layer))²)); biases 0, LayerNorm 1/0.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import numpy as np
 
 import minitrain.functional as F
 from minitrain.errors import UserError
-from minitrain.parameters import ParameterBuffer
-from minitrain.tensor import Tensor, no_grad
+from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
+from minitrain.nn.transformer import GPT2_INIT_STD
+from minitrain.tensor import Tensor
 
 CONFIG_KEYS = ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "dropout")
 
@@ -34,7 +33,8 @@ CONFIG_KEYS = ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_le
 def parameter_shapes(
     n_layer: int, d_model: int, d_ff: int, vocab_size: int, max_seq_len: int
 ) -> list[tuple[str, tuple[int, ...]]]:
-    """Every parameter's Hugging Face GPT-2 name and shape, in model order."""
+    """Every parameter's Hugging Face GPT-2 name and shape, in model order, without building the model (config
+    validation lists the names of a model too big to build; the Hub export checks files against it)."""
     shapes = [("transformer.wte.weight", (vocab_size, d_model)), ("transformer.wpe.weight", (max_seq_len, d_model))]
     for i in range(n_layer):
         h = f"transformer.h.{i}"
@@ -49,32 +49,7 @@ def parameter_shapes(
     return [*shapes, ("transformer.ln_f.weight", (d_model,)), ("transformer.ln_f.bias", (d_model,))]
 
 
-def initial_value(name: str, shape: tuple[int, ...], n_layer: int, rng: np.random.Generator) -> np.ndarray:
-    """GPT-2's init: weights N(0, 0.02); the projections that write into the residual stream N(0, 0.02/√(2·n_layer))
-    so the stream's variance does not grow with depth; biases 0; LayerNorm gain 1 and shift 0."""
-    if ".ln_" in name:
-        return np.ones(shape) if name.endswith(".weight") else np.zeros(shape)
-    if name.endswith(".bias"):
-        return np.zeros(shape)
-    std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") else 0.02
-    return rng.normal(0.0, std, size=shape)
-
-
-@contextmanager
-def inference(model: Any) -> Iterator[None]:
-    """`with inference(model):` eval mode (no dropout) and no tape for the block; the model's mode is restored
-    after it, even on an error. Evaluation, exact match and sampling all run the model this way."""
-    was_training = getattr(model, "training", False)
-    model.eval()
-    try:
-        with no_grad():
-            yield
-    finally:
-        if was_training:
-            model.train()
-
-
-class MiniGPT:
+class MiniGPT(Module):
     """GPT-2 language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`."""
 
     def __init__(
@@ -88,28 +63,34 @@ class MiniGPT:
         dropout: float = 0.0,
         rng: np.random.Generator | int = 0,
         dtype: type = np.float32,
+        attn_scale: float | None = None,
     ) -> None:
         """`rng` is the training RNG (or a seed for one): it draws the initial weights and, later, dropout masks.
-        `dtype` float64 is for gradient checks."""
+        `dtype` float64 is for gradient checks. `attn_scale` replaces attention's 1/√D (theory/03's exercise)."""
+        super().__init__()
         if d_model % n_head:
             raise UserError(f"model: d_model ({d_model}) must be divisible by n_head ({n_head})", 2)
         if not 0.0 <= dropout < 1.0:
             raise UserError(f"model: dropout must be in [0, 1), got {dropout}", 2)
         self.config = dict(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ff=d_ff, vocab_size=vocab_size,
                            max_seq_len=max_seq_len, dropout=float(dropout))  # fmt: skip
-        self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        self.training = True
-        shapes = parameter_shapes(n_layer, d_model, d_ff, vocab_size, max_seq_len)
-        initial = [(name, initial_value(name, shape, n_layer, self.rng)) for name, shape in shapes]
-        self.buffer = ParameterBuffer(initial, dtype=dtype)
-        self._params: dict[str, Tensor] = {}
-        for name, _ in shapes:
-            view = self.buffer.views(name)
-            self._params[name] = p = Tensor(view.data, requires_grad=True)
-            p.grad = view.grad  # backward accumulates straight into the flat gradient
+        if attn_scale is not None:  # only when set: the model files of the default scale keep their bytes
+            self.config["attn_scale"] = float(attn_scale)
+        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        residual_std = GPT2_INIT_STD / math.sqrt(2 * n_layer)
+        self.transformer = ModuleDict(
+            wte=Embedding(vocab_size, d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype),
+            wpe=Embedding(max_seq_len, d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype),
+            drop=Dropout(dropout, rng=rng),
+            h=ModuleList(
+                Block(d_model, n_head, d_ff, dropout, rng=rng, residual_std=residual_std, attn_scale=attn_scale,
+                      dtype=dtype)
+                for _ in range(n_layer)
+            ),
+            ln_f=LayerNorm(d_model, dtype=dtype),
+        )
 
-    # --------------------------------------------------------------------------------------------- forward
-    def __call__(
+    def forward(
         self,
         idx: np.ndarray,
         targets: np.ndarray | None = None,
@@ -119,67 +100,32 @@ class MiniGPT:
         """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
         (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens:
         padding keys are never attended to."""
-        cfg, p = self.config, self._params
         time = idx.shape[1]
-        if time > cfg["max_seq_len"]:
-            raise ValueError(f"MiniGPT: sequence length {time} exceeds max_seq_len {cfg['max_seq_len']}")
-        x = F.embedding(p["transformer.wte.weight"], idx) + F.embedding(p["transformer.wpe.weight"], np.arange(time))
-        x = self._dropout(x)
-        for i in range(cfg["n_layer"]):
-            x = self._block(x, f"transformer.h.{i}", attn_pad_mask)
-        x = F.layer_norm(x, p["transformer.ln_f.weight"], p["transformer.ln_f.bias"])
-        logits = F.linear(x, p["transformer.wte.weight"].T)  # the output head is the token embedding, tied
+        if time > self.config["max_seq_len"]:
+            raise ValueError(f"MiniGPT: sequence length {time} exceeds max_seq_len {self.config['max_seq_len']}")
+        t = self.transformer
+        x = t.drop(t.wte(idx) + t.wpe(np.arange(time)))
+        for block in t.h:
+            x = block(x, attn_pad_mask)
+        x = t.ln_f(x)
+        logits = F.linear(x, t.wte.weight.T)  # the output head is the token embedding, tied
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits, targets, loss_mask)
 
-    def _block(self, x: Tensor, h: str, attn_pad_mask: np.ndarray | None) -> Tensor:
-        p = self._params
-        qkv = F.linear(F.layer_norm(x, p[f"{h}.ln_1.weight"], p[f"{h}.ln_1.bias"]),
-                       p[f"{h}.attn.c_attn.weight"], p[f"{h}.attn.c_attn.bias"])  # fmt: skip
-        heads = F.self_attention(qkv, self.config["n_head"], attn_pad_mask)
-        x = x + self._dropout(F.linear(heads, p[f"{h}.attn.c_proj.weight"], p[f"{h}.attn.c_proj.bias"]))
-        hidden = F.linear(F.layer_norm(x, p[f"{h}.ln_2.weight"], p[f"{h}.ln_2.bias"]),
-                          p[f"{h}.mlp.c_fc.weight"], p[f"{h}.mlp.c_fc.bias"], activation="gelu")  # fmt: skip
-        return x + self._dropout(F.linear(hidden, p[f"{h}.mlp.c_proj.weight"], p[f"{h}.mlp.c_proj.bias"]))
+    def attention_probs(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> np.ndarray:
+        """Every layer's attention probabilities for a batch: (n_layer, B, H, T, T), row i of a head's (T, T)
+        map is how position i spreads its attention over positions 0..i. Runs in inference mode (no tape)."""
+        blocks = list(self.transformer.h)
+        for block in blocks:
+            block.attn.keep_probs = True
+        try:
+            with inference(self):
+                self(idx, attn_pad_mask=attn_pad_mask)
+            return np.stack([block.attn.probs for block in blocks])
+        finally:
+            for block in blocks:
+                block.attn.keep_probs, block.attn.probs = False, None
 
-    def _dropout(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.config["dropout"], self.training, self.rng)
-
-    # --------------------------------------------------------------------------------------------- state
-    def train(self) -> MiniGPT:
-        self.training = True
-        return self
-
-    def eval(self) -> MiniGPT:
-        self.training = False
-        return self
-
-    def named_parameters(self) -> list[tuple[str, Tensor]]:
-        return list(self._params.items())
-
-    def parameters(self) -> list[Tensor]:
-        return list(self._params.values())
-
-    def num_parameters(self) -> int:
-        return self.buffer.size
-
-    def zero_grad(self) -> None:
-        self.buffer.zero_grad()
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """name -> a copy of the parameter (Hugging Face GPT-2 names, [in, out] linear weights)."""
-        return {name: t.data.copy() for name, t in self._params.items()}
-
-    def load_state_dict(self, state_dict: dict[str, np.ndarray], source: str = "state dict") -> None:
-        """Copy every tensor in; a missing, unexpected or mis-shaped tensor is one UserError naming them all."""
-        problems = [f"missing tensor '{n}'" for n in self._params if n not in state_dict]
-        problems += [f"unexpected tensor '{n}'" for n in state_dict if n not in self._params]
-        problems += [
-            f"tensor '{n}' has shape {list(np.shape(a))}, the model expects {list(self._params[n].shape)}"
-            for n, a in state_dict.items() if n in self._params and np.shape(a) != self._params[n].shape
-        ]  # fmt: skip
-        if problems:
-            raise UserError(f"{source} does not fit this MiniGPT: " + "; ".join(problems))
-        for name, array in state_dict.items():
-            self._params[name].data[...] = array  # in place: the tensor stays a view of the flat buffer
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.config.items())

@@ -4,13 +4,14 @@
     run_training(cfg, out_dir)
       check the data files (a missing file stops here, before any work and before writing anything)
       build: tokenizer → records → encoded splits → batchers (data RNG: data_seed)
-             → MiniGPT (training RNG: rng_seed) → optimizer → schedule
+             → the model (model.type; training RNG: rng_seed) → freeze → pack → optimizer → schedule
       [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
       write config.yaml (as given), config.resolved.yaml, manifest.json (status "running")
       loop.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
       final: train PPL (one pass over train), val exact match, the model file
-             <models dir>/minigpt-phase18-<hash>.safetensors (output.models_dir / --models-dir, default the
-             repository's models/), results.json, loss_curve.png, metrics.csv, report.md, manifest.json completed
+             <models dir>/<prefix>-<hash>.safetensors, prefix minigpt-phase18 or mlp-lm (output.models_dir /
+             --models-dir, default the repository's models/), results.json, loss_curve.png, metrics.csv,
+             report.md, manifest.json completed
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
 curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from minitrain import artifacts
+from minitrain.architectures import build_model
 from minitrain.checkpoint import (
     BEST_FILE,
     LATEST_POINTER,
@@ -58,12 +60,12 @@ from minitrain.loop import (
     train_step,
 )
 from minitrain.metrics import greedy_exact_match
-from minitrain.model import MiniGPT
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_metrics_csv, write_report
+from minitrain.nn import Module
 from minitrain.optim import build_optimizer
 from minitrain.runtime import configure
 from minitrain.schedule import build_scheduler
@@ -71,7 +73,7 @@ from minitrain.schedule import build_scheduler
 # Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
 # PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
 EVAL_BATCH_SIZE = 256
-MODEL_PREFIX = "minigpt-phase18"
+MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm"}  # model file names: <prefix>-<hash>
 LOG_FILE = "train_log.jsonl"
 EXIT_DIVERGED, EXIT_HALTED = 3, 4
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
@@ -89,28 +91,41 @@ class Parts:
     train_split: Batch
     batcher: TrainBatcher
     val_batches: EvalBatcher
-    model: MiniGPT
+    model: Module
     optimizer: Any
     scheduler: Any
     total_steps: int
 
 
 def build_parts(cfg: Config, total_steps: int) -> Parts:
-    """Tokenizer, encoded splits, batchers, MiniGPT, optimizer and schedule; the schedule spans `total_steps`."""
+    """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
+
+    The model is built (drawing its initial weights from the training RNG), frozen where `model.freeze` says,
+    then packed into one flat buffer; the optimizer updates only the trainable parameters."""
     tokenizer = CharTokenizer.load(cfg.data.vocab_path)
     train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
     seq_len = cfg.model.max_seq_len
     train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
     val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
     batcher = TrainBatcher(train_split, cfg.training.batch_size, cfg.training.data_seed)  # the data RNG
-    m = cfg.model
     train_rng = np.random.Generator(np.random.PCG64(cfg.training.rng_seed))  # the training RNG
-    model = MiniGPT(m.n_layer, m.n_head, m.d_model, m.d_ff, m.vocab_size, m.max_seq_len, m.dropout, rng=train_rng)
-    optimizer = build_optimizer(cfg.optimizer.type, model.named_parameters(), buffer=model.buffer,
+    model = build_model(cfg.model.architecture(), rng=train_rng)
+    if cfg.model.freeze:
+        model.freeze(cfg.model.freeze)
+    model.pack_parameters()
+    optimizer = build_optimizer(cfg.optimizer.type, model.trainable_parameters(), buffer=model.buffer,
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
     return Parts(tokenizer, train_records, val_records, train_split, batcher,
                  EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps)
+
+
+def parameter_counts(model: Module) -> dict[str, int]:
+    """{"parameters": all}, plus the trainable and frozen counts when some parameters are frozen."""
+    total, trainable = model.num_parameters(), model.num_parameters(trainable_only=True)
+    if trainable == total:
+        return {"parameters": total}
+    return {"parameters": total, "trainable_parameters": trainable, "frozen_parameters": total - trainable}
 
 
 def training_config_hash(cfg: Config) -> str:
@@ -138,7 +153,7 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
 
 def _configure_runtime(cfg: Config) -> dict[str, Any]:
     """BLAS threads and allocator settings for this model size (minitrain.runtime); they change no number."""
-    return configure(cfg.model.d_model, cfg.training.batch_size * cfg.model.max_seq_len)
+    return configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)
 
 
 def _resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
@@ -171,7 +186,7 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
     n_val = len(range(0, steps, t.val_every)) + (0 if (steps - 1) % t.val_every == 0 else 1)
     estimate = steps * per_step + n_val * per_val
     return {
-        "parameters": parts.model.num_parameters(),
+        **parameter_counts(parts.model),
         "tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
                             "counted_mean": round(counted, 1)},
         "steps": steps,
@@ -252,7 +267,7 @@ def run_training(
         seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
         train_path=cfg.data.train_path)
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
-                    parameters=parts.model.num_parameters(), config_hash=checkpointing.config_hash,
+                    **parameter_counts(parts.model), config_hash=checkpointing.config_hash,
                     runtime=runtime)
     if init_from is not None:
         manifest["init_from"] = init_from
@@ -349,14 +364,15 @@ def _exact_match(parts: Parts) -> float:
     return found.rate
 
 
-def _save_model(model: MiniGPT, models_dir: Path, cfg: Config, steps: int) -> str:
+def _save_model(model: Module, models_dir: Path, cfg: Config, steps: int) -> str:
     """Write the model file under a temporary name, then rename it after its content hash; return its path
     (relative to the repository when inside it, as results.json records it)."""
-    tmp = models_dir / f".{MODEL_PREFIX}-{os.getpid()}.partial.safetensors"
+    prefix = MODEL_PREFIXES[cfg.model.type]
+    tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
     meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
             "config_hash": training_config_hash(cfg)}
     digest = save_model_file(tmp, model.state_dict(), model.config, meta)
-    final = models_dir / f"{MODEL_PREFIX}-{digest[:16]}.safetensors"
+    final = models_dir / f"{prefix}-{digest[:16]}.safetensors"
     os.replace(tmp, final)
     final = final.resolve()
     return str(final.relative_to(artifacts.REPO_ROOT)) if final.is_relative_to(artifacts.REPO_ROOT) else str(final)

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from minitrain.model import inference
+from minitrain.nn import inference
 
 
 class Tokenizer(Protocol):

@@ -71,7 +71,7 @@ def test_output_head_is_tied_to_token_embedding():
     idx, _ = batch(TINY)
     before = model(idx)[0].data
     # transformer.wte.weight row 3 (not a constant shift: LayerNorm output sums to 0, which would hide it)
-    model.named_parameters()[0][1].data[3] += np.linspace(-1.0, 1.0, 8)
+    model.transformer.wte.weight.data[3] += np.linspace(-1.0, 1.0, 8)
     after = model(idx)[0].data
     assert not np.allclose(before[..., 3], after[..., 3])
     assert "lm_head.weight" not in model.state_dict()
@@ -91,6 +91,7 @@ def test_causal_and_padding():
 
 def test_backward_fills_the_flat_gradient():
     model = MiniGPT(**TINY, rng=0)
+    model.pack_parameters()
     idx, targets = batch(TINY)
     model(idx, targets)[1].backward()
     assert np.abs(model.buffer.grad).sum() > 0
@@ -103,7 +104,7 @@ def test_backward_fills_the_flat_gradient():
 def test_one_batch_overfits():
     model = MiniGPT(**TINY, rng=0)
     idx, targets = batch(TINY, b=4, t=6, seed=1)
-    opt = AdamW(model.named_parameters(), lr=1e-2, weight_decay=0.0, buffer=model.buffer)
+    opt = AdamW(model.named_parameters(), lr=1e-2, weight_decay=0.0, buffer=model.pack_parameters())
     for _ in range(300):
         model.zero_grad()
         _, loss = model(idx, targets)
@@ -124,10 +125,11 @@ def test_dropout_uses_training_rng_and_only_in_train_mode():
 
 def test_load_state_dict_round_trip_and_errors():
     source, target = MiniGPT(**TINY, rng=1), MiniGPT(**TINY, rng=2)
+    target.pack_parameters()
     target.load_state_dict(source.state_dict())
     idx, _ = batch(TINY)
     np.testing.assert_array_equal(source(idx)[0].data, target(idx)[0].data)
-    assert target.named_parameters()[0][1].data.base is not None  # still a view of the flat buffer
+    assert target.transformer.wte.weight.data.base is target.buffer.data  # still a view of the flat buffer
 
     bad = source.state_dict()
     del bad["transformer.ln_f.bias"]

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
-from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
+from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.templates import TemplateError, has_template, render_value
 from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml
@@ -287,12 +287,21 @@ def _validate_sections(data: dict) -> tuple[dict[str, Any], list[Problem]]:
 def resolved_dict(cfg: Config) -> dict[str, Any]:
     """The config after defaults, overrides and templates, as plain data in schema order.
 
-    Keys the chosen optimizer/scheduler type does not use are left out, so the result loads again as a config.
+    Keys the chosen model/optimizer/scheduler type does not use are left out, so the result loads again as a
+    config; so are keys marked OMIT_DEFAULT that hold their default (features that are off).
     """
     data = cfg.model_dump(mode="json")
-    for section, table in (("optimizer", OPTIMIZER_KEYS), ("scheduler", SCHEDULER_KEYS)):
+    for section, table in (("model", MODEL_KEYS), ("optimizer", OPTIMIZER_KEYS), ("scheduler", SCHEDULER_KEYS)):
         used = table[data[section]["type"]]
         data[section] = {k: v for k, v in data[section].items() if k in used}
+    for name, values in data.items():
+        section = getattr(cfg, name, None)
+        if not isinstance(section, BaseModel):
+            continue
+        for key, field in type(section).model_fields.items():
+            omit = (field.json_schema_extra or {}).get("omit_default")
+            if omit and key in values and values[key] == field.get_default(call_default_factory=True):
+                del values[key]
     return data
 
 

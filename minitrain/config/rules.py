@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from minitrain.architectures import parameter_shapes
 from minitrain.config.problems import Problem
-from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
-from minitrain.model import parameter_shapes
+from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
 
@@ -109,10 +109,16 @@ def _one_run_length(sections, raw):
 
 
 @rule("model")
+def _model_keys_fit_type(sections, raw):
+    """Each model key must be one its type uses (n_layer, d_model... with minigpt; context, hidden... with mlp_lm)."""
+    yield from _keys_of_type(sections["model"], "model", MODEL_KEYS)
+
+
+@rule("model")
 def _heads_divide_width(sections, raw):
     """model.d_model must be divisible by model.n_head (each head gets d_model / n_head dimensions)."""
     model = sections["model"]
-    if model.d_model % model.n_head:
+    if model.type == "minigpt" and model.d_model % model.n_head:
         yield Problem(
             ("model", "n_head"),
             f"d_model {model.d_model} is not divisible by n_head {model.n_head}; each head needs "
@@ -166,9 +172,23 @@ def _group_overrides_something(sections, raw):
 
 
 def parameter_names(model: ModelConfig) -> list[str]:
-    """MiniGPT's parameter names for this shape, in model order (`minitrain.model.parameter_shapes`)."""
-    shapes = parameter_shapes(model.n_layer, model.d_model, model.d_ff, model.vocab_size, model.max_seq_len)
-    return [name for name, _ in shapes]
+    """The model's parameter names for this shape, in model order (`minitrain.architectures.parameter_shapes`)."""
+    return [name for name, _ in parameter_shapes(model.architecture())]
+
+
+@rule("model")
+def _freeze_matches(sections, raw):
+    """Each model.freeze pattern must match at least one parameter name, and something must be left to train."""
+    model = sections["model"]
+    if not model.freeze:
+        return  # the names grow with n_layer: list them only when there is a pattern to match
+    names = parameter_names(model)
+    for i, pattern in enumerate(model.freeze):
+        if not fnmatch.filter(names, pattern):
+            yield Problem(("model", "freeze", i), f"pattern {pattern!r} matches no parameter (names look like "
+                                                  f"{names[2 % len(names)]!r})")  # fmt: skip
+    if all(any(fnmatch.fnmatchcase(n, p) for p in model.freeze) for n in names):
+        yield Problem(("model", "freeze"), "freezes every parameter: nothing would be trained")
 
 
 @rule("optimizer", "model")
@@ -181,7 +201,7 @@ def _group_matches(sections, raw):
         if not fnmatch.filter(names, group.pattern):
             yield Problem(
                 ("optimizer", "groups", i, "pattern"),
-                f"pattern {group.pattern!r} matches no parameter (names look like {names[2]!r})",
+                f"pattern {group.pattern!r} matches no parameter (names look like {names[2 % len(names)]!r})",
             )
 
 

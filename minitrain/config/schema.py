@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from minitrain.architectures import MODELS, model_keys
 from minitrain.config.source import ConfigSource
 from minitrain.monitor.alerts import parse_alert
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
@@ -69,6 +70,10 @@ def _check_repo_id(text: str) -> str:
         raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
     return text
 
+# A key with this marker is left out of the resolved config while it holds its default: a feature added after
+# lab 01 that is off changes neither config.resolved.yaml nor the config hash of the runs made before it.
+OMIT_DEFAULT = {"omit_default": True}
+
 PositiveInt = Annotated[int, Field(ge=1)]
 SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
@@ -83,8 +88,14 @@ class Section(BaseModel):
 
 
 class ModelConfig(Section):
-    """MiniGPT's shape (defaults: lab 01's locked Phase 17 config)."""
+    """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
 
+    `type: minigpt` (the default) takes n_layer, n_head, d_model, d_ff and attn_scale; `type: mlp_lm` takes
+    context, d_embed, hidden and activation (left out: MLPLanguageModel's defaults). Both take vocab_size,
+    max_seq_len, dropout, init_from and freeze. Giving a key the chosen type does not use is an error.
+    """
+
+    type: Literal["minigpt", "mlp_lm"] = Field("minigpt", json_schema_extra=OMIT_DEFAULT)
     n_layer: PositiveInt = 2
     n_head: PositiveInt = 4
     d_model: PositiveInt = 64
@@ -93,6 +104,35 @@ class ModelConfig(Section):
     max_seq_len: PositiveInt = 32
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     init_from: str | None = Field(None, min_length=1, description="safetensors file, export folder or Hub id")
+    attn_scale: float | None = Field(None, gt=0, json_schema_extra=OMIT_DEFAULT,
+                                     description="minigpt: attention score scale (default 1/sqrt(d_model/n_head))")
+    context: PositiveInt | None = Field(None, description="mlp_lm: characters read before each prediction")
+    d_embed: PositiveInt | None = Field(None, description="mlp_lm: size of each character's vector")
+    hidden: list[PositiveInt] | None = Field(None, min_length=1, description="mlp_lm: hidden layer widths")
+    activation: Literal["tanh", "relu", "gelu"] | None = Field(None, description="mlp_lm: hidden activation")
+    freeze: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, json_schema_extra=OMIT_DEFAULT,
+        description="glob patterns of parameter names to keep fixed (no gradient, no optimizer state)",
+    )
+
+    @model_validator(mode="after")
+    def _type_defaults(self) -> ModelConfig:
+        _fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(MODELS[self.type]))
+        return self
+
+    def architecture(self) -> dict[str, Any]:
+        """The constructor keys of the chosen family (what `minitrain.architectures.build_model` takes)."""
+        keys = {k: getattr(self, k) for k in model_keys(self.type) if getattr(self, k) is not None}
+        return {"type": self.type, **keys}
+
+    @property
+    def width(self) -> int:
+        """The width of the model's typical matrix product (d_model, or the widest MLP-LM layer)."""
+        return self.d_model if self.type == "minigpt" else max([*self.hidden, self.context * self.d_embed])
+
+
+_MODEL_HOME_KEYS = {"type", "vocab_size", "max_seq_len", "dropout", "init_from", "freeze"}
+MODEL_KEYS: dict[str, set[str]] = {name: _MODEL_HOME_KEYS | set(model_keys(name)) for name in MODELS}
 
 
 class DataConfig(Section):

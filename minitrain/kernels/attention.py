@@ -4,7 +4,7 @@ Input is the fused projection qkv (B, T, 3C): q | k | v side by side, and inside
 [h·D, (h+1)·D) with D = C/H (GPT-2's layout). For batch b, head h, query position i and key position j:
 
     allowed(i, j) = j ≤ i  and  key_mask[b, j]               (causal, and never a padding key)
-    s_ij = scale · q_i·k_j,   scale = 1/√D
+    s_ij = scale · q_i·k_j,   scale = 1/√D unless given (the variance of q·k grows with D; the scale undoes it)
     p_ij = exp(s_ij − m_i) / Σ_allowed exp(s_ik − m_i)        for allowed j, else 0   (m_i: the row maximum)
     y_i  = Σ_j p_ij · v_j                                     written to out[b, i, h·D:(h+1)·D]
 
@@ -42,19 +42,27 @@ def _transposed(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.swapaxes(x, -1, -2))
 
 
+def default_scale(head_size: int) -> float:
+    """1/√D: makes s = q·k/√D unit-variance when q and k have unit-variance entries."""
+    return 1.0 / np.sqrt(head_size)
+
+
 def attention_forward(
-    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, softmax: Callable
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None, softmax: Callable
 ) -> tuple[np.ndarray, np.ndarray]:
     """y = softmax(q·kᵀ, scale, mask)·v per head -> out (B, T, C), probs (B, H, T, T)."""
     q, k, v = heads(qkv, n_head, 3)
-    probs = softmax(q @ _transposed(k), 1.0 / np.sqrt(q.shape[-1]), key_mask)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    probs = softmax(q @ _transposed(k), scale, key_mask)
     batch, time, three_c = qkv.shape
     out = np.empty((batch, time, three_c // 3), dtype=qkv.dtype)
     np.matmul(probs, v, out=heads(out, n_head, 1)[0])
     return out, probs
 
 
-def attention_backward(qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, softmax_backward: Callable) -> np.ndarray:
+def attention_backward(
+    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None, softmax_backward: Callable
+) -> np.ndarray:
     """dv = pᵀ·dy,  dp = dy·vᵀ,  ds = softmax backward of dp,  dq = ds·k,  dk = dsᵀ·q  -> dqkv (B, T, 3C)."""
     n_head = probs.shape[1]
     q, k, v = heads(qkv, n_head, 3)
@@ -62,7 +70,8 @@ def attention_backward(qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, softm
     dqkv = np.empty_like(qkv)
     dq, dk, dv = heads(dqkv, n_head, 3)
     np.matmul(np.swapaxes(probs, -1, -2), g, out=dv)
-    dscores = softmax_backward(probs, g @ _transposed(v), 1.0 / np.sqrt(q.shape[-1]))
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    dscores = softmax_backward(probs, g @ _transposed(v), scale)
     np.matmul(dscores, k, out=dq)
     np.matmul(np.swapaxes(dscores, -1, -2), q, out=dk)
     return dqkv
@@ -145,17 +154,25 @@ def causal_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: 
     return dscores
 
 
-def attention_forward_reference(qkv: np.ndarray, n_head: int, key_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return attention_forward(qkv, n_head, key_mask, causal_softmax_forward_reference)
+def attention_forward_reference(
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    return attention_forward(qkv, n_head, key_mask, scale, causal_softmax_forward_reference)
 
 
-def attention_backward_reference(qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    return attention_backward(qkv, probs, dy, causal_softmax_backward_reference)
+def attention_backward_reference(
+    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
+) -> np.ndarray:
+    return attention_backward(qkv, probs, dy, scale, causal_softmax_backward_reference)
 
 
-def attention_forward_numba(qkv: np.ndarray, n_head: int, key_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return attention_forward(qkv, n_head, key_mask, causal_softmax_forward_numba)
+def attention_forward_numba(
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    return attention_forward(qkv, n_head, key_mask, scale, causal_softmax_forward_numba)
 
 
-def attention_backward_numba(qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    return attention_backward(qkv, probs, dy, causal_softmax_backward_numba)
+def attention_backward_numba(
+    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
+) -> np.ndarray:
+    return attention_backward(qkv, probs, dy, scale, causal_softmax_backward_numba)

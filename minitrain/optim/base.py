@@ -93,7 +93,7 @@ class Optimizer:
                 offset += slices[name].stop - slices[name].start
         else:
             self._check_buffer(buffer)
-            order, offset = buffer.names, buffer.size
+            order, offset = buffer.names, buffer.trainable_size
             slices = {name: buffer.slice_of(name) for name in order}
         self._shapes, self._slices = shapes, slices
         self.state = {key: np.full(offset, value, dtype=np.float32) for key, value in state_init.items()}
@@ -102,6 +102,9 @@ class Optimizer:
     # --------------------------------------------------------------------------------------------- layout
     def _check_buffer(self, buffer: ParameterBuffer) -> None:
         names = {name for name, _ in self.params}
+        frozen = sorted(names & set(buffer.frozen_names))
+        if frozen:
+            raise ValueError(f"optimizer: {frozen} are frozen; give the optimizer model.trainable_parameters()")
         if names != set(buffer.names):
             raise ValueError(
                 f"optimizer: parameters and ParameterBuffer differ: only in params {sorted(names - set(buffer.names))}"
@@ -114,6 +117,11 @@ class Optimizer:
     def _check_bound(name: str, p: Parameter, buffer: ParameterBuffer) -> None:
         # The flat update writes buffer.data and reads buffer.grad; if a tensor's data or grad were rebound
         # to another array, training would silently stop touching it. Identity checks are cheap.
+        if not getattr(p, "requires_grad", True):
+            raise RuntimeError(
+                f"parameter {name} was frozen after the optimizer was built: freeze first, then pack the parameters "
+                "and build the optimizer from the trainable ones"
+            )
         view = buffer.views(name)
         if p.data is not view.data or p.grad is not view.grad:
             raise RuntimeError(

@@ -1,0 +1,54 @@
+"""The model families a config can name (`model.type`), and building one from its keys.
+
+    minigpt   MiniGPT, GPT-2 at course size (minitrain/model.py); the default, and the lab's model
+    mlp_lm    MLPLanguageModel, a fixed-context MLP language model (minitrain/mlp_lm.py)
+
+A model's `config` dict holds its constructor keys; it is saved in every model file and checkpoint, so
+`build_model(saved_config)` rebuilds the same architecture. MiniGPT's config has no `type` key (its files predate
+the others, and their bytes must not change), so a config without one is a MiniGPT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from minitrain import mlp_lm, model
+from minitrain.errors import UserError
+from minitrain.nn import Module
+from minitrain.registry import keyword_defaults
+
+MODELS: dict[str, type[Module]] = {"minigpt": model.MiniGPT, "mlp_lm": mlp_lm.MLPLanguageModel}
+DEFAULT_TYPE = "minigpt"
+_NOT_CONFIG = ("rng", "dtype")  # constructor arguments that are not part of the architecture
+
+
+def model_type(config: Mapping[str, Any]) -> str:
+    """The family a model config names; UserError for an unknown one."""
+    kind = config.get("type", DEFAULT_TYPE)
+    if kind not in MODELS:
+        raise UserError(f"model.type: unknown model type {kind!r} (choose one of {', '.join(MODELS)})", 2)
+    return kind
+
+
+def model_keys(kind: str) -> dict[str, Any]:
+    """The architecture keys of a family, each with its default (inspect.Parameter.empty when required)."""
+    return keyword_defaults(MODELS[kind], skip=_NOT_CONFIG)
+
+
+def build_model(
+    config: Mapping[str, Any], rng: np.random.Generator | int = 0, dtype: type = np.float32
+) -> Module:
+    """A freshly initialised model of the family and shape `config` gives (keys of other families are ignored)."""
+    kind = model_type(config)
+    keys = {k: v for k, v in config.items() if k in model_keys(kind)}
+    return MODELS[kind](**keys, rng=rng, dtype=dtype)
+
+
+def parameter_shapes(config: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+    """Every parameter's name and shape for `config`, without building (or allocating) the model."""
+    if model_type(config) == "mlp_lm":
+        return mlp_lm.parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
+    return model.parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))

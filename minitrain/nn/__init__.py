@@ -1,0 +1,29 @@
+"""minitrain.nn: modules and layers to build models from, with PyTorch's `nn.Module` API.
+
+    module.py         Module (parameters and children registered by assignment, dotted names, state dicts,
+                      train/eval, freezing, packing into one flat ParameterBuffer), Parameter, inference()
+    linear.py         Linear           y = x·W + b (optionally fused with GELU)
+    embedding.py      Embedding        y = W[idx]
+    normalization.py  LayerNorm        y = (x − μ)/σ · w + b
+    dropout.py        Dropout          random zeros while training (the training RNG)
+    activation.py     GELU, ReLU, Tanh, Sigmoid, Softmax
+    container.py      Sequential, ModuleList, ModuleDict
+    transformer.py    CausalSelfAttention, MLP, Block (GPT-2's)
+
+Every layer's math is one op of `minitrain.functional` (or of `Tensor`), whose backward sits beside its forward;
+a layer only owns parameters and calls it. Layers with random init take the training RNG as `rng=`.
+"""
+
+from minitrain.nn.activation import GELU, ReLU, Sigmoid, Softmax, Tanh
+from minitrain.nn.container import ModuleDict, ModuleList, Sequential
+from minitrain.nn.dropout import Dropout
+from minitrain.nn.embedding import Embedding
+from minitrain.nn.linear import Linear
+from minitrain.nn.module import Module, Parameter, inference
+from minitrain.nn.normalization import LayerNorm
+from minitrain.nn.transformer import MLP, Block, CausalSelfAttention
+
+__all__ = [
+    "GELU", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding", "LayerNorm", "Linear", "Module",
+    "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh", "inference",
+]  # fmt: skip

@@ -1,0 +1,29 @@
+"""`Dropout`: random zeros while training, so no unit can rely on one particular other unit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import minitrain.functional as F
+from minitrain.nn.module import Module
+from minitrain.tensor import Tensor
+
+
+class Dropout(Module):
+    """y = x · keep / (1 − p), keep ~ Bernoulli(1 − p) per element, while training; y = x in eval mode.
+
+    The masks are drawn from `rng`, the training RNG (the one that drew the initial weights), so a resumed run
+    draws the same masks as an uninterrupted one. With p = 0 it is the identity and needs no rng.
+    """
+
+    def __init__(self, p: float = 0.0, *, rng: np.random.Generator | None = None) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self.p, self.rng = p, rng
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training, self.rng)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p:g}"
