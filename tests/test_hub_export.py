@@ -15,7 +15,7 @@ from minitrain.checkpoint import load_model_file, save_model_file
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES, export_model
-from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config
+from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
 
 
 def test_export_writes_the_gpt2_folder(run, tmp_path):
@@ -125,3 +125,11 @@ def test_a_vocabulary_larger_than_the_embedding_is_refused(run, tmp_path):
     CharTokenizer(sorted(set("abcdefghijklmnopqrstuvwxyz"))).save(run.parent / "data" / "vocab.json")
     with pytest.raises(UserError, match="embedding rows"):
         export_model(run, tmp_path / "export")
+
+
+def test_attn_scale_one_is_gpt2_without_scaled_attention_and_other_scales_are_refused():
+    config = to_gpt2_config({**TINY_MODEL, "attn_scale": 1.0}, 0, 1, 2)
+    assert config["scale_attn_weights"] is False
+    assert from_gpt2_config(config, "config.json") == {**TINY_MODEL, "attn_scale": 1.0}
+    with pytest.raises(UserError, match=r"attn_scale 0\.5: GPT-2 scales attention by 1/sqrt"):
+        to_gpt2_config({**TINY_MODEL, "attn_scale": 0.5}, 0, 1, 2)

@@ -147,3 +147,40 @@ def test_bad_config_is_a_user_error():
         MiniGPT(**dict(TINY, n_head=3))
     with pytest.raises(ValueError, match="max_seq_len"):
         MiniGPT(**TINY)(np.zeros((1, 7), dtype=np.int64))
+
+
+# ------------------------------------------------------------------------------------------ attention read-out
+
+
+def test_attention_probs_are_every_layers_causal_masked_softmax():
+    cfg = dict(LAB, n_layer=2, max_seq_len=8)
+    model = MiniGPT(**cfg, rng=0)
+    idx, _ = batch(cfg, b=2, t=6)
+    pad = np.array([[True] * 6, [True, True, True, True, False, False]])
+    probs = model.attention_probs(idx, pad)
+    assert probs.shape == (2, 2, 4, 6, 6)  # (layers, B, H, T, T)
+    assert np.allclose(probs[:, 0].sum(-1), 1) and np.allclose(probs[:, 1, :, :4].sum(-1), 1)
+    assert not np.triu(probs, k=1).any() and not probs[:, 1, :, :, 4:].any()  # no future, no padding key
+    # Layer 0 recomputed by hand from the weights: softmax(q·kᵀ/√D) over the allowed keys.
+    t = model.transformer
+    x = (t.wte.weight.data[idx] + t.wpe.weight.data[:6]).astype(np.float64)
+    ln = t.h[0].ln_1
+    x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * ln.weight.data + ln.bias.data
+    qkv = x @ t.h[0].attn.c_attn.weight.data + t.h[0].attn.c_attn.bias.data
+    q, k = (qkv[..., i * 64:(i + 1) * 64].reshape(2, 6, 4, 16).transpose(0, 2, 1, 3) for i in (0, 1))
+    scores = np.where(np.tril(np.ones((6, 6), bool)) & pad[:, None, None, :], q @ k.swapaxes(-1, -2) / 4, -np.inf)
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(probs[0], expected / expected.sum(-1, keepdims=True), atol=2e-6)
+    assert all(block.attn.probs is None for block in t.h) and model.training  # nothing kept, mode restored
+
+
+def test_attn_scale_replaces_one_over_sqrt_head_size():
+    default = MiniGPT(**TINY, rng=0)
+    idx, targets = batch(TINY)
+    same = MiniGPT(**TINY, rng=0, attn_scale=1 / np.sqrt(4))  # D = d_model / n_head = 4
+    unscaled = MiniGPT(**TINY, rng=0, attn_scale=1.0)
+    np.testing.assert_array_equal(same(idx)[0].data, default(idx)[0].data)
+    assert not np.allclose(unscaled(idx)[0].data, default(idx)[0].data)
+    assert "attn_scale" not in default.config and unscaled.config["attn_scale"] == 1.0
+    model = MiniGPT(**TINY, rng=3, dtype=np.float64, attn_scale=1.0)
+    assert gradcheck(lambda *_: model(idx, targets)[1], model.parameters())

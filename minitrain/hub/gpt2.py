@@ -12,8 +12,11 @@ and `transformers` is a renaming of config keys, nothing more:
     max_seq_len    n_positions                 P, learned positions
     dropout        resid/embd/attn_pdrop       one rate for all three
 
-Fixed choices both sides must agree on: GELU with the tanh approximation (`gelu_new`), LayerNorm eps 1e-5,
-attention scores scaled by 1/√(D/H), and the output projection tied to the token embedding (`lm_head = wte`).
+    attn_scale     scale_attn_weights          only 1/√(D/H) (true, the default) or 1 (false)
+
+Fixed choices both sides must agree on: GELU with the tanh approximation (`gelu_new`), LayerNorm eps 1e-5, and
+the output projection tied to the token embedding (`lm_head = wte`). Only MiniGPT has a GPT-2 twin: the other
+families (`model.type`) cannot be exported to transformers.
 """
 
 from __future__ import annotations
@@ -21,18 +24,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from minitrain.architectures import DEFAULT_TYPE, model_type, parameter_shapes
 from minitrain.errors import UserError
-from minitrain.model import CONFIG_KEYS, parameter_shapes
 
-SHAPE_KEYS = ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")  # parameter_shapes' arguments
 LAYER_NORM_EPS = 1e-5
 # transformers' names for GELU with the tanh approximation; "gelu" would be the exact erf form.
 TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")
 
 
 def expected_shapes(model_config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Every tensor of a MiniGPT / GPT-2 state dict and its shape, for a model config (minitrain keys)."""
-    return dict(parameter_shapes(*(int(model_config[k]) for k in SHAPE_KEYS)))
+    """Every tensor of a model's state dict and its shape, for a model config (minitrain keys, any family)."""
+    return dict(parameter_shapes(model_config))
 
 
 def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], where: str) -> None:
@@ -46,13 +48,22 @@ def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], 
         if name in state and tuple(state[name].shape) != shape
     ]
     if problems:
-        config = ", ".join(f"{k}={model_config[k]}" for k in CONFIG_KEYS if k in model_config)
+        config = ", ".join(f"{k}={v}" for k, v in model_config.items())
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}")
 
 
 def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
-    """The config.json `GPT2LMHeadModel.from_pretrained` reads, for a MiniGPT config."""
+    """The config.json `GPT2LMHeadModel.from_pretrained` reads, for a MiniGPT config; UserError for a model
+    transformers' GPT-2 cannot represent."""
+    kind = model_type(model_config)
+    if kind != DEFAULT_TYPE:
+        raise UserError(f"export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2); this model is "
+                        f"{kind}. Sample and evaluate it with minitrain (`minitrain sample RUN_DIR ...`)")
+    scale = model_config.get("attn_scale")
+    if scale not in (None, 1.0):
+        raise UserError(f"export: attn_scale {scale:g}: GPT-2 scales attention by 1/sqrt(head size) or not at all "
+                        "(attn_scale 1)")
     dropout = float(model_config.get("dropout", 0.0))
     return {
         "architectures": ["GPT2LMHeadModel"],
@@ -69,7 +80,7 @@ def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eo
         "attn_pdrop": dropout,
         "layer_norm_epsilon": LAYER_NORM_EPS,
         "initializer_range": 0.02,
-        "scale_attn_weights": True,
+        "scale_attn_weights": scale is None,
         "tie_word_embeddings": True,
         "use_cache": True,
         "bos_token_id": bos_id,
@@ -98,7 +109,7 @@ def from_gpt2_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
          "MiniGPT scales attention by 1/sqrt(head size) only")
     need(config["n_embd"] % config["n_head"] == 0, "n_head", f"must divide n_embd = {config['n_embd']}")
     d_ff = config.get("n_inner") or 4 * config["n_embd"]
-    return {
+    section = {
         "n_layer": config["n_layer"],
         "n_head": config["n_head"],
         "d_model": config["n_embd"],
@@ -107,3 +118,4 @@ def from_gpt2_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
         "max_seq_len": config["n_positions"],
         "dropout": float(config.get("resid_pdrop", 0.0)),
     }
+    return section if config.get("scale_attn_weights", True) else {**section, "attn_scale": 1.0}

@@ -10,9 +10,10 @@ A source is one of
                                         into the standard Hugging Face cache (HF_HOME), so a second run, or
                                         one with HF_HUB_OFFLINE=1, reads the cached copy
 
-A local path wins over a Hub id of the same spelling. Before anything is loaded, the source's architecture
-(n_layer, n_head, d_model, d_ff, vocab_size, max_seq_len) must equal the config's, and the weights must fit it:
-every tensor present, none extra, every shape right; otherwise one error lists what differs.
+A local path wins over a Hub id of the same spelling. Before anything is loaded, the source's architecture (its
+family, `model.type`, and every key of it but dropout: n_layer, n_head, d_model, ... for MiniGPT) must equal the
+config's, and the weights must fit it: every tensor present, none extra, every shape right; otherwise one error
+lists what differs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import safetensors.numpy
 from huggingface_hub import constants, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
+from minitrain.architectures import DEFAULT_TYPE, build_model, model_keys, model_type
 from minitrain.checkpoint import FORMAT as MINITRAIN_FORMAT
 from minitrain.checkpoint import load_model_file
 from minitrain.data.tokenizer import CharTokenizer
@@ -37,12 +39,11 @@ from minitrain.hub.export import WEIGHTS_FILE
 from minitrain.hub.gpt2 import from_gpt2_config
 from minitrain.hub.publish import REPO_ID
 from minitrain.hub.run_folder import read_run
-from minitrain.model import CONFIG_KEYS, MiniGPT
+from minitrain.nn import Module
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
 HUB_OPTIONAL = ("vocab.json",)
 KEY = "model.init_from"
-ARCHITECTURE_KEYS = tuple(k for k in CONFIG_KEYS if k != "dropout")  # dropout may change when training on
 
 
 class Pretrained(NamedTuple):
@@ -152,10 +153,11 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
             raise UserError(f"{KEY} {spec}: its vocabulary ({pretrained.vocab_path}, {len(theirs)} characters) "
                             f"differs from data.vocab_path ({vocab_path}, {len(ours)} characters)")
     # n_head changes no tensor shape, so only the configs can tell that the heads would be cut differently;
-    # the other keys would show as tensor errors too, but one per tensor.
-    theirs = _model_keys(pretrained)
-    differ = [f"{k} {theirs[k]} (this config: {model.config[k]})" for k in ARCHITECTURE_KEYS
-              if k in theirs and theirs[k] != model.config[k]]
+    # the other keys would show as tensor errors too, but one per tensor. Dropout may change when training on.
+    theirs, ours = _model_keys(pretrained), {"type": model_type(model.config), **model.config}
+    theirs.setdefault("type", DEFAULT_TYPE)
+    differ = [f"{k} {theirs.get(k)} (this config: {ours.get(k)})" for k in sorted(theirs.keys() | ours.keys())
+              if k != "dropout" and theirs.get(k) != ours.get(k)]
     if differ:
         raise UserError(f"{KEY} {spec}: a model of another architecture: {', '.join(differ)}; make the model "
                         f"section match it (`minitrain init --base {spec}` writes one that does)")
@@ -164,14 +166,17 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
 
 
 def _model_keys(pretrained: Pretrained) -> dict[str, Any]:
-    """MiniGPT's constructor keys (`CONFIG_KEYS`) as the source's model config gives them."""
-    return {key: pretrained.model_config[key] for key in CONFIG_KEYS if key in pretrained.model_config}
+    """The source's architecture as its family's constructor keys (and `type`, for a family other than MiniGPT)."""
+    config = pretrained.model_config
+    kind = model_type(config)
+    keys = {key: config[key] for key in model_keys(kind) if key in config}
+    return keys if kind == DEFAULT_TYPE else {"type": kind, **keys}
 
 
-def load_model(spec: str) -> tuple[MiniGPT, Path | None]:
-    """A MiniGPT built from the source's config with its weights loaded, and its vocabulary (if known)."""
+def load_model(spec: str) -> tuple[Module, Path | None]:
+    """The model built from the source's config with its weights loaded, and its vocabulary (if known)."""
     pretrained = load_pretrained(spec)
-    model = MiniGPT(**_model_keys(pretrained))
+    model = build_model(_model_keys(pretrained))
     model.load_state_dict(pretrained.state, source=pretrained.where)
     return model, pretrained.vocab_path
 

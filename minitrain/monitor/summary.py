@@ -17,6 +17,8 @@ from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log
 
 RUN_FILES = ("manifest.json", "config.resolved.yaml", "train_log.jsonl", "results.json")
+# The model keys the config line shows (the family's shape; freeze when some parameters are frozen).
+SHAPE_KEYS = ("type", "n_layer", "n_head", "d_model", "d_ff", "context", "d_embed", "hidden", "activation", "freeze")
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -58,7 +60,7 @@ def run_summary(run_dir: str | Path) -> str:
             raise UserError(f"{resolved}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})", 2) from None
         cfg = cfg if isinstance(cfg, dict) else {}
         model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
-        shape = ", ".join(f"{k} {model[k]}" for k in ("n_layer", "n_head", "d_model", "d_ff") if k in model)
+        shape = ", ".join(f"{k} {model[k]}" for k in SHAPE_KEYS if k in model)
         lines += [f"config: {cfg.get('name')} — {shape}"]
     log = run / "train_log.jsonl"
     if log.is_file():
