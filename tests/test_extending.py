@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 from test_course_text import excerpt_matches, parse
 
-import minitrain.functional as F
 from minitrain import gradcheck, nn
 from minitrain.data.batcher import TrainBatcher, encode_split
 from minitrain.data.corpus import load_records
