@@ -65,7 +65,7 @@ def synthetic_batch(batch: int, time_steps: int, vocab: int, seed: int = 0) -> d
 
 
 def minitrain_step_fn(model: MiniGPT, batch: dict[str, np.ndarray]) -> Callable[[], object]:
-    optimizer = AdamW(model.named_parameters(), buffer=model.buffer, **ADAMW)
+    optimizer = AdamW(model.trainable_parameters(), buffer=model.pack_parameters(), **ADAMW)
 
     def step() -> object:
         model.zero_grad()

@@ -199,7 +199,9 @@ def build_results(
 # loss_curve.png
 
 
-def plot_loss_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, baseline_ppl: float | None) -> None:
+def plot_loss_curve(
+    png_path: str | os.PathLike, log_path: str | os.PathLike, baseline_ppl: float | None, model_name: str = "MiniGPT"
+) -> None:
     """Train and val perplexity against the step (log scale), with the n-gram baseline dashed."""
     import matplotlib
 
@@ -226,7 +228,7 @@ def plot_loss_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, ba
     ax.yaxis.set_minor_formatter(plain)
     ax.set_xlabel("step (optimizer updates)")
     ax.set_ylabel("perplexity per counted token (log scale)")
-    ax.set_title("MiniGPT training: perplexity vs. step")
+    ax.set_title(f"{model_name} training: perplexity vs. step")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

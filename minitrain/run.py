@@ -303,7 +303,7 @@ def run_training(
     baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
                                            data_manifest_hash=manifest.get("data_manifest_hash"),
                                            loss_on=cfg.data.loss_on)
-    artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline)
+    artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))

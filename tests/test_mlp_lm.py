@@ -93,3 +93,30 @@ def test_a_run_trains_saves_and_samples_an_mlp_lm(tmp_path, capsys):
     assert main(["export", str(tmp_path / "run"), str(tmp_path / "export")]) == 1
     assert "only MiniGPT (model.type minigpt) has a transformers twin" in capsys.readouterr().err
     assert not (tmp_path / "export" / "config.json").exists()
+
+
+def test_the_committed_mlp_lm_reproduces_its_val_ppl(monkeypatch):
+    from pathlib import Path
+
+    from minitrain.config import load_config
+    from minitrain.config.datacheck import load_split
+    from minitrain.data.batcher import EvalBatcher, encode_split
+    from minitrain.data.tokenizer import CharTokenizer
+    from minitrain.loop import evaluate
+    from minitrain.run import EVAL_BATCH_SIZE
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # the config's data paths are relative to the repository
+    run = repo / "experiments" / "16-mlp-lm"
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    state, model_config, _ = load_model_file(repo / results["model_path"])
+    cfg = load_config(run / "config.yaml")
+    assert model_config == cfg.model.architecture()
+    model = build_model(model_config)
+    model.load_state_dict(state)
+    val = encode_split(load_split(cfg.data, "val"), CharTokenizer.load(cfg.data.vocab_path), cfg.model.max_seq_len,
+                       cfg.data.loss_on)  # fmt: skip
+    _, val_ppl = evaluate(model, EvalBatcher(val, EVAL_BATCH_SIZE))
+    # Bit-identical on the machine that trained it; elsewhere BLAS may round float32 sums differently.
+    assert val_ppl == pytest.approx(results["val_ppl"], rel=1e-6)
+    assert results["val_ppl"] < 5.799501 and results["beats_baseline"] is True
