@@ -129,6 +129,9 @@ def test_freeze_by_glob_and_requires_grad():
         model.freeze(["body.9.*", "Scale", "norm.*"])
     assert error.value.exit_code == 2
     assert model.norm.weight.requires_grad  # a bad pattern freezes nothing, not even the good ones
+    assert model.freeze("norm") == ["norm.weight", "norm.bias"]  # a module path freezes what lives under it
+    with pytest.raises(UserError, match="'bod' matches no parameter"):
+        model.freeze("bod")  # a prefix of a name is not a module path
     model.requires_grad_(False)
     assert model.num_parameters(trainable_only=True) == 0
     model.body.requires_grad_(True)

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from minitrain.architectures import parameter_shapes
 from minitrain.config.problems import Problem
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
+from minitrain.nn.module import name_matches
 
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
 
@@ -184,10 +185,10 @@ def _freeze_matches(sections, raw):
         return  # the names grow with n_layer: list them only when there is a pattern to match
     names = parameter_names(model)
     for i, pattern in enumerate(model.freeze):
-        if not fnmatch.filter(names, pattern):
+        if not any(name_matches(name, pattern) for name in names):
             yield Problem(("model", "freeze", i), f"pattern {pattern!r} matches no parameter (names look like "
                                                   f"{names[2 % len(names)]!r})")  # fmt: skip
-    if all(any(fnmatch.fnmatchcase(n, p) for p in model.freeze) for n in names):
+    if all(any(name_matches(n, p) for p in model.freeze) for n in names):
         yield Problem(("model", "freeze"), "freezes every parameter: nothing would be trained")
 
 

@@ -32,6 +32,12 @@ from minitrain.parameters import ParameterBuffer
 from minitrain.tensor import Tensor, no_grad
 
 
+def name_matches(name: str, pattern: str) -> bool:
+    """A parameter's dotted name matches a glob (fnmatch: `*` crosses dots, "transformer.h.0.*") or names a
+    module it lives in ("transformer.h.0" is every parameter of block 0, not of block 10)."""
+    return fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern + ".")
+
+
 class Parameter(Tensor):
     """A leaf `Tensor` that a `Module` registers as one of its weights; it requires grad unless frozen."""
 
@@ -145,17 +151,17 @@ class Module:
         return self
 
     def freeze(self, patterns: str | Iterable[str]) -> list[str]:
-        """Freeze every parameter whose dotted name matches one of the glob `patterns` (fnmatch: `*` crosses
-        dots, so "transformer.h.0.*" is all of block 0); returns the frozen names. A pattern that matches no
-        parameter is a UserError naming it: a typo must not leave a model silently unfrozen."""
+        """Freeze every parameter whose dotted name matches one of `patterns` (`name_matches`: a glob such as
+        "transformer.h.*.attn.*", or a module path such as "transformer.wte"); returns the frozen names. A
+        pattern that matches no parameter is a UserError naming it: a typo must not leave a model unfrozen."""
         patterns = [patterns] if isinstance(patterns, str) else list(patterns)
         named = list(self.named_parameters())
-        unmatched = [pattern for pattern in patterns if not any(fnmatch.fnmatchcase(n, pattern) for n, _ in named)]
+        unmatched = [pattern for pattern in patterns if not any(name_matches(n, pattern) for n, _ in named)]
         if unmatched:
             example = named[0][0] if named else "(this module has no parameters)"
             raise UserError(f"freeze: {', '.join(map(repr, unmatched))} matches no parameter (names look like "
                             f"{example!r})", 2)
-        frozen = [name for name, _ in named if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
+        frozen = [name for name, _ in named if any(name_matches(name, pattern) for pattern in patterns)]
         for name, p in named:
             if name in frozen:
                 p.requires_grad, p.grad = False, None
