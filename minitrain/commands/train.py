@@ -7,13 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 from minitrain.commands.common import add_set, load
 from minitrain.config.datacheck import check_data
 from minitrain.config.loader import is_lock
 from minitrain.config.lock import check_strict, lock_path_for
 from minitrain.config.schema import Config
+from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
 
 
@@ -34,8 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _lock_file_for(config_path: str) -> Path:
     # A lock file given as CONFIG is its own lock; a plain config's lock sits beside it.
-    text = Path(config_path).read_text(encoding="utf-8")
-    return Path(config_path) if is_lock(yaml.safe_load(text)) else lock_path_for(config_path)
+    return Path(config_path) if is_lock(load_yaml_file(config_path)) else lock_path_for(config_path)
 
 
 def train_command(args: argparse.Namespace) -> int:

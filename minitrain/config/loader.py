@@ -31,8 +31,7 @@ from minitrain.config.rules import run_rules
 from minitrain.config.schema import OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.templates import TemplateError, has_template, render_value
-from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml
-from minitrain.errors import UserError
+from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
 
 LOCK_KEY = "minitrain_lock"  # the top-level key that marks a lock file
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -52,14 +51,7 @@ def load_config(
     already-typed values set by CLI flags (`{"training.rng_seed": 3}` for `--seed 3`). `env` (default
     os.environ) and `now` (default the current UTC time) feed the templates. Raises ConfigError on any problem.
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"config file not found: {path}", 2) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read config {path}: {exc}", 2) from None
-    return config_from_yaml(text, path, overrides, values=values, env=env, now=now)
+    return config_from_yaml(read_yaml_text(path), path, overrides, values=values, env=env, now=now)
 
 
 def config_from_yaml(

@@ -22,6 +22,7 @@ import yaml
 from minitrain.config.loader import LOCK_KEY, is_lock, resolved_dict
 from minitrain.config.schema import Config
 from minitrain.config.source import dotted
+from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text, sha256_of
 from minitrain.versions import library_versions
@@ -61,14 +62,9 @@ def write_lock(cfg: Config, out: str | Path) -> dict[str, Any]:
 
 
 def read_lock(path: str | Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(
-            f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2
-        ) from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{path}: not a readable lock file ({exc})", 2) from None
+    if not Path(path).exists():
+        raise UserError(f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2)
+    data = load_yaml_file(path, "lock file")
     if not is_lock(data) or not all(isinstance(data.get(k), dict) for k in ("config", "data", "versions")):
         raise UserError(f"{path}: not a minitrain lock file (no {LOCK_KEY}, config, data and versions)", 2)
     return data
