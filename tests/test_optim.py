@@ -98,6 +98,46 @@ def test_adam_folds_decay_into_the_gradient():
     _assert_close(_run("adam", **keys), _expect(_adam_rule(1e-2, 0.8, 0.99, 1e-8, False), 0.5))
 
 
+def _amsgrad_rule(lr, b1, b2, eps, decoupled):
+    # torch.optim.AdamW(amsgrad=True): the denominator uses the largest second moment seen so far.
+    def rule(p, g, s, t, wd):
+        if decoupled:
+            p = p * (1 - lr * wd)
+        else:
+            g = g + wd * p
+        s["m"] = b1 * s.get("m", 0.0) + (1 - b1) * g
+        s["v"] = b2 * s.get("v", 0.0) + (1 - b2) * g * g
+        s["v_max"] = np.maximum(s.get("v_max", 0.0), s["v"])
+        return p - lr / (1 - b1**t) * s["m"] / (np.sqrt(s["v_max"]) / np.sqrt(1 - b2**t) + eps)
+
+    return rule
+
+
+@pytest.mark.parametrize(("opt_type", "decoupled"), [("adamw", True), ("adam", False)])
+def test_amsgrad_five_steps_by_hand(opt_type, decoupled):
+    # Five steps with beta2 0.5: the second moment falls for some elements, so v_max and v part ways.
+    keys = dict(lr=1e-2, beta1=0.9, beta2=0.5, eps=1e-8, weight_decay=0.1, amsgrad=True)
+    got = _run(opt_type, steps=5, **keys)
+    _assert_close(got, _expect(_amsgrad_rule(1e-2, 0.9, 0.5, 1e-8, decoupled), 0.1, steps=5))
+    plain = _run(opt_type, steps=5, **{**keys, "amsgrad": False})
+    assert any(not np.allclose(got[n], plain[n], rtol=1e-4) for n in got)  # AMSGrad did change the result
+
+
+def test_amsgrad_state_round_trips_and_is_absent_without_it():
+    params = _own_params()
+    opt = build_optimizer("adamw", params, amsgrad=True)
+    for name, p in params:
+        p.grad[...] = _grads(1)[name]
+    opt.step()
+    state = opt.state_dict()
+    assert {key.split(".")[0] for key in state["buffers"]} == {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+    fresh = build_optimizer("adamw", _own_params(), amsgrad=True)
+    fresh.load_state_dict(state)
+    np.testing.assert_array_equal(fresh.state["max_exp_avg_sq"], opt.state["max_exp_avg_sq"])
+    plain = build_optimizer("adamw", _own_params())
+    assert "max_exp_avg_sq" not in plain.state
+
+
 @pytest.mark.parametrize(
     ("momentum", "dampening", "nesterov", "wd"),
     [(0.0, 0.0, False, 0.0), (0.9, 0.0, False, 0.1), (0.9, 0.0, True, 0.1), (0.5, 0.3, False, 0.0)],
