@@ -1,0 +1,499 @@
+"""The spec's manifest shape (entrenar YAML mode 1.0, docs/yaml-mode.md) read into minitrain's one schema.
+
+A config may use lab 01's keys, the spec's keys, or both. `translate(data, source)` runs before the schema and
+moves every spec key to its home in minitrain's schema, so there is one schema, one set of rules and one
+resolved config (always in minitrain's keys). It remembers where each moved value came from
+(`source.renamed`): a problem with `training.batch_size` is reported as `data.loader.batch_size`, at the line
+where the user wrote it. Giving one setting under both names is an error naming both.
+
+What happens to each spec key:
+
+    RENAMED     the same setting under minitrain's name: optimizer.lr → optimizer.lr_max, with VALUE_MAPS where
+                the spec's words differ (scheduler.name cosine_annealing → warmup_cosine)
+    converters  a value that changes shape: optimizer.betas [b1, b2] → beta1, beta2; seed → both seeds; ...
+    NO_EFFECT   accepted, and does nothing on CPU NumPy (data.loader.num_workers...); `validate` lists them
+    NOT_YET     refused: a later version of minitrain adds it (LoRA, quantization, data sources...). The one
+                table of planned features: it shrinks as they arrive.
+    CANNOT      refused: it cannot work on CPU NumPy, or would mean pickle or a service minitrain cannot reach;
+                the message says what to do instead.
+
+A table key is a dotted path, with `*` for every item of a list, or `path=pattern` for the values of that key
+matching a shell-style pattern (`model.device=cuda*`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from minitrain.config.problems import Problem, suggest
+from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at
+
+SPEC_VERSION = "1.0"  # the `entrenar:` header this minitrain reads
+FORMAT_VERSION = 1  # minitrain's own header, `minitrain: 1`
+
+RENAMED: dict[str, str] = {
+    "optimizer.name": "optimizer.type",
+    "optimizer.lr": "optimizer.lr_max",
+    "optimizer.param_groups": "optimizer.groups",
+    "optimizer.groups.*.params": "optimizer.groups.*.pattern",
+    "scheduler.name": "scheduler.type",
+    "scheduler.warmup.steps": "scheduler.warmup_steps",
+    "scheduler.warmup.ratio": "scheduler.warmup_ratio",
+    "scheduler.warmup.start_lr": "scheduler.warmup_start_lr",
+    "scheduler.T_max": "scheduler.decay_steps",
+    "scheduler.eta_min": "optimizer.lr_min",
+    "scheduler.max_lr": "optimizer.lr_max",
+    "training.max_steps": "training.total_steps",
+    "training.gradient.accumulation_steps": "training.grad_accumulation",
+    "training.gradient.clip_norm": "training.clip",
+    "training.gradient.clip_value": "training.clip_value",
+    "training.validation.every": "training.val_every",
+    "training.validation.every_epoch": "training.val_every_epoch",
+    "training.validation.metrics": "training.val_metrics",
+    "model.source": "model.init_from",
+    "model.architecture.hidden_size": "model.d_model",
+    "model.architecture.num_layers": "model.n_layer",
+    "model.architecture.num_heads": "model.n_head",
+    "model.architecture.vocab_size": "model.vocab_size",
+    "model.architecture.max_seq_length": "model.max_seq_len",
+    "data.train": "data.train_path",
+    "data.val": "data.val_path",
+    "data.test": "data.test_path",
+    "data.loader.batch_size": "training.batch_size",
+    "data.loader.shuffle": "training.shuffle",
+    "data.loader.drop_last": "training.drop_last",
+    "data.loader.seed": "training.data_seed",
+    "monitoring.terminal.enabled": "monitoring.progress",
+}
+
+VALUE_MAPS: dict[str, dict[Any, Any]] = {
+    "scheduler.name": {"cosine_annealing": "warmup_cosine", "cosine": "warmup_cosine"},  # both warm up first
+    "monitoring.terminal.enabled": {True: "auto", False: "none"},
+}
+
+NO_EFFECT: dict[str, tuple[str, str]] = {
+    # key: (what its value must be, why it changes nothing here)
+    "data.loader.num_workers": ("int>=0", "batches are gathered from arrays in memory by the training process"),
+    "data.loader.pin_memory": ("bool", "there is no GPU to copy batches to"),
+    "data.loader.prefetch_factor": ("int>=1", "batches are gathered from arrays in memory by the training process"),
+    "model.device=auto": ("", "minitrain always runs on the CPU"),
+    "model.device=cpu": ("", "minitrain always runs on the CPU"),
+    "model.format=safetensors": ("", "model.source is read as safetensors whatever this says"),
+    "model.architecture.type=transformer": ("", "MiniGPT, the transformer minitrain builds, is the only family"),
+    "training.deterministic": ("bool", "minitrain is always deterministic: the same config and seeds give the "
+                                       "same bytes"),
+    "training.benchmark=false": ("", "there is no cuDNN autotuner to turn off"),
+    "training.mixed_precision.enabled=false": ("", "minitrain trains in model.dtype throughout"),
+    "training.mixed_precision.dtype": ("", "mixed precision is not used"),
+    "training.mixed_precision.loss_scale": ("", "mixed precision is not used"),
+    "monitoring.terminal.refresh_rate": ("number>0", "the progress bar redraws at most 10 times a second"),
+    "output.model.format=safetensors": ("", "safetensors is the format of every model file minitrain writes"),
+    "output.model.save_optimizer": ("bool", "checkpoints always hold the optimizer state (resuming needs it); "
+                                            "the final model file holds the weights"),
+    "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
+    "output.metrics.format=csv": ("", "metrics.csv and train_log.jsonl are always written"),
+    "output.metrics.format=json": ("", "metrics.csv and train_log.jsonl are always written"),
+    "output.metrics.include": ("list", "metrics.csv holds every logged value"),
+    "output.report.enabled": ("bool", "report.md is always written"),
+    "output.report.format=markdown": ("", "report.md is markdown"),
+    "output.report.include_plots": ("bool", "report.md always shows the loss curve"),
+}
+
+# The planned features, one line each: refused as "not supported yet" until they arrive. Each says what to do
+# meanwhile.
+_LATER = "is planned for a later minitrain"
+_LATER_PLURAL = "are planned for a later minitrain"
+_GIVE_SPLITS = "meanwhile give the split files as data.train and data.val"
+NOT_YET: dict[str, str] = {
+    "lora": f"LoRA fine-tuning {_LATER}; without this section every weight is trained",
+    "quantize": f"quantization {_LATER}; remove this section",
+    "callbacks": f"callbacks {_LATER_PLURAL}; checkpoints, early stopping and alerts have their own keys",
+    "model.freeze": f"freezing parameters {_LATER}; remove it to train every weight",
+    "model.architecture.type=sequential": f"custom sequential architectures {_LATER_PLURAL}; MiniGPT is built from "
+                                          "model.architecture's sizes",
+    "model.architecture.layers": f"custom layer lists {_LATER_PLURAL}; MiniGPT is built from "
+                                 "model.architecture's sizes",
+    "data.source": f"data sources (a file, a folder or hf://) {_LATER_PLURAL}; {_GIVE_SPLITS}",
+    "data.split": f"splitting one data file {_LATER}; {_GIVE_SPLITS}",
+    "data.preprocessing": f"preprocessing pipelines {_LATER_PLURAL}; the character tokenizer reads the text as it is",
+    "data.augmentation": f"data augmentation {_LATER}; remove it",
+    "data.format=parquet": f"parquet data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=csv": f"CSV data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=json": f"JSON files other than JSONL records {_LATER_PLURAL}; use jsonl or text",
+    "data.format=arrow": f"Arrow data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=ald": f"ald data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=auto": f"detecting the data format {_LATER}; write jsonl or text (`minitrain init` finds it)",
+    "monitoring.tracking": f"experiment tracking {_LATER}; train_log.jsonl and metrics.csv hold every value",
+    "monitoring.system": f"system metrics {_LATER_PLURAL}; manifest.json records the peak memory",
+    "monitoring.terminal.metrics": f"choosing what the progress bar shows {_LATER}; it shows loss, lr and tokens/s",
+    "monitoring.terminal.charts": f"choosing the progress bar's charts {_LATER}; it draws a sparkline of the loss",
+    "output.metrics.format=parquet": f"metrics.parquet {_LATER}; metrics.csv is written",
+}
+
+_EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
+_PICKLE = "pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors only"
+_OTHER_FORMAT = "minitrain reads and writes safetensors; `minitrain export` writes a Hugging Face folder to convert"
+CANNOT: dict[str, str] = {
+    "training.distributed": f"minitrain trains in one process on one CPU; for a model that needs more, {_EXPORT}",
+    "training.mixed_precision.enabled=true": "float16/bfloat16 mixed precision needs a GPU's half-precision units "
+                                             "(NumPy computes float16 slower than float32); use model.dtype float32",
+    "training.benchmark=true": "there is no cuDNN autotuner on the CPU; minitrain's kernels are fixed",
+    "training.validation.cross_validation": "val is the split of held-out verbs; folds would train on them. "
+                                            "Tune on data.dev_path and score val once",
+    "model.device=cuda*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
+    "model.device=mps*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
+    "model.dtype=float16": "float16 training needs loss scaling and a GPU to pay off; use float32 (or float64)",
+    "model.dtype=bfloat16": "NumPy has no bfloat16; use float32 (or float64)",
+    "model.format=pt": _PICKLE,
+    "model.format=gguf": _OTHER_FORMAT,
+    "model.format=apr": _OTHER_FORMAT,
+    "output.model.format=pt": _PICKLE,
+    "output.model.format=gguf": _OTHER_FORMAT,
+    "output.model.format=apr": _OTHER_FORMAT,
+    "output.report.format=html": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
+    "output.report.format=pdf": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
+    "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
+                       "uploads the model to the Hugging Face Hub",
+    "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
+}
+
+_NO_SERVICE = "minitrain reaches no service but the Hugging Face Hub; download the files and give their local path"
+URI_SCHEMES = {"hf://": None, "pacha://": _NO_SERVICE, "s3://": _NO_SERVICE, "http://": _NO_SERVICE,
+               "https://": _NO_SERVICE}
+
+CLASSIFIER_METRICS = ("accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix")
+
+# Sections that exist only in the spec's shape: emptied by the moves above, then removed.
+SPEC_SECTIONS = ("data.loader", "training.gradient", "training.validation", "training.mixed_precision",
+                 "scheduler.warmup", "model.architecture", "output.model", "output.metrics", "output.report",
+                 "monitoring.terminal")
+
+
+def _path(dotted_key: str) -> KeyPath:
+    return tuple(int(p) if p.isdigit() else p for p in dotted_key.split("."))
+
+
+def _matches(pattern: KeyPath, path: KeyPath) -> bool:
+    return len(pattern) == len(path) and all(p == "*" or p == q for p, q in zip(pattern, path, strict=True))
+
+
+def aliases(path: KeyPath) -> list[KeyPath]:
+    """The other spellings of one setting: the minitrain key of a spec key, or the spec keys of a minitrain key."""
+    found = []
+    for spec, home in RENAMED.items():
+        spec_path, home_path = _path(spec), _path(home)
+        if "*" not in spec_path and spec_path == path:
+            found.append(home_path)
+        elif "*" not in spec_path and home_path == path:
+            found.append(spec_path)
+    return found
+
+
+def _leaf_items(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    """(path, value) of every mapping key, deepest first within a section, lists walked item by item."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in list(items):
+        yield from _leaf_items(value, (*path, key))
+        yield (*path, key), value
+
+
+def _value_word(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def classify(path: KeyPath, value: Any) -> tuple[str, str] | None:
+    """("no_effect" | "not_yet" | "cannot", reason) for a key and its value, or None for a key of neither."""
+    for kind, table in (("cannot", CANNOT), ("not_yet", NOT_YET), ("no_effect", NO_EFFECT)):
+        for key, reason in table.items():
+            key_path, _, pattern = key.partition("=")
+            if not _matches(_path(key_path), path):
+                continue
+            if pattern and not (isinstance(value, str | bool | int | float) and
+                                fnmatch.fnmatchcase(_value_word(value).lower(), pattern)):
+                continue
+            return kind, reason if isinstance(reason, str) else reason[1]
+    return None
+
+
+def refusal(path: KeyPath) -> str | None:
+    """Why the key at `path` (or a section above it) is refused whatever its value, or None."""
+    for end in range(1, len(path) + 1):
+        found = classify(path[:end], None)
+        if found is not None and found[0] != "no_effect":
+            return f"{dotted(path[:end])} is not supported: {found[1]}"
+    return None
+
+
+def accepted_values(path: KeyPath) -> list[str]:
+    """The values the tables accept for `path` when they list it value by value (model.device: auto, cpu)."""
+    return [key.partition("=")[2] for key in NO_EFFECT if "=" in key and _matches(_path(key.partition("=")[0]), path)]
+
+
+class _Translation:
+    """One translation: the document, where problems and notes go, and the helpers that move values."""
+
+    def __init__(self, data: dict, source: ConfigSource) -> None:
+        self.data, self.source = data, source
+        self.problems: list[Problem] = []
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def get(self, path: KeyPath) -> Any:
+        return value_at(self.data, path)
+
+    def pop(self, path: KeyPath) -> Any:
+        parent = self.get(path[:-1])
+        return parent.pop(path[-1])
+
+    def put(self, home: KeyPath, value: Any, spelled: KeyPath) -> None:
+        """Set `home` to `value`, which the user wrote at `spelled`; an error if `home` is already given."""
+        node = self.data
+        for part in home[:-1]:
+            # a list item (optimizer.groups[0]) exists: the value came from it
+            child = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+            if not isinstance(child, dict | list):
+                return  # the section is not a mapping: the schema reports it
+            node = child
+        if node.get(home[-1]) is not None:
+            first = self.source.renamed.get(home, home)
+            self.problem(spelled, f"also given as {dotted(first)}; give it in one place only")
+            return
+        node[home[-1]] = value
+        self.source.renamed[home] = self.source.spelled(spelled)  # through any move of a section above it
+
+
+def translate(data: dict, source: ConfigSource) -> list[Problem]:
+    """Move every spec key of `data` (in place) to its minitrain home; the problems found on the way.
+
+    Refused keys are removed (with a problem naming why), keys without effect are removed (with a note in
+    `source.notes`), so the schema sees only minitrain's keys, plus any key that is neither: that one it
+    reports as unknown, with a suggestion.
+    """
+    t = _Translation(data, source)
+    _headers(t)
+    _refuse_and_note(t)
+    for spec, home in RENAMED.items():
+        for path in _concrete(t.data, _path(spec)):
+            _move(t, path, _path(home), VALUE_MAPS.get(spec))
+    for convert in CONVERTERS:
+        convert(t)
+    _drop_spec_sections(t)
+    return t.problems
+
+
+def _concrete(data: Any, pattern: KeyPath, prefix: KeyPath = ()) -> list[KeyPath]:
+    """The paths in `data` that match `pattern` ("*" for list items)."""
+    if not pattern:
+        return [prefix]
+    head, rest = pattern[0], pattern[1:]
+    if head == "*":
+        items = range(len(data)) if isinstance(data, list) else ()
+        return [p for i in items for p in _concrete(data[i], rest, (*prefix, i))]
+    if isinstance(data, dict) and head in data:
+        return _concrete(data[head], rest, (*prefix, head))
+    return []
+
+
+def _move(t: _Translation, path: KeyPath, home_pattern: KeyPath, value_map: dict | None) -> None:
+    home = tuple(path[i] if part == "*" else part for i, part in enumerate(home_pattern))
+    value = t.pop(path)
+    if value is None:
+        return  # the spec writes null for "not set" (clip_value: null)
+    if value_map is not None and isinstance(value, str | bool) and value in value_map:
+        value = value_map[value]
+    t.put(home, value, path)
+
+
+def _headers(t: _Translation) -> None:
+    if "entrenar" in t.data:
+        version = t.data.pop("entrenar")
+        if str(version) != SPEC_VERSION:
+            t.problem(("entrenar",), f"this minitrain reads version {SPEC_VERSION} of the YAML-mode spec "
+                                     f'(entrenar: "{SPEC_VERSION}"), not {version!r}')
+    if "minitrain" in t.data:
+        version = t.data.pop("minitrain")
+        if version != FORMAT_VERSION or isinstance(version, bool):
+            t.problem(("minitrain",), f"config format {FORMAT_VERSION} is the only one (minitrain: "
+                                      f"{FORMAT_VERSION}), not {version!r}")
+
+
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int>=0": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
+    "int>=1": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+    "number>0": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0, "a number > 0"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+}
+
+
+def _refuse_and_note(t: _Translation) -> None:
+    for path, value in list(_leaf_items(t.data)):
+        try:
+            t.get(path)  # a parent refused earlier took it away
+        except KeyError:
+            continue
+        if path[-1:] == ("source",) and isinstance(value, str) and _uri_problem(t, path, value):
+            t.pop(path)
+            continue
+        found = classify(path, value)
+        if found is None:
+            continue
+        kind, reason = found
+        if kind == "no_effect":
+            check = NO_EFFECT.get(dotted(path)) or NO_EFFECT.get(f"{dotted(path)}={_value_word(value)}")
+            rule = check[0] if check else ""
+            if rule and not _KINDS[rule][0](value):
+                t.problem(path, f"must be {_KINDS[rule][1]} (got {value!r})")
+            else:
+                t.source.notes.append(f"{dotted(path)}: accepted, no effect ({reason})")
+        elif kind == "not_yet":
+            t.problem(path, f"not supported yet: {reason}")
+        else:
+            t.problem(path, f"not supported on CPU NumPy: {reason}")
+        t.pop(path)
+    for key_path in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
+        path = _path(key_path)
+        try:
+            value = t.get(path)
+        except KeyError:
+            continue
+        allowed = accepted_values(path)
+        t.problem(path, f"must be {' or '.join(allowed)} (got {value!r})")
+        t.pop(path)
+
+
+def _uri_problem(t: _Translation, path: KeyPath, value: str) -> bool:
+    """Report a source URI minitrain cannot read (True), or leave it to the tables (False)."""
+    scheme = value.split("://", 1)[0] + "://" if "://" in value else None
+    if scheme is None or path not in (("model", "source"), ("data", "source")):
+        return False
+    if scheme not in URI_SCHEMES:
+        t.problem(path, f"{scheme} is not a source minitrain reads (a local path, or hf://user/repo for a model)")
+        return True
+    reason = URI_SCHEMES[scheme]
+    if reason is not None:
+        t.problem(path, f"not supported: {reason}")
+        return True
+    return False
+
+
+# --- converters: keys whose value changes shape -----------------------------------------------------------------
+
+
+def _model_source(t: _Translation) -> None:
+    """model.source hf://user/repo is model.init_from user/repo (a Hub id); a local path stays as it is."""
+    home = ("model", "init_from")
+    value = t.data.get("model", {}).get("init_from") if isinstance(t.data.get("model"), dict) else None
+    if t.source.renamed.get(home) == ("model", "source") and isinstance(value, str) and value.startswith("hf://"):
+        t.data["model"]["init_from"] = value.removeprefix("hf://")
+
+
+def _betas(t: _Translation) -> None:
+    """optimizer.betas [b1, b2] is beta1 and beta2."""
+    optimizer = t.data.get("optimizer")
+    if not isinstance(optimizer, dict) or "betas" not in optimizer:
+        return
+    betas = optimizer.pop("betas")
+    numbers = isinstance(betas, list) and len(betas) == 2 and all(
+        isinstance(b, int | float) and not isinstance(b, bool) for b in betas)
+    if not numbers:
+        t.problem(("optimizer", "betas"), f"write betas: [0.9, 0.95] (two numbers) or beta1/beta2 (got {betas!r})")
+        return
+    for i, beta in enumerate(betas):
+        t.put(("optimizer", f"beta{i + 1}"), beta, ("optimizer", "betas", i))
+
+
+def _early_stopping_enabled(t: _Translation) -> None:
+    """training.early_stopping.enabled: false turns the section off; true is what the section's presence says."""
+    stop = t.data.get("training", {}).get("early_stopping") if isinstance(t.data.get("training"), dict) else None
+    if not isinstance(stop, dict) or "enabled" not in stop:
+        return
+    enabled = stop.pop("enabled")
+    if not isinstance(enabled, bool):
+        t.problem(("training", "early_stopping", "enabled"), f"must be true or false (got {enabled!r})")
+    elif not enabled:
+        del t.data["training"]["early_stopping"]
+
+
+def _metrics(t: _Translation) -> None:
+    """A classifier's metrics in training.val_metrics are refused with the reason (token_accuracy for accuracy)."""
+    metrics = t.data.get("training", {}).get("val_metrics") if isinstance(t.data.get("training"), dict) else None
+    if not isinstance(metrics, list):
+        return
+    spelled = t.source.renamed.get(("training", "val_metrics"), ("training", "val_metrics"))
+    for i, metric in reversed(list(enumerate(metrics))):
+        if metric in CLASSIFIER_METRICS:
+            hint = "; for a language model's accuracy use token_accuracy" if metric == "accuracy" else ""
+            t.problem((*spelled, i), f"{metric} is a classifier's metric; a language model's are loss, perplexity, "
+                                     f"token_accuracy and exact_match{hint}")
+            del metrics[i]
+
+
+def _seed(t: _Translation) -> None:
+    """The root seed is training.rng_seed, and seed + 1 is training.data_seed unless the data seed is given."""
+    if "seed" not in t.data:
+        return
+    seed = t.data.pop("seed")
+    if seed is None:
+        return
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63 - 1:
+        t.problem(("seed",), f"must be an integer from 0 to 2**63 - 2 (got {seed!r})")
+        return
+    training = t.data.setdefault("training", {})
+    if not isinstance(training, dict):
+        return
+    t.put(("training", "rng_seed"), seed, ("seed",))
+    if training.get("data_seed") is None:
+        t.put(("training", "data_seed"), seed + 1, ("seed",))
+
+
+def _effective_batch_size(t: _Translation) -> None:
+    """training.effective_batch_size (the spec's computed value) must equal batch_size × grad_accumulation."""
+    training = t.data.get("training")
+    if not isinstance(training, dict) or "effective_batch_size" not in training:
+        return
+    value = training.pop("effective_batch_size")
+    batch, accumulation = training.get("batch_size", 8), training.get("grad_accumulation", 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (value, batch, accumulation)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            t.problem(("training", "effective_batch_size"), f"must be an integer (got {value!r})")
+        return
+    if value != batch * accumulation:
+        t.problem(("training", "effective_batch_size"),
+                  f"is {value}, but batch_size {batch} × grad_accumulation {accumulation} = {batch * accumulation}; "
+                  "minitrain computes it, so it may be left out")
+
+
+CONVERTERS: list[Callable[[_Translation], None]] = [
+    _model_source, _betas, _early_stopping_enabled, _metrics, _seed, _effective_batch_size,
+]
+
+
+def spec_keys_in(section: KeyPath) -> list[str]:
+    """The spec's own key names directly under `section` (list indices skipped), for suggestions."""
+    keys = [*RENAMED, *NO_EFFECT, *NOT_YET, *CANNOT, "seed", "entrenar", "minitrain", "optimizer.betas",
+            "training.early_stopping.enabled", "training.effective_batch_size"]
+    prefix = "".join(f"{part}." for part in section if not isinstance(part, int))
+    return sorted({k.partition("=")[0][len(prefix):].split(".")[0] for k in keys
+                   if k.startswith(prefix) and "*" not in k[len(prefix):].split(".")[0]})
+
+
+def _drop_spec_sections(t: _Translation) -> None:
+    for section in SPEC_SECTIONS:
+        path = _path(section)
+        try:
+            node = t.get(path)
+        except KeyError:
+            continue
+        if isinstance(node, dict):
+            known = spec_keys_in(_path(section))
+            for key in node:
+                close = suggest(str(key), known)
+                hint = f" — did you mean '{close}'?" if close else f"; known here: {', '.join(known)}"
+                t.problem((*path, key), f"unknown key{hint}")
+        elif node is not None:
+            t.problem(path, f"must be a mapping of {', '.join(spec_keys_in(_path(section)))}")
+        t.pop(path)
