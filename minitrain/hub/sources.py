@@ -31,6 +31,8 @@ from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, 
 
 from minitrain.checkpoint import FORMAT as MINITRAIN_FORMAT
 from minitrain.checkpoint import load_model_file
+from minitrain.config.problems import Problem
+from minitrain.config.schema import Config
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import WEIGHTS_FILE
@@ -146,7 +148,27 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
     Returns where the weights came from.
     """
     pretrained = load_pretrained(spec)
-    if vocab_path is not None and pretrained.vocab_path is not None:
+    _check_fits(pretrained, spec, model.config, vocab_path)
+    model.load_state_dict(pretrained.state, source=f"{KEY} {spec} ({pretrained.where})")
+    return pretrained.where
+
+
+def init_from_problems(cfg: Config) -> list[Problem]:
+    """What `init_model_from` would refuse in `cfg`'s model.init_from, as config problems (so `validate` finds
+    a missing source or one of another architecture, exit code 2, before `train` starts)."""
+    spec = cfg.model.init_from
+    if spec is None:
+        return []
+    try:
+        model_config = cfg.model.model_dump(include=set(CONFIG_KEYS))
+        _check_fits(load_pretrained(spec), spec, model_config, cfg.data.vocab_path)
+    except UserError as exc:
+        return [Problem(("model", "init_from"), str(exc).removeprefix(f"{KEY} "))]
+    return []
+
+
+def _check_fits(pretrained: Pretrained, spec: str, model_config: dict[str, Any], vocab_path) -> None:
+    if vocab_path is not None and pretrained.vocab_path is not None and Path(vocab_path).is_file():
         ours, theirs = CharTokenizer.load(vocab_path).chars, CharTokenizer.load(pretrained.vocab_path).chars
         if ours != theirs:
             raise UserError(f"{KEY} {spec}: its vocabulary ({pretrained.vocab_path}, {len(theirs)} characters) "
@@ -154,13 +176,11 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
     # n_head changes no tensor shape, so only the configs can tell that the heads would be cut differently;
     # the other keys would show as tensor errors too, but one per tensor.
     theirs = _model_keys(pretrained)
-    differ = [f"{k} {theirs[k]} (this config: {model.config[k]})" for k in ARCHITECTURE_KEYS
-              if k in theirs and theirs[k] != model.config[k]]
+    differ = [f"{k} {theirs[k]} (this config: {model_config[k]})" for k in ARCHITECTURE_KEYS
+              if k in theirs and theirs[k] != model_config[k]]
     if differ:
         raise UserError(f"{KEY} {spec}: a model of another architecture: {', '.join(differ)}; make the model "
                         f"section match it (`minitrain init --base {spec}` writes one that does)")
-    model.load_state_dict(pretrained.state, source=f"{KEY} {spec} ({pretrained.where})")
-    return pretrained.where
 
 
 def _model_keys(pretrained: Pretrained) -> dict[str, Any]:
