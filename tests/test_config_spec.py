@@ -4,6 +4,7 @@ spec keys land on minitrain's keys, and a problem is reported under the name and
 from __future__ import annotations
 
 import copy
+import json
 import re
 import textwrap
 from functools import cache
@@ -382,3 +383,23 @@ def test_no_far_fetched_suggestions(tmp_path):
 def test_a_lab01_config_is_untouched_by_the_spec_layer(tmp_path):
     cfg = load_config(write(tmp_path, LAB01))
     assert cfg.source.renamed == {} and cfg.source.notes == []
+
+
+# --- one JSON Schema for both shapes ---------------------------------------------------------------------------
+
+
+def test_the_json_schema_checks_either_shape_and_flags_refused_keys(capsys):
+    import jsonschema
+
+    assert cli.main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in (ROOT / "experiments" / "18-train-mini" / "config.yaml",
+                 ROOT / "experiments" / "yaml-spec-11" / "config.yaml",
+                 ROOT / "experiments" / "yaml-spec-appendix-b" / "config.yaml"):
+        errors = [e.message for e in validator.iter_errors(parse_yaml(path.read_text(encoding="utf-8")).data)]
+        assert errors == [], (path, errors)
+    assert validator.is_valid(parse_yaml(SPEC_SHAPED).data)
+    for refused in ({"lora": {"enabled": True}}, {"model": {"device": "cuda"}}, {"data": {"loader": {"workers": 2}}},
+                    {"optimizer": {"name": "adamw_8bit"}}):
+        assert not validator.is_valid(refused), refused

@@ -23,6 +23,7 @@ matching a shell-style pattern (`model.device=cuda*`).
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -497,3 +498,81 @@ def _drop_spec_sections(t: _Translation) -> None:
         elif node is not None:
             t.problem(path, f"must be a mapping of {', '.join(spec_keys_in(_path(section)))}")
         t.pop(path)
+
+
+# --- the JSON Schema -------------------------------------------------------------------------------------------
+
+_KIND_SCHEMAS = {"bool": {"type": "boolean"}, "int>=0": {"type": "integer", "minimum": 0},
+                 "int>=1": {"type": "integer", "minimum": 1}, "number>0": {"type": "number", "exclusiveMinimum": 0},
+                 "list": {"type": "array"}, "": {}}
+_OWN_KEYS = {  # spec keys that are neither renamed nor without effect
+    "entrenar": {"const": SPEC_VERSION, "description": "the YAML-mode spec's version"},
+    "minitrain": {"const": FORMAT_VERSION, "description": "minitrain's config format"},
+    "seed": {"type": ["integer", "null"], "minimum": 0, "description": "training.rng_seed; data_seed = seed + 1"},
+    "optimizer.betas": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                        "minItems": 2, "maxItems": 2, "description": "[beta1, beta2]"},
+    "training.early_stopping.enabled": {"type": "boolean", "description": "false turns early stopping off"},
+    "training.effective_batch_size": {"type": ["integer", "string"],
+                                      "description": "checked: batch_size × grad_accumulation"},
+}
+
+
+def json_schema(schema: dict) -> dict:
+    """minitrain's JSON Schema (`Config.model_json_schema()`) with the spec's accepted keys added beside
+    minitrain's: each renamed key takes its minitrain key's schema, each key without effect its type, so an
+    editor completes and checks either shape. Refused keys stay out, so an editor flags them."""
+    for spec, home in RENAMED.items():
+        target = _schema_at(schema, _path(home))
+        if target is None:
+            continue
+        entry = {**copy.deepcopy(target), "description": f"the spec's name for {home}"}
+        if spec in VALUE_MAPS:  # the spec's own words for the values (cosine_annealing, true/false)
+            entry = {"enum": [*VALUE_MAPS[spec], *target.get("enum", [])], "description": entry["description"]}
+        _add(schema, _path(spec), entry)
+        parent = _resolve(schema, _schema_at(schema, _path(home)[:-1]) or schema)
+        if _path(spec)[:-1] == _path(home)[:-1] and _path(home)[-1] in parent.get("required", []):
+            # the item's required key may come under either name (param_groups[].params is groups[].pattern)
+            parent["required"].remove(_path(home)[-1])
+            parent["anyOf"] = [{"required": [_path(home)[-1]]}, {"required": [_path(spec)[-1]]}]
+    for key, extra in _OWN_KEYS.items():
+        _add(schema, _path(key), extra)
+    for key, (kind, reason) in NO_EFFECT.items():
+        path, _, value = key.partition("=")
+        node = _add(schema, _path(path), {**_KIND_SCHEMAS[kind], "description": f"no effect: {reason}"})
+        if value:
+            node.setdefault("enum", []).append(True if value == "true" else False if value == "false" else value)
+    return schema
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    """`node` with its $ref (possibly inside anyOf, as pydantic writes an optional section) followed."""
+    for option in [node, *node.get("anyOf", [])]:
+        if "$ref" in option:
+            return schema["$defs"][option["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _schema_at(schema: dict, path: KeyPath) -> dict | None:
+    node = schema
+    for part in path:
+        node = _resolve(schema, node)
+        child = node.get("items") if part == "*" else node.get("properties", {}).get(part)
+        if child is None:
+            return None
+        node = child
+    return node
+
+
+def _add(schema: dict, path: KeyPath, entry: dict) -> dict:
+    """Put `entry` at `path`, creating the spec's own sections (data.loader...) as closed objects; returns the
+    entry there (an existing one is kept, so a key listed twice with values collects them)."""
+    node = schema
+    for part in path[:-1]:
+        node = _resolve(schema, node)
+        if part == "*":
+            node = node["items"]
+            continue
+        node = node.setdefault("properties", {}).setdefault(
+            part, {"type": "object", "additionalProperties": False, "properties": {}})
+    node = _resolve(schema, node)
+    return node.setdefault("properties", {}).setdefault(path[-1], entry)
