@@ -40,22 +40,6 @@ def adamw_update_reference(
     """One AdamW (or Adam, with `decoupled=False`) step on float32 arrays of one shape, in place."""
     step_size = lr / (1.0 - beta1**step)
     bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
-    decay_and_moments(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, weight_decay, decoupled)
-    param -= step_size * (exp_avg / (np.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps))
-
-
-def decay_and_moments(
-    param: np.ndarray,
-    grad: np.ndarray,
-    exp_avg: np.ndarray,
-    exp_avg_sq: np.ndarray,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-    decoupled: bool,
-) -> None:
-    """The first half of a step, in place: the weight decay, then both moments (AMSGrad shares it)."""
     if decoupled:
         param *= 1.0 - lr * weight_decay
     else:
@@ -64,6 +48,7 @@ def decay_and_moments(
     exp_avg += (1.0 - beta1) * grad
     exp_avg_sq *= beta2
     exp_avg_sq += (1.0 - beta2) * grad * grad
+    param -= step_size * (exp_avg / (np.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps))
 
 
 # error_model="numpy": a float division by zero gives inf/nan as in NumPy instead of raising. Without it numba

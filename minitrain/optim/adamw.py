@@ -24,7 +24,6 @@ from typing import ClassVar
 import numpy as np
 
 from minitrain import kernels
-from minitrain.kernels.adamw import decay_and_moments
 from minitrain.optim.base import Optimizer, Parameter, check_range
 from minitrain.parameters import ParameterBuffer
 
@@ -82,8 +81,19 @@ def amsgrad_update(
     decoupled: bool = True,
 ) -> None:
     """One AdamW (or Adam) step with AMSGrad, in place: the kernel's math with v_max ← max(v_max, v) in the
-    denominator (torch.optim.AdamW(amsgrad=True) step by step)."""
-    decay_and_moments(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, weight_decay, decoupled)
+    denominator (torch.optim.AdamW(amsgrad=True) step by step).
+
+    The decay and the moments repeat `kernels.adamw.adamw_update_reference`'s first lines on purpose: the course
+    (theory/02) quotes that reference whole, and this reads whole too.
+    """
+    if decoupled:
+        param *= 1.0 - lr * weight_decay
+    else:
+        grad = grad + weight_decay * param
+    exp_avg *= beta1
+    exp_avg += (1.0 - beta1) * grad
+    exp_avg_sq *= beta2
+    exp_avg_sq += (1.0 - beta2) * grad * grad
     np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
     step_size = lr / (1.0 - beta1**step)
     param -= step_size * (exp_avg / (np.sqrt(max_exp_avg_sq) / math.sqrt(1.0 - beta2**step) + eps))
