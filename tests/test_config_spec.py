@@ -1,4 +1,4 @@
-"""The spec's manifest shape (minitrain/config/spec.py): every spec key is accepted or refused with a reason,
+"""The spec's manifest shape (minitrain/config/spec.py, spec_keys.py): every spec key is accepted or refused with a reason,
 spec keys land on minitrain's keys, and a problem is reported under the name and line the user wrote."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from test_config import LAB01, NOW
 
 from minitrain import cli
 from minitrain.config import ConfigError, config_from_dict, load_config, resolved_dict
-from minitrain.config.spec import NOT_YET
+from minitrain.config.spec_keys import NOT_YET
 from minitrain.config.yaml_lines import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[1]

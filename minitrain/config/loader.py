@@ -30,7 +30,8 @@ from minitrain.config.problems import ConfigError, Problem, from_validation_erro
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import ADDED_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config, default_name
 from minitrain.config.source import ConfigSource, KeyPath, dotted
-from minitrain.config.spec import aliases, refusal, translate
+from minitrain.config.spec import translate
+from minitrain.config.spec_keys import aliases, refusal
 from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
 from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
 

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from minitrain.config.source import ConfigSource, KeyPath, dotted
+from minitrain.config.spec_keys import spec_keys_in
 from minitrain.errors import UserError
 
 UNION_TAGS = ("<rule>", "<mapping>")  # the tags of schema.AlertEntry, which pydantic puts in error locations
@@ -135,8 +136,6 @@ def _sections_with_key(root: type[BaseModel], key: str, prefix: KeyPath = ()) ->
 
 def unknown_key_message(root: type[BaseModel], path: KeyPath) -> str:
     """'unknown key — did you mean X?' for the last part of `path`, or where the key belongs instead."""
-    from minitrain.config.spec import spec_keys_in  # spec.py builds on this module: import it when needed
-
     key = str(path[-1])
     parent = model_at(root, path[:-1])
     valid = list(parent.model_fields) if parent else []

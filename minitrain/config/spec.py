@@ -6,190 +6,35 @@ resolved config (always in minitrain's keys). It remembers where each moved valu
 (`source.renamed`): a problem with `training.batch_size` is reported as `data.loader.batch_size`, at the line
 where the user wrote it. Giving one setting under both names is an error naming both.
 
-What happens to each spec key:
-
-    RENAMED     the same setting under minitrain's name: optimizer.lr → optimizer.lr_max, with VALUE_MAPS where
-                the spec's words differ (scheduler.name cosine_annealing → warmup_cosine)
-    converters  a value that changes shape: optimizer.betas [b1, b2] → beta1, beta2; seed → both seeds; ...
-    NO_EFFECT   accepted, and does nothing on CPU NumPy (data.loader.num_workers...); `validate` lists them
-    NOT_YET     refused: a later version of minitrain adds it (LoRA, quantization, data sources...). The one
-                table of planned features: it shrinks as they arrive.
-    CANNOT      refused: it cannot work on CPU NumPy, or would mean pickle or a service minitrain cannot reach;
-                the message says what to do instead.
-
-A table key is a dotted path, with `*` for every item of a list, or `path=pattern` for the values of that key
-matching a shell-style pattern (`model.device=cuda*`).
+What happens to each key is in the tables of `spec_keys.py` (renamed, no effect, not yet, cannot); the
+converters below handle the keys whose value changes shape (optimizer.betas [b1, b2] → beta1, beta2; the root
+seed → both seeds; ...). `json_schema` adds the spec's accepted keys to minitrain's JSON Schema.
 """
 
 from __future__ import annotations
 
 import copy
-import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at
-
-SPEC_VERSION = "1.0"  # the `entrenar:` header this minitrain reads
-FORMAT_VERSION = 1  # minitrain's own header, `minitrain: 1`
-
-RENAMED: dict[str, str] = {
-    "optimizer.name": "optimizer.type",
-    "optimizer.lr": "optimizer.lr_max",
-    "optimizer.param_groups": "optimizer.groups",
-    "optimizer.groups.*.params": "optimizer.groups.*.pattern",
-    "scheduler.name": "scheduler.type",
-    "scheduler.warmup.steps": "scheduler.warmup_steps",
-    "scheduler.warmup.ratio": "scheduler.warmup_ratio",
-    "scheduler.warmup.start_lr": "scheduler.warmup_start_lr",
-    "scheduler.T_max": "scheduler.decay_steps",
-    "scheduler.eta_min": "optimizer.lr_min",
-    "scheduler.max_lr": "optimizer.lr_max",
-    "training.max_steps": "training.total_steps",
-    "training.gradient.accumulation_steps": "training.grad_accumulation",
-    "training.gradient.clip_norm": "training.clip",
-    "training.gradient.clip_value": "training.clip_value",
-    "training.validation.every": "training.val_every",
-    "training.validation.every_epoch": "training.val_every_epoch",
-    "training.validation.metrics": "training.val_metrics",
-    "model.source": "model.init_from",
-    "model.architecture.hidden_size": "model.d_model",
-    "model.architecture.num_layers": "model.n_layer",
-    "model.architecture.num_heads": "model.n_head",
-    "model.architecture.vocab_size": "model.vocab_size",
-    "model.architecture.max_seq_length": "model.max_seq_len",
-    "data.train": "data.train_path",
-    "data.val": "data.val_path",
-    "data.test": "data.test_path",
-    "data.loader.batch_size": "training.batch_size",
-    "data.loader.shuffle": "training.shuffle",
-    "data.loader.drop_last": "training.drop_last",
-    "data.loader.seed": "training.data_seed",
-    "monitoring.terminal.enabled": "monitoring.progress",
-}
-
-VALUE_MAPS: dict[str, dict[Any, Any]] = {
-    "scheduler.name": {"cosine_annealing": "warmup_cosine", "cosine": "warmup_cosine"},  # both warm up first
-    "monitoring.terminal.enabled": {True: "auto", False: "none"},
-}
-
-NO_EFFECT: dict[str, tuple[str, str]] = {
-    # key: (what its value must be, why it changes nothing here)
-    "data.loader.num_workers": ("int>=0", "batches are gathered from arrays in memory by the training process"),
-    "data.loader.pin_memory": ("bool", "there is no GPU to copy batches to"),
-    "data.loader.prefetch_factor": ("int>=1", "batches are gathered from arrays in memory by the training process"),
-    "model.device=auto": ("", "minitrain always runs on the CPU"),
-    "model.device=cpu": ("", "minitrain always runs on the CPU"),
-    "model.format=safetensors": ("", "model.source is read as safetensors whatever this says"),
-    "model.architecture.type=transformer": ("", "MiniGPT, the transformer minitrain builds, is the only family"),
-    "training.deterministic": ("bool", "minitrain is always deterministic: the same config and seeds give the "
-                                       "same bytes"),
-    "training.benchmark=false": ("", "there is no cuDNN autotuner to turn off"),
-    "training.mixed_precision.enabled=false": ("", "minitrain trains in model.dtype throughout"),
-    "training.mixed_precision.dtype": ("", "mixed precision is not used"),
-    "training.mixed_precision.loss_scale": ("", "mixed precision is not used"),
-    "monitoring.terminal.refresh_rate": ("number>0", "the progress bar redraws at most 10 times a second"),
-    "output.model.format=safetensors": ("", "safetensors is the format of every model file minitrain writes"),
-    "output.model.save_optimizer": ("bool", "checkpoints always hold the optimizer state (resuming needs it); "
-                                            "the final model file holds the weights"),
-    "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
-    "output.metrics.format=csv": ("", "metrics.csv and train_log.jsonl are always written"),
-    "output.metrics.format=json": ("", "metrics.csv and train_log.jsonl are always written"),
-    "output.metrics.include": ("list", "metrics.csv holds every logged value"),
-    "output.report.enabled": ("bool", "report.md is always written"),
-    "output.report.format=markdown": ("", "report.md is markdown"),
-    "output.report.include_plots": ("bool", "report.md always shows the loss curve"),
-}
-
-# The planned features, one line each: refused as "not supported yet" until they arrive. Each says what to do
-# meanwhile.
-_LATER = "is planned for a later minitrain"
-_LATER_PLURAL = "are planned for a later minitrain"
-_GIVE_SPLITS = "meanwhile give the split files as data.train and data.val"
-NOT_YET: dict[str, str] = {
-    "lora": f"LoRA fine-tuning {_LATER}; without this section every weight is trained",
-    "quantize": f"quantization {_LATER}; remove this section",
-    "callbacks": f"callbacks {_LATER_PLURAL}; checkpoints, early stopping and alerts have their own keys",
-    "model.freeze": f"freezing parameters {_LATER}; remove it to train every weight",
-    "model.architecture.type=sequential": f"custom sequential architectures {_LATER_PLURAL}; MiniGPT is built from "
-                                          "model.architecture's sizes",
-    "model.architecture.layers": f"custom layer lists {_LATER_PLURAL}; MiniGPT is built from "
-                                 "model.architecture's sizes",
-    "data.source": f"data sources (a file, a folder or hf://) {_LATER_PLURAL}; {_GIVE_SPLITS}",
-    "data.split": f"splitting one data file {_LATER}; {_GIVE_SPLITS}",
-    "data.preprocessing": f"preprocessing pipelines {_LATER_PLURAL}; the character tokenizer reads the text as it is",
-    "data.augmentation": f"data augmentation {_LATER}; remove it",
-    "data.format=parquet": f"parquet data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=csv": f"CSV data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=json": f"JSON files other than JSONL records {_LATER_PLURAL}; use jsonl or text",
-    "data.format=arrow": f"Arrow data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=ald": f"ald data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=auto": f"detecting the data format {_LATER}; write jsonl or text (`minitrain init` finds it)",
-    "monitoring.tracking": f"experiment tracking {_LATER}; train_log.jsonl and metrics.csv hold every value",
-    "monitoring.system": f"system metrics {_LATER_PLURAL}; manifest.json records the peak memory",
-    "monitoring.terminal.metrics": f"choosing what the progress bar shows {_LATER}; it shows loss, lr and tokens/s",
-    "monitoring.terminal.charts": f"choosing the progress bar's charts {_LATER}; it draws a sparkline of the loss",
-    "output.metrics.format=parquet": f"metrics.parquet {_LATER}; metrics.csv is written",
-}
-
-_EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
-_PICKLE = "pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors only"
-_OTHER_FORMAT = "minitrain reads and writes safetensors; `minitrain export` writes a Hugging Face folder to convert"
-CANNOT: dict[str, str] = {
-    "training.distributed": f"minitrain trains in one process on one CPU; for a model that needs more, {_EXPORT}",
-    "training.mixed_precision.enabled=true": "float16/bfloat16 mixed precision needs a GPU's half-precision units "
-                                             "(NumPy computes float16 slower than float32); use model.dtype float32",
-    "training.benchmark=true": "there is no cuDNN autotuner on the CPU; minitrain's kernels are fixed",
-    "training.validation.cross_validation": "val is the split of held-out verbs; folds would train on them. "
-                                            "Tune on data.dev_path and score val once",
-    "model.device=cuda*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
-    "model.device=mps*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
-    "model.dtype=float16": "float16 training needs loss scaling and a GPU to pay off; use float32 (or float64)",
-    "model.dtype=bfloat16": "NumPy has no bfloat16; use float32 (or float64)",
-    "model.format=pt": _PICKLE,
-    "model.format=gguf": _OTHER_FORMAT,
-    "model.format=apr": _OTHER_FORMAT,
-    "output.model.format=pt": _PICKLE,
-    "output.model.format=gguf": _OTHER_FORMAT,
-    "output.model.format=apr": _OTHER_FORMAT,
-    "output.report.format=html": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
-    "output.report.format=pdf": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
-    "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
-                       "uploads the model to the Hugging Face Hub",
-    "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
-}
-
-_NO_SERVICE = "minitrain reaches no service but the Hugging Face Hub; download the files and give their local path"
-URI_SCHEMES = {"hf://": None, "pacha://": _NO_SERVICE, "s3://": _NO_SERVICE, "http://": _NO_SERVICE,
-               "https://": _NO_SERVICE}
-
-CLASSIFIER_METRICS = ("accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix")
-
-# Sections that exist only in the spec's shape: emptied by the moves above, then removed.
-SPEC_SECTIONS = ("data.loader", "training.gradient", "training.validation", "training.mixed_precision",
-                 "scheduler.warmup", "model.architecture", "output.model", "output.metrics", "output.report",
-                 "monitoring.terminal")
-
-
-def _path(dotted_key: str) -> KeyPath:
-    return tuple(int(p) if p.isdigit() else p for p in dotted_key.split("."))
-
-
-def _matches(pattern: KeyPath, path: KeyPath) -> bool:
-    return len(pattern) == len(path) and all(p == "*" or p == q for p, q in zip(pattern, path, strict=True))
-
-
-def aliases(path: KeyPath) -> list[KeyPath]:
-    """The other spellings of one setting: the minitrain key of a spec key, or the spec keys of a minitrain key."""
-    found = []
-    for spec, home in RENAMED.items():
-        spec_path, home_path = _path(spec), _path(home)
-        if "*" not in spec_path and spec_path == path:
-            found.append(home_path)
-        elif "*" not in spec_path and home_path == path:
-            found.append(spec_path)
-    return found
+from minitrain.config.spec_keys import (
+    CLASSIFIER_METRICS,
+    FORMAT_VERSION,
+    NO_EFFECT,
+    RENAMED,
+    SPEC_SECTIONS,
+    SPEC_VERSION,
+    URI_SCHEMES,
+    VALUE_KINDS,
+    VALUE_MAPS,
+    accepted_values,
+    classify,
+    key_path,
+    spec_keys_in,
+    value_word,
+)
 
 
 def _leaf_items(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
@@ -198,38 +43,6 @@ def _leaf_items(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
     for key, value in list(items):
         yield from _leaf_items(value, (*path, key))
         yield (*path, key), value
-
-
-def _value_word(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def classify(path: KeyPath, value: Any) -> tuple[str, str] | None:
-    """("no_effect" | "not_yet" | "cannot", reason) for a key and its value, or None for a key of neither."""
-    for kind, table in (("cannot", CANNOT), ("not_yet", NOT_YET), ("no_effect", NO_EFFECT)):
-        for key, reason in table.items():
-            key_path, _, pattern = key.partition("=")
-            if not _matches(_path(key_path), path):
-                continue
-            if pattern and not (isinstance(value, str | bool | int | float) and
-                                fnmatch.fnmatchcase(_value_word(value).lower(), pattern)):
-                continue
-            return kind, reason if isinstance(reason, str) else reason[1]
-    return None
-
-
-def refusal(path: KeyPath) -> str | None:
-    """Why the key at `path` (or a section above it) is refused whatever its value, or None."""
-    for end in range(1, len(path) + 1):
-        found = classify(path[:end], None)
-        if found is not None and found[0] != "no_effect":
-            return f"{dotted(path[:end])} is not supported: {found[1]}"
-    return None
-
-
-def accepted_values(path: KeyPath) -> list[str]:
-    """The values the tables accept for `path` when they list it value by value (model.device: auto, cpu)."""
-    return [key.partition("=")[2] for key in NO_EFFECT if "=" in key and _matches(_path(key.partition("=")[0]), path)]
 
 
 class _Translation:
@@ -277,8 +90,8 @@ def translate(data: dict, source: ConfigSource) -> list[Problem]:
     _headers(t)
     _refuse_and_note(t)
     for spec, home in RENAMED.items():
-        for path in _concrete(t.data, _path(spec)):
-            _move(t, path, _path(home), VALUE_MAPS.get(spec))
+        for path in _concrete(t.data, key_path(spec)):
+            _move(t, path, key_path(home), VALUE_MAPS.get(spec))
     for convert in CONVERTERS:
         convert(t)
     _drop_spec_sections(t)
@@ -321,15 +134,6 @@ def _headers(t: _Translation) -> None:
                                       f"{FORMAT_VERSION}), not {version!r}")
 
 
-_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "int>=0": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
-    "int>=1": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-    "number>0": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0, "a number > 0"),
-    "list": (lambda v: isinstance(v, list), "a list"),
-}
-
-
 def _refuse_and_note(t: _Translation) -> None:
     for path, value in list(_leaf_items(t.data)):
         try:
@@ -344,10 +148,10 @@ def _refuse_and_note(t: _Translation) -> None:
             continue
         kind, reason = found
         if kind == "no_effect":
-            check = NO_EFFECT.get(dotted(path)) or NO_EFFECT.get(f"{dotted(path)}={_value_word(value)}")
+            check = NO_EFFECT.get(dotted(path)) or NO_EFFECT.get(f"{dotted(path)}={value_word(value)}")
             rule = check[0] if check else ""
-            if rule and not _KINDS[rule][0](value):
-                t.problem(path, f"must be {_KINDS[rule][1]} (got {value!r})")
+            if rule and not VALUE_KINDS[rule][0](value):
+                t.problem(path, f"must be {VALUE_KINDS[rule][1]} (got {value!r})")
             else:
                 t.source.notes.append(f"{dotted(path)}: accepted, no effect ({reason})")
         elif kind == "not_yet":
@@ -355,8 +159,8 @@ def _refuse_and_note(t: _Translation) -> None:
         else:
             t.problem(path, f"not supported on CPU NumPy: {reason}")
         t.pop(path)
-    for key_path in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
-        path = _path(key_path)
+    for listed in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
+        path = key_path(listed)
         try:
             value = t.get(path)
         except KeyError:
@@ -473,30 +277,21 @@ CONVERTERS: list[Callable[[_Translation], None]] = [
 ]
 
 
-def spec_keys_in(section: KeyPath) -> list[str]:
-    """The spec's own key names directly under `section` (list indices skipped), for suggestions."""
-    keys = [*RENAMED, *NO_EFFECT, *NOT_YET, *CANNOT, "seed", "entrenar", "minitrain", "optimizer.betas",
-            "training.early_stopping.enabled", "training.effective_batch_size"]
-    prefix = "".join(f"{part}." for part in section if not isinstance(part, int))
-    return sorted({k.partition("=")[0][len(prefix):].split(".")[0] for k in keys
-                   if k.startswith(prefix) and "*" not in k[len(prefix):].split(".")[0]})
-
-
 def _drop_spec_sections(t: _Translation) -> None:
     for section in SPEC_SECTIONS:
-        path = _path(section)
+        path = key_path(section)
         try:
             node = t.get(path)
         except KeyError:
             continue
         if isinstance(node, dict):
-            known = spec_keys_in(_path(section))
+            known = spec_keys_in(key_path(section))
             for key in node:
                 close = suggest(str(key), known)
                 hint = f" — did you mean '{close}'?" if close else f"; known here: {', '.join(known)}"
                 t.problem((*path, key), f"unknown key{hint}")
         elif node is not None:
-            t.problem(path, f"must be a mapping of {', '.join(spec_keys_in(_path(section)))}")
+            t.problem(path, f"must be a mapping of {', '.join(spec_keys_in(key_path(section)))}")
         t.pop(path)
 
 
@@ -522,23 +317,23 @@ def json_schema(schema: dict) -> dict:
     minitrain's: each renamed key takes its minitrain key's schema, each key without effect its type, so an
     editor completes and checks either shape. Refused keys stay out, so an editor flags them."""
     for spec, home in RENAMED.items():
-        target = _schema_at(schema, _path(home))
+        target = _schema_at(schema, key_path(home))
         if target is None:
             continue
         entry = {**copy.deepcopy(target), "description": f"the spec's name for {home}"}
         if spec in VALUE_MAPS:  # the spec's own words for the values (cosine_annealing, true/false)
             entry = {"enum": [*VALUE_MAPS[spec], *target.get("enum", [])], "description": entry["description"]}
-        _add(schema, _path(spec), entry)
-        parent = _resolve(schema, _schema_at(schema, _path(home)[:-1]) or schema)
-        if _path(spec)[:-1] == _path(home)[:-1] and _path(home)[-1] in parent.get("required", []):
+        _add(schema, key_path(spec), entry)
+        parent = _resolve(schema, _schema_at(schema, key_path(home)[:-1]) or schema)
+        if key_path(spec)[:-1] == key_path(home)[:-1] and key_path(home)[-1] in parent.get("required", []):
             # the item's required key may come under either name (param_groups[].params is groups[].pattern)
-            parent["required"].remove(_path(home)[-1])
-            parent["anyOf"] = [{"required": [_path(home)[-1]]}, {"required": [_path(spec)[-1]]}]
+            parent["required"].remove(key_path(home)[-1])
+            parent["anyOf"] = [{"required": [key_path(home)[-1]]}, {"required": [key_path(spec)[-1]]}]
     for key, extra in _OWN_KEYS.items():
-        _add(schema, _path(key), extra)
+        _add(schema, key_path(key), extra)
     for key, (kind, reason) in NO_EFFECT.items():
         path, _, value = key.partition("=")
-        node = _add(schema, _path(path), {**_KIND_SCHEMAS[kind], "description": f"no effect: {reason}"})
+        node = _add(schema, key_path(path), {**_KIND_SCHEMAS[kind], "description": f"no effect: {reason}"})
         if value:
             node.setdefault("enum", []).append(True if value == "true" else False if value == "false" else value)
     return schema
