@@ -1,5 +1,6 @@
-"""The spec's manifest shape (minitrain/config/spec.py, spec_keys.py): every spec key is accepted or refused with a reason,
-spec keys land on minitrain's keys, and a problem is reported under the name and line the user wrote."""
+"""The spec's manifest shape (minitrain/config/spec.py, spec_keys.py): every spec key is accepted or refused
+with a reason, spec keys land on minitrain's keys, and a problem is reported under the name and line the user
+wrote."""
 
 from __future__ import annotations
 
