@@ -49,7 +49,7 @@ from minitrain import artifacts
 from minitrain.checkpoint import CheckpointManager
 from minitrain.clip import clip_grad_norm_, clip_grad_value_, global_grad_norm
 from minitrain.io import append_line
-from minitrain.metrics import PerplexityMeter
+from minitrain.metrics import PerplexityMeter, TokenAccuracyMeter
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
@@ -89,12 +89,22 @@ def evaluate(model: Any, val_iter: Iterable) -> tuple[float, float]:
     val_loss = mean −log p(target) over the positions `loss_mask` counts, accumulated in float64 by the shared
     `PerplexityMeter` (the n-gram baseline is scored by the same code); val_ppl = exp(val_loss).
     """
-    meter = PerplexityMeter()
+    measured = measure(model, val_iter)
+    return measured["loss"], measured["ppl"]
+
+
+def measure(model: Any, batches: Iterable, token_accuracy: bool = False) -> dict[str, float]:
+    """{"loss", "ppl"} as `evaluate` computes them, and "token_accuracy" (the share of counted positions whose
+    argmax is the target) from the same forward passes when asked."""
+    meter, accuracy = PerplexityMeter(), TokenAccuracyMeter()
     with inference(model):  # no dropout
-        for batch in map(trim_padding, val_iter):
+        for batch in map(trim_padding, batches):
             logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
             meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
-    return meter.mean_nll, meter.ppl
+            if token_accuracy:
+                accuracy.update(logits.data, batch.target, batch.loss_mask)
+    return {"loss": meter.mean_nll, "ppl": meter.ppl, **({"token_accuracy": accuracy.accuracy} if token_accuracy
+                                                         else {})}
 
 
 def next_log_probs_fn(model: Any, pad_id: int = 0) -> Callable[[list[list[int]]], np.ndarray]:
@@ -292,6 +302,7 @@ def train(
     progress: Progress | None = None,
     duration_seconds: float | None = None,
     start: LoopState | None = None,
+    validate: Callable[[Any], dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Train for steps `start.step` .. `total_steps` − 1; return the outcome (numbering: module docstring).
 
@@ -302,6 +313,8 @@ def train(
     the value reported to `scheduler.step()` after each validation (only a plateau schedule uses it).
     `checkpointing` needs `train_iter` to be a batcher with state_dict(). `start` continues a run restored
     from a checkpoint. `duration_seconds` stops the run on the clock (the one place time decides anything).
+    `validate(model)` replaces `evaluate(model, val_iter)` at each validation: it returns the val row's values,
+    `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy, ...).
 
     Returns {"status", "steps_done", "loss", "val_loss", "val_ppl", "best_val_loss", "best_val_ppl",
     "best_val_step", "wall_seconds", "eval_seconds", "ms_per_step" (training steps only), "checkpoint",
@@ -344,10 +357,14 @@ def train(
             measured = None
             if step % val_every == 0 or last:
                 eval_start = time.perf_counter()
-                val_loss, val_ppl = evaluate(model, val_iter)
+                if validate is not None:
+                    values = validate(model)
+                else:
+                    val_loss, val_ppl = evaluate(model, val_iter)
+                    values = {"val_loss": val_loss, "val_ppl": val_ppl}
                 eval_seconds += time.perf_counter() - eval_start
-                measured = {"val_loss": val_loss, "val_ppl": val_ppl, "loss": loss}
-                halt |= _log_val(run, step, val_loss, val_ppl)
+                measured = {**values, "loss": loss}
+                halt |= _log_val(run, step, values)
                 if early_stopping is not None and early_stopping.update(step, measured[early_stopping.metric]):
                     status, stopped_at = EARLY_STOPPED, step
                     run.warn(
@@ -430,10 +447,12 @@ def _log_train(run: _Run, step: int, loss: float, lr: float, grad_norm: float, w
     return _alerts(run, step, row)
 
 
-def _log_val(run: _Run, step: int, val_loss: float, val_ppl: float) -> bool:
-    """Write a val row, track the best val so far, run the alerts on it; True means halt."""
+def _log_val(run: _Run, step: int, values: dict[str, float]) -> bool:
+    """Write a val row (`values`: val_loss, val_ppl, then any other metrics), track the best val so far, run the
+    alerts on it; True means halt."""
     state = run.state
-    row = {"step": step, "val_loss": val_loss, "val_ppl": val_ppl}
+    row = {"step": step, **values}
+    val_loss, val_ppl = values["val_loss"], values["val_ppl"]
     run.log(row)
     state.last_val_loss, state.last_val_ppl = val_loss, val_ppl
     if state.best_val_loss is None or val_loss < state.best_val_loss:

@@ -17,6 +17,9 @@ log-probabilities (B, T, V):
         meter.update(log_probs_of(batch.input), batch.target, batch.loss_mask)
     meter.mean_nll, meter.ppl, meter.count
 
+Token accuracy. The share of the same counted positions where the most likely token (argmax, ties to the lowest
+id) is the target: `TokenAccuracyMeter`, updated with the same arrays.
+
 Greedy exact match. Given the prompt `verb|T#|` (e.g. `caminar|P1|`), decode by always taking the most likely
 next token until EOS (or a length limit) and count the record as right when the decoded text equals its `form`
 (`camino`). Models plug in through one callable, `next_log_probs(prefixes) -> (N, V)`, the log-distribution of
@@ -74,6 +77,29 @@ class PerplexityMeter:
     def ppl(self) -> float:
         """Perplexity exp(mean_nll)."""
         return math.exp(self.mean_nll)
+
+
+class TokenAccuracyMeter:
+    """Counts the positions a `loss_mask` marks where argmax over the vocabulary equals the target.
+
+    `update(scores (B, T, V), target (B, T), loss_mask (B, T))` per batch (logits or log-probabilities: the
+    argmax is the same); `.correct`, `.count` and `.accuracy` read the running totals.
+    """
+
+    def __init__(self) -> None:
+        self.correct = 0
+        self.count = 0
+
+    def update(self, scores: np.ndarray, target: np.ndarray, loss_mask: np.ndarray) -> None:
+        b, t = np.nonzero(np.asarray(loss_mask, dtype=bool))
+        predicted = np.argmax(np.asarray(scores)[b, t], axis=-1)
+        self.correct += int(np.count_nonzero(predicted == np.asarray(target)[b, t]))
+        self.count += int(b.size)
+
+    @property
+    def accuracy(self) -> float:
+        """correct / count; NaN before any position was counted."""
+        return self.correct / self.count if self.count else math.nan
 
 
 class ExactMatch(NamedTuple):

@@ -8,7 +8,7 @@
       [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
       write config.yaml (as given), config.resolved.yaml, manifest.json (status "running")
       loop.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
-      final: train PPL (one pass over train), val exact match, the model file
+      final: train PPL (one pass over train), val exact match, dev and test (when present) scored, the model file
              <models dir>/<prefix>-<hash>.safetensors, prefix minigpt-phase18 or mlp-lm (output.models_dir /
              --models-dir, default the repository's models/), results.json, loss_curve.png, metrics.csv,
              report.md, manifest.json completed
@@ -26,6 +26,7 @@ import os
 import shlex
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from minitrain.checkpoint import (
 )
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
+from minitrain.config.schema import ALWAYS_MEASURED
 from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
@@ -54,6 +56,7 @@ from minitrain.loop import (
     INTERRUPTED,
     Checkpointing,
     evaluate,
+    measure,
     next_log_probs_fn,
     restore_loop_state,
     train,
@@ -107,9 +110,10 @@ def build_parts(cfg: Config, total_steps: int) -> Parts:
     seq_len = cfg.model.max_seq_len
     train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
     val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
-    batcher = TrainBatcher(train_split, cfg.training.batch_size, cfg.training.data_seed)  # the data RNG
-    train_rng = np.random.Generator(np.random.PCG64(cfg.training.rng_seed))  # the training RNG
-    model = build_model(cfg.model.architecture(), rng=train_rng)
+    t = cfg.training
+    batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, t.shuffle, t.drop_last)  # the data RNG
+    train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
+    model = build_model(cfg.model.architecture(), rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
     model.pack_parameters()
@@ -163,9 +167,10 @@ def _resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
         return steps
     # A duration run: time a few steps on throw-away objects to size the schedule; the loop still stops on
     # the clock if the estimate was optimistic.
-    per_step, per_val = _time_steps(build_parts(cfg, cfg.scheduler.warmup_steps + 10), cfg)
-    per_step += per_val / cfg.training.val_every
-    return max(cfg.scheduler.warmup_steps + 1, int(cfg.duration_seconds / per_step))
+    warmup = cfg.scheduler.warmup_steps
+    per_step, per_val = _time_steps(build_parts(cfg, warmup + 10), cfg)
+    per_step += per_val / cfg.resolve_val_every(summary.steps_per_epoch)
+    return max(warmup + 1, int(cfg.duration_seconds / per_step))
 
 
 def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
@@ -176,14 +181,15 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
     summary = summary if summary is not None else check_data(cfg)
     _configure_runtime(cfg)
     steps = _resolve_total_steps(cfg, summary)
-    parts = build_parts(cfg, max(steps, cfg.scheduler.warmup_steps + 10))
+    parts = build_parts(cfg, max(steps, cfg.resolve_warmup(steps) + 10))
     t = cfg.training
+    val_every = cfg.resolve_val_every(summary.steps_per_epoch)
     per_step_records = t.batch_size * t.grad_accumulation
     split = parts.train_split
     real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
     counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
     per_step, per_val = _time_steps(parts, cfg)
-    n_val = len(range(0, steps, t.val_every)) + (0 if (steps - 1) % t.val_every == 0 else 1)
+    n_val = len(range(0, steps, val_every)) + (0 if (steps - 1) % val_every == 0 else 1)
     estimate = steps * per_step + n_val * per_val
     return {
         **parameter_counts(parts.model),
@@ -244,7 +250,7 @@ def run_training(
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode)
     early_stopping = EarlyStopping.from_config(cfg.training.early_stopping)
-    alerts = AlertMonitor(cfg.monitoring.alerts) if cfg.monitoring.alerts else None
+    alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
     log_path = out_dir / LOG_FILE
 
     start, init_from = None, None
@@ -280,12 +286,13 @@ def run_training(
     try:
         outcome = train(
             parts.model, parts.optimizer, parts.scheduler, parts.batcher, parts.val_batches,
-            parts.total_steps, cfg.training.val_every, cfg.training.log_every, cfg.training.rng_seed,
-            out_dir / "manifest.json",
+            parts.total_steps, cfg.resolve_val_every(summary.steps_per_epoch), cfg.training.log_every,
+            cfg.training.rng_seed, out_dir / "manifest.json",
             manifest=manifest, log_path=log_path, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
-            grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.scheduler.warmup_steps,
+            grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
             schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
             alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
+            validate=_validator(cfg, parts),
         )
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
@@ -311,7 +318,7 @@ def run_training(
 
     try:
         train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
-        exact = _exact_match(parts) if all("form" in r for r in parts.val_records) else None
+        exact = _exact_match(parts, parts.val_records) if all("form" in r for r in parts.val_records) else None
         model_path = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
         wall = round(earlier_wall + time.perf_counter() - start_time, 3)
         results = artifacts.build_results(
@@ -321,6 +328,7 @@ def run_training(
         )
         results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
                        val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+        results.update(_score_held_out_splits(cfg, parts))
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows)
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
@@ -350,8 +358,42 @@ def _check_folders(folders: dict[str, Path]) -> None:
             raise UserError(f"{what} {folder}: {existing} is not writable", 2)
 
 
-def _exact_match(parts: Parts) -> float:
-    """Share of val records whose greedily decoded form is exactly right, given `verb|T#|`.
+def _validator(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]] | None:
+    """What each validation measures when training.val_metrics asks for more than loss and perplexity: one pass
+    for val_loss, val_ppl (and val_token_accuracy), then greedy decoding for val_exact_match. None otherwise:
+    the loop's own evaluate."""
+    extra = [m for m in cfg.training.val_metrics if m not in ALWAYS_MEASURED]
+    if not extra:
+        return None
+
+    def validate(model: Any) -> dict[str, float]:
+        measured = measure(model, parts.val_batches, token_accuracy="token_accuracy" in extra)
+        row = {f"val_{key}": value for key, value in measured.items()}
+        if "exact_match" in extra:
+            row["val_exact_match"] = _exact_match(parts, parts.val_records)
+        return row
+
+    return validate
+
+
+def _score_held_out_splits(cfg: Config, parts: Parts) -> dict[str, float]:
+    """dev and test, scored once after training when their files exist: {split}_loss, {split}_ppl and, for
+    verb records, {split}_exact_match (results.json and report.md show them)."""
+    scores: dict[str, float] = {}
+    for split in ("dev", "test"):
+        path = getattr(cfg.data, f"{split}_path")
+        if path is None or not Path(path).is_file():
+            continue
+        records = load_split(cfg.data, split)
+        batches = encode_split(records, parts.tokenizer, cfg.model.max_seq_len, cfg.data.loss_on)
+        scores[f"{split}_loss"], scores[f"{split}_ppl"] = evaluate(parts.model, EvalBatcher(batches, EVAL_BATCH_SIZE))
+        if all("form" in r for r in records):
+            scores[f"{split}_exact_match"] = _exact_match(parts, records)
+    return scores
+
+
+def _exact_match(parts: Parts, records: list[dict]) -> float:
+    """Share of `records` whose greedily decoded form is exactly right, given `verb|T#|`.
 
     Only ids the tokenizer knows can be chosen: embedding rows past its vocabulary (lab 01 has 64 rows for fewer
     characters) stand for no character, and a barely trained model, or one started from other weights
@@ -359,7 +401,7 @@ def _exact_match(parts: Parts) -> float:
     """
     model_log_probs = next_log_probs_fn(parts.model, parts.tokenizer.pad_id)
     known = parts.tokenizer.vocab_size
-    found = greedy_exact_match(lambda prefixes: model_log_probs(prefixes)[:, :known], parts.val_records,
+    found = greedy_exact_match(lambda prefixes: model_log_probs(prefixes)[:, :known], records,
                                parts.tokenizer, max_new_tokens=parts.model.config["max_seq_len"])
     return found.rate
 

@@ -2,18 +2,20 @@
 
 Every schedule is a function of the 0-based step s (the index of the optimizer step about to be taken):
 
-    lr(s) = lr_max · (s + 1) / warmup_steps      while s < warmup_steps      (warm-up, optional)
-    lr(s) = decay(k),  k = s − warmup_steps      afterwards
+    lr(s) = start + (lr_max − start) · (s + 1) / warmup_steps    while s < warmup_steps   (warm-up, optional)
+    lr(s) = decay(k),  k = s − warmup_steps                      afterwards
 
-with decay(0) = lr_max and, for the schedules with an end, k running over D = total_steps − warmup_steps:
+with start = warmup_start_lr (default 0), decay(0) = lr_max and, for the schedules with an end, k running over
+D = decay_steps (default total_steps − warmup_steps; lr_min after it):
 
     warmup_cosine  decay(k) = lr_min + ½(lr_max − lr_min)(1 + cos(π·k/D)),  lr_min once k >= D   (lab 01)
     linear         decay(k) = lr_max + (lr_min − lr_max)·min(k/D, 1)
     constant       decay(k) = lr_max
     step           decay(k) = lr_max · gamma^⌊k/step_size⌋
     exponential    decay(k) = max(lr_min, lr_max · gamma^k)
-    one_cycle      torch's OneCycleLR (cosine): lr_max/div_factor up to lr_max over pct_start of the run, then
-                   down to lr_max/(div_factor·final_div_factor) at step total_steps − 1 (it is its own warm-up)
+    one_cycle      torch's OneCycleLR: lr_max/div_factor up to lr_max over pct_start of the run, then down to
+                   lr_min if it is above 0, else lr_max/(div_factor·final_div_factor), at step total_steps − 1
+                   (it is its own warm-up); anneal_strategy "cos" (half cosines) or "linear" (straight lines)
     plateau        torch's ReduceLROnPlateau: lr ← max(lr·factor, lr_min) after `patience` reported metrics
                    without a relative improvement of `threshold`; metrics come through `step(metric=...)`.
 
@@ -47,10 +49,17 @@ class Schedule:
 
     name: ClassVar[str]
 
-    def __init__(self, lr_max: float, warmup_steps: int = 0, optimizer: HasLearningRate | None = None) -> None:
+    def __init__(
+        self,
+        lr_max: float,
+        warmup_steps: int = 0,
+        warmup_start_lr: float = 0.0,
+        optimizer: HasLearningRate | None = None,
+    ) -> None:
         _require(lr_max > 0, "lr_max", "> 0", lr_max)
         _require(isinstance(warmup_steps, int) and warmup_steps >= 0, "warmup_steps", "an integer >= 0", warmup_steps)
-        self.lr_max, self.warmup_steps = float(lr_max), warmup_steps
+        _require(0 <= warmup_start_lr <= lr_max, "warmup_start_lr", f"in [0, lr_max={lr_max}]", warmup_start_lr)
+        self.lr_max, self.warmup_steps, self.warmup_start_lr = float(lr_max), warmup_steps, float(warmup_start_lr)
         self.optimizer = optimizer
         self.step_count = 0  # the 0-based index of the next optimizer step
         self._apply()
@@ -63,7 +72,8 @@ class Schedule:
         if step < 0:
             raise ValueError(f"lr_at: step must be >= 0, got {step}")
         if step < self.warmup_steps:
-            return self.lr_max * (step + 1) / self.warmup_steps
+            start = self.warmup_start_lr
+            return start + (self.lr_max - start) * (step + 1) / self.warmup_steps
         return self._decay(step - self.warmup_steps)
 
     @property
@@ -103,7 +113,8 @@ class Schedule:
 
 
 class _Finite(Schedule):
-    """A schedule that ends at `total_steps` (the warm-up counts inside it) and decays towards `lr_min`."""
+    """A schedule that decays towards `lr_min` over `decay_steps` after the warm-up (default: until `total_steps`,
+    the warm-up counted inside it), then stays at lr_min."""
 
     def __init__(
         self,
@@ -111,6 +122,8 @@ class _Finite(Schedule):
         total_steps: int,
         lr_min: float = 0.0,
         warmup_steps: int = 0,
+        warmup_start_lr: float = 0.0,
+        decay_steps: int | None = None,
         optimizer: HasLearningRate | None = None,
     ) -> None:
         _require(0 <= lr_min <= lr_max, "lr_min", f"in [0, lr_max={lr_max}]", lr_min)
@@ -120,9 +133,11 @@ class _Finite(Schedule):
             f"an integer > warmup_steps ({warmup_steps})",
             total_steps,
         )
+        _require(decay_steps is None or (isinstance(decay_steps, int) and decay_steps >= 1), "decay_steps",
+                 "an integer >= 1", decay_steps)
         self.lr_min, self.total_steps = float(lr_min), total_steps
-        self.decay_steps = total_steps - warmup_steps
-        super().__init__(lr_max, warmup_steps, optimizer)
+        self.decay_steps = decay_steps if decay_steps is not None else total_steps - warmup_steps
+        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
 
 
 class WarmupCosine(_Finite):
@@ -164,12 +179,13 @@ class Step(Schedule):
         step_size: int,
         gamma: float = 0.1,
         warmup_steps: int = 0,
+        warmup_start_lr: float = 0.0,
         optimizer: HasLearningRate | None = None,
     ) -> None:
         _require(isinstance(step_size, int) and step_size >= 1, "step_size", "an integer >= 1", step_size)
         _require(0 < gamma <= 1, "gamma", "in (0, 1]", gamma)
         self.step_size, self.gamma = step_size, float(gamma)
-        super().__init__(lr_max, warmup_steps, optimizer)
+        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
 
     def _decay(self, k: int) -> float:
         return self.lr_max * self.gamma ** (k // self.step_size)
@@ -186,19 +202,20 @@ class Exponential(Schedule):
         gamma: float,
         lr_min: float = 0.0,
         warmup_steps: int = 0,
+        warmup_start_lr: float = 0.0,
         optimizer: HasLearningRate | None = None,
     ) -> None:
         _require(0 < gamma <= 1, "gamma", "in (0, 1]", gamma)
         _require(0 <= lr_min <= lr_max, "lr_min", f"in [0, lr_max={lr_max}]", lr_min)
         self.gamma, self.lr_min = float(gamma), float(lr_min)
-        super().__init__(lr_max, warmup_steps, optimizer)
+        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
 
     def _decay(self, k: int) -> float:
         return max(self.lr_min, self.lr_max * self.gamma**k)
 
 
 class OneCycle(Schedule):
-    """torch's OneCycleLR with cosine annealing, over `total_steps` steps."""
+    """torch's OneCycleLR over `total_steps` steps, ending at lr_min when that is above 0."""
 
     name = "one_cycle"
 
@@ -209,6 +226,8 @@ class OneCycle(Schedule):
         pct_start: float = 0.3,
         div_factor: float = 25.0,
         final_div_factor: float = 1e4,
+        anneal_strategy: str = "cos",
+        lr_min: float = 0.0,
         warmup_steps: int = 0,
         optimizer: HasLearningRate | None = None,
     ) -> None:
@@ -222,22 +241,34 @@ class OneCycle(Schedule):
         _require(0 < pct_start < 1 and pct_start * total_steps > 1, "pct_start", "in (1/total_steps, 1)", pct_start)
         _require(div_factor >= 1, "div_factor", ">= 1", div_factor)
         _require(final_div_factor >= 1, "final_div_factor", ">= 1", final_div_factor)
+        _require(anneal_strategy in _ANNEAL, "anneal_strategy", "'cos' or 'linear'", anneal_strategy)
+        _require(0 <= lr_min <= lr_max, "lr_min", f"in [0, lr_max={lr_max}]", lr_min)
         self.total_steps = total_steps
         self.lr_start = lr_max / div_factor
-        self.lr_end = self.lr_start / final_div_factor
+        # lr_min is the floor every schedule decays to; 0 (its default) leaves torch's end, start/final_div_factor.
+        self.lr_end = lr_min if lr_min > 0 else self.lr_start / final_div_factor
         self.peak_step = pct_start * total_steps - 1.0  # torch's end of the rising phase (may be fractional)
-        super().__init__(lr_max, 0, optimizer)
+        self.anneal = _ANNEAL[anneal_strategy]
+        super().__init__(lr_max, 0, optimizer=optimizer)
 
     def _decay(self, k: int) -> float:
         if k <= self.peak_step:
-            return _cosine_between(self.lr_start, self.lr_max, k / self.peak_step)
+            return self.anneal(self.lr_start, self.lr_max, k / self.peak_step)
         progress = min((k - self.peak_step) / (self.total_steps - 1 - self.peak_step), 1.0)
-        return _cosine_between(self.lr_max, self.lr_end, progress)
+        return self.anneal(self.lr_max, self.lr_end, progress)
 
 
 def _cosine_between(start: float, end: float, progress: float) -> float:
     """Half a cosine from `start` (progress 0) to `end` (progress 1)."""
     return end + 0.5 * (start - end) * (1.0 + math.cos(math.pi * progress))
+
+
+def _line_between(start: float, end: float, progress: float) -> float:
+    """A straight line from `start` (progress 0) to `end` (progress 1), as torch's linear annealing."""
+    return (end - start) * progress + start
+
+
+_ANNEAL = {"cos": _cosine_between, "linear": _line_between}
 
 
 class Plateau(Schedule):
@@ -261,6 +292,7 @@ class Plateau(Schedule):
         cooldown: int = 0,
         lr_min: float = 0.0,
         warmup_steps: int = 0,
+        warmup_start_lr: float = 0.0,
         optimizer: HasLearningRate | None = None,
     ) -> None:
         _require(0 < factor < 1, "factor", "in (0, 1)", factor)
@@ -275,7 +307,7 @@ class Plateau(Schedule):
         self.best: float | None = None
         self.num_bad = 0
         self.cooldown_left = 0
-        super().__init__(lr_max, warmup_steps, optimizer)
+        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
 
     def _decay(self, k: int) -> float:
         return self.level

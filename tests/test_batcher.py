@@ -125,6 +125,38 @@ def test_training_batches_have_a_fixed_shape_and_drop_the_remainder():
         assert all(a.shape == (5, SEQ_LEN) for a in batch)
 
 
+def test_without_shuffle_every_epoch_is_the_file_order():
+    data = split()
+    batcher = TrainBatcher(data, 6, data_seed=7, shuffle=False)
+    rows = [r for _ in range(2 * batcher.steps_per_epoch) for r in next(batcher).input.tolist()]
+    assert rows == data.input.tolist() * 2
+    assert same(all_batches(TrainBatcher(data, 6, data_seed=1, shuffle=False), 7),
+                all_batches(TrainBatcher(data, 6, data_seed=2, shuffle=False), 7))  # the seed plays no part
+
+
+def test_keeping_the_last_batch_sees_every_record_each_epoch():
+    data = split()
+    batcher = TrainBatcher(data, 5, data_seed=1, drop_last=False)
+    assert batcher.steps_per_epoch == 4  # 18 records: 5 + 5 + 5 + 3
+    for _ in range(2):
+        epoch = all_batches(batcher, batcher.steps_per_epoch)
+        assert [len(b.input) for b in epoch] == [5, 5, 5, 3]
+        rows = sorted(tuple(r) for b in epoch for r in b.input.tolist())
+        assert rows == sorted(tuple(r) for r in data.input.tolist())
+    in_order = TrainBatcher(data, 5, data_seed=1, shuffle=False, drop_last=False)
+    assert [r for b in all_batches(in_order, 4) for r in b.input.tolist()] == data.input.tolist()
+
+
+def test_resume_without_dropping_the_last_batch_sees_the_same_batches():
+    data = split()
+    expected = all_batches(TrainBatcher(data, 5, data_seed=3, drop_last=False), 13)
+    first = TrainBatcher(data, 5, data_seed=3, drop_last=False)
+    all_batches(first, 6)
+    resumed = TrainBatcher(data, 5, data_seed=0, drop_last=False)
+    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    assert same(all_batches(resumed, 7), expected[6:])
+
+
 @pytest.mark.lab00
 def test_resume_from_state_dict_sees_the_same_batches():
     data = split()

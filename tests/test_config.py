@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import textwrap
 from pathlib import Path
 
@@ -93,6 +94,20 @@ def test_lab01_config_validates_unchanged(tmp_path):
     assert cfg.data.dev_path == "data/processed/dev.jsonl" and cfg.data.vocab_path == "data/processed/vocab.json"
     assert cfg.model.dropout == 0.0 and cfg.model.init_from is None and cfg.publish is None
     assert cfg.training.early_stopping is None
+
+
+def test_lab01s_committed_run_keeps_its_resolved_config_and_config_hash(monkeypatch):
+    # Keys added since (ADDED_KEYS) stay out of config.resolved.yaml at their defaults, so lab 01's committed
+    # run folder still says exactly what a run of its config resolves to, and resuming it finds the same hash.
+    from minitrain.run import training_config_hash
+
+    lab = Path(__file__).resolve().parents[1] / "experiments" / "18-train-mini"
+    monkeypatch.chdir(lab.parents[1])
+    cfg = load_config("experiments/18-train-mini/config.yaml",
+                      values={"training.rng_seed": 42, "output.dir": "experiments/18-train-mini/"})
+    assert resolved_yaml(cfg) == (lab / "config.resolved.yaml").read_text(encoding="utf-8")
+    manifest = json.loads((lab / "manifest.json").read_text(encoding="utf-8"))
+    assert training_config_hash(cfg) == manifest["config_hash"]
 
 
 def test_name_and_output_dir_default_to_the_experiment_folder(tmp_path):
@@ -333,14 +348,17 @@ def test_kwargs_build_the_optimizer_and_schedule(tmp_path):
     params = [("transformer.wte.weight", Tensor(np.zeros((4, 3)), requires_grad=True)),
               ("transformer.ln_f.bias", Tensor(np.zeros(3), requires_grad=True))]
     assert cfg.optimizer.kwargs() == {"lr": 3e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
+                                      "amsgrad": False,
                                       "groups": [{"pattern": "transformer.wte.*", "lr_scale": 0.5}]}
     optimizer = build_optimizer(cfg.optimizer.type, params, **cfg.optimizer.kwargs())
     kwargs = cfg.scheduler_kwargs(cfg.resolve_steps())
-    assert kwargs == {"lr_max": 3e-4, "total_steps": 2000, "lr_min": 3e-5, "warmup_steps": 100}
+    assert kwargs == {"lr_max": 3e-4, "total_steps": 2000, "lr_min": 3e-5, "warmup_steps": 100,
+                      "warmup_start_lr": 0.0, "decay_steps": None}
     schedule = build_scheduler(cfg.scheduler.type, optimizer, **kwargs)
     assert schedule.lr_at(99) == pytest.approx(3e-4) and schedule.lr_at(2000) == pytest.approx(3e-5)
     step = load_config(write(tmp_path, LAB01), ["scheduler.type=step", "scheduler.step_size=10"])
-    assert step.scheduler_kwargs(2000) == {"lr_max": 3e-4, "step_size": 10, "gamma": 0.1, "warmup_steps": 100}
+    assert step.scheduler_kwargs(2000) == {"lr_max": 3e-4, "step_size": 10, "gamma": 0.1, "warmup_steps": 100,
+                                           "warmup_start_lr": 0.0}
 
 
 def test_schema_has_every_key_the_optimizers_and_schedules_take():
@@ -438,22 +456,29 @@ def test_templates_render(tmp_path):
 
 
 @pytest.mark.parametrize(("value", "fragment"), [
-    ("{{ nam }}", "unknown template variable 'nam' — did you mean 'name'?"),
-    ("{{ model.n_layer }}", "is not a template variable"),
-    ("{{ 1 + 1 }}", "is not a template variable"),
-    ("{{ __import__('os') }}", "is not a template variable"),
+    ("{{ nam }}", "unknown name 'nam' — did you mean 'name'?"),
+    ("{{ model.n_layr }}", "unknown key 'model.n_layr' — did you mean 'n_layer'?"),
+    ("{{ model }}", "model is a section; name one value in it"),
+    ("{{ 1 + }}", "the expression ends too early"),
+    ("{{ __import__('os') }}", "names with '__' ('__import__') are not allowed"),
+    ("{{ os.system('ls') }}", "'os.system(...)': calls are not allowed"),
+    ("{{ name[0] }}", "unexpected '[0]'"),
     ("{{ env.MINITRAIN_SURELY_UNSET }}", "environment variable MINITRAIN_SURELY_UNSET is not set"),
     ("{{ version }}", "{{ version }} is used but the config sets no version"),
     ("runs/{{ name", "unbalanced '{{' or '}}'"),
+    ("runs/{{ 1 / 0 }}", "division by zero (1 / 0)"),
+    ("runs/{{ training.total_steps }}", "training.total_steps is not set in this config"),
 ])
 def test_bad_templates_are_validation_errors(tmp_path, value, fragment):
-    message = problems(tmp_path, f'output:\n  dir: "{value}"\n' + STEPS, env={})
+    message = problems(tmp_path, f'output:\n  dir: "{value}"\n' + "scheduler:\n  total_steps: 100\n", env={})
     assert "c.yaml:2: output.dir: " in message and fragment in message
+    assert message.splitlines()[0].endswith("has 1 problem:")  # not a second one about the text left behind
 
 
 def test_name_cannot_use_itself(tmp_path):
     message = problems(tmp_path, 'name: "{{ name }}-x"\n' + STEPS)
-    assert "c.yaml:1: name: {{ name }} cannot be used in name" in message
+    assert "c.yaml:1: name: in '{{ name }}': name refers to itself" in message
+    assert message.splitlines()[0].endswith("has 1 problem:")
 
 
 def test_templates_in_set_values_render(tmp_path):

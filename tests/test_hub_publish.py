@@ -150,3 +150,21 @@ def test_tests_cannot_reach_the_internet(hub):
     with pytest.raises(ConnectionRefusedError, match="must not touch the internet"):
         socket.create_connection(("192.0.2.1", 443), timeout=1)  # TEST-NET-1: never routed
     assert hub.url.startswith("http://127.0.0.1:")
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_quiet_silences_the_upload_progress_bars(hub, run, monkeypatch, quiet):
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    seen = []
+    upload = HfApi.upload_folder
+
+    def watched(self, *args, **kwargs):
+        seen.append(are_progress_bars_disabled())
+        return upload(self, *args, **kwargs)
+
+    monkeypatch.setattr(HfApi, "upload_folder", watched)
+    maybe_publish_after_training(Config(publish={"repo": REPO}), run, "completed", quiet=quiet)
+    assert seen == [quiet] and REPO in hub.repos
+    assert not are_progress_bars_disabled()  # as it was before

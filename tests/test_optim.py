@@ -74,7 +74,7 @@ def _assert_close(got, expected, rtol=2e-5, atol=2e-6):
 
 
 # ----------------------------------------------------------------------------------- formulas, float64
-def _adam_rule(lr, b1, b2, eps, decoupled):
+def _adam_rule(lr, b1, b2, eps, decoupled, amsgrad=False):
     def rule(p, g, s, t, wd):
         if decoupled:
             p = p * (1 - lr * wd)
@@ -82,7 +82,9 @@ def _adam_rule(lr, b1, b2, eps, decoupled):
             g = g + wd * p
         s["m"] = b1 * s.get("m", 0.0) + (1 - b1) * g
         s["v"] = b2 * s.get("v", 0.0) + (1 - b2) * g * g
-        m_hat, v_hat = s["m"] / (1 - b1**t), s["v"] / (1 - b2**t)
+        # AMSGrad (torch's amsgrad=True) divides by the largest second moment seen so far
+        s["v_max"] = np.maximum(s.get("v_max", 0.0), s["v"]) if amsgrad else s["v"]
+        m_hat, v_hat = s["m"] / (1 - b1**t), s["v_max"] / (1 - b2**t)
         return p - lr * m_hat / (np.sqrt(v_hat) + eps)
 
     return rule
@@ -96,6 +98,31 @@ def test_adamw_three_steps_by_hand():
 def test_adam_folds_decay_into_the_gradient():
     keys = dict(lr=1e-2, beta1=0.8, beta2=0.99, eps=1e-8, weight_decay=0.5)
     _assert_close(_run("adam", **keys), _expect(_adam_rule(1e-2, 0.8, 0.99, 1e-8, False), 0.5))
+
+
+@pytest.mark.parametrize(("opt_type", "decoupled"), [("adamw", True), ("adam", False)])
+def test_amsgrad_five_steps_by_hand(opt_type, decoupled):
+    # Five steps with beta2 0.5: the second moment falls for some elements, so v_max and v part ways.
+    keys = dict(lr=1e-2, beta1=0.9, beta2=0.5, eps=1e-8, weight_decay=0.1, amsgrad=True)
+    got = _run(opt_type, steps=5, **keys)
+    _assert_close(got, _expect(_adam_rule(1e-2, 0.9, 0.5, 1e-8, decoupled, amsgrad=True), 0.1, steps=5))
+    plain = _run(opt_type, steps=5, **{**keys, "amsgrad": False})
+    assert any(not np.allclose(got[n], plain[n], rtol=1e-4) for n in got)  # AMSGrad did change the result
+
+
+def test_amsgrad_state_round_trips_and_is_absent_without_it():
+    params = _own_params()
+    opt = build_optimizer("adamw", params, amsgrad=True)
+    for name, p in params:
+        p.grad[...] = _grads(1)[name]
+    opt.step()
+    state = opt.state_dict()
+    assert {key.split(".")[0] for key in state["buffers"]} == {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+    fresh = build_optimizer("adamw", _own_params(), amsgrad=True)
+    fresh.load_state_dict(state)
+    np.testing.assert_array_equal(fresh.state["max_exp_avg_sq"], opt.state["max_exp_avg_sq"])
+    plain = build_optimizer("adamw", _own_params())
+    assert "max_exp_avg_sq" not in plain.state
 
 
 @pytest.mark.parametrize(

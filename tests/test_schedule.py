@@ -150,3 +150,41 @@ def test_bad_keys_are_user_errors(kind, keys, message):
     with pytest.raises(UserError, match=message) as info:
         build_scheduler(kind, **keys)
     assert info.value.exit_code == 2
+
+
+def test_warmup_can_start_from_a_given_lr():
+    sched = build_scheduler("warmup_cosine", **LAB01, warmup_start_lr=1e-5)
+    assert sched.lr_at(0) == pytest.approx(1e-5 + (3e-4 - 1e-5) / 100, rel=1e-12)
+    assert sched.lr_at(99) == pytest.approx(3e-4, rel=1e-12) and sched.lr_at(100) == pytest.approx(3e-4)
+    # start 0 is lab 01's warm-up bit for bit: lr_max · (s + 1) / warmup_steps
+    plain = build_scheduler("warmup_cosine", **LAB01, warmup_start_lr=0.0)
+    assert [plain.lr_at(s) for s in range(100)] == [3e-4 * (s + 1) / 100 for s in range(100)]
+    with pytest.raises(UserError, match="warmup_start_lr"):
+        build_scheduler("constant", lr_max=1e-3, warmup_steps=4, warmup_start_lr=1e-2)
+
+
+def test_decay_steps_ends_the_cosine_before_the_run_does():
+    # T_max of the spec: the cosine spans 400 steps after the warm-up, then the lr stays at lr_min.
+    sched = build_scheduler("warmup_cosine", **LAB01, decay_steps=400)
+    assert sched.lr_at(300) == pytest.approx(3e-5 + 0.5 * (3e-4 - 3e-5), rel=1e-12)
+    assert sched.lr_at(500) == pytest.approx(3e-5) and sched.lr_at(1999) == pytest.approx(3e-5)
+    linear = build_scheduler("linear", lr_max=1.0, total_steps=100, decay_steps=10)
+    assert [linear.lr_at(s) for s in (0, 5, 10, 99)] == pytest.approx([1.0, 0.5, 0.0, 0.0])
+
+
+def test_one_cycle_decays_to_lr_min_when_given():
+    # optimizer.lr_min used to be ignored: a run ended at 4e-8, below a floor of 1e-4.
+    sched = build_scheduler("one_cycle", lr_max=1e-3, total_steps=100, lr_min=1e-4)
+    assert sched.lr_at(99) == pytest.approx(1e-4, rel=1e-12)
+    assert min(sched.lr_at(s) for s in range(29, 100)) == pytest.approx(1e-4, rel=1e-12)
+    torch_end = build_scheduler("one_cycle", lr_max=1e-3, total_steps=100)
+    assert torch_end.lr_at(99) == pytest.approx(1e-3 / 25 / 1e4, rel=1e-12)
+
+
+def test_one_cycle_linear_annealing_is_straight_lines():
+    sched = build_scheduler("one_cycle", lr_max=1.0, total_steps=101, pct_start=0.5, div_factor=10,
+                            final_div_factor=10, anneal_strategy="linear")
+    peak = 0.5 * 101 - 1  # torch's (fractional) last step of the rise
+    assert sched.lr_at(0) == pytest.approx(0.1) and sched.lr_at(25) == pytest.approx(0.1 + 0.9 * 25 / peak)
+    assert sched.lr_at(100) == pytest.approx(0.01)
+    assert sched.lr_at(75) == pytest.approx(1.0 + (0.01 - 1.0) * (75 - peak) / (100 - peak))

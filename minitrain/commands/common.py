@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.loader import load_config
+from minitrain.config.problems import ConfigError
 from minitrain.config.schema import Config
+from minitrain.config.source import ConfigSource
 
 
 def add_set(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +29,23 @@ def load(args: argparse.Namespace) -> Config:
     if getattr(args, "models_dir", None) is not None:
         values["output.models_dir"] = args.models_dir
     return load_config(args.config, args.overrides, values=values)
+
+
+def check_files(cfg: Config) -> DataSummary:
+    """Every check that reads files: the data (config/datacheck.py) and model.init_from, whose source must be
+    readable and of the config's architecture. All problems at once, as one ConfigError (exit code 2)."""
+    problems, summary = [], None
+    try:
+        summary = check_data(cfg)
+    except ConfigError as exc:
+        problems += exc.problems
+    if cfg.model.init_from is not None:
+        from minitrain.hub.sources import init_from_problems  # the Hub client is only needed here
+
+        problems += init_from_problems(cfg)
+    if problems:
+        raise ConfigError(problems, cfg.source or ConfigSource())
+    return summary
 
 
 def positive_int(text: str) -> int:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minitrain.commands.common import add_set, load
-from minitrain.config.datacheck import check_data
+from minitrain.commands.common import add_set, check_files, load
 from minitrain.config.lock import data_files, lock_path_for, write_lock
 
 
@@ -21,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def lock_command(args: argparse.Namespace) -> int:
     cfg = load(args)
-    check_data(cfg)
+    check_files(cfg)
     out = Path(args.output) if args.output else lock_path_for(args.config)
     write_lock(cfg, out)
     print(f"wrote {out}: resolved config, sha256 of {len(data_files(cfg))} data files, library versions")

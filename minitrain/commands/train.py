@@ -7,13 +7,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
-from minitrain.commands.common import add_set, load
-from minitrain.config.datacheck import check_data
+from minitrain.commands.common import add_set, check_files, load
 from minitrain.config.loader import is_lock
 from minitrain.config.lock import check_strict, lock_path_for
 from minitrain.config.schema import Config
+from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
 
 
@@ -29,18 +27,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     train.add_argument("--strict", action="store_true", help="refuse to run if the lock file does not match")
     train.add_argument("--quiet", action="store_true", help="no progress display")
+    train.add_argument("--devices", metavar="IDS", help="the spec's GPU list: refused, minitrain trains on one CPU")
     train.set_defaults(handler=train_command)
 
 
 def _lock_file_for(config_path: str) -> Path:
     # A lock file given as CONFIG is its own lock; a plain config's lock sits beside it.
-    text = Path(config_path).read_text(encoding="utf-8")
-    return Path(config_path) if is_lock(yaml.safe_load(text)) else lock_path_for(config_path)
+    return Path(config_path) if is_lock(load_yaml_file(config_path)) else lock_path_for(config_path)
 
 
 def train_command(args: argparse.Namespace) -> int:
+    if args.devices is not None:
+        raise UserError(f"--devices {args.devices}: minitrain trains in one process on the CPU with NumPy; for "
+                        "GPUs, `minitrain export` the model to a Hugging Face folder and train it with PyTorch", 2)
     cfg = load(args)
-    summary = check_data(cfg)  # before the other checks; the run reuses it rather than reading the data again
+    summary = check_files(cfg)  # before the other checks; the run reuses it rather than reading the data again
     if args.strict:
         check_strict(cfg, _lock_file_for(args.config))
     if args.resume is not None and not Path(args.resume).exists():
@@ -62,7 +63,7 @@ def train_command(args: argparse.Namespace) -> int:
         if not isinstance(value, dict | list):
             print(f"  {key}: {value}")
     if cfg.publish is not None:
-        _publish_run(cfg, results["status"])
+        _publish_run(cfg, results["status"], quiet=args.quiet)
     return 0
 
 
@@ -76,13 +77,13 @@ def _warn_if_no_token(repo: str) -> None:
               "then", file=sys.stderr)
 
 
-def _publish_run(cfg: Config, status: str) -> None:
+def _publish_run(cfg: Config, status: str, quiet: bool) -> None:
     """The config's `publish:` section, after a finished run. A failure to publish leaves the run folder as
     training completed it; the error says how to publish it later."""
     from minitrain.hub.publish import maybe_publish_after_training  # the Hub client is only needed here
 
     try:
-        maybe_publish_after_training(cfg, cfg.output.dir, status)
+        maybe_publish_after_training(cfg, cfg.output.dir, status, quiet=quiet)
     except UserError as exc:
         later = f"minitrain publish --repo {cfg.publish.repo} {cfg.output.dir}"
         raise UserError(f"{exc}. Training finished and its run folder {cfg.output.dir} is complete; publish it "

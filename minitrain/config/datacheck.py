@@ -3,7 +3,8 @@
 They come after `load_config` (which never opens a data file) and report, all at once, with the config key
 they concern and its line:
 
-- data.train_path / val_path / vocab_path exist (the dev split is optional: checked when its file exists),
+- data.train_path / val_path / vocab_path exist, and test_path when given (the dev split is optional: checked
+  when its file exists),
 - the vocabulary loads and every record encodes (an unknown character names its file and line),
 - model.vocab_size ≥ the tokenizer's size,
 - model.max_seq_len ≥ the longest model input, BOS + text (the EOS is only ever a target, so a line of n
@@ -22,16 +23,18 @@ from pathlib import Path
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config, DataConfig
 from minitrain.config.source import ConfigSource
+from minitrain.data.batcher import batches_per_epoch
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.io import read_text
 
-SPLITS = ("train", "val", "dev")
+SPLITS = ("train", "val", "dev", "test")
 
 
 def load_split(data: DataConfig, split: str) -> list[dict]:
-    """The records of `split` ("train", "val" or "dev"): JSONL records, or `{"text": line}` per non-empty line.
+    """The records of `split` ("train", "val", "dev" or "test"): JSONL records, or `{"text": line}` per non-empty
+    line.
 
     Either way each record has a "text", which is what `minitrain.data.batcher.encode_split` reads.
     """
@@ -57,13 +60,14 @@ class DataSummary:
     tokenizer_size: int = 0
     longest_input: int = 0  # BOS + text, in tokens
     longest_where: str = ""
-    steps_per_epoch: int = 0  # optimizer steps: (train records // batch_size) // grad_accumulation
+    steps_per_epoch: int = 0  # optimizer steps: batches per epoch (batcher.py) // grad_accumulation
 
 
 def check_data(cfg: Config) -> DataSummary:
     """Run every data check; raise one ConfigError (exit code 2) listing all problems found."""
     data, problems, summary = cfg.data, [], DataSummary()
-    wanted = [s for s in SPLITS if s != "dev" or Path(data.dev_path).is_file()]
+    # dev is optional (checked when its file exists); test only when given
+    wanted = [s for s in SPLITS if (s != "dev" or Path(data.dev_path).is_file()) and (s != "test" or data.test_path)]
     for key in [f"{s}_path" for s in wanted] + ["vocab_path"]:
         if not Path(getattr(data, key)).is_file():
             problems.append(Problem(("data", key), f"file not found: {getattr(data, key)}"))
@@ -120,18 +124,20 @@ def _check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
     if n_train is None:
         return []
     training = cfg.training
-    summary.steps_per_epoch = (n_train // training.batch_size) // training.grad_accumulation
+    problems = []
+    batches = batches_per_epoch(n_train, training.batch_size, training.drop_last)
+    summary.steps_per_epoch = batches // training.grad_accumulation
     if summary.steps_per_epoch == 0:
-        return [Problem(
+        return [*problems, Problem(
             ("training", "batch_size"),
             f"batch_size {training.batch_size} · grad_accumulation {training.grad_accumulation} is more than the "
             f"{n_train} training records",
         )]
     total = cfg.resolve_steps(summary.steps_per_epoch)
-    if training.epochs is not None and total is not None and cfg.scheduler.warmup_steps >= total:
-        return [Problem(
+    if training.epochs is not None and total is not None and cfg.resolve_warmup(total) >= total:
+        problems.append(Problem(
             ("scheduler", "warmup_steps"),
-            f"warmup_steps {cfg.scheduler.warmup_steps} must be below the {total} steps of "
+            f"warmup_steps {cfg.resolve_warmup(total)} must be below the {total} steps of "
             f"{training.epochs} epoch(s) × {summary.steps_per_epoch}",
-        )]
-    return []
+        ))
+    return problems

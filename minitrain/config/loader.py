@@ -28,11 +28,12 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
-from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
+from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config, default_name
 from minitrain.config.source import ConfigSource, KeyPath, dotted
-from minitrain.config.templates import TemplateError, has_template, render_value
-from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml
-from minitrain.errors import UserError
+from minitrain.config.spec import translate
+from minitrain.config.spec_keys import aliases, refusal
+from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
+from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
 
 LOCK_KEY = "minitrain_lock"  # the top-level key that marks a lock file
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -52,14 +53,7 @@ def load_config(
     already-typed values set by CLI flags (`{"training.rng_seed": 3}` for `--seed 3`). `env` (default
     os.environ) and `now` (default the current UTC time) feed the templates. Raises ConfigError on any problem.
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"config file not found: {path}", 2) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read config {path}: {exc}", 2) from None
-    return config_from_yaml(text, path, overrides, values=values, env=env, now=now)
+    return config_from_yaml(read_yaml_text(path), path, overrides, values=values, env=env, now=now)
 
 
 def config_from_yaml(
@@ -115,7 +109,7 @@ def config_from_dict(
 
 def _default_name(path: Path) -> str:
     # experiments/18-train-mini/config.yaml is better named after its folder than "config".
-    return path.parent.name if path.stem == "config" and path.parent.name else path.stem
+    return default_name(path.parent.name if path.stem == "config" and path.parent.name else path.stem)
 
 
 def _build(data, source, problems, overrides, values, env, now, *, default_name) -> Config:
@@ -123,16 +117,21 @@ def _build(data, source, problems, overrides, values, env, now, *, default_name)
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([Problem((), "the top level must be a mapping of sections (model:, data:, ...)")], source)
+    replaced: list[tuple[KeyPath, str]] = []  # templates of the file an override replaced: still checked
     for text in overrides:
-        problems += _apply_override(data, source, text)
+        problems += _apply_override(data, source, text, replaced)
     for key, value in (values or {}).items():
         origin = _flag_origin(key, value)
         source.overrides += (origin,)
-        problems += _set(data, source, key, value, origin)
+        problems += _set(data, source, _flag_home(data, key), value, origin, replaced)
     data.setdefault("name", default_name)
-    problems += _render_templates(data, source, env if env is not None else os.environ, now)
+    template_problems = _render_templates(data, source, env if env is not None else os.environ, now, replaced)
+    problems += template_problems + translate(data, source)
     sections, schema_problems = _validate_sections(data)
-    problems += schema_problems
+    # A template that failed stays unrendered; what the schema says of that text would only repeat the problem.
+    failed = {p.path for p in template_problems}
+    problems += [p for p in schema_problems
+                 if not any(source.spelled(p.path)[: len(f)] == f for f in failed)]
     problems += run_rules(sections, data)
     if problems:
         raise ConfigError(problems, source)
@@ -148,10 +147,15 @@ def _flag_origin(key: str, value: Any) -> str:
     return f"{flag} {value}" if flag else f"--set {key}={value}"
 
 
+def _flag_home(data: dict, key: str) -> str:
+    # `--seed` sets the seed the file sets: the spec's root seed (both seeds) when the file has one.
+    return "seed" if key == "training.rng_seed" and "seed" in data else key
+
+
 # --- overrides ----------------------------------------------------------------------------------------------
 
 
-def _apply_override(data: dict, source: ConfigSource, text: str) -> list[Problem]:
+def _apply_override(data: dict, source: ConfigSource, text: str, replaced: list) -> list[Problem]:
     key, sep, raw_value = text.partition("=")
     key = key.strip()
     origin = f"--set {text}"
@@ -166,7 +170,7 @@ def _apply_override(data: dict, source: ConfigSource, text: str) -> list[Problem
         source.origins[path] = origin
         return [Problem(path, f"value is not a YAML scalar: {exc}")]
     source.overrides += (origin,)
-    return _set(data, source, key, value, origin)
+    return _set(data, source, key, value, origin, replaced)
 
 
 def _override_value(raw: str) -> Any:
@@ -182,8 +186,9 @@ def _override_value(raw: str) -> Any:
     return parse_scalar(raw)
 
 
-def _set(data: dict, source: ConfigSource, key: str, value: Any, origin: str) -> list[Problem]:
-    """Put `value` at dotted `key`, creating sections as needed; note where it came from."""
+def _set(data: dict, source: ConfigSource, key: str, value: Any, origin: str, replaced: list) -> list[Problem]:
+    """Put `value` at dotted `key`, creating sections as needed; note where it came from and, when it replaces
+    a template of the file, that template (`replaced`), which is still checked."""
     path = tuple(key.split("."))
     node = data
     for depth, part in enumerate(path[:-1]):
@@ -197,6 +202,9 @@ def _set(data: dict, source: ConfigSource, key: str, value: Any, origin: str) ->
             source.origins[path] = origin
             return [Problem(path, f"{dotted(path[: depth + 1])} is not a section, so {key} cannot be set")]
         node = child
+    old = node.get(path[-1])
+    if isinstance(old, str) and has_template(old) and path not in source.origins:
+        replaced.append((path, old))
     node[path[-1]] = value
     source.origins[path] = origin
     return []
@@ -210,53 +218,42 @@ def _in_schema(path: KeyPath) -> bool:
 # --- templates ----------------------------------------------------------------------------------------------
 
 
-def _render_templates(data: dict, source: ConfigSource, env: Mapping[str, str], now: dt.datetime | None):
-    """Render every string; name, version and the seed first, since the other strings may use them."""
-    now = now or dt.datetime.now(dt.UTC)
-    variables: dict[str, str | None] = {
-        "timestamp": now.strftime("%Y%m%dT%H%M%SZ"),
-        "date": now.strftime("%Y-%m-%d"),
-    }
-    problems: list[Problem] = []
-    first = [("name",), ("version",), ("training", "rng_seed")]
-    for path in first:
-        problems += _render_at(data, path, variables, env)
-    training = data.get("training")
-    seed = training.get("rng_seed", 42) if isinstance(training, dict) else 42
-    for key, value in (("name", data.get("name")), ("version", data.get("version")), ("seed", seed)):
-        variables[key] = None if value is None or has_template(str(value)) else str(value)
-    problems += _render_tree(data, (), variables, env, skip=set(first))
+def _render_templates(data: dict, source: ConfigSource, env: Mapping[str, str], now: dt.datetime | None,
+                      replaced: list[tuple[KeyPath, str]]) -> list[Problem]:
+    """Render every template (templates.py); a template of the file an override replaced is rendered too, so a
+    mistake in the file is found whatever the command line says."""
+    renderer = Renderer(data, env, now or dt.datetime.now(dt.UTC), aliases, _default_of)
+    problems = [Problem(path, message) for path, message in renderer.render_all().items()]
+    for path, text in replaced:
+        try:
+            render_text(text, renderer.value_of)
+        except TemplateError as exc:
+            line = source.lines.get(path)
+            problems.append(Problem(path, f"{exc} (in the file's value{f' at line {line}' if line else ''}, "
+                                          f"which {source.origins[path]} replaces)"))
     return problems
 
 
-def _render_at(data, path: KeyPath, variables, env) -> list[Problem]:
-    parent = data
-    for part in path[:-1]:
-        parent = parent.get(part) if isinstance(parent, dict) else None
-    if not isinstance(parent, dict) or not isinstance(parent.get(path[-1]), str):
-        return []
-    try:
-        parent[path[-1]] = render_value(parent[path[-1]], variables, env)
-    except TemplateError as exc:
-        return [Problem(path, str(exc))]
-    return []
-
-
-def _render_tree(node, path: KeyPath, variables, env, skip) -> list[Problem]:
-    problems: list[Problem] = []
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in list(items):
-        child: KeyPath = (*path, key)
-        if child in skip:
-            continue
-        if isinstance(value, str) and has_template(value):
-            try:
-                node[key] = render_value(value, variables, env)
-            except TemplateError as exc:
-                problems.append(Problem(child, str(exc)))
-        else:
-            problems += _render_tree(value, child, variables, env, skip)
-    return problems
+def _default_of(path: KeyPath) -> Any:
+    """The schema's default for the key at `path`, under either of its names (for a template's reference);
+    KeyError(message) if it has none."""
+    field = None
+    for spelled in [path, *aliases(path)]:
+        parent = model_at(Config, spelled[:-1])
+        field = parent.model_fields.get(str(spelled[-1])) if parent is not None else None
+        if field is not None:
+            break
+    if field is None:
+        refused = refusal(path)
+        if refused:
+            raise KeyError(refused)
+        raise KeyError(f"unknown key '{dotted(path)}'" + unknown_key_message(Config, path).removeprefix("unknown key"))
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if value is None:
+        raise KeyError(f"{dotted(path)} is not set in this config (give it a value to use it in a template)")
+    return value
 
 
 # --- schema -------------------------------------------------------------------------------------------------
@@ -288,21 +285,30 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
     """The config after defaults, overrides and templates, as plain data in schema order.
 
     Keys the chosen model/optimizer/scheduler type does not use are left out, so the result loads again as a
-    config; so are keys marked OMIT_DEFAULT that hold their default (features that are off).
+    config; so are the keys added since lab 01 (`ADDED_KEYS`) while they hold their neutral value.
     """
     data = cfg.model_dump(mode="json")
     for section, table in (("model", MODEL_KEYS), ("optimizer", OPTIMIZER_KEYS), ("scheduler", SCHEDULER_KEYS)):
         used = table[data[section]["type"]]
         data[section] = {k: v for k, v in data[section].items() if k in used}
-    for name, values in data.items():
-        section = getattr(cfg, name, None)
-        if not isinstance(section, BaseModel):
-            continue
-        for key, field in type(section).model_fields.items():
-            omit = (field.json_schema_extra or {}).get("omit_default")
-            if omit and key in values and values[key] == field.get_default(call_default_factory=True):
-                del values[key]
+    for path, neutral in ADDED_KEYS.items():
+        _drop_if(data, path, neutral)
     return data
+
+
+def _drop_if(node: Any, path: tuple[str, ...], neutral: Any) -> None:
+    # Remove the key at `path` ("*": each list item) where it holds `neutral`.
+    if not path:
+        return
+    if path[0] == "*":
+        for item in node if isinstance(node, list) else ():
+            _drop_if(item, path[1:], neutral)
+    elif isinstance(node, dict) and path[0] in node:
+        if len(path) == 1:
+            if node[path[0]] == neutral:
+                del node[path[0]]
+        else:
+            _drop_if(node[path[0]], path[1:], neutral)
 
 
 def resolved_yaml(cfg: Config) -> str:

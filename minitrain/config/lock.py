@@ -9,7 +9,7 @@
 
 A lock file is itself a loadable config (`minitrain train config.lock.yaml --strict`). `train --strict` compares
 the config it is about to run, the data files and the installed versions with the lock and lists every
-difference.
+difference; where the run's files go (`output`) may differ.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import yaml
 from minitrain.config.loader import LOCK_KEY, is_lock, resolved_dict
 from minitrain.config.schema import Config
 from minitrain.config.source import dotted
+from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text, sha256_of
 from minitrain.versions import library_versions
@@ -33,8 +34,8 @@ LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib"
 def data_files(cfg: Config) -> list[str]:
     """The data files a run reads: every split and the vocabulary that exists."""
     data = cfg.data
-    paths = [data.train_path, data.val_path, data.dev_path, data.vocab_path]
-    return [p for p in dict.fromkeys(paths) if Path(p).is_file()]
+    paths = [data.train_path, data.val_path, data.dev_path, data.test_path, data.vocab_path]
+    return [p for p in dict.fromkeys(paths) if p is not None and Path(p).is_file()]
 
 
 def lock_contents(cfg: Config) -> dict[str, Any]:
@@ -61,23 +62,24 @@ def write_lock(cfg: Config, out: str | Path) -> dict[str, Any]:
 
 
 def read_lock(path: str | Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(
-            f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2
-        ) from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{path}: not a readable lock file ({exc})", 2) from None
+    if not Path(path).exists():
+        raise UserError(f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2)
+    data = load_yaml_file(path, "lock file")
     if not is_lock(data) or not all(isinstance(data.get(k), dict) for k in ("config", "data", "versions")):
         raise UserError(f"{path}: not a minitrain lock file (no {LOCK_KEY}, config, data and versions)", 2)
     return data
 
 
+# Where a run's files go changes nothing it computes: a locked config may run into a new folder (--out-dir).
+NOT_LOCKED = ("output",)
+
+
 def lock_differences(cfg: Config, lock: dict[str, Any]) -> list[str]:
-    """Every way the run about to start differs from `lock`: config keys, data hashes, library versions."""
+    """Every way the run about to start differs from `lock`: config keys (but where files go, NOT_LOCKED),
+    data hashes, library versions."""
     now = lock_contents(cfg)
-    found = [f"config {key}: locked {a!r}, now {b!r}" for key, a, b in _diff(lock["config"], now["config"])]
+    found = [f"config {key}: locked {a!r}, now {b!r}" for key, a, b in _diff(lock["config"], now["config"])
+             if key.split(".")[0] not in NOT_LOCKED]
     for path in sorted(set(lock["data"]) | set(now["data"])):
         locked, current = lock["data"].get(path), now["data"].get(path)
         if locked != current:

@@ -20,7 +20,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from minitrain.config.source import ConfigSource, KeyPath, dotted
+from minitrain.config.spec_keys import spec_keys_in
 from minitrain.errors import UserError
+
+UNION_TAGS = ("<rule>", "<mapping>")  # the tags of schema.AlertEntry, which pydantic puts in error locations
 
 EXIT_INVALID_CONFIG = 2
 
@@ -42,7 +45,8 @@ class ConfigError(UserError):
         where = source.path or "the config"
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
         lines = [
-            f"  {source.where(p.path)}: " + (f"{dotted(p.path)}: " if p.path else "") + p.message
+            f"  {source.where(p.path)}: " + (f"{dotted(source.spelled(p.path))}: " if p.path else "")
+            + source.spell_message(p.message)
             for p in _ordered(problems, source)
         ]
         super().__init__(f"{where} has {count}:\n" + "\n".join(lines), EXIT_INVALID_CONFIG)
@@ -51,18 +55,48 @@ class ConfigError(UserError):
 def _ordered(problems: list[Problem], source: ConfigSource) -> list[Problem]:
     # File order reads best; problems without a line (defaults, --set) come last, in the order found.
     def line(p: Problem) -> int:
-        for end in range(len(p.path), -1, -1):
-            if p.path[:end] in source.lines and p.path[:end] not in source.origins:
-                return source.lines[p.path[:end]]
+        path = source.spelled(p.path)
+        for end in range(len(path), -1, -1):
+            if path[:end] in source.lines and path[:end] not in source.origins:
+                return source.lines[path[:end]]
         return 1 << 30
 
     return sorted(problems, key=line)
 
 
 def suggest(word: str, choices: typing.Iterable[str]) -> str | None:
-    """The closest of `choices` to `word` (difflib ratio ≥ 0.6), or None."""
-    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return matches[0] if matches else None
+    """The choice `word` most plausibly misspells, ignoring case (difflib ratio ≥ 0.75: `lr_mx` → `lr_max`,
+    `AdamW` → `adamw`, but not `validation` → `duration`), or None."""
+    best, best_ratio = None, 0.75
+    for choice in choices:  # the first of equally close choices wins: `beta` → `beta1`, not `beta2`
+        ratio = difflib.SequenceMatcher(None, word.lower(), str(choice).lower()).ratio()
+        if ratio > best_ratio or (ratio == best_ratio and best is None):
+            best, best_ratio = choice, ratio
+    return best
+
+
+# Other tools' names for minitrain keys (Hugging Face's TrainingArguments and configs, nanoGPT, PyTorch): a
+# suggestion by meaning where spelling cannot find one.
+FOREIGN_KEYS = {
+    "learning_rate": "optimizer.lr_max", "min_lr": "optimizer.lr_min", "final_lr": "optimizer.lr_min",
+    "adam_beta1": "optimizer.beta1", "adam_beta2": "optimizer.beta2", "adam_epsilon": "optimizer.eps",
+    "weight_decay_rate": "optimizer.weight_decay", "max_grad_norm": "training.clip",
+    "grad_clip": "training.clip", "clip_grad_norm": "training.clip", "gradient_clipping": "training.clip",
+    "gradient_accumulation_steps": "training.grad_accumulation", "num_train_epochs": "training.epochs",
+    "num_epochs": "training.epochs", "max_epochs": "training.epochs",
+    "per_device_train_batch_size": "training.batch_size", "train_batch_size": "training.batch_size",
+    "seed": "training.rng_seed (and training.data_seed for the data order)",
+    "eval_steps": "training.val_every", "eval_interval": "training.val_every", "logging_steps": "training.log_every",
+    "log_interval": "training.log_every", "save_steps": "training.checkpoint.save_every",
+    "save_total_limit": "training.checkpoint.keep_last", "lr_scheduler_type": "scheduler.type",
+    "warmup": "scheduler.warmup_steps", "n_embd": "model.d_model", "hidden_size": "model.d_model",
+    "n_positions": "model.max_seq_len", "n_ctx": "model.max_seq_len", "block_size": "model.max_seq_len",
+    "max_position_embeddings": "model.max_seq_len", "n_inner": "model.d_ff", "intermediate_size": "model.d_ff",
+    "num_hidden_layers": "model.n_layer", "num_layers": "model.n_layer", "n_layers": "model.n_layer",
+    "num_attention_heads": "model.n_head", "num_heads": "model.n_head", "n_heads": "model.n_head",
+    "resid_pdrop": "model.dropout", "embd_pdrop": "model.dropout", "attn_pdrop": "model.dropout",
+    "output_dir": "output.dir",
+}
 
 
 def model_at(root: type[BaseModel], path: KeyPath) -> type[BaseModel] | None:
@@ -105,7 +139,9 @@ def unknown_key_message(root: type[BaseModel], path: KeyPath) -> str:
     key = str(path[-1])
     parent = model_at(root, path[:-1])
     valid = list(parent.model_fields) if parent else []
-    close = suggest(key, valid)
+    if key in FOREIGN_KEYS:  # another tool's name for one of ours: surer than a spelling guess (n_embd, not d_embed)
+        return f"unknown key — minitrain calls this {FOREIGN_KEYS[key]}"
+    close = suggest(key, [*valid, *spec_keys_in(path[:-1])])
     if close:
         return f"unknown key — did you mean '{close}'?"
     homes = _sections_with_key(root, key)
@@ -124,7 +160,7 @@ def from_validation_error(
     """Problems for every error pydantic found, with readable messages and suggestions."""
     problems = []
     for err in error.errors():
-        path: KeyPath = (*prefix, *err["loc"])
+        path: KeyPath = (*prefix, *(part for part in err["loc"] if part not in UNION_TAGS))
         kind = err["type"]
         got = err.get("input")
         if kind == "extra_forbidden":

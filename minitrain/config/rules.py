@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from minitrain.architectures import parameter_shapes
-from minitrain.config.problems import Problem
+from minitrain.config.problems import Problem, suggest
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 from minitrain.nn.module import name_matches
 
@@ -80,6 +80,20 @@ def _clip_in_one_place(sections, raw):
 def _total_steps_in_one_place(sections, raw):
     """scheduler.total_steps (lab 01) and training.total_steps are the same setting: give at most one."""
     yield from _one_home(raw, "total_steps", ("scheduler", "training"))
+
+
+@rule()
+def _warmup_in_one_form(sections, raw):
+    """scheduler.warmup_steps and scheduler.warmup_ratio say the same thing: give at most one."""
+    if _given(raw, "scheduler", "warmup_steps") and _given(raw, "scheduler", "warmup_ratio"):
+        yield Problem(("scheduler", "warmup_ratio"), "also given as scheduler.warmup_steps; give one of them")
+
+
+@rule()
+def _validation_cadence_in_one_form(sections, raw):
+    """training.val_every and training.val_every_epoch say the same thing: give at most one."""
+    if _given(raw, "training", "val_every") and _given(raw, "training", "val_every_epoch"):
+        yield Problem(("training", "val_every_epoch"), "also given as training.val_every; give one of them")
 
 
 @rule()
@@ -166,10 +180,12 @@ def _nesterov_needs_momentum(sections, raw):
 
 @rule("optimizer")
 def _group_overrides_something(sections, raw):
-    """Each optimizer.groups entry must set lr_scale or weight_decay."""
+    """Each optimizer.groups entry must set lr_scale (or lr) or weight_decay."""
     for i, group in enumerate(sections["optimizer"].groups):
-        if group.lr_scale is None and group.weight_decay is None:
-            yield Problem(("optimizer", "groups", i), "overrides nothing: set lr_scale or weight_decay")
+        if group.lr_scale is None and group.lr is None and group.weight_decay is None:
+            yield Problem(("optimizer", "groups", i), "overrides nothing: set lr_scale (or lr) or weight_decay")
+        if group.lr_scale is not None and group.lr is not None:
+            yield Problem(("optimizer", "groups", i, "lr"), "also given as lr_scale; give one of them")
 
 
 def parameter_names(model: ModelConfig) -> list[str]:
@@ -230,6 +246,8 @@ def _one_cycle_has_own_warmup(sections, raw):
     sched = sections["scheduler"]
     if sched.type == "one_cycle" and sched.warmup_steps:
         yield Problem(("scheduler", "warmup_steps"), "one_cycle warms up by pct_start; set warmup_steps to 0")
+    if sched.type == "one_cycle" and sched.warmup_ratio:
+        yield Problem(("scheduler", "warmup_ratio"), "one_cycle warms up by pct_start; leave warmup_ratio out")
 
 
 @rule("scheduler", "training")
@@ -241,6 +259,23 @@ def _warmup_ends_before_the_end(sections, raw):
         yield Problem(
             ("scheduler", "warmup_steps"), f"warmup_steps {sched.warmup_steps} must be below total_steps {total}"
         )
+
+
+@rule("scheduler", "optimizer")
+def _warmup_starts_below_the_peak(sections, raw):
+    """scheduler.warmup_start_lr must not exceed optimizer.lr_max (the warm-up rises to it)."""
+    start, peak = sections["scheduler"].warmup_start_lr, sections["optimizer"].lr_max
+    if start > peak:
+        yield Problem(("scheduler", "warmup_start_lr"), f"warmup_start_lr {start:g} is above lr_max {peak:g}")
+
+
+@rule("scheduler", "optimizer")
+def _one_cycle_ends_at_one_floor(sections, raw):
+    """one_cycle ends at optimizer.lr_min when it is above 0, so scheduler.final_div_factor cannot also be given."""
+    sched, opt = sections["scheduler"], sections["optimizer"]
+    if sched.type == "one_cycle" and opt.lr_min > 0 and "final_div_factor" in sched.model_fields_set:
+        yield Problem(("scheduler", "final_div_factor"), f"one_cycle ends at optimizer.lr_min ({opt.lr_min:g}) "
+                                                         "when it is above 0; give lr_min or final_div_factor")
 
 
 @rule("scheduler", "training")
@@ -280,6 +315,24 @@ def _watch_modes_fit_metrics(sections, raw):
         yield from _mode_fits(("training", "early_stopping"), stop.metric, stop.mode)
 
 
+@rule("monitoring", "training")
+def _alerts_watch_logged_metrics(sections, raw):
+    """Each alert's metric must be one the run logs (loss, lr, grad_norm, val_loss, val_ppl, chosen val metrics)."""
+    logged = logged_metrics(sections["training"])
+    for i, alert in enumerate(sections["monitoring"].alert_rules()):
+        if alert.kind != "nan" and alert.metric not in logged:
+            close = suggest(alert.metric, logged)
+            hint = f" — did you mean '{close}'?" if close else ""
+            yield Problem(("monitoring", "alerts", i), f"{alert.metric} is never logged, so this alert could never "
+                                                       f"fire{hint}; logged: {', '.join(logged)}")
+
+
+def logged_metrics(training: BaseModel) -> list[str]:
+    """The keys of train_log.jsonl rows: a train row's, then a val row's (with the val_metrics chosen)."""
+    extra = [f"val_{m}" for m in training.val_metrics if m not in ("loss", "perplexity")]
+    return ["step", "loss", "lr", "grad_norm", "val_loss", "val_ppl", *extra]
+
+
 # --- data ---------------------------------------------------------------------------------------------------
 
 
@@ -292,3 +345,11 @@ def _plain_text_has_no_answer(sections, raw):
             yield Problem(("data", "loss_on"), "plain-text lines have no answer part; use loss_on: all")
         if data.heldout_policy != "none":
             yield Problem(("data", "heldout_policy"), "plain-text lines have no verbs to hold out; use none")
+
+
+@rule("data", "training")
+def _exact_match_needs_answers(sections, raw):
+    """training.val_metrics exact_match needs data.format jsonl (verb records with an answer to decode)."""
+    if "exact_match" in sections["training"].val_metrics and sections["data"].format != "jsonl":
+        yield Problem(("training", "val_metrics"), "exact_match decodes the answer of verb records; plain-text "
+                                                   "lines have none")

@@ -11,21 +11,28 @@ the lab says. docs/yaml-mode.md documents every key.
 Where lab 01 and the YAML-mode issue disagree on a key's home, both homes are accepted and giving a setting in
 both is an error: `optimizer.clip` or `training.clip` (gradient-norm clipping), `scheduler.total_steps` or
 `training.total_steps`. Use the resolved properties on `Config` (`clip_norm`, `total_steps`, ...) rather than
-reading one home.
+reading one home. The spec's manifest shape (`optimizer.lr`, `data.loader.batch_size`, ...) is not a second
+schema: `spec.py` moves its keys to their homes here before validation.
+
+Keys added after lab 01's first runs are listed in `ADDED_KEYS` with their neutral value: `resolved_dict` leaves
+a key out while it holds that value, so config.resolved.yaml and the config hash of every earlier run stay what
+they were.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, model_validator
 
 from minitrain.architectures import MODELS, model_keys
+from minitrain.config.problems import UNION_TAGS
 from minitrain.config.source import ConfigSource
-from minitrain.monitor.alerts import parse_alert
+from minitrain.monitor.alerts import Alert, parse_alert
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.registry import keyword_defaults
 from minitrain.schedule import SCHEDULES, schedule_keys
@@ -70,11 +77,27 @@ def _check_repo_id(text: str) -> str:
         raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
     return text
 
-# A key with this marker is left out of the resolved config while it holds its default: a feature added after
-# lab 01 that is off changes neither config.resolved.yaml nor the config hash of the runs made before it.
-OMIT_DEFAULT = {"omit_default": True}
+# A run's name becomes a folder name (runs/<name>): one path component, nothing that climbs out or hides.
+_NAME = re.compile(r"^\w[\w.+-]{0,99}$")
+
+
+def _check_name(text: str) -> str:
+    if not _NAME.match(text) or any(unicodedata.category(c).startswith("C") for c in text):
+        raise ValueError(
+            f"{text!r} cannot name a run folder: write one file name of at most 100 letters, digits, '_', '-', "
+            "'.' or '+', starting with a letter or digit (no '/', no spaces)"
+        )
+    return text
+
+
+def default_name(stem: str) -> str:
+    """A run name made from a file or folder name: every character a name may not hold becomes '-'."""
+    name = re.sub(r"[^\w.+-]", "-", stem).lstrip(".+-")[:100]
+    return name if name and _NAME.match(name) else "run"
+
 
 PositiveInt = Annotated[int, Field(ge=1)]
+RunName = Annotated[str, AfterValidator(_check_name)]
 SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
 AlertRule = Annotated[str, AfterValidator(_check_alert)]
@@ -95,7 +118,7 @@ class ModelConfig(Section):
     max_seq_len, dropout, init_from and freeze. Giving a key the chosen type does not use is an error.
     """
 
-    type: Literal["minigpt", "mlp_lm"] = Field("minigpt", json_schema_extra=OMIT_DEFAULT)
+    type: Literal["minigpt", "mlp_lm"] = "minigpt"
     n_layer: PositiveInt = 2
     n_head: PositiveInt = 4
     d_model: PositiveInt = 64
@@ -104,15 +127,15 @@ class ModelConfig(Section):
     max_seq_len: PositiveInt = 32
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     init_from: str | None = Field(None, min_length=1, description="safetensors file, export folder or Hub id")
-    attn_scale: float | None = Field(None, gt=0, json_schema_extra=OMIT_DEFAULT,
-                                     description="minigpt: attention score scale (default 1/sqrt(d_model/n_head))")
+    dtype: Literal["float32", "float64"] = Field("float32", description="parameters and activations")
+    attn_scale: float | None = Field(None, gt=0, description="minigpt: attention score scale (default 1/sqrt(D))")
     context: PositiveInt | None = Field(None, description="mlp_lm: characters read before each prediction")
     d_embed: PositiveInt | None = Field(None, description="mlp_lm: size of each character's vector")
     hidden: list[PositiveInt] | None = Field(None, min_length=1, description="mlp_lm: hidden layer widths")
     activation: Literal["tanh", "relu", "gelu"] | None = Field(None, description="mlp_lm: hidden activation")
     freeze: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, json_schema_extra=OMIT_DEFAULT,
-        description="glob patterns of parameter names to keep fixed (no gradient, no optimizer state)",
+        default_factory=list, description="parameter name globs or module paths to keep fixed (no gradient, no "
+                                          "optimizer state)"
     )
 
     @model_validator(mode="after")
@@ -131,7 +154,7 @@ class ModelConfig(Section):
         return self.d_model if self.type == "minigpt" else max([*self.hidden, self.context * self.d_embed])
 
 
-_MODEL_HOME_KEYS = {"type", "vocab_size", "max_seq_len", "dropout", "init_from", "freeze"}
+_MODEL_HOME_KEYS = {"type", "vocab_size", "max_seq_len", "dropout", "init_from", "dtype", "freeze"}
 MODEL_KEYS: dict[str, set[str]] = {name: _MODEL_HOME_KEYS | set(model_keys(name)) for name in MODELS}
 
 
@@ -148,6 +171,7 @@ class DataConfig(Section):
     val_path: str = Field("data/processed/val.jsonl", min_length=1)
     dev_path: str | None = Field(None, min_length=1, description="default: dev<ext> beside train_path")
     vocab_path: str | None = Field(None, min_length=1, description="default: vocab.json beside train_path")
+    test_path: str | None = Field(None, min_length=1, description="optional split scored once, after training")
     heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
     loss_on: Literal["answer", "all"] = "answer"
 
@@ -170,6 +194,7 @@ class ParamGroup(Section):
 
     pattern: str = Field(min_length=1, description="glob on parameter names, e.g. 'transformer.h.*.attn.*'")
     lr_scale: float | None = Field(None, ge=0, description="this group's lr = schedule lr · lr_scale")
+    lr: float | None = Field(None, gt=0, description="this group's own peak lr: lr_scale = lr / optimizer.lr_max")
     weight_decay: float | None = Field(None, ge=0)
 
 
@@ -208,6 +233,7 @@ class OptimizerConfig(Section):
     centered: bool | None = None
     lr_decay: float | None = Field(None, ge=0, description="Adagrad's lr decay")
     initial_accumulator_value: float | None = Field(None, ge=0)
+    amsgrad: bool | None = Field(None, description="adam/adamw: divide by the largest second moment so far")
     clip: float | None = Field(None, gt=0, description="max global gradient L2 norm (lab 01's home)")
     clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
     groups: list[ParamGroup] = Field(default_factory=list, description="per-parameter overrides by name")
@@ -221,7 +247,12 @@ class OptimizerConfig(Section):
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `build_optimizer(self.type, named_params, **kwargs)`."""
         keys = {k: getattr(self, k) for k in optimizer_keys(self.type) if k not in ("lr", "groups", "buffer")}
-        groups = [g.model_dump(exclude_none=True) for g in self.groups]
+        groups = []
+        for group in self.groups:
+            rule = group.model_dump(exclude_none=True, exclude={"lr"})
+            if group.lr is not None:  # the spec's absolute lr: the schedule scales every group alike
+                rule["lr_scale"] = group.lr / self.lr_max
+            groups.append(rule)
         return {"lr": self.lr_max, **keys, **({"groups": groups} if groups else {})}
 
 
@@ -243,7 +274,10 @@ class SchedulerConfig(Section):
         "warmup_cosine"
     )
     warmup_steps: int = Field(0, ge=0)
+    warmup_ratio: float | None = Field(None, ge=0, lt=1, description="warm-up as a share of the run's steps")
+    warmup_start_lr: float = Field(0.0, ge=0, description="the warm-up rises from here to lr_max")
     total_steps: PositiveInt | None = Field(None, description="lab 01's home of training.total_steps")
+    decay_steps: PositiveInt | None = Field(None, description="steps of the decay after the warm-up (spec: T_max)")
     step_size: PositiveInt | None = Field(None, description="step: multiply by gamma every step_size steps")
     gamma: float | None = Field(None, gt=0, le=1, description="step / exponential decay factor")
     factor: float | None = Field(None, gt=0, lt=1, description="plateau: multiply by factor on a plateau")
@@ -255,6 +289,7 @@ class SchedulerConfig(Section):
     pct_start: float | None = Field(None, gt=0, lt=1, description="one_cycle: share of steps spent rising")
     div_factor: float | None = Field(None, ge=1, description="one_cycle: start lr = lr_max / div_factor")
     final_div_factor: float | None = Field(None, ge=1, description="one_cycle: end lr = start / final_div_factor")
+    anneal_strategy: Literal["cos", "linear"] | None = Field(None, description="one_cycle: curve shape")
 
     @model_validator(mode="after")
     def _type_defaults(self) -> SchedulerConfig:
@@ -270,7 +305,7 @@ class SchedulerConfig(Section):
         ]
 
 
-_SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "total_steps"}
+_SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "warmup_ratio", "total_steps"}
 SCHEDULER_KEYS: dict[str, set[str]] = {
     name: _SCHEDULER_HOME_KEYS | (set(schedule_keys(name)) - {"lr_max", "lr_min"}) | (
         {"metric"} if name == "plateau" else set()
@@ -298,10 +333,17 @@ class EarlyStoppingConfig(Section):
     mode: Literal["min", "max"] = "min"
 
 
+ValMetric = Literal["loss", "perplexity", "token_accuracy", "exact_match"]
+VAL_METRICS: tuple[str, ...] = ValMetric.__args__
+ALWAYS_MEASURED = ["loss", "perplexity"]  # val_loss and val_ppl: best checkpoints and early stopping read them
+
+
 class TrainingConfig(Section):
     """The loop: batch, length (exactly one of total_steps / epochs / duration), cadences, seeds."""
 
     batch_size: PositiveInt = 8
+    shuffle: bool = Field(True, description="false: every epoch in file order (no data RNG)")
+    drop_last: bool = Field(True, description="false: an epoch ends with a smaller batch of the rest")
     total_steps: PositiveInt | None = None
     epochs: PositiveInt | None = None
     duration: Duration | None = Field(None, description="wall-clock budget, e.g. '90s' or '1h30m'")
@@ -309,6 +351,9 @@ class TrainingConfig(Section):
     clip: float | None = Field(None, gt=0, description="max global gradient L2 norm")
     clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
     val_every: PositiveInt = 50
+    val_every_epoch: bool = Field(False, description="validate once per epoch (val_every = steps per epoch)")
+    val_metrics: list[ValMetric] = Field(default_factory=lambda: list(ALWAYS_MEASURED),
+                                         description="what each validation logs besides loss and perplexity")
     log_every: PositiveInt = 10
     loss_reduction: Literal["token_mean"] = "token_mean"
     rng_seed: SeedInt = 42
@@ -316,12 +361,53 @@ class TrainingConfig(Section):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     early_stopping: EarlyStoppingConfig | None = None
 
+    @model_validator(mode="after")
+    def _metrics_in_order(self) -> TrainingConfig:
+        # loss and perplexity are always measured; the list is kept in one order, so equal choices hash equal.
+        chosen = set(self.val_metrics) | set(ALWAYS_MEASURED)
+        object.__setattr__(self, "val_metrics", [m for m in VAL_METRICS if m in chosen])
+        return self
+
+
+class AlertSpec(Section):
+    """An alert in the spec's mapping form: `{condition: "loss > 10", action: warn, message: "..."}`."""
+
+    condition: str = Field(min_length=1)
+    action: Literal["warn", "halt"]
+    message: str | None = None
+
+    @model_validator(mode="after")
+    def _parses(self) -> AlertSpec:
+        parse_alert(self.rule_text())
+        return self
+
+    def rule_text(self) -> str:
+        return f"{self.condition}: {self.action}"
+
+
+def _alert_form(value: Any) -> str:
+    return UNION_TAGS[1] if isinstance(value, dict | AlertSpec) else UNION_TAGS[0]
+
+
+# Either form; the tag picks the one to validate, so a bad rule gets the rule's message, not two union errors.
+# The tags appear in pydantic's error locations; problems.py drops them.
+AlertEntry = Annotated[
+    Annotated[AlertRule, Tag(UNION_TAGS[0])] | Annotated[AlertSpec, Tag(UNION_TAGS[1])], Discriminator(_alert_form)
+]
+
 
 class MonitoringConfig(Section):
     """Progress display and declarative alerts (grammar in minitrain/monitor/alerts.py)."""
 
     progress: Literal["auto", "bar", "plain", "none"] = "auto"
-    alerts: list[AlertRule] = Field(default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt'")
+    alerts: list[AlertEntry] = Field(
+        default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt', or {condition, action, message}",
+    )
+
+    def alert_rules(self) -> list[Alert]:
+        """Every alert parsed, in order, each with its message (what `AlertMonitor` takes)."""
+        return [parse_alert(a) if isinstance(a, str) else parse_alert(a.rule_text(), a.message or "")
+                for a in self.alerts]
 
 
 class OutputConfig(Section):
@@ -345,7 +431,7 @@ class PublishConfig(Section):
 class Config(Section):
     """A whole training config. Build it with `minitrain.config.load_config` (which runs every rule)."""
 
-    name: str | None = Field(None, min_length=1)
+    name: RunName | None = None
     version: str | None = Field(None, min_length=1)
     description: str | None = None
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -399,6 +485,18 @@ class Config(Section):
             return self.training.epochs * steps_per_epoch
         return None
 
+    def resolve_warmup(self, total_steps: int | None) -> int:
+        """Warm-up steps: scheduler.warmup_steps, or warmup_ratio · total_steps rounded (below total_steps, and 0
+        while the run's length is unknown)."""
+        ratio = self.scheduler.warmup_ratio
+        if ratio is None:
+            return self.scheduler.warmup_steps
+        return min(round(ratio * total_steps), total_steps - 1) if total_steps else 0
+
+    def resolve_val_every(self, steps_per_epoch: int) -> int:
+        """Steps between validations: training.val_every, or one epoch's steps with val_every_epoch."""
+        return max(steps_per_epoch, 1) if self.training.val_every_epoch else self.training.val_every
+
     def scheduler_kwargs(self, total_steps: int | None) -> dict[str, Any]:
         """Keyword arguments for `build_scheduler(cfg.scheduler.type, optimizer, **kwargs)`.
 
@@ -410,6 +508,7 @@ class Config(Section):
             "lr_max": self.optimizer.lr_max,
             "lr_min": self.optimizer.lr_min,
             "total_steps": total_steps,
+            "warmup_steps": self.resolve_warmup(total_steps),
         }
         return {k: values[k] for k in schedule_keys(self.scheduler.type)}
 
@@ -422,3 +521,25 @@ class Config(Section):
     def output_dir(self) -> str:
         """The run folder: output.dir, or runs/<name> when it is not set."""
         return self.output.dir or f"runs/{self.name or 'run'}"
+
+
+# Keys added after lab 01's first runs, each with the value that means "as before". resolved_dict leaves a key
+# out while it holds this value, so earlier runs keep their config.resolved.yaml and config hash. "*" stands for
+# every item of a list.
+ADDED_KEYS: dict[tuple[str, ...], Any] = {
+    ("model", "type"): "minigpt",
+    ("model", "attn_scale"): None,
+    ("model", "freeze"): [],
+    ("model", "dtype"): "float32",
+    ("data", "test_path"): None,
+    ("optimizer", "amsgrad"): False,
+    ("optimizer", "groups", "*", "lr"): None,
+    ("scheduler", "warmup_ratio"): None,
+    ("scheduler", "warmup_start_lr"): 0.0,
+    ("scheduler", "decay_steps"): None,
+    ("scheduler", "anneal_strategy"): "cos",
+    ("training", "shuffle"): True,
+    ("training", "drop_last"): True,
+    ("training", "val_every_epoch"): False,
+    ("training", "val_metrics"): ALWAYS_MEASURED,
+}

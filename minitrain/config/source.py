@@ -6,7 +6,9 @@ the way messages show it: `optimizer.lr_max`, `monitoring.alerts[2]`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
 KeyPath = tuple[str | int, ...]
 
@@ -19,12 +21,25 @@ def dotted(path: KeyPath) -> str:
     return text or "<root>"
 
 
+def value_at(data: Any, path: KeyPath) -> Any:
+    """The value at `path` in nested dicts and lists; KeyError when it is not there."""
+    for part in path:
+        found = (isinstance(data, dict) and part in data) or (
+            isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data))
+        if not found:
+            raise KeyError(part)
+        data = data[part]
+    return data
+
+
 @dataclass
 class ConfigSource:
     """The config file (None for a dict built in code), its text, the `--set` list and each key's origin.
 
     `lines` maps a key path to the 1-based line of that key in the file; `origins` maps a key path set on the
-    command line to the override that set it (`--set training.batch_size=16`, `--seed 3`).
+    command line to the override that set it (`--set training.batch_size=16`, `--seed 3`). `renamed` maps a
+    minitrain key to the spec key the user wrote for it (`training.batch_size` → `data.loader.batch_size`,
+    minitrain/config/spec.py), and `notes` lists the keys accepted with no effect.
     """
 
     path: str | None = None
@@ -32,9 +47,28 @@ class ConfigSource:
     overrides: tuple[str, ...] = ()
     lines: dict[KeyPath, int] = field(default_factory=dict)
     origins: dict[KeyPath, str] = field(default_factory=dict)
+    renamed: dict[KeyPath, KeyPath] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def spelled(self, path: KeyPath) -> KeyPath:
+        """`path` as the user wrote it: under a moved spec key's own name (the longest renamed prefix wins)."""
+        for end in range(len(path), 0, -1):
+            if path[:end] in self.renamed:
+                return self.renamed[path[:end]] + path[end:]
+        return path
+
+    def spell_message(self, message: str) -> str:
+        """`message` with each minitrain key the user wrote under its spec name called by that name."""
+        for home, spelled in self.renamed.items():
+            if home != spelled:
+                name = dotted(spelled)
+                pattern = r"(?<![\w.])" + re.escape(dotted(home)) + r"(?![\w\[])"
+                message = re.sub(pattern, lambda _, name=name: name, message)
+        return message
 
     def where(self, path: KeyPath) -> str:
         """`file:line`, `--set k=v`, or the file alone, for the key at `path` or its nearest located parent."""
+        path = self.spelled(path)
         for end in range(len(path), -1, -1):
             prefix = path[:end]
             if prefix in self.origins:

@@ -84,26 +84,32 @@ class TrainBatcher:
     is never used for anything else. An epoch is `steps_per_epoch = N // batch_size` batches; the few rows
     left over wait for a later epoch's permutation, so every batch has the same shape.
 
+    `shuffle=False` keeps the file order in every epoch (the data RNG is not drawn from); `drop_last=False`
+    ends each epoch with one smaller batch of the rows left over, so an epoch is ⌈N / batch_size⌉ batches and
+    sees every row.
+
     The state is (epoch, position, RNG state *before* this epoch's permutation was drawn): redrawing the
     permutation from it reproduces the epoch, so a resumed run sees exactly the batches of an uninterrupted one.
     """
 
-    def __init__(self, data: Batch, batch_size: int, data_seed: int) -> None:
+    def __init__(
+        self, data: Batch, batch_size: int, data_seed: int, shuffle: bool = True, drop_last: bool = True
+    ) -> None:
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
         self.data = data
         self.num_records = len(data.input)
         if self.num_records < batch_size:
             raise UserError(f"the training split has {self.num_records} records, fewer than batch_size {batch_size}")
-        self.batch_size = batch_size
-        self.steps_per_epoch = self.num_records // batch_size
+        self.batch_size, self.shuffle = batch_size, shuffle
+        self.steps_per_epoch = batches_per_epoch(self.num_records, batch_size, drop_last)
         self._rng = np.random.Generator(np.random.PCG64(data_seed))
         self.epoch = -1
         self._start_epoch()
 
     def _start_epoch(self) -> None:
         self._epoch_rng_state = self._rng.bit_generator.state
-        self._order = self._rng.permutation(self.num_records)
+        self._order = self._rng.permutation(self.num_records) if self.shuffle else np.arange(self.num_records)
         self.epoch += 1
         self.position = 0  # batches of this epoch already handed out
 
@@ -145,6 +151,11 @@ class TrainBatcher:
         self.epoch = state["epoch"] - 1
         self._start_epoch()
         self.position = state["position"]
+
+
+def batches_per_epoch(num_records: int, batch_size: int, drop_last: bool = True) -> int:
+    """⌊N / batch_size⌋ full batches, or ⌈N / batch_size⌉ when the last, smaller one is kept."""
+    return num_records // batch_size if drop_last else -(-num_records // batch_size)
 
 
 class EvalBatcher:

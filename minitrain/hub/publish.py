@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2  # huggingface_hub's HTTP library: its errors are what a failed request raises
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
 from minitrain.errors import UserError
 from minitrain.hub.export import export_model
@@ -65,8 +67,10 @@ def publish(
     private: bool = False,
     dry_run: bool = False,
     log: Callable[[str], None] = print,
+    quiet: bool = False,
 ) -> str:
-    """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go)."""
+    """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go).
+    `quiet`: no upload progress bars (`train --quiet`)."""
     check_repo_id(repo_id)
     api = HfApi()
     if not dry_run and (problem := missing_token(repo_id)):
@@ -81,8 +85,9 @@ def publish(
             return f"{api.endpoint}/{repo_id}"
         try:
             url = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
-            api.upload_folder(repo_id=repo_id, folder_path=tmp, token=token,
-                              commit_message=f"Upload MiniGPT from {Path(run_dir).name} with minitrain")
+            with _progress_bars(not quiet):
+                api.upload_folder(repo_id=repo_id, folder_path=tmp, token=token,
+                                  commit_message=f"Upload MiniGPT from {Path(run_dir).name} with minitrain")
         except (httpx2.HTTPError, RuntimeError) as err:
             # The client wraps a failed LFS upload in a RuntimeError whose cause is the HTTP error.
             cause = err.__cause__ if isinstance(err, RuntimeError) else err
@@ -93,10 +98,24 @@ def publish(
     return str(url)
 
 
-def maybe_publish_after_training(cfg, run_dir: str | Path, status: str) -> str | None:
+@contextmanager
+def _progress_bars(shown: bool) -> Iterator[None]:
+    """huggingface_hub's progress bars off inside the block when not `shown`, as they were after it."""
+    was_disabled = are_progress_bars_disabled()
+    if not shown:
+        disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not shown and not was_disabled:
+            enable_progress_bars()
+
+
+def maybe_publish_after_training(cfg, run_dir: str | Path, status: str, quiet: bool = False) -> str | None:
     """Run the config's `publish:` section after a training run that ended well; else do nothing.
 
-    Called by the training command once the run folder is complete. Returns the repo URL when it published.
+    Called by the training command once the run folder is complete (`quiet`: no progress bars). Returns the
+    repo URL when it published.
     """
     if cfg.publish is None:
         return None
@@ -104,4 +123,4 @@ def maybe_publish_after_training(cfg, run_dir: str | Path, status: str) -> str |
         print(f"Not publishing to {cfg.publish.repo}: the run ended with status {status!r}")
         return None
     print(f"Publishing to {cfg.publish.repo} (publish: section of the config)")
-    return publish(run_dir, cfg.publish.repo, private=cfg.publish.private)
+    return publish(run_dir, cfg.publish.repo, private=cfg.publish.private, quiet=quiet)

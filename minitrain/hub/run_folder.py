@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from minitrain.artifacts import REPO_ROOT
 from minitrain.checkpoint import CheckpointManager, load_model_file
+from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
 from minitrain.hub.gpt2 import check_state_dict
 
@@ -71,10 +71,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _run_config(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     resolved = run_dir / "config.resolved.yaml"
     if resolved.is_file():
-        try:
-            loaded = yaml.safe_load(resolved.read_text(encoding="utf-8"))
-        except yaml.YAMLError as e:
-            raise UserError(f"{resolved}: not valid YAML ({e})") from None
+        loaded = load_yaml_file(resolved, "resolved config")
         return loaded if isinstance(loaded, dict) else {}
     config = manifest.get("config")
     return config if isinstance(config, dict) else {}

@@ -33,6 +33,8 @@ from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, 
 from minitrain.architectures import DEFAULT_TYPE, build_model, model_keys, model_type
 from minitrain.checkpoint import FORMAT as MINITRAIN_FORMAT
 from minitrain.checkpoint import load_model_file
+from minitrain.config.problems import Problem
+from minitrain.config.schema import Config
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import WEIGHTS_FILE
@@ -147,22 +149,41 @@ def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> s
     Returns where the weights came from.
     """
     pretrained = load_pretrained(spec)
-    if vocab_path is not None and pretrained.vocab_path is not None:
+    _check_fits(pretrained, spec, model.config, vocab_path)
+    model.load_state_dict(pretrained.state, source=f"{KEY} {spec} ({pretrained.where})")
+    return pretrained.where
+
+
+def init_from_problems(cfg: Config) -> list[Problem]:
+    """What `init_model_from` would refuse in `cfg`'s model.init_from, as config problems (so `validate` finds
+    a missing source or one of another architecture, exit code 2, before `train` starts)."""
+    spec = cfg.model.init_from
+    if spec is None:
+        return []
+    try:
+        model_config = {k: v for k, v in cfg.model.architecture().items() if k != "type" or v != DEFAULT_TYPE}
+        _check_fits(load_pretrained(spec), spec, model_config, cfg.data.vocab_path)
+    except UserError as exc:
+        return [Problem(("model", "init_from"), str(exc).removeprefix(f"{KEY} "))]
+    return []
+
+
+def _check_fits(pretrained: Pretrained, spec: str, model_config: dict[str, Any], vocab_path) -> None:
+    if vocab_path is not None and pretrained.vocab_path is not None and Path(vocab_path).is_file():
         ours, theirs = CharTokenizer.load(vocab_path).chars, CharTokenizer.load(pretrained.vocab_path).chars
         if ours != theirs:
             raise UserError(f"{KEY} {spec}: its vocabulary ({pretrained.vocab_path}, {len(theirs)} characters) "
                             f"differs from data.vocab_path ({vocab_path}, {len(ours)} characters)")
     # n_head changes no tensor shape, so only the configs can tell that the heads would be cut differently;
     # the other keys would show as tensor errors too, but one per tensor. Dropout may change when training on.
-    theirs, ours = _model_keys(pretrained), {"type": model_type(model.config), **model.config}
+    theirs, ours = _model_keys(pretrained), {"type": model_type(model_config), **model_config}
     theirs.setdefault("type", DEFAULT_TYPE)
-    differ = [f"{k} {theirs.get(k)} (this config: {ours.get(k)})" for k in sorted(theirs.keys() | ours.keys())
+    keys = [*ours, *(k for k in theirs if k not in ours)]  # the architecture's own order
+    differ = [f"{k} {theirs.get(k)} (this config: {ours.get(k)})" for k in keys
               if k != "dropout" and theirs.get(k) != ours.get(k)]
     if differ:
         raise UserError(f"{KEY} {spec}: a model of another architecture: {', '.join(differ)}; make the model "
                         f"section match it (`minitrain init --base {spec}` writes one that does)")
-    model.load_state_dict(pretrained.state, source=f"{KEY} {spec} ({pretrained.where})")
-    return pretrained.where
 
 
 def _model_keys(pretrained: Pretrained) -> dict[str, Any]:

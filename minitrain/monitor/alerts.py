@@ -9,7 +9,7 @@ Grammar (parsed by a regex tokenizer and a few lines of recursive descent; nothi
                 | metric op NUMBER                      op := ">" | ">=" | "<" | "<="
     metric     := identifier                            a key of the logged row: loss, val_loss, grad_norm, lr, ...
 
-Use from the loop: build `AlertMonitor(cfg.monitoring.alerts)` once, call `check(step, row)` on every logged row
+Use from the loop: build `AlertMonitor(cfg.monitoring.alert_rules())` once, call `check(step, row)` on every logged row
 (a dict such as `{"loss": 2.3, "lr": 3e-4, "grad_norm": 0.8}`), print each returned `Fired.message`, and stop
 the run when `any(f.action == "halt" for f in fired)`. A threshold or nan alert fires when its condition becomes
 true and re-arms when it is false again; a stall alert fires once per stall and re-arms on a new minimum.
@@ -44,6 +44,7 @@ class Alert:
     op: str = ""
     value: float = 0.0
     window: int = 0
+    message: str = ""  # the user's own words, shown when it fires (the spec's mapping form)
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,9 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def parse_alert(text: str) -> Alert:
-    """Parse one rule; ValueError with a message naming the problem (used by config validation too)."""
+def parse_alert(text: str, message: str = "") -> Alert:
+    """Parse one rule (`message`: words to show when it fires); ValueError naming the problem (config validation
+    uses it too)."""
     if not isinstance(text, str) or ":" not in text:
         raise ValueError(f"alert {text!r} must look like 'CONDITION: ACTION', e.g. 'loss > 10: warn'")
     condition_text, _, action = text.rpartition(":")
@@ -80,7 +82,7 @@ def parse_alert(text: str) -> Alert:
     kinds = [k if k != "punct" else v for k, v in toks]
     values = [v for _, v in toks]
     if values == ["nan"]:
-        return Alert(text, "nan", action, metric="*")
+        return Alert(text, "nan", action, metric="*", message=message)
     if kinds[-4:] == ["name", "(", "number", ")"] and values[-4] == "stall":
         metric = "loss"
         if len(toks) == 6 and kinds[:2] == ["name", "."]:
@@ -90,9 +92,10 @@ def parse_alert(text: str) -> Alert:
         window = values[-2]
         if not window.isdigit() or int(window) < 1:
             raise ValueError(f"alert {text!r}: stall needs a whole number of steps >= 1 (got {window})")
-        return Alert(text, "stall", action, metric=metric, window=int(window))
+        return Alert(text, "stall", action, metric=metric, window=int(window), message=message)
     if kinds == ["name", "op", "number"]:
-        return Alert(text, "threshold", action, metric=values[0], op=values[1], value=float(values[2]))
+        return Alert(text, "threshold", action, metric=values[0], op=values[1], value=float(values[2]),
+                     message=message)
     raise ValueError(
         f"alert {text!r}: condition must be 'METRIC > NUMBER' (or >=, <, <=), 'stall(N)' or 'nan'"
     )
@@ -117,7 +120,8 @@ class AlertMonitor:
         for i, alert in enumerate(self.alerts):
             message = self._evaluate(i, alert, step, row)
             if message is not None:
-                fired.append(Fired(alert, step, alert.action, f"alert '{alert.text}' at step {step}: {message}"))
+                said = f" ({alert.message})" if alert.message else ""
+                fired.append(Fired(alert, step, alert.action, f"alert '{alert.text}' at step {step}: {message}{said}"))
         return fired
 
     def _evaluate(self, i: int, alert: Alert, step: int, row: Mapping[str, Any]) -> str | None:

@@ -10,8 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log
@@ -50,14 +49,7 @@ def run_summary(run_dir: str | Path) -> str:
         lines += ["manifest:", *_scalars(manifest)]
     resolved = run / "config.resolved.yaml"
     if resolved.is_file():
-        try:
-            cfg = yaml.safe_load(resolved.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"{resolved}: cannot read ({exc})", 2) from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f":{mark.line + 1}" if mark is not None else ""
-            raise UserError(f"{resolved}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})", 2) from None
+        cfg = load_yaml_file(resolved, "resolved config")
         cfg = cfg if isinstance(cfg, dict) else {}
         model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
         shape = ", ".join(f"{k} {model[k]}" for k in SHAPE_KEYS if k in model)

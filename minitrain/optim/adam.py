@@ -27,7 +27,8 @@ class Adam(AdamW):
         beta2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        amsgrad: bool = False,
         groups: Sequence[Mapping[str, object]] | None = None,
         buffer: ParameterBuffer | None = None,
     ) -> None:
-        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, groups, buffer)
+        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, amsgrad, groups, buffer)

@@ -42,7 +42,7 @@ class Lamb(AdamW):
         groups: Sequence[Mapping[str, object]] | None = None,
         buffer: ParameterBuffer | None = None,
     ) -> None:
-        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, groups, buffer)
+        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, groups=groups, buffer=buffer)
 
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float

@@ -1,0 +1,373 @@
+"""The spec's manifest shape (entrenar YAML mode 1.0, docs/yaml-mode.md) read into minitrain's one schema.
+
+A config may use lab 01's keys, the spec's keys, or both. `translate(data, source)` runs before the schema and
+moves every spec key to its home in minitrain's schema, so there is one schema, one set of rules and one
+resolved config (always in minitrain's keys). It remembers where each moved value came from
+(`source.renamed`): a problem with `training.batch_size` is reported as `data.loader.batch_size`, at the line
+where the user wrote it. Giving one setting under both names is an error naming both.
+
+What happens to each key is in the tables of `spec_keys.py` (renamed, no effect, not yet, cannot); the
+converters below handle the keys whose value changes shape (optimizer.betas [b1, b2] → beta1, beta2; the root
+seed → both seeds; ...). `json_schema` adds the spec's accepted keys to minitrain's JSON Schema.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from minitrain.config.problems import Problem, suggest
+from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at
+from minitrain.config.spec_keys import (
+    CLASSIFIER_METRICS,
+    FORMAT_VERSION,
+    NO_EFFECT,
+    RENAMED,
+    SPEC_SECTIONS,
+    SPEC_VERSION,
+    URI_SCHEMES,
+    VALUE_KINDS,
+    VALUE_MAPS,
+    accepted_values,
+    classify,
+    key_path,
+    spec_keys_in,
+    value_word,
+)
+
+
+def _leaf_items(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    """(path, value) of every mapping key, deepest first within a section, lists walked item by item."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in list(items):
+        yield from _leaf_items(value, (*path, key))
+        yield (*path, key), value
+
+
+class _Translation:
+    """One translation: the document, where problems and notes go, and the helpers that move values."""
+
+    def __init__(self, data: dict, source: ConfigSource) -> None:
+        self.data, self.source = data, source
+        self.problems: list[Problem] = []
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def get(self, path: KeyPath) -> Any:
+        return value_at(self.data, path)
+
+    def pop(self, path: KeyPath) -> Any:
+        parent = self.get(path[:-1])
+        return parent.pop(path[-1])
+
+    def put(self, home: KeyPath, value: Any, spelled: KeyPath) -> None:
+        """Set `home` to `value`, which the user wrote at `spelled`; an error if `home` is already given."""
+        node = self.data
+        for part in home[:-1]:
+            # a list item (optimizer.groups[0]) exists: the value came from it
+            child = node.setdefault(part, {}) if isinstance(node, dict) else node[part]
+            if not isinstance(child, dict | list):
+                return  # the section is not a mapping: the schema reports it
+            node = child
+        if node.get(home[-1]) is not None:
+            first = self.source.renamed.get(home, home)
+            self.problem(spelled, f"also given as {dotted(first)}; give it in one place only")
+            return
+        node[home[-1]] = value
+        self.source.renamed[home] = self.source.spelled(spelled)  # through any move of a section above it
+
+
+def translate(data: dict, source: ConfigSource) -> list[Problem]:
+    """Move every spec key of `data` (in place) to its minitrain home; the problems found on the way.
+
+    Refused keys are removed (with a problem naming why), keys without effect are removed (with a note in
+    `source.notes`), so the schema sees only minitrain's keys, plus any key that is neither: that one it
+    reports as unknown, with a suggestion.
+    """
+    t = _Translation(data, source)
+    _headers(t)
+    _refuse_and_note(t)
+    for spec, home in RENAMED.items():
+        for path in _concrete(t.data, key_path(spec)):
+            _move(t, path, key_path(home), VALUE_MAPS.get(spec))
+    for convert in CONVERTERS:
+        convert(t)
+    _drop_spec_sections(t)
+    return t.problems
+
+
+def _concrete(data: Any, pattern: KeyPath, prefix: KeyPath = ()) -> list[KeyPath]:
+    """The paths in `data` that match `pattern` ("*" for list items)."""
+    if not pattern:
+        return [prefix]
+    head, rest = pattern[0], pattern[1:]
+    if head == "*":
+        items = range(len(data)) if isinstance(data, list) else ()
+        return [p for i in items for p in _concrete(data[i], rest, (*prefix, i))]
+    if isinstance(data, dict) and head in data:
+        return _concrete(data[head], rest, (*prefix, head))
+    return []
+
+
+def _move(t: _Translation, path: KeyPath, home_pattern: KeyPath, value_map: dict | None) -> None:
+    home = tuple(path[i] if part == "*" else part for i, part in enumerate(home_pattern))
+    value = t.pop(path)
+    if value is None:
+        return  # the spec writes null for "not set" (clip_value: null)
+    if value_map is not None and isinstance(value, str | bool) and value in value_map:
+        value = value_map[value]
+    t.put(home, value, path)
+
+
+def _headers(t: _Translation) -> None:
+    if "entrenar" in t.data:
+        version = t.data.pop("entrenar")
+        if str(version) != SPEC_VERSION:
+            t.problem(("entrenar",), f"this minitrain reads version {SPEC_VERSION} of the YAML-mode spec "
+                                     f'(entrenar: "{SPEC_VERSION}"), not {version!r}')
+    if "minitrain" in t.data:
+        version = t.data.pop("minitrain")
+        if version != FORMAT_VERSION or isinstance(version, bool):
+            t.problem(("minitrain",), f"config format {FORMAT_VERSION} is the only one (minitrain: "
+                                      f"{FORMAT_VERSION}), not {version!r}")
+
+
+def _refuse_and_note(t: _Translation) -> None:
+    for path, value in list(_leaf_items(t.data)):
+        try:
+            t.get(path)  # a parent refused earlier took it away
+        except KeyError:
+            continue
+        if path[-1:] == ("source",) and isinstance(value, str) and _uri_problem(t, path, value):
+            t.pop(path)
+            continue
+        found = classify(path, value)
+        if found is None:
+            continue
+        kind, reason = found
+        if kind == "no_effect":
+            check = NO_EFFECT.get(dotted(path)) or NO_EFFECT.get(f"{dotted(path)}={value_word(value)}")
+            rule = check[0] if check else ""
+            if rule and not VALUE_KINDS[rule][0](value):
+                t.problem(path, f"must be {VALUE_KINDS[rule][1]} (got {value!r})")
+            else:
+                t.source.notes.append(f"{dotted(path)}: accepted, no effect ({reason})")
+        elif kind == "not_yet":
+            t.problem(path, f"not supported yet: {reason}")
+        else:
+            t.problem(path, f"not supported on CPU NumPy: {reason}")
+        t.pop(path)
+    for listed in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
+        path = key_path(listed)
+        try:
+            value = t.get(path)
+        except KeyError:
+            continue
+        allowed = accepted_values(path)
+        t.problem(path, f"must be {' or '.join(allowed)} (got {value!r})")
+        t.pop(path)
+
+
+def _uri_problem(t: _Translation, path: KeyPath, value: str) -> bool:
+    """Report a source URI minitrain cannot read (True), or leave it to the tables (False)."""
+    scheme = value.split("://", 1)[0] + "://" if "://" in value else None
+    if scheme is None or path not in (("model", "source"), ("data", "source")):
+        return False
+    if scheme not in URI_SCHEMES:
+        t.problem(path, f"{scheme} is not a source minitrain reads (a local path, or hf://user/repo for a model)")
+        return True
+    reason = URI_SCHEMES[scheme]
+    if reason is not None:
+        t.problem(path, f"not supported: {reason}")
+        return True
+    return False
+
+
+# --- converters: keys whose value changes shape -----------------------------------------------------------------
+
+
+def _model_source(t: _Translation) -> None:
+    """model.source hf://user/repo is model.init_from user/repo (a Hub id); a local path stays as it is."""
+    home = ("model", "init_from")
+    value = t.data.get("model", {}).get("init_from") if isinstance(t.data.get("model"), dict) else None
+    if t.source.renamed.get(home) == ("model", "source") and isinstance(value, str) and value.startswith("hf://"):
+        t.data["model"]["init_from"] = value.removeprefix("hf://")
+
+
+def _betas(t: _Translation) -> None:
+    """optimizer.betas [b1, b2] is beta1 and beta2."""
+    optimizer = t.data.get("optimizer")
+    if not isinstance(optimizer, dict) or "betas" not in optimizer:
+        return
+    betas = optimizer.pop("betas")
+    numbers = isinstance(betas, list) and len(betas) == 2 and all(
+        isinstance(b, int | float) and not isinstance(b, bool) for b in betas)
+    if not numbers:
+        t.problem(("optimizer", "betas"), f"write betas: [0.9, 0.95] (two numbers) or beta1/beta2 (got {betas!r})")
+        return
+    for i, beta in enumerate(betas):
+        t.put(("optimizer", f"beta{i + 1}"), beta, ("optimizer", "betas", i))
+
+
+def _early_stopping_enabled(t: _Translation) -> None:
+    """training.early_stopping.enabled: false turns the section off; true is what the section's presence says."""
+    stop = t.data.get("training", {}).get("early_stopping") if isinstance(t.data.get("training"), dict) else None
+    if not isinstance(stop, dict) or "enabled" not in stop:
+        return
+    enabled = stop.pop("enabled")
+    if not isinstance(enabled, bool):
+        t.problem(("training", "early_stopping", "enabled"), f"must be true or false (got {enabled!r})")
+    elif not enabled:
+        del t.data["training"]["early_stopping"]
+
+
+def _metrics(t: _Translation) -> None:
+    """A classifier's metrics in training.val_metrics are refused with the reason (token_accuracy for accuracy)."""
+    metrics = t.data.get("training", {}).get("val_metrics") if isinstance(t.data.get("training"), dict) else None
+    if not isinstance(metrics, list):
+        return
+    spelled = t.source.renamed.get(("training", "val_metrics"), ("training", "val_metrics"))
+    for i, metric in reversed(list(enumerate(metrics))):
+        if metric in CLASSIFIER_METRICS:
+            hint = "; for a language model's accuracy use token_accuracy" if metric == "accuracy" else ""
+            t.problem((*spelled, i), f"{metric} is a classifier's metric; a language model's are loss, perplexity, "
+                                     f"token_accuracy and exact_match{hint}")
+            del metrics[i]
+
+
+def _seed(t: _Translation) -> None:
+    """The root seed is training.rng_seed, and seed + 1 is training.data_seed unless the data seed is given."""
+    if "seed" not in t.data:
+        return
+    seed = t.data.pop("seed")
+    if seed is None:
+        return
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63 - 1:
+        t.problem(("seed",), f"must be an integer from 0 to 2**63 - 2 (got {seed!r})")
+        return
+    training = t.data.setdefault("training", {})
+    if not isinstance(training, dict):
+        return
+    t.put(("training", "rng_seed"), seed, ("seed",))
+    if training.get("data_seed") is None:
+        t.put(("training", "data_seed"), seed + 1, ("seed",))
+
+
+def _effective_batch_size(t: _Translation) -> None:
+    """training.effective_batch_size (the spec's computed value) must equal batch_size × grad_accumulation."""
+    training = t.data.get("training")
+    if not isinstance(training, dict) or "effective_batch_size" not in training:
+        return
+    value = training.pop("effective_batch_size")
+    batch, accumulation = training.get("batch_size", 8), training.get("grad_accumulation", 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (value, batch, accumulation)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            t.problem(("training", "effective_batch_size"), f"must be an integer (got {value!r})")
+        return
+    if value != batch * accumulation:
+        t.problem(("training", "effective_batch_size"),
+                  f"is {value}, but batch_size {batch} × grad_accumulation {accumulation} = {batch * accumulation}; "
+                  "minitrain computes it, so it may be left out")
+
+
+CONVERTERS: list[Callable[[_Translation], None]] = [
+    _model_source, _betas, _early_stopping_enabled, _metrics, _seed, _effective_batch_size,
+]
+
+
+def _drop_spec_sections(t: _Translation) -> None:
+    for section in SPEC_SECTIONS:
+        path = key_path(section)
+        try:
+            node = t.get(path)
+        except KeyError:
+            continue
+        if isinstance(node, dict):
+            known = spec_keys_in(key_path(section))
+            for key in node:
+                close = suggest(str(key), known)
+                hint = f" — did you mean '{close}'?" if close else f"; known here: {', '.join(known)}"
+                t.problem((*path, key), f"unknown key{hint}")
+        elif node is not None:
+            t.problem(path, f"must be a mapping of {', '.join(spec_keys_in(key_path(section)))}")
+        t.pop(path)
+
+
+# --- the JSON Schema -------------------------------------------------------------------------------------------
+
+_KIND_SCHEMAS = {"bool": {"type": "boolean"}, "int>=0": {"type": "integer", "minimum": 0},
+                 "int>=1": {"type": "integer", "minimum": 1}, "number>0": {"type": "number", "exclusiveMinimum": 0},
+                 "list": {"type": "array"}, "": {}}
+_OWN_KEYS = {  # spec keys that are neither renamed nor without effect
+    "entrenar": {"const": SPEC_VERSION, "description": "the YAML-mode spec's version"},
+    "minitrain": {"const": FORMAT_VERSION, "description": "minitrain's config format"},
+    "seed": {"type": ["integer", "null"], "minimum": 0, "description": "training.rng_seed; data_seed = seed + 1"},
+    "optimizer.betas": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                        "minItems": 2, "maxItems": 2, "description": "[beta1, beta2]"},
+    "training.early_stopping.enabled": {"type": "boolean", "description": "false turns early stopping off"},
+    "training.effective_batch_size": {"type": ["integer", "string"],
+                                      "description": "checked: batch_size × grad_accumulation"},
+}
+
+
+def json_schema(schema: dict) -> dict:
+    """minitrain's JSON Schema (`Config.model_json_schema()`) with the spec's accepted keys added beside
+    minitrain's: each renamed key takes its minitrain key's schema, each key without effect its type, so an
+    editor completes and checks either shape. Refused keys stay out, so an editor flags them."""
+    for spec, home in RENAMED.items():
+        target = _schema_at(schema, key_path(home))
+        if target is None:
+            continue
+        entry = {**copy.deepcopy(target), "description": f"the spec's name for {home}"}
+        if spec in VALUE_MAPS:  # the spec's own words for the values (cosine_annealing, true/false)
+            entry = {"enum": [*VALUE_MAPS[spec], *target.get("enum", [])], "description": entry["description"]}
+        _add(schema, key_path(spec), entry)
+        parent = _resolve(schema, _schema_at(schema, key_path(home)[:-1]) or schema)
+        if key_path(spec)[:-1] == key_path(home)[:-1] and key_path(home)[-1] in parent.get("required", []):
+            # the item's required key may come under either name (param_groups[].params is groups[].pattern)
+            parent["required"].remove(key_path(home)[-1])
+            parent["anyOf"] = [{"required": [key_path(home)[-1]]}, {"required": [key_path(spec)[-1]]}]
+    for key, extra in _OWN_KEYS.items():
+        _add(schema, key_path(key), extra)
+    for key, (kind, reason) in NO_EFFECT.items():
+        path, _, value = key.partition("=")
+        node = _add(schema, key_path(path), {**_KIND_SCHEMAS[kind], "description": f"no effect: {reason}"})
+        if value:
+            node.setdefault("enum", []).append(True if value == "true" else False if value == "false" else value)
+    return schema
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    """`node` with its $ref (possibly inside anyOf, as pydantic writes an optional section) followed."""
+    for option in [node, *node.get("anyOf", [])]:
+        if "$ref" in option:
+            return schema["$defs"][option["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _schema_at(schema: dict, path: KeyPath) -> dict | None:
+    node = schema
+    for part in path:
+        node = _resolve(schema, node)
+        child = node.get("items") if part == "*" else node.get("properties", {}).get(part)
+        if child is None:
+            return None
+        node = child
+    return node
+
+
+def _add(schema: dict, path: KeyPath, entry: dict) -> dict:
+    """Put `entry` at `path`, creating the spec's own sections (data.loader...) as closed objects; returns the
+    entry there (an existing one is kept, so a key listed twice with values collects them)."""
+    node = schema
+    for part in path[:-1]:
+        node = _resolve(schema, node)
+        if part == "*":
+            node = node["items"]
+            continue
+        node = node.setdefault("properties", {}).setdefault(
+            part, {"type": "object", "additionalProperties": False, "properties": {}})
+    node = _resolve(schema, node)
+    return node.setdefault("properties", {}).setdefault(path[-1], entry)

@@ -1,0 +1,235 @@
+"""What happens to each key of the YAML-mode spec (entrenar v1.0) in minitrain: the tables `spec.py` translates
+by, and the lookups over them.
+
+    RENAMED     the same setting under minitrain's name: optimizer.lr → optimizer.lr_max, with VALUE_MAPS where
+                the spec's words differ (scheduler.name cosine_annealing → warmup_cosine)
+    NO_EFFECT   accepted, and does nothing on CPU NumPy (data.loader.num_workers...); `validate` lists them
+    NOT_YET     refused: a later version of minitrain adds it (LoRA, quantization, data sources...). The one
+                table of planned features: it shrinks as they arrive.
+    CANNOT      refused: it cannot work on CPU NumPy, or would mean pickle or a service minitrain cannot reach;
+                the message says what to do instead.
+
+A table key is a dotted path, with `*` for every item of a list, or `path=pattern` for the values of that key
+matching a shell-style pattern (`model.device=cuda*`). Keys whose value changes shape (optimizer.betas, the root
+seed...) are `spec.py`'s converters. docs/yaml-mode.md has a row for every key of the spec.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from typing import Any
+
+from minitrain.config.source import KeyPath, dotted
+
+SPEC_VERSION = "1.0"  # the `entrenar:` header this minitrain reads
+FORMAT_VERSION = 1  # minitrain's own header, `minitrain: 1`
+
+RENAMED: dict[str, str] = {
+    "optimizer.name": "optimizer.type",
+    "optimizer.lr": "optimizer.lr_max",
+    "optimizer.param_groups": "optimizer.groups",
+    "optimizer.groups.*.params": "optimizer.groups.*.pattern",
+    "scheduler.name": "scheduler.type",
+    "scheduler.warmup.steps": "scheduler.warmup_steps",
+    "scheduler.warmup.ratio": "scheduler.warmup_ratio",
+    "scheduler.warmup.start_lr": "scheduler.warmup_start_lr",
+    "scheduler.T_max": "scheduler.decay_steps",
+    "scheduler.eta_min": "optimizer.lr_min",
+    "scheduler.max_lr": "optimizer.lr_max",
+    "training.max_steps": "training.total_steps",
+    "training.gradient.accumulation_steps": "training.grad_accumulation",
+    "training.gradient.clip_norm": "training.clip",
+    "training.gradient.clip_value": "training.clip_value",
+    "training.validation.every": "training.val_every",
+    "training.validation.every_epoch": "training.val_every_epoch",
+    "training.validation.metrics": "training.val_metrics",
+    "model.source": "model.init_from",
+    "model.architecture.type": "model.type",
+    "model.architecture.hidden_size": "model.d_model",
+    "model.architecture.num_layers": "model.n_layer",
+    "model.architecture.num_heads": "model.n_head",
+    "model.architecture.vocab_size": "model.vocab_size",
+    "model.architecture.max_seq_length": "model.max_seq_len",
+    "data.train": "data.train_path",
+    "data.val": "data.val_path",
+    "data.test": "data.test_path",
+    "data.loader.batch_size": "training.batch_size",
+    "data.loader.shuffle": "training.shuffle",
+    "data.loader.drop_last": "training.drop_last",
+    "data.loader.seed": "training.data_seed",
+    "monitoring.terminal.enabled": "monitoring.progress",
+}
+
+VALUE_MAPS: dict[str, dict[Any, Any]] = {
+    "scheduler.name": {"cosine_annealing": "warmup_cosine", "cosine": "warmup_cosine"},  # both warm up first
+    "monitoring.terminal.enabled": {True: "auto", False: "none"},
+    "model.architecture.type": {"transformer": "minigpt"},
+}
+
+NO_EFFECT: dict[str, tuple[str, str]] = {
+    # key: (what its value must be, why it changes nothing here)
+    "data.loader.num_workers": ("int>=0", "batches are gathered from arrays in memory by the training process"),
+    "data.loader.pin_memory": ("bool", "there is no GPU to copy batches to"),
+    "data.loader.prefetch_factor": ("int>=1", "batches are gathered from arrays in memory by the training process"),
+    "model.device=auto": ("", "minitrain always runs on the CPU"),
+    "model.device=cpu": ("", "minitrain always runs on the CPU"),
+    "model.format=safetensors": ("", "model.source is read as safetensors whatever this says"),
+    "training.deterministic": ("bool", "minitrain is always deterministic: the same config and seeds give the "
+                                       "same bytes"),
+    "training.benchmark=false": ("", "there is no cuDNN autotuner to turn off"),
+    "training.mixed_precision.enabled=false": ("", "minitrain trains in model.dtype throughout"),
+    "training.mixed_precision.dtype": ("", "mixed precision is not used"),
+    "training.mixed_precision.loss_scale": ("", "mixed precision is not used"),
+    "monitoring.terminal.refresh_rate": ("number>0", "the progress bar redraws at most 10 times a second"),
+    "output.model.format=safetensors": ("", "safetensors is the format of every model file minitrain writes"),
+    "output.model.save_optimizer": ("bool", "checkpoints always hold the optimizer state (resuming needs it); "
+                                            "the final model file holds the weights"),
+    "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
+    "output.metrics.format=csv": ("", "metrics.csv and train_log.jsonl are always written"),
+    "output.metrics.format=json": ("", "metrics.csv and train_log.jsonl are always written"),
+    "output.metrics.include": ("list", "metrics.csv holds every logged value"),
+    "output.report.enabled": ("bool", "report.md is always written"),
+    "output.report.format=markdown": ("", "report.md is markdown"),
+    "output.report.include_plots": ("bool", "report.md always shows the loss curve"),
+}
+
+# The planned features, one line each: refused as "not supported yet" until they arrive. Each says what to do
+# meanwhile.
+_LATER = "is planned for a later minitrain"
+_LATER_PLURAL = "are planned for a later minitrain"
+_GIVE_SPLITS = "meanwhile give the split files as data.train and data.val"
+NOT_YET: dict[str, str] = {
+    "lora": f"LoRA fine-tuning {_LATER}; without this section every weight is trained",
+    "quantize": f"quantization {_LATER}; remove this section",
+    "callbacks": f"callbacks {_LATER_PLURAL}; checkpoints, early stopping and alerts have their own keys",
+    "model.architecture.type=sequential": f"custom sequential architectures {_LATER_PLURAL}; MiniGPT is built from "
+                                          "model.architecture's sizes",
+    "model.architecture.layers": f"custom layer lists {_LATER_PLURAL}; MiniGPT is built from "
+                                 "model.architecture's sizes",
+    "data.source": f"data sources (a file, a folder or hf://) {_LATER_PLURAL}; {_GIVE_SPLITS}",
+    "data.split": f"splitting one data file {_LATER}; {_GIVE_SPLITS}",
+    "data.preprocessing": f"preprocessing pipelines {_LATER_PLURAL}; the character tokenizer reads the text as it is",
+    "data.augmentation": f"data augmentation {_LATER}; remove it",
+    "data.format=parquet": f"parquet data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=csv": f"CSV data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=json": f"JSON files other than JSONL records {_LATER_PLURAL}; use jsonl or text",
+    "data.format=arrow": f"Arrow data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=ald": f"ald data files {_LATER_PLURAL}; use jsonl or text",
+    "data.format=auto": f"detecting the data format {_LATER}; write jsonl or text (`minitrain init` finds it)",
+    "monitoring.tracking": f"experiment tracking {_LATER}; train_log.jsonl and metrics.csv hold every value",
+    "monitoring.system": f"system metrics {_LATER_PLURAL}; manifest.json records the peak memory",
+    "monitoring.terminal.metrics": f"choosing what the progress bar shows {_LATER}; it shows loss, lr and tokens/s",
+    "monitoring.terminal.charts": f"choosing the progress bar's charts {_LATER}; it draws a sparkline of the loss",
+    "output.metrics.format=parquet": f"metrics.parquet {_LATER}; metrics.csv is written",
+}
+
+_EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
+_PICKLE = "pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors only"
+_OTHER_FORMAT = "minitrain reads and writes safetensors; `minitrain export` writes a Hugging Face folder to convert"
+CANNOT: dict[str, str] = {
+    "training.distributed": f"minitrain trains in one process on one CPU; for a model that needs more, {_EXPORT}",
+    "training.mixed_precision.enabled=true": "float16/bfloat16 mixed precision needs a GPU's half-precision units "
+                                             "(NumPy computes float16 slower than float32); use model.dtype float32",
+    "training.benchmark=true": "there is no cuDNN autotuner on the CPU; minitrain's kernels are fixed",
+    "training.validation.cross_validation": "val is the split of held-out verbs; folds would train on them. "
+                                            "Tune on data.dev_path and score val once",
+    "model.device=cuda*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
+    "model.device=mps*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
+    "model.dtype=float16": "float16 training needs loss scaling and a GPU to pay off; use float32 (or float64)",
+    "model.dtype=bfloat16": "NumPy has no bfloat16; use float32 (or float64)",
+    "model.format=pt": _PICKLE,
+    "model.format=gguf": _OTHER_FORMAT,
+    "model.format=apr": _OTHER_FORMAT,
+    "output.model.format=pt": _PICKLE,
+    "output.model.format=gguf": _OTHER_FORMAT,
+    "output.model.format=apr": _OTHER_FORMAT,
+    "output.report.format=html": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
+    "output.report.format=pdf": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
+    "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
+                       "uploads the model to the Hugging Face Hub",
+    "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
+}
+
+_NO_SERVICE = "minitrain reaches no service but the Hugging Face Hub; download the files and give their local path"
+URI_SCHEMES = {"hf://": None, "pacha://": _NO_SERVICE, "s3://": _NO_SERVICE, "http://": _NO_SERVICE,
+               "https://": _NO_SERVICE}
+
+CLASSIFIER_METRICS = ("accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix")
+
+# Sections that exist only in the spec's shape: spec.py empties them by its moves, then removes them.
+SPEC_SECTIONS = ("data.loader", "training.gradient", "training.validation", "training.mixed_precision",
+                 "scheduler.warmup", "model.architecture", "output.model", "output.metrics", "output.report",
+                 "monitoring.terminal")
+
+
+def key_path(dotted_key: str) -> KeyPath:
+    """`optimizer.groups.*.pattern` -> ('optimizer', 'groups', '*', 'pattern')."""
+    return tuple(int(p) if p.isdigit() else p for p in dotted_key.split("."))
+
+
+def _matches(pattern: KeyPath, path: KeyPath) -> bool:
+    return len(pattern) == len(path) and all(p == "*" or p == q for p, q in zip(pattern, path, strict=True))
+
+
+def aliases(path: KeyPath) -> list[KeyPath]:
+    """The other spellings of one setting: the minitrain key of a spec key, or the spec keys of a minitrain key."""
+    found = []
+    for spec, home in RENAMED.items():
+        spec_path, home_path = key_path(spec), key_path(home)
+        if "*" not in spec_path and spec_path == path:
+            found.append(home_path)
+        elif "*" not in spec_path and home_path == path:
+            found.append(spec_path)
+    return found
+
+
+def value_word(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def classify(path: KeyPath, value: Any) -> tuple[str, str] | None:
+    """("no_effect" | "not_yet" | "cannot", reason) for a key and its value, or None for a key of neither."""
+    for kind, table in (("cannot", CANNOT), ("not_yet", NOT_YET), ("no_effect", NO_EFFECT)):
+        for key, reason in table.items():
+            listed, _, pattern = key.partition("=")
+            if not _matches(key_path(listed), path):
+                continue
+            if pattern and not (isinstance(value, str | bool | int | float) and
+                                fnmatch.fnmatchcase(value_word(value).lower(), pattern)):
+                continue
+            return kind, reason if isinstance(reason, str) else reason[1]
+    return None
+
+
+def refusal(path: KeyPath) -> str | None:
+    """Why the key at `path` (or a section above it) is refused whatever its value, or None."""
+    for end in range(1, len(path) + 1):
+        found = classify(path[:end], None)
+        if found is not None and found[0] != "no_effect":
+            return f"{dotted(path[:end])} is not supported: {found[1]}"
+    return None
+
+
+def accepted_values(path: KeyPath) -> list[str]:
+    """The values the tables accept for `path` when they list it value by value (model.device: auto, cpu)."""
+    return [key.partition("=")[2] for key in NO_EFFECT
+            if "=" in key and _matches(key_path(key.partition("=")[0]), path)]
+
+
+VALUE_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int>=0": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
+    "int>=1": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+    "number>0": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0, "a number > 0"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+}
+
+
+def spec_keys_in(section: KeyPath) -> list[str]:
+    """The spec's own key names directly under `section` (list indices skipped), for suggestions."""
+    keys = [*RENAMED, *NO_EFFECT, *NOT_YET, *CANNOT, "seed", "entrenar", "minitrain", "optimizer.betas",
+            "training.early_stopping.enabled", "training.effective_batch_size"]
+    prefix = "".join(f"{part}." for part in section if not isinstance(part, int))
+    return sorted({k.partition("=")[0][len(prefix):].split(".")[0] for k in keys
+                   if k.startswith(prefix) and "*" not in k[len(prefix):].split(".")[0]})
