@@ -32,33 +32,20 @@ from typing import Any
 import numpy as np
 
 from minitrain import artifacts
-from minitrain.checkpoint import (
-    BEST_FILE,
-    LATEST_POINTER,
-    CheckpointManager,
-    config_hash,
-    load_checkpoint,
-    save_model_file,
-)
+from minitrain.checkpoint import load_checkpoint
+from minitrain.checkpoint_manager import BEST_FILE, LATEST_POINTER, CheckpointManager
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
-from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
+from minitrain.data.batch import Batch
+from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.engine import DIVERGED, FINISHED, INTERRUPTED, Checkpointing, restore_loop_state, train
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text
-from minitrain.loop import (
-    DIVERGED,
-    FINISHED,
-    INTERRUPTED,
-    Checkpointing,
-    evaluate,
-    next_log_probs_fn,
-    restore_loop_state,
-    train,
-    train_step,
-)
+from minitrain.loop import evaluate, train_step
 from minitrain.metrics import greedy_exact_match
 from minitrain.model import MiniGPT
+from minitrain.model_files import config_hash, save_model_file
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
@@ -66,6 +53,7 @@ from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_metrics_csv, write_report
 from minitrain.optim import build_optimizer
 from minitrain.runtime import configure
+from minitrain.sampling import next_log_probs_fn
 from minitrain.schedule import build_scheduler
 
 # Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
@@ -127,7 +115,7 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
     for _ in range(warmup + n):
         start = time.perf_counter()
         batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
-        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm, cfg.clip_value)
+        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm)
         parts.optimizer.step()
         parts.scheduler.step()
         timings.append(time.perf_counter() - start)
@@ -228,7 +216,9 @@ def run_training(
     ckpt = cfg.training.checkpoint
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode)
-    early_stopping = EarlyStopping.from_config(cfg.training.early_stopping)
+    stopping = cfg.training.early_stopping
+    early_stopping = None if stopping is None else EarlyStopping(
+        stopping.metric, stopping.patience, stopping.min_delta, stopping.mode)
     alerts = AlertMonitor(cfg.monitoring.alerts) if cfg.monitoring.alerts else None
     log_path = out_dir / LOG_FILE
 

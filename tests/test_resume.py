@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 from test_run import train_tiny, write_tiny_run
 
-from minitrain.checkpoint import CheckpointManager, load_model_file
+from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.errors import UserError
+from minitrain.model_files import load_model_file
 
 pytestmark = [pytest.mark.lab02, pytest.mark.slow]
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from minitrain import artifacts
-from minitrain.checkpoint import load_model_file
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.errors import UserError
 from minitrain.model import MiniGPT
+from minitrain.model_files import load_model_file
 from minitrain.run import plan_run, run_training
 
 pytestmark = [pytest.mark.lab01, pytest.mark.slow]
@@ -263,7 +263,7 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
 
 
 def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeypatch):
-    import minitrain.loop
+    import minitrain.engine
 
     calls = []
 
@@ -273,8 +273,8 @@ def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeyp
             raise KeyboardInterrupt
         return real_step(*args, **keys)
 
-    real_step = minitrain.loop.train_step
-    monkeypatch.setattr(minitrain.loop, "train_step", step_then_ctrl_c)
+    real_step = minitrain.engine.train_step
+    monkeypatch.setattr(minitrain.engine, "train_step", step_then_ctrl_c)
     config = write_tiny_run(tmp_path)  # checkpoints every 4 steps
     with pytest.raises(KeyboardInterrupt):
         train_tiny(config, tmp_path / "run")

@@ -22,28 +22,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
 
 import numpy as np
 
+from minitrain.data.batch import LOSS_ON, Batch, take
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
-
-LOSS_ON = ("answer", "all")
-
-
-class Batch(NamedTuple):
-    """Arrays of shape (B, T): `input`/`target` int64 token ids, `attn_pad_mask`/`loss_mask` bool."""
-
-    input: np.ndarray
-    target: np.ndarray
-    attn_pad_mask: np.ndarray
-    loss_mask: np.ndarray
-
-
-def take(split: Batch, index: np.ndarray | slice) -> Batch:
-    """Rows `index` of every array (an index array copies them; a slice gives read-only views)."""
-    return Batch(*(array[index] for array in split))
 
 
 def encode_split(

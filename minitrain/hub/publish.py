@@ -22,9 +22,9 @@ import httpx2  # huggingface_hub's HTTP library: its errors are what a failed re
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
+from minitrain.engine import FINISHED
 from minitrain.errors import UserError
 from minitrain.hub.export import export_model
-from minitrain.loop import FINISHED
 
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 EXIT_NETWORK = 3  # exit code for a failure on the way to or at the Hub (the export itself is fine)

@@ -22,9 +22,10 @@ import numpy as np
 import yaml
 
 from minitrain.artifacts import REPO_ROOT
-from minitrain.checkpoint import CheckpointManager, load_model_file
+from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.errors import UserError
 from minitrain.hub.gpt2 import check_state_dict
+from minitrain.model_files import load_model_file
 
 
 @dataclass

@@ -29,8 +29,6 @@ import safetensors.numpy
 from huggingface_hub import constants, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-from minitrain.checkpoint import FORMAT as MINITRAIN_FORMAT
-from minitrain.checkpoint import load_model_file
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import WEIGHTS_FILE
@@ -38,6 +36,8 @@ from minitrain.hub.gpt2 import from_gpt2_config
 from minitrain.hub.publish import REPO_ID
 from minitrain.hub.run_folder import read_run
 from minitrain.model import CONFIG_KEYS, MiniGPT
+from minitrain.model_files import FORMAT as MINITRAIN_FORMAT
+from minitrain.model_files import load_model_file
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
 HUB_OPTIONAL = ("vocab.json",)
