@@ -7,10 +7,11 @@
              → MiniGPT (training RNG: rng_seed) → optimizer → schedule
       [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
       write config.yaml (as given), config.resolved.yaml, manifest.json (status "running")
-      loop.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
+      engine.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
       final: train PPL (one pass over train), val exact match, the model file
              <models dir>/minigpt-phase18-<hash>.safetensors (output.models_dir / --models-dir, default the
-             repository's models/), results.json, loss_curve.png, metrics.csv, report.md, manifest.json completed
+             repository's models/), results.json, loss_curve.png, dashboard.png, metrics.csv, report.md,
+             manifest.json completed
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
 curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
@@ -36,6 +37,7 @@ from minitrain.checkpoint import load_checkpoint
 from minitrain.checkpoint_manager import BEST_FILE, LATEST_POINTER, CheckpointManager
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
+from minitrain.dashboard import SMOOTHING_WINDOW, plot_dashboard
 from minitrain.data.batch import Batch
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
@@ -47,6 +49,7 @@ from minitrain.metrics import greedy_exact_match
 from minitrain.model import MiniGPT
 from minitrain.model_files import config_hash, save_model_file
 from minitrain.monitor.alerts import AlertMonitor
+from minitrain.monitor.curves import train_val_gap
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
@@ -279,6 +282,7 @@ def run_training(
                                            data_manifest_hash=manifest.get("data_manifest_hash"),
                                            loss_on=cfg.data.loss_on)
     artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline)
+    plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
@@ -298,7 +302,8 @@ def run_training(
                        val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows)
-        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
+        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
+                     gaps=train_val_gap(rows, SMOOTHING_WINDOW))
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
                                     quality=quality.as_dict())
     except KeyboardInterrupt:

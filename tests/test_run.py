@@ -29,7 +29,7 @@ MANIFEST_KEYS = {"seed", "versions", "config", "git_sha", "data_manifest_hash", 
 RESULTS_KEYS = {"train_ppl", "val_ppl", "best_val_step", "best_val_ppl", "ngram_baseline_val_ppl", "beats_baseline",
                 "ppl_improvement_pct", "val_exact_match", "wall_seconds", "peak_rss_mb", "model_path"}
 RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.jsonl", "metrics.csv",
-             "results.json", "loss_curve.png", "report.md")
+             "results.json", "loss_curve.png", "dashboard.png", "report.md")
 
 
 def write_tiny_data(folder: Path, baseline_ppl: float) -> Path:
@@ -94,6 +94,8 @@ def test_a_run_writes_every_artifact_with_the_required_keys(tmp_path):
     assert (run_dir / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "step,loss,lr,grad_norm,val_loss,val_ppl" in (run_dir / "metrics.csv").read_text()
     assert "## Training quality:" in (run_dir / "report.md").read_text()
+    assert "## Train vs val" in (run_dir / "report.md").read_text()
+    assert (run_dir / "dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest.keys() >= MANIFEST_KEYS

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from minitrain import seam
 from minitrain.commands.common import add_set, load
 from minitrain.config.datacheck import check_data
 from minitrain.config.loader import is_lock
@@ -39,6 +40,9 @@ def _lock_file_for(config_path: str) -> Path:
 
 
 def train_command(args: argparse.Namespace) -> int:
+    problem = seam.check_lab_dir()
+    if problem:
+        raise UserError(problem, 2)
     cfg = load(args)
     summary = check_data(cfg)  # before the other checks; the run reuses it rather than reading the data again
     if args.strict:
@@ -50,6 +54,8 @@ def train_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(format_plan(plan_run(cfg, summary)))
         return 0
+    if seam.replaced():
+        print(f"training with your lab files from {seam.lab_dir()}: {', '.join(seam.replaced())}", file=sys.stderr)
     if cfg.publish is not None:
         _warn_if_no_token(cfg.publish.repo)
     # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
