@@ -191,6 +191,7 @@ def run_training(
     models_dir: str | os.PathLike | None = None,
     baseline_path: str | os.PathLike | None = None,
     summary: DataSummary | None = None,
+    command: list[str] | tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
@@ -202,6 +203,8 @@ def run_training(
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
     compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
+    `command` is the command line that started the run, without any `--resume`: a run that stops says to run
+    it again with `--resume CHECKPOINT` (default: the `minitrain train` command for this config and folder).
     """
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
@@ -286,7 +289,7 @@ def run_training(
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
-        raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)
+        raise _stopped_error(outcome, command or _train_command(cfg, out_dir, config_path, overrides))
 
     try:
         train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
@@ -312,7 +315,7 @@ def run_training(
         outcome.update(status=INTERRUPTED, signal="SIGINT", stopped_at=outcome["steps_done"] - 1)
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED,
                                     stopped_at=outcome["stopped_at"])
-        raise _stopped_error(outcome, cfg, out_dir, config_path, overrides) from None
+        raise _stopped_error(outcome, command or _train_command(cfg, out_dir, config_path, overrides)) from None
     return results
 
 
@@ -414,17 +417,23 @@ def _clear_previous_run(out_dir: Path, manager: CheckpointManager) -> None:
     atomic_write_text(out_dir / LOG_FILE, "")
 
 
-def _stopped_error(outcome: dict, cfg: Config, out_dir: Path, config_path, overrides) -> UserError:
-    """The one-line explanation of a run that did not finish, with the command that resumes it."""
-    status, step = outcome["status"], outcome.get("stopped_at")
-    checkpoint = outcome["checkpoint"]
+def _train_command(cfg: Config, out_dir: Path, config_path, overrides) -> list[str]:
+    """`minitrain train CONFIG --out-dir OUT_DIR` with the run's `--set`/`--seed` flags."""
     config = config_path or (cfg.source.path if cfg.source is not None and cfg.source.path else "CONFIG")
-    argv = ["python", "scripts/train_mini.py", "--config", str(config), "--out-dir", str(out_dir)]
+    argv = ["minitrain", "train", str(config), "--out-dir", str(out_dir)]
     for override in overrides:  # "--set key=value", "--seed 3", ...: flag, then its value
         flag, _, value = override.partition(" ")
         if flag != "--out-dir":
             argv += [flag, value]
-    command = shlex.join([*argv, "--resume", str(checkpoint)])  # quoted where the shell needs it
+    return argv
+
+
+def _stopped_error(outcome: dict, rerun: list[str] | tuple[str, ...]) -> UserError:
+    """The one-line explanation of a run that did not finish, with the command that resumes it: `rerun` (the
+    command that started it) with `--resume CHECKPOINT`."""
+    status, step = outcome["status"], outcome.get("stopped_at")
+    checkpoint = outcome["checkpoint"]
+    command = shlex.join([*rerun, "--resume", str(checkpoint)])  # quoted where the shell needs it
     resume = f"resume with: {command}" if checkpoint else "no checkpoint was saved yet: start again"
     if status == DIVERGED:
         # Training is deterministic: resuming the same config from the last good checkpoint diverges again.

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import shutil
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ import pytest
 from minitrain import artifacts
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
+from minitrain.course.fixtures import write_tiny_run
 from minitrain.errors import UserError
 from minitrain.model import MiniGPT
 from minitrain.model_files import load_model_file
@@ -30,47 +29,6 @@ RESULTS_KEYS = {"train_ppl", "val_ppl", "best_val_step", "best_val_ppl", "ngram_
                 "ppl_improvement_pct", "val_exact_match", "wall_seconds", "peak_rss_mb", "model_path"}
 RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.jsonl", "metrics.csv",
              "results.json", "loss_curve.png", "dashboard.png", "report.md")
-
-
-def write_tiny_data(folder: Path, baseline_ppl: float) -> Path:
-    """folder/data: a tiny corpus cut from the real one (40 train, 16 val, 8 dev records) and its vocabulary;
-    folder/baseline.json: an n-gram baseline results.json. Returns the data folder."""
-    data = folder / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", 40), ("val", 16), ("dev", 8)):
-        lines = (DATA / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()[:n]
-        (data / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    shutil.copy(DATA / "vocab.json", data / "vocab.json")
-    (folder / "baseline.json").write_text(json.dumps({"val_ppl": baseline_ppl}), encoding="utf-8")
-    return data
-
-
-def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -> Path:
-    """The tiny corpus and baseline of `write_tiny_data`, and a 1-layer config for them; returns the config path.
-    40 records / batch 4 = 10 steps per epoch."""
-    data = write_tiny_data(folder, baseline_ppl)
-    text = textwrap.dedent(f"""\
-        model: {{n_layer: 1, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, max_seq_len: 32}}
-        optimizer: {{type: adamw, lr_max: 3.0e-3, lr_min: 3.0e-4, beta1: 0.9, beta2: 0.95, weight_decay: 0.1,
-                     clip: 1.0}}
-        scheduler: {{warmup_steps: 6, total_steps: 24}}
-        training:
-          batch_size: 4
-          val_every: 5
-          log_every: 2
-          rng_seed: 42
-          data_seed: 7
-          checkpoint: {{save_every: 4, keep_last: 10}}
-        data:
-          train_path: {data}/train.jsonl
-          val_path: {data}/val.jsonl
-          dev_path: {data}/dev.jsonl
-          vocab_path: {data}/vocab.json
-        monitoring: {{progress: none}}
-        """) + textwrap.dedent(body)
-    path = folder / "config.yaml"
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def train_tiny(config: Path, out_dir: Path, overrides: list[str] = (), **keys) -> dict:
@@ -294,8 +252,18 @@ def test_the_resume_command_is_quoted_for_the_shell(tmp_path):
                      config_path=config, overrides=cfg.source.overrides)
     command = str(info.value).split("resume with: ")[1]
     assert shlex.split(command) == [
-        "python", "scripts/train_mini.py", "--config", str(config), "--out-dir", str(tmp_path / "run"),
+        "minitrain", "train", str(config), "--out-dir", str(tmp_path / "run"),
         "--set", alert, "--seed", "42", "--resume", str(tmp_path / "run" / "checkpoints" / "step-5.safetensors")]
+
+
+def test_the_resume_command_is_the_command_that_started_the_run(tmp_path):
+    config = write_tiny_run(tmp_path)
+    cfg = load_config(config, ["monitoring.alerts=['step >= 3: halt']"])
+    typed = [".venv/bin/python", "scripts/train_mini.py", "--config", str(config), "--set", "x y"]
+    with pytest.raises(UserError) as info:
+        run_training(cfg, tmp_path / "run", progress=False, models_dir=tmp_path / "models", command=typed)
+    command = str(info.value).split("resume with: ")[1]
+    assert shlex.split(command) == [*typed, "--resume", str(tmp_path / "run" / "checkpoints" / "step-5.safetensors")]
 
 
 def test_nan_run_raises_a_user_error_and_records_diverged(tmp_path):

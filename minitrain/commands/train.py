@@ -62,6 +62,7 @@ def train_command(args: argparse.Namespace) -> int:
     results = run_training(
         cfg, cfg.output.dir, resume=args.resume, progress=not args.quiet, strict=args.strict,
         config_path=args.config, overrides=cfg.source.overrides, summary=summary,
+        command=_without_resume(getattr(args, "command_line", None)),
     )
     print(f"run folder: {cfg.output.dir}")
     for key, value in results.items():
@@ -70,6 +71,21 @@ def train_command(args: argparse.Namespace) -> int:
     if cfg.publish is not None:
         _publish_run(cfg, results["status"])
     return 0
+
+
+def _without_resume(command: list[str] | None) -> list[str] | None:
+    """The command line without its `--resume PATH` (a stopped run's message adds the checkpoint to resume)."""
+    if command is None:
+        return None
+    kept, skip = [], False
+    for word in command:
+        if skip:
+            skip = False
+        elif word == "--resume":
+            skip = True
+        elif not word.startswith("--resume="):
+            kept.append(word)
+    return kept
 
 
 def _warn_if_no_token(repo: str) -> None:

@@ -33,7 +33,15 @@ from minitrain.errors import UserError
 def encode_split(
     records: Sequence[dict], tokenizer: CharTokenizer, seq_len: int = 32, loss_on: str = "answer"
 ) -> Batch:
-    """Encode `records` (from `corpus.load_records`) once: the whole split as one (N, seq_len) `Batch`."""
+    """Encode `records` (from `corpus.load_records`) once: the whole split as one `Batch` of (N, seq_len) arrays.
+
+    Row i is record i: with e = `tokenizer.encode_line(text)` ([BOS] + characters + [EOS]), input = e[:-1] and
+    target = e[1:], right-padded with `tokenizer.pad_id`; `input`/`target` are int64. `attn_pad_mask` (bool) is
+    True where the input is a real token. `loss_mask` (bool) is True where the TARGET counts: with
+    loss_on="answer", the targets from the form's first character to EOS (everything after the last `|`); with
+    loss_on="all", every real target. Padding never counts. A UserError for an empty split, an unknown
+    `loss_on`, or a record whose line does not fit (more than seq_len + 1 tokens).
+    """
     if loss_on not in LOSS_ON:
         raise UserError(f"data.loss_on must be one of {list(LOSS_ON)}, got {loss_on!r}")
     if not records:
@@ -73,6 +81,10 @@ class TrainBatcher:
     """
 
     def __init__(self, data: Batch, batch_size: int, data_seed: int) -> None:
+        """Batches of `batch_size` rows of the encoded split `data`, shuffled by `Generator(PCG64(data_seed))`.
+
+        A UserError when batch_size < 1 or the split has fewer rows than one batch.
+        """
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
         self.data = data
@@ -92,9 +104,12 @@ class TrainBatcher:
         self.position = 0  # batches of this epoch already handed out
 
     def __iter__(self) -> Iterator[Batch]:
+        """The batcher is its own iterator, and never ends."""
         return self
 
     def __next__(self) -> Batch:
+        """The next batch: rows `order[position·B : (position+1)·B]` of this epoch's permutation; the first call
+        after an epoch's last batch draws the next epoch's permutation (from the data RNG, nothing else)."""
         if self.position == self.steps_per_epoch:
             self._start_epoch()
         start = self.position * self.batch_size
@@ -102,7 +117,9 @@ class TrainBatcher:
         return take(self.data, self._order[start : start + self.batch_size])
 
     def state_dict(self) -> dict:
-        """JSON-serialisable state: epoch, position, the epoch's RNG state, and the shape it belongs to."""
+        """JSON-serialisable state: {"epoch", "position" (batches of this epoch already handed out), "rng" (the
+        data RNG's `bit_generator.state` from BEFORE this epoch's permutation was drawn), "num_records",
+        "batch_size"}. A copy: later batches must not change a state already taken."""
         return {
             "epoch": self.epoch,
             "position": self.position,
@@ -112,6 +129,9 @@ class TrainBatcher:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Continue from `state`: set the RNG back, redraw the same permutation, skip to `position`, so the next
+        batches are exactly those the saved batcher would have given. A UserError (nothing changed) for a state
+        of another split size or batch size, or a malformed one."""
         expected = {"epoch", "position", "rng", "num_records", "batch_size"}
         if not isinstance(state, dict) or set(state) != expected:
             raise UserError(f"batcher state must have the keys {sorted(expected)}")
@@ -138,6 +158,7 @@ class EvalBatcher:
     """
 
     def __init__(self, data: Batch, batch_size: int) -> None:
+        """One pass over the encoded split `data` in batches of `batch_size` rows (UserError if < 1)."""
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
         self.data = data
@@ -145,8 +166,11 @@ class EvalBatcher:
         self.batch_size = batch_size
 
     def __len__(self) -> int:
+        """Batches per pass: ceil(N / batch_size)."""
         return -(-self.num_records // self.batch_size)
 
     def __iter__(self) -> Iterator[Batch]:
+        """Rows 0..B−1, B..2B−1, ... in file order; the last batch holds what is left, so every row is scored
+        exactly once whatever the batch size."""
         for start in range(0, self.num_records, self.batch_size):
             yield take(self.data, slice(start, start + self.batch_size))
