@@ -34,6 +34,13 @@ def records(split: str) -> tuple[dict, ...]:
     return tuple(load_records(DATA / f"{split}.jsonl"))
 
 
+def lab01_model_config() -> dict:
+    """The model section of lab 01's config, resolved (defaults filled in), as a run's manifest records it."""
+    from minitrain.config import load_config, resolved_dict
+
+    return resolved_dict(load_config(LAB01_CONFIG))["model"]
+
+
 def tiny_model(seed: int = 0, dropout: float = 0.0) -> MiniGPT:
     """A one-block MiniGPT, small enough that a check runs in milliseconds."""
     return MiniGPT(n_layer=1, n_head=2, d_model=16, d_ff=32, vocab_size=64, max_seq_len=32, dropout=dropout,

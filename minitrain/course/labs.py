@@ -126,6 +126,7 @@ class LabUnderTest:
     lab: Lab
     workspace: Path | None  # None: the library's own files and the committed reference run
     run_dir: Path | None
+    shown: str = ""  # the workspace as the student named it, for commands printed back
     _modules: dict[str, ModuleType] = field(default_factory=dict)
     _scratch: Path | None = None
 
@@ -135,15 +136,15 @@ class LabUnderTest:
 
     def module(self, path: str) -> ModuleType:
         """The module under test for the lab file `path` (`minitrain/loop.py`): the workspace's, loaded from
-        its file, or the library's."""
+        its file, or the library's (a script is loaded from its file, `__main__` block not run)."""
         if path not in self._modules:
             self._modules[path] = self._load(path)
         return self._modules[path]
 
     def _load(self, path: str) -> ModuleType:
-        if self.workspace is None:
+        if self.workspace is None and seam.module_name(path) is not None:
             return importlib.import_module(seam.module_name(path))
-        file = self.workspace / path
+        file = self.file(path)
         if not file.is_file():
             raise Failed(f"{file}: no such file; `minitrain lab start {self.lab.number}` writes it")
         name = f"_minitrain_lab{self.lab.number}_{Path(path).stem}"
@@ -201,7 +202,8 @@ def grade(
         raise UserError(f"{workspace}: no such folder; `minitrain lab start {lab.number} {workspace}` makes it", 2)
     default_run = (folder / "run") if folder is not None else (REPO_ROOT / lab.reference_run
                                                                  if lab.reference_run else None)
-    subject = LabUnderTest(lab, folder, Path(run_dir).resolve() if run_dir else default_run)
+    subject = LabUnderTest(lab, folder, Path(run_dir).resolve() if run_dir else default_run,
+                           shown=str(workspace or "").rstrip("/"))
     try:
         outcomes = checklist(lab.number).run(subject, **keys)
     finally:
