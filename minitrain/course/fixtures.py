@@ -12,6 +12,8 @@ import textwrap
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 from minitrain.artifacts import REPO_ROOT
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
@@ -45,6 +47,14 @@ def tiny_model(seed: int = 0, dropout: float = 0.0) -> MiniGPT:
     """A one-block MiniGPT, small enough that a check runs in milliseconds."""
     return MiniGPT(n_layer=1, n_head=2, d_model=16, d_ff=32, vocab_size=64, max_seq_len=32, dropout=dropout,
                    rng=seed)
+
+
+def opinionated_model(seed: int = 1, dropout: float = 0.0) -> MiniGPT:
+    """A tiny MiniGPT with large random weights, so its losses differ from position to position (a fresh model
+    is so close to uniform that averaging over the wrong positions gives almost the same number)."""
+    model = tiny_model(seed, dropout)
+    model.buffer.data[...] = np.random.default_rng(seed).standard_normal(model.buffer.data.shape) * 0.5
+    return model
 
 
 def adamw(model: MiniGPT, lr: float = 1e-2, total_steps: int = 100, warmup_steps: int = 5):

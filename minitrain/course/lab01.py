@@ -186,7 +186,7 @@ def _val_losses(model, split: Batch) -> np.ndarray:
                    "by how many there are (metrics.PerplexityMeter does it); not a mean of batch means")
 def _evaluate_counts(lab):
     split = _split("val", 144)
-    model = fixtures.tiny_model(1)
+    model = fixtures.opinionated_model(1)
     nll = _val_losses(model, split)
     counted = int(split.loss_mask.sum())
     expected = float(nll[split.loss_mask].mean())
@@ -214,7 +214,7 @@ def _evaluate_counts(lab):
 @CHECKS.check("evaluate returns val_ppl = exp(val_loss)",
               hint="return (val_loss, math.exp(val_loss)): perplexity is the exponential of the mean loss")
 def _evaluate_ppl(lab):
-    val_loss, val_ppl = lab.module(LOOP).evaluate(fixtures.tiny_model(1), EvalBatcher(_split("val", 144), 48))
+    val_loss, val_ppl = lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(_split("val", 144), 48))
     if not _close(float(val_ppl), math.exp(float(val_loss))):
         raise Failed(f"val_ppl {float(val_ppl):.6g} is not exp(val_loss) = {math.exp(float(val_loss)):.6g}")
 
@@ -224,7 +224,7 @@ def _evaluate_ppl(lab):
                    "`with minitrain.model.inference(model):`, which also turns the tape off")
 def _evaluate_mode(lab):
     split = _split("val", 144)
-    model = fixtures.tiny_model(1, dropout=0.5)
+    model = fixtures.opinionated_model(1, dropout=0.5)
     expected = float(_val_losses(model, split)[split.loss_mask].mean())
     model.train()
     evaluate = lab.module(LOOP).evaluate
@@ -245,7 +245,7 @@ def _evaluate_mode(lab):
                    "pass stays alive on the tape until the next backward")
 def _evaluate_tape(lab):
     before = len(TAPE.nodes)
-    lab.module(LOOP).evaluate(fixtures.tiny_model(1), EvalBatcher(_split("val", 48), 16))
+    lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(_split("val", 48), 16))
     added = len(TAPE.nodes) - before
     del TAPE.nodes[before:]
     if added:
