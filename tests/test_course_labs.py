@@ -104,9 +104,7 @@ def test_lab01_in_a_workspace_trains_through_the_seam_and_its_run_folder_passes(
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     _, outcomes = grade("01", ws)
-    assert failures(outcomes) == {
-        "run folder: manifest.json is complete, for the lab's full 2000-step run":
-            "the run did 700 steps; the lab's run is all 2000"}
+    assert outcomes and not failures(outcomes), failures(outcomes)
 
 
 LOOP, BATCHER, CHECKPOINT = "minitrain/loop.py", "minitrain/data/batcher.py", "minitrain/checkpoint.py"
