@@ -239,3 +239,15 @@ def test_the_cli_prints_the_checklist_and_exits_1_on_a_starter(tmp_path, capsys)
     assert out.rstrip().endswith("0 of 10 passed.")
     assert main(["lab", "check", "04", str(tmp_path / "nowhere")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lab", list(LABS))
+def test_each_lab_text_lists_the_names_a_student_writes(lab):
+    """The lab text (both languages) names every function and class the checker and the library need from the
+    student, and the files they go in."""
+    for text in (LABS[lab].text, LABS[lab].text.replace(".md", ".es.md")):
+        page = (REPO / text).read_text(encoding="utf-8")
+        for path, names in LABS[lab].pieces.items():
+            assert f"`{path}`" in page, f"{text} does not name the file {path}"
+            for name in names:
+                assert f"`{name}`" in page or f"`{name}(" in page, f"{text} does not list `{name}`"
