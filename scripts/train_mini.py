@@ -50,9 +50,11 @@ def to_cli_args(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Train from the flags in `argv` (default: the command line's); return the exit code (0: the run finished).
 
-    Runs what `minitrain train CONFIG [flags]` runs, `minitrain.cli.main(["train", ...])`, telling it the
-    command as typed (`command=`), so a run that stops prints how to resume it with this script. A mistake is
-    one `error: ...` line and a non-zero code, never a traceback; Ctrl-C while minitrain loads is exit 130.
+    Runs what `minitrain train CONFIG [flags]` runs: `minitrain.cli.main(["train", config, "--set", KEY=VALUE,
+    ..., "--out-dir", DIR, ...], command=typed)` with each flag that was given, where `typed` is this command
+    line as the user typed it (for instance `[sys.executable, sys.argv[0], *sys.argv[1:]]`), which a run that
+    stops prints back, with `--resume`, as the way to resume it. A mistake is one `error: ...` line and a
+    non-zero code, never a traceback (minitrain.cli.main sees to that).
     """
     args = parse_args(argv)
     try:

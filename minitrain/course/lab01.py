@@ -224,19 +224,18 @@ def _evaluate_ppl(lab):
 def _evaluate_mode(lab):
     split = _split("val", 144)
     model = fixtures.opinionated_model(1, dropout=0.5)
-    expected = float(_val_losses(model, split)[split.loss_mask].mean())
-    model.train()
     evaluate = lab.module(LOOP).evaluate
+    model.eval()
+    expected = float(evaluate(model, EvalBatcher(split, 48))[0])  # dropout off: the student's own number
+    if model.training:
+        raise Failed("evaluate() switched a model that was in eval mode to train mode")
+    model.train()
     first, second = (float(evaluate(model, EvalBatcher(split, 48))[0]) for _ in range(2))
     if not model.training:
         raise Failed("after evaluate() the model is still in eval mode: training would go on without dropout")
     if not (_close(first, expected) and _close(second, expected)):
-        raise Failed(f"with dropout 0.5, two evaluate() calls gave {first:.6g} and {second:.6g}; in eval mode both "
-                     f"are {expected:.6g}: dropout was on during evaluation")
-    model.eval()
-    evaluate(model, EvalBatcher(split, 48))
-    if model.training:
-        raise Failed("evaluate() switched a model that was in eval mode to train mode")
+        raise Failed(f"with dropout 0.5, a model in train mode gave val_loss {first:.6g}, then {second:.6g}; the "
+                     f"same model in eval mode gives {expected:.6g}: dropout was on during evaluation")
 
 
 @CHECKS.check("evaluate records nothing on the tape",
