@@ -251,3 +251,19 @@ def test_each_lab_text_lists_the_names_a_student_writes(lab):
             assert f"`{path}`" in page, f"{text} does not name the file {path}"
             for name in names:
                 assert f"`{name}`" in page or f"`{name}(" in page, f"{text} does not list `{name}`"
+
+
+def test_a_bug_is_named_by_its_own_check_only(tmp_path):
+    """evaluate averaging batch means fails the averaging check, and not the checks of eval mode and the tape (a
+    student once saw it reported as dropout)."""
+    bug = (LOOP, ("meter = PerplexityMeter()", "means = []"),
+           ("meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)",
+            "one = PerplexityMeter()\n            one.update(F.log_softmax(logits).data, batch.target, "
+            "batch.loss_mask)\n            means.append(one.mean_nll)"),
+           ("return meter.mean_nll, meter.ppl", "return float(np.mean(means)), float(np.exp(np.mean(means)))"))
+    ws = workspace_with_reference("01", tmp_path / "ws", bug)
+    _, outcomes = grade("01", ws, only=lambda name: name.startswith("evaluate"))
+    assert failures(outcomes) == {
+        "evaluate averages over exactly the loss_mask positions of the whole split":
+            "your evaluate() averaged the 8 batch means: the last batch has 4 records, not 20, so each token must "
+            "weigh the same"}
