@@ -13,6 +13,7 @@ import numpy as np
 
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
+from minitrain.course.runs import tiny_run
 from minitrain.data.batcher import encode_split  # the library's: `lab check` refuses to run under the seam
 from minitrain.errors import UserError
 
@@ -225,10 +226,7 @@ def _eval_pass(lab):
                    ".venv/bin/minitrain train experiments/18-train-mini/config.yaml --out-dir runs/try",
               needs=(_inputs_and_targets, _loss_mask_answer, _train_epoch, _train_resume, _eval_pass))
 def _short_run(lab):
-    config = fixtures.write_tiny_run(lab.scratch())
-    done = lab.python("-m", "minitrain.cli", "train", str(config), "--out-dir", str(lab.scratch() / "run"), "--quiet")
-    if done.returncode != 0:
-        raise Failed(f"a 24-step run on a tiny corpus failed (exit {done.returncode}): {done.stderr.strip()[-400:]}")
-    results = json.loads((lab.scratch() / "run" / "results.json").read_text(encoding="utf-8"))
+    out = tiny_run(lab, "-m", "minitrain.cli", "train")
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     if not results["val_ppl"] < 64:
         raise Failed(f"after 24 steps val PPL is {results['val_ppl']:.2f}, no better than a uniform guess (64)")

@@ -17,7 +17,7 @@ import numpy as np
 
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
-from minitrain.course.runs import check_manifest, read_run, run_files
+from minitrain.course.runs import check_manifest, read_run, run_files, tiny_run
 from minitrain.data.batch import Batch, take
 from minitrain.data.batcher import EvalBatcher, encode_split  # the library's: `lab check` refuses the seam
 from minitrain.tensor import TAPE
@@ -284,11 +284,7 @@ def _parse_args(lab):
                    "with MINITRAIN_LAB_DIR set",
               needs=(_step_loss, _step_norm, _step_no_update, _evaluate_counts, _parse_args))
 def _script_runs(lab):
-    config = fixtures.write_tiny_run(lab.scratch())
-    out = lab.scratch() / "run"
-    done = lab.python(str(lab.file(SCRIPT)), "--config", str(config), "--out-dir", str(out), "--quiet")
-    if done.returncode != 0:
-        raise Failed(f"a 24-step run on a tiny corpus failed (exit {done.returncode}): {done.stderr.strip()[-400:]}")
+    out = tiny_run(lab, str(lab.file(SCRIPT)))
     missing = [name for name in run_files() if not (out / name).is_file()]
     if missing:
         raise Failed(f"the run folder lacks {missing}")

@@ -189,10 +189,15 @@ def _refused(lab, path: Path, what: str, **keys: Any) -> None:
             raise Failed(f"{what}: the error does not name the file: {error}") from None
     else:
         raise Failed(f"{what} was loaded; it must be refused with a UserError")
-    after = other.states()
-    changed = [k for k in before if not _same(before[k], after[k])]
+    changed = _changed(before, other)
     if changed:
         raise Failed(f"{what} was refused, but only after changing the {', '.join(changed)}")
+
+
+def _changed(before: dict[str, Any], parts: Parts) -> list[str]:
+    """The states of `parts` that differ from `before` (a `states()` taken earlier)."""
+    after = parts.states()
+    return [k for k in before if not _same(before[k], after[k])]
 
 
 @CHECKS.check("a checkpoint written under another config is refused, and nothing changes",
@@ -226,8 +231,7 @@ def _rollback(lab):
         pass
     else:
         raise Failed("a checkpoint whose batcher state is for 40 records loaded into a run of 36")
-    after = other.states()
-    changed = [k for k in before if not _same(before[k], after[k])]
+    changed = _changed(before, other)
     if changed:
         raise Failed(f"the batcher refused its state, but the {', '.join(changed)} stayed changed")
 

@@ -1,11 +1,13 @@
-"""The stop conditions' side of a checker: reading a run folder, and what every complete one holds."""
+"""Runs for the checkers: the tiny run a check trains itself, and the run folder whose stop conditions it reads."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from minitrain.course.checks import Failed
+from minitrain.course.fixtures import write_tiny_run
 from minitrain.monitor.report import read_log
 
 # What a finished run folder holds (minitrain/run.py); checkpoints/ aside.
@@ -17,6 +19,18 @@ _MANIFEST_KEYS = ("seed", "versions", "config", "git_sha", "data_manifest_hash",
 
 def run_files() -> tuple[str, ...]:
     return _RUN_FILES
+
+
+def tiny_run(lab: Any, *entry: str) -> Path:
+    """Train the tiny run of `fixtures.write_tiny_run` with `entry` (`-m minitrain.cli train`, or a script
+    taking --config) under the seam; return its run folder, failing with the run's error line if it failed."""
+    config = write_tiny_run(lab.scratch())
+    out = lab.scratch() / "run"
+    train = [*entry, str(config)] if entry[-1] == "train" else [*entry, "--config", str(config)]
+    done = lab.python(*train, "--out-dir", str(out), "--quiet")
+    if done.returncode != 0:
+        raise Failed(f"a 24-step run on a tiny corpus failed (exit {done.returncode}): {done.stderr.strip()[-400:]}")
+    return out
 
 
 def read_run(lab: Any, name: str) -> Any:
