@@ -515,9 +515,8 @@ def test_sigkill_at_any_moment_leaves_a_complete_latest_checkpoint(tmp_path):
 
 def real_parts(folder: Path, overrides: list[str] = (), train_records: int = 40):
     """MiniGPT (dropout on), AdamW, warm-up cosine and the train batcher, built as a run builds them."""
-    from test_run import write_tiny_run
-
     from minitrain.config import load_config
+    from minitrain.course.fixtures import write_tiny_run
     from minitrain.run import build_parts
 
     config = write_tiny_run(folder)

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_run import train_tiny, write_tiny_run
+from test_run import train_tiny
 
 from minitrain.checkpoint_manager import CheckpointManager
+from minitrain.course.fixtures import write_tiny_run
 from minitrain.errors import UserError
 from minitrain.model_files import load_model_file
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_run import write_tiny_run
 
 from minitrain import seam
+from minitrain.course.fixtures import write_tiny_run
 
 REPO = Path(__file__).resolve().parents[1]
 

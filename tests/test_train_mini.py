@@ -13,7 +13,9 @@ import types
 from pathlib import Path
 
 import pytest
-from test_run import RESULTS_KEYS, RUN_FILES, write_tiny_run
+from test_run import RESULTS_KEYS, RUN_FILES
+
+from minitrain.course.fixtures import write_tiny_run
 
 pytestmark = [pytest.mark.lab01, pytest.mark.slow]
 
