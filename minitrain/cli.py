@@ -7,6 +7,7 @@
     minitrain lock CONFIG              minitrain info RUN_DIR
     minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR]
     minitrain sample SOURCE --prompt TEXT
+    minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR]
 
 Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it). Adding a
 command is one line: write a module with a `register(subparsers)` function that adds its subcommand (with
