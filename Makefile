@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 RUN_DIR ?= runs/lab01-$(shell date +%Y%m%d-%H%M%S)
+# More flags for `make train`, e.g. TRAIN_ARGS='--set optimizer.lr_max=1.5e-4'. With MINITRAIN_LAB_DIR=DIR set,
+# `make train` trains with a lab workspace's files (minitrain/seam.py).
+TRAIN_ARGS ?=
 # The step benchmark compares with PyTorch eager when its Python can import torch (never a dependency):
 #   make bench BENCH_PYTHON=/path/to/venv-with-torch/bin/python   (docs/performance.md)
 BENCH_PYTHON ?= $(BIN)/python
@@ -24,7 +27,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	touch $(VENV)/.installed $@
 
 train: $(VENV)/.installed
-	$(BIN)/python scripts/train_mini.py --config experiments/18-train-mini/config.yaml --out-dir $(RUN_DIR) --models-dir $(RUN_DIR)/models --seed 42
+	$(BIN)/python scripts/train_mini.py --config experiments/18-train-mini/config.yaml --out-dir $(RUN_DIR) --models-dir $(RUN_DIR)/models --seed 42 $(TRAIN_ARGS)
 
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

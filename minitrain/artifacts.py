@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from minitrain import seam
 from minitrain.data.build import MANIFEST
 from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
 from minitrain.errors import UserError
@@ -114,7 +115,12 @@ def peak_rss_mb() -> float:
 
 
 def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_path: str | os.PathLike) -> dict:
-    """The manifest as it is before training: everything needed to say what ran, status "running"."""
+    """The manifest as it is before training: everything needed to say what ran, status "running".
+
+    A run that trained with a student's lab files (MINITRAIN_LAB_DIR, minitrain/seam.py) says which, under
+    "lab_files": {"lab_dir", "files"}.
+    """
+    lab_files = seam.replaced()
     return {
         "seed": seed,
         "data_seed": data_seed,
@@ -123,6 +129,7 @@ def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_pat
         "git_sha": git_sha(),
         "data_manifest_hash": data_manifest_hash(train_path),
         "hardware": hardware_info(),
+        **({"lab_files": {"lab_dir": str(seam.lab_dir()), "files": lab_files}} if lab_files else {}),
         "status": "running",
     }
 
@@ -199,16 +206,38 @@ def build_results(
 # loss_curve.png
 
 
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend (no display needed); imported only when plotting."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # must come before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def log_axis(ax: Any) -> None:
+    """A log-scaled y axis labelled 2, 3, 5, 10 rather than 2×10⁰."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+
+
+def save_figure(fig: Any, png_path: str | os.PathLike) -> None:
+    """Write `fig` as a PNG atomically and close it."""
+    # No "Software" entry: the PNG bytes then depend only on the curve, not on the matplotlib build.
+    atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
+    pyplot().close(fig)
+
+
 def plot_loss_curve(
     png_path: str | os.PathLike, log_path: str | os.PathLike, baseline_ppl: float | None, model_name: str = "MiniGPT"
 ) -> None:
     """Train and val perplexity against the step (log scale), with the n-gram baseline dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display needed; must come before pyplot is imported
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
-
+    plt = pyplot()
     rows = read_log(log_path)
     train = [r for r in rows if "loss" in r]
     val = [r for r in rows if "val_loss" in r]
@@ -222,16 +251,11 @@ def plot_loss_curve(
     if baseline_ppl is not None:
         ax.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
                    label=f"n-gram baseline val ({baseline_ppl:.2f})")
-    ax.set_yscale("log")
-    plain = FuncFormatter(lambda value, _: f"{value:g}")  # 2, 3, 5, 10 rather than 2×10⁰
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    log_axis(ax)
     ax.set_xlabel("step (optimizer updates)")
     ax.set_ylabel("perplexity per counted token (log scale)")
     ax.set_title(f"{model_name} training: perplexity vs. step")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    # No "Software" entry: the PNG bytes then depend only on the curve, not on the matplotlib build.
-    atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    plt.close(fig)
+    save_figure(fig, png_path)

@@ -7,6 +7,7 @@
     minitrain lock CONFIG              minitrain info RUN_DIR
     minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR]
     minitrain sample SOURCE --prompt TEXT
+    minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR]
 
 Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it). Adding a
 command is one line: write a module with a `register(subparsers)` function that adds its subcommand (with
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 
@@ -42,10 +44,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the process exit code."""
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as a user would type it here: relative to the current folder when inside it, else absolute."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    return absolute if relative.startswith("..") else relative
+
+
+def _invocation(argv: Sequence[str] | None) -> list[str]:
+    """The command line as typed: sys.argv for a real command line (`minitrain` when that is on PATH), else
+    `minitrain ARGV` for a call from Python."""
+    if argv is not None:
+        return ["minitrain", *argv]
+    program = sys.argv[0]
+    on_path = shutil.which(os.path.basename(program))
+    if on_path is not None and os.path.exists(program) and os.path.samefile(on_path, program):
+        program = os.path.basename(program)  # `minitrain`, as typed with the venv active
+    else:
+        program = shown_path(program)  # `.venv/bin/minitrain`
+    return [program, *sys.argv[1:]]
+
+
+def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit code.
+
+    `command` is the command line the user typed (`scripts/train_mini.py` passes its own), which messages
+    such as "resume with: ..." repeat; by default it is worked out from sys.argv or `argv`.
+    """
     try:
         args = build_parser().parse_args(argv)  # imports the command modules (pydantic...): Ctrl-C may land here
+        args.command_line = list(command) if command is not None else _invocation(argv)
         return args.handler(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -48,6 +48,14 @@ def gradcheck(
     (fn(*inputs) * Tensor(weights, dtype=np.float64)).sum().backward()
 
     for i, x in enumerate(inputs):
+        # A backward that forgets to un-broadcast hands an input a gradient of another shape; comparing it
+        # element by element would only crash, so say what is wrong instead.
+        if x.requires_grad and x.grad is not None and np.shape(x.grad) != x.shape:
+            raise GradcheckError(
+                f"gradcheck: input {i} has shape {x.shape} but its gradient has shape {np.shape(x.grad)}: "
+                "the backward must give each input a gradient of the input's own shape (un-broadcast it)"
+            )
+    for i, x in enumerate(inputs):
         if not x.requires_grad:
             continue
         analytic = np.zeros_like(x.data) if x.grad is None else x.grad

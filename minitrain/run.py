@@ -7,11 +7,11 @@
              → the model (model.type; training RNG: rng_seed) → freeze → pack → optimizer → schedule
       [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
       write config.yaml (as given), config.resolved.yaml, manifest.json (status "running")
-      loop.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
+      engine.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
       final: train PPL (one pass over train), val exact match, dev and test (when present) scored, the model file
              <models dir>/<prefix>-<hash>.safetensors, prefix minigpt-phase18 or mlp-lm (output.models_dir /
-             --models-dir, default the repository's models/), results.json, loss_curve.png, metrics.csv,
-             report.md, manifest.json completed
+             --models-dir, default the repository's models/), results.json, loss_curve.png, dashboard.png,
+             metrics.csv, report.md, manifest.json completed
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
 curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
@@ -35,35 +35,23 @@ import numpy as np
 
 from minitrain import artifacts
 from minitrain.architectures import build_model
-from minitrain.checkpoint import (
-    BEST_FILE,
-    LATEST_POINTER,
-    CheckpointManager,
-    config_hash,
-    load_checkpoint,
-    save_model_file,
-)
+from minitrain.checkpoint import load_checkpoint
+from minitrain.checkpoint_manager import BEST_FILE, LATEST_POINTER, CheckpointManager
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
 from minitrain.config.schema import ALWAYS_MEASURED
-from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
+from minitrain.dashboard import SMOOTHING_WINDOW, plot_dashboard
+from minitrain.data.batch import Batch
+from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.engine import DIVERGED, FINISHED, INTERRUPTED, Checkpointing, measure, restore_loop_state, train
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text
-from minitrain.loop import (
-    DIVERGED,
-    FINISHED,
-    INTERRUPTED,
-    Checkpointing,
-    evaluate,
-    measure,
-    next_log_probs_fn,
-    restore_loop_state,
-    train,
-    train_step,
-)
+from minitrain.loop import evaluate, train_step
 from minitrain.metrics import greedy_exact_match
+from minitrain.model_files import config_hash, save_model_file
 from minitrain.monitor.alerts import AlertMonitor
+from minitrain.monitor.curves import train_val_gap
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
@@ -71,6 +59,7 @@ from minitrain.monitor.report import read_log, write_metrics_csv, write_report
 from minitrain.nn import Module
 from minitrain.optim import build_optimizer
 from minitrain.runtime import configure
+from minitrain.sampling import next_log_probs_fn
 from minitrain.schedule import build_scheduler
 
 # Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
@@ -111,7 +100,9 @@ def build_parts(cfg: Config, total_steps: int) -> Parts:
     train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
     val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
     t = cfg.training
-    batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, t.shuffle, t.drop_last)  # the data RNG
+    # shuffle/drop_last only when they differ from the defaults: a student's lab-00 batcher takes three arguments.
+    loader = {} if (t.shuffle, t.drop_last) == (True, True) else {"shuffle": t.shuffle, "drop_last": t.drop_last}
+    batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, **loader)  # the data RNG
     train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
     model = build_model(cfg.model.architecture(), rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
     if cfg.model.freeze:
@@ -146,7 +137,7 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
     for _ in range(warmup + n):
         start = time.perf_counter()
         batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
-        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm, cfg.clip_value)
+        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm)
         parts.optimizer.step()
         parts.scheduler.step()
         timings.append(time.perf_counter() - start)
@@ -221,6 +212,7 @@ def run_training(
     models_dir: str | os.PathLike | None = None,
     baseline_path: str | os.PathLike | None = None,
     summary: DataSummary | None = None,
+    command: list[str] | tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
@@ -232,6 +224,8 @@ def run_training(
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
     compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
+    `command` is the command line that started the run, without any `--resume`: a run that stops says to run
+    it again with `--resume CHECKPOINT` (default: the `minitrain train` command for this config and folder).
     """
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
@@ -249,7 +243,9 @@ def run_training(
     ckpt = cfg.training.checkpoint
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode)
-    early_stopping = EarlyStopping.from_config(cfg.training.early_stopping)
+    stopping = cfg.training.early_stopping
+    early_stopping = None if stopping is None else EarlyStopping(
+        stopping.metric, stopping.patience, stopping.min_delta, stopping.mode)
     alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
     log_path = out_dir / LOG_FILE
 
@@ -311,10 +307,11 @@ def run_training(
                                            data_manifest_hash=manifest.get("data_manifest_hash"),
                                            loss_on=cfg.data.loss_on)
     artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
+    plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
-        raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)
+        raise _stopped_error(outcome, command or _train_command(cfg, out_dir, config_path, overrides))
 
     try:
         train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
@@ -331,7 +328,8 @@ def run_training(
         results.update(_score_held_out_splits(cfg, parts))
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows)
-        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
+        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
+                     gaps=train_val_gap(rows, SMOOTHING_WINDOW))
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
                                     quality=quality.as_dict())
     except KeyboardInterrupt:
@@ -340,7 +338,7 @@ def run_training(
         outcome.update(status=INTERRUPTED, signal="SIGINT", stopped_at=outcome["steps_done"] - 1)
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED,
                                     stopped_at=outcome["stopped_at"])
-        raise _stopped_error(outcome, cfg, out_dir, config_path, overrides) from None
+        raise _stopped_error(outcome, command or _train_command(cfg, out_dir, config_path, overrides)) from None
     return results
 
 
@@ -477,17 +475,23 @@ def _clear_previous_run(out_dir: Path, manager: CheckpointManager) -> None:
     atomic_write_text(out_dir / LOG_FILE, "")
 
 
-def _stopped_error(outcome: dict, cfg: Config, out_dir: Path, config_path, overrides) -> UserError:
-    """The one-line explanation of a run that did not finish, with the command that resumes it."""
-    status, step = outcome["status"], outcome.get("stopped_at")
-    checkpoint = outcome["checkpoint"]
+def _train_command(cfg: Config, out_dir: Path, config_path, overrides) -> list[str]:
+    """`minitrain train CONFIG --out-dir OUT_DIR` with the run's `--set`/`--seed` flags."""
     config = config_path or (cfg.source.path if cfg.source is not None and cfg.source.path else "CONFIG")
-    argv = ["python", "scripts/train_mini.py", "--config", str(config), "--out-dir", str(out_dir)]
+    argv = ["minitrain", "train", str(config), "--out-dir", str(out_dir)]
     for override in overrides:  # "--set key=value", "--seed 3", ...: flag, then its value
         flag, _, value = override.partition(" ")
         if flag != "--out-dir":
             argv += [flag, value]
-    command = shlex.join([*argv, "--resume", str(checkpoint)])  # quoted where the shell needs it
+    return argv
+
+
+def _stopped_error(outcome: dict, rerun: list[str] | tuple[str, ...]) -> UserError:
+    """The one-line explanation of a run that did not finish, with the command that resumes it: `rerun` (the
+    command that started it) with `--resume CHECKPOINT`."""
+    status, step = outcome["status"], outcome.get("stopped_at")
+    checkpoint = outcome["checkpoint"]
+    command = shlex.join([*rerun, "--resume", str(checkpoint)])  # quoted where the shell needs it
     resume = f"resume with: {command}" if checkpoint else "no checkpoint was saved yet: start again"
     if status == DIVERGED:
         # Training is deterministic: resuming the same config from the last good checkpoint diverges again.

@@ -16,7 +16,8 @@ whole prefix, which is simple and, for prompts of a few dozen characters, fast e
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -79,3 +80,26 @@ def generate(
             ids.append(token)
             new.append(token)
     return tokenizer.decode(new)
+
+
+def next_log_probs_fn(model: Any, pad_id: int = 0) -> Callable[[list[list[int]]], np.ndarray]:
+    """Adapt a model to `metrics.greedy_exact_match`: prefixes (lists of ids) -> (N, V) next-token log-probs.
+
+    The prefixes are right-padded into one (N, T) batch. Attention is causal, so the logits at position
+    len(prefix) − 1 never see the padding after it. A prefix longer than max_seq_len keeps its last tokens.
+    """
+    context = model.config["max_seq_len"]
+
+    def next_log_probs(prefixes: list[list[int]]) -> np.ndarray:
+        windows = [p[-context:] for p in prefixes]
+        lengths = np.array([len(w) for w in windows])
+        idx = np.full((len(windows), lengths.max()), pad_id, dtype=np.int64)
+        for row, window in enumerate(windows):
+            idx[row, : len(window)] = window
+        with inference(model):
+            logits, _ = model(idx, attn_pad_mask=np.arange(idx.shape[1]) < lengths[:, None])
+        last = logits.data[np.arange(len(windows)), lengths - 1].astype(np.float64)  # (N, V)
+        shifted = last - last.max(axis=-1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # log-softmax
+
+    return next_log_probs

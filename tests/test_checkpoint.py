@@ -14,16 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitrain import checkpoint as ckpt
-from minitrain.checkpoint import (
-    CheckpointManager,
-    config_hash,
-    load_checkpoint,
-    load_model_file,
-    save_checkpoint,
-    save_model_file,
-)
+from minitrain import model_files
+from minitrain.checkpoint import load_checkpoint, save_checkpoint
+from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.errors import UserError
+from minitrain.model_files import config_hash, load_model_file, save_model_file
 
 CONFIG = {"n_layer": 1, "n_head": 2, "d_model": 8, "d_ff": 16, "vocab_size": 11, "max_seq_len": 6, "dropout": 0.0}
 
@@ -311,7 +306,7 @@ def test_metadata_value_that_is_not_json_is_refused(tmp_path):
     path = tmp_path / "c.safetensors"
     tensors = gpt2_state(CONFIG)
     text = {"format": "minitrain", "model_config": "{not json"}
-    text["sha256"] = ckpt._content_digest(tensors, text)  # a consistent file whose content is wrong
+    text["sha256"] = model_files._content_digest(tensors, text)  # a consistent file whose content is wrong
     safetensors.numpy.save_file(tensors, path, metadata=text)
     assert_refused(path, "a metadata value is not valid JSON")
 
@@ -339,11 +334,11 @@ def test_config_hash_mismatch_is_refused(saved):
 
 def save_raw(path: Path, tensors: dict, meta: dict) -> None:
     """Write a file exactly as checkpoint.py would, from hand-edited contents (a valid checksum included)."""
-    path.write_bytes(ckpt._encode(tensors, meta))
+    path.write_bytes(model_files.encode(tensors, meta))
 
 
 def read_raw(path: Path) -> tuple[dict, dict]:
-    tensors, meta = ckpt._decode(path)
+    tensors, meta = model_files.read_file(path)
     meta.pop("format")
     return tensors, meta
 
@@ -378,7 +373,7 @@ def test_failure_while_restoring_rolls_everything_back(saved):
 
 def test_newer_format_is_refused(saved):
     tensors, meta = read_raw(saved)
-    meta["format_version"] = ckpt.FORMAT_VERSION + 1
+    meta["format_version"] = model_files.FORMAT_VERSION + 1
     save_raw(saved, tensors, meta)
     assert_refused(saved, "upgrade minitrain")
 
@@ -423,7 +418,7 @@ def test_pruning_keeps_best_and_the_latest_target(tmp_path):
     assert (tmp_path / "checkpoints" / "best.safetensors").is_file()
     # A pointer left on an older file (a crash between writing step 4 and moving `latest`) protects that file.
     (tmp_path / "checkpoints" / "latest").write_text("step-3.safetensors\n")
-    ckpt.save_checkpoint(manager.path_for(4), step=4, config_hash=HASH, **training_state(4))
+    save_checkpoint(manager.path_for(4), step=4, config_hash=HASH, **training_state(4))
     manager.prune()
     assert [s for s, _ in manager.step_files()] == [3, 4]
     assert manager.latest() == manager.path_for(3)
@@ -520,9 +515,8 @@ def test_sigkill_at_any_moment_leaves_a_complete_latest_checkpoint(tmp_path):
 
 def real_parts(folder: Path, overrides: list[str] = (), train_records: int = 40):
     """MiniGPT (dropout on), AdamW, warm-up cosine and the train batcher, built as a run builds them."""
-    from test_run import write_tiny_run
-
     from minitrain.config import load_config
+    from minitrain.course.fixtures import write_tiny_run
     from minitrain.run import build_parts
 
     config = write_tiny_run(folder)

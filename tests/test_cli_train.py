@@ -9,10 +9,11 @@ import pytest
 import yaml
 from test_cli import run
 from test_config_data import make_corpus
-from test_run import log_rows, write_tiny_run
+from test_run import log_rows
 
 from minitrain import artifacts
 from minitrain.config import config_from_dict, load_config
+from minitrain.course.fixtures import write_tiny_run
 
 
 @pytest.mark.slow
@@ -85,3 +86,23 @@ def test_models_dir_resolution_order(tmp_path, monkeypatch):
     assert cfg.output.models_dir == "flag-models" and "--models-dir flag-models" in cfg.source.overrides
     assert load_config(tmp_path / "config.yaml").output.models_dir == "cfg-models"
     assert config_from_dict({"training": {"total_steps": 5}}).output.models_dir is None  # the default
+
+
+@pytest.mark.slow
+def test_a_stopped_run_prints_the_minitrain_command_that_was_typed(tmp_path):
+    """`.venv/bin/minitrain train ...` stopped by an alert says to resume with that same program and flags."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    config = write_tiny_run(tmp_path)
+    program = Path(sys.executable).parent / "minitrain"
+    typed = [str(program), "train", str(config), "--out-dir", "run", "--set",
+             "monitoring.alerts=['step >= 3: halt']", "--quiet"]
+    env = {**os.environ, "MINITRAIN_MODELS_DIR": str(tmp_path / "models")}
+    done = subprocess.run(typed, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 4, done.stderr
+    printed = shlex.split(done.stderr.split("resume with: ")[1])
+    assert printed[0] in (str(program), "minitrain") and printed[1:] == [*typed[1:], "--resume",
+                                                                         "run/checkpoints/step-5.safetensors"]

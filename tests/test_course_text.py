@@ -1,10 +1,12 @@
-"""The course text (theory/ and lab/) stays bilingual, in sync, and true to the repository.
+"""The course text (theory/, lab/ and solutions/) stays bilingual, in sync, and true to the repository.
 
 Every `name.md` (English) has a `name.es.md` (Spanish) twin and vice versa. Twins have the same headings (count
-and levels), the same code blocks (count and language tags) and cite the same repository paths. Every path cited
-in backticks (`minitrain/loop.py`, `tests/test_tensor.py::test_name`) and every dotted name (`minitrain.x.name`)
-exists, and every relative Markdown link resolves, so a student reading beside the code never follows a dead
-reference.
+and levels), the same code blocks (count and language tags), the same shell commands, and cite the same
+repository paths. Every path cited in backticks (`minitrain/loop.py`, `tests/test_tensor.py::test_name`) and every
+dotted name (`minitrain.x.name`) exists, and every relative Markdown link resolves, so a student reading beside
+the code never follows a dead reference. Every number the text quotes to two decimals or more is a committed
+result (a results file, a manifest, a log or a report under experiments/) rounded as quoted, or a constant
+listed here with its reason.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from typing import NamedTuple
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("theory", "lab")
+FOLDERS = ("theory", "lab", "solutions")
 # Backticked text that starts with one of these names a file or folder of the repository.
 TOP_LEVEL = ("minitrain/", "scripts/", "experiments/", "data/", "models/", "tests/", "theory/", "lab/",
-             "benchmarks/", "docs/")  # fmt: skip
+             "solutions/", "benchmarks/", "docs/")  # fmt: skip
 TOP_FILES = ("Makefile", "pyproject.toml", "README.md", "LICENSE")
 PLACEHOLDER = re.compile(r"[<>*{}\[\] ]")  # `models/minigpt-phase18-<hash>.safetensors` is a pattern, not a path
 FENCE = re.compile(r"^(```+|~~~+)(.*)$")
@@ -127,6 +129,7 @@ def test_twins_have_the_same_structure(path):
     assert len(en.languages) == len(es.languages), f"{where}: {len(en.languages)} code blocks vs {len(es.languages)}"
     assert en.languages == es.languages, f"{where}: code block languages differ"
     assert cited_paths(en) == cited_paths(es), f"{where}: they cite different repository paths"
+    assert en.shell == es.shell, f"{where}: their shell commands differ"
     assert en.excerpts == es.excerpts, f"{where}: their code excerpts differ"
 
 
@@ -239,3 +242,78 @@ def test_the_checks_can_fail(tmp_path):
     twin.write_text("# A\n\n```bash\nls\n```\n", encoding="utf-8")
     assert twin_of(page) == twin and twin_of(twin) == page
     assert parse(twin).levels != parsed.levels
+
+
+# Numbers quoted to 2+ decimals that are not committed results: each with the reason it is right.
+CONSTANTS = {
+    "0.95": "β2, a hyperparameter of lab 01's config",
+    "0.02": "GPT-2's initial weight standard deviation",
+    "0.05": "a 5 % tolerance; 1 − β2",
+    "0.01": "an example gradient element (theory 02's exercise); a min_delta example",
+    "4.16": "ln 64, the loss of a uniform guess over 64 ids",
+    "0.044715": "the constant of GELU's tanh approximation",
+    "1.65e-4": "WarmupCosine.lr_at(1050) for lab 01's schedule (the command beside it prints it)",
+    "3.00002e-5": "WarmupCosine.lr_at(1999) for lab 01's schedule",
+    "3.26": "0.01 · √106240, theory 02's exercise",
+    "0.307": "1 / 3.26, theory 02's exercise",
+    "1.12": "solutions/01: a variant run measured for the page (its command is on the page)",
+}
+NUMBER = re.compile(r"(?<![\w.])\d+\.\d{2,}(?:e-?\d+)?(?![\w.])")
+
+
+def _numbers_in(value) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [float(value)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers_in(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers_in(v)]
+    return []
+
+
+def committed_results() -> list[float]:
+    """Every number of the committed runs: results.json, manifest.json, train_log.jsonl and report.md."""
+    import json
+
+    found = []
+    for folder in sorted((ROOT / "experiments").iterdir()):
+        for name in ("results.json", "manifest.json"):
+            if (folder / name).is_file():
+                found += _numbers_in(json.loads((folder / name).read_text(encoding="utf-8")))
+        if (folder / "train_log.jsonl").is_file():
+            for line in (folder / "train_log.jsonl").read_text(encoding="utf-8").splitlines():
+                found += _numbers_in(json.loads(line))
+        if (folder / "report.md").is_file():
+            found += [float(n) for n in re.findall(r"\d+\.\d+", (folder / "report.md").read_text(encoding="utf-8"))]
+    return found
+
+
+def quotes(token: str, value: float) -> bool:
+    """`token` (like 5.800) is `value` rounded to the token's decimals."""
+    decimals = len(token.split(".")[1])
+    return f"{value:.{decimals}f}" == token
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[int, set[str]]:
+    """The committed numbers as text, by decimals: {3: {"5.800", ...}, ...}."""
+    values = committed_results()
+    return {d: {f"{v:.{d}f}" for v in values} for d in range(2, 17)}
+
+
+@pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_quoted_number_is_a_committed_result(path, results):
+    wrong = [token for token in NUMBER.findall(parse(path).prose) if token not in CONSTANTS
+             and ("e" in token or token not in results[len(token.split(".")[1])])]
+    assert not wrong, (f"{path.relative_to(ROOT)} quotes {sorted(set(wrong))}, which no committed results file holds "
+                       "(as rounded); correct them, or list a constant with its reason in CONSTANTS")
+
+
+def test_the_number_check_can_fail():
+    assert quotes("5.800", 5.799501) and quotes("5.799501", 5.799501) and not quotes("5.799516", 5.799501)
+    assert NUMBER.findall("val 5.799516 and 1.37, 8.2 s, step 350, 1e-4, v1.12.3") == ["5.799516", "1.37"]
+    values = committed_results()
+    assert any(quotes("5.799501", v) for v in values)  # the baseline's val_ppl
+    assert not any(quotes("5.799516", v) for v in values)  # the number the course once quoted for it

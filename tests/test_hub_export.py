@@ -11,11 +11,11 @@ import safetensors
 import safetensors.numpy
 from fakehub import TINY_MODEL, make_run
 
-from minitrain.checkpoint import load_model_file, save_model_file
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
+from minitrain.model_files import load_model_file, save_model_file
 
 
 def test_export_writes_the_gpt2_folder(run, tmp_path):

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fakehub import serving
-from test_run import log_rows, train_tiny, write_tiny_data
+from test_run import log_rows, train_tiny
 
-from minitrain.checkpoint import load_model_file
+from minitrain.course.fixtures import write_tiny_data
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.publish import publish
+from minitrain.model_files import load_model_file
 
 pytestmark = pytest.mark.slow
 

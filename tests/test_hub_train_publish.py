@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from fakehub import serving
 from test_cli import run
-from test_run import RUN_FILES, write_tiny_run
+from test_run import RUN_FILES
 
 from minitrain import artifacts
+from minitrain.course.fixtures import write_tiny_run
 from minitrain.hub.export import EXPORT_FILES, export_model
 
 pytestmark = pytest.mark.slow

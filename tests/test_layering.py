@@ -51,3 +51,35 @@ def test_a_layer_does_not_reach_up(layer, forbidden):
     for path in module_files(layer):
         bad = {m for m in imported_modules(path) if is_within(m, forbidden)}
         assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_the_library_uses_only_the_names_each_lab_lists():
+    """A student's lab file stands in for the library's (minitrain/seam.py), so the rest of minitrain may import
+    from it only the names the lab text lists, and only as `from minitrain.x import name`."""
+    from minitrain.seam import LAB_PIECES, REPLACEABLE, module_name
+
+    listed = {module_name(path): set(names) for pieces in LAB_PIECES.values() for path, names in pieces.items()}
+    assert listed.keys() - {None} == REPLACEABLE.keys()
+    for path in module_files():
+        relative = "minitrain/" + path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                whole = {alias.name for alias in node.names} & listed.keys()
+                assert not whole, f"{relative} imports the lab module {sorted(whole)} whole; import listed names"
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module in listed and REPLACEABLE[node.module] != relative:
+                    extra = {alias.name for alias in node.names} - listed[node.module]
+                    assert not extra, f"{relative} imports {sorted(extra)} from {node.module}; its lab lists only those"
+                as_modules = {f"{node.module}.{alias.name}" for alias in node.names} & listed.keys()
+                assert not as_modules, f"{relative} imports the lab module {sorted(as_modules)} whole"
+
+
+def test_every_lab_module_has_a_reference_with_the_listed_names():
+    from minitrain.seam import LAB_PIECES
+
+    root = PACKAGE.parent
+    for lab, pieces in LAB_PIECES.items():
+        for path, names in pieces.items():
+            tree = ast.parse((root / path).read_text(encoding="utf-8"))
+            defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+            assert set(names) <= defined, f"lab {lab}: {path} does not define {sorted(set(names) - defined)}"

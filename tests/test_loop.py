@@ -13,26 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitrain.checkpoint import CheckpointManager
-from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split, take
+from minitrain.checkpoint_manager import CheckpointManager
+from minitrain.data.batch import take, trim_padding
+from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.loop import (
-    DIVERGED,
-    EARLY_STOPPED,
-    HALTED,
-    INTERRUPTED,
-    Checkpointing,
-    evaluate,
-    next_log_probs_fn,
-    train,
-    train_step,
-    trim_padding,
-)
+from minitrain.engine import DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED, Checkpointing, train
+from minitrain.loop import evaluate, train_step
 from minitrain.model import MiniGPT
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.optim import build_optimizer
+from minitrain.sampling import next_log_probs_fn
 from minitrain.schedule import build_scheduler
 
 pytestmark = pytest.mark.lab01

@@ -11,10 +11,10 @@ from test_run import train_tiny, write_tiny_run
 
 from minitrain import gradcheck
 from minitrain.architectures import build_model, parameter_shapes
-from minitrain.checkpoint import load_model_file
 from minitrain.cli import main
 from minitrain.errors import UserError
 from minitrain.mlp_lm import MLPLanguageModel
+from minitrain.model_files import load_model_file
 from minitrain.optim import AdamW
 
 TINY = dict(vocab_size=7, max_seq_len=8, context=3, d_embed=2, hidden=[5, 4])

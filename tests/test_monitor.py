@@ -12,7 +12,7 @@ import pytest
 
 from minitrain.errors import UserError
 from minitrain.monitor.alerts import AlertMonitor, parse_alert
-from minitrain.monitor.early_stopping import EarlyStopping
+from minitrain.monitor.early_stopping import EarlyStopping, is_better
 from minitrain.monitor.progress import Progress, format_seconds, sparkline
 from minitrain.monitor.quality import grade_for, quality_score
 from minitrain.monitor.report import metrics_csv, read_log, report_markdown, write_metrics_csv
@@ -88,7 +88,7 @@ def test_early_stopping_stops_at_the_patience_th_bad_evaluation():
     history = [(0, 3.0), (50, 2.5), (100, 2.0), (150, 2.1), (200, 2.0), (250, 2.05), (300, 1.0)]
     stopped_at = next(step for step, value in history if stopper.update(step, value))
     assert stopped_at == 250  # 150, 200 (ties do not improve) and 250 fail to improve on 2.0 of step 100
-    assert (stopper.best, stopper.best_step, stopper.stopped_step) == (2.0, 100, 250)
+    assert (stopper.best, stopper.best_step, stopper.bad_evaluations) == (2.0, 100, 3)
 
 
 def test_min_delta_and_max_mode():
@@ -100,13 +100,14 @@ def test_min_delta_and_max_mode():
     assert not up.update(0, 1.0) and not up.update(1, 2.0) and up.update(2, 1.5)
 
 
-def test_early_stopping_from_config_and_state():
-    from minitrain.config import config_from_dict
+def test_is_better_by_mode_and_min_delta():
+    assert is_better(1.0, None) and not is_better(math.nan, None) and not is_better(math.nan, 2.0)
+    assert is_better(1.0, 2.0) and not is_better(2.0, 2.0) and not is_better(1.95, 2.0, "min", 0.1)
+    assert is_better(3.0, 2.0, "max") and not is_better(1.0, 2.0, "max") and not is_better(2.05, 2.0, "max", 0.1)
 
-    cfg = config_from_dict({"training": {"total_steps": 10, "early_stopping": {"patience": 2, "min_delta": 0.5}}})
-    stopper = EarlyStopping.from_config(cfg.training.early_stopping)
-    assert (stopper.metric, stopper.patience, stopper.min_delta, stopper.mode) == ("val_loss", 2, 0.5, "min")
-    assert EarlyStopping.from_config(None) is None
+
+def test_early_stopping_state_round_trip():
+    stopper = EarlyStopping("val_loss", patience=2, min_delta=0.5)
     stopper.update(0, 3.0)
     stopper.update(1, 2.9)
     again = EarlyStopping("val_loss", patience=2, min_delta=0.5)

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_run import train_tiny, write_tiny_run
+from test_run import train_tiny
 
-from minitrain.checkpoint import CheckpointManager, load_model_file
+from minitrain.checkpoint_manager import CheckpointManager
+from minitrain.course.fixtures import write_tiny_run
 from minitrain.errors import UserError
+from minitrain.model_files import load_model_file
 
 pytestmark = [pytest.mark.lab02, pytest.mark.slow]
 

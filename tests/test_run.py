@@ -6,19 +6,18 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import shutil
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from minitrain import artifacts
-from minitrain.checkpoint import load_model_file
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
+from minitrain.course.fixtures import write_tiny_run
 from minitrain.errors import UserError
 from minitrain.model import MiniGPT
+from minitrain.model_files import load_model_file
 from minitrain.run import plan_run, run_training
 
 pytestmark = [pytest.mark.lab01, pytest.mark.slow]
@@ -29,48 +28,7 @@ MANIFEST_KEYS = {"seed", "versions", "config", "git_sha", "data_manifest_hash", 
 RESULTS_KEYS = {"train_ppl", "val_ppl", "best_val_step", "best_val_ppl", "ngram_baseline_val_ppl", "beats_baseline",
                 "ppl_improvement_pct", "val_exact_match", "wall_seconds", "peak_rss_mb", "model_path"}
 RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.jsonl", "metrics.csv",
-             "results.json", "loss_curve.png", "report.md")
-
-
-def write_tiny_data(folder: Path, baseline_ppl: float) -> Path:
-    """folder/data: a tiny corpus cut from the real one (40 train, 16 val, 8 dev records) and its vocabulary;
-    folder/baseline.json: an n-gram baseline results.json. Returns the data folder."""
-    data = folder / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", 40), ("val", 16), ("dev", 8)):
-        lines = (DATA / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()[:n]
-        (data / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    shutil.copy(DATA / "vocab.json", data / "vocab.json")
-    (folder / "baseline.json").write_text(json.dumps({"val_ppl": baseline_ppl}), encoding="utf-8")
-    return data
-
-
-def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -> Path:
-    """The tiny corpus and baseline of `write_tiny_data`, and a 1-layer config for them; returns the config path.
-    40 records / batch 4 = 10 steps per epoch."""
-    data = write_tiny_data(folder, baseline_ppl)
-    text = textwrap.dedent(f"""\
-        model: {{n_layer: 1, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, max_seq_len: 32}}
-        optimizer: {{type: adamw, lr_max: 3.0e-3, lr_min: 3.0e-4, beta1: 0.9, beta2: 0.95, weight_decay: 0.1,
-                     clip: 1.0}}
-        scheduler: {{warmup_steps: 6, total_steps: 24}}
-        training:
-          batch_size: 4
-          val_every: 5
-          log_every: 2
-          rng_seed: 42
-          data_seed: 7
-          checkpoint: {{save_every: 4, keep_last: 10}}
-        data:
-          train_path: {data}/train.jsonl
-          val_path: {data}/val.jsonl
-          dev_path: {data}/dev.jsonl
-          vocab_path: {data}/vocab.json
-        monitoring: {{progress: none}}
-        """) + textwrap.dedent(body)
-    path = folder / "config.yaml"
-    path.write_text(text, encoding="utf-8")
-    return path
+             "results.json", "loss_curve.png", "dashboard.png", "report.md")
 
 
 def train_tiny(config: Path, out_dir: Path, overrides: list[str] = (), **keys) -> dict:
@@ -94,6 +52,8 @@ def test_a_run_writes_every_artifact_with_the_required_keys(tmp_path):
     assert (run_dir / "loss_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "step,loss,lr,grad_norm,val_loss,val_ppl" in (run_dir / "metrics.csv").read_text()
     assert "## Training quality:" in (run_dir / "report.md").read_text()
+    assert "## Train vs val" in (run_dir / "report.md").read_text()
+    assert (run_dir / "dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest.keys() >= MANIFEST_KEYS
@@ -263,7 +223,7 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
 
 
 def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeypatch):
-    import minitrain.loop
+    import minitrain.engine
 
     calls = []
 
@@ -273,8 +233,8 @@ def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeyp
             raise KeyboardInterrupt
         return real_step(*args, **keys)
 
-    real_step = minitrain.loop.train_step
-    monkeypatch.setattr(minitrain.loop, "train_step", step_then_ctrl_c)
+    real_step = minitrain.engine.train_step
+    monkeypatch.setattr(minitrain.engine, "train_step", step_then_ctrl_c)
     config = write_tiny_run(tmp_path)  # checkpoints every 4 steps
     with pytest.raises(KeyboardInterrupt):
         train_tiny(config, tmp_path / "run")
@@ -292,8 +252,18 @@ def test_the_resume_command_is_quoted_for_the_shell(tmp_path):
                      config_path=config, overrides=cfg.source.overrides)
     command = str(info.value).split("resume with: ")[1]
     assert shlex.split(command) == [
-        "python", "scripts/train_mini.py", "--config", str(config), "--out-dir", str(tmp_path / "run"),
+        "minitrain", "train", str(config), "--out-dir", str(tmp_path / "run"),
         "--set", alert, "--seed", "42", "--resume", str(tmp_path / "run" / "checkpoints" / "step-5.safetensors")]
+
+
+def test_the_resume_command_is_the_command_that_started_the_run(tmp_path):
+    config = write_tiny_run(tmp_path)
+    cfg = load_config(config, ["monitoring.alerts=['step >= 3: halt']"])
+    typed = [".venv/bin/python", "scripts/train_mini.py", "--config", str(config), "--set", "x y"]
+    with pytest.raises(UserError) as info:
+        run_training(cfg, tmp_path / "run", progress=False, models_dir=tmp_path / "models", command=typed)
+    command = str(info.value).split("resume with: ")[1]
+    assert shlex.split(command) == [*typed, "--resume", str(tmp_path / "run" / "checkpoints" / "step-5.safetensors")]
 
 
 def test_nan_run_raises_a_user_error_and_records_diverged(tmp_path):

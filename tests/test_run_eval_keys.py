@@ -14,7 +14,7 @@ from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.loop import measure
+from minitrain.engine import measure
 from minitrain.metrics import TokenAccuracyMeter
 from minitrain.model import MiniGPT
 
@@ -82,7 +82,7 @@ def test_file_order_and_the_last_smaller_batch_change_the_run_and_its_hash(tmp_p
 
 
 def test_float64_trains_and_saves_float64_weights(tmp_path):
-    from minitrain.checkpoint import load_model_file
+    from minitrain.model_files import load_model_file
 
     config = write_tiny_run(tmp_path)
     results = train_tiny(config, tmp_path / "run", ["model.dtype=float64", "scheduler.total_steps=6",

@@ -1,5 +1,7 @@
 """The autograd core: every Tensor op gradchecked in float64, broadcasting, the tape's rules, and errors."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -234,6 +236,24 @@ def test_gradcheck_rejects_a_wrong_backward():
         gradcheck(scaled(2.0 * (1 + 1e-4)), [x])
     with pytest.raises(TypeError, match="float64"):
         gradcheck(lambda a: a * 2.0, [Tensor([1.0, 2.0], requires_grad=True)])  # float32
+
+
+@pytest.mark.parametrize(("x_shape", "b_shape", "wrong"), [((3, 4), (4,), 1), ((2, 3, 4), (1, 4), 1),
+                                                        ((4,), (3, 4), 0)])
+def test_gradcheck_names_a_gradient_of_the_wrong_shape(x_shape, b_shape, wrong):
+    """theory/01's exercise 2: an add whose backward forgets to un-broadcast gives the broadcast input a gradient
+    of the output's shape. gradcheck must say so, not crash comparing the two."""
+    x, b = t64(x_shape), t64(b_shape)
+
+    def add_without_unbroadcast(p, q):
+        return Tensor._from_op(p.data + q.data, (p, q), lambda g: (p._accumulate(g), q._accumulate(g)))
+
+    expected = (f"gradcheck: input {wrong} has shape {(x_shape, b_shape)[wrong]} but its gradient has shape "
+                f"{np.broadcast_shapes(x_shape, b_shape)}: the backward must give each input a gradient of the "
+                "input's own shape")
+    with pytest.raises(GradcheckError, match=re.escape(expected)):
+        gradcheck(add_without_unbroadcast, [x, b])
+    assert gradcheck(lambda p, q: p + q, [x, b])  # the real add un-broadcasts
 
 
 def test_gradcheck_nudges_strided_inputs():

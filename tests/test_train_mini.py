@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -12,7 +13,9 @@ import types
 from pathlib import Path
 
 import pytest
-from test_run import RESULTS_KEYS, RUN_FILES, write_tiny_run
+from test_run import RESULTS_KEYS, RUN_FILES
+
+from minitrain.course.fixtures import write_tiny_run
 
 pytestmark = [pytest.mark.lab01, pytest.mark.slow]
 
@@ -85,11 +88,12 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_same_run(tmp_path):
     assert running.returncode == 130, stderr
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["steps_done"] < 400
-    assert "resume with: python scripts/train_mini.py" in stderr and "--resume" in stderr
-    checkpoint = stderr.split("--resume ")[-1].strip()
-    assert Path(checkpoint).name == f"step-{manifest['steps_done']}.safetensors"
-
-    resumed = script("--config", str(config), "--out-dir", "run", *longer, "--resume", checkpoint, cwd=tmp_path)
+    # The command printed is the one that was run, with the checkpoint to resume from, runnable as printed.
+    printed = shlex.split(stderr.split("resume with: ")[1])
+    assert printed == [sys.executable, str(SCRIPT), "--config", str(config), "--out-dir", "run", *longer,
+                       "--resume", f"run/checkpoints/step-{manifest['steps_done']}.safetensors"]
+    env = {**os.environ, "MINITRAIN_MODELS_DIR": str(tmp_path / "models")}
+    resumed = subprocess.run(printed, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert log.read_bytes() == (tmp_path / "straight" / "train_log.jsonl").read_bytes()
     final = [json.loads((tmp_path / d / "results.json").read_text())["model_path"] for d in ("run", "straight")]

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from minitrain import seam
 from minitrain.commands.common import add_set, check_files, load
 from minitrain.config.loader import is_lock
 from minitrain.config.lock import check_strict, lock_path_for
@@ -40,6 +41,9 @@ def train_command(args: argparse.Namespace) -> int:
     if args.devices is not None:
         raise UserError(f"--devices {args.devices}: minitrain trains in one process on the CPU with NumPy; for "
                         "GPUs, `minitrain export` the model to a Hugging Face folder and train it with PyTorch", 2)
+    problem = seam.check_lab_dir()
+    if problem:
+        raise UserError(problem, 2)
     cfg = load(args)
     summary = check_files(cfg)  # before the other checks; the run reuses it rather than reading the data again
     if args.strict:
@@ -51,12 +55,15 @@ def train_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(format_plan(plan_run(cfg, summary)))
         return 0
+    if seam.replaced():
+        print(f"training with your lab files from {seam.lab_dir()}: {', '.join(seam.replaced())}", file=sys.stderr)
     if cfg.publish is not None:
         _warn_if_no_token(cfg.publish.repo)
     # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
     results = run_training(
         cfg, cfg.output.dir, resume=args.resume, progress=not args.quiet, strict=args.strict,
         config_path=args.config, overrides=cfg.source.overrides, summary=summary,
+        command=_without_resume(getattr(args, "command_line", None)),
     )
     print(f"run folder: {cfg.output.dir}")
     for key, value in results.items():
@@ -65,6 +72,21 @@ def train_command(args: argparse.Namespace) -> int:
     if cfg.publish is not None:
         _publish_run(cfg, results["status"], quiet=args.quiet)
     return 0
+
+
+def _without_resume(command: list[str] | None) -> list[str] | None:
+    """The command line without its `--resume PATH` (a stopped run's message adds the checkpoint to resume)."""
+    if command is None:
+        return None
+    kept, skip = [], False
+    for word in command:
+        if skip:
+            skip = False
+        elif word == "--resume":
+            skip = True
+        elif not word.startswith("--resume="):
+            kept.append(word)
+    return kept
 
 
 def _warn_if_no_token(repo: str) -> None:

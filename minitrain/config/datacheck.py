@@ -23,7 +23,7 @@ from pathlib import Path
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config, DataConfig
 from minitrain.config.source import ConfigSource
-from minitrain.data.batcher import batches_per_epoch
+from minitrain.data.batch import batches_per_epoch
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError

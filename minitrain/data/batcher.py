@@ -22,34 +22,26 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
 
 import numpy as np
 
+from minitrain.data.batch import LOSS_ON, Batch, batches_per_epoch, take
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
-
-LOSS_ON = ("answer", "all")
-
-
-class Batch(NamedTuple):
-    """Arrays of shape (B, T): `input`/`target` int64 token ids, `attn_pad_mask`/`loss_mask` bool."""
-
-    input: np.ndarray
-    target: np.ndarray
-    attn_pad_mask: np.ndarray
-    loss_mask: np.ndarray
-
-
-def take(split: Batch, index: np.ndarray | slice) -> Batch:
-    """Rows `index` of every array (an index array copies them; a slice gives read-only views)."""
-    return Batch(*(array[index] for array in split))
 
 
 def encode_split(
     records: Sequence[dict], tokenizer: CharTokenizer, seq_len: int = 32, loss_on: str = "answer"
 ) -> Batch:
-    """Encode `records` (from `corpus.load_records`) once: the whole split as one (N, seq_len) `Batch`."""
+    """Encode `records` (from `corpus.load_records`) once: the whole split as one `Batch` of (N, seq_len) arrays.
+
+    Row i is record i: with e = `tokenizer.encode_line(text)` ([BOS] + characters + [EOS]), input = e[:-1] and
+    target = e[1:], right-padded with `tokenizer.pad_id`; `input`/`target` are int64. `attn_pad_mask` (bool) is
+    True where the input is a real token. `loss_mask` (bool) is True where the TARGET counts: with
+    loss_on="answer", the targets from the form's first character to EOS (everything after the last `|`); with
+    loss_on="all", every real target. Padding never counts. A UserError for an empty split, an unknown
+    `loss_on`, or a record whose line does not fit (more than seq_len + 1 tokens).
+    """
     if loss_on not in LOSS_ON:
         raise UserError(f"data.loss_on must be one of {list(LOSS_ON)}, got {loss_on!r}")
     if not records:
@@ -95,6 +87,11 @@ class TrainBatcher:
     def __init__(
         self, data: Batch, batch_size: int, data_seed: int, shuffle: bool = True, drop_last: bool = True
     ) -> None:
+        """Batches of `batch_size` rows of the encoded split `data`, shuffled by `Generator(PCG64(data_seed))`.
+
+        A UserError when batch_size < 1 or the split has fewer rows than one batch. `shuffle` and `drop_last`
+        (training.shuffle / training.drop_last) are optional: lab 00 asks only for the default behaviour.
+        """
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
         self.data = data
@@ -114,9 +111,12 @@ class TrainBatcher:
         self.position = 0  # batches of this epoch already handed out
 
     def __iter__(self) -> Iterator[Batch]:
+        """The batcher is its own iterator, and never ends."""
         return self
 
     def __next__(self) -> Batch:
+        """The next batch: rows `order[position·B : (position+1)·B]` of this epoch's permutation; the first call
+        after an epoch's last batch draws the next epoch's permutation (from the data RNG, nothing else)."""
         if self.position == self.steps_per_epoch:
             self._start_epoch()
         start = self.position * self.batch_size
@@ -124,7 +124,9 @@ class TrainBatcher:
         return take(self.data, self._order[start : start + self.batch_size])
 
     def state_dict(self) -> dict:
-        """JSON-serialisable state: epoch, position, the epoch's RNG state, and the shape it belongs to."""
+        """JSON-serialisable state: {"epoch", "position" (batches of this epoch already handed out), "rng" (the
+        data RNG's `bit_generator.state` from BEFORE this epoch's permutation was drawn), "num_records",
+        "batch_size"}. A copy: later batches must not change a state already taken."""
         return {
             "epoch": self.epoch,
             "position": self.position,
@@ -134,6 +136,9 @@ class TrainBatcher:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Continue from `state`: set the RNG back, redraw the same permutation, skip to `position`, so the next
+        batches are exactly those the saved batcher would have given. A UserError (nothing changed) for a state
+        of another split size or batch size, or a malformed one."""
         expected = {"epoch", "position", "rng", "num_records", "batch_size"}
         if not isinstance(state, dict) or set(state) != expected:
             raise UserError(f"batcher state must have the keys {sorted(expected)}")
@@ -153,11 +158,6 @@ class TrainBatcher:
         self.position = state["position"]
 
 
-def batches_per_epoch(num_records: int, batch_size: int, drop_last: bool = True) -> int:
-    """⌊N / batch_size⌋ full batches, or ⌈N / batch_size⌉ when the last, smaller one is kept."""
-    return num_records // batch_size if drop_last else -(-num_records // batch_size)
-
-
 class EvalBatcher:
     """One pass over a split in file order, batches of `batch_size` rows, the last one possibly smaller.
 
@@ -165,6 +165,7 @@ class EvalBatcher:
     """
 
     def __init__(self, data: Batch, batch_size: int) -> None:
+        """One pass over the encoded split `data` in batches of `batch_size` rows (UserError if < 1)."""
         if batch_size < 1:
             raise UserError(f"batch_size must be at least 1, got {batch_size}")
         self.data = data
@@ -172,8 +173,11 @@ class EvalBatcher:
         self.batch_size = batch_size
 
     def __len__(self) -> int:
+        """Batches per pass: ceil(N / batch_size)."""
         return -(-self.num_records // self.batch_size)
 
     def __iter__(self) -> Iterator[Batch]:
+        """Rows 0..B−1, B..2B−1, ... in file order; the last batch holds what is left, so every row is scored
+        exactly once whatever the batch size."""
         for start in range(0, self.num_records, self.batch_size):
             yield take(self.data, slice(start, start + self.batch_size))

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from minitrain.artifacts import REPO_ROOT
-from minitrain.checkpoint import CheckpointManager, load_model_file
+from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
 from minitrain.hub.gpt2 import check_state_dict
+from minitrain.model_files import load_model_file
 
 
 @dataclass

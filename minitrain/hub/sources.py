@@ -31,8 +31,6 @@ from huggingface_hub import constants, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
 from minitrain.architectures import DEFAULT_TYPE, build_model, model_keys, model_type
-from minitrain.checkpoint import FORMAT as MINITRAIN_FORMAT
-from minitrain.checkpoint import load_model_file
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
 from minitrain.data.tokenizer import CharTokenizer
@@ -41,6 +39,8 @@ from minitrain.hub.export import WEIGHTS_FILE
 from minitrain.hub.gpt2 import from_gpt2_config
 from minitrain.hub.publish import REPO_ID
 from minitrain.hub.run_folder import read_run
+from minitrain.model_files import FORMAT as MINITRAIN_FORMAT
+from minitrain.model_files import load_model_file
 from minitrain.nn import Module
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)

@@ -17,12 +17,13 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text, read_text
+from minitrain.monitor.curves import overfitting_onset
 from minitrain.monitor.quality import WEIGHTS, Quality
 
 
@@ -112,12 +113,19 @@ _COMPONENT_MEANING = {
 
 
 def report_markdown(
-    *, title: str, results: Mapping[str, Any], quality: Quality | None, plot: str = "loss_curve.png"
+    *,
+    title: str,
+    results: Mapping[str, Any],
+    quality: Quality | None,
+    plot: str = "loss_curve.png",
+    gaps: Sequence[Mapping[str, float]] = (),
 ) -> str:
-    """The text of report.md."""
+    """The text of report.md. `gaps` is `curves.train_val_gap` of the run's log (the "Train vs val" section)."""
     lines = [f"# Training report: {title}", "", f"![loss curve]({plot})", "", "## Results", ""]
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {key} | {_show(value)} |" for key, value in results.items()]
+    if gaps:
+        lines += ["", *_train_vs_val(gaps)]
     if quality is not None:
         lines += ["", f"## Training quality: {quality.score:.1f} / 100 — grade {quality.grade}", ""]
         lines += ["| component | score | weight | measures |", "|---|---|---|---|"]
@@ -129,6 +137,22 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
+def _train_vs_val(gaps: Sequence[Mapping[str, float]]) -> list[str]:
+    """The "Train vs val" section: the gap at the last validation, the best one, and whether val turned up."""
+    last, best = gaps[-1], min(gaps, key=lambda g: g["val_ppl"])
+    onset = overfitting_onset(gaps)
+    verdict = (f"val PPL ended {100 * (last['val_ppl'] / best['val_ppl'] - 1):.1f} % above its lowest, reached at "
+               f"step {onset}: the run went on past its best (overfitting)" if onset is not None
+               else "val PPL ended within 5 % of its lowest: no overfitting seen")
+    return [
+        "## Train vs val", "", "![dashboard](dashboard.png)", "",
+        "| at | step | train PPL (smoothed) | val PPL | val / train |", "|---|---|---|---|---|",
+        *(f"| {name} | {g['step']} | {g['train_ppl']:.4g} | {g['val_ppl']:.4g} | {g['gap']:.3g} |"
+          for name, g in (("last validation", last), ("lowest val PPL", best))),
+        "", verdict + ".",
+    ]
+
+
 def write_report(
     path: str | os.PathLike,
     *,
@@ -136,5 +160,6 @@ def write_report(
     results: Mapping[str, Any],
     quality: Quality | None,
     plot: str = "loss_curve.png",
+    gaps: Sequence[Mapping[str, float]] = (),
 ) -> None:
-    atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot))
+    atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot, gaps=gaps))

@@ -1,0 +1,12 @@
+"""The course's labs as students do them: starters, checkers, and the labs' metadata.
+
+    labs.py       the labs (title, text, files and names to write), `start` a workspace, `grade` it
+    starter.py    a lab file's starter, made from the library's own file (contract kept, code stubbed)
+    checks.py     a checklist of named checks: ✓, or ✗ with the reason and a hint
+    lab00.py ...  each lab's checks: its functions called directly, short runs through the seam
+                  (minitrain/seam.py), and the lab's stop conditions on the run folder (runs.py)
+    fixtures.py   the committed corpus, a tiny model and a tiny run folder, which the checks use
+
+`minitrain lab start NN DIR` and `minitrain lab check NN [DIR]` (minitrain/commands/lab.py) call `start` and
+`grade`.
+"""

@@ -1,0 +1,102 @@
+"""What a lab's checker is made of: named checks, each passing or failing with a reason and a hint.
+
+    @check("evaluate counts exactly the loss_mask positions", hint="sum −log p over loss_mask only ...")
+    def _evaluate_counts(lab: LabUnderTest) -> None:
+        ...
+        raise Failed("your evaluate() counted padding positions: expected 1,299 tokens, got 4,608")
+
+A check that returns passed. `Failed(reason)` fails it with that reason; a `NotImplementedError` (a starter's
+TODO stub) fails it with "not written yet"; any other exception fails it with the exception, since a student's
+code may break in any way. A check may depend on earlier ones (`needs=(their functions)`): when one of those
+failed, it is not run and fails with "not run: fix first: ...", which keeps a fresh starter from starting a
+training run for nothing.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Failed(Exception):
+    """A check's verdict: `reason` says what was found, in words a student can act on."""
+
+
+@dataclass
+class Check:
+    """One item of a lab's checklist."""
+
+    name: str
+    function: Callable[[Any], None]
+    hint: str
+    needs: tuple[str, ...] = ()
+
+
+@dataclass
+class Outcome:
+    name: str
+    passed: bool
+    reason: str = ""
+    hint: str = ""
+
+
+@dataclass
+class Checklist:
+    """A lab's checks in the order they are listed and run."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    def check(self, name: str, hint: str, needs: Sequence[Callable] = ()) -> Callable:
+        """Decorator: register the function as the check `name`; `needs` are earlier checks' functions."""
+        names = {c.function: c.name for c in self.checks}
+        if any(f not in names for f in needs):
+            raise ValueError(f"check {name!r} needs a check that is not registered before it")
+
+        def register(function: Callable[[Any], None]) -> Callable[[Any], None]:
+            self.checks.append(Check(name, function, hint, tuple(names[f] for f in needs)))
+            return function
+
+        return register
+
+    def run(self, subject: Any, only: Callable[[str], bool] = lambda name: True) -> list[Outcome]:
+        """Run every check (or those `only` accepts) on `subject`; one Outcome each, in order."""
+        outcomes: dict[str, Outcome] = {}
+        for item in self.checks:
+            if not only(item.name):
+                continue
+            blocked = [n for n in item.needs if n in outcomes and not outcomes[n].passed]
+            if blocked:
+                outcomes[item.name] = Outcome(item.name, False, "not run: fix first: " + "; ".join(blocked), item.hint)
+                continue
+            outcomes[item.name] = _run_one(item, subject)
+        return list(outcomes.values())
+
+
+def _run_one(item: Check, subject: Any) -> Outcome:
+    try:
+        item.function(subject)
+    except Failed as failed:
+        return Outcome(item.name, False, str(failed), item.hint)
+    except NotImplementedError as stub:
+        where = f" ({stub})" if str(stub) else ""
+        return Outcome(item.name, False, f"not written yet: it raises NotImplementedError{where}", item.hint)
+    except Exception as error:  # a student's code may fail in any way: say how, never crash
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        place = f" at {frame.filename}:{frame.lineno}"
+        return Outcome(item.name, False, f"{type(error).__name__}: {error}{place}", item.hint)
+    return Outcome(item.name, True)
+
+
+def format_checklist(title: str, outcomes: Sequence[Outcome]) -> str:
+    """The printed checklist: ✓/✗ per item, the reason and a hint under each ✗, and a count."""
+    lines = [title, ""]
+    for outcome in outcomes:
+        lines.append(f"  {'✓' if outcome.passed else '✗'} {outcome.name}")
+        if not outcome.passed:
+            lines.append(f"      {outcome.reason}")
+            lines.append(f"      hint: {outcome.hint}")
+    passed = sum(o.passed for o in outcomes)
+    lines += ["", f"{passed} of {len(outcomes)} passed" + (": done." if passed == len(outcomes) else ".")]
+    return "\n".join(lines)

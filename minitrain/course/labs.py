@@ -1,0 +1,212 @@
+"""The labs as students do them: what each asks for, the workspace it is written in, and grading it.
+
+    start("01", "labs/01")                   # the lab's files with TODO stubs, and a README
+    title, outcomes = grade("01", "labs/01")   # the lab's checks on the student's files and run folder
+    title, outcomes = grade("01")              # ... on the library's own files and the reference run
+
+A workspace holds the lab's files at the paths the lab names (`labs/01/minitrain/loop.py`,
+`labs/01/scripts/train_mini.py`); its run folder is `labs/01/run` unless told otherwise. The checks call the
+student's functions directly, loaded from the workspace, and train short runs in a subprocess with
+MINITRAIN_LAB_DIR pointing at the workspace (minitrain/seam.py), so the library runs on the student's pieces.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from minitrain import seam
+from minitrain.artifacts import REPO_ROOT
+from minitrain.course.checks import Checklist, Failed, Outcome
+from minitrain.course.starter import stub_module
+from minitrain.errors import UserError
+from minitrain.io import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One lab: its number, title and text, the run folder its reference run lives in, and how to train."""
+
+    number: str
+    title: str
+    text: str  # the lab's text, relative to the repository
+    reference_run: str | None  # the committed run its stop conditions are checked on when grading the library
+    train: str | None  # the command that makes a workspace's run folder ({dir}: the workspace)
+
+    @property
+    def pieces(self) -> dict[str, tuple[str, ...]]:
+        """{file the student writes: the names it must define} (minitrain/seam.py)."""
+        return seam.LAB_PIECES[self.number]
+
+
+_TRAIN_WITH_YOUR_FILES = ("MINITRAIN_LAB_DIR={dir} .venv/bin/minitrain train {config} --out-dir {dir}/run "
+                          "--models-dir {dir}/run/models")
+LABS = {
+    lab.number: lab
+    for lab in (
+        Lab("00", "Data and batcher", "lab/00-data-and-batcher.md", None, None),
+        Lab("01", "Train MiniGPT, beat the n-gram", "lab/01-train-mini.md", "experiments/18-train-mini",
+            "MINITRAIN_LAB_DIR={dir} .venv/bin/python {dir}/scripts/train_mini.py --config "
+            "experiments/18-train-mini/config.yaml --out-dir {dir}/run --models-dir {dir}/run/models"),
+        Lab("02", "Checkpoint round trip", "lab/02-checkpoint-roundtrip.md", None, None),
+        Lab("03", "Overfitting and the training dashboard", "lab/03-overfitting-and-dashboard.md",
+            "experiments/19-overfitting",
+            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/19-overfitting/config.yaml")),
+        Lab("04", "Early stopping and checkpoint selection", "lab/04-early-stopping.md",
+            "experiments/20-early-stopping",
+            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/20-early-stopping/config.yaml")),
+    )
+}
+
+
+def get_lab(number: str) -> Lab:
+    lab = LABS.get(number.zfill(2))
+    if lab is None:
+        raise UserError(f"no lab {number!r}; the labs are {', '.join(LABS)}", 2)
+    return lab
+
+
+# ------------------------------------------------------------------------------------------------ workspace
+
+
+def start(number: str, workspace: str | os.PathLike) -> list[Path]:
+    """Write lab `number`'s files into `workspace` as TODO stubs, plus README.md; return the paths written.
+
+    Refuses (a UserError, nothing written) when the workspace already holds any of them: a student's work is
+    never overwritten.
+    """
+    lab = get_lab(number)
+    root = Path(workspace)
+    targets = {root / path: stub_module((REPO_ROOT / path).read_text(encoding="utf-8"), names, lab.number, lab.text)
+               for path, names in lab.pieces.items()}
+    targets[root / "README.md"] = _readme(lab, str(workspace).rstrip("/"))
+    existing = sorted(str(p) for p in targets if p.exists())
+    if existing:
+        raise UserError(f"{', '.join(existing)} already exist; start the lab in an empty folder", 2)
+    for path, text in targets.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    return list(targets)
+
+
+def _readme(lab: Lab, folder: str) -> str:
+    files = "\n".join(f"- `{path}`: {', '.join(f'`{n}`' for n in names)}" for path, names in lab.pieces.items())
+    lines = [
+        f"# Lab {lab.number} · {lab.title}: your workspace", "",
+        f"The lab's text is `{lab.text}` (Spanish: `{lab.text[:-3]}.es.md`). Write the functions marked TODO in:",
+        "", files, "",
+        "Each one's docstring states what it receives and what it must return. Run every command from the "
+        "repository root.", "", "Check your work at any time:", "",
+        f"    .venv/bin/minitrain lab check {lab.number} {folder}", "",
+    ]
+    if lab.train:
+        lines += ["Train with your files (the checker then also reads this run folder):", "",
+                  "    " + lab.train.format(dir=folder), ""]
+    lines += [f"With `MINITRAIN_LAB_DIR={folder}` set, every minitrain command uses your files in place of the "
+              "library's (minitrain/seam.py); without it, the library's own.", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ grading
+
+
+@dataclass
+class LabUnderTest:
+    """What a lab's checks look at: the code under test, its run folder, and a scratch folder."""
+
+    lab: Lab
+    workspace: Path | None  # None: the library's own files and the committed reference run
+    run_dir: Path | None
+    shown: str = ""  # the workspace as the student named it, for commands printed back
+    _modules: dict[str, ModuleType] = field(default_factory=dict)
+    _scratch: Path | None = None
+
+    @property
+    def who(self) -> str:
+        return "your" if self.workspace is not None else "the library's"
+
+    def module(self, path: str) -> ModuleType:
+        """The module under test for the lab file `path` (`minitrain/loop.py`): the workspace's, loaded from
+        its file, or the library's (a script is loaded from its file, `__main__` block not run)."""
+        if path not in self._modules:
+            self._modules[path] = self._load(path)
+        return self._modules[path]
+
+    def _load(self, path: str) -> ModuleType:
+        if self.workspace is None and seam.module_name(path) is not None:
+            return importlib.import_module(seam.module_name(path))
+        file = self.file(path)
+        if not file.is_file():
+            raise Failed(f"{file}: no such file; `minitrain lab start {self.lab.number}` writes it")
+        name = f"_minitrain_lab{self.lab.number}_{Path(path).stem}"
+        spec = importlib.util.spec_from_file_location(name, file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pickling look a module up by name
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:  # a syntax error, a bad import: the file cannot be used at all
+            del sys.modules[name]
+            raise Failed(f"{file} does not import: {type(error).__name__}: {error}") from None
+        return module
+
+    def file(self, path: str) -> Path:
+        """The file under test for the lab path `path` (a script is run, not imported)."""
+        return (self.workspace or REPO_ROOT) / path
+
+    def scratch(self) -> Path:
+        """A temporary folder for the checks' own runs, removed when grading ends."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix=f"minitrain-lab{self.lab.number}-"))
+        return self._scratch
+
+    def close(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def python(self, *args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+        """Run `python ARGS` with the seam pointing at the workspace (unset for the library), from the
+        repository root unless `cwd` is given."""
+        env = {k: v for k, v in os.environ.items() if k != seam.LAB_DIR_VARIABLE}
+        if self.workspace is not None:
+            env[seam.LAB_DIR_VARIABLE] = str(self.workspace)
+        env["MINITRAIN_MODELS_DIR"] = str(self.scratch() / "models")  # never the repository's models/
+        return subprocess.run([sys.executable, *args], cwd=cwd or REPO_ROOT, env=env, capture_output=True,
+                              text=True, timeout=timeout)
+
+
+def checklist(number: str) -> Checklist:
+    """The checks of lab `number` (minitrain/course/labNN.py)."""
+    return importlib.import_module(f"minitrain.course.lab{get_lab(number).number}").CHECKS
+
+
+def grade(
+    number: str, workspace: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None, **keys: Any
+) -> tuple[str, list[Outcome]]:
+    """Run lab `number`'s checks on `workspace` (None: the library and its reference run); (title, outcomes).
+
+    `run_dir` is the run folder whose stop conditions are checked (default: `workspace/run`, or the lab's
+    committed reference run). `keys` go to `Checklist.run` (`only=`, to run some checks).
+    """
+    lab = get_lab(number)
+    folder = None if workspace is None else Path(workspace).resolve()
+    if folder is not None and not folder.is_dir():
+        raise UserError(f"{workspace}: no such folder; `minitrain lab start {lab.number} {workspace}` makes it", 2)
+    default_run = (folder / "run") if folder is not None else (REPO_ROOT / lab.reference_run
+                                                                 if lab.reference_run else None)
+    subject = LabUnderTest(lab, folder, Path(run_dir).resolve() if run_dir else default_run,
+                           shown=str(workspace or "").rstrip("/"))
+    try:
+        outcomes = checklist(lab.number).run(subject, **keys)
+    finally:
+        subject.close()
+    checked = f"{workspace}" if workspace is not None else "the library's own files"
+    return f"lab {lab.number} · {lab.title}: checking {checked}", outcomes

@@ -1,0 +1,70 @@
+"""A lab's starter file, made from the library's own file: the contract stays, the code goes.
+
+    stub_module(source_of("minitrain/loop.py"), ("train_step", "evaluate"), "01", "lab/01-train-mini.md")
+
+keeps the module docstring, the imports and the `if __name__ == "__main__":` block, and every listed function
+or class with its signature and docstring; each body becomes `raise NotImplementedError(...)`. A listed class
+keeps its public methods and `__init__`/`__iter__`/`__next__`/`__len__`, stubbed the same way. Everything else
+(the library's private helpers) is left out: how to write the lab is the student's to decide. Made from the
+reference, a starter can never drift from the contract the checker grades.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+_KEPT_DUNDERS = ("__init__", "__iter__", "__next__", "__len__")
+
+
+def stub_module(source: str, names: Sequence[str], lab: str, lab_text: str) -> str:
+    """The starter text of the module `source` for the lab's listed `names` (see the module docstring)."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    missing = set(names) - {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    if missing:
+        raise ValueError(f"the reference defines no {sorted(missing)}")
+    out = [
+        f"# Lab {lab} starter: write every function marked TODO. Each docstring is the contract the checker",
+        f"# grades; the lab's text is {lab_text}. Check with `.venv/bin/minitrain lab check {lab} <this folder>`.",
+        "",
+    ]
+    imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    if _is_docstring(tree.body[0]):
+        out += [*lines[: tree.body[0].end_lineno], ""]
+    if imports:  # the import block as written, blank lines between groups included
+        out += lines[imports[0].lineno - 1 : imports[-1].end_lineno]
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
+            out += ["", "", *lines[node.lineno - 1 : node.end_lineno]]
+        elif isinstance(node, ast.FunctionDef) and node.name in names:
+            out += ["", "", *_stub_function(lines, node, lab)]
+        elif isinstance(node, ast.ClassDef) and node.name in names:
+            out += ["", "", *_stub_class(lines, node, lab)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _head(lines: list[str], node: ast.FunctionDef | ast.ClassDef) -> list[str]:
+    """Decorators, signature and docstring of a definition, as written."""
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    end = node.body[0].end_lineno if _is_docstring(node.body[0]) else node.body[0].lineno - 1
+    return lines[start - 1 : end]
+
+
+def _stub_function(lines: list[str], node: ast.FunctionDef, lab: str, owner: str = "") -> list[str]:
+    indent = " " * (node.col_offset + 4)
+    what = f"{owner}.{node.name}" if owner else node.name
+    return [*_head(lines, node), f'{indent}raise NotImplementedError("TODO lab {lab}: write {what}")']
+
+
+def _stub_class(lines: list[str], node: ast.ClassDef, lab: str) -> list[str]:
+    out = _head(lines, node)
+    methods = [m for m in node.body if isinstance(m, ast.FunctionDef)
+               and (not m.name.startswith("_") or m.name in _KEPT_DUNDERS)]
+    for method in methods:
+        out += ["", *_stub_function(lines, method, lab, owner=node.name)]
+    return out
