@@ -174,8 +174,8 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "manifest.json").write_text(json.dumps({"status": "completed", "seed": 42}), encoding="utf-8")
     (run_dir / "results.json").write_text(json.dumps({"val_ppl": 3.25, "beats_baseline": True}), encoding="utf-8")
-    rows = [{"step": 0, "loss": 4.0}, {"step": 0, "val_loss": 4.1}, {"step": 10, "loss": 1.0},
-            {"step": 10, "val_loss": 1.5}]
+    rows = [{"step": 0, "loss": 4.0}, {"step": 0, "val_loss": 4.1, "val_ppl": 60.3}, {"step": 10, "loss": 1.0},
+            {"step": 10, "val_loss": 1.5, "val_ppl": 4.48}]
     (run_dir / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (run_dir / "config.resolved.yaml").write_text("name: lab01\nmodel: {n_layer: 2, n_head: 4}\n", encoding="utf-8")
     (run_dir / "checkpoints" / "latest").write_text("step-10.safetensors\n", encoding="utf-8")
@@ -190,15 +190,15 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [
-    ("config.resolved.yaml", "model: [1\n", "config.resolved.yaml:2: not valid YAML (expected ',' or ']', but got "
-                                            "'<stream end>')"),
-    ("manifest.json", "{", "manifest.json: not readable JSON"),
+    ("config.resolved.yaml", "model: [1\n", "config.resolved.yaml:2: the resolved config is not valid YAML "
+                                            "(expected ',' or ']', but got '<stream end>')"),
+    ("manifest.json", "{", "manifest.json: the run manifest is not valid JSON"),
     ("train_log.jsonl", '{"step": "x", "loss": 1.0}\n', "train_log.jsonl:1: a log row must be a JSON object"),
 ])
 def test_info_on_a_damaged_run_folder_is_one_line(tmp_path, capsys, name, text, message):
     (tmp_path / name).write_text(text, encoding="utf-8")
     code, out, err = run(["info", tmp_path], capsys)
-    assert code != 0 and out == "" and len(err.splitlines()) == 1
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
     assert err.startswith(f"error: {tmp_path / name}") and message in err
 
 

@@ -1,0 +1,208 @@
+"""Reading a run folder back: one reader per file a run writes, each checked against a schema before use.
+
+    read_manifest(path)          manifest.json          status, seeds, run id, the resolved config, ...
+    read_results(path)           results.json           the headline numbers and the model file they belong to
+    read_run_config(path)        config.resolved.yaml   the config as the run resolved it
+    check_run_config(data, where)                       the same check on a config kept elsewhere (the manifest)
+
+Every reader goes through `minitrain.io` (regular files only, a size cap, UTF-8, JSON that parses and nests
+shallowly), then validates the values the code uses with pydantic. So any damage, whether bytes that are not
+UTF-8, a list where an object belongs, a string `wall_seconds`, an integer `model_path` or a path with a NUL
+byte, is one `UserError` naming the file and the key:
+
+    runs/x/results.json: wall_seconds: expected a number, got a string ('12.5')
+
+The schemas list only what the code reads; other keys are kept as they are (a newer minitrain may record more).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from minitrain.errors import BAD_INPUT, UserError
+from minitrain.io import decode_utf8, json_type, read_bytes, read_json_object
+
+MANIFEST, RESULTS, RESOLVED_CONFIG = "manifest.json", "results.json", "config.resolved.yaml"
+MAX_CONFIG_BYTES = 1 << 20  # a resolved config is a few kB
+MAX_YAML_DEPTH = 32
+
+# How a run stands or ended (manifest.json "status"). The loop reports the first five when it stops; the run adds
+# "running" (training), "finishing" (training done, the final evaluation and model file being written) and
+# "failed" (an error the run could not go on from, e.g. a full disk; the manifest's "error" says which).
+Status = Literal["running", "finishing", "completed", "early_stopped", "diverged", "interrupted", "halted", "failed"]
+STATUSES = get_args(Status)
+FINISHING, FAILED = "finishing", "failed"
+
+PathText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]*$")]
+Count = Annotated[int, Field(ge=0)]
+Seed = Annotated[int, Field(ge=0, lt=2**63)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Record(BaseModel):
+    """A JSON object a run wrote: the listed keys are type-checked strictly, any other key is kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class ModelSection(Record):
+    n_layer: Annotated[int, Field(ge=1)] | None = None
+    n_head: Annotated[int, Field(ge=1)] | None = None
+    d_model: Annotated[int, Field(ge=1)] | None = None
+    d_ff: Annotated[int, Field(ge=1)] | None = None
+    vocab_size: Annotated[int, Field(ge=1)] | None = None
+    max_seq_len: Annotated[int, Field(ge=1)] | None = None
+    init_from: PathText | None = None
+
+
+class DataSection(Record):
+    train_path: PathText | None = None
+    val_path: PathText | None = None
+    dev_path: PathText | None = None
+    vocab_path: PathText | None = None
+    heldout_policy: str | None = None
+    loss_on: str | None = None
+    format: str | None = None
+
+
+class RunConfig(Record):
+    """The resolved config a run recorded (config.resolved.yaml, or manifest.json's "config")."""
+
+    name: str | None = None
+    model: ModelSection | None = None
+    data: DataSection | None = None
+    optimizer: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
+    training: dict[str, Any] | None = None
+
+
+class Resume(Record):
+    checkpoint: PathText
+    step: Count
+
+
+class Manifest(Record):
+    run_id: str | None = None
+    status: Status | None = None
+    error: str | None = None
+    seed: Seed | None = None
+    data_seed: Seed | None = None
+    config: RunConfig | None = None
+    config_hash: str | None = None
+    data_manifest_hash: str | None = None
+    total_steps: Count | None = None
+    steps_done: Count | None = None
+    stopped_at: Count | None = None
+    wall_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    train_wall_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    checkpoint: PathText | None = None
+    model_path: PathText | None = None
+    model_sha256: Sha256 | None = None
+    resumes: list[Resume] | None = None
+    hardware: dict[str, Any] | None = None
+    versions: dict[str, Any] | None = None
+    git_sha: str | None = None
+
+
+class Results(Record):
+    run_id: str | None = None
+    status: Status | None = None
+    model_path: PathText | None = None
+    model_sha256: Sha256 | None = None
+    steps: Count | None = None
+    best_val_step: Count | None = None
+    beats_baseline: bool | None = None
+    train_ppl: float | None = None
+    val_ppl: float | None = None
+    best_val_ppl: float | None = None
+    ngram_baseline_val_ppl: float | None = None
+    ppl_improvement_pct: float | None = None
+    val_exact_match: float | None = None
+    train_loss: float | None = None
+    val_loss: float | None = None
+    wall_seconds: float | None = None
+    peak_rss_mb: float | None = None
+    ms_per_step: float | None = None
+
+
+def problem_text(error: ValidationError) -> str:
+    """The first problem pydantic found, as `key.path: what was expected, got what` (one line)."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the top level"
+    got = first.get("input")
+    shown = "" if first["type"] == "missing" else f", got {json_type(got)} ({_short(got)})"
+    more = len(error.errors()) - 1
+    return f"{where}: {first['msg'].lower()}{shown}" + (f" (and {more} more)" if more else "")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validate(data: Any, schema: type[BaseModel], where: str) -> dict[str, Any]:
+    """`data` unchanged once `schema` accepts it; otherwise one UserError naming `where` and the key."""
+    try:
+        schema.model_validate(data)
+    except ValidationError as e:
+        raise UserError(f"{where}: {problem_text(e)}", BAD_INPUT) from None
+    return data
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    return validate(read_json_object(path, "run manifest"), Manifest, str(path))
+
+
+def read_results(path: str | os.PathLike) -> dict[str, Any]:
+    return validate(read_json_object(path, "run results"), Results, str(path))
+
+
+def check_run_config(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: the run's config must be a mapping, not {json_type(data)}", BAD_INPUT)
+    return validate(data, RunConfig, where)
+
+
+def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
+    """config.resolved.yaml, read with the safe loader; aliases are refused (a resolved config has none, and
+    an alias is how a small YAML file expands into a huge or endless structure)."""
+    text = decode_utf8(read_bytes(path, "resolved config", MAX_CONFIG_BYTES), str(path), "resolved config")
+    try:
+        data = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader: no Python objects
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or e
+        raise UserError(f"{where}: the resolved config is not valid YAML ({problem})", BAD_INPUT) from None
+    except RecursionError:
+        raise UserError(f"{path}: the resolved config nests deeper than {MAX_YAML_DEPTH} levels", BAD_INPUT) \
+            from None
+    return check_run_config(data, str(path))
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """The safe loader, refusing aliases and nesting deeper than MAX_YAML_DEPTH."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "an alias (*name) is not allowed here", event.start_mark)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def run_file(run_dir: str | os.PathLike, name: str) -> Path | None:
+    """`run_dir/name` when a file of that name exists there (of any kind: reading it then says what it is)."""
+    path = Path(run_dir) / name
+    return path if os.path.lexists(path) else None
