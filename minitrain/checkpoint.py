@@ -37,8 +37,9 @@ import numpy as np
 import safetensors.numpy
 from safetensors import SafetensorError
 
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_bytes, atomic_write_text
+from minitrain.errors import BAD_INPUT, UserError
+from minitrain.io import atomic_write_bytes, atomic_write_text, parse_json, read_bytes, read_text, regular_file_problem
+from minitrain.run_files import check_model_file_meta
 from minitrain.versions import library_versions
 
 FORMAT = "minitrain"
@@ -109,34 +110,33 @@ def _encode(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, Any]) -> b
 
 
 def _decode(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Read and verify a minitrain safetensors file: (tensors, metadata with JSON values decoded)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read the file ({e.strerror or e})") from None
+    """Read and verify a minitrain safetensors file: (tensors, metadata with JSON values decoded and checked
+    against its schema, minitrain/run_files.py)."""
+    data = read_bytes(path, "model file")
     try:
         header, _ = _split_header(data)
         tensors = {name: a.copy() for name, a in safetensors.numpy.load(data).items()}
-    except (SafetensorError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{path}: not a readable safetensors file, it may be truncated or corrupted ({e})") from None
+    except (SafetensorError, ValueError, KeyError, TypeError, RecursionError) as e:
+        raise UserError(f"{path}: not a readable safetensors file, it may be truncated or corrupted ({e})",
+                        BAD_INPUT) from None
     text = header.get("__metadata__") or {}
     if not isinstance(text, dict) or text.get("format") != FORMAT:
-        raise UserError(f"{path}: not a minitrain file (its safetensors metadata lacks format={FORMAT!r})")
+        raise UserError(f"{path}: not a minitrain file (its safetensors metadata lacks format={FORMAT!r})", BAD_INPUT)
     stored = text.pop("sha256", None)
     if stored != _content_digest(tensors, text):
-        raise UserError(f"{path}: checksum mismatch, the file is corrupted (its content changed after it was saved)")
-    try:
-        metadata = {key: value if key == "format" else json.loads(value) for key, value in text.items()}
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: a metadata value is not valid JSON ({e})") from None
-    if metadata.get("format_version", 0) > FORMAT_VERSION:
+        raise UserError(f"{path}: checksum mismatch, the file is corrupted (its content changed after it was saved)",
+                        BAD_INPUT)
+    metadata = {key: value if key == "format" else parse_json(value, f"{path}: metadata {key!r}", "value")
+                for key, value in text.items()}
+    version = metadata.get("format_version", 0)
+    if isinstance(version, int) and version > FORMAT_VERSION:
         raise UserError(
             f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads up to "
-            f"{FORMAT_VERSION}; upgrade minitrain"
+            f"{FORMAT_VERSION}; upgrade minitrain", BAD_INPUT
         )
     if "model_config" not in metadata:
-        raise UserError(f"{path}: no model_config in its metadata")
-    return tensors, metadata
+        raise UserError(f"{path}: no model_config in its metadata", BAD_INPUT)
+    return tensors, check_model_file_meta(metadata, f"{path}: metadata")
 
 
 # ------------------------------------------------------------------------------------------------- model files
@@ -305,9 +305,10 @@ def load_checkpoint(
     before = _snapshot(*objects)
     try:
         _restore(objects, (model_state, optimizer_state, meta["scheduler"], meta["batcher"], meta["train_rng"]))
-    except (UserError, ValueError, KeyError, TypeError) as e:
+    except (UserError, ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError) as e:
+        # A crafted file can hold any value the checksum was recomputed over; whatever it breaks, nothing changes.
         _restore(objects, before)
-        raise UserError(f"{path}: cannot restore the training state ({e})") from None
+        raise UserError(f"{path}: cannot restore the training state ({e})", BAD_INPUT) from None
     except BaseException:
         _restore(objects, before)
         raise
@@ -359,10 +360,7 @@ class CheckpointManager:
         """The checkpoint `latest` names; without a usable pointer, the newest step file; None if there is none."""
         pointer = self.dir / LATEST_POINTER
         if pointer.is_file():
-            try:
-                name = pointer.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as e:
-                raise UserError(f"{pointer}: cannot read the pointer ({e})") from None
+            name = read_text(pointer, "checkpoint pointer", limit=4096).strip()
             if not _STEP_FILE.match(name):
                 raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {name!r}")
             if (self.dir / name).is_file():
@@ -390,7 +388,9 @@ class CheckpointManager:
         if path.is_file():
             return path
         if not path.is_dir():
-            raise UserError(f"{path}: no such checkpoint file or run folder")
+            problem = regular_file_problem(path)
+            raise UserError(f"{path}: no such checkpoint file or run folder" if problem == "not found" else
+                            f"{path}: {problem}")
         if (path / "checkpoints").is_dir():
             found = CheckpointManager(path).latest()
         elif path.name == "checkpoints":

@@ -138,6 +138,15 @@ def regular_file_problem(path: str | os.PathLike) -> str | None:
     return None if kind is None else f"is {kind}, not a regular file"
 
 
+def path_exists(path: str | os.PathLike) -> bool:
+    """`Path.exists()`, except that a path no file can have (a NUL byte, a name too long for the file system)
+    is simply not there, instead of an exception."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None) -> bytes:
     """A regular file's bytes, at most `limit` of them; anything else is one `UserError` naming the file:
     "{path}: {what} not found", "{path}: the {what} is a FIFO (named pipe), not a regular file", ..."""

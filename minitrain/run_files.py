@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from minitrain.errors import BAD_INPUT, UserError
 from minitrain.io import decode_utf8, json_type, read_bytes, read_json_object
@@ -128,6 +128,50 @@ class Results(Record):
     wall_seconds: float | None = None
     peak_rss_mb: float | None = None
     ms_per_step: float | None = None
+
+
+class ModelShape(BaseModel):
+    """A model file's `model_config`: what a MiniGPT is built from, so nothing absurd may pass (a zero head
+    count divides by zero, a million layers takes forever to build)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    n_layer: Annotated[int, Field(ge=1)]
+    n_head: Annotated[int, Field(ge=1)]
+    d_model: Annotated[int, Field(ge=1)]
+    d_ff: Annotated[int, Field(ge=1)]
+    vocab_size: Annotated[int, Field(ge=1)]
+    max_seq_len: Annotated[int, Field(ge=1)]
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelShape:
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
+        return self
+
+
+class ModelFileMeta(Record):
+    """The metadata of a minitrain safetensors file (checkpoint.py), JSON values decoded."""
+
+    format_version: Count
+    kind: Literal["model", "checkpoint"]
+    shape: ModelShape = Field(alias="model_config")
+
+
+class CheckpointMeta(ModelFileMeta):
+    step: Count
+    config_hash: str
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    batcher: dict[str, Any]
+    train_rng: dict[str, Any]
+    extra: dict[str, Any] = {}
+
+
+def check_model_file_meta(metadata: dict[str, Any], where: str) -> dict[str, Any]:
+    """A checkpoint's or model file's metadata, checked against the schema of its kind."""
+    validate(metadata, ModelFileMeta, where)
+    return validate(metadata, CheckpointMeta if metadata["kind"] == "checkpoint" else ModelFileMeta, where)
 
 
 def problem_text(error: ValidationError) -> str:
