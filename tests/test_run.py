@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 import shutil
 import textwrap
@@ -350,3 +351,30 @@ def test_dry_run_plans_and_writes_nothing(tmp_path):
     assert 0 < plan["tokens_per_step"]["counted_mean"] < plan["tokens_per_step"]["real_mean"] <= 128
     assert plan["ms_per_step"] > 0 and plan["output_dir"] == str(tmp_path / "run")
     assert np.isfinite(float(plan["estimated_wall"].split()[0]))
+
+
+def test_a_resume_after_the_data_changed_is_refused_naming_the_file(tmp_path):
+    config = write_tiny_run(tmp_path)
+    train_tiny(config, tmp_path / "run")
+    train = tmp_path / "data" / "train.jsonl"
+    lines = train.read_text().splitlines()
+    train.write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # the same records in another order
+    before = (tmp_path / "run" / "train_log.jsonl").read_bytes()
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-8.safetensors"
+    with pytest.raises(UserError) as info:
+        train_tiny(config, tmp_path / "run", resume=checkpoint)
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith(f"{train} (data.train_path) has changed since {checkpoint} was saved (sha256 ")
+    assert (tmp_path / "run" / "train_log.jsonl").read_bytes() == before
+
+
+def test_resume_from_something_that_cannot_resume_is_exit_2(tmp_path):
+    config = write_tiny_run(tmp_path)
+    results = train_tiny(config, tmp_path / "run")
+    (tmp_path / "empty").mkdir()
+    for source, message in ((results["model_path"], "a model-only file (no optimizer, schedule or RNG state)"),
+                            (tmp_path / "empty", "no checkpoint found")):
+        with pytest.raises(UserError, match=re.escape(message)) as info:
+            train_tiny(config, tmp_path / "other", resume=source)
+        assert info.value.exit_code == 2
+    assert not (tmp_path / "other").exists()  # nothing was written
