@@ -113,6 +113,21 @@ def test_init_detects_jsonl_by_content_not_extension(tmp_path, capsys):
     assert code == 0 and "format" not in out and "heldout_policy: verbs_4" in out
 
 
+@pytest.mark.parametrize(("name", "damage", "message"), [
+    ("train.txt", b"\xff\xfe not utf-8\n", ":2: not valid UTF-8"),
+    ("train.jsonl", b'{"text": 1' + b"0" * 5000 + b"}\n", ":2: invalid JSON (a number too long or nesting too deep)"),
+])
+def test_init_on_unreadable_data_is_exit_2(tmp_path, capsys, name, damage, message):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    good = records_to_jsonl([make_record("hablar", "P", 1, "hablo")]).encode()
+    (folder / name).write_bytes(good + damage)
+    (folder / name.replace("train", "val")).write_bytes(good)
+    code, out, err = run(["init", "--data", folder], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"error: {folder / name}") and message in err and not (folder / "vocab.json").exists()
+
+
 def test_init_refuses_to_overwrite_and_needs_splits(tmp_path, capsys):
     folder = make_corpus(tmp_path / "d")
     out = tmp_path / "c.yaml"

@@ -95,7 +95,10 @@ def _texts(layout: DataLayout) -> list[str]:
 
     data = DataConfig(format=layout.format, train_path=layout.train, val_path=layout.val,
                       dev_path=layout.dev or layout.train, heldout_policy="none", loss_on="all")
-    return [r["text"] for split in ("train", "val", "dev") for r in load_split(data, split)]
+    try:
+        return [r["text"] for split in ("train", "val", "dev") for r in load_split(data, split)]
+    except UserError as e:  # data that cannot be read is bad input, as it is for `validate` and `train`
+        raise UserError(str(e), 2) from None
 
 
 def _make_vocab(layout: DataLayout) -> None:
