@@ -102,7 +102,7 @@ def remove_stale_temp_files(out_dir: Path, models_dir: Path, model_prefix: str) 
     partial = re.compile(rf"^\.?\.{re.escape(model_prefix)}-(?P<pid>\d+)\.partial\.safetensors(\..{{8}}\.tmp)?$")
     for path in _listing(models_dir):
         match = partial.match(path.name)
-        if match and not _alive(int(match["pid"])):
+        if match and not process_exists(int(match["pid"])):
             removed.append(path)
     for path in removed:
         path.unlink(missing_ok=True)
@@ -120,8 +120,8 @@ def _temp_files(folder: Path) -> list[Path]:
     return [p for p in _listing(folder) if _TEMP.match(p.name)]
 
 
-def _alive(pid: int) -> bool:
-    """Whether a process with this id exists (this process's own earlier files count as left behind)."""
+def process_exists(pid: int) -> bool:
+    """Whether another process with this id exists (this process's own earlier files count as left behind)."""
     if pid == os.getpid():
         return False
     try:

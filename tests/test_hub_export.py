@@ -10,6 +10,7 @@ import pytest
 import safetensors
 import safetensors.numpy
 from fakehub import TINY_MODEL, make_run
+from test_run_dir import dead_pid
 
 from minitrain.checkpoint import load_model_file, save_model_file
 from minitrain.data.tokenizer import CharTokenizer
@@ -125,3 +126,37 @@ def test_a_vocabulary_larger_than_the_embedding_is_refused(run, tmp_path):
     CharTokenizer(sorted(set("abcdefghijklmnopqrstuvwxyz"))).save(run.parent / "data" / "vocab.json")
     with pytest.raises(UserError, match="embedding rows"):
         export_model(run, tmp_path / "export")
+
+
+def test_a_failed_export_leaves_the_previous_one_whole(run, tmp_path, monkeypatch):
+    export_model(run, tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    other = make_run(tmp_path / "other", seed=1)  # another model: every file but the vocabulary differs
+
+    def disk_full(path, data):
+        raise UserError(f"{path}: cannot write (No space left on device)")
+
+    monkeypatch.setattr("minitrain.hub.export.atomic_write_bytes", disk_full)  # the weights, after config.json
+    with pytest.raises(UserError, match="No space left on device"):
+        export_model(other, tmp_path / "out")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out", "work"]  # no staging folder left
+
+    monkeypatch.undo()
+    export_model(other, tmp_path / "out")  # over an earlier export: replaced as a whole
+    assert (tmp_path / "out" / "model.safetensors").read_bytes() != before["model.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out", "work"]
+
+
+def test_export_refuses_a_folder_holding_other_files_and_clears_what_a_kill_left(run, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"out: holds files an export does not write \(notes\.txt\)"):
+        export_model(run, tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+    stale = tmp_path / f".fresh.export-{dead_pid()}.tmp"
+    stale.mkdir()
+    (stale / "config.json").write_text("{}")
+    export_model(run, tmp_path / "fresh")
+    assert not stale.exists() and sorted(p.name for p in (tmp_path / "fresh").iterdir()) == sorted(EXPORT_FILES)
