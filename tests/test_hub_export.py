@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -17,6 +18,7 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config
+from minitrain.run_lock import RunLock
 
 
 def test_export_writes_the_gpt2_folder(run, tmp_path):
@@ -160,3 +162,35 @@ def test_export_refuses_a_folder_holding_other_files_and_clears_what_a_kill_left
     (stale / "config.json").write_text("{}")
     export_model(run, tmp_path / "fresh")
     assert not stale.exists() and sorted(p.name for p in (tmp_path / "fresh").iterdir()) == sorted(EXPORT_FILES)
+
+
+@pytest.mark.parametrize(("file", "change", "problem"), [
+    ("results.json", {"run_id": "b" * 32}, f"results.json is from run {'b' * 32}, manifest.json from run {'a' * 32}"),
+    ("manifest.json", {"status": "interrupted"}, "results.json exists but manifest.json says the run is 'interrupted'"),
+    ("results.json", {"model_sha256": "0" * 64}, "is not the one results.json names (sha256 differs)"),
+    ("manifest.json", {"seed": 5}, "has rng_seed 42, manifest.json seed 5"),
+])
+def test_export_refuses_results_manifest_and_model_of_different_runs(tmp_path, file, change, problem):
+    run = make_run(tmp_path / "w")
+    results, manifest = (json.loads((run / name).read_text()) for name in ("results.json", "manifest.json"))
+    model = tmp_path / "w" / "models" / "minigpt-test.safetensors"
+    state, config, _ = load_model_file(model)
+    sha = save_model_file(model, state, config, {"rng_seed": 42, "config_hash": "c" * 64})
+    results.update(run_id="a" * 32, model_sha256=sha)
+    manifest.update(run_id="a" * 32, seed=42, config_hash="c" * 64)
+    (run / "results.json").write_text(json.dumps(results))
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    export_model(run, tmp_path / "good")  # one run: fine
+
+    data = json.loads((run / file).read_text())
+    (run / file).write_text(json.dumps({**data, **change}))
+    with pytest.raises(UserError) as info:
+        export_model(run, tmp_path / "bad")
+    assert str(info.value).startswith(f"{run}: its files are not from one run: ") and problem in str(info.value)
+    assert info.value.exit_code == 2 and not (tmp_path / "bad").exists()
+
+
+def test_export_waits_for_a_run_being_written(run, tmp_path):
+    with RunLock(run), pytest.raises(UserError, match=rf"a run is being written there now \(PID {os.getpid()}\)"):
+        export_model(run, tmp_path / "out")
+    export_model(run, tmp_path / "out")

@@ -14,6 +14,7 @@ difference.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,11 @@ from minitrain.config.loader import LOCK_KEY, is_lock, resolved_dict
 from minitrain.config.schema import Config
 from minitrain.config.source import dotted
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_text, sha256_of
+from minitrain.io import atomic_write_text, read_text, sha256_of
 from minitrain.versions import library_versions
 
 LOCK_VERSION = 1
+MAX_LOCK_BYTES = 1 << 20  # a lock file is a resolved config and a few hashes: a few kB
 LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib", "tqdm", "huggingface_hub")
 
 
@@ -61,13 +63,12 @@ def write_lock(cfg: Config, out: str | Path) -> dict[str, Any]:
 
 
 def read_lock(path: str | Path) -> dict[str, Any]:
+    if not os.path.lexists(path):
+        raise UserError(f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2)
+    text = read_text(path, "lock file", limit=MAX_LOCK_BYTES)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(
-            f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2
-        ) from None
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError) as exc:
         raise UserError(f"{path}: not a readable lock file ({exc})", 2) from None
     if not is_lock(data) or not all(isinstance(data.get(k), dict) for k in ("config", "data", "versions")):
         raise UserError(f"{path}: not a minitrain lock file (no {LOCK_KEY}, config, data and versions)", 2)
