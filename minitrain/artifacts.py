@@ -228,7 +228,8 @@ def plot_loss_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, ba
     ax.set_ylabel("perplexity per counted token (log scale)")
     ax.set_title("MiniGPT training: perplexity vs. step")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if train or val or baseline_ppl is not None:  # a log with no rows (a resume that kept none) has nothing to label
+        ax.legend()
     fig.tight_layout()
     # No "Software" entry: the PNG bytes then depend only on the curve, not on the matplotlib build.
     atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))

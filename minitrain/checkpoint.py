@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
 import struct
 from collections.abc import Mapping
@@ -363,7 +364,7 @@ class CheckpointManager:
             name = read_text(pointer, "checkpoint pointer", limit=4096).strip()
             if not _STEP_FILE.match(name):
                 raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {name!r}")
-            if (self.dir / name).is_file():
+            if os.path.isfile(self.dir / name):  # False too for a name too long to exist
                 return self.dir / name
         files = self.step_files()
         return files[-1][1] if files else None

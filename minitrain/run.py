@@ -41,7 +41,7 @@ from minitrain.config.datacheck import DataSummary, check_data, load_split
 from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_text, read_text
+from minitrain.io import atomic_write_text, cannot_write, read_text
 from minitrain.loop import (
     DIVERGED,
     FINISHED,
@@ -269,7 +269,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
             run_dir.clear_run(out_dir)
         keep_log_before(run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
         for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
-            (out_dir / name).unlink(missing_ok=True)
+            run_dir.remove_file(out_dir / name)
     else:
         if cfg.model.init_from:
             from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
@@ -445,7 +445,11 @@ def _save_model(model: MiniGPT, models_dir: Path, cfg: Config, steps: int) -> tu
             "config_hash": training_config_hash(cfg)}
     digest = save_model_file(tmp, model.state_dict(), model.config, meta)
     final = models_dir / f"{MODEL_PREFIX}-{digest[:16]}.safetensors"
-    os.replace(tmp, final)
+    try:
+        os.replace(tmp, final)
+    except OSError as e:  # a folder of that name, say
+        tmp.unlink(missing_ok=True)
+        raise cannot_write(final, e) from None
     final = final.resolve()
     shown = final.relative_to(artifacts.REPO_ROOT) if final.is_relative_to(artifacts.REPO_ROOT) else final
     return str(shown), digest

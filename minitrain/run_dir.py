@@ -71,17 +71,18 @@ def check_new_run(out_dir: Path, config_text: str | None, overwrite: bool) -> No
 def clear_run(out_dir: Path) -> None:
     """Delete the files a run writes (see the module docstring) from `out_dir`; anything else stays."""
     for name in RUN_FILES:
-        _remove(out_dir / name)
+        remove_file(out_dir / name)
     checkpoints = out_dir / CHECKPOINTS
     if checkpoints.is_dir() and not checkpoints.is_symlink():
         for path in checkpoints.iterdir():
-            _remove(path)
+            remove_file(path)
         checkpoints.rmdir()
     else:
-        _remove(checkpoints)
+        remove_file(checkpoints)
 
 
-def _remove(path: Path) -> None:
+def remove_file(path: Path) -> None:
+    """Delete the run file `path` if it is there; a folder in its place is one error."""
     try:
         if path.is_dir() and not path.is_symlink():
             raise UserError(f"{path}: a folder where a run keeps a file; remove it yourself", 2)

@@ -165,7 +165,7 @@ class CheckpointMeta(ModelFileMeta):
     scheduler: dict[str, Any]
     batcher: dict[str, Any]
     train_rng: dict[str, Any]
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any]
 
 
 def check_model_file_meta(metadata: dict[str, Any], where: str) -> dict[str, Any]:
@@ -225,6 +225,9 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
         raise UserError(f"{where}: the resolved config is not valid YAML ({problem})", BAD_INPUT) from None
     except RecursionError:
         raise UserError(f"{path}: the resolved config nests deeper than {MAX_YAML_DEPTH} levels", BAD_INPUT) \
+            from None
+    except ValueError:  # the YAML int constructor refuses thousands of digits, as json does
+        raise UserError(f"{path}: the resolved config holds a number of more than 4,300 digits", BAD_INPUT) \
             from None
     return check_run_config(data, str(path))
 
