@@ -156,7 +156,8 @@ def damage(draw, data: bytes, name: str):
         return "flip bytes", bytes(out)
     if kind == "non-utf8":
         at = draw(st.integers(0, len(data)))
-        return f"non-UTF-8 at {at}", data[:at] + draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80"])) + data[at:]
+        bad = draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80"]))  # stray, truncated, surrogate
+        return f"non-UTF-8 at {at}", data[:at] + bad + data[at:]
     if kind == "nest":
         depth = draw(st.sampled_from([70, 1000, 100_000]))
         return f"nested {depth} deep", b"[" * depth + b"]" * depth if draw(st.booleans()) else \
