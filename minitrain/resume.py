@@ -14,14 +14,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from minitrain.checkpoint import CheckpointManager, load_checkpoint
 from minitrain.config import Config
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text, read_bytes, sha256_of
-from minitrain.loop import Checkpointing
+from minitrain.loop import Checkpointing, LoopState, restore_loop_state
+from minitrain.monitor.alerts import AlertMonitor
+from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.report import log_row_problem
 from minitrain.run_dir import LOG_FILE
-from minitrain.run_files import read_manifest
+from minitrain.run_files import problem_text, read_manifest
 
 
 def data_fingerprint(cfg: Config) -> dict[str, dict[str, str]]:
@@ -54,28 +58,46 @@ def resume_checkpoint(resume: str | os.PathLike | None, out_dir: Path, overwrite
     return path
 
 
-def restore(path: Path, parts: Any, checkpointing: Checkpointing) -> dict[str, Any]:
-    """Load the checkpoint into `parts`; a checkpoint that cannot resume this run is exit code 2, and so is
-    one whose data files have changed since it was saved (the same config would then train another model)."""
+def restore(path: Path, parts: Any, checkpointing: Checkpointing, early_stopping: EarlyStopping | None,
+            alerts: AlertMonitor | None) -> LoopState:
+    """Load the checkpoint into `parts` and the monitors; return the loop's state to start from.
+
+    A checkpoint that cannot resume this run is exit code 2, and so is one whose data files have changed since it
+    was saved (the same config would then train another model).
+    """
     try:
         restored = load_checkpoint(path, model=parts.model, optimizer=parts.optimizer, scheduler=parts.scheduler,
                                    batcher=parts.batcher, train_rng=parts.model.rng,
                                    config_hash=checkpointing.config_hash)
     except UserError as e:
         raise UserError(str(e), 2) from None
-    saved = restored["extra"].get("data_sha256")
+    extra = restored["extra"]
+    _check_same_data(path, extra.get("data_sha256"), checkpointing.data_sha256)
+    try:
+        _LOOP_STATE.validate_json(json.dumps(extra.get("loop", {})), strict=True)  # JSON: strict, yet from a dict
+        start = restore_loop_state(extra, early_stopping, alerts)
+    except (UserError, ValidationError, ValueError, TypeError, KeyError, IndexError) as e:
+        problem = problem_text(e) if isinstance(e, ValidationError) else str(e)
+        raise UserError(f"{path}: cannot restore the loop's state ({problem})", 2) from None
+    start.step = restored["step"]
+    return start
+
+
+_LOOP_STATE = TypeAdapter(LoopState)  # the dataclass's field types, checked strictly before it is built
+
+
+def _check_same_data(path: Path, saved: Any, now: dict[str, dict[str, str]]) -> None:
     if saved is None:
-        return restored  # written before checkpoints recorded their data
+        return  # written before checkpoints recorded their data
     if not (isinstance(saved, dict) and all(isinstance(v, dict) and isinstance(v.get("sha256"), str)
                                             for v in saved.values())):
         raise UserError(f"{path}: its data_sha256 record is damaged", 2)
-    for key, now in checkpointing.data_sha256.items():
+    for key, current in now.items():
         then = saved.get(key)
-        if then is not None and then["sha256"] != now["sha256"]:
-            raise UserError(f"{now['path']} ({key}) has changed since {path} was saved (sha256 "
-                            f"{then['sha256'][:12]}… then, {now['sha256'][:12]}… now); resume with the data the "
-                            "run started with, or start a new run", 2)
-    return restored
+        if then is not None and then["sha256"] != current["sha256"]:
+            raise UserError(f"{current['path']} ({key}) has changed since {path} was saved (sha256 "
+                            f"{then['sha256'][:12]}… then, {current['sha256'][:12]}… now); resume with the data "
+                            "the run started with, or start a new run", 2)
 
 
 def previous_manifest(checkpoint: Path | None, out_dir: Path) -> dict[str, Any]:

@@ -49,7 +49,6 @@ from minitrain.loop import (
     Checkpointing,
     evaluate,
     next_log_probs_fn,
-    restore_loop_state,
     train,
     train_step,
 )
@@ -262,9 +261,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
 
     start, init_from = None, None
     if checkpoint_path is not None:
-        restored = restore(checkpoint_path, parts, checkpointing)
-        start = restore_loop_state(restored["extra"], early_stopping, alerts)
-        start.step = restored["step"]
+        start = restore(checkpoint_path, parts, checkpointing, early_stopping, alerts)
         if overwrite:
             run_dir.clear_run(out_dir)
         keep_log_before(run_dir_of(checkpoint_path) or out_dir, log_path, start.step)

@@ -197,11 +197,8 @@ def damage(draw, data: bytes, name: str):
 
 def crafted(draw, data: bytes) -> tuple[str, bytes]:
     """A minitrain safetensors file with one metadata value changed and its checksum recomputed to match."""
-    tensors = safetensors.numpy.load(data)
-    (length,) = np.frombuffer(data[:8], dtype="<u8")
-    meta = json.loads(data[8 : 8 + int(length)])["__metadata__"]
-    meta.pop("sha256")
-    key = draw(st.sampled_from(sorted(k for k in meta if k != "format")))
+    meta = metadata_of(data)
+    key = draw(st.sampled_from(sorted(k for k in meta if k not in ("format", "sha256"))))
     value = json.loads(meta[key])
     if key == "model_config" and draw(st.booleans()):
         field = draw(st.sampled_from(["n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "dropout"]))
@@ -215,12 +212,32 @@ def crafted(draw, data: bytes) -> tuple[str, bytes]:
         value = draw(json_values)
         what = f"{key} = {value!r}"
     else:
-        del meta[key]
-        what, value = f"{key} deleted", None
-    if value is not None or key in meta:
-        meta[key] = json.dumps(value)
+        value, what = DELETE, f"{key} deleted"
+    return f"crafted {what}"[:120], with_metadata(data, {key: value})
+
+
+DELETE = object()
+
+
+def metadata_of(data: bytes) -> dict[str, str]:
+    """The raw `__metadata__` map of a safetensors file's bytes."""
+    (length,) = np.frombuffer(data[:8], dtype="<u8")
+    return json.loads(data[8 : 8 + int(length)])["__metadata__"]
+
+
+def with_metadata(data: bytes, changes: dict) -> bytes:
+    """The same tensors with metadata values replaced (JSON values; DELETE removes the key) and the checksum
+    recomputed, as someone who knows the format would forge it."""
+    tensors = safetensors.numpy.load(data)
+    meta = metadata_of(data)
+    meta.pop("sha256")
+    for key, value in changes.items():
+        if value is DELETE:
+            meta.pop(key, None)
+        else:
+            meta[key] = json.dumps(value)
     meta["sha256"] = _content_digest(tensors, meta)
-    return f"crafted {what}"[:120], safetensors.numpy.save(tensors, metadata=meta)
+    return safetensors.numpy.save(tensors, metadata=meta)
 
 
 def apply(path: Path, kind: str, new: bytes | None) -> None:
