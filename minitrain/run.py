@@ -258,6 +258,10 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     early_stopping = EarlyStopping.from_config(cfg.training.early_stopping)
     alerts = AlertMonitor(cfg.monitoring.alerts) if cfg.monitoring.alerts else None
     log_path = out_dir / LOG_FILE
+    # Read before any work and any write: a damaged baseline file then costs nothing.
+    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
+                                           data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path),
+                                           loss_on=cfg.data.loss_on)
 
     start, init_from = None, None
     if checkpoint_path is not None:
@@ -292,10 +296,6 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     if checkpoint_path is not None:
         manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": start.step})
     earlier_wall = float(manifest.get("wall_seconds") or 0.0)
-    # Read now rather than after training: a damaged baseline file then costs no work.
-    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
-                                           data_manifest_hash=manifest.get("data_manifest_hash"),
-                                           loss_on=cfg.data.loss_on)
 
     shown = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
                      quiet=not progress, start_step=start.step if start else 0)

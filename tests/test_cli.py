@@ -209,6 +209,18 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
                                             "(expected ',' or ']', but got '<stream end>')"),
     ("manifest.json", "{", "manifest.json: the run manifest is not valid JSON"),
     ("train_log.jsonl", '{"step": "x", "loss": 1.0}\n', "train_log.jsonl:1: a log row must be a JSON object"),
+    ("results.json", "[1, 2]", "results.json: the run results must be a JSON object, not a list"),
+    ("results.json", '{"wall_seconds": "12.5"}', "results.json: wall_seconds: input should be a valid number, got a "
+                                                 "string ('12.5')"),
+    ("results.json", '{"model_path": 5}', "results.json: model_path: input should be a valid string, got an integer"),
+    ("manifest.json", '{"wall_seconds": -1e308}', "manifest.json: wall_seconds: input should be greater than or "
+                                                  "equal to 0"),
+    ("manifest.json", '{"status": "done"}', "manifest.json: status: input should be 'running', 'finishing',"),
+    ("manifest.json", '{"seed": 1' + "0" * 4400 + "}", "manifest.json: the run manifest holds an integer of more"),
+    ("config.resolved.yaml", "a: &x [1]\nb: *x\n", "config.resolved.yaml:2: the resolved config is not valid YAML "
+                                                    "(an alias (*name) is not allowed here)"),
+    ("config.resolved.yaml", "data: {train_path: 5}\n", "config.resolved.yaml: data.train_path: input should be a "
+                                                         "valid string"),
 ])
 def test_info_on_a_damaged_run_folder_is_one_line(tmp_path, capsys, name, text, message):
     (tmp_path / name).write_text(text, encoding="utf-8")
