@@ -363,7 +363,8 @@ class CheckpointManager:
         if pointer.is_file():
             name = read_text(pointer, "checkpoint pointer", limit=4096).strip()
             if not _STEP_FILE.match(name):
-                raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {name!r}")
+                shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
+                raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {shown}")
             if os.path.isfile(self.dir / name):  # False too for a name too long to exist
                 return self.dir / name
         files = self.step_files()

@@ -1,16 +1,16 @@
 """Reading a run folder back: one reader per file a run writes, each checked against a schema before use.
 
-    read_manifest(path)          manifest.json          status, seeds, run id, the resolved config, ...
-    read_results(path)           results.json           the headline numbers and the model file they belong to
-    read_run_config(path)        config.resolved.yaml   the config as the run resolved it
-    check_run_config(data, where)                       the same check on a config kept elsewhere (the manifest)
+    read_manifest(path)            manifest.json          status, seeds, run id, the resolved config, ...
+    read_results(path)             results.json           the headline numbers and the model file they belong to
+    read_run_config(path)          config.resolved.yaml   the config as the run resolved it
+    check_model_file_meta(meta, where)                    a checkpoint's or model file's metadata (checkpoint.py)
 
 Every reader goes through `minitrain.io` (regular files only, a size cap, UTF-8, JSON that parses and nests
 shallowly), then validates the values the code uses with pydantic. So any damage, whether bytes that are not
-UTF-8, a list where an object belongs, a string `wall_seconds`, an integer `model_path` or a path with a NUL
-byte, is one `UserError` naming the file and the key:
+UTF-8, a list where an object belongs, a string `wall_seconds`, an integer `model_path`, a path with a NUL byte or
+a model with zero heads, is one `UserError` (exit code 2) naming the file and the key:
 
-    runs/x/results.json: wall_seconds: expected a number, got a string ('12.5')
+    runs/x/results.json: wall_seconds: input should be a valid number, got a string ('12.5')
 
 The schemas list only what the code reads; other keys are kept as they are (a newer minitrain may record more).
 """
@@ -18,8 +18,7 @@ The schemas list only what the code reads; other keys are kept as they are (a ne
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -35,7 +34,6 @@ MAX_YAML_DEPTH = 32
 # "running" (training), "finishing" (training done, the final evaluation and model file being written) and
 # "failed" (an error the run could not go on from, e.g. a full disk; the manifest's "error" says which).
 Status = Literal["running", "finishing", "completed", "early_stopped", "diverged", "interrupted", "halted", "failed"]
-STATUSES = get_args(Status)
 FINISHING, FAILED = "finishing", "failed"
 
 PathText = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]*$")]
@@ -203,10 +201,10 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def read_results(path: str | os.PathLike) -> dict[str, Any]:
-    return validate(read_json_object(path, "run results"), Results, str(path))
+    return validate(read_json_object(path, "results file"), Results, str(path))
 
 
-def check_run_config(data: Any, where: str) -> dict[str, Any]:
+def _check_run_config(data: Any, where: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(f"{where}: the run's config must be a mapping, not {json_type(data)}", BAD_INPUT)
     return validate(data, RunConfig, where)
@@ -229,7 +227,7 @@ def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
     except ValueError:  # the YAML int constructor refuses thousands of digits, as json does
         raise UserError(f"{path}: the resolved config holds a number of more than 4,300 digits", BAD_INPUT) \
             from None
-    return check_run_config(data, str(path))
+    return _check_run_config(data, str(path))
 
 
 class _NoAliasLoader(yaml.SafeLoader):
@@ -247,9 +245,3 @@ class _NoAliasLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
-
-
-def run_file(run_dir: str | os.PathLike, name: str) -> Path | None:
-    """`run_dir/name` when a file of that name exists there (of any kind: reading it then says what it is)."""
-    path = Path(run_dir) / name
-    return path if os.path.lexists(path) else None

@@ -209,7 +209,7 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
                                             "(expected ',' or ']', but got '<stream end>')"),
     ("manifest.json", "{", "manifest.json: the run manifest is not valid JSON"),
     ("train_log.jsonl", '{"step": "x", "loss": 1.0}\n', "train_log.jsonl:1: a log row must be a JSON object"),
-    ("results.json", "[1, 2]", "results.json: the run results must be a JSON object, not a list"),
+    ("results.json", "[1, 2]", "results.json: the results file must be a JSON object, not a list"),
     ("results.json", '{"wall_seconds": "12.5"}', "results.json: wall_seconds: input should be a valid number, got a "
                                                  "string ('12.5')"),
     ("results.json", '{"model_path": 5}', "results.json: model_path: input should be a valid string, got an integer"),

@@ -33,7 +33,7 @@ def sample_command(args: argparse.Namespace) -> int:
     model, vocab = load_model(args.source)
     vocab = args.vocab or vocab
     if vocab is None:
-        raise UserError(f"sample {args.source}: the source does not say which vocabulary it uses; pass --vocab")
+        raise UserError(f"sample {args.source}: the source does not say which vocabulary it uses; pass --vocab", 2)
     tokenizer = CharTokenizer.load(vocab)
     room = model.config["max_seq_len"] - 1 - len(args.prompt)  # what is left of the context after BOS + prompt
     max_new = args.max_new_tokens or max(room, 1)
