@@ -128,6 +128,18 @@ def test_init_on_unreadable_data_is_exit_2(tmp_path, capsys, name, damage, messa
     assert err.startswith(f"error: {folder / name}") and message in err and not (folder / "vocab.json").exists()
 
 
+def test_init_promises_held_out_verbs_only_when_the_data_holds_them_out(tmp_path, capsys):
+    folder = make_corpus(tmp_path / "d")  # val: bailar, which train never conjugates
+    assert "heldout_policy: verbs_4" in run(["init", "--data", folder], capsys)[1]
+    (folder / "val.jsonl").write_bytes((folder / "train.jsonl").read_bytes())
+    (folder / "vocab.json").unlink()
+    out = tmp_path / "c.yaml"
+    code, _, err = run(["init", "--data", folder, "-o", out], capsys)
+    assert code == 0, err
+    assert "heldout_policy: none   # val shares verbs with train" in out.read_text()
+    assert run(["validate", out], capsys)[0] == 0
+
+
 def test_init_refuses_to_overwrite_and_needs_splits(tmp_path, capsys):
     folder = make_corpus(tmp_path / "d")
     out = tmp_path / "c.yaml"
