@@ -12,7 +12,7 @@ digits, or craft a checkpoint's metadata and recompute its checksum), then runs 
     change nothing outside the example's temporary folder.
 
 `make test` runs a fixed number of examples from a fixed seed (hypothesis' derandomize); `make fuzz` runs many more
-(MINITRAIN_DAMAGE_EXAMPLES, random seeds). The run prints how many damaged cases it tried.
+(MINITRAIN_DAMAGE_EXAMPLES, random seeds). The session ends with a line saying how many damaged cases it tried.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class Hang(BaseException):
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory, request) -> Path:
+def pristine(tmp_path_factory) -> Path:
     """A finished run: base/config.yaml, base/data/, base/run/, base/models/; paths in it relative to base."""
     base = tmp_path_factory.mktemp("damage-base")
     write_tiny_data(base, baseline_ppl=1000.0)
@@ -77,12 +77,14 @@ def pristine(tmp_path_factory, request) -> Path:
     with contextlib.chdir(base):
         run_training(load_config("config.yaml"), "run", progress=False, models_dir="models", config_path="config.yaml",
                      baseline_path="baseline.json")
-    yield base
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"damage suite: {STATS['cases']} damaged cases, {STATS['commands']} command runs, "
-                            f"{STATS['tracebacks']} tracebacks, {STATS['failed']} clean errors, "
-                            f"{STATS['slowest'] / 1000:.1f} s slowest command")
+    return base
+
+
+def summary() -> str:
+    """The line the test session ends with (tests/conftest.py prints it)."""
+    return (f"damage suite: {STATS['cases']} damaged cases, {STATS['commands']} command runs, "
+            f"{STATS['tracebacks']} tracebacks, {STATS['failed']} clean errors, "
+            f"{STATS['slowest'] / 1000:.1f} s slowest command")
 
 
 def fingerprint(folder: Path) -> dict[str, str]:
