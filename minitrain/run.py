@@ -3,6 +3,8 @@
 
     run_training(cfg, out_dir)
       check the data files (a missing file stops here, before any work and before writing anything)
+      take the folder's writer lock (run_lock.py); refuse a folder holding another run unless --overwrite
+      (run_dir.py); delete the temporary files a killed run left
       build: tokenizer → records → encoded splits → batchers (data RNG: data_seed)
              → MiniGPT (training RNG: rng_seed) → optimizer → schedule
       [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
@@ -13,7 +15,9 @@
              repository's models/), results.json, loss_curve.png, metrics.csv, report.md, manifest.json completed
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
-curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
+curve, then raises a `UserError` that says what happened and which checkpoint to resume from. The manifest's
+status is honest throughout: "running", then "finishing" while the model file and results are written, then how
+it ended, including "interrupted" for a SIGTERM while finishing and "failed" (with the error) for a full disk.
 
 `plan_run(cfg)` (the dry run) builds the same objects, times a few steps and reports the plan; it writes nothing.
 """
