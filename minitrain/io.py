@@ -252,7 +252,11 @@ def json_type(value: Any) -> str:
 
 
 def sha256_of(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks (`UserError` naming the file if it cannot be read)."""
+    """Hex sha256 of a regular file's bytes, read in 1 MiB chunks (`UserError` naming the file if it cannot be
+    read, or is a FIFO, a folder, ...)."""
+    problem = regular_file_problem(path)
+    if problem is not None:
+        raise UserError(f"{path}: {problem}", BAD_INPUT)
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
