@@ -12,7 +12,7 @@ TRAIN_ARGS ?=
 #   make bench BENCH_PYTHON=/path/to/venv-with-torch/bin/python   (docs/performance.md)
 BENCH_PYTHON ?= $(BIN)/python
 
-.PHONY: train test lint bench clean clean-kernels
+.PHONY: train test fuzz lint bench clean clean-kernels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ train: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# The damage suite (tests/test_damage.py) at length: random seeds, FUZZ_EXAMPLES damaged run folders (make test
+# runs 30 from a fixed seed). It prints how many cases it tried; any traceback, hang or stray write fails it.
+FUZZ_EXAMPLES ?= 1000
+fuzz: $(VENV)/.installed-dev
+	MINITRAIN_DAMAGE_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_damage.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

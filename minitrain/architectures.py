@@ -52,3 +52,13 @@ def parameter_shapes(config: Mapping[str, Any]) -> list[tuple[str, tuple[int, ..
     if model_type(config) == "mlp_lm":
         return mlp_lm.parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
     return model.parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
+
+
+def tensor_count(config: Mapping[str, Any]) -> int:
+    """How many tensors a model of `config` has, without listing them: a damaged or crafted file may claim a
+    million layers, and the count alone already tells that its weights cannot fit."""
+    if model_type(config) == DEFAULT_TYPE:
+        sizes = [int(config[k]) for k in ("d_model", "d_ff", "vocab_size", "max_seq_len")]
+        fixed, with_one = (len(model.parameter_shapes(n, *sizes)) for n in (0, 1))
+        return fixed + (with_one - fixed) * int(config["n_layer"])
+    return len(parameter_shapes(config))

@@ -14,7 +14,6 @@ exactly the shape of the loss curve; plotting PPL lets the baseline, which is a 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -27,8 +26,8 @@ from typing import Any
 from minitrain import seam
 from minitrain.data.build import MANIFEST
 from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
-from minitrain.errors import UserError
-from minitrain.io import atomic_write, atomic_write_json
+from minitrain.errors import BAD_INPUT, UserError
+from minitrain.io import atomic_write, atomic_write_json, read_json_object
 from minitrain.monitor.report import read_log
 from minitrain.versions import library_versions
 
@@ -161,13 +160,14 @@ def load_baseline_ppl(
     None also when the baseline has not been run.
     """
     path = Path(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    try:
-        baseline = json.loads(path.read_text(encoding="utf-8"))
-        val_ppl = float(baseline["val_ppl"])
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{path}: not an n-gram baseline results.json with a val_ppl ({e})") from None
+    baseline = read_json_object(path, "n-gram baseline results")
+    val_ppl = baseline.get("val_ppl")
+    if isinstance(val_ppl, bool) or not isinstance(val_ppl, int | float) or not math.isfinite(val_ppl):
+        raise UserError(f"{path}: not an n-gram baseline results.json with a val_ppl (a number); found "
+                        f"{val_ppl!r}", BAD_INPUT)
+    val_ppl = float(val_ppl)
     run = {"data_manifest_hash": data_manifest_hash, "loss_on": loss_on}
     return None if any(key in baseline and baseline[key] != run[key] for key in run) else val_ppl
 
@@ -256,6 +256,7 @@ def plot_loss_curve(
     ax.set_ylabel("perplexity per counted token (log scale)")
     ax.set_title(f"{model_name} training: perplexity vs. step")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if train or val or baseline_ppl is not None:  # a log with no rows (a resume that kept none) has nothing to label
+        ax.legend()
     fig.tight_layout()
     save_figure(fig, png_path)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.errors import UserError
+from minitrain.errors import BAD_INPUT, UserError
 from minitrain.io import atomic_write_bytes
 from minitrain.model_files import FORMAT_VERSION, OPTIMIZER_PREFIX, check_model, encode, read_file
 from minitrain.versions import library_versions
@@ -159,9 +159,10 @@ def load_checkpoint(
     before = _snapshot(*objects)
     try:
         _restore(objects, (model_state, optimizer_state, meta["scheduler"], meta["batcher"], meta["train_rng"]))
-    except (UserError, ValueError, KeyError, TypeError) as e:
+    except (UserError, ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError) as e:
+        # A crafted file can hold any value the checksum was recomputed over; whatever it breaks, nothing changes.
         _restore(objects, before)
-        raise UserError(f"{path}: cannot restore the training state ({e})") from None
+        raise UserError(f"{path}: cannot restore the training state ({e})", BAD_INPUT) from None
     except BaseException:
         _restore(objects, before)
         raise

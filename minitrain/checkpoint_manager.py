@@ -10,13 +10,14 @@ Each file is written by `minitrain.checkpoint.save_checkpoint` (lab 02), looked 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from minitrain.checkpoint import save_checkpoint
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_text
+from minitrain.io import atomic_write_text, read_text, regular_file_problem
 
 _STEP_FILE = re.compile(r"^step-(\d+)\.safetensors$")
 BEST_FILE = "best.safetensors"
@@ -65,13 +66,11 @@ class CheckpointManager:
         """The checkpoint `latest` names; without a usable pointer, the newest step file; None if there is none."""
         pointer = self.dir / LATEST_POINTER
         if pointer.is_file():
-            try:
-                name = pointer.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as e:
-                raise UserError(f"{pointer}: cannot read the pointer ({e})") from None
+            name = read_text(pointer, "checkpoint pointer", limit=4096).strip()
             if not _STEP_FILE.match(name):
-                raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {name!r}")
-            if (self.dir / name).is_file():
+                shown = repr(name) if len(name) <= 80 else repr(name[:77]) + "..."
+                raise UserError(f"{pointer}: expected a file name like step-120.safetensors, found {shown}")
+            if os.path.isfile(self.dir / name):  # False too for a name too long to exist
                 return self.dir / name
         files = self.step_files()
         return files[-1][1] if files else None
@@ -96,7 +95,9 @@ class CheckpointManager:
         if path.is_file():
             return path
         if not path.is_dir():
-            raise UserError(f"{path}: no such checkpoint file or run folder")
+            problem = regular_file_problem(path)
+            raise UserError(f"{path}: no such checkpoint file or run folder" if problem == "not found" else
+                            f"{path}: {problem}")
         if (path / "checkpoints").is_dir():
             found = CheckpointManager(path).latest()
         elif path.name == "checkpoints":

@@ -101,6 +101,8 @@ class Checkpointing:
 
     `save_every` N: after every N-th update (null: only when the run stops). `save_best`: also keep
     `best.safetensors`, the state at the best `metric` (mode "min" or "max") seen at a validation.
+    `data_sha256` ({config key: {"path", "sha256"}} of the data files) is saved too, so a resume can tell
+    when the data changed under it.
     """
 
     manager: CheckpointManager
@@ -109,6 +111,7 @@ class Checkpointing:
     save_best: bool = False
     metric: str = "val_loss"
     mode: str = "min"
+    data_sha256: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -388,6 +391,8 @@ def _maybe_save_best(run: _Run, measured: dict[str, float], model, optimizer, sc
 def _checkpoint_objects(run: _Run, model, optimizer, scheduler, train_iter) -> dict[str, Any]:
     """The keyword arguments of CheckpointManager.save: the five state machines plus the loop's own state."""
     extra = {"loop": asdict(run.state)}
+    if run.checkpointing.data_sha256:
+        extra["data_sha256"] = run.checkpointing.data_sha256
     if run.early_stopping is not None:
         extra["early_stopping"] = run.early_stopping.state_dict()
     if run.alerts is not None:

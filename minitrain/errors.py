@@ -7,6 +7,10 @@ traceback. Programming errors stay ordinary exceptions, so their tracebacks stil
 
 from __future__ import annotations
 
+# Exit code of a UserError about what minitrain was given: an invalid config, a bad command-line argument, or a
+# file it has to read (data, a run folder's files, a checkpoint) that is missing, of the wrong kind or damaged.
+BAD_INPUT = 2
+
 
 class UserError(Exception):
     """A readable, fixable problem: the message names the key, file or step at fault."""

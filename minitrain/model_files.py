@@ -30,8 +30,9 @@ import numpy as np
 import safetensors.numpy
 from safetensors import SafetensorError
 
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_bytes
+from minitrain.errors import BAD_INPUT, UserError
+from minitrain.io import atomic_write_bytes, parse_json, read_bytes
+from minitrain.run_files import check_model_file_meta
 
 FORMAT = "minitrain"
 FORMAT_VERSION = 1
@@ -100,34 +101,33 @@ def encode(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, Any]) -> by
 
 
 def read_file(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Read and verify a minitrain safetensors file: (tensors, metadata with JSON values decoded)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read the file ({e.strerror or e})") from None
+    """Read and verify a minitrain safetensors file: (tensors, metadata with JSON values decoded and checked
+    against its schema, minitrain/run_files.py)."""
+    data = read_bytes(path, "model file")
     try:
         header, _ = _split_header(data)
         tensors = {name: a.copy() for name, a in safetensors.numpy.load(data).items()}
-    except (SafetensorError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{path}: not a readable safetensors file, it may be truncated or corrupted ({e})") from None
+    except (SafetensorError, ValueError, KeyError, TypeError, RecursionError) as e:
+        raise UserError(f"{path}: not a readable safetensors file, it may be truncated or corrupted ({e})",
+                        BAD_INPUT) from None
     text = header.get("__metadata__") or {}
     if not isinstance(text, dict) or text.get("format") != FORMAT:
-        raise UserError(f"{path}: not a minitrain file (its safetensors metadata lacks format={FORMAT!r})")
+        raise UserError(f"{path}: not a minitrain file (its safetensors metadata lacks format={FORMAT!r})", BAD_INPUT)
     stored = text.pop("sha256", None)
     if stored != _content_digest(tensors, text):
-        raise UserError(f"{path}: checksum mismatch, the file is corrupted (its content changed after it was saved)")
-    try:
-        metadata = {key: value if key == "format" else json.loads(value) for key, value in text.items()}
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: a metadata value is not valid JSON ({e})") from None
-    if metadata.get("format_version", 0) > FORMAT_VERSION:
+        raise UserError(f"{path}: checksum mismatch, the file is corrupted (its content changed after it was saved)",
+                        BAD_INPUT)
+    metadata = {key: value if key == "format" else parse_json(value, f"{path}: metadata {key!r}", "value")
+                for key, value in text.items()}
+    version = metadata.get("format_version", 0)
+    if isinstance(version, int) and version > FORMAT_VERSION:
         raise UserError(
             f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads up to "
-            f"{FORMAT_VERSION}; upgrade minitrain"
+            f"{FORMAT_VERSION}; upgrade minitrain", BAD_INPUT
         )
     if "model_config" not in metadata:
-        raise UserError(f"{path}: no model_config in its metadata")
-    return tensors, metadata
+        raise UserError(f"{path}: no model_config in its metadata", BAD_INPUT)
+    return tensors, check_model_file_meta(metadata, f"{path}: metadata")
 
 
 # ------------------------------------------------------------------------------------------------- model files

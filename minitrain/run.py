@@ -3,6 +3,8 @@
 
     run_training(cfg, out_dir)
       check the data files (a missing file stops here, before any work and before writing anything)
+      take the folder's writer lock (run_lock.py); refuse a folder holding another run unless --overwrite
+      (run_dir.py); delete the temporary files a killed run left
       build: tokenizer → records → encoded splits → batchers (data RNG: data_seed)
              → the model (model.type; training RNG: rng_seed) → freeze → pack → optimizer → schedule
       [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
@@ -14,29 +16,32 @@
              metrics.csv, report.md, manifest.json completed
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
-curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
+curve, then raises a `UserError` that says what happened and which checkpoint to resume from. The manifest's
+status is honest throughout: "running", then "finishing" while the model file and results are written, then how
+it ended, including "interrupted" for a SIGTERM while finishing and "failed" (with the error) for a full disk.
 
 `plan_run(cfg)` (the dry run) builds the same objects, times a few steps and reports the plan; it writes nothing.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
+import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from minitrain import artifacts
+from minitrain import artifacts, run_dir
 from minitrain.architectures import build_model
-from minitrain.checkpoint import load_checkpoint
-from minitrain.checkpoint_manager import BEST_FILE, LATEST_POINTER, CheckpointManager
+from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
 from minitrain.config.schema import ALWAYS_MEASURED
@@ -44,9 +49,9 @@ from minitrain.dashboard import SMOOTHING_WINDOW, plot_dashboard
 from minitrain.data.batch import Batch
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.engine import DIVERGED, FINISHED, INTERRUPTED, Checkpointing, measure, restore_loop_state, train
+from minitrain.engine import DIVERGED, FINISHED, INTERRUPTED, Checkpointing, measure, train
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_text
+from minitrain.io import atomic_write_text, cannot_write, read_text
 from minitrain.loop import evaluate, train_step
 from minitrain.metrics import greedy_exact_match
 from minitrain.model_files import config_hash, save_model_file
@@ -58,6 +63,17 @@ from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_metrics_csv, write_report
 from minitrain.nn import Module
 from minitrain.optim import build_optimizer
+from minitrain.resume import (
+    data_fingerprint,
+    keep_log_before,
+    previous_manifest,
+    restore,
+    resume_checkpoint,
+    run_dir_of,
+    same_folder,
+)
+from minitrain.run_files import FAILED, FINISHING
+from minitrain.run_lock import RunLock
 from minitrain.runtime import configure
 from minitrain.sampling import next_log_probs_fn
 from minitrain.schedule import build_scheduler
@@ -66,7 +82,7 @@ from minitrain.schedule import build_scheduler
 # PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
 EVAL_BATCH_SIZE = 256
 MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm"}  # model file names: <prefix>-<hash>
-LOG_FILE = "train_log.jsonl"
+LOG_FILE = run_dir.LOG_FILE
 EXIT_DIVERGED, EXIT_HALTED = 3, 4
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
 # progress is shown, naming, and the checkpoint cadence itself.
@@ -205,6 +221,7 @@ def run_training(
     out_dir: str | os.PathLike,
     *,
     resume: str | os.PathLike | None = None,
+    overwrite: bool = False,
     progress: bool = True,
     strict: bool = False,
     config_path: str | os.PathLike | None = None,
@@ -216,61 +233,92 @@ def run_training(
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
-    `resume`: a checkpoint file, or a run folder (its checkpoints/latest). `progress`: False prints nothing
-    but warnings. `strict` and `overrides` (the `--set`/`--seed` flags) are recorded in the manifest;
-    `config_path` is the YAML file copied as config.yaml when the config does not carry its own text.
-    `models_dir` receives the final model file (default: the config's output.models_dir, else
-    $MINITRAIN_MODELS_DIR, else the repository's models/; see `artifacts.models_dir`);
+    `resume`: a checkpoint file, or a run folder (its checkpoints/latest). Without it, a folder that holds
+    another run is refused unless `overwrite`, which deletes that run's files first (minitrain/run_dir.py).
+    `progress`: False prints nothing but warnings. `strict` and `overrides` (the `--set`/`--seed` flags) are
+    recorded in the manifest; `config_path` is the YAML file copied as config.yaml when the config does not
+    carry its own text. `models_dir` receives the final model file (default: the config's output.models_dir,
+    else $MINITRAIN_MODELS_DIR, else the repository's models/; see `artifacts.models_dir`);
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
     compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
     `command` is the command line that started the run, without any `--resume`: a run that stops says to run
     it again with `--resume CHECKPOINT` (default: the `minitrain train` command for this config and folder).
+
+    The whole run holds the folder's writer lock (minitrain/run_lock.py): a second writer gets one error.
     """
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
     summary = summary if summary is not None else check_data(cfg)
     out_dir = Path(out_dir)
-    checkpoint_path = CheckpointManager.resolve(resume) if resume is not None else None
+    checkpoint_path = resume_checkpoint(resume, out_dir, overwrite)
     final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
     # Before any work: a folder that cannot be written fails now, not after training.
     _check_folders({"run folder": out_dir, "models folder": final_models_dir})
+    with RunLock(out_dir), _sigterm_raises():
+        return _train_into(cfg, out_dir, checkpoint_path, final_models_dir, summary, start_time,
+                           overwrite=overwrite, progress=progress, strict=strict, config_path=config_path,
+                           overrides=overrides, baseline_path=baseline_path,
+                           rerun=command or _train_command(cfg, out_dir, config_path, overrides))
+
+
+def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_models_dir: Path,
+                summary: DataSummary, start_time: float, *, overwrite: bool, progress: bool, strict: bool,
+                config_path: str | os.PathLike | None, overrides: tuple[str, ...] | list[str],
+                baseline_path: str | os.PathLike | None, rerun: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """run_training's work, with the writer lock held."""
+    config_text = _config_text(cfg, config_path)
+    continuing = checkpoint_path is not None and same_folder(run_dir_of(checkpoint_path), out_dir)
+    if not continuing:
+        run_dir.check_new_run(out_dir, config_text, overwrite)
+    run_dir.remove_stale_temp_files(out_dir, final_models_dir, MODEL_PREFIXES[cfg.model.type])
     runtime = _configure_runtime(cfg)
 
-    previous = _previous_manifest(checkpoint_path, out_dir)
+    previous = previous_manifest(checkpoint_path, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
     parts = build_parts(cfg, total_steps or _resolve_total_steps(cfg, summary))
     ckpt = cfg.training.checkpoint
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
-                                  ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode)
+                                  ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
+                                  data_sha256=data_fingerprint(cfg))
     stopping = cfg.training.early_stopping
     early_stopping = None if stopping is None else EarlyStopping(
         stopping.metric, stopping.patience, stopping.min_delta, stopping.mode)
     alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
     log_path = out_dir / LOG_FILE
+    # Read before any work and any write: a damaged baseline file then costs nothing.
+    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
+                                           data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path),
+                                           loss_on=cfg.data.loss_on)
 
     start, init_from = None, None
     if checkpoint_path is not None:
-        restored = load_checkpoint(checkpoint_path, model=parts.model, optimizer=parts.optimizer,
-                                   scheduler=parts.scheduler, batcher=parts.batcher, train_rng=parts.model.rng,
-                                   config_hash=checkpointing.config_hash)
-        start = restore_loop_state(restored["extra"], early_stopping, alerts)
-        start.step = restored["step"]
-        _keep_log_before(_run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
+        start = restore(checkpoint_path, parts, checkpointing, early_stopping, alerts)
+        if overwrite:
+            run_dir.clear_run(out_dir)
+        keep_log_before(run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
+        for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
+            run_dir.remove_file(out_dir / name)
     else:
         if cfg.model.init_from:
             from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
 
             init_from = init_model_from(parts.model, cfg.model.init_from, cfg.data.vocab_path)
-        _clear_previous_run(out_dir, checkpointing.manager)
+        run_dir.clear_run(out_dir)
+        atomic_write_text(out_dir / LOG_FILE, "")
 
-    _write_configs(cfg, out_dir, config_path)
-    manifest = previous if checkpoint_path is not None and previous else artifacts.new_manifest(
+    _write_configs(cfg, out_dir, config_text)
+    resumed = checkpoint_path is not None and bool(previous)
+    manifest = previous if resumed else artifacts.new_manifest(
         seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
         train_path=cfg.data.train_path)
+    if not (resumed and continuing and manifest.get("run_id")):
+        manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
                     **parameter_counts(parts.model), config_hash=checkpointing.config_hash,
-                    runtime=runtime)
+                    data_sha256=checkpointing.data_sha256, runtime=runtime)
+    for stale in ("error", "signal"):
+        manifest.pop(stale, None)
     if init_from is not None:
         manifest["init_from"] = init_from
     if checkpoint_path is not None:
@@ -298,25 +346,27 @@ def run_training(
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, steps_done=saved,
                                     checkpoint=None if latest is None else str(latest))
         raise
+    except (UserError, MemoryError) as e:  # the disk filled up, the folder became read-only, ...
+        raise _failed(e, out_dir, manifest, checkpointing.manager) from None
     finally:
         shown.close()
 
-    rows = read_log(log_path)
-    write_metrics_csv(rows, out_dir / "metrics.csv")
-    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
-                                           data_manifest_hash=manifest.get("data_manifest_hash"),
-                                           loss_on=cfg.data.loss_on)
-    artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
-    plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
-    if outcome["status"] not in FINISHED:
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest,
-                                    wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
-        raise _stopped_error(outcome, command or _train_command(cfg, out_dir, config_path, overrides))
-
+    finished = outcome["status"] in FINISHED
     try:
+        if finished:  # training is done; until the model file and results.json exist, the run is not
+            artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FINISHING)
+        rows = read_log(log_path)
+        write_metrics_csv(rows, out_dir / "metrics.csv")
+        artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
+        plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
+        if not finished:
+            artifacts.complete_manifest(out_dir / "manifest.json", manifest,
+                                        wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
+            raise _stopped_error(outcome, rerun)
+
         train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
         exact = _exact_match(parts, parts.val_records) if all("form" in r for r in parts.val_records) else None
-        model_path = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
+        model_path, model_sha256 = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
         wall = round(earlier_wall + time.perf_counter() - start_time, 3)
         results = artifacts.build_results(
             train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
@@ -324,22 +374,68 @@ def run_training(
             wall_seconds=wall, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
         )
         results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
-                       val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+                       val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"],
+                       run_id=manifest["run_id"], model_sha256=model_sha256)
         results.update(_score_held_out_splits(cfg, parts))
         artifacts.atomic_write_json(out_dir / "results.json", results)
-        quality = quality_score(rows)
+        quality = quality_score(rows) if any("loss" in row for row in rows) else None
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
                      gaps=train_val_gap(rows, SMOOTHING_WINDOW))
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
-                                    quality=quality.as_dict())
-    except KeyboardInterrupt:
-        # Ctrl-C after the last step, while the run is being finished: the final checkpoint holds the trained
-        # state, and resuming from it runs no step, only this finishing part.
-        outcome.update(status=INTERRUPTED, signal="SIGINT", stopped_at=outcome["steps_done"] - 1)
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED,
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=outcome["status"], wall_seconds=wall,
+                                    model_path=model_path, model_sha256=model_sha256,
+                                    quality=None if quality is None else quality.as_dict())
+    except KeyboardInterrupt as stop:
+        if not finished:
+            raise
+        # Ctrl-C or SIGTERM after the last step, while the run is being finished: the final checkpoint holds the
+        # trained state, and resuming from it runs no step, only this finishing part.
+        name = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+        outcome.update(status=INTERRUPTED, signal=name, stopped_at=outcome["steps_done"] - 1)
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, signal=name,
                                     stopped_at=outcome["stopped_at"])
-        raise _stopped_error(outcome, command or _train_command(cfg, out_dir, config_path, overrides)) from None
+        raise _stopped_error(outcome, rerun) from None
+    except (UserError, MemoryError) as e:
+        if not finished:
+            raise
+        raise _failed(e, out_dir, manifest, checkpointing.manager) from None
     return results
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside the training loop (which handles it itself, at a step boundary), raised like a Ctrl-C so
+    that the same clean-up runs and the run ends with one error line and exit code 143."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed from the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except Terminated:
+        raise UserError("SIGTERM: terminated (manifest.json, if written, says where the run stands)",
+                        128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _failed(error: BaseException, out_dir: Path, manifest: dict[str, Any], manager: CheckpointManager) -> UserError:
+    """Record status "failed" (and why) in the manifest; the error to raise, saying if even that was impossible."""
+    message = str(error) if isinstance(error, UserError) else f"out of memory ({error})"
+    latest = manager.latest()
+    try:
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FAILED, error=message,
+                                    checkpoint=None if latest is None else str(latest))
+    except UserError as again:
+        message += f"; {out_dir / 'manifest.json'} could not record the failure either ({again})"
+    if latest is not None:
+        message += f"; the last checkpoint is {latest}"
+    return UserError(message, error.exit_code if isinstance(error, UserError) else 1)
 
 
 def _check_folders(folders: dict[str, Path]) -> None:
@@ -404,75 +500,37 @@ def _exact_match(parts: Parts, records: list[dict]) -> float:
     return found.rate
 
 
-def _save_model(model: Module, models_dir: Path, cfg: Config, steps: int) -> str:
+def _save_model(model: Module, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
     """Write the model file under a temporary name, then rename it after its content hash; return its path
-    (relative to the repository when inside it, as results.json records it)."""
+    (relative to the repository when inside it, as results.json records it) and the file's sha256."""
     prefix = MODEL_PREFIXES[cfg.model.type]
     tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
     meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
             "config_hash": training_config_hash(cfg)}
     digest = save_model_file(tmp, model.state_dict(), model.config, meta)
     final = models_dir / f"{prefix}-{digest[:16]}.safetensors"
-    os.replace(tmp, final)
-    final = final.resolve()
-    return str(final.relative_to(artifacts.REPO_ROOT)) if final.is_relative_to(artifacts.REPO_ROOT) else str(final)
-
-
-def _write_configs(cfg: Config, out_dir: Path, config_path: str | os.PathLike | None) -> None:
-    """config.yaml exactly as given, and config.resolved.yaml (defaults filled, overrides applied)."""
-    text = cfg.source.text if cfg.source is not None and cfg.source.text else None
-    if text is None and config_path is not None:
-        text = Path(config_path).read_text(encoding="utf-8")
-    if text is not None:
-        atomic_write_text(out_dir / "config.yaml", text)
-    atomic_write_text(out_dir / "config.resolved.yaml", resolved_yaml(cfg))
-
-
-# ------------------------------------------------------------------------------------------------- resume
-
-
-def _run_dir_of(checkpoint: Path) -> Path | None:
-    """The run folder a checkpoint belongs to (…/RUN/checkpoints/step-N.safetensors), if it is in one."""
-    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else None
-
-
-def _previous_manifest(checkpoint: Path | None, out_dir: Path) -> dict[str, Any]:
-    if checkpoint is None:
-        return {}
-    path = (_run_dir_of(checkpoint) or out_dir) / "manifest.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
+        os.replace(tmp, final)
+    except OSError as e:  # a folder of that name, say
+        tmp.unlink(missing_ok=True)
+        raise cannot_write(final, e) from None
+    final = final.resolve()
+    shown = final.relative_to(artifacts.REPO_ROOT) if final.is_relative_to(artifacts.REPO_ROOT) else final
+    return str(shown), digest
 
 
-def _keep_log_before(source_dir: Path, log_path: Path, step: int) -> None:
-    """Keep the log rows of steps before `step`, byte for byte; the resumed run appends the rest.
-
-    Rows after the checkpoint (the run went on after it was saved, then died) would otherwise be written twice.
-    A torn last line, from a kill during an append, is dropped too.
-    """
-    source = source_dir / LOG_FILE
-    kept = []
-    if source.is_file():
-        for line in source.read_text(encoding="utf-8", errors="replace").splitlines():  # a bad byte: a bad row
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] < step:
-                kept.append(line + "\n")
-    atomic_write_text(log_path, "".join(kept))
+def _config_text(cfg: Config, config_path: str | os.PathLike | None) -> str | None:
+    """The text config.yaml gets: the config exactly as given."""
+    if cfg.source is not None and cfg.source.text:
+        return cfg.source.text
+    return read_text(config_path, "config file") if config_path is not None else None
 
 
-def _clear_previous_run(out_dir: Path, manager: CheckpointManager) -> None:
-    """A new run in a folder that held one: start an empty log and drop the old run's checkpoints, which would
-    otherwise be mistaken for this run's (`latest`, pruning, --resume)."""
-    for _, path in manager.step_files():
-        path.unlink()
-    for name in (LATEST_POINTER, BEST_FILE):
-        (manager.dir / name).unlink(missing_ok=True)
-    atomic_write_text(out_dir / LOG_FILE, "")
+def _write_configs(cfg: Config, out_dir: Path, config_text: str | None) -> None:
+    """config.yaml exactly as given, and config.resolved.yaml (defaults filled, overrides applied)."""
+    if config_text is not None:
+        atomic_write_text(out_dir / run_dir.CONFIG_FILE, config_text)
+    atomic_write_text(out_dir / "config.resolved.yaml", resolved_yaml(cfg))
 
 
 def _train_command(cfg: Config, out_dir: Path, config_path, overrides) -> list[str]:

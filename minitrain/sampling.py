@@ -40,11 +40,15 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if temperature == 0:
         return int(np.argmax(logits))
-    z = logits.astype(np.float64) / temperature
+    z = logits.astype(np.float64)
     if top_k is not None and top_k < z.size:
         kth_largest = np.partition(z, -top_k)[-top_k]
         z = np.where(z >= kth_largest, z, -np.inf)
-    p = np.exp(z - z.max())
+    # Shift before dividing: the largest logit becomes 0 and the rest negative, so however small τ is
+    # (1e-320 makes z/τ overflow), exp() sees values in [-inf, 0] and the likeliest token keeps p > 0.
+    with np.errstate(over="ignore", divide="ignore"):
+        z = (z - z.max()) / temperature
+    p = np.exp(z)
     p /= p.sum()
     return int(rng.choice(z.size, p=p))
 

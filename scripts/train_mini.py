@@ -5,8 +5,9 @@
 
 A thin wrapper (lab 01, Block B): it runs exactly `minitrain train CONFIG ...` (minitrain/commands/train.py →
 minitrain/run.py), so both give the same results. `--out-dir`, `--models-dir` and `--seed` override output.dir,
-output.models_dir and training.rng_seed; `--resume` takes a run folder or a checkpoint file. A mistake (bad
-config, missing data file, diverged run) prints one line `error: ...` and exits non-zero, without a traceback.
+output.models_dir and training.rng_seed; `--resume` takes a run folder or a checkpoint file; `--overwrite`
+replaces a run the folder already holds (without it, such a folder is refused). A mistake (bad config, missing
+data file, diverged run) prints one line `error: ...` and exits non-zero, without a traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="folder for the final model file (default: the config's output.models_dir, else models/)")
     parser.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
     parser.add_argument("--resume", metavar="PATH", help="continue from a run folder or a checkpoint file")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="the run folder holds another run: delete that run's files first")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override a config value, e.g. --set optimizer.lr_max=1e-3 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
@@ -44,7 +47,7 @@ def to_cli_args(args: argparse.Namespace) -> list[str]:
     for flag, value in flags:
         if value is not None:
             argv += [flag, str(value)]
-    return argv + (["--quiet"] if args.quiet else [])
+    return argv + (["--overwrite"] if args.overwrite else []) + (["--quiet"] if args.quiet else [])
 
 
 def main(argv: list[str] | None = None) -> int:

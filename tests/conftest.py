@@ -1,7 +1,9 @@
-"""Fixtures shared by the Hub tests (test_hub_*.py): the stand-in Hub and a finished run (see fakehub.py)."""
+"""Fixtures shared by the Hub tests (test_hub_*.py): the stand-in Hub and a finished run (see fakehub.py); and the
+damage suite's count of cases, printed at the end of the session."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,3 +22,9 @@ def hub(monkeypatch, tmp_path) -> Iterator[FakeHub]:
 def run(tmp_path) -> Path:
     """A finished run folder (fakehub.make_run under tmp_path/work: work/run, work/models, work/data)."""
     return make_run(tmp_path / "work")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    damage = sys.modules.get("test_damage")
+    if damage is not None and damage.STATS["cases"]:
+        terminalreporter.write_line(damage.summary())

@@ -308,11 +308,11 @@ def test_metadata_value_that_is_not_json_is_refused(tmp_path):
     text = {"format": "minitrain", "model_config": "{not json"}
     text["sha256"] = model_files._content_digest(tensors, text)  # a consistent file whose content is wrong
     safetensors.numpy.save_file(tensors, path, metadata=text)
-    assert_refused(path, "a metadata value is not valid JSON")
+    assert_refused(path, "the value is not valid JSON")
 
 
 def test_missing_file_is_refused(tmp_path):
-    assert_refused(tmp_path / "nope.safetensors", "cannot read the file")
+    assert_refused(tmp_path / "nope.safetensors", "model file not found")
 
 
 @pytest.mark.lab02
@@ -398,7 +398,7 @@ def test_latest_pointer_and_pruning(tmp_path):
 
 @pytest.mark.parametrize(("content", "match"), [
     (b"../../etc/passwd\n", r"expected a file name like step-120\.safetensors, found '\.\./\.\./etc/passwd'"),
-    (b"\xff\xfe\x00", r"cannot read the pointer \('utf-8' codec can't decode byte 0xff"),
+    (b"\xff\xfe\x00", r"the checkpoint pointer is not UTF-8 text \(byte 0 is 0xff\)"),
 ])
 def test_a_damaged_latest_pointer_is_a_user_error_naming_it(tmp_path, content, match):
     manager = CheckpointManager(tmp_path)

@@ -113,6 +113,33 @@ def test_init_detects_jsonl_by_content_not_extension(tmp_path, capsys):
     assert code == 0 and "format" not in out and "heldout_policy: verbs_4" in out
 
 
+@pytest.mark.parametrize(("name", "damage", "message"), [
+    ("train.txt", b"\xff\xfe not utf-8\n", ":2: not valid UTF-8"),
+    ("train.jsonl", b'{"text": 1' + b"0" * 5000 + b"}\n", ":2: invalid JSON (a number too long or nesting too deep)"),
+])
+def test_init_on_unreadable_data_is_exit_2(tmp_path, capsys, name, damage, message):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    good = records_to_jsonl([make_record("hablar", "P", 1, "hablo")]).encode()
+    (folder / name).write_bytes(good + damage)
+    (folder / name.replace("train", "val")).write_bytes(good)
+    code, out, err = run(["init", "--data", folder], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"error: {folder / name}") and message in err and not (folder / "vocab.json").exists()
+
+
+def test_init_promises_held_out_verbs_only_when_the_data_holds_them_out(tmp_path, capsys):
+    folder = make_corpus(tmp_path / "d")  # val: bailar, which train never conjugates
+    assert "heldout_policy: verbs_4" in run(["init", "--data", folder], capsys)[1]
+    (folder / "val.jsonl").write_bytes((folder / "train.jsonl").read_bytes())
+    (folder / "vocab.json").unlink()
+    out = tmp_path / "c.yaml"
+    code, _, err = run(["init", "--data", folder, "-o", out], capsys)
+    assert code == 0, err
+    assert "heldout_policy: none   # val shares verbs with train" in out.read_text()
+    assert run(["validate", out], capsys)[0] == 0
+
+
 def test_init_refuses_to_overwrite_and_needs_splits(tmp_path, capsys):
     folder = make_corpus(tmp_path / "d")
     out = tmp_path / "c.yaml"
@@ -174,8 +201,8 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "manifest.json").write_text(json.dumps({"status": "completed", "seed": 42}), encoding="utf-8")
     (run_dir / "results.json").write_text(json.dumps({"val_ppl": 3.25, "beats_baseline": True}), encoding="utf-8")
-    rows = [{"step": 0, "loss": 4.0}, {"step": 0, "val_loss": 4.1}, {"step": 10, "loss": 1.0},
-            {"step": 10, "val_loss": 1.5}]
+    rows = [{"step": 0, "loss": 4.0}, {"step": 0, "val_loss": 4.1, "val_ppl": 60.3}, {"step": 10, "loss": 1.0},
+            {"step": 10, "val_loss": 1.5, "val_ppl": 4.48}]
     (run_dir / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     (run_dir / "config.resolved.yaml").write_text("name: lab01\nmodel: {n_layer: 2, n_head: 4}\n", encoding="utf-8")
     (run_dir / "checkpoints" / "latest").write_text("step-10.safetensors\n", encoding="utf-8")
@@ -190,15 +217,27 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [
-    ("config.resolved.yaml", "model: [1\n", "config.resolved.yaml:2: not valid YAML (expected ',' or ']', but got "
-                                            "'<stream end>')"),
-    ("manifest.json", "{", "manifest.json: not readable JSON"),
+    ("config.resolved.yaml", "model: [1\n", "config.resolved.yaml:2: not valid YAML (expected ',' or ']', but "
+                                            "got '<stream end>')"),
+    ("manifest.json", "{", "manifest.json: the run manifest is not valid JSON"),
     ("train_log.jsonl", '{"step": "x", "loss": 1.0}\n', "train_log.jsonl:1: a log row must be a JSON object"),
+    ("results.json", "[1, 2]", "results.json: the results file must be a JSON object, not a list"),
+    ("results.json", '{"wall_seconds": "12.5"}', "results.json: wall_seconds: input should be a valid number, got a "
+                                                 "string ('12.5')"),
+    ("results.json", '{"model_path": 5}', "results.json: model_path: input should be a valid string, got an integer"),
+    ("manifest.json", '{"wall_seconds": -1e308}', "manifest.json: wall_seconds: input should be greater than or "
+                                                  "equal to 0"),
+    ("manifest.json", '{"status": "done"}', "manifest.json: status: input should be 'running', 'finishing',"),
+    ("manifest.json", '{"seed": 1' + "0" * 4400 + "}", "manifest.json: the run manifest holds an integer of more"),
+    ("config.resolved.yaml", "a: &x [*x]\n", "config.resolved.yaml:1: not valid YAML (an alias refers to a node "
+                                             "that contains it"),
+    ("config.resolved.yaml", "data: {train_path: 5}\n", "config.resolved.yaml: data.train_path: input should be a "
+                                                         "valid string"),
 ])
 def test_info_on_a_damaged_run_folder_is_one_line(tmp_path, capsys, name, text, message):
     (tmp_path / name).write_text(text, encoding="utf-8")
     code, out, err = run(["info", tmp_path], capsys)
-    assert code != 0 and out == "" and len(err.splitlines()) == 1
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
     assert err.startswith(f"error: {tmp_path / name}") and message in err
 
 

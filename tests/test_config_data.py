@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -74,6 +75,31 @@ def test_missing_files_are_all_reported_with_their_keys(tmp_path):
     assert f"c.yaml:8: data.train_path: file not found: {folder}/train.jsonl" in message
     assert f"c.yaml:10: data.vocab_path: file not found: {folder}/vocab.json" in message
     assert "--set data.val_path=nowhere/val.jsonl: data.val_path: file not found" in message
+
+
+@pytest.mark.parametrize(("make", "what"), [
+    (lambda p: p.mkdir(), "is a folder, not a regular file"),
+    (lambda p: os.mkfifo(p), "is a FIFO (named pipe), not a regular file"),
+    (lambda p: (p.symlink_to(p.with_name("x")), p.with_name("x").symlink_to(p)),
+     "cannot be read (a symbolic link loop)"),
+])
+def test_a_data_path_that_is_not_a_file_is_named_as_what_it_is(tmp_path, make, what):
+    folder = make_corpus(tmp_path / "d")
+    path = config_for(folder)
+    (folder / "train.jsonl").unlink()
+    make(folder / "train.jsonl")
+    message = data_problems(path)  # a FIFO must not block it
+    assert f"c.yaml:8: data.train_path: {folder}/train.jsonl {what}" in message
+
+
+def test_a_val_split_that_shares_verbs_with_train_breaks_the_heldout_promise(tmp_path):
+    folder = make_corpus(tmp_path / "d")
+    path = config_for(folder)
+    (folder / "val.jsonl").write_bytes((folder / "train.jsonl").read_bytes())  # val identical to train
+    message = data_problems(path)
+    assert (f"c.yaml:9: data.val_path: heldout_policy verbs_4: 4 verb(s) of {folder}/val.jsonl also occur in "
+            f"{folder}/train.jsonl (cantar, comer, hablar, vivir); held-out verbs must never be trained on") in message
+    check_data(load_config(path, ["data.heldout_policy=none"]))  # no promise made: accepted
 
 
 def test_vocab_size_below_the_tokenizer(tmp_path):

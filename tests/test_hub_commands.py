@@ -84,8 +84,16 @@ def test_sample_rejects_a_prompt_outside_the_vocabulary(run):
         run_command(["sample", str(run), "--prompt", "xyz|P1|"])
 
 
-@pytest.mark.parametrize("argv", [["--temperature", "-1"], ["--top-k", "0"], ["-n", "0"]])
+@pytest.mark.parametrize("argv", [["--temperature", "-1"], ["--top-k", "0"], ["-n", "0"], ["--seed", "-1"],
+                                  ["--temperature", "inf"], ["--temperature", "nan"]])
 def test_sample_rejects_bad_settings_at_parse_time(run, argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         run_command(["sample", str(run), "--prompt", "comer|R1|", *argv])
     assert exit_info.value.code == 2
+
+
+def test_sample_at_a_vanishing_temperature_is_the_greedy_answer(run, capsys):
+    assert run_command(["sample", str(run), "--prompt", "comer|R1|"]) == 0
+    greedy = capsys.readouterr().out
+    assert run_command(["sample", str(run), "--prompt", "comer|R1|", "--temperature", "1e-320", "--seed", "0"]) == 0
+    assert capsys.readouterr().out == greedy

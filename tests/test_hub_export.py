@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -10,12 +11,14 @@ import pytest
 import safetensors
 import safetensors.numpy
 from fakehub import TINY_MODEL, make_run
+from test_run_dir import dead_pid
 
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.model_files import load_model_file, save_model_file
+from minitrain.run_lock import RunLock
 
 
 def test_export_writes_the_gpt2_folder(run, tmp_path):
@@ -133,3 +136,69 @@ def test_attn_scale_one_is_gpt2_without_scaled_attention_and_other_scales_are_re
     assert from_gpt2_config(config, "config.json") == {**TINY_MODEL, "attn_scale": 1.0}
     with pytest.raises(UserError, match=r"attn_scale 0\.5: GPT-2 scales attention by 1/sqrt"):
         to_gpt2_config({**TINY_MODEL, "attn_scale": 0.5}, 0, 1, 2)
+
+
+def test_a_failed_export_leaves_the_previous_one_whole(run, tmp_path, monkeypatch):
+    export_model(run, tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    other = make_run(tmp_path / "other", seed=1)  # another model: every file but the vocabulary differs
+
+    def disk_full(path, data):
+        raise UserError(f"{path}: cannot write (No space left on device)")
+
+    monkeypatch.setattr("minitrain.hub.export.atomic_write_bytes", disk_full)  # the weights, after config.json
+    with pytest.raises(UserError, match="No space left on device"):
+        export_model(other, tmp_path / "out")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out", "work"]  # no staging folder left
+
+    monkeypatch.undo()
+    export_model(other, tmp_path / "out")  # over an earlier export: replaced as a whole
+    assert (tmp_path / "out" / "model.safetensors").read_bytes() != before["model.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out", "work"]
+
+
+def test_export_refuses_a_folder_holding_other_files_and_clears_what_a_kill_left(run, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"out: holds files an export does not write \(notes\.txt\)"):
+        export_model(run, tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+    stale = tmp_path / f".fresh.export-{dead_pid()}.tmp"
+    stale.mkdir()
+    (stale / "config.json").write_text("{}")
+    export_model(run, tmp_path / "fresh")
+    assert not stale.exists() and sorted(p.name for p in (tmp_path / "fresh").iterdir()) == sorted(EXPORT_FILES)
+
+
+@pytest.mark.parametrize(("file", "change", "problem"), [
+    ("results.json", {"run_id": "b" * 32}, f"results.json is from run {'b' * 32}, manifest.json from run {'a' * 32}"),
+    ("manifest.json", {"status": "interrupted"}, "results.json exists but manifest.json says the run is 'interrupted'"),
+    ("results.json", {"model_sha256": "0" * 64}, "is not the one results.json names (sha256 differs)"),
+    ("manifest.json", {"seed": 5}, "has rng_seed 42, manifest.json seed 5"),
+])
+def test_export_refuses_results_manifest_and_model_of_different_runs(tmp_path, file, change, problem):
+    run = make_run(tmp_path / "w")
+    results, manifest = (json.loads((run / name).read_text()) for name in ("results.json", "manifest.json"))
+    model = tmp_path / "w" / "models" / "minigpt-test.safetensors"
+    state, config, _ = load_model_file(model)
+    sha = save_model_file(model, state, config, {"rng_seed": 42, "config_hash": "c" * 64})
+    results.update(run_id="a" * 32, model_sha256=sha)
+    manifest.update(run_id="a" * 32, seed=42, config_hash="c" * 64)
+    (run / "results.json").write_text(json.dumps(results))
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    export_model(run, tmp_path / "good")  # one run: fine
+
+    data = json.loads((run / file).read_text())
+    (run / file).write_text(json.dumps({**data, **change}))
+    with pytest.raises(UserError) as info:
+        export_model(run, tmp_path / "bad")
+    assert str(info.value).startswith(f"{run}: its files are not from one run: ") and problem in str(info.value)
+    assert info.value.exit_code == 2 and not (tmp_path / "bad").exists()
+
+
+def test_export_waits_for_a_run_being_written(run, tmp_path):
+    with RunLock(run), pytest.raises(UserError, match=rf"a run is being written there now \(PID {os.getpid()}\)"):
+        export_model(run, tmp_path / "out")
+    export_model(run, tmp_path / "out")

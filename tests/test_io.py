@@ -6,7 +6,16 @@ import os
 import pytest
 
 from minitrain.errors import UserError
-from minitrain.io import append_line, atomic_write, atomic_write_json, atomic_write_text
+from minitrain.io import (
+    append_line,
+    atomic_write,
+    atomic_write_json,
+    atomic_write_text,
+    read_bytes,
+    read_json,
+    read_json_object,
+    regular_file_problem,
+)
 
 
 def test_atomic_write_replaces_and_uses_normal_mode(tmp_path):
@@ -64,3 +73,54 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# --- reading ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: None, r"data file not found"),
+    (lambda p: p.mkdir(), r"the data file is a folder, not a regular file"),
+    (lambda p: os.mkfifo(p), r"the data file is a FIFO \(named pipe\), not a regular file"),
+    (lambda p: (p.symlink_to(p.with_name("loop")), p.with_name("loop").symlink_to(p)),
+     r"cannot read the data file \(a symbolic link loop\)"),
+])
+def test_reading_something_that_is_not_a_regular_file_says_what_it_is(tmp_path, make, message):
+    path = tmp_path / "train.jsonl"
+    make(path)
+    with pytest.raises(UserError, match=message) as info:
+        read_bytes(path, "data file")  # a FIFO must not block: nothing writes to it
+    assert info.value.exit_code == 2 and str(info.value).startswith(f"{path}: ")
+    assert regular_file_problem(path) is not None
+
+
+def test_devices_and_oversized_files_are_refused_without_reading_them(tmp_path):
+    with pytest.raises(UserError, match="/dev/zero: the config is a character device, not a regular file"):
+        read_bytes("/dev/zero", "config")
+    (tmp_path / "big").write_bytes(b"x" * 101)
+    with pytest.raises(UserError, match="big: the log is larger than the 100 bytes it may hold"):
+        read_bytes(tmp_path / "big", "log", limit=100)
+    assert read_bytes(tmp_path / "big", "log", limit=101) == b"x" * 101
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"\xff{}", "the manifest is not UTF-8 text (byte 0 is 0xff)"),
+    (b'{"a": ', "the manifest is not valid JSON (Expecting value, line 1 column 7)"),
+    (b'{"a": 1' + b"0" * 4400 + b"}", "the manifest holds an integer of more than 4,300 digits"),
+    (b"[" * 100_000 + b"]" * 100_000, "the manifest nests deeper than 64 levels"),
+    (b"[" * 65 + b"]" * 65, "the manifest nests deeper than 64 levels"),
+    (b"[1, 2]", "the manifest must be a JSON object, not a list"),
+])
+def test_damaged_json_is_one_error_naming_the_file(tmp_path, data, message):
+    (tmp_path / "m.json").write_bytes(data)
+    with pytest.raises(UserError) as info:
+        read_json_object(tmp_path / "m.json", "manifest")
+    assert str(info.value) == f"{tmp_path / 'm.json'}: {message}" and info.value.exit_code == 2
+
+
+def test_json_nested_to_the_limit_still_reads(tmp_path):
+    expected: list = []
+    for _ in range(62):
+        expected = [expected]
+    (tmp_path / "m.json").write_text(json.dumps({"a": expected}))  # 64 levels: the object and 63 lists
+    assert read_json(tmp_path / "m.json", "manifest") == {"a": expected}

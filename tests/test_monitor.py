@@ -235,10 +235,10 @@ def test_metrics_csv_merges_rows_by_step(tmp_path):
 def test_read_log_names_a_bad_line(tmp_path):
     log = tmp_path / "train_log.jsonl"
     log.write_text('{"step": 0, "loss": 1}\n{"step": 1, "loss"\n', encoding="utf-8")
-    with pytest.raises(UserError, match=r"train_log.jsonl:2: not a JSON line"):
+    with pytest.raises(UserError, match=r"train_log.jsonl:2: the log line is not valid JSON"):
         read_log(log)
     log.write_text('{"step": 0, "loss": 1}\n{"step": 1, "lo\n{"step": 2, "loss": 0.5}\n', encoding="utf-8")
-    with pytest.raises(UserError, match=r"train_log.jsonl:2: not a JSON line"):
+    with pytest.raises(UserError, match=r"train_log.jsonl:2: the log line is not valid JSON"):
         read_log(log)
 
 
@@ -255,9 +255,14 @@ def test_read_log_skips_a_last_line_torn_by_a_kill(tmp_path):
     ('[0, 1.0]', "a log row must be a JSON object with an integer 'step'"),
     ('{"step": 1, "loss": "y"}', "a log row holds numbers only; 'loss' is 'y'"),
     ('{"step": 1, "val_loss": null}', "a log row holds numbers only; 'val_loss' is None"),
+    ('{"step": -3, "loss": 1.0}', "'step' cannot be negative, found -3"),
+    ('{"step": 1, "loss": -1e308}', "'loss' cannot be negative, found -1e+308"),
+    ('{"step": 1, "val_loss": 0.5}', "a validation row has both 'val_loss' and 'val_ppl'"),
+    ('{"step": 1, "loss": 1' + "0" * 5000 + "}", "the log line holds an integer of more than 4,300 digits"),
+    ("[" * 100_000 + "]" * 100_000, "the log line nests deeper than 64 levels"),
 ])
 def test_read_log_refuses_rows_that_are_not_numbers(tmp_path, line, message):
-    # `minitrain info` and the quality score read these rows; a hand-edited log must not crash them.
+    # `minitrain info`, the plot and the quality score read these rows; a hand-edited log must not crash them.
     log = tmp_path / "train_log.jsonl"
     log.write_text('{"step": 0, "loss": NaN, "lr": 1}\n' + line + "\n", encoding="utf-8")
     with pytest.raises(UserError, match=rf"train_log.jsonl:2: {re.escape(message)}$"):

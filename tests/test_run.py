@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from pathlib import Path
 
@@ -189,13 +190,44 @@ def test_a_folder_that_cannot_be_written_is_a_clear_error_before_any_work(tmp_pa
     assert not (tmp_path / "run").exists() and not (tmp_path / "models").exists()  # nothing created
 
 
-def test_a_new_run_replaces_an_old_run_in_the_same_folder(tmp_path):
+def test_a_folder_holding_another_run_is_refused_unless_overwrite_which_replaces_it(tmp_path):
     config = write_tiny_run(tmp_path)
     first = train_tiny(config, tmp_path / "run", ["training.rng_seed=1"])
-    second = train_tiny(config, tmp_path / "run", ["training.checkpoint.save_every=null"])
+    (tmp_path / "run" / "README.md").write_text("my notes")  # not a run file: --overwrite keeps it
+    before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    with pytest.raises(UserError) as info:
+        train_tiny(config, tmp_path / "run")
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith(f"{tmp_path / 'run'} holds another run (manifest.json, ")
+    assert "pass --overwrite to replace it, --resume" in str(info.value)
+    assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == before  # untouched
+
+    second = train_tiny(config, tmp_path / "run", ["training.checkpoint.save_every=null"], overwrite=True)
     assert second["model_path"] != first["model_path"]
     assert [r["step"] for r in log_rows(tmp_path / "run")].count(0) == 2  # one train + one val row: no leftovers
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["latest", "step-24.safetensors"]
+    assert (tmp_path / "run" / "README.md").read_text() == "my notes"
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["run_id"] == manifest["run_id"] != json.loads(before[tmp_path / "run" / "results.json"])["run_id"]
+
+
+def test_a_folder_with_only_its_own_config_is_a_fine_place_for_a_run(tmp_path):
+    # The lab's experiment folder holds config.yaml (the config trained from) and a README: not another run.
+    config = write_tiny_run(tmp_path)
+    folder = tmp_path / "experiment"
+    folder.mkdir()
+    (folder / "config.yaml").write_bytes(config.read_bytes())
+    (folder / "README.md").write_text("notes")
+    train_tiny(folder / "config.yaml", folder)
+    assert (folder / "results.json").is_file() and (folder / "README.md").read_text() == "notes"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.yaml").write_text("a different config\n")  # would be overwritten: refused
+    with pytest.raises(UserError, match=r"holds another run \(config.yaml\)"):
+        train_tiny(config, other)
+    assert (other / "config.yaml").read_text() == "a different config\n"
 
 
 def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkeypatch):
@@ -289,3 +321,30 @@ def test_dry_run_plans_and_writes_nothing(tmp_path):
     assert 0 < plan["tokens_per_step"]["counted_mean"] < plan["tokens_per_step"]["real_mean"] <= 128
     assert plan["ms_per_step"] > 0 and plan["output_dir"] == str(tmp_path / "run")
     assert np.isfinite(float(plan["estimated_wall"].split()[0]))
+
+
+def test_a_resume_after_the_data_changed_is_refused_naming_the_file(tmp_path):
+    config = write_tiny_run(tmp_path)
+    train_tiny(config, tmp_path / "run")
+    train = tmp_path / "data" / "train.jsonl"
+    lines = train.read_text().splitlines()
+    train.write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # the same records in another order
+    before = (tmp_path / "run" / "train_log.jsonl").read_bytes()
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-8.safetensors"
+    with pytest.raises(UserError) as info:
+        train_tiny(config, tmp_path / "run", resume=checkpoint)
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith(f"{train} (data.train_path) has changed since {checkpoint} was saved (sha256 ")
+    assert (tmp_path / "run" / "train_log.jsonl").read_bytes() == before
+
+
+def test_resume_from_something_that_cannot_resume_is_exit_2(tmp_path):
+    config = write_tiny_run(tmp_path)
+    results = train_tiny(config, tmp_path / "run")
+    (tmp_path / "empty").mkdir()
+    for source, message in ((results["model_path"], "a model-only file (no optimizer, schedule or RNG state)"),
+                            (tmp_path / "empty", "no checkpoint found")):
+        with pytest.raises(UserError, match=re.escape(message)) as info:
+            train_tiny(config, tmp_path / "other", resume=source)
+        assert info.value.exit_code == 2
+    assert not (tmp_path / "other").exists()  # nothing was written

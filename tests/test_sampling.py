@@ -98,6 +98,21 @@ def test_temperature_sampling_follows_softmax():
     np.testing.assert_allclose(hot / hot.sum(), [1 / 3] * 3, atol=0.02)
 
 
+@pytest.mark.parametrize("temperature", [1e-320, 5e-324, 1e-30])
+def test_a_vanishing_temperature_is_greedy_not_nan(temperature):
+    # logits / 1e-320 overflows to ±inf; the probabilities must still be the limit τ → 0: all mass on the argmax.
+    rng = np.random.default_rng(0)
+    logits = np.array([0.5, 2.0, -1.0, 1.9], dtype=np.float32)
+    assert {next_token(logits, temperature, None, rng) for _ in range(50)} == {1}
+    assert {next_token(logits, temperature, 2, rng) for _ in range(50)} == {1}
+
+
+def test_a_huge_temperature_is_uniform():
+    rng = np.random.default_rng(0)
+    counts = np.bincount([next_token(np.array([0.0, 30.0, -30.0]), 1e300, None, rng) for _ in range(6000)])
+    np.testing.assert_allclose(counts / counts.sum(), [1 / 3] * 3, atol=0.03)
+
+
 def test_seed_makes_sampling_reproducible_and_a_shared_generator_varies():
     model = ScriptedModel(margin=0.5)  # weak preferences: samples differ
     a = [generate(model, TOKENIZER, "comer|R1|", 8, temperature=1.5, seed=123) for _ in range(2)]

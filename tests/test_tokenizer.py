@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_vocab_size_is_capped():
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "not a readable vocabulary file"),
+        ("{not json", "the vocabulary file is not valid JSON"),
         ('{"format": "other"}', "not a vocabulary file"),
         ('{"format": "minitrain-char-vocab-v1", "specials": ["<pad>"], "chars": []}', "specials"),
         (
@@ -78,14 +79,25 @@ def test_vocab_size_is_capped():
             '"chars": ["a", "b"], "vocab_size": 4}',
             "vocab_size 4 != 5",
         ),
+        (
+            '{"format": "minitrain-char-vocab-v1", "specials": ["<pad>", "<bos>", "<eos>"], '
+            '"chars": ["a", "b"], "vocab_size": "5"}',
+            "vocab_size '5' != 5 ids listed",  # a string, not the number it spells
+        ),
+        (
+            '{"format": "minitrain-char-vocab-v1", "specials": ["<pad>", "<bos>", "<eos>"], '
+            '"chars": ["a", null, [1]], "vocab_size": 6}',
+            "'chars' must hold one-character strings, found None",
+        ),
+        (b"\xff\xfe", "the vocabulary file is not UTF-8 text"),
     ],
 )
 def test_bad_vocab_file_is_one_clear_error(tmp_path, content, message):
     path = tmp_path / "vocab.json"
-    path.write_text(content, encoding="utf-8")
-    with pytest.raises(UserError, match=message) as info:
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    with pytest.raises(UserError, match=re.escape(message)) as info:
         CharTokenizer.load(path)
-    assert str(path) in str(info.value)
+    assert str(info.value).startswith(f"{path}: ") and info.value.exit_code == 2
 
 
 def test_missing_vocab_file(tmp_path):

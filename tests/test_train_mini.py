@@ -47,6 +47,18 @@ def test_train_mini_writes_the_run_folder(tmp_path):
     assert manifest["seed"] == 3 and manifest["status"] == "completed"  # --seed overrides training.rng_seed
     assert "--seed 3" in (tmp_path / "run" / "config.resolved.yaml").read_text()
 
+    # Once more into the same folder: refused, the first run untouched, until --overwrite replaces it.
+    again = ("--config", str(config), "--out-dir", "run", "--models-dir", "run/models", "--quiet")
+    refused = script(*again, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stderr.startswith("error: run holds another run (manifest.json, ")
+    assert len(refused.stderr.splitlines()) == 1 and json.loads((tmp_path / "run" / "manifest.json").read_text())[
+        "run_id"] == manifest["run_id"]
+    replaced = script(*again, "--overwrite", cwd=tmp_path)
+    assert replaced.returncode == 0, replaced.stderr
+    second = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert second["seed"] == 42 and second["run_id"] != manifest["run_id"]
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["run_id"] == second["run_id"]
+
 
 def test_nan_exits_non_zero_with_one_line(tmp_path):
     config = write_tiny_run(tmp_path)
@@ -125,3 +137,5 @@ def test_the_script_is_the_minitrain_train_command():
                                   "--models-dir", "o/models"])
     assert train_mini.to_cli_args(args) == ["train", "c.yaml", "--set", "a.b=1", "--out-dir", "o",
                                             "--models-dir", "o/models", "--seed", "4"]
+    args = train_mini.parse_args(["--config", "c.yaml", "--overwrite", "--quiet"])
+    assert train_mini.to_cli_args(args) == ["train", "c.yaml", "--overwrite", "--quiet"]

@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def latest_run(root: Path = RUNS) -> Path:
     """The run folder under `root` whose results.json was written last (publish's default RUN_DIR)."""
-    finished = sorted(root.glob("*/results.json"), key=lambda p: (p.stat().st_mtime_ns, str(p)))
+    # lstat: a results.json that is a dangling link is still a candidate, and read_run then says what is wrong.
+    finished = sorted(root.glob("*/results.json"), key=lambda p: (p.lstat().st_mtime_ns, str(p)))
     if not finished:
         raise UserError(f"publish: no RUN_DIR given and no finished run (with results.json) under {root}/")
     return finished[-1].parent

@@ -7,7 +7,7 @@ import argparse
 
 import numpy as np
 
-from minitrain.commands.common import non_negative_float, positive_int
+from minitrain.commands.common import non_negative_float, non_negative_int, positive_int
 from minitrain.errors import UserError
 
 
@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.add_argument("--prompt", required=True, help='text to continue, e.g. "comer|R1|"')
     sample.add_argument("--temperature", type=non_negative_float, default=0.0, help="0 = greedy (default)")
     sample.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest")
-    sample.add_argument("--seed", type=int, default=None, help="seed for sampling (temperature > 0)")
+    sample.add_argument("--seed", type=non_negative_int, default=None, help="seed for sampling (temperature > 0)")
     sample.add_argument("-n", type=positive_int, default=1, help="number of samples (default 1)")
     sample.add_argument("--max-new-tokens", type=positive_int, default=None,
                         help="stop after this many tokens (default: fill the context)")
@@ -33,7 +33,7 @@ def sample_command(args: argparse.Namespace) -> int:
     model, vocab = load_model(args.source)
     vocab = args.vocab or vocab
     if vocab is None:
-        raise UserError(f"sample {args.source}: the source does not say which vocabulary it uses; pass --vocab")
+        raise UserError(f"sample {args.source}: the source does not say which vocabulary it uses; pass --vocab", 2)
     tokenizer = CharTokenizer.load(vocab)
     room = model.config["max_seq_len"] - 1 - len(args.prompt)  # what is left of the context after BOS + prompt
     max_new = args.max_new_tokens or max(room, 1)

@@ -1,5 +1,5 @@
-"""`minitrain train CONFIG [--set k=v]... [--out-dir] [--models-dir] [--seed] [--resume] [--dry-run] [--strict]
-[--quiet]`: validate, check the data, then train into a run folder (minitrain.run) and publish if asked."""
+"""`minitrain train CONFIG [--set k=v]... [--out-dir] [--models-dir] [--seed] [--resume] [--overwrite] [--dry-run]
+[--strict] [--quiet]`: validate, check the data, then train into a run folder (minitrain.run) and publish if asked."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="folder for the final model file (overrides output.models_dir)")
     train.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
     train.add_argument("--resume", metavar="PATH", help="a run folder or checkpoint to continue from")
+    train.add_argument("--overwrite", action="store_true",
+                       help="the run folder holds another run: delete that run's files first")
     train.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     train.add_argument("--strict", action="store_true", help="refuse to run if the lock file does not match")
     train.add_argument("--quiet", action="store_true", help="no progress display")
@@ -61,7 +63,7 @@ def train_command(args: argparse.Namespace) -> int:
         _warn_if_no_token(cfg.publish.repo)
     # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
     results = run_training(
-        cfg, cfg.output.dir, resume=args.resume, progress=not args.quiet, strict=args.strict,
+        cfg, cfg.output.dir, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, strict=args.strict,
         config_path=args.config, overrides=cfg.source.overrides, summary=summary,
         command=_without_resume(getattr(args, "command_line", None)),
     )
@@ -75,7 +77,8 @@ def train_command(args: argparse.Namespace) -> int:
 
 
 def _without_resume(command: list[str] | None) -> list[str] | None:
-    """The command line without its `--resume PATH` (a stopped run's message adds the checkpoint to resume)."""
+    """The command line without its `--resume PATH` (a stopped run's message adds the checkpoint to resume) and
+    without `--overwrite` (continuing a run in its folder must not clear it)."""
     if command is None:
         return None
     kept, skip = [], False
@@ -84,7 +87,7 @@ def _without_resume(command: list[str] | None) -> list[str] | None:
             skip = False
         elif word == "--resume":
             skip = True
-        elif not word.startswith("--resume="):
+        elif not word.startswith("--resume=") and word != "--overwrite":
             kept.append(word)
     return kept
 

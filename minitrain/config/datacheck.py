@@ -3,9 +3,10 @@
 They come after `load_config` (which never opens a data file) and report, all at once, with the config key
 they concern and its line:
 
-- data.train_path / val_path / vocab_path exist, and test_path when given (the dev split is optional: checked
-  when its file exists),
+- data.train_path / val_path / vocab_path exist and are regular files, and test_path when given (a folder, a FIFO
+  or a symbolic-link loop is named as what it is; the dev split is optional: checked when its file exists),
 - the vocabulary loads and every record encodes (an unknown character names its file and line),
+- with heldout_policy verbs_4, no verb of val (or dev) occurs in train,
 - model.vocab_size ≥ the tokenizer's size,
 - model.max_seq_len ≥ the longest model input, BOS + text (the EOS is only ever a target, so a line of n
   characters needs n + 1 positions; this is exactly what the batcher requires),
@@ -17,6 +18,7 @@ they concern and its line:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from minitrain.data.batch import batches_per_epoch
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
-from minitrain.io import read_text
+from minitrain.io import read_text, regular_file_problem
 
 SPLITS = ("train", "val", "dev", "test")
 
@@ -67,12 +69,15 @@ def check_data(cfg: Config) -> DataSummary:
     """Run every data check; raise one ConfigError (exit code 2) listing all problems found."""
     data, problems, summary = cfg.data, [], DataSummary()
     # dev is optional (checked when its file exists); test only when given
-    wanted = [s for s in SPLITS if (s != "dev" or Path(data.dev_path).is_file()) and (s != "test" or data.test_path)]
+    wanted = [s for s in SPLITS if (s != "dev" or os.path.lexists(data.dev_path)) and (s != "test" or data.test_path)]
     for key in [f"{s}_path" for s in wanted] + ["vocab_path"]:
-        if not Path(getattr(data, key)).is_file():
-            problems.append(Problem(("data", key), f"file not found: {getattr(data, key)}"))
+        path = getattr(data, key)
+        problem = regular_file_problem(path)
+        if problem is not None:  # a folder, a FIFO or a link loop is named as what it is
+            shown = f"file not found: {path}" if problem == "not found" else f"{path} {problem}"
+            problems.append(Problem(("data", key), shown))
     tokenizer = None
-    if Path(data.vocab_path).is_file():
+    if regular_file_problem(data.vocab_path) is None:
         try:
             tokenizer = CharTokenizer.load(data.vocab_path)
         except UserError as exc:
@@ -85,9 +90,12 @@ def check_data(cfg: Config) -> DataSummary:
                 f"vocab_size {cfg.model.vocab_size} is smaller than the tokenizer's {tokenizer.vocab_size} ids "
                 f"({data.vocab_path})",
             ))
+        verbs = {}
         for split in wanted:
-            if Path(getattr(data, f"{split}_path")).is_file():
-                problems += _check_split(cfg, split, tokenizer, summary)
+            if regular_file_problem(getattr(data, f"{split}_path")) is None:
+                found, verbs[split] = _check_split(cfg, split, tokenizer, summary)
+                problems += found
+        problems += _check_heldout(cfg, verbs)
     if summary.longest_input > cfg.model.max_seq_len:
         problems.append(Problem(
             ("model", "max_seq_len"),
@@ -100,23 +108,43 @@ def check_data(cfg: Config) -> DataSummary:
     return summary
 
 
-def _check_split(cfg: Config, split: str, tokenizer: CharTokenizer, summary: DataSummary) -> list[Problem]:
+def _check_split(cfg: Config, split: str, tokenizer: CharTokenizer,
+                 summary: DataSummary) -> tuple[list[Problem], set[str]]:
+    """The split's problems, and the verbs its records conjugate (none for plain text)."""
     key = ("data", f"{split}_path")
     path = getattr(cfg.data, f"{split}_path")
     try:
         records = load_split(cfg.data, split)
     except UserError as exc:
-        return [Problem(key, str(exc))]
+        return [Problem(key, str(exc))], set()
     summary.records[split] = len(records)
     for index, record in enumerate(records):
         line = record.get("line", index + 1)
         try:
             length = len(tokenizer.encode(record["text"])) + 1
         except UserError as exc:
-            return [Problem(key, f"{path}:{line}: {exc}")]
+            return [Problem(key, f"{path}:{line}: {exc}")], set()
         if length > summary.longest_input:
             summary.longest_input, summary.longest_where = length, f"{path}:{line}"
-    return []
+    return [], {record["verb"] for record in records if "verb" in record}
+
+
+def _check_heldout(cfg: Config, verbs: dict[str, set[str]]) -> list[Problem]:
+    """heldout_policy verbs_4: val (and dev) hold verbs training never sees, as the corpus promises; a val split
+    that shares verbs with train would measure memory, not generalisation."""
+    if cfg.data.heldout_policy != "verbs_4" or "train" not in verbs:
+        return []
+    problems = []
+    for split in ("val", "dev"):
+        shared = sorted(verbs.get(split, set()) & verbs["train"])
+        if shared:
+            shown = ", ".join(shared[:4]) + (f" and {len(shared) - 4} more" if len(shared) > 4 else "")
+            problems.append(Problem(
+                ("data", f"{split}_path"),
+                f"heldout_policy verbs_4: {len(shared)} verb(s) of {getattr(cfg.data, f'{split}_path')} also occur "
+                f"in {cfg.data.train_path} ({shown}); held-out verbs must never be trained on",
+            ))
+    return problems
 
 
 def _check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:

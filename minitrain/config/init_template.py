@@ -55,6 +55,7 @@ class DataLayout:
     dev: str | None
     vocab: str
     vocab_exists: bool
+    holds_out_verbs: bool = True  # val and dev conjugate no verb of train (what heldout_policy verbs_4 promises)
 
 
 def _find(folder: Path, stem: str) -> Path | None:
@@ -88,14 +89,31 @@ def detect_layout(folder: str | Path) -> DataLayout:
     return DataLayout(fmt, str(train), str(val), str(dev) if dev else None, str(vocab), vocab.is_file())
 
 
-def _texts(layout: DataLayout) -> list[str]:
-    """The text of every record of every split: what the tokenizer must cover."""
+def _records(layout: DataLayout) -> dict[str, list[dict]]:
+    """The records of every split, as `load_split` reads them (a "text" each; JSONL records have a "verb" too)."""
     # load_split reads both formats; its records' "text" is what gets encoded.
     from minitrain.config.datacheck import load_split
 
     data = DataConfig(format=layout.format, train_path=layout.train, val_path=layout.val,
                       dev_path=layout.dev or layout.train, heldout_policy="none", loss_on="all")
-    return [r["text"] for split in ("train", "val", "dev") for r in load_split(data, split)]
+    try:
+        return {split: load_split(data, split) for split in ("train", "val", "dev")}
+    except UserError as e:  # data that cannot be read is bad input, as it is for `validate` and `train`
+        raise UserError(str(e), 2) from None
+
+
+def _texts(layout: DataLayout) -> list[str]:
+    """The text of every record of every split: what the tokenizer must cover."""
+    return [r["text"] for records in _records(layout).values() for r in records]
+
+
+def _holds_out_verbs(layout: DataLayout) -> bool:
+    """Whether val (and dev, when the folder has one) hold only verbs train never conjugates."""
+    if layout.format != "jsonl":
+        return False
+    verbs = {split: {r["verb"] for r in records} for split, records in _records(layout).items()}
+    held_out = verbs["val"] | (verbs["dev"] if layout.dev else set())
+    return not held_out & verbs["train"]
 
 
 def _make_vocab(layout: DataLayout) -> None:
@@ -154,8 +172,10 @@ def _data_lines(layout: DataLayout, *, align: bool) -> list[str]:
         lines.append(f"  vocab_path: {layout.vocab}")
     if layout.format == "text":
         lines += ["  format: text", "  loss_on: all", "  heldout_policy: none"]
-    else:
+    elif layout.holds_out_verbs:
         lines.append("  heldout_policy: verbs_4")
+    else:
+        lines.append("  heldout_policy: none   # val shares verbs with train: it does not hold verbs out")
     return lines
 
 
@@ -227,6 +247,7 @@ def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name:
     if template not in TEMPLATES:
         raise UserError(f"--template must be one of {', '.join(TEMPLATES)}, got {template!r}", 2)
     layout = detect_layout(data_folder)
+    layout = replace(layout, holds_out_verbs=_holds_out_verbs(layout))
     model, model_lines, base_vocab = None, None, None
     if base is not None:
         model, base_vocab = base.model, base.vocab

@@ -14,6 +14,7 @@ difference; where the run's files go (`output`) may differ.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from minitrain.io import atomic_write_text, sha256_of
 from minitrain.versions import library_versions
 
 LOCK_VERSION = 1
+MAX_LOCK_BYTES = 1 << 20  # a lock file is a resolved config and a few hashes: a few kB
 LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib", "tqdm", "huggingface_hub")
 
 
@@ -62,7 +64,7 @@ def write_lock(cfg: Config, out: str | Path) -> dict[str, Any]:
 
 
 def read_lock(path: str | Path) -> dict[str, Any]:
-    if not Path(path).exists():
+    if not os.path.lexists(path):
         raise UserError(f"--strict needs a lock file and {path} does not exist; run `minitrain lock CONFIG` first", 2)
     data = load_yaml_file(path, "lock file")
     if not is_lock(data) or not all(isinstance(data.get(k), dict) for k in ("config", "data", "versions")):

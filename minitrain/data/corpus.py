@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from minitrain.errors import UserError
+from minitrain.io import read_bytes
 
 TENSES = ("P", "R", "I", "F", "C", "S")
 PERSONS = (1, 2, 3, 4, 5, 6)
@@ -71,12 +72,9 @@ def records_to_jsonl(records: Iterable[dict]) -> str:
 def load_records(path: str | os.PathLike) -> list[dict]:
     """Read and validate a JSONL split; any bad line is a `UserError` naming the file and line number."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: corpus file not found (run scripts/build_corpus.py)") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read corpus file ({e.strerror})") from None
+    if not os.path.lexists(path):
+        raise UserError(f"{path}: corpus file not found (run scripts/build_corpus.py)", 2)
+    raw = read_bytes(path, "corpus file")
     lines = raw.split(b"\n")
     if lines[-1] == b"":
         lines.pop()  # the empty string after the final newline
@@ -88,6 +86,8 @@ def load_records(path: str | os.PathLike) -> list[dict]:
             raise UserError(f"{path}:{lineno}: not valid UTF-8") from None
         except json.JSONDecodeError as e:
             raise UserError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+        except (ValueError, RecursionError):  # a number of thousands of digits, nesting past the stack
+            raise UserError(f"{path}:{lineno}: invalid JSON (a number too long or nesting too deep)") from None
         problem = check_record(record)
         if problem:
             raise UserError(f"{path}:{lineno}: bad record: {problem}")

@@ -13,13 +13,12 @@ so `caminar|P1|camino` becomes `[BOS] + [id(c) for c in text] + [EOS]`. The voca
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from minitrain.errors import UserError
-from minitrain.io import atomic_write_json
+from minitrain.io import atomic_write_json, read_json
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIALS = (PAD, BOS, EOS)
@@ -55,22 +54,22 @@ class CharTokenizer:
     def load(cls, path: str | os.PathLike) -> CharTokenizer:
         """Read a `vocab.json` written by `save`."""
         path = Path(path)
-        try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"{path}: vocabulary file not found") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UserError(f"{path}: not a readable vocabulary file ({e})") from None
+        obj = read_json(path, "vocabulary file", limit=1 << 20)
         if not isinstance(obj, dict) or obj.get("format") != VOCAB_FORMAT:
-            raise UserError(f"{path}: not a vocabulary file (expected format {VOCAB_FORMAT!r})")
-        if obj.get("specials") != list(SPECIALS) or not isinstance(obj.get("chars"), list):
-            raise UserError(f"{path}: expected 'specials' {list(SPECIALS)} and a 'chars' list")
+            raise UserError(f"{path}: not a vocabulary file (expected format {VOCAB_FORMAT!r})", 2)
+        chars = obj.get("chars")
+        if obj.get("specials") != list(SPECIALS) or not isinstance(chars, list):
+            raise UserError(f"{path}: expected 'specials' {list(SPECIALS)} and a 'chars' list", 2)
+        if not all(isinstance(c, str) for c in chars):
+            odd = next(c for c in chars if not isinstance(c, str))
+            raise UserError(f"{path}: 'chars' must hold one-character strings, found {odd!r}", 2)
         try:
-            tokenizer = cls(obj["chars"])
+            tokenizer = cls(chars)
         except UserError as e:
-            raise UserError(f"{path}: {e}") from None
-        if obj.get("vocab_size") != tokenizer.vocab_size:
-            raise UserError(f"{path}: vocab_size {obj.get('vocab_size')} != {tokenizer.vocab_size} ids listed")
+            raise UserError(f"{path}: {e}", 2) from None
+        size = obj.get("vocab_size")
+        if type(size) is not int or size != tokenizer.vocab_size:
+            raise UserError(f"{path}: vocab_size {size!r} != {tokenizer.vocab_size} ids listed", 2)
         return tokenizer
 
     def save(self, path: str | os.PathLike) -> None:

@@ -9,14 +9,15 @@ record is printed as "not recorded", never guessed. No dates, so the same run al
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
+from minitrain.errors import UserError
 from minitrain.hub.run_folder import RunInfo
+from minitrain.io import parse_json, path_exists, read_text
 
 LICENSE = "mit"
 TAGS = ["minitrain", "gpt2", "numpy", "spanish", "verb-conjugation", "character-level", "education"]
@@ -37,15 +38,19 @@ def _pct(value: Any) -> str:
 
 
 def count_split(path: Path | None) -> tuple[int, int] | None:
-    """(records, tokens) of a JSONL split, counting [BOS] + characters + [EOS] per record."""
+    """(records, tokens) of a JSONL split, counting [BOS] + characters + [EOS] per record; None when the file
+    is missing or is not such a split (any more): the card then says the count is not recorded."""
     if path is None or not path.is_file():
         return None
     records = tokens = 0
-    with path.open(encoding="utf-8") as f:
-        for line in f:
+    try:
+        for line in read_text(path, "data file").splitlines():
             if line.strip():
+                text = parse_json(line, str(path), "record")["text"]
                 records += 1
-                tokens += len(json.loads(line)["text"]) + 2  # char-level: one token per character
+                tokens += len(text) + 2  # char-level: one token per character
+    except (UserError, KeyError, TypeError):
+        return None
     return records, tokens
 
 
@@ -68,7 +73,7 @@ def eval_results(info: RunInfo) -> list[EvalResult]:
 
 def card_data(info: RunInfo, model_name: str) -> ModelCardData:
     init_from = info.section("model").get("init_from")
-    is_hub_id = isinstance(init_from, str) and not Path(init_from).exists() and init_from.count("/") == 1
+    is_hub_id = isinstance(init_from, str) and not path_exists(init_from) and init_from.count("/") == 1
     return ModelCardData(
         library_name="minitrain",
         license=LICENSE,

@@ -10,11 +10,15 @@
 
 There is no `lm_head.weight`: GPT-2 ties it to `transformer.wte.weight` and `from_pretrained` re-ties it. The
 `attn.bias` causal-mask buffers old transformers versions kept are not weights, and are not written either.
-Every file goes through an atomic write, so an interrupted export never leaves a half-written file.
+Every file goes through an atomic write into a temporary sibling folder, which replaces OUT_DIR only when it is
+complete: an interrupted or failed export never leaves a half-written file, nor a mix of two exports.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +30,8 @@ from minitrain.hub.card import build_card
 from minitrain.hub.gpt2 import to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
-from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text, cannot_write
+from minitrain.run_dir import process_exists
 
 WEIGHTS_FILE = "model.safetensors"
 EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json")
@@ -64,18 +69,67 @@ def export_model(
 ) -> list[Path]:
     """Write the export folder for a run folder or model file; return the files written, sorted.
 
-    `repo_id` only changes the model card (its title and loading snippet).
+    `repo_id` only changes the model card (its title and loading snippet). The files are written into a
+    temporary sibling folder and swapped in at the end, so a failure (a full disk) leaves the previous export, if
+    any, as it was: never a new config.json beside old weights. OUT_DIR must be new, empty, or an earlier export.
     """
     info = read_run(source)
     tokenizer = run_tokenizer(info, vocab_path)
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: exists and is not a folder")
+    _check_target(out)
     config = to_gpt2_config(info.model_config, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-    atomic_write_json(out / "config.json", config)
-    atomic_write_bytes(out / WEIGHTS_FILE, weights_bytes(info.state))
-    tokenizer.save(out / "vocab.json")
-    atomic_write_json(out / "tokenizer.json", tokenizer_json(tokenizer))
-    atomic_write_json(out / "tokenizer_config.json", tokenizer_config(info.model_config["max_seq_len"]))
-    atomic_write_text(out / "README.md", build_card(info, tokenizer.vocab_size, repo_id))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cannot_write(out, e) from None
+    _remove_stale_siblings(out)
+    staging = _sibling(out, "export")
+    try:
+        atomic_write_json(staging / "config.json", config)
+        atomic_write_bytes(staging / WEIGHTS_FILE, weights_bytes(info.state))
+        tokenizer.save(staging / "vocab.json")
+        atomic_write_json(staging / "tokenizer.json", tokenizer_json(tokenizer))
+        atomic_write_json(staging / "tokenizer_config.json", tokenizer_config(info.model_config["max_seq_len"]))
+        atomic_write_text(staging / "README.md", build_card(info, tokenizer.vocab_size, repo_id))
+        _swap_in(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when the swap succeeded
     return sorted(out / name for name in EXPORT_FILES)
+
+
+def _check_target(out: Path) -> None:
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UserError(f"{out}: exists and is not a folder", 2)
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        raise UserError(f"{out}: holds files an export does not write ({shown}); export into a new or empty folder, "
+                        "or into an earlier export", 2)
+
+
+def _sibling(out: Path, role: str) -> Path:
+    return out.parent / f".{out.name}.{role}-{os.getpid()}.tmp"
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Put `staging` where `out` is: one rename when `out` does not exist yet, else two, the old export moved
+    aside first (only a crash between the two renames leaves it there, under `.<name>.old-<pid>.tmp`)."""
+    try:
+        if out.exists():
+            old = _sibling(out, "old")
+            os.rename(out, old)
+            os.rename(staging, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(staging, out)
+    except OSError as e:
+        raise cannot_write(out, e) from None
+
+
+def _remove_stale_siblings(out: Path) -> None:
+    """Staging and set-aside folders that an export killed before it finished left beside `out`."""
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(export|old)-(?P<pid>\d+)\.tmp$")
+    for path in out.parent.iterdir():
+        match = pattern.match(path.name)
+        if match and path.is_dir() and not path.is_symlink() and not process_exists(int(match["pid"])):
+            shutil.rmtree(path, ignore_errors=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from minitrain.architectures import DEFAULT_TYPE, model_type, parameter_shapes
+from minitrain.architectures import DEFAULT_TYPE, model_type, parameter_shapes, tensor_count
 from minitrain.errors import UserError
 
 LAYER_NORM_EPS = 1e-5
@@ -38,7 +38,16 @@ def expected_shapes(model_config: Mapping[str, Any]) -> dict[str, tuple[int, ...
 
 
 def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], where: str) -> None:
-    """Raise one UserError listing every missing, unexpected or mis-shaped tensor; `where` names the source."""
+    """Raise one UserError listing every missing, unexpected or mis-shaped tensor; `where` names the source.
+
+    The tensor count is compared first (`architectures.tensor_count`, which does not list the names), so a config
+    that claims a million layers is refused at once instead of having a million layers' names listed.
+    """
+    config = ", ".join(f"{k}={v}" for k, v in model_config.items())
+    needed = tensor_count(model_config)
+    if len(state) != needed:
+        raise UserError(f"{where}: weights do not fit the model config ({config}): {len(state)} tensors, the "
+                        f"config needs {needed}", 2)
     expected = expected_shapes(model_config)
     problems = [f"missing {name} {shape}" for name, shape in expected.items() if name not in state]
     problems += [f"unexpected {name}" for name in state if name not in expected]
@@ -48,9 +57,8 @@ def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], 
         if name in state and tuple(state[name].shape) != shape
     ]
     if problems:
-        config = ", ".join(f"{k}={v}" for k, v in model_config.items())
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}")
+        raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}", 2)
 
 
 def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
@@ -94,15 +102,24 @@ def from_gpt2_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The minitrain model section for a GPT-2 config.json; UserError when MiniGPT cannot represent it."""
     def need(ok: bool, key: str, why: str) -> None:
         if not ok:
-            raise UserError(f"{where}: {key} = {config.get(key)!r}: {why}")
+            raise UserError(f"{where}: {key} = {config.get(key)!r}: {why}", 2)
+
+    def number(key: str, default: float) -> float:
+        value = config.get(key, default)
+        need(isinstance(value, float) or (type(value) is int and abs(value) < 2**53), key, "must be a number")
+        return float(value)
 
     need(config.get("model_type") == "gpt2", "model_type", "only GPT-2 models can be loaded into MiniGPT")
     for key in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"):
-        need(isinstance(config.get(key), int) and config[key] > 0, key, "must be a positive integer")
+        need(type(config.get(key)) is int and config[key] > 0, key, "must be a positive integer")
+    need(config.get("n_inner") is None or (type(config["n_inner"]) is int and config["n_inner"] > 0), "n_inner",
+         "must be a positive integer or null")
     need(config.get("activation_function", TANH_GELU[0]) in TANH_GELU, "activation_function",
          f"MiniGPT uses GELU with the tanh approximation ({TANH_GELU[0]})")
-    need(abs(config.get("layer_norm_epsilon", LAYER_NORM_EPS) - LAYER_NORM_EPS) < 1e-12, "layer_norm_epsilon",
+    need(abs(number("layer_norm_epsilon", LAYER_NORM_EPS) - LAYER_NORM_EPS) < 1e-12, "layer_norm_epsilon",
          f"MiniGPT's LayerNorm uses eps = {LAYER_NORM_EPS}")
+    dropout = number("resid_pdrop", 0.0)
+    need(0.0 <= dropout < 1.0, "resid_pdrop", "must be in [0, 1)")
     need(config.get("tie_word_embeddings", True) is True, "tie_word_embeddings",
          "MiniGPT ties the output layer to the token embedding")
     need(not config.get("scale_attn_by_inverse_layer_idx", False), "scale_attn_by_inverse_layer_idx",
@@ -116,6 +133,6 @@ def from_gpt2_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:
         "d_ff": d_ff,
         "vocab_size": config["vocab_size"],
         "max_seq_len": config["n_positions"],
-        "dropout": float(config.get("resid_pdrop", 0.0)),
+        "dropout": dropout,
     }
     return section if config.get("scale_attn_weights", True) else {**section, "attn_scale": 1.0}

@@ -9,11 +9,15 @@
 
 Relative paths recorded by a run (the model path, the data paths) are tried against the current directory, the
 run folder and the repository root, in that order, so a run folder can be read from anywhere.
+
+Every file is read through minitrain/run_files.py (any damage is one error naming the file), and the files must
+belong together (`check_same_run`): a folder whose results, manifest and model come from different runs is
+refused rather than exported with a model card that mixes them.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +26,13 @@ import numpy as np
 
 from minitrain.artifacts import REPO_ROOT
 from minitrain.checkpoint_manager import CheckpointManager
-from minitrain.config.yaml_lines import load_yaml_file
+from minitrain.engine import FINISHED
 from minitrain.errors import UserError
 from minitrain.hub.gpt2 import check_state_dict
+from minitrain.io import path_exists, regular_file_problem, sha256_of
 from minitrain.model_files import load_model_file
+from minitrain.run_files import MANIFEST, RESOLVED_CONFIG, RESULTS, read_manifest, read_results, read_run_config
+from minitrain.run_lock import writer_of
 
 
 @dataclass
@@ -59,23 +66,14 @@ def locate(recorded: str | None, run_dir: Path | None) -> Path | None:
     path = Path(recorded)
     bases = [Path.cwd(), *([run_dir] if run_dir else []), REPO_ROOT]
     candidates = [path] if path.is_absolute() else [base / path for base in bases]
-    return next((c for c in candidates if c.exists()), None)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{path}: cannot read it as JSON ({e})") from None
+    return next((c for c in candidates if path_exists(c)), None)
 
 
 def _run_config(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    resolved = run_dir / "config.resolved.yaml"
-    if resolved.is_file():
-        loaded = load_yaml_file(resolved, "resolved config")
-        return loaded if isinstance(loaded, dict) else {}
-    config = manifest.get("config")
-    return config if isinstance(config, dict) else {}
+    resolved = run_dir / RESOLVED_CONFIG
+    if os.path.lexists(resolved):
+        return read_run_config(resolved)
+    return manifest.get("config") or {}
 
 
 def _model_file_of(run_dir: Path, results: dict[str, Any]) -> Path:
@@ -92,26 +90,57 @@ def _model_file_of(run_dir: Path, results: dict[str, Any]) -> Path:
     )
 
 
+def check_same_run(run_dir: Path, results: dict[str, Any], manifest: dict[str, Any], model_path: Path,
+                   model_meta: dict[str, Any]) -> None:
+    """results.json, manifest.json and the model file must describe one and the same run, or a model card
+    would report one run's facts beside another run's weights. Checked where the files record it: the run id
+    (manifest and results), the model file's sha256 (results), its training config hash and seed (manifest)."""
+    problems = []
+    if results and manifest and results.get("run_id") != manifest.get("run_id"):
+        problems.append(f"results.json is from run {results.get('run_id')}, manifest.json from run "
+                        f"{manifest.get('run_id')}")
+    if results and manifest.get("status") not in (None, *FINISHED):
+        problems.append(f"results.json exists but manifest.json says the run is {manifest['status']!r}")
+    named = results.get("model_sha256") and model_path == locate(results.get("model_path"), run_dir)
+    if named and sha256_of(model_path) != results["model_sha256"]:
+        problems.append(f"the model file {model_path} is not the one results.json names (sha256 differs)")
+    for key, meta_key in (("config_hash", "config_hash"), ("seed", "rng_seed")):
+        if key in manifest and meta_key in model_meta and manifest[key] != model_meta[meta_key]:
+            problems.append(f"the model file {model_path} has {meta_key} {model_meta[meta_key]!r}, manifest.json "
+                            f"{key} {manifest[key]!r}")
+    if problems:
+        raise UserError(f"{run_dir}: its files are not from one run: {'; '.join(problems)}; train it again, or "
+                        "export the model file itself", 2)
+
+
 def read_run(source: str | Path) -> RunInfo:
     """Load the model and the run's facts from a run folder or a model/checkpoint file."""
     source = Path(source)
     if source.is_dir():
         run_dir: Path | None = source
+        if (writer := writer_of(source)) is not None:
+            raise UserError(f"{source}: a run is being written there now ({writer}); wait for it to finish", 2)
     elif source.is_file():
         parent = source.parent
-        is_checkpoint = parent.name == "checkpoints" and (parent.parent / "manifest.json").is_file()
+        is_checkpoint = parent.name == "checkpoints" and (parent.parent / MANIFEST).is_file()
         run_dir = parent.parent if is_checkpoint else None
     else:
-        raise UserError(f"{source}: no such run folder or model file")
+        problem = regular_file_problem(source)
+        raise UserError(f"{source}: no such run folder or model file" if problem == "not found" else
+                        f"{source}: {problem}", 2)
 
-    results = manifest = config = {}
+    results: dict[str, Any] = {}
+    manifest: dict[str, Any] = {}
+    config: dict[str, Any] = {}
     if run_dir is not None:
-        results = _read_json(run_dir / "results.json") if (run_dir / "results.json").is_file() else {}
-        manifest = _read_json(run_dir / "manifest.json") if (run_dir / "manifest.json").is_file() else {}
+        results = read_results(run_dir / RESULTS) if os.path.lexists(run_dir / RESULTS) else {}
+        manifest = read_manifest(run_dir / MANIFEST) if os.path.lexists(run_dir / MANIFEST) else {}
         config = _run_config(run_dir, manifest)
     model_path = _model_file_of(source, results) if source.is_dir() else source
 
-    state, model_config, _ = load_model_file(model_path)
+    state, model_config, meta = load_model_file(model_path)
     check_state_dict(state, model_config, str(model_path))
+    if run_dir is not None:
+        check_same_run(run_dir, results, manifest, model_path, meta)
     return RunInfo(model_path=model_path, state=state, model_config=dict(model_config), run_dir=run_dir,
                    results=results, manifest=manifest, config=config)

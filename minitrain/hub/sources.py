@@ -19,7 +19,6 @@ lists what differs.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,9 +35,10 @@ from minitrain.config.schema import Config
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.export import WEIGHTS_FILE
-from minitrain.hub.gpt2 import from_gpt2_config
+from minitrain.hub.gpt2 import check_state_dict, from_gpt2_config
 from minitrain.hub.publish import REPO_ID
 from minitrain.hub.run_folder import read_run
+from minitrain.io import path_exists, read_bytes, read_json_object, regular_file_problem
 from minitrain.model_files import FORMAT as MINITRAIN_FORMAT
 from minitrain.model_files import load_model_file
 from minitrain.nn import Module
@@ -57,7 +57,7 @@ class Pretrained(NamedTuple):
 
 def is_hub_id(spec: str) -> bool:
     """`user/name` that is not a local path (and does not look like a file)."""
-    return (not Path(spec).exists() and REPO_ID.fullmatch(spec) is not None
+    return (not path_exists(spec) and REPO_ID.fullmatch(spec) is not None
             and not spec.endswith((".safetensors", ".json")))
 
 
@@ -91,25 +91,19 @@ def _gpt2_state(path: Path) -> dict[str, np.ndarray]:
     the causal-mask buffers `attn.bias`/`attn.masked_bias` (constants, not weights). `lm_head.weight`, when
     present, is the tied copy of `wte`.
     """
-    state = safetensors.numpy.load_file(path)
+    try:
+        state = safetensors.numpy.load(read_bytes(path, "weights file"))
+    except (safetensors.SafetensorError, ValueError, TypeError) as e:
+        raise UserError(f"{path}: not a readable safetensors file ({e})", 2) from None
     state.pop("lm_head.weight", None)
     if not any(name.startswith("transformer.") for name in state):
         state = {f"transformer.{name}": a for name, a in state.items()}
     return {name: a for name, a in state.items() if not name.endswith((".attn.bias", ".attn.masked_bias"))}
 
 
-def _read_config_json(path: Path) -> dict[str, Any]:
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{path}: cannot read it as a JSON model config ({e})") from None
-    if not isinstance(config, dict):
-        raise UserError(f"{path}: a model config.json must be a JSON object")
-    return config
-
-
 def _export_folder(folder: Path, weights: Path) -> Pretrained:
-    config = from_gpt2_config(_read_config_json(folder / "config.json"), str(folder / "config.json"))
+    config_path = folder / "config.json"
+    config = from_gpt2_config(read_json_object(config_path, "model config"), str(config_path))
     vocab = folder / "vocab.json"
     return Pretrained(_gpt2_state(weights), config, vocab if vocab.is_file() else None, str(weights))
 
@@ -119,11 +113,18 @@ def _is_minitrain_file(path: Path) -> bool:
         with safetensors.safe_open(path, "numpy") as f:
             return (f.metadata() or {}).get("format") == MINITRAIN_FORMAT
     except (OSError, safetensors.SafetensorError) as e:
-        raise UserError(f"{path}: not a readable safetensors file ({e})") from None
+        raise UserError(f"{path}: not a readable safetensors file ({e})", 2) from None
 
 
 def load_pretrained(spec: str) -> Pretrained:
-    """Weights, model config and vocabulary of any source listed in the module docstring."""
+    """Weights, model config and vocabulary of any source listed in the module docstring; the weights are
+    checked against the config before anything is built from them."""
+    pretrained = _read_source(spec)
+    check_state_dict(pretrained.state, pretrained.model_config, pretrained.where)
+    return pretrained
+
+
+def _read_source(spec: str) -> Pretrained:
     path = download(spec) if is_hub_id(spec) else Path(spec)
     if path.is_dir():
         if (path / WEIGHTS_FILE).is_file() and (path / "config.json").is_file():
@@ -138,6 +139,9 @@ def load_pretrained(spec: str) -> Pretrained:
         if (path.parent / "config.json").is_file():
             return _export_folder(path.parent, path)
         raise UserError(f"{KEY} {spec}: a GPT-2 safetensors file needs its config.json beside it")
+    problem = regular_file_problem(path)
+    if problem not in (None, "not found"):
+        raise UserError(f"{KEY} {spec}: {problem}", 2)
     raise UserError(f"{KEY} {spec}: no such file or folder, and not a Hub model id (user/name)")
 
 

@@ -153,5 +153,8 @@ class AlertMonitor:
         return {"active": list(self._active), "best": [list(b) if b else None for b in self._best]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._active = [bool(a) for a in state["active"]]
-        self._best = [(float(b[0]), int(b[1])) if b else None for b in state["best"]]
+        active = [bool(a) for a in state["active"]]
+        best = [(float(b[0]), int(b[1])) if b else None for b in state["best"]]
+        if len(active) != len(self._active) or len(best) != len(self._best):
+            raise ValueError(f"alert state is for {len(active)} alerts, this run has {len(self._active)}")
+        self._active, self._best = active, best

@@ -73,7 +73,7 @@ def stability(losses: list[float]) -> float:
 
 
 def generalisation(train_end: float, val_end: float) -> float:
-    return 100 * min(1.0, math.exp(train_end - val_end))
+    return 100 * math.exp(min(0.0, train_end - val_end))  # = 100 · min(1, exp(·)), and exp never overflows
 
 
 def efficiency(val_rows: list[tuple[int, float]], last_step: int) -> float:

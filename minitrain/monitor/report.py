@@ -21,39 +21,57 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_text, read_text
+from minitrain.errors import BAD_INPUT, UserError
+from minitrain.io import atomic_write_text, parse_json, read_text
 from minitrain.monitor.curves import overfitting_onset
 from minitrain.monitor.quality import WEIGHTS, Quality
 
 
 def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows of a train_log.jsonl; a line that is not a JSON object of numbers with an integer `step` is a
-    UserError naming file and line.
+    """The rows of a train_log.jsonl; a line that is not a valid row (`log_row_problem`) is a UserError naming
+    file and line.
 
     Rows are appended whole, newline last (`io.append_line`), so a last line without its newline that does not
     parse is an append a kill cut short: it is skipped, as a resume drops it too.
     """
     path = Path(path)
-    text = read_text(path, "training log")
+    text = read_text(path, "training log", MAX_LOG_BYTES)
     lines = text.splitlines()
     rows = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
+            row = parse_json(line, f"{path}:{number}", "log line")
+        except UserError:
             if number == len(lines) and not text.endswith("\n"):
                 break  # torn by a kill mid-append
-            raise UserError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-        if not isinstance(row, dict) or not _is_int(row.get("step")):
-            raise UserError(f"{path}:{number}: a log row must be a JSON object with an integer 'step'")
-        bad = [key for key, value in row.items() if not (_is_int(value) or isinstance(value, float))]
-        if bad:
-            raise UserError(f"{path}:{number}: a log row holds numbers only; {bad[0]!r} is {row[bad[0]]!r}")
+            raise
+        problem = log_row_problem(row)
+        if problem:
+            raise UserError(f"{path}:{number}: {problem}", BAD_INPUT)
         rows.append(row)
     return rows
+
+
+MAX_LOG_BYTES = 1 << 30
+# What the loop logs: every value a number, these never negative; a val row carries both val_loss and val_ppl.
+_NON_NEGATIVE = ("loss", "val_loss", "val_ppl", "lr", "grad_norm")
+
+
+def log_row_problem(row: Any) -> str | None:
+    """Why `row` (a parsed log line) is not a log row the loop could have written, or None when it is one."""
+    if not isinstance(row, dict) or not _is_int(row.get("step")):
+        return "a log row must be a JSON object with an integer 'step'"
+    bad = [key for key, value in row.items() if not (_is_int(value) or isinstance(value, float))]
+    if bad:
+        return f"a log row holds numbers only; {bad[0]!r} is {row[bad[0]]!r}"
+    negative = [key for key in ("step", *_NON_NEGATIVE) if key in row and row[key] < 0]
+    if negative:
+        return f"{negative[0]!r} cannot be negative, found {row[negative[0]]!r}"
+    if ("val_loss" in row) != ("val_ppl" in row):
+        return "a validation row has both 'val_loss' and 'val_ppl'"
+    return None
 
 
 def _is_int(value: Any) -> bool:

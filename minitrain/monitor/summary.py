@@ -6,28 +6,21 @@ and skips what does not, so it also works on a run that is still going or was in
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
-from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.errors import UserError
+from minitrain.io import read_bytes
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log
+from minitrain.run_files import MANIFEST, RESOLVED_CONFIG, RESULTS, read_manifest, read_results, read_run_config
+from minitrain.run_lock import writer_of
 
-RUN_FILES = ("manifest.json", "config.resolved.yaml", "train_log.jsonl", "results.json")
+RUN_FILES = (MANIFEST, RESOLVED_CONFIG, "train_log.jsonl", RESULTS)
+UNFINISHED = ("running", "finishing")
 # The model keys the config line shows (the family's shape; freeze when some parameters are frozen).
 SHAPE_KEYS = ("type", "n_layer", "n_head", "d_model", "d_ff", "context", "d_embed", "hidden", "activation", "freeze")
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: not readable JSON ({exc})", 2) from None
-    return data if isinstance(data, dict) else None
 
 
 def _scalars(data: dict[str, Any]) -> list[str]:
@@ -38,24 +31,36 @@ def _fmt(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
+def _state(run: Path, manifest: dict[str, Any] | None) -> list[str]:
+    """Whether a process is writing the run now, and what to make of an unfinished status when none is."""
+    writer = writer_of(run)
+    if writer is not None:
+        return [f"writer: {writer} is writing this run now"]
+    status = (manifest or {}).get("status")
+    if status in UNFINISHED:
+        return [f"warning: the manifest says {status!r}, but no process is writing this run: it stopped without "
+                f"recording why (killed, or its disk filled up); `--resume {run}` continues from its last "
+                "checkpoint"]
+    return []
+
+
 def run_summary(run_dir: str | Path) -> str:
     """The summary text for `run_dir`; a UserError (exit code 2) if it is not a run folder."""
     run = Path(run_dir)
-    if not run.is_dir() or not any((run / name).is_file() for name in RUN_FILES):
+    if not run.is_dir() or not any(os.path.lexists(run / name) for name in RUN_FILES):
         raise UserError(f"{run}: not a run folder (none of {', '.join(RUN_FILES)} found)", 2)
     lines = [f"run: {run}"]
-    manifest = _json(run / "manifest.json")
+    manifest = read_manifest(run / MANIFEST) if os.path.lexists(run / MANIFEST) else None
     if manifest:
         lines += ["manifest:", *_scalars(manifest)]
-    resolved = run / "config.resolved.yaml"
-    if resolved.is_file():
-        cfg = load_yaml_file(resolved, "resolved config")
-        cfg = cfg if isinstance(cfg, dict) else {}
-        model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    lines += _state(run, manifest)
+    if os.path.lexists(run / RESOLVED_CONFIG):
+        cfg = read_run_config(run / RESOLVED_CONFIG)
+        model = cfg.get("model") or {}
         shape = ", ".join(f"{k} {model[k]}" for k in SHAPE_KEYS if k in model)
         lines += [f"config: {cfg.get('name')} — {shape}"]
     log = run / "train_log.jsonl"
-    if log.is_file():
+    if os.path.lexists(log):
         rows = read_log(log)
         train = [r for r in rows if "loss" in r]
         val = [r for r in rows if "val_loss" in r]
@@ -69,10 +74,10 @@ def run_summary(run_dir: str | Path) -> str:
         if train:
             quality = quality_score(rows)
             lines.append(f"quality: {quality.score:.1f} / 100, grade {quality.grade}")
-    results = _json(run / "results.json")
-    if results:
-        lines += ["results:", *_scalars(results)]
+    if os.path.lexists(run / RESULTS):
+        lines += ["results:", *_scalars(read_results(run / RESULTS))]
     latest = run / "checkpoints" / "latest"
-    if latest.is_file():
-        lines.append(f"latest checkpoint: {latest.read_text(encoding='utf-8', errors='replace').strip()}")
+    if latest.is_file():  # shown as it is, even damaged: it is what a resume would read
+        pointer = read_bytes(latest, "checkpoint pointer", 4096).decode("utf-8", errors="replace").strip()
+        lines.append(f"latest checkpoint: {pointer}")
     return "\n".join(lines)
