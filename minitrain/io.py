@@ -154,6 +154,9 @@ def read_bytes(path: str | os.PathLike, what: str, limit: int | None = None) -> 
         # O_NONBLOCK: opening a FIFO would otherwise wait for a writer; on a regular file it changes nothing.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
+        if os.path.islink(path):
+            raise UserError(f"{path}: the {what} is a symbolic link to a file that does not exist", BAD_INPUT) \
+                from None
         raise UserError(f"{path}: {what} not found", BAD_INPUT) from None
     except (OSError, ValueError) as e:
         raise _unreadable(path, what, e) from None
@@ -188,8 +191,8 @@ def decode_utf8(data: bytes, where: str, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UserError(f"{where}: the {what} is not UTF-8 text (byte {e.start} is {data[e.start]:#04x})",
-                        BAD_INPUT) from None
+        raise UserError(f"{where}: the {what} is not UTF-8 text (byte {e.start} is {data[e.start]:#04x}; a binary "
+                        "file?)", BAD_INPUT) from None
 
 
 def read_text(path: str | os.PathLike, what: str, limit: int | None = None) -> str:

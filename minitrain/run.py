@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,21 +39,19 @@ from typing import Any
 
 import numpy as np
 
-from minitrain import artifacts, run_dir
+from minitrain import artifacts, run_dir, scoring
 from minitrain.architectures import build_model
 from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
-from minitrain.config.schema import ALWAYS_MEASURED
 from minitrain.dashboard import SMOOTHING_WINDOW, plot_dashboard
 from minitrain.data.batch import Batch
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.engine import DIVERGED, FINISHED, INTERRUPTED, Checkpointing, measure, train
+from minitrain.engine import DIVERGED, FINISHED, INTERRUPTED, Checkpointing, train
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text, cannot_write, read_text
 from minitrain.loop import evaluate, train_step
-from minitrain.metrics import greedy_exact_match
 from minitrain.model_files import config_hash, save_model_file
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.curves import train_val_gap
@@ -75,12 +73,9 @@ from minitrain.resume import (
 from minitrain.run_files import FAILED, FINISHING
 from minitrain.run_lock import RunLock
 from minitrain.runtime import configure
-from minitrain.sampling import next_log_probs_fn
 from minitrain.schedule import build_scheduler
+from minitrain.scoring import EVAL_BATCH_SIZE
 
-# Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
-# PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
-EVAL_BATCH_SIZE = 256
 MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm"}  # model file names: <prefix>-<hash>
 LOG_FILE = run_dir.LOG_FILE
 EXIT_DIVERGED, EXIT_HALTED = 3, 4
@@ -336,7 +331,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
             grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
             schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
             alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
-            validate=_validator(cfg, parts),
+            validate=scoring.validator(cfg.training.val_metrics, parts.val_batches, parts.tokenizer,
+                                       parts.val_records),
         )
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
@@ -365,7 +361,9 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
             raise _stopped_error(outcome, rerun)
 
         train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
-        exact = _exact_match(parts, parts.val_records) if all("form" in r for r in parts.val_records) else None
+        val_records, tokenizer = parts.val_records, parts.tokenizer
+        exact = scoring.exact_match(parts.model, tokenizer, val_records) if all("form" in r for r in val_records) \
+            else None
         model_path, model_sha256 = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
         wall = round(earlier_wall + time.perf_counter() - start_time, 3)
         results = artifacts.build_results(
@@ -376,7 +374,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
                        val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"],
                        run_id=manifest["run_id"], model_sha256=model_sha256)
-        results.update(_score_held_out_splits(cfg, parts))
+        results.update(scoring.score_held_out_splits(cfg, parts.model, parts.tokenizer))
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows) if any("loss" in row for row in rows) else None
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
@@ -450,54 +448,6 @@ def _check_folders(folders: dict[str, Path]) -> None:
             raise UserError(f"{what} {folder}: {existing} exists and is not a folder", 2)
         if not os.access(existing, os.W_OK | os.X_OK):
             raise UserError(f"{what} {folder}: {existing} is not writable", 2)
-
-
-def _validator(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]] | None:
-    """What each validation measures when training.val_metrics asks for more than loss and perplexity: one pass
-    for val_loss, val_ppl (and val_token_accuracy), then greedy decoding for val_exact_match. None otherwise:
-    the loop's own evaluate."""
-    extra = [m for m in cfg.training.val_metrics if m not in ALWAYS_MEASURED]
-    if not extra:
-        return None
-
-    def validate(model: Any) -> dict[str, float]:
-        measured = measure(model, parts.val_batches, token_accuracy="token_accuracy" in extra)
-        row = {f"val_{key}": value for key, value in measured.items()}
-        if "exact_match" in extra:
-            row["val_exact_match"] = _exact_match(parts, parts.val_records)
-        return row
-
-    return validate
-
-
-def _score_held_out_splits(cfg: Config, parts: Parts) -> dict[str, float]:
-    """dev and test, scored once after training when their files exist: {split}_loss, {split}_ppl and, for
-    verb records, {split}_exact_match (results.json and report.md show them)."""
-    scores: dict[str, float] = {}
-    for split in ("dev", "test"):
-        path = getattr(cfg.data, f"{split}_path")
-        if path is None or not Path(path).is_file():
-            continue
-        records = load_split(cfg.data, split)
-        batches = encode_split(records, parts.tokenizer, cfg.model.max_seq_len, cfg.data.loss_on)
-        scores[f"{split}_loss"], scores[f"{split}_ppl"] = evaluate(parts.model, EvalBatcher(batches, EVAL_BATCH_SIZE))
-        if all("form" in r for r in records):
-            scores[f"{split}_exact_match"] = _exact_match(parts, records)
-    return scores
-
-
-def _exact_match(parts: Parts, records: list[dict]) -> float:
-    """Share of `records` whose greedily decoded form is exactly right, given `verb|T#|`.
-
-    Only ids the tokenizer knows can be chosen: embedding rows past its vocabulary (lab 01 has 64 rows for fewer
-    characters) stand for no character, and a barely trained model, or one started from other weights
-    (`init_from`), may still rank one of them first.
-    """
-    model_log_probs = next_log_probs_fn(parts.model, parts.tokenizer.pad_id)
-    known = parts.tokenizer.vocab_size
-    found = greedy_exact_match(lambda prefixes: model_log_probs(prefixes)[:, :known], records,
-                               parts.tokenizer, max_new_tokens=parts.model.config["max_seq_len"])
-    return found.rate
 
 
 def _save_model(model: Module, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:

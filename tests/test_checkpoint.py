@@ -398,7 +398,7 @@ def test_latest_pointer_and_pruning(tmp_path):
 
 @pytest.mark.parametrize(("content", "match"), [
     (b"../../etc/passwd\n", r"expected a file name like step-120\.safetensors, found '\.\./\.\./etc/passwd'"),
-    (b"\xff\xfe\x00", r"the checkpoint pointer is not UTF-8 text \(byte 0 is 0xff\)"),
+    (b"\xff\xfe\x00", r"the checkpoint pointer is not UTF-8 text \(byte 0 is 0xff; a binary file\?\)"),
 ])
 def test_a_damaged_latest_pointer_is_a_user_error_naming_it(tmp_path, content, match):
     manager = CheckpointManager(tmp_path)
@@ -583,7 +583,7 @@ def test_committed_lab01_model_reproduces_its_val_ppl_and_resaves_to_the_same_by
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.loop import evaluate
     from minitrain.model import MiniGPT
-    from minitrain.run import EVAL_BATCH_SIZE
+    from minitrain.scoring import EVAL_BATCH_SIZE
 
     monkeypatch.chdir(REPO)  # the lab config's data paths are relative to the repository
     results = json.loads((LAB01 / "results.json").read_text())

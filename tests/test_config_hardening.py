@@ -100,7 +100,7 @@ def test_a_huge_config_is_refused_without_reading_it_all(tmp_path, capsys):
     path = tmp_path / "big.yaml"
     path.write_text("# " + "x" * MAX_CHARS + "\n" + LAB01, encoding="utf-8")
     code, _, err = validate(capsys, path, "--no-data")
-    assert_one_error_line(code, err, f"larger than {MAX_CHARS} bytes")
+    assert_one_error_line(code, err, f"larger than the {MAX_CHARS:,} bytes it may hold")
 
 
 # --- what the config path is (item 8) ---------------------------------------------------------------------------
@@ -119,11 +119,11 @@ def test_a_config_path_is_reported_as_what_it_is(tmp_path, capsys):
     binary.write_bytes(b"model:\n  n_layer: \xff\xfe\n")
     cases = [
         (folder, "a folder, not a regular file"),
-        (loop, "a loop of symbolic links"),
+        (loop, "a symbolic link loop"),
         (dangling, "a symbolic link to a file that does not exist"),
         (fifo, "a FIFO (named pipe), not a regular file"),
         ("/dev/zero", "a character device, not a regular file"),  # endless: must not be read
-        (binary, "not UTF-8 text (byte 0xff at offset 18; a binary file?)"),
+        (binary, "not UTF-8 text (byte 18 is 0xff; a binary file?)"),
         (tmp_path / "missing.yaml", "config file not found"),
     ]
     for path, fragment in cases:

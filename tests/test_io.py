@@ -104,7 +104,7 @@ def test_devices_and_oversized_files_are_refused_without_reading_them(tmp_path):
 
 
 @pytest.mark.parametrize(("data", "message"), [
-    (b"\xff{}", "the manifest is not UTF-8 text (byte 0 is 0xff)"),
+    (b"\xff{}", "the manifest is not UTF-8 text (byte 0 is 0xff; a binary file?)"),
     (b'{"a": ', "the manifest is not valid JSON (Expecting value, line 1 column 7)"),
     (b'{"a": 1' + b"0" * 4400 + b"}", "the manifest holds an integer of more than 4,300 digits"),
     (b"[" * 100_000 + b"]" * 100_000, "the manifest nests deeper than 64 levels"),

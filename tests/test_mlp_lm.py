@@ -103,7 +103,7 @@ def test_the_committed_mlp_lm_reproduces_its_val_ppl(monkeypatch):
     from minitrain.data.batcher import EvalBatcher, encode_split
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.loop import evaluate
-    from minitrain.run import EVAL_BATCH_SIZE
+    from minitrain.scoring import EVAL_BATCH_SIZE
 
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(repo)  # the config's data paths are relative to the repository

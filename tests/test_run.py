@@ -234,10 +234,10 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
     config = write_tiny_run(tmp_path)
     straight = train_tiny(config, tmp_path / "straight")
 
-    def ctrl_c(parts, records):
+    def ctrl_c(model, tokenizer, records):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("minitrain.run._exact_match", ctrl_c)  # after the last step, before results.json
+    monkeypatch.setattr("minitrain.scoring.exact_match", ctrl_c)  # after the last step, before results.json
     with pytest.raises(UserError) as info:
         train_tiny(config, tmp_path / "run")
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"

@@ -13,6 +13,7 @@ from test_run import train_tiny, write_tiny_run
 import minitrain.artifacts
 import minitrain.engine
 import minitrain.run
+import minitrain.scoring
 from minitrain.cli import main
 from minitrain.errors import UserError
 
@@ -32,12 +33,12 @@ def test_sigterm_while_the_run_is_finished_is_recorded_and_resumable(tmp_path, m
     config = write_tiny_run(tmp_path)
     seen = []
 
-    def sigterm(parts, records):  # during the final evaluation, after the last checkpoint
+    def sigterm(model, tokenizer, records):  # during the final evaluation, after the last checkpoint
         seen.append(manifest_of(tmp_path / "run")["status"])
         os.kill(os.getpid(), signal.SIGTERM)
         return 0.5
 
-    monkeypatch.setattr(minitrain.run, "_exact_match", sigterm)
+    monkeypatch.setattr(minitrain.scoring, "exact_match", sigterm)
     with pytest.raises(UserError) as stopped:
         train_tiny(config, tmp_path / "run")
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"

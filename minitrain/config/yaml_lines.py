@@ -17,18 +17,16 @@ Only safe tags are constructed: no Python objects, ever.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from minitrain.config.source import KeyPath
 from minitrain.errors import UserError
+from minitrain.io import read_text
 
 MAX_CHARS = 1 << 20  # a config is a few kB; a lock file adds a line per data file
 MAX_DEPTH = 32  # the deepest key of a config is 4 levels down
@@ -105,51 +103,17 @@ def parse_yaml(text: str) -> ParsedYaml:
     return parsed
 
 
-def read_yaml_text(path: str | os.PathLike, what: str = "config") -> str:
-    """The text of the YAML file at `path`: a regular file of at most MAX_CHARS bytes of UTF-8.
+def read_yaml_text(path: str | os.PathLike, what: str = "config file") -> str:
+    """The text of the YAML file at `path`: a regular file of at most MAX_CHARS bytes of UTF-8 (`io.read_text`).
 
     Anything else is one UserError (exit code 2) saying what the path is: missing, a dangling link, a link loop,
     a folder, a FIFO or device (opened without blocking, so `/dev/zero` or a pipe nobody writes to cannot hang or
     fill the memory), too large, or not UTF-8 text.
     """
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise UserError(f"{what} {path}: a symbolic link to a file that does not exist", 2) from None
-        raise UserError(f"{what} file not found: {path}", 2) from None
-    except OSError as exc:
-        reason = "a loop of symbolic links" if exc.errno == errno.ELOOP else f"cannot open it ({exc.strerror})"
-        raise UserError(f"{what} {path}: {reason}", 2) from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UserError(f"{what} {path}: {_file_kind(mode)}, not a regular file", 2)
-        chunks, size = [], 0
-        while size <= MAX_CHARS and (chunk := os.read(fd, 1 << 16)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise UserError(f"{what} {path}: cannot read it ({exc.strerror})", 2) from None
-    finally:
-        os.close(fd)
-    if size > MAX_CHARS:
-        raise UserError(f"{what} {path}: larger than {MAX_CHARS} bytes; a config is a few kilobytes", 2)
-    try:
-        return b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{what} {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}; "
-                        "a binary file?)", 2) from None
+    return read_text(path, what, MAX_CHARS)
 
 
-def _file_kind(mode: int) -> str:
-    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
-    return next((kind for test, kind in kinds.items() if test(mode)), "a special file")
-
-
-def load_yaml_file(path: str | os.PathLike, what: str = "config") -> Any:
+def load_yaml_file(path: str | os.PathLike, what: str = "config file") -> Any:
     """The data of the YAML file at `path` (read by `read_yaml_text`, parsed by `parse_yaml`); one UserError
     (exit code 2), `PATH:LINE: not valid YAML (...)`, for a text that is not YAML within the bounds."""
     text = read_yaml_text(path, what)

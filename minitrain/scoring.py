@@ -1,0 +1,73 @@
+"""Scoring a trained model on held-out records, beyond the loss the loop validates with: greedy exact match of
+the verb forms, the extra metrics a validation row may carry (training.val_metrics), and the dev and test splits
+scored once after training. `minitrain/run.py` calls these; they read no file but the splits they score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from minitrain.config import Config
+from minitrain.config.datacheck import load_split
+from minitrain.config.schema import ALWAYS_MEASURED
+from minitrain.data.batcher import EvalBatcher, encode_split
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.engine import measure
+from minitrain.loop import evaluate
+from minitrain.metrics import greedy_exact_match
+from minitrain.sampling import next_log_probs_fn
+
+# Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
+# PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
+EVAL_BATCH_SIZE = 256
+
+
+def exact_match(model: Any, tokenizer: CharTokenizer, records: list[dict]) -> float:
+    """Share of `records` whose greedily decoded form is exactly right, given `verb|T#|`.
+
+    Only ids the tokenizer knows can be chosen: embedding rows past its vocabulary (lab 01 has 64 rows for fewer
+    characters) stand for no character, and a barely trained model, or one started from other weights
+    (`init_from`), may still rank one of them first.
+    """
+    model_log_probs = next_log_probs_fn(model, tokenizer.pad_id)
+    known = tokenizer.vocab_size
+    found = greedy_exact_match(lambda prefixes: model_log_probs(prefixes)[:, :known], records, tokenizer,
+                               max_new_tokens=model.config["max_seq_len"])
+    return found.rate
+
+
+def validator(val_metrics: Iterable[str], val_batches: EvalBatcher, tokenizer: CharTokenizer,
+              val_records: list[dict]) -> Callable[[Any], dict[str, float]] | None:
+    """What each validation measures when `val_metrics` asks for more than loss and perplexity: one pass for
+    val_loss, val_ppl (and val_token_accuracy), then greedy decoding for val_exact_match. None otherwise: the
+    loop's own evaluate."""
+    extra = [m for m in val_metrics if m not in ALWAYS_MEASURED]
+    if not extra:
+        return None
+
+    def validate(model: Any) -> dict[str, float]:
+        measured = measure(model, val_batches, token_accuracy="token_accuracy" in extra)
+        row = {f"val_{key}": value for key, value in measured.items()}
+        if "exact_match" in extra:
+            row["val_exact_match"] = exact_match(model, tokenizer, val_records)
+        return row
+
+    return validate
+
+
+def score_held_out_splits(cfg: Config, model: Any, tokenizer: CharTokenizer) -> dict[str, float]:
+    """dev and test, scored once after training when their files exist: {split}_loss, {split}_ppl and, for
+    verb records, {split}_exact_match (results.json and report.md show them)."""
+    scores: dict[str, float] = {}
+    for split in ("dev", "test"):
+        path = getattr(cfg.data, f"{split}_path")
+        if path is None or not Path(path).is_file():
+            continue
+        records = load_split(cfg.data, split)
+        batches = encode_split(records, tokenizer, cfg.model.max_seq_len, cfg.data.loss_on)
+        scores[f"{split}_loss"], scores[f"{split}_ppl"] = evaluate(model, EvalBatcher(batches, EVAL_BATCH_SIZE))
+        if all("form" in r for r in records):
+            scores[f"{split}_exact_match"] = exact_match(model, tokenizer, records)
+    return scores
