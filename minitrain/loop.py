@@ -83,6 +83,31 @@ def trim_padding(batch: Any) -> Any:
     return type(batch)(*(np.ascontiguousarray(a[:, :width]) for a in batch))
 
 
+class LanguageModeling:
+    """Lab 01's task, next-token prediction, as `train_step` asks of any task (minitrain/tasks.py has the
+    table tasks): the batch trimmed of padding columns, its counted target positions, the model's own loss."""
+
+    name = "language_modeling"
+    prepare = staticmethod(trim_padding)
+
+    @staticmethod
+    def count(batch: Any) -> int:
+        return int(np.count_nonzero(batch.loss_mask))
+
+    @staticmethod
+    def loss(model: Any, batch: Any) -> Any:
+        _, loss = model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask)
+        return loss
+
+    @staticmethod
+    def size(batch: Any) -> int:
+        """Real tokens: what the progress display counts per second."""
+        return int(batch.attn_pad_mask.sum())
+
+
+LANGUAGE_MODELING = LanguageModeling()
+
+
 def evaluate(model: Any, val_iter: Iterable) -> tuple[float, float]:
     """(val_loss, val_ppl) over one whole pass of `val_iter`, in eval mode and without a tape.
 
@@ -242,6 +267,7 @@ def train_step(
     batches: list,
     clip_norm: float | None = None,
     clip_value: float | None = None,
+    task: Any = LANGUAGE_MODELING,
 ) -> tuple[float, float]:
     """Gradients of one optimizer step from `batches` (grad_accumulation micro-batches); returns (loss, norm).
 
@@ -249,14 +275,15 @@ def train_step(
     counted tokens, so micro-batch i (n_i counted tokens of N in all) is weighted by n_i / N:
     Σ_i (n_i/N)·mean_i = (1/N)·Σ over all counted tokens. The returned norm is measured before clipping.
     The update itself (optimizer.step) is left to the caller, which first checks the numbers are finite.
+    `task` says how a batch becomes a loss (`LANGUAGE_MODELING`; a table's rows: minitrain/tasks.py).
     """
     optimizer.zero_grad()
-    batches = [trim_padding(b) for b in batches]
-    counts = [int(np.count_nonzero(b.loss_mask)) for b in batches]
+    batches = [task.prepare(b) for b in batches]
+    counts = [task.count(b) for b in batches]
     total = sum(counts)
     loss_value = 0.0
     for batch, count in zip(batches, counts, strict=True):
-        _, loss = model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask)
+        loss = task.loss(model, batch)
         if len(batches) == 1:
             loss.backward()
             loss_value = loss.item()
@@ -303,6 +330,7 @@ def train(
     duration_seconds: float | None = None,
     start: LoopState | None = None,
     validate: Callable[[Any], dict[str, float]] | None = None,
+    task: Any = LANGUAGE_MODELING,
 ) -> dict[str, Any]:
     """Train for steps `start.step` .. `total_steps` − 1; return the outcome (numbering: module docstring).
 
@@ -314,7 +342,8 @@ def train(
     `checkpointing` needs `train_iter` to be a batcher with state_dict(). `start` continues a run restored
     from a checkpoint. `duration_seconds` stops the run on the clock (the one place time decides anything).
     `validate(model)` replaces `evaluate(model, val_iter)` at each validation: it returns the val row's values,
-    `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy, ...).
+    `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy, ...); a table
+    task's validation has no `val_ppl`. `task` turns batches into losses (`train_step`).
 
     Returns {"status", "steps_done", "loss", "val_loss", "val_ppl", "best_val_loss", "best_val_ppl",
     "best_val_step", "wall_seconds", "eval_seconds", "ms_per_step" (training steps only), "checkpoint",
@@ -338,7 +367,7 @@ def train(
         for step in range(first_step, total_steps):
             batches = [next(train_iter) for _ in range(grad_accumulation)]
             lr = scheduler.lr
-            loss, grad_norm = train_step(model, optimizer, batches, clip_norm, clip_value)
+            loss, grad_norm = train_step(model, optimizer, batches, clip_norm, clip_value, task)
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 status, stopped_at = DIVERGED, step
                 # Not printed: the caller turns the outcome into the one error line the user sees.
@@ -349,7 +378,7 @@ def train(
             out_of_time = duration_seconds is not None and time.perf_counter() - t0 >= duration_seconds
             last = step == total_steps - 1 or out_of_time
             if progress is not None:
-                progress.update(step, loss=loss, lr=lr, tokens=sum(int(b.attn_pad_mask.sum()) for b in batches))
+                progress.update(step, loss=loss, lr=lr, tokens=sum(task.size(b) for b in batches))
 
             halt = False
             if step % log_every == 0 or last:
@@ -452,13 +481,17 @@ def _log_val(run: _Run, step: int, values: dict[str, float]) -> bool:
     alerts on it; True means halt."""
     state = run.state
     row = {"step": step, **values}
-    val_loss, val_ppl = values["val_loss"], values["val_ppl"]
+    val_loss, val_ppl = values["val_loss"], values.get("val_ppl")  # a table task has no perplexity
     run.log(row)
     state.last_val_loss, state.last_val_ppl = val_loss, val_ppl
     if state.best_val_loss is None or val_loss < state.best_val_loss:
         state.best_val_loss, state.best_val_ppl, state.best_val_step = val_loss, val_ppl, step
-    run.info(f"step {step}: val_loss {val_loss:.4f}  val_ppl {val_ppl:.3f}  "
-             f"(best {state.best_val_ppl:.3f} at step {state.best_val_step})")
+    if val_ppl is not None:
+        run.info(f"step {step}: val_loss {val_loss:.4f}  val_ppl {val_ppl:.3f}  "
+                 f"(best {state.best_val_ppl:.3f} at step {state.best_val_step})")
+    else:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in values.items())
+        run.info(f"step {step}: {shown}  (best val_loss {state.best_val_loss:.4f} at step {state.best_val_step})")
     return _alerts(run, step, row)
 
 

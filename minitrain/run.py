@@ -46,7 +46,8 @@ from minitrain.checkpoint import (
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
 from minitrain.config.schema import ALWAYS_MEASURED
-from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
+from minitrain.config.table_check import Fold, load_table
+from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text
@@ -54,6 +55,7 @@ from minitrain.loop import (
     DIVERGED,
     FINISHED,
     INTERRUPTED,
+    LANGUAGE_MODELING,
     Checkpointing,
     evaluate,
     measure,
@@ -72,11 +74,13 @@ from minitrain.nn import Module
 from minitrain.optim import build_optimizer
 from minitrain.runtime import configure
 from minitrain.schedule import build_scheduler
+from minitrain.table_results import plot_table_curve, table_results, table_validator
+from minitrain.tasks import table_task
 
 # Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
 # PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
 EVAL_BATCH_SIZE = 256
-MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm"}  # model file names: <prefix>-<hash>
+MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm", "sequential": "sequential"}  # <prefix>-<hash>
 LOG_FILE = "train_log.jsonl"
 EXIT_DIVERGED, EXIT_HALTED = 3, 4
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
@@ -86,34 +90,46 @@ _NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publis
 
 @dataclass
 class Parts:
-    """Everything a run is made of, built from a config."""
+    """Everything a run is made of, built from a config. A table task (model.type sequential) has no tokenizer
+    or records: `table` holds its splits and the pipeline that made them, and `task` scores it."""
 
-    tokenizer: CharTokenizer
-    train_records: list[dict]
-    val_records: list[dict]
-    train_split: Batch
+    tokenizer: CharTokenizer | None
+    train_records: list[dict] | None
+    val_records: list[dict] | None
+    train_split: Any  # Batch, or a table's TableBatch
     batcher: TrainBatcher
     val_batches: EvalBatcher
     model: Module
     optimizer: Any
     scheduler: Any
     total_steps: int
+    task: Any = LANGUAGE_MODELING
+    table: Any = None  # minitrain.data.tables.TableData
 
 
-def build_parts(cfg: Config, total_steps: int) -> Parts:
+def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Parts:
     """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
+    For a table: its splits (fold `fold` of a cross-validation) and the model's widths from the data.
 
     The model is built (drawing its initial weights from the training RNG), frozen where `model.freeze` says,
     then packed into one flat buffer; the optimizer updates only the trainable parameters."""
-    tokenizer = CharTokenizer.load(cfg.data.vocab_path)
-    train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
-    seq_len = cfg.model.max_seq_len
-    train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
-    val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
+    tokenizer = train_records = val_records = table = None
+    task = LANGUAGE_MODELING
+    if cfg.is_table_task:
+        table, architecture = load_table(cfg, fold)
+        train_split, val_split = table.splits["train"], table.splits["val"]
+        task = table_task(table.pipeline.task, cfg.training.loss, cfg.training.huber_delta)
+    else:
+        tokenizer = CharTokenizer.load(cfg.data.vocab_path)
+        train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
+        seq_len = cfg.model.max_seq_len
+        train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
+        val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
+        architecture = cfg.model.architecture()
     t = cfg.training
     batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, t.shuffle, t.drop_last)  # the data RNG
     train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
-    model = build_model(cfg.model.architecture(), rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
+    model = build_model(architecture, rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
     model.pack_parameters()
@@ -121,7 +137,7 @@ def build_parts(cfg: Config, total_steps: int) -> Parts:
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
     return Parts(tokenizer, train_records, val_records, train_split, batcher,
-                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps)
+                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, task, table)
 
 
 def parameter_counts(model: Module) -> dict[str, int]:
@@ -146,12 +162,12 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
     for _ in range(warmup + n):
         start = time.perf_counter()
         batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
-        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm, cfg.clip_value)
+        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm, cfg.clip_value, parts.task)
         parts.optimizer.step()
         parts.scheduler.step()
         timings.append(time.perf_counter() - start)
     start = time.perf_counter()
-    evaluate(parts.model, parts.val_batches)
+    (_validator(cfg, parts) or (lambda model: evaluate(model, parts.val_batches)))(parts.model)
     return float(np.median(timings[warmup:])), time.perf_counter() - start
 
 
@@ -186,15 +202,19 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
     val_every = cfg.resolve_val_every(summary.steps_per_epoch)
     per_step_records = t.batch_size * t.grad_accumulation
     split = parts.train_split
-    real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
-    counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
+    if parts.table is None:
+        real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
+        counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
+        per_step_size = {"tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
+                                             "counted_mean": round(counted, 1)}}
+    else:
+        per_step_size = {"rows_per_step": per_step_records, "data": parts.table.info}
     per_step, per_val = _time_steps(parts, cfg)
     n_val = len(range(0, steps, val_every)) + (0 if (steps - 1) % val_every == 0 else 1)
     estimate = steps * per_step + n_val * per_val
     return {
         **parameter_counts(parts.model),
-        "tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
-                            "counted_mean": round(counted, 1)},
+        **per_step_size,
         "steps": steps,
         "epochs": round(steps * per_step_records / len(parts.train_records), 3),
         "ms_per_step": round(1000 * per_step, 2),
@@ -221,6 +241,7 @@ def run_training(
     models_dir: str | os.PathLike | None = None,
     baseline_path: str | os.PathLike | None = None,
     summary: DataSummary | None = None,
+    fold: Fold | None = None,
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
@@ -232,7 +253,19 @@ def run_training(
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
     compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
+    With training.cross_validation, the folds are trained one by one (minitrain/cross_validation.py); `fold`
+    is the one this call trains.
     """
+    if cfg.training.cross_validation is not None and fold is None:
+        from minitrain.cross_validation import cross_validate  # it runs this function once per fold
+
+        if resume is not None:
+            raise UserError("--resume continues one run; a cross-validation trains one run per fold: train again "
+                            "(a fold takes seconds), or resume one fold's folder with a config without "
+                            "training.cross_validation", 2)
+
+        return cross_validate(cfg, out_dir, progress=progress, strict=strict, config_path=config_path,
+                              overrides=overrides, summary=summary)
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
     summary = summary if summary is not None else check_data(cfg)
@@ -245,7 +278,7 @@ def run_training(
 
     previous = _previous_manifest(checkpoint_path, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
-    parts = build_parts(cfg, total_steps or _resolve_total_steps(cfg, summary))
+    parts = build_parts(cfg, total_steps or _resolve_total_steps(cfg, summary), fold)
     ckpt = cfg.training.checkpoint
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode)
@@ -265,7 +298,8 @@ def run_training(
         if cfg.model.init_from:
             from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
 
-            init_from = init_model_from(parts.model, cfg.model.init_from, cfg.data.vocab_path)
+            init_from = init_model_from(parts.model, cfg.model.init_from,
+                                        None if parts.table else cfg.data.vocab_path)
         _clear_previous_run(out_dir, checkpointing.manager)
 
     _write_configs(cfg, out_dir, config_path)
@@ -277,6 +311,8 @@ def run_training(
                     runtime=runtime)
     if init_from is not None:
         manifest["init_from"] = init_from
+    if parts.table is not None:
+        manifest["data"] = parts.table.info
     if checkpoint_path is not None:
         manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": start.step})
     earlier_wall = float(manifest.get("wall_seconds") or 0.0)
@@ -292,7 +328,7 @@ def run_training(
             grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
             schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
             alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
-            validate=_validator(cfg, parts),
+            validate=_validator(cfg, parts), task=parts.task,
         )
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
@@ -307,28 +343,25 @@ def run_training(
 
     rows = read_log(log_path)
     write_metrics_csv(rows, out_dir / "metrics.csv")
-    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
-                                           data_manifest_hash=manifest.get("data_manifest_hash"),
-                                           loss_on=cfg.data.loss_on)
-    artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
+    baseline = None if parts.table else artifacts.load_baseline_ppl(
+        baseline_path or artifacts.DEFAULT_BASELINE_PATH, data_manifest_hash=manifest.get("data_manifest_hash"),
+        loss_on=cfg.data.loss_on)
+    if parts.table is None:
+        artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
+    else:
+        plot_table_curve(out_dir / "loss_curve.png", log_path, type(parts.model).__name__)
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
         raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)
 
     try:
-        train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
-        exact = _exact_match(parts, parts.val_records) if all("form" in r for r in parts.val_records) else None
-        model_path = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
-        wall = round(earlier_wall + time.perf_counter() - start_time, 3)
-        results = artifacts.build_results(
-            train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
-            best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
-            wall_seconds=wall, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
-        )
-        results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
-                       val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
-        results.update(_score_held_out_splits(cfg, parts))
+        model_path = _save_model(parts, final_models_dir, cfg, outcome["steps_done"])
+        if parts.table is not None:
+            results = table_results(cfg, parts, outcome, out_dir, model_path)
+        else:
+            results = _language_model_results(cfg, parts, outcome, baseline, model_path)
+        wall = results["wall_seconds"] = round(earlier_wall + time.perf_counter() - start_time, 3)
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows)
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
@@ -358,10 +391,29 @@ def _check_folders(folders: dict[str, Path]) -> None:
             raise UserError(f"{what} {folder}: {existing} is not writable", 2)
 
 
+def _language_model_results(cfg: Config, parts: Parts, outcome: dict, baseline: float | None,
+                            model_path: str) -> dict[str, Any]:
+    """results.json of a language model: train PPL (one pass), val exact match, the baseline comparison, and
+    dev and test scored when present (wall_seconds is the caller's to fill in)."""
+    train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
+    exact = _exact_match(parts, parts.val_records) if all("form" in r for r in parts.val_records) else None
+    results = artifacts.build_results(
+        train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
+        best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
+        wall_seconds=None, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
+    )
+    results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
+                   val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+    results.update(_score_held_out_splits(cfg, parts))
+    return results
+
+
 def _validator(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]] | None:
     """What each validation measures when training.val_metrics asks for more than loss and perplexity: one pass
     for val_loss, val_ppl (and val_token_accuracy), then greedy decoding for val_exact_match. None otherwise:
-    the loop's own evaluate."""
+    the loop's own evaluate. A table task always has its own (val_loss and its metrics)."""
+    if parts.table is not None:
+        return table_validator(cfg, parts.task, parts.val_batches)
     extra = [m for m in cfg.training.val_metrics if m not in ALWAYS_MEASURED]
     if not extra:
         return None
@@ -406,13 +458,17 @@ def _exact_match(parts: Parts, records: list[dict]) -> float:
     return found.rate
 
 
-def _save_model(model: Module, models_dir: Path, cfg: Config, steps: int) -> str:
+def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> str:
     """Write the model file under a temporary name, then rename it after its content hash; return its path
-    (relative to the repository when inside it, as results.json records it)."""
+    (relative to the repository when inside it, as results.json records it). A table model's file also holds
+    its pipeline (task, classes, fitted preprocessing), which `predict` applies."""
+    model = parts.model
     prefix = MODEL_PREFIXES[cfg.model.type]
     tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
     meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
             "config_hash": training_config_hash(cfg)}
+    if parts.table is not None:
+        meta["pipeline"] = parts.table.pipeline.to_dict()
     digest = save_model_file(tmp, model.state_dict(), model.config, meta)
     final = models_dir / f"{prefix}-{digest[:16]}.safetensors"
     os.replace(tmp, final)

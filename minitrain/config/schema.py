@@ -182,8 +182,8 @@ class DataConfig(Section):
 
     Tables (model.type sequential): `source` (a file, a folder or hf://datasets/user/name) split by `split`, or
     train_path/val_path/test_path; `target` names the column to predict; `preprocessing` and `augmentation` are
-    lists of steps (config/table_sections.py). `format` left out is `auto` (from each file's extension) unless
-    the data is lab 01's JSONL.
+    lists of steps (config/table_sections.py). `format` left out is `auto` with a source (each file's extension
+    says), and a table's split files are read by their extension too.
     """
 
     format: Literal["jsonl", "text", "json", "csv", "parquet", "arrow", "auto"] = "jsonl"
@@ -205,8 +205,7 @@ class DataConfig(Section):
     @model_validator(mode="after")
     def _beside_train(self) -> DataConfig:
         # object.__setattr__: a derived default is not something the user wrote (model_fields_set stays honest).
-        if "format" not in self.model_fields_set and (self.source is not None or
-                                                      Path(self.train_path).suffix not in ("", ".jsonl")):
+        if "format" not in self.model_fields_set and self.source is not None:
             object.__setattr__(self, "format", "auto")
         train = Path(self.train_path)
         if self.dev_path is None:

@@ -180,7 +180,8 @@ def read_splits(data: Any, seed: int, fold: tuple[int, int, bool, bool] | None =
     `data` is the config's data section; `seed` the split seed. `fold` = (index, folds, shuffle, stratified):
     the rows of train and val are pooled, and fold `index` of `folds` becomes val (cross-validation)."""
     files = locate(data.source, {"train": data.train_path, "val": data.val_path, "test": data.test_path})
-    fmt = None if data.format == "auto" else data.format
+    # A format not written is each file's extension's (lab 01's default, jsonl, is about the verb corpus).
+    fmt = data.format if "format" in data.model_fields_set and data.format != "auto" else None
     raw = {split: _concat([columns_of(read_table(p, fmt)) for p in paths], paths) for split, paths in files.items()}
     target = data.target
     for split, columns in raw.items():
