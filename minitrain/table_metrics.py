@@ -93,9 +93,9 @@ def classification_metrics(y_true: np.ndarray, logits: np.ndarray, wanted: Seque
     confusion = confusion_matrix(y_true, predicted, num_classes)
     precision, recall, f1 = precision_recall_f1(confusion)
     values: dict[str, Any] = {"loss": float(-log_p[np.arange(len(y_true)), y_true].mean())}
-    scalars = {"accuracy": lambda: float(np.trace(confusion) / len(y_true)), "precision": lambda: float(precision.mean()),
-               "recall": lambda: float(recall.mean()), "f1": lambda: float(f1.mean()),
-               "auc_roc": lambda: roc_auc_ovr(y_true, np.exp(log_p))}
+    scalars = {"accuracy": lambda: float(np.trace(confusion) / len(y_true)),
+               "precision": lambda: float(precision.mean()), "recall": lambda: float(recall.mean()),
+               "f1": lambda: float(f1.mean()), "auc_roc": lambda: roc_auc_ovr(y_true, np.exp(log_p))}
     for name in wanted:
         if name in scalars:
             values[name] = scalars[name]()
