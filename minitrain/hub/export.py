@@ -23,7 +23,7 @@ import safetensors.numpy
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.card import build_card
-from minitrain.hub.gpt2 import to_gpt2_config
+from minitrain.hub.gpt2 import check_exportable, to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text
@@ -67,6 +67,7 @@ def export_model(
     `repo_id` only changes the model card (its title and loading snippet).
     """
     info = read_run(source)
+    check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported
     tokenizer = run_tokenizer(info, vocab_path)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
