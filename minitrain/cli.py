@@ -35,7 +35,8 @@ COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minitrain", description="Train and inspect MiniGPT and table models from YAML configs.")
+    parser = argparse.ArgumentParser(prog="minitrain",
+                                     description="Train and inspect MiniGPT and table models from YAML configs.")
     parser.add_argument("--version", action="version", version=f"minitrain {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:

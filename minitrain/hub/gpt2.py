@@ -89,7 +89,7 @@ def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eo
         "attn_pdrop": dropout,
         "layer_norm_epsilon": LAYER_NORM_EPS,
         "initializer_range": 0.02,
-        "scale_attn_weights": scale is None,
+        "scale_attn_weights": model_config.get("attn_scale") is None,
         "tie_word_embeddings": True,
         "use_cache": True,
         "bos_token_id": bos_id,
