@@ -47,6 +47,7 @@ from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
 from minitrain.config.schema import ALWAYS_MEASURED
 from minitrain.config.table_check import Fold, load_table
+from minitrain.data.augmentation import AugmentedBatcher, augmenter
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
@@ -97,7 +98,7 @@ class Parts:
     train_records: list[dict] | None
     val_records: list[dict] | None
     train_split: Any  # Batch, or a table's TableBatch
-    batcher: TrainBatcher
+    batcher: TrainBatcher  # or an AugmentedBatcher around one
     val_batches: EvalBatcher
     model: Module
     optimizer: Any
@@ -128,6 +129,9 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
         architecture = cfg.model.architecture()
     t = cfg.training
     batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, t.shuffle, t.drop_last)  # the data RNG
+    augment = augmenter(cfg.data.augmentation, cfg.data.image_shape)
+    if augment is not None:
+        batcher = AugmentedBatcher(batcher, augment, t.data_seed)
     train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
     model = build_model(architecture, rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
     if cfg.model.freeze:

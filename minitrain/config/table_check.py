@@ -32,11 +32,21 @@ def fold_of(cfg: Config, index: int) -> Fold:
     return index, cv.folds, cv.shuffle, cv.stratified
 
 
+def image_spec(cfg: Config) -> dict[str, Any] | None:
+    """{"shape", and "mean", "std" from a normalize augmentation} when data.image_shape is given."""
+    if cfg.data.image_shape is None:
+        return None
+    normalize = [step.options for step in cfg.data.augmentation if step.kind == "normalize"]
+    return {"shape": list(cfg.data.image_shape),
+            **({"mean": normalize[-1].mean, "std": normalize[-1].std} if normalize else {})}
+
+
 def load_table(cfg: Config, fold: Fold | None = None) -> tuple[TableData, dict[str, Any]]:
     """The table's splits and pipeline, and the model's architecture with every width known."""
     layers = cfg.model.architecture()["layers"]
     embeds = bool(layers) and next(iter(layers[0])) == "embedding"
-    table = build_table_data(cfg.data, cfg.task, split_seed(cfg), np.dtype(cfg.model.dtype).type, fold, ids=embeds)
+    table = build_table_data(cfg.data, cfg.task, split_seed(cfg), np.dtype(cfg.model.dtype).type, fold, ids=embeds,
+                             image=image_spec(cfg))
     widths = resolve_widths(layers, len(table.pipeline.features))
     _check_outputs(widths, table)
     return table, {"type": "sequential", "layers": widths}

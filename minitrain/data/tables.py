@@ -20,6 +20,7 @@ means classification and one of other numbers regression.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minitrain.data.augmentation import image_normalize
 from minitrain.data.formats import pyarrow_module, read_table
 from minitrain.data.locate import locate
 from minitrain.data.preprocessing import Columns, Preprocessing, is_numeric, missing
@@ -88,6 +90,12 @@ class TablePipeline:
     preprocessing: Preprocessing
     features: list[str]  # the model's inputs, in order, after preprocessing
     classes: list[Any] | None = None  # classification: class id i is classes[i]
+    image: dict[str, Any] | None = None  # {"shape", and "mean", "std" to normalize}: rows read as images
+
+    def __post_init__(self) -> None:
+        if self.image is not None and math.prod(self.image["shape"]) != len(self.features):
+            raise DataError(("data", "image_shape"), f"{self.image['shape']} holds {math.prod(self.image['shape'])} "
+                                                     f"pixels, but the rows have {len(self.features)} features")
 
     def features_of(self, columns: Columns, where: str) -> np.ndarray:
         """(N, F) float64 features of raw `columns` (a split, or predict input), preprocessed."""
@@ -96,7 +104,10 @@ class TablePipeline:
             raise DataError(("data",), f"{where} has no column {absent[0]!r} (the model reads "
                                        f"{', '.join(self.columns[:6])}{', ...' if len(self.columns) > 6 else ''})")
         done = self.preprocessing.transform({name: columns[name] for name in self.columns}, where)
-        return feature_matrix(done, where)
+        x = feature_matrix(done, where)
+        if self.image is not None and "mean" in self.image:
+            x = image_normalize(x, self.image["shape"], self.image["mean"], self.image["std"])
+        return x
 
     def targets_of(self, column: np.ndarray, where: str) -> np.ndarray:
         """Class ids (N,) int64, or values (N, 1) float64, of a raw target column."""
@@ -121,12 +132,12 @@ class TablePipeline:
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "target": self.target, "columns": list(self.columns),
                 "preprocessing": self.preprocessing.to_dict(), "features": list(self.features),
-                "classes": self.classes}
+                "classes": self.classes, "image": self.image}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TablePipeline:
         return cls(data["task"], data["target"], list(data["columns"]), Preprocessing.from_dict(data["preprocessing"]),
-                   list(data["features"]), data.get("classes"))
+                   list(data["features"]), data.get("classes"), data.get("image"))
 
 
 def _plain(value: Any) -> Any:
@@ -236,11 +247,13 @@ def _fold(raw: dict[str, Columns], fold: tuple[int, int, bool, bool], seed: int,
 
 
 def build_table_data(data: Any, task: str | None, seed: int, dtype: type = np.float32,
-                     fold: tuple[int, int, bool, bool] | None = None, ids: bool = False) -> TableData:
+                     fold: tuple[int, int, bool, bool] | None = None, ids: bool = False,
+                     image: dict[str, Any] | None = None) -> TableData:
     """Read, split and preprocess the table the config's `data` section describes (see the module docstring).
 
     `task`: classification, regression, or None to infer it. `ids`: the model starts with an embedding, so
-    features are int64 ids (each must be a whole number ≥ 0)."""
+    features are int64 ids (each must be a whole number ≥ 0). `image`: {"shape", "mean", "std"} when the rows
+    are images (data.image_shape; the normalize augmentation), checked against the number of features."""
     raw, info = read_splits(data, seed, fold)
     target_column = raw["train"][data.target]
     task = task or infer_task(target_column)
@@ -257,7 +270,7 @@ def build_table_data(data: Any, task: str | None, seed: int, dtype: type = np.fl
         if len(classes) < 2:
             raise DataError(TARGET_KEY, f"the training split has only {len(classes)} class of {data.target!r}; a "
                                         "classifier needs two or more")
-    pipeline = TablePipeline(task, data.target, list(features), preprocessing, list(done), classes)
+    pipeline = TablePipeline(task, data.target, list(features), preprocessing, list(done), classes, image)
     splits = {}
     for split, columns in raw.items():
         where = f"the {split} split"
