@@ -82,7 +82,11 @@ def _reader_message(error: Exception) -> str:
 def _read_csv(path: Path, pa: Any) -> Any:
     import pyarrow.csv
 
-    return pyarrow.csv.read_csv(path)
+    try:
+        return pyarrow.csv.read_csv(path)
+    except pa.ArrowInvalid:
+        # Read again on one thread, which counts rows: its message names the bad row ("Row #3: ...").
+        return pyarrow.csv.read_csv(path, read_options=pyarrow.csv.ReadOptions(use_threads=False))
 
 
 def _read_jsonl(path: Path, pa: Any) -> Any:

@@ -198,8 +198,9 @@ def read_splits(data: Any, seed: int, fold: tuple[int, int, bool, bool] | None =
     for split, columns in raw.items():
         if target not in columns:
             names = ", ".join(list(columns)[:8])
-            raise DataError(TARGET_KEY, f"column {target!r} is not in the {split} data ({names}...); name the target "
-                                        "column with data.target")
+            where = "the data" if split == "all" else f"the {split} data"
+            raise DataError(TARGET_KEY, f"column {target!r} is not in {where} ({names}...); name the target column "
+                                        "with data.target")
     if "all" in raw:
         if data.split is None:
             raise DataError(("data", "split"), f"{files['all'][0]} holds every row: say how to split it, e.g. "
