@@ -148,7 +148,7 @@ SEQUENTIAL = {"model": {"architecture": {"type": "sequential"}}}
 
 def table_company(name: str) -> dict:
     """Company for keys that only a table task takes (a sequential model, a source to split)."""
-    if name.startswith(("data.preprocessing", "data.split", "training.validation.cross_validation")):
+    if name.startswith(("data.source", "data.preprocessing", "data.split", "training.validation.cross_validation")):
         return TABLE
     if name.startswith("model.architecture.layers"):
         return SEQUENTIAL

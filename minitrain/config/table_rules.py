@@ -152,16 +152,17 @@ def _split_ratios_sum_to_one(sections, raw):
 
 @rule("data", "model")
 def _table_keys_need_a_table_model(sections, raw):
-    """data.target, preprocessing, split and image augmentations need a sequential model; text augmentations an LM.
+    """data.source, target, preprocessing, split and image augmentations need a sequential model; text ones an LM.
 
     Text augmentations are random_swap and random_delete; image augmentations random_crop, horizontal_flip,
     normalize."""
     data, kind = sections["data"], sections["model"].type
     table = kind == "sequential"
     if not table:
-        for key in ("target", "preprocessing", "split"):
+        for key in ("source", "target", "preprocessing", "split"):
             if _given(raw, "data", key):
-                yield Problem(("data", key), f"is for tables (model.type sequential); a {kind} model reads text")
+                yield Problem(("data", key), f"is for tables (model.type sequential); a {kind} model reads its text "
+                                             "from data.train and data.val")
     for i, step in enumerate(data.augmentation):
         if step.kind in IMAGE_AUGMENTATIONS and not table:
             yield Problem(("data", "augmentation", i), f"{step.kind} transforms image rows of a table (model.type "
