@@ -21,6 +21,7 @@ import numpy as np
 
 from minitrain.architectures import build_model
 from minitrain.data.formats import detect_format, pyarrow_module, read_table, table_from_rows
+from minitrain.data.preprocessing import plain_value
 from minitrain.data.tables import CLASSIFICATION, TablePipeline, columns_of
 from minitrain.errors import DataError, UserError
 from minitrain.hub.run_folder import read_run
@@ -77,14 +78,8 @@ def _prediction_table(pipeline: TablePipeline, outputs: np.ndarray, targets: np.
         if targets is not None:
             summary["mse"] = float(np.mean((outputs - targets) ** 2))
     if raw_target is not None:
-        rows["target"] = [_plain(v) for v in raw_target]
+        rows["target"] = [plain_value(v) for v in raw_target]
     return rows, summary
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def write_table(path: str | Path, columns: dict[str, list]) -> None:

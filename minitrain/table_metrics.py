@@ -62,14 +62,11 @@ def binary_auc(positive: np.ndarray, score: np.ndarray) -> float:
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     if n_pos == 0 or n_neg == 0:
         return math.nan
-    order = np.argsort(score, kind="mergesort")
-    ranks = np.empty(len(score), dtype=np.float64)
-    sorted_scores = np.asarray(score)[order]
-    # Mean rank (1-based) over each run of equal scores.
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_scores)) + 1]
-    ends = np.r_[starts[1:], len(score)]
-    for start, end in zip(starts, ends, strict=True):
-        ranks[order[start:end]] = (start + 1 + end) / 2.0
+    # Rank r (1-based) of each score, ties given the mean of the ranks they span: a run of c equal values that
+    # starts after s smaller ones spans ranks s + 1 .. s + c, whose mean is s + (c + 1)/2.
+    _, inverse, counts = np.unique(np.asarray(score), return_inverse=True, return_counts=True)
+    smaller = np.cumsum(counts) - counts
+    ranks = (smaller + (counts + 1) / 2.0)[inverse]
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 

@@ -211,3 +211,25 @@ def test_text_augmentation_never_touches_the_counted_answer():
         n = int(changed.attn_pad_mask[row].sum())
         np.testing.assert_array_equal(changed.input[row, 1:n], changed.target[row, : n - 1])  # still shifted
     assert not np.array_equal(changed.input, batch.input)  # the prompts did change
+
+
+def test_the_committed_digits_model_reproduces_its_results():
+    experiment = ROOT / "experiments" / "digits-mlp"
+    results = json.loads((experiment / "results.json").read_text())
+    info = read_run(experiment)
+    assert info.model_path == ROOT / results["model_path"]
+    from minitrain.architectures import build_model
+    from minitrain.config.table_check import load_table
+    from minitrain.tasks import Classification
+
+    table, architecture = load_table(load_config(experiment / "config.yaml"))
+    assert architecture == info.model_config and table.pipeline.to_dict() == info.pipeline
+    model = build_model(info.model_config)
+    model.load_state_dict(info.state)
+    from minitrain.data.batcher import EvalBatcher
+
+    for split in ("val", "test"):
+        scores = Classification().measure(model, EvalBatcher(table.splits[split], 256), ("accuracy", "f1"))
+        assert scores["accuracy"] == results[f"{split}_accuracy"] and scores["f1"] == results[f"{split}_f1"]
+    baselines = json.loads((experiment / "baselines.json").read_text())
+    assert baselines["holdout"]["minitrain"]["test"] == results["test_accuracy"]  # the benchmark's run is this one

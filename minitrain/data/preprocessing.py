@@ -134,7 +134,7 @@ def _fit_fillna(options: dict, columns: Columns, key: tuple) -> dict:
         elif strategy == "mode":
             kept, counts = np.unique(present.astype(np.float64) if is_numeric(column) else present.astype(str),
                                      return_counts=True)
-            values[name] = _plain(kept[np.argmax(counts)])  # np.unique sorts: ties go to the smallest
+            values[name] = plain_value(kept[np.argmax(counts)])  # np.unique sorts: ties go to the smallest
         elif not is_numeric(column):
             raise DataError(key, f"column {name!r} holds text, which has no {strategy}; use strategy mode or constant")
         else:
@@ -152,7 +152,7 @@ def _fit_encode(options: dict, columns: Columns, key: tuple) -> dict:
             row = int(np.flatnonzero(gaps)[0])
             raise DataError(key, f"column {name!r}, row {row + 1} of the training split: missing value; add a "
                                  "fillna step before encoding")
-        seen = sorted({_plain(v) for v in column}, key=lambda v: (isinstance(v, str), v))
+        seen = sorted_categories(column)
         given = options.get("categories")
         if method == "ordinal" and given:
             unknown = [v for v in seen if v not in given and str(v) not in map(str, given)]
@@ -189,7 +189,12 @@ def _fit_normalize(options: dict, columns: Columns, key: tuple) -> dict:
 _FITTERS = {"drop": _fit_drop, "fillna": _fit_fillna, "encode": _fit_encode, "normalize": _fit_normalize}
 
 
-def _plain(value: Any) -> Any:
+def sorted_categories(values: Any) -> list[Any]:
+    """The distinct values, as plain scalars, in order: numbers first, then text."""
+    return sorted({plain_value(v) for v in values}, key=lambda v: (isinstance(v, str), v))
+
+
+def plain_value(value: Any) -> Any:
     """A JSON-ready scalar: NumPy numbers to int/float (whole floats to int, so 3.0 and 3 are one category)."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -235,10 +240,10 @@ def _encode(step: Mapping[str, Any], columns: Columns, out: Columns, where: str)
         code_of = {str(c): i for i, c in enumerate(categories)}
         codes = np.empty(len(columns[name]), dtype=np.int64)
         for row, value in enumerate(columns[name]):
-            code = None if value is None else code_of.get(str(_plain(value)))
+            code = None if value is None else code_of.get(str(plain_value(value)))
             if code is None:
-                raise DataError(KEY, f"{where}, row {row + 1}, column {name!r}: value {_plain(value)!r} was not seen "
-                                     f"in training (categories: {categories[:10]})")
+                raise DataError(KEY, f"{where}, row {row + 1}, column {name!r}: value {plain_value(value)!r} was not "
+                                     f"seen in training (categories: {categories[:10]})")
             codes[row] = code
         if step["method"] == "onehot":
             position = list(out).index(name)

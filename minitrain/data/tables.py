@@ -31,7 +31,14 @@ import numpy as np
 from minitrain.data.augmentation import image_normalize
 from minitrain.data.formats import pyarrow_module, read_table
 from minitrain.data.locate import locate
-from minitrain.data.preprocessing import Columns, Preprocessing, is_numeric, missing
+from minitrain.data.preprocessing import (
+    Columns,
+    Preprocessing,
+    is_numeric,
+    missing,
+    plain_value,
+    sorted_categories,
+)
 from minitrain.data.row_split import fold_rows, split_rows
 from minitrain.errors import DataError
 from minitrain.io import sha256_of
@@ -124,7 +131,7 @@ class TablePipeline:
         for row, value in enumerate(column):
             found = index.get(_label_key(value))
             if found is None:
-                raise DataError(TARGET_KEY, f"{where}, row {row + 1}: class {_plain(value)!r} of {self.target!r} "
+                raise DataError(TARGET_KEY, f"{where}, row {row + 1}: class {plain_value(value)!r} of {self.target!r} "
                                             f"never occurs in the training split (classes: {self.classes[:10]})")
             ids[row] = found
         return ids
@@ -140,14 +147,8 @@ class TablePipeline:
                    list(data["features"]), data.get("classes"), data.get("image"))
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def _label_key(value: Any) -> str:
-    return str(_plain(value))
+    return str(plain_value(value))
 
 
 def feature_matrix(columns: Columns, where: str) -> np.ndarray:
@@ -267,7 +268,7 @@ def build_table_data(data: Any, task: str | None, seed: int, dtype: type = np.fl
     if task == CLASSIFICATION:
         gaps = missing(target_column)
         present = target_column[~gaps]
-        classes = sorted({_plain(v) for v in present}, key=lambda v: (isinstance(v, str), v))
+        classes = sorted_categories(present)
         if len(classes) < 2:
             raise DataError(TARGET_KEY, f"the training split has only {len(classes)} class of {data.target!r}; a "
                                         "classifier needs two or more")
