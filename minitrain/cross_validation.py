@@ -76,7 +76,7 @@ def cross_validate(
     artifacts.atomic_write_json(out_dir / "manifest.json", {
         **artifacts.new_manifest(seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed,
                                  config=resolved_dict(cfg), train_path=cfg.data.train_path),
-        "status": "completed", "runs": [f"fold-{i}" for i in range(cv.folds)],
+        "data_manifest_hash": None, "status": "completed", "runs": [f"fold-{i}" for i in range(cv.folds)],
         "wall_seconds": results["wall_seconds"]})
     shown = {key: f"{mean:.4f} ± {stats['std'][key]:.4f}" for key, mean in stats["mean"].items()}
     write_report(out_dir / "report.md", title=f"{cfg.name or out_dir.name} ({cv.folds}-fold cross-validation)",

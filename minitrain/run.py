@@ -220,7 +220,7 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
         **parameter_counts(parts.model),
         **per_step_size,
         "steps": steps,
-        "epochs": round(steps * per_step_records / len(parts.train_records), 3),
+        "epochs": round(steps * per_step_records / parts.batcher.num_records, 3),
         "ms_per_step": round(1000 * per_step, 2),
         "validations": n_val,
         "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
@@ -316,7 +316,8 @@ def run_training(
     if init_from is not None:
         manifest["init_from"] = init_from
     if parts.table is not None:
-        manifest["data"] = parts.table.info
+        # A table's files and splits are hashed one by one; the corpus manifest beside train_path is not its data.
+        manifest.update(data_manifest_hash=None, data=parts.table.info)
     if checkpoint_path is not None:
         manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": start.step})
     earlier_wall = float(manifest.get("wall_seconds") or 0.0)

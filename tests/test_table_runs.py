@@ -233,3 +233,20 @@ def test_the_committed_digits_model_reproduces_its_results():
         assert scores["accuracy"] == results[f"{split}_accuracy"] and scores["f1"] == results[f"{split}_f1"]
     baselines = json.loads((experiment / "baselines.json").read_text())
     assert baselines["holdout"]["minitrain"]["test"] == results["test_accuracy"]  # the benchmark's run is this one
+
+
+def test_lock_dry_run_and_info_know_a_table_run(digits_run, tmp_path, capsys):
+    config = {**CONFIG, "training": {**CONFIG["training"], "val_every_epoch": True}}
+    del config["training"]["val_every"]
+    path = write_config(tmp_path, config)
+    assert cli.main(["lock", str(path)]) == 0
+    lock = yaml.safe_load((tmp_path / "c.lock.yaml").read_text())
+    assert lock["data"] == {str(DIGITS): "4faf08295f17d77e9a147ed5ea842ec501bd089cc6e61627f36ef15c1b48ea5b"}
+    # the resolved config (with val_every_epoch) loads again, and the plan counts rows
+    assert cli.main(["train", str(tmp_path / "c.lock.yaml"), "--strict", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "rows_per_step: 32" in out and "classes: 10" in out
+    run_dir, _ = digits_run
+    assert cli.main(["info", str(run_dir)]) == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["data_manifest_hash"] is None  # the verb corpus's manifest says nothing of this table

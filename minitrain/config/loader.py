@@ -305,6 +305,8 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
         data["data"] = {k: v for k, v in data["data"].items() if k not in unused}
     for path, neutral in ADDED_KEYS.items():
         _drop_if(data, path, neutral)
+    if data["training"].get("val_every_epoch"):
+        del data["training"]["val_every"]  # unused, and giving both is an error when the result is loaded again
     return data
 
 
