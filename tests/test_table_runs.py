@@ -106,6 +106,8 @@ def test_predict_applies_the_saved_preprocessing(digits_run, tmp_path, capsys):
 
 def test_predict_refuses_what_it_cannot_read(digits_run, tmp_path, capsys):
     run_dir, _ = digits_run
+    assert cli.main(["sample", str(run_dir), "--prompt", "x"]) == 2  # and sample refuses a table model
+    assert "a table model predicts rows" in capsys.readouterr().err
     missing = tmp_path / "few.csv"
     missing.write_text("pixel_0,pixel_1\n1,2\n")
     assert cli.main(["predict", str(run_dir), str(missing), "-o", str(tmp_path / "o.csv")]) == 2
