@@ -2,6 +2,7 @@
 
     minigpt   MiniGPT, GPT-2 at course size (minitrain/model.py); the default, and the lab's model
     mlp_lm    MLPLanguageModel, a fixed-context MLP language model (minitrain/mlp_lm.py)
+    sequential  SequentialModel, a stack of nn layers listed in the config, for tables (minitrain/sequential.py)
 
 A model's `config` dict holds its constructor keys; it is saved in every model file and checkpoint, so
 `build_model(saved_config)` rebuilds the same architecture. MiniGPT's config has no `type` key (its files predate
@@ -15,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from minitrain import mlp_lm, model
+from minitrain import mlp_lm, model, sequential
 from minitrain.errors import UserError
 from minitrain.nn import Module
 from minitrain.registry import keyword_defaults
 
-MODELS: dict[str, type[Module]] = {"minigpt": model.MiniGPT, "mlp_lm": mlp_lm.MLPLanguageModel}
+MODELS: dict[str, type[Module]] = {"minigpt": model.MiniGPT, "mlp_lm": mlp_lm.MLPLanguageModel,
+                                   "sequential": sequential.SequentialModel}
+LANGUAGE_MODELS = ("minigpt", "mlp_lm")  # the families trained on text; sequential models read tables
 DEFAULT_TYPE = "minigpt"
 _NOT_CONFIG = ("rng", "dtype")  # constructor arguments that are not part of the architecture
 
@@ -47,8 +50,11 @@ def build_model(
     return MODELS[kind](**keys, rng=rng, dtype=dtype)
 
 
-def parameter_shapes(config: Mapping[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
-    """Every parameter's name and shape for `config`, without building (or allocating) the model."""
+def parameter_shapes(config: Mapping[str, Any]) -> list[tuple[str, tuple[int | None, ...]]]:
+    """Every parameter's name and shape for `config`, without building (or allocating) the model (a sequential
+    model's width not yet known from the data is None)."""
+    if model_type(config) == "sequential":
+        return sequential.parameter_shapes(config["layers"])
     if model_type(config) == "mlp_lm":
         return mlp_lm.parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
     return model.parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))

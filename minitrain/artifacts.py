@@ -180,7 +180,7 @@ def build_results(
     best_val_ppl: float | None,
     baseline_ppl: float | None,
     val_exact_match: float,
-    wall_seconds: float,
+    wall_seconds: float | None,
     peak_rss_mb: float,
     model_path: str,
 ) -> dict[str, Any]:

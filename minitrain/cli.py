@@ -8,6 +8,7 @@
     minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR]
     minitrain sample SOURCE --prompt TEXT
     minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR]
+    minitrain predict SOURCE INPUT -o OUT   (a table model's predictions)
 
 Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it). Adding a
 command is one line: write a module with a `register(subparsers)` function that adds its subcommand (with
@@ -36,7 +37,8 @@ COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minitrain", description="Train and inspect MiniGPT from YAML configs.")
+    parser = argparse.ArgumentParser(prog="minitrain",
+                                     description="Train and inspect MiniGPT and table models from YAML configs.")
     parser.add_argument("--version", action="version", version=f"minitrain {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:

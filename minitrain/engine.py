@@ -61,6 +61,7 @@ from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping, is_better
 from minitrain.monitor.progress import Progress
 from minitrain.nn import inference
+from minitrain.tasks import LANGUAGE_MODELING, task_train_step
 
 # Lab 01: "if the loss stalls above 4.0, stop the run — something is wrong". ln(64) ≈ 4.16 is the loss of a
 # uniform guess over 64 ids, so still being above 4.0 after the warm-up means almost nothing was learned.
@@ -208,6 +209,7 @@ def train(
     duration_seconds: float | None = None,
     start: LoopState | None = None,
     validate: Callable[[Any], dict[str, float]] | None = None,
+    task: Any = LANGUAGE_MODELING,
 ) -> dict[str, Any]:
     """Train for steps `start.step` .. `total_steps` − 1; return the outcome (numbering: module docstring).
 
@@ -219,7 +221,8 @@ def train(
     `checkpointing` needs `train_iter` to be a batcher with state_dict(). `start` continues a run restored
     from a checkpoint. `duration_seconds` stops the run on the clock (the one place time decides anything).
     `validate(model)` replaces `evaluate(model, val_iter)` at each validation: it returns the val row's values,
-    `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy, ...).
+    `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy, ...); a table
+    task's validation has no `val_ppl`. `task` turns batches into losses (`step_gradients`).
 
     Returns {"status", "steps_done", "loss", "val_loss", "val_ppl", "best_val_loss", "best_val_ppl",
     "best_val_step", "wall_seconds", "eval_seconds", "ms_per_step" (training steps only), "checkpoint",
@@ -243,7 +246,7 @@ def train(
         for step in range(first_step, total_steps):
             batches = [next(train_iter) for _ in range(grad_accumulation)]
             lr = scheduler.lr
-            loss, grad_norm = train_step(model, optimizer, batches, clip_norm)
+            loss, grad_norm = step_gradients(model, optimizer, batches, clip_norm, task)
             loss, grad_norm = float(loss), float(grad_norm)
             if clip_value is not None:
                 clip_grad_value_(model.buffer, clip_value)
@@ -257,7 +260,7 @@ def train(
             out_of_time = duration_seconds is not None and time.perf_counter() - t0 >= duration_seconds
             last = step == total_steps - 1 or out_of_time
             if progress is not None:
-                progress.update(step, loss=loss, lr=lr, tokens=sum(int(b.attn_pad_mask.sum()) for b in batches))
+                progress.update(step, loss=loss, lr=lr, tokens=sum(task.size(b) for b in batches))
 
             halt = False
             if step % log_every == 0 or last:
@@ -360,13 +363,17 @@ def _log_val(run: _Run, step: int, values: dict[str, float]) -> bool:
     alerts on it; True means halt."""
     state = run.state
     row = {"step": step, **values}
-    val_loss, val_ppl = values["val_loss"], values["val_ppl"]
+    val_loss, val_ppl = values["val_loss"], values.get("val_ppl")  # a table task has no perplexity
     run.log(row)
     state.last_val_loss, state.last_val_ppl = val_loss, val_ppl
     if state.best_val_loss is None or val_loss < state.best_val_loss:
         state.best_val_loss, state.best_val_ppl, state.best_val_step = val_loss, val_ppl, step
-    run.info(f"step {step}: val_loss {val_loss:.4f}  val_ppl {val_ppl:.3f}  "
-             f"(best {state.best_val_ppl:.3f} at step {state.best_val_step})")
+    if val_ppl is not None:
+        run.info(f"step {step}: val_loss {val_loss:.4f}  val_ppl {val_ppl:.3f}  "
+                 f"(best {state.best_val_ppl:.3f} at step {state.best_val_step})")
+    else:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in values.items())
+        run.info(f"step {step}: {shown}  (best val_loss {state.best_val_loss:.4f} at step {state.best_val_step})")
     return _alerts(run, step, row)
 
 
@@ -431,3 +438,13 @@ def measure(model: Any, batches: Iterable, token_accuracy: bool = False) -> dict
             logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
             meter.update(logits.data, batch.target, batch.loss_mask)
     return {"loss": loss, "ppl": ppl, "token_accuracy": meter.accuracy}
+
+
+def step_gradients(
+    model: Any, optimizer: Any, batches: list, clip_norm: float | None, task: Any
+) -> tuple[float, float]:
+    """(loss, grad_norm) of one step: lab 01's `loop.train_step` for the language model (so a student's own
+    trains it), `tasks.task_train_step` for a table task."""
+    if task is LANGUAGE_MODELING:
+        return train_step(model, optimizer, batches, clip_norm)
+    return task_train_step(model, optimizer, batches, clip_norm, task)

@@ -18,3 +18,15 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class DataError(UserError):
+    """A problem found in the data files that one config key is about (exit code 2).
+
+    `key` is that key's path, e.g. ("data", "preprocessing", 1) or ("model", "layers", 0): `minitrain validate`
+    reports it under the key (and its line) with the other problems; raised on its own, the message names it."""
+
+    def __init__(self, key: tuple[str | int, ...], message: str) -> None:
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in key).lstrip(".")
+        super().__init__(f"{where}: {message}", 2)
+        self.key, self.detail = key, message

@@ -26,32 +26,29 @@ it ended, including "interrupted" for a SIGTERM while finishing and "failed" (wi
 from __future__ import annotations
 
 import os
-import shlex
-import signal
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from minitrain import artifacts, run_dir, scoring
+from minitrain import artifacts, run_dir, scoring, stopping
 from minitrain.architectures import build_model
 from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
+from minitrain.config.table_check import Fold, load_table
 from minitrain.dashboard import SMOOTHING_WINDOW, plot_dashboard
-from minitrain.data.batch import Batch
+from minitrain.data.augmentation import AugmentedBatcher, augmenter
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.engine import DIVERGED, FINISHED, INTERRUPTED, Checkpointing, train
+from minitrain.engine import FINISHED, INTERRUPTED, Checkpointing, step_gradients, train
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text, cannot_write, read_text
-from minitrain.loop import evaluate, train_step
+from minitrain.loop import evaluate
 from minitrain.model_files import config_hash, save_model_file
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.curves import train_val_gap
@@ -70,15 +67,16 @@ from minitrain.resume import (
     run_dir_of,
     same_folder,
 )
-from minitrain.run_files import FAILED, FINISHING
+from minitrain.run_files import FINISHING
 from minitrain.run_lock import RunLock
 from minitrain.runtime import configure
 from minitrain.schedule import build_scheduler
 from minitrain.scoring import EVAL_BATCH_SIZE
+from minitrain.table_results import plot_table_curve, table_results, table_validator
+from minitrain.tasks import LANGUAGE_MODELING, table_task
 
-MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm"}  # model file names: <prefix>-<hash>
+MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm", "sequential": "sequential"}  # <prefix>-<hash>
 LOG_FILE = run_dir.LOG_FILE
-EXIT_DIVERGED, EXIT_HALTED = 3, 4
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
 # progress is shown, naming, and the checkpoint cadence itself.
 _NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish")
@@ -86,36 +84,51 @@ _NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publis
 
 @dataclass
 class Parts:
-    """Everything a run is made of, built from a config."""
+    """Everything a run is made of, built from a config. A table task (model.type sequential) has no tokenizer
+    or records: `table` holds its splits and the pipeline that made them, and `task` scores it."""
 
-    tokenizer: CharTokenizer
-    train_records: list[dict]
-    val_records: list[dict]
-    train_split: Batch
-    batcher: TrainBatcher
+    tokenizer: CharTokenizer | None
+    train_records: list[dict] | None
+    val_records: list[dict] | None
+    train_split: Any  # Batch, or a table's TableBatch
+    batcher: TrainBatcher  # or an AugmentedBatcher around one
     val_batches: EvalBatcher
     model: Module
     optimizer: Any
     scheduler: Any
     total_steps: int
+    task: Any = LANGUAGE_MODELING
+    table: Any = None  # minitrain.data.tables.TableData
 
 
-def build_parts(cfg: Config, total_steps: int) -> Parts:
+def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Parts:
     """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
+    For a table: its splits (fold `fold` of a cross-validation) and the model's widths from the data.
 
     The model is built (drawing its initial weights from the training RNG), frozen where `model.freeze` says,
     then packed into one flat buffer; the optimizer updates only the trainable parameters."""
-    tokenizer = CharTokenizer.load(cfg.data.vocab_path)
-    train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
-    seq_len = cfg.model.max_seq_len
-    train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
-    val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
+    tokenizer = train_records = val_records = table = None
+    task = LANGUAGE_MODELING
+    if cfg.is_table_task:
+        table, architecture = load_table(cfg, fold)
+        train_split, val_split = table.splits["train"], table.splits["val"]
+        task = table_task(table.pipeline.task, cfg.training.loss, cfg.training.huber_delta)
+    else:
+        tokenizer = CharTokenizer.load(cfg.data.vocab_path)
+        train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
+        seq_len = cfg.model.max_seq_len
+        train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
+        val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
+        architecture = cfg.model.architecture()
     t = cfg.training
     # shuffle/drop_last only when they differ from the defaults: a student's lab-00 batcher takes three arguments.
     loader = {} if (t.shuffle, t.drop_last) == (True, True) else {"shuffle": t.shuffle, "drop_last": t.drop_last}
     batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, **loader)  # the data RNG
+    augment = augmenter(cfg.data.augmentation, cfg.data.image_shape)
+    if augment is not None:
+        batcher = AugmentedBatcher(batcher, augment, t.data_seed)
     train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
-    model = build_model(cfg.model.architecture(), rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
+    model = build_model(architecture, rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
     model.pack_parameters()
@@ -123,7 +136,7 @@ def build_parts(cfg: Config, total_steps: int) -> Parts:
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
     return Parts(tokenizer, train_records, val_records, train_split, batcher,
-                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps)
+                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, task, table)
 
 
 def parameter_counts(model: Module) -> dict[str, int]:
@@ -148,12 +161,12 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
     for _ in range(warmup + n):
         start = time.perf_counter()
         batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
-        train_step(parts.model, parts.optimizer, batches, cfg.clip_norm)
+        step_gradients(parts.model, parts.optimizer, batches, cfg.clip_norm, parts.task)
         parts.optimizer.step()
         parts.scheduler.step()
         timings.append(time.perf_counter() - start)
     start = time.perf_counter()
-    evaluate(parts.model, parts.val_batches)
+    (_validator(cfg, parts) or (lambda model: evaluate(model, parts.val_batches)))(parts.model)
     return float(np.median(timings[warmup:])), time.perf_counter() - start
 
 
@@ -188,17 +201,21 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
     val_every = cfg.resolve_val_every(summary.steps_per_epoch)
     per_step_records = t.batch_size * t.grad_accumulation
     split = parts.train_split
-    real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
-    counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
+    if parts.table is None:
+        real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
+        counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
+        per_step_size = {"tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
+                                             "counted_mean": round(counted, 1)}}
+    else:
+        per_step_size = {"rows_per_step": per_step_records, "data": parts.table.info}
     per_step, per_val = _time_steps(parts, cfg)
     n_val = len(range(0, steps, val_every)) + (0 if (steps - 1) % val_every == 0 else 1)
     estimate = steps * per_step + n_val * per_val
     return {
         **parameter_counts(parts.model),
-        "tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
-                            "counted_mean": round(counted, 1)},
+        **per_step_size,
         "steps": steps,
-        "epochs": round(steps * per_step_records / len(parts.train_records), 3),
+        "epochs": round(steps * per_step_records / parts.batcher.num_records, 3),
         "ms_per_step": round(1000 * per_step, 2),
         "validations": n_val,
         "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
@@ -225,6 +242,7 @@ def run_training(
     baseline_path: str | os.PathLike | None = None,
     summary: DataSummary | None = None,
     command: list[str] | tuple[str, ...] | None = None,
+    fold: Fold | None = None,
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
@@ -240,8 +258,20 @@ def run_training(
     `command` is the command line that started the run, without any `--resume`: a run that stops says to run
     it again with `--resume CHECKPOINT` (default: the `minitrain train` command for this config and folder).
 
+    With training.cross_validation, the folds are trained one by one (minitrain/cross_validation.py); `fold`
+    is the one this call trains.
+
     The whole run holds the folder's writer lock (minitrain/run_lock.py): a second writer gets one error.
     """
+    if cfg.training.cross_validation is not None and fold is None:
+        from minitrain.cross_validation import cross_validate  # it runs this function once per fold
+
+        if resume is not None:
+            raise UserError("--resume continues one run; a cross-validation trains one run per fold: train again "
+                            "(a fold takes seconds), or resume one fold's folder with a config without "
+                            "training.cross_validation", 2)
+        return cross_validate(cfg, out_dir, progress=progress, strict=strict, config_path=config_path,
+                              overrides=overrides, summary=summary)
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
     summary = summary if summary is not None else check_data(cfg)
@@ -250,17 +280,18 @@ def run_training(
     final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
     # Before any work: a folder that cannot be written fails now, not after training.
     _check_folders({"run folder": out_dir, "models folder": final_models_dir})
-    with RunLock(out_dir), _sigterm_raises():
+    with RunLock(out_dir), stopping.sigterm_raises():
         return _train_into(cfg, out_dir, checkpoint_path, final_models_dir, summary, start_time,
                            overwrite=overwrite, progress=progress, strict=strict, config_path=config_path,
-                           overrides=overrides, baseline_path=baseline_path,
-                           rerun=command or _train_command(cfg, out_dir, config_path, overrides))
+                           overrides=overrides, baseline_path=baseline_path, fold=fold,
+                           rerun=command or stopping.train_command(cfg, out_dir, config_path, overrides))
 
 
 def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_models_dir: Path,
                 summary: DataSummary, start_time: float, *, overwrite: bool, progress: bool, strict: bool,
                 config_path: str | os.PathLike | None, overrides: tuple[str, ...] | list[str],
-                baseline_path: str | os.PathLike | None, rerun: list[str] | tuple[str, ...]) -> dict[str, Any]:
+                baseline_path: str | os.PathLike | None, fold: Fold | None,
+                rerun: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """run_training's work, with the writer lock held."""
     config_text = _config_text(cfg, config_path)
     continuing = checkpoint_path is not None and same_folder(run_dir_of(checkpoint_path), out_dir)
@@ -271,20 +302,20 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
 
     previous = previous_manifest(checkpoint_path, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
-    parts = build_parts(cfg, total_steps or _resolve_total_steps(cfg, summary))
+    parts = build_parts(cfg, total_steps or _resolve_total_steps(cfg, summary), fold)
     ckpt = cfg.training.checkpoint
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
                                   data_sha256=data_fingerprint(cfg))
-    stopping = cfg.training.early_stopping
-    early_stopping = None if stopping is None else EarlyStopping(
-        stopping.metric, stopping.patience, stopping.min_delta, stopping.mode)
+    watch = cfg.training.early_stopping
+    early_stopping = None if watch is None else EarlyStopping(watch.metric, watch.patience, watch.min_delta,
+                                                              watch.mode)
     alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
     log_path = out_dir / LOG_FILE
     # Read before any work and any write: a damaged baseline file then costs nothing.
-    baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
-                                           data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path),
-                                           loss_on=cfg.data.loss_on)
+    baseline = None if parts.table else artifacts.load_baseline_ppl(
+        baseline_path or artifacts.DEFAULT_BASELINE_PATH,
+        data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
 
     start, init_from = None, None
     if checkpoint_path is not None:
@@ -298,7 +329,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         if cfg.model.init_from:
             from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
 
-            init_from = init_model_from(parts.model, cfg.model.init_from, cfg.data.vocab_path)
+            init_from = init_model_from(parts.model, cfg.model.init_from,
+                                        None if parts.table else cfg.data.vocab_path)
         run_dir.clear_run(out_dir)
         atomic_write_text(out_dir / LOG_FILE, "")
 
@@ -316,6 +348,9 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         manifest.pop(stale, None)
     if init_from is not None:
         manifest["init_from"] = init_from
+    if parts.table is not None:
+        # A table's files and splits are hashed one by one; the corpus manifest beside train_path is not its data.
+        manifest.update(data_manifest_hash=None, data=parts.table.info)
     if checkpoint_path is not None:
         manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": start.step})
     earlier_wall = float(manifest.get("wall_seconds") or 0.0)
@@ -331,8 +366,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
             grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
             schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
             alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
-            validate=scoring.validator(cfg.training.val_metrics, parts.val_batches, parts.tokenizer,
-                                       parts.val_records),
+            validate=_validator(cfg, parts), task=parts.task,
         )
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
@@ -343,7 +377,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
                                     checkpoint=None if latest is None else str(latest))
         raise
     except (UserError, MemoryError) as e:  # the disk filled up, the folder became read-only, ...
-        raise _failed(e, out_dir, manifest, checkpointing.manager) from None
+        raise stopping.failed(e, out_dir, manifest, checkpointing.manager) from None
     finally:
         shown.close()
 
@@ -353,28 +387,24 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
             artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FINISHING)
         rows = read_log(log_path)
         write_metrics_csv(rows, out_dir / "metrics.csv")
-        artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
-        plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
+        if parts.table is None:
+            artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
+            plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
+        else:
+            plot_table_curve(out_dir / "loss_curve.png", log_path, type(parts.model).__name__)
         if not finished:
             artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                         wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
-            raise _stopped_error(outcome, rerun)
+            raise stopping.stopped_error(outcome, rerun)
 
-        train_loss, train_ppl = evaluate(parts.model, EvalBatcher(parts.train_split, EVAL_BATCH_SIZE))
-        val_records, tokenizer = parts.val_records, parts.tokenizer
-        exact = scoring.exact_match(parts.model, tokenizer, val_records) if all("form" in r for r in val_records) \
-            else None
-        model_path, model_sha256 = _save_model(parts.model, final_models_dir, cfg, outcome["steps_done"])
-        wall = round(earlier_wall + time.perf_counter() - start_time, 3)
-        results = artifacts.build_results(
-            train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
-            best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
-            wall_seconds=wall, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
-        )
-        results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
-                       val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"],
-                       run_id=manifest["run_id"], model_sha256=model_sha256)
-        results.update(scoring.score_held_out_splits(cfg, parts.model, parts.tokenizer))
+        model_path, model_sha256 = _save_model(parts, final_models_dir, cfg, outcome["steps_done"])
+        if parts.table is not None:
+            results = table_results(cfg, parts, outcome, out_dir, model_path)
+        else:
+            results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
+                                                     parts.val_records, outcome, baseline, model_path)
+        wall = results["wall_seconds"] = round(earlier_wall + time.perf_counter() - start_time, 3)
+        results.update(run_id=manifest["run_id"], model_sha256=model_sha256)
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows) if any("loss" in row for row in rows) else None
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
@@ -387,53 +417,16 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
             raise
         # Ctrl-C or SIGTERM after the last step, while the run is being finished: the final checkpoint holds the
         # trained state, and resuming from it runs no step, only this finishing part.
-        name = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+        name = "SIGTERM" if isinstance(stop, stopping.Terminated) else "SIGINT"
         outcome.update(status=INTERRUPTED, signal=name, stopped_at=outcome["steps_done"] - 1)
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, signal=name,
                                     stopped_at=outcome["stopped_at"])
-        raise _stopped_error(outcome, rerun) from None
+        raise stopping.stopped_error(outcome, rerun) from None
     except (UserError, MemoryError) as e:
         if not finished:
             raise
-        raise _failed(e, out_dir, manifest, checkpointing.manager) from None
+        raise stopping.failed(e, out_dir, manifest, checkpointing.manager) from None
     return results
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM outside the training loop (which handles it itself, at a step boundary), raised like a Ctrl-C so
-    that the same clean-up runs and the run ends with one error line and exit code 143."""
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    def terminate(signum: int, frame: Any) -> None:
-        raise Terminated
-
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be installed from the main thread
-        return
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    except Terminated:
-        raise UserError("SIGTERM: terminated (manifest.json, if written, says where the run stands)",
-                        128 + signal.SIGTERM) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _failed(error: BaseException, out_dir: Path, manifest: dict[str, Any], manager: CheckpointManager) -> UserError:
-    """Record status "failed" (and why) in the manifest; the error to raise, saying if even that was impossible."""
-    message = str(error) if isinstance(error, UserError) else f"out of memory ({error})"
-    latest = manager.latest()
-    try:
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FAILED, error=message,
-                                    checkpoint=None if latest is None else str(latest))
-    except UserError as again:
-        message += f"; {out_dir / 'manifest.json'} could not record the failure either ({again})"
-    if latest is not None:
-        message += f"; the last checkpoint is {latest}"
-    return UserError(message, error.exit_code if isinstance(error, UserError) else 1)
 
 
 def _check_folders(folders: dict[str, Path]) -> None:
@@ -450,13 +443,25 @@ def _check_folders(folders: dict[str, Path]) -> None:
             raise UserError(f"{what} {folder}: {existing} is not writable", 2)
 
 
-def _save_model(model: Module, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
+def _validator(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]] | None:
+    """What each validation measures: a table task's own loss and metrics, or for a language model what
+    training.val_metrics asks beyond loss and perplexity (None: the loop's own evaluate)."""
+    if parts.table is not None:
+        return table_validator(cfg, parts.task, parts.val_batches)
+    return scoring.validator(cfg.training.val_metrics, parts.val_batches, parts.tokenizer, parts.val_records)
+
+
+def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
     """Write the model file under a temporary name, then rename it after its content hash; return its path
-    (relative to the repository when inside it, as results.json records it) and the file's sha256."""
+    (relative to the repository when inside it, as results.json records it) and the file's sha256. A table
+    model's file also holds its pipeline (task, classes, fitted preprocessing), which `predict` applies."""
+    model = parts.model
     prefix = MODEL_PREFIXES[cfg.model.type]
     tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
     meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
             "config_hash": training_config_hash(cfg)}
+    if parts.table is not None:
+        meta["pipeline"] = parts.table.pipeline.to_dict()
     digest = save_model_file(tmp, model.state_dict(), model.config, meta)
     final = models_dir / f"{prefix}-{digest[:16]}.safetensors"
     try:
@@ -481,35 +486,3 @@ def _write_configs(cfg: Config, out_dir: Path, config_text: str | None) -> None:
     if config_text is not None:
         atomic_write_text(out_dir / run_dir.CONFIG_FILE, config_text)
     atomic_write_text(out_dir / "config.resolved.yaml", resolved_yaml(cfg))
-
-
-def _train_command(cfg: Config, out_dir: Path, config_path, overrides) -> list[str]:
-    """`minitrain train CONFIG --out-dir OUT_DIR` with the run's `--set`/`--seed` flags."""
-    config = config_path or (cfg.source.path if cfg.source is not None and cfg.source.path else "CONFIG")
-    argv = ["minitrain", "train", str(config), "--out-dir", str(out_dir)]
-    for override in overrides:  # "--set key=value", "--seed 3", ...: flag, then its value
-        flag, _, value = override.partition(" ")
-        if flag != "--out-dir":
-            argv += [flag, value]
-    return argv
-
-
-def _stopped_error(outcome: dict, rerun: list[str] | tuple[str, ...]) -> UserError:
-    """The one-line explanation of a run that did not finish, with the command that resumes it: `rerun` (the
-    command that started it) with `--resume CHECKPOINT`."""
-    status, step = outcome["status"], outcome.get("stopped_at")
-    checkpoint = outcome["checkpoint"]
-    command = shlex.join([*rerun, "--resume", str(checkpoint)])  # quoted where the shell needs it
-    resume = f"resume with: {command}" if checkpoint else "no checkpoint was saved yet: start again"
-    if status == DIVERGED:
-        # Training is deterministic: resuming the same config from the last good checkpoint diverges again.
-        last_good = f"the last good checkpoint is {checkpoint}" if checkpoint else "no checkpoint was saved before it"
-        return UserError(f"training diverged: {outcome['messages'][-1]}; {last_good}. "
-                         "Lower optimizer.lr_max (or set optimizer.clip) and train again", EXIT_DIVERGED)
-    if status == INTERRUPTED:
-        signum = signal.Signals[outcome["signal"]]
-        return UserError(f"{signum.name}: interrupted after step {step}; checkpoint {checkpoint}; {resume}",
-                         128 + signum.value)
-    reason = next((m for m in reversed(outcome["messages"]) if m.startswith("halt")), "an alert fired")
-    return UserError(f"halted after step {step} ({reason}); checkpoint {checkpoint}; {resume}", EXIT_HALTED)
-

@@ -160,8 +160,17 @@ class MLPLMShape(BaseModel):
     dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
 
 
+class SequentialShape(BaseModel):
+    """A `sequential` model file's `model_config` (minitrain/sequential.py): its resolved layer list, each layer
+    a one-key mapping `{kind: settings}`."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: Literal["sequential"]
+    layers: Annotated[list[Annotated[dict[str, Any], Field(min_length=1, max_length=1)]], Field(min_length=1)]
+
+
 # Each model family's shape schema, by its `type` (a config without one is a MiniGPT: architectures.py).
-SHAPES: dict[str, type[BaseModel]] = {"minigpt": ModelShape, "mlp_lm": MLPLMShape}
+SHAPES: dict[str, type[BaseModel]] = {"minigpt": ModelShape, "mlp_lm": MLPLMShape, "sequential": SequentialShape}
 
 
 def _family(config: Any) -> str | None:
@@ -174,7 +183,8 @@ class ModelFileMeta(Record):
     format_version: Count
     kind: Literal["model", "checkpoint"]
     shape: Annotated[
-        Annotated[ModelShape, Tag("minigpt")] | Annotated[MLPLMShape, Tag("mlp_lm")],
+        Annotated[ModelShape, Tag("minigpt")] | Annotated[MLPLMShape, Tag("mlp_lm")]
+        | Annotated[SequentialShape, Tag("sequential")],
         Discriminator(_family, custom_error_type="model_family",
                       custom_error_message=f"type must name a model family ({', '.join(SHAPES)})"),
     ] = Field(alias="model_config")

@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from minitrain import artifacts
 from minitrain.config import Config
 from minitrain.config.datacheck import load_split
 from minitrain.config.schema import ALWAYS_MEASURED
+from minitrain.data.batch import Batch
 from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.engine import measure
@@ -71,3 +73,21 @@ def score_held_out_splits(cfg: Config, model: Any, tokenizer: CharTokenizer) -> 
         if all("form" in r for r in records):
             scores[f"{split}_exact_match"] = exact_match(model, tokenizer, records)
     return scores
+
+
+def language_model_results(cfg: Config, model: Any, tokenizer: CharTokenizer, train_split: Batch,
+                           val_records: list[dict], outcome: dict[str, Any], baseline: float | None,
+                           model_path: str) -> dict[str, Any]:
+    """results.json of a language model run: train PPL (one pass over train), val exact match for verb records,
+    the comparison with the n-gram baseline, and dev and test when present (wall_seconds is the caller's)."""
+    train_loss, train_ppl = evaluate(model, EvalBatcher(train_split, EVAL_BATCH_SIZE))
+    exact = exact_match(model, tokenizer, val_records) if all("form" in r for r in val_records) else None
+    results = artifacts.build_results(
+        train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
+        best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
+        wall_seconds=None, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
+    )
+    results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
+                   val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+    results.update(score_held_out_splits(cfg, model, tokenizer))
+    return results

@@ -13,6 +13,9 @@ model repo, with the payloads it sends and the headers it reads (read from huggi
     POST /lfs/{oid}/verify                          the LFS verify step
     POST /api/models/{repo}/commit/{rev}            ndjson commit: header, "file" and "lfsFile" lines
     HEAD|GET /{repo}/resolve/{rev}/{path}           download, with ETag, X-Repo-Commit, Content-Length
+    GET  /api/datasets/{repo}[/revision/{rev}]      a dataset repo's info (`add_dataset` makes one)
+    GET  /api/datasets/{repo}/tree/{rev}[/{path}]   its files, listed (snapshot_download reads this)
+    HEAD|GET /datasets/{repo}/resolve/{rev}/{path}  a dataset file's download
 
 It refuses connections that do not come from loopback, and `forbid_internet` makes sure the test process
 itself cannot reach anything but loopback. Faults for error tests: an unknown token gets 401 like the real
@@ -79,6 +82,15 @@ class FakeHub:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+    def add_dataset(self, repo_id: str, files: dict[str, bytes], private: bool = False) -> str:
+        """A dataset repo `user/name` holding `files` ({path: bytes}), as one commit; returns its sha."""
+        repo = self.repos.setdefault(f"{DATASETS}{repo_id}", Repo(private=private))
+        lines = [{"key": "header", "value": {"summary": "add files"}}]
+        lines += [{"key": "file", "value": {"path": path, "content": base64.b64encode(data).decode()}}
+                  for path, data in files.items()]
+        with self.lock:
+            return self.commit(repo, lines)
 
     def paths_requested(self, method: str) -> list[str]:
         return [path for m, path in self.requests if m == method]
@@ -308,8 +320,33 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, data, headers)
 
 
+    # Dataset repos live in the same table under "datasets/user/name"; the client reads them by these routes.
+    def dataset_info(self, body: bytes, repo_id: str, revision: str | None) -> None:
+        self.repo_info(body, f"{DATASETS}{repo_id}", revision)
+
+    def dataset_resolve(self, body: bytes, repo_id: str, revision: str, path: str) -> None:
+        self.resolve(body, f"{DATASETS}{repo_id}", revision, path)
+
+    def dataset_tree(self, body: bytes, repo_id: str, revision: str, path: str | None) -> None:
+        """The listing snapshot_download asks for (recursive): every file, and every folder above one."""
+        repo = self._repo(f"{DATASETS}{repo_id}")
+        if repo is None:
+            return
+        files = repo.files if revision in ("main", repo.head) else repo.snapshots.get(revision, {})
+        prefix = f"{path}/" if path else ""
+        folders = sorted({"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)})
+        entries = [{"type": "directory", "path": d, "oid": "0" * 40} for d in folders if d.startswith(prefix)]
+        entries += [{"type": "file", "path": p, "size": len(data), "oid": git_blob_sha1(data)}
+                    for p, data in sorted(files.items()) if p.startswith(prefix)]
+        self._json(200, entries)
+
+
+DATASETS = "datasets/"
 _REPO = r"(?P<repo_id>[^/]+/[^/]+?)"
 _ROUTES = [
+    (("GET",), rf"/api/datasets/{_REPO}(?:/revision/(?P<revision>[^/]+))?", _Handler.dataset_info),
+    (("GET",), rf"/api/datasets/{_REPO}/tree/(?P<revision>[^/]+)(?:/(?P<path>.+))?", _Handler.dataset_tree),
+    (("GET", "HEAD"), rf"/datasets/{_REPO}/resolve/(?P<revision>[^/]+)/(?P<path>.+)", _Handler.dataset_resolve),
     (("POST",), r"/api/repos/create", _Handler.create_repo),
     (("GET",), rf"/api/models/{_REPO}(?:/revision/(?P<revision>[^/]+))?", _Handler.repo_info),
     (("POST",), r"/api/validate-yaml", _Handler.validate_yaml),

@@ -9,6 +9,7 @@ from fakehub import make_run
 from huggingface_hub import ModelCard, ModelCardData
 
 from minitrain.hub.card import MISSING, build_card
+from minitrain.hub.export import export_model
 from minitrain.hub.run_folder import read_run
 
 
@@ -85,3 +86,20 @@ def test_a_model_started_from_a_hub_model_names_it_as_base_model(tmp_path):
 def test_same_run_same_card(tmp_path):
     info = read_run(make_run(tmp_path))
     assert build_card(info, 18, "alice/m") == build_card(info, 18, "alice/m")
+
+
+def test_a_plain_text_run_exports_with_a_card_about_its_text(tmp_path):
+    # Exporting a plain-text run crashed: count_split read each line as a JSON record (JSONDecodeError).
+    run_dir = make_run(tmp_path)
+    data = tmp_path / "data"
+    for split in ("train", "val"):
+        (data / f"{split}.txt").write_text("hola mundo\nadiós\n", "utf-8")
+    config = yaml.safe_load((run_dir / "config.resolved.yaml").read_text("utf-8"))
+    config["data"].update(format="text", loss_on="all", heldout_policy="none", train_path=str(data / "train.txt"),
+                          val_path=str(data / "val.txt"))
+    (run_dir / "config.resolved.yaml").write_text(yaml.safe_dump(config), "utf-8")
+    export_model(run_dir, tmp_path / "export", repo_id="alice/text")
+    card = (tmp_path / "export" / "README.md").read_text("utf-8")
+    assert "trained on plain text" in card and "| train | 2 | 19 |" in card  # 10 + 2 and 5 + 2 tokens
+    assert "Spanish" not in card and "comer|R1|" not in card and "language: es" not in card
+    assert "| val PPL | 1.870 |" in card and "exact match" not in card

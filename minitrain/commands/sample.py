@@ -31,6 +31,9 @@ def sample_command(args: argparse.Namespace) -> int:
     from minitrain.sampling import generate
 
     model, vocab = load_model(args.source)
+    if model.config.get("type") == "sequential":
+        raise UserError(f"sample {args.source}: a table model predicts rows, it does not write text; use "
+                        f"`minitrain predict {args.source} ROWS.csv -o OUT.csv`", 2)
     vocab = args.vocab or vocab
     if vocab is None:
         raise UserError(f"sample {args.source}: the source does not say which vocabulary it uses; pass --vocab", 2)

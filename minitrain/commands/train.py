@@ -71,6 +71,8 @@ def train_command(args: argparse.Namespace) -> int:
     for key, value in results.items():
         if not isinstance(value, dict | list):
             print(f"  {key}: {value}")
+    for key, mean in results.get("mean", {}).items():  # a cross-validation: each metric over the folds
+        print(f"  {key}: {mean:.4f} ± {results['std'][key]:.4f}")
     if cfg.publish is not None:
         _publish_run(cfg, results["status"], quiet=args.quiet)
     return 0

@@ -44,11 +44,15 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
         lines.append("– data files and model.init_from not checked (--no-data)")
     else:
         counts = ", ".join(f"{split} {n} records" for split, n in summary.records.items())
-        lines += [
-            f"✓ data: {counts}",
-            f"✓ tokenizer {summary.tokenizer_size} ids ≤ vocab_size {cfg.model.vocab_size}; longest record "
-            f"{summary.longest_input} positions ≤ max_seq_len {cfg.model.max_seq_len}",
-        ]
+        lines.append(f"✓ data: {counts}")
+        if summary.table is not None:
+            info = summary.table
+            classes = f", {info['classes']} classes" if "classes" in info else ""
+            lines.append(f"✓ {info['task']} of {info['target']!r} from {info['features']} features{classes}; the "
+                         "layers' widths fit")
+        else:
+            lines.append(f"✓ tokenizer {summary.tokenizer_size} ids ≤ vocab_size {cfg.model.vocab_size}; longest "
+                         f"record {summary.longest_input} positions ≤ max_seq_len {cfg.model.max_seq_len}")
         if cfg.model.init_from:
             lines.append(f"✓ model.init_from {cfg.model.init_from}: readable, of this architecture")
     opt, t = cfg.optimizer, cfg.training

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config, DataConfig
@@ -28,7 +29,7 @@ from minitrain.config.source import ConfigSource
 from minitrain.data.batch import batches_per_epoch
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
+from minitrain.errors import DataError, UserError
 from minitrain.io import read_text, regular_file_problem
 
 SPLITS = ("train", "val", "dev", "test")
@@ -63,10 +64,13 @@ class DataSummary:
     longest_input: int = 0  # BOS + text, in tokens
     longest_where: str = ""
     steps_per_epoch: int = 0  # optimizer steps: batches per epoch (batcher.py) // grad_accumulation
+    table: dict[str, Any] | None = None  # a table task: task, target, features, classes (validate prints them)
 
 
 def check_data(cfg: Config) -> DataSummary:
     """Run every data check; raise one ConfigError (exit code 2) listing all problems found."""
+    if cfg.is_table_task:
+        return _check_table(cfg)
     data, problems, summary = cfg.data, [], DataSummary()
     # dev is optional (checked when its file exists); test only when given
     wanted = [s for s in SPLITS if (s != "dev" or os.path.lexists(data.dev_path)) and (s != "test" or data.test_path)]
@@ -169,3 +173,30 @@ def _check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
             f"{training.epochs} epoch(s) × {summary.steps_per_epoch}",
         ))
     return problems
+
+
+def _check_table(cfg: Config) -> DataSummary:
+    """A table task: the data reads, splits and preprocesses, the layers fit its widths, the metrics and loss fit
+    the task inferred from the target, and a batch fits the training split."""
+    from minitrain.config.schema import TASK_METRICS
+    from minitrain.config.table_check import load_table  # imports pyarrow-reading code only for tables
+
+    summary = DataSummary()
+    try:
+        table, _ = load_table(cfg)
+    except DataError as exc:
+        raise ConfigError([Problem(exc.key, exc.detail)], cfg.source or ConfigSource()) from None
+    summary.records = {split: len(batch.target) for split, batch in table.splits.items()}
+    summary.table = {key: table.info[key] for key in ("task", "target", "features", "classes") if key in table.info}
+    task = table.pipeline.task
+    problems = [Problem(("training", "val_metrics"), f"{metric} is not a {task} metric (the task inferred from "
+                                                     f"{cfg.data.target!r}); set task: or choose among "
+                                                     f"{', '.join(TASK_METRICS[task])}")
+                for metric in cfg.training.val_metrics if metric not in (*TASK_METRICS[task], "perplexity")]
+    if cfg.training.loss is not None and (cfg.training.loss == "cross_entropy") != (task == "classification"):
+        problems.append(Problem(("training", "loss"), f"{cfg.training.loss} does not fit the task {task} (inferred "
+                                                      f"from {cfg.data.target!r})"))
+    problems += _check_batches(cfg, summary)
+    if problems:
+        raise ConfigError(problems, cfg.source or ConfigSource())
+    return summary

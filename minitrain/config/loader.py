@@ -28,7 +28,15 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
-from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config, default_name
+from minitrain.config.schema import (
+    ADDED_KEYS,
+    LANGUAGE_DATA_KEYS,
+    MODEL_KEYS,
+    OPTIMIZER_KEYS,
+    SCHEDULER_KEYS,
+    Config,
+    default_name,
+)
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.spec import translate
 from minitrain.config.spec_keys import aliases, refusal
@@ -285,14 +293,20 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
     """The config after defaults, overrides and templates, as plain data in schema order.
 
     Keys the chosen model/optimizer/scheduler type does not use are left out, so the result loads again as a
-    config; so are the keys added since lab 01 (`ADDED_KEYS`) while they hold their neutral value.
+    config (a table's data section loses the language model's keys); so are the keys added since lab 01
+    (`ADDED_KEYS`) while they hold their neutral value.
     """
     data = cfg.model_dump(mode="json")
     for section, table in (("model", MODEL_KEYS), ("optimizer", OPTIMIZER_KEYS), ("scheduler", SCHEDULER_KEYS)):
         used = table[data[section]["type"]]
         data[section] = {k: v for k, v in data[section].items() if k in used}
+    if cfg.is_table_task:
+        unused = (*LANGUAGE_DATA_KEYS, *(("train_path", "val_path") if cfg.data.source else ()))
+        data["data"] = {k: v for k, v in data["data"].items() if k not in unused}
     for path, neutral in ADDED_KEYS.items():
         _drop_if(data, path, neutral)
+    if data["training"].get("val_every_epoch"):
+        del data["training"]["val_every"]  # unused, and giving both is an error when the result is loaded again
     return data
 
 

@@ -34,8 +34,14 @@ LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib"
 
 
 def data_files(cfg: Config) -> list[str]:
-    """The data files a run reads: every split and the vocabulary that exists."""
+    """The data files a run reads: every split and the vocabulary that exists; a table's source files (a Hub
+    dataset's as cached)."""
     data = cfg.data
+    if cfg.is_table_task:
+        from minitrain.data.locate import locate  # reads a source folder, or the Hub's cache
+
+        found = locate(data.source, {"train": data.train_path, "val": data.val_path, "test": data.test_path})
+        return sorted(str(path) for files in found.values() for path in files)
     paths = [data.train_path, data.val_path, data.dev_path, data.test_path, data.vocab_path]
     return [p for p in dict.fromkeys(paths) if p is not None and Path(p).is_file()]
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from minitrain.architectures import parameter_shapes
 from minitrain.config.problems import Problem, suggest
-from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
+from minitrain.config.schema import HIGHER_IS_BETTER, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 from minitrain.nn.module import name_matches
 
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
@@ -291,28 +291,16 @@ def _one_cycle_rises_for_a_step(sections, raw):
 
 @rule("scheduler")
 def _plateau_mode_fits_metric(sections, raw):
-    """scheduler.mode must be min for a loss-like metric (all current metrics are lower-is-better)."""
+    """scheduler.mode must fit scheduler.metric: max for accuracy-like metrics, min for loss-like ones."""
     sched = sections["scheduler"]
-    if sched.type == "plateau":
-        yield from _mode_fits(("scheduler",), sched.metric, sched.mode)
+    wanted = "max" if sched.metric in HIGHER_IS_BETTER else "min"
+    if sched.type == "plateau" and sched.mode != wanted:
+        better = "higher" if wanted == "max" else "lower"
+        yield Problem(("scheduler", "mode"), f"{sched.metric} is {better}-is-better, so mode must be {wanted} "
+                                             f"(got {sched.mode})")
 
 
 # --- training -----------------------------------------------------------------------------------------------
-
-
-def _mode_fits(path: tuple[str, ...], metric: str, mode: str) -> Iterator[Problem]:
-    if mode == "max":
-        yield Problem((*path, "mode"), f"{metric} is lower-is-better, so mode must be min (got max)")
-
-
-@rule("training")
-def _watch_modes_fit_metrics(sections, raw):
-    """training.checkpoint.mode and training.early_stopping.mode must be min for loss-like metrics."""
-    training = sections["training"]
-    yield from _mode_fits(("training", "checkpoint"), training.checkpoint.metric, training.checkpoint.mode)
-    if training.early_stopping is not None:
-        stop = training.early_stopping
-        yield from _mode_fits(("training", "early_stopping"), stop.metric, stop.mode)
 
 
 @rule("monitoring", "training")
@@ -329,7 +317,7 @@ def _alerts_watch_logged_metrics(sections, raw):
 
 def logged_metrics(training: BaseModel) -> list[str]:
     """The keys of train_log.jsonl rows: a train row's, then a val row's (with the val_metrics chosen)."""
-    extra = [f"val_{m}" for m in training.val_metrics if m not in ("loss", "perplexity")]
+    extra = [f"val_{m}" for m in training.val_metrics if m not in ("loss", "perplexity", "confusion_matrix")]
     return ["step", "loss", "lr", "grad_norm", "val_loss", "val_ppl", *extra]
 
 
@@ -353,3 +341,7 @@ def _exact_match_needs_answers(sections, raw):
     if "exact_match" in sections["training"].val_metrics and sections["data"].format != "jsonl":
         yield Problem(("training", "val_metrics"), "exact_match decodes the answer of verb records; plain-text "
                                                    "lines have none")
+
+
+# The table tasks' rules live in their own module; importing it registers them here.
+from minitrain.config import table_rules  # noqa: E402, F401

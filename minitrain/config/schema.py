@@ -27,18 +27,29 @@ import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, Discriminator, Field, PrivateAttr, Tag, model_validator
 
 from minitrain.architectures import MODELS, model_keys
 from minitrain.config.problems import UNION_TAGS
+from minitrain.config.section import PositiveInt, Section
 from minitrain.config.source import ConfigSource
+from minitrain.config.table_sections import (
+    AugmentationStep,
+    CrossValidationConfig,
+    LayerSpec,
+    PreprocessingStep,
+    SplitConfig,
+)
 from minitrain.monitor.alerts import Alert, parse_alert
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.registry import keyword_defaults
 from minitrain.schedule import SCHEDULES, schedule_keys
 
-# Metrics the loop measures; checkpoint selection, early stopping and the plateau schedule may watch them.
-Metric = Literal["val_loss", "val_ppl", "loss"]
+# Metrics the loop measures; checkpoint selection, early stopping and the plateau schedule may watch them. The
+# classifier's and regressor's are logged when training.val_metrics lists them (rules.py checks that).
+Metric = Literal["val_loss", "val_ppl", "loss", "val_accuracy", "val_precision", "val_recall", "val_f1",
+                 "val_auc_roc", "val_mse", "val_mae", "val_r2"]
+HIGHER_IS_BETTER = ("val_accuracy", "val_precision", "val_recall", "val_f1", "val_auc_roc", "val_r2")
 
 # "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
 _DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
@@ -96,7 +107,6 @@ def default_name(stem: str) -> str:
     return name if name and _NAME.match(name) else "run"
 
 
-PositiveInt = Annotated[int, Field(ge=1)]
 RunName = Annotated[str, AfterValidator(_check_name)]
 SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
@@ -104,21 +114,16 @@ AlertRule = Annotated[str, AfterValidator(_check_alert)]
 RepoId = Annotated[str, AfterValidator(_check_repo_id)]
 
 
-class Section(BaseModel):
-    """Base of every section: unknown keys are errors, values are checked strictly (no silent coercion)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True, allow_inf_nan=False)
-
-
 class ModelConfig(Section):
     """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
 
     `type: minigpt` (the default) takes n_layer, n_head, d_model, d_ff and attn_scale; `type: mlp_lm` takes
     context, d_embed, hidden and activation (left out: MLPLanguageModel's defaults). Both take vocab_size,
-    max_seq_len, dropout, init_from and freeze. Giving a key the chosen type does not use is an error.
+    max_seq_len, dropout, init_from and freeze. `type: sequential` takes layers (and init_from, dtype, freeze).
+    Giving a key the chosen type does not use is an error.
     """
 
-    type: Literal["minigpt", "mlp_lm"] = "minigpt"
+    type: Literal["minigpt", "mlp_lm", "sequential"] = "minigpt"
     n_layer: PositiveInt = 2
     n_head: PositiveInt = 4
     d_model: PositiveInt = 64
@@ -137,6 +142,7 @@ class ModelConfig(Section):
         default_factory=list, description="parameter name globs or module paths to keep fixed (no gradient, no "
                                           "optimizer state)"
     )
+    layers: list[LayerSpec] | None = Field(None, min_length=1, description="sequential: the layers, in order")
 
     @model_validator(mode="after")
     def _type_defaults(self) -> ModelConfig:
@@ -146,16 +152,25 @@ class ModelConfig(Section):
     def architecture(self) -> dict[str, Any]:
         """The constructor keys of the chosen family (what `minitrain.architectures.build_model` takes)."""
         keys = {k: getattr(self, k) for k in model_keys(self.type) if getattr(self, k) is not None}
+        if self.type == "sequential":
+            keys["layers"] = [layer.model_dump() for layer in self.layers or []]
         return {"type": self.type, **keys}
 
     @property
     def width(self) -> int:
         """The width of the model's typical matrix product (d_model, or the widest MLP-LM layer)."""
+        if self.type == "sequential":
+            widths = [layer.linear.out_features for layer in self.layers or [] if layer.linear is not None]
+            return max(widths, default=1)
         return self.d_model if self.type == "minigpt" else max([*self.hidden, self.context * self.d_embed])
 
 
 _MODEL_HOME_KEYS = {"type", "vocab_size", "max_seq_len", "dropout", "init_from", "dtype", "freeze"}
-MODEL_KEYS: dict[str, set[str]] = {name: _MODEL_HOME_KEYS | set(model_keys(name)) for name in MODELS}
+_SEQUENCE_KEYS = {"vocab_size", "max_seq_len", "dropout"}  # a sequential model's layers say these themselves
+MODEL_KEYS: dict[str, set[str]] = {
+    name: (_MODEL_HOME_KEYS - (_SEQUENCE_KEYS if name == "sequential" else set())) | set(model_keys(name))
+    for name in MODELS
+}
 
 
 class DataConfig(Section):
@@ -164,9 +179,21 @@ class DataConfig(Section):
     Paths are relative to the working directory. dev_path and vocab_path default to `dev<ext>` and `vocab.json`
     beside train_path (data/processed/dev.jsonl and data/processed/vocab.json for the defaults). The dev split is
     optional: training does not read it, and it is checked only when the file exists.
+
+    Tables (model.type sequential): `source` (a file, a folder or hf://datasets/user/name) split by `split`, or
+    train_path/val_path/test_path; `target` names the column to predict; `preprocessing` and `augmentation` are
+    lists of steps (config/table_sections.py). `format` left out is `auto` with a source (each file's extension
+    says), and a table's split files are read by their extension too.
     """
 
-    format: Literal["jsonl", "text"] = "jsonl"
+    format: Literal["jsonl", "text", "json", "csv", "parquet", "arrow", "auto"] = "jsonl"
+    source: str | None = Field(None, min_length=1, description="a file, a folder or hf://datasets/user/name[/path]")
+    target: str = Field("label", min_length=1, description="tables: the column to predict")
+    split: SplitConfig | None = Field(None, description="ratios to split data.source into train, val and test")
+    preprocessing: list[PreprocessingStep] = Field(default_factory=list, description="tables: fitted on train")
+    augmentation: list[AugmentationStep] = Field(default_factory=list, description="training batches only")
+    image_shape: list[PositiveInt] | None = Field(None, min_length=2, max_length=3,
+                                                  description="[height, width(, channels)] of image rows")
     train_path: str = Field("data/processed/train.jsonl", min_length=1)
     val_path: str = Field("data/processed/val.jsonl", min_length=1)
     dev_path: str | None = Field(None, min_length=1, description="default: dev<ext> beside train_path")
@@ -178,12 +205,17 @@ class DataConfig(Section):
     @model_validator(mode="after")
     def _beside_train(self) -> DataConfig:
         # object.__setattr__: a derived default is not something the user wrote (model_fields_set stays honest).
+        if "format" not in self.model_fields_set and self.source is not None:
+            object.__setattr__(self, "format", "auto")
         train = Path(self.train_path)
         if self.dev_path is None:
             object.__setattr__(self, "dev_path", str(train.with_name(f"dev{train.suffix}")))
         if self.vocab_path is None:
             object.__setattr__(self, "vocab_path", str(train.with_name("vocab.json")))
         return self
+
+
+LANGUAGE_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy", "loss_on")  # what a table task does not read
 
 
 class ParamGroup(Section):
@@ -333,9 +365,14 @@ class EarlyStoppingConfig(Section):
     mode: Literal["min", "max"] = "min"
 
 
-ValMetric = Literal["loss", "perplexity", "token_accuracy", "exact_match"]
+ValMetric = Literal["loss", "perplexity", "token_accuracy", "exact_match", "accuracy", "precision", "recall", "f1",
+                    "auc_roc", "confusion_matrix", "mse", "mae", "r2"]
 VAL_METRICS: tuple[str, ...] = ValMetric.__args__
 ALWAYS_MEASURED = ["loss", "perplexity"]  # val_loss and val_ppl: best checkpoints and early stopping read them
+# The metrics of each task (minitrain/tasks.py); a table task logs no perplexity.
+TASK_METRICS = {"language_modeling": ("loss", "perplexity", "token_accuracy", "exact_match"),
+                "classification": ("loss", "accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix"),
+                "regression": ("loss", "mse", "mae", "r2")}
 
 
 class TrainingConfig(Section):
@@ -356,6 +393,10 @@ class TrainingConfig(Section):
                                          description="what each validation logs besides loss and perplexity")
     log_every: PositiveInt = 10
     loss_reduction: Literal["token_mean"] = "token_mean"
+    loss: Literal["cross_entropy", "mse", "huber"] | None = Field(
+        None, description="default: cross_entropy (classification, language models), mse (regression)")
+    huber_delta: float = Field(1.0, gt=0, description="huber: where the loss turns from squared to linear")
+    cross_validation: CrossValidationConfig | None = Field(None, description="k models on k folds: mean ± std")
     rng_seed: SeedInt = 42
     data_seed: SeedInt = 7
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
@@ -434,6 +475,9 @@ class Config(Section):
     name: RunName | None = None
     version: str | None = Field(None, min_length=1)
     description: str | None = None
+    task: Literal["language_modeling", "classification", "regression"] | None = Field(
+        None, description="default: language_modeling for minigpt and mlp_lm; inferred from the target column for "
+                          "sequential models")
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
@@ -450,6 +494,11 @@ class Config(Section):
     def source(self) -> ConfigSource | None:
         """The file, its text, the `--set` overrides and the key → line map; None for configs built in code."""
         return self._source
+
+    @property
+    def is_table_task(self) -> bool:
+        """A sequential model on a table (classification or regression), not a language model on text."""
+        return self.model.type == "sequential"
 
     @property
     def clip_norm(self) -> float | None:
@@ -531,7 +580,14 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("model", "attn_scale"): None,
     ("model", "freeze"): [],
     ("model", "dtype"): "float32",
+    ("task",): None,
     ("data", "test_path"): None,
+    ("data", "source"): None,
+    ("data", "target"): "label",
+    ("data", "split"): None,
+    ("data", "preprocessing"): [],
+    ("data", "augmentation"): [],
+    ("data", "image_shape"): None,
     ("optimizer", "amsgrad"): False,
     ("optimizer", "groups", "*", "lr"): None,
     ("scheduler", "warmup_ratio"): None,
@@ -542,4 +598,7 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("training", "drop_last"): True,
     ("training", "val_every_epoch"): False,
     ("training", "val_metrics"): ALWAYS_MEASURED,
+    ("training", "loss"): None,
+    ("training", "huber_delta"): 1.0,
+    ("training", "cross_validation"): None,
 }

@@ -20,7 +20,6 @@ from typing import Any
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at
 from minitrain.config.spec_keys import (
-    CLASSIFIER_METRICS,
     FORMAT_VERSION,
     NO_EFFECT,
     RENAMED,
@@ -223,20 +222,6 @@ def _early_stopping_enabled(t: _Translation) -> None:
         del t.data["training"]["early_stopping"]
 
 
-def _metrics(t: _Translation) -> None:
-    """A classifier's metrics in training.val_metrics are refused with the reason (token_accuracy for accuracy)."""
-    metrics = t.data.get("training", {}).get("val_metrics") if isinstance(t.data.get("training"), dict) else None
-    if not isinstance(metrics, list):
-        return
-    spelled = t.source.renamed.get(("training", "val_metrics"), ("training", "val_metrics"))
-    for i, metric in reversed(list(enumerate(metrics))):
-        if metric in CLASSIFIER_METRICS:
-            hint = "; for a language model's accuracy use token_accuracy" if metric == "accuracy" else ""
-            t.problem((*spelled, i), f"{metric} is a classifier's metric; a language model's are loss, perplexity, "
-                                     f"token_accuracy and exact_match{hint}")
-            del metrics[i]
-
-
 def _seed(t: _Translation) -> None:
     """The root seed is training.rng_seed, and seed + 1 is training.data_seed unless the data seed is given."""
     if "seed" not in t.data:
@@ -273,7 +258,7 @@ def _effective_batch_size(t: _Translation) -> None:
 
 
 CONVERTERS: list[Callable[[_Translation], None]] = [
-    _model_source, _betas, _early_stopping_enabled, _metrics, _seed, _effective_batch_size,
+    _model_source, _betas, _early_stopping_enabled, _seed, _effective_batch_size,
 ]
 
 

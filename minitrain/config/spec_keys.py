@@ -44,6 +44,7 @@ RENAMED: dict[str, str] = {
     "training.validation.every": "training.val_every",
     "training.validation.every_epoch": "training.val_every_epoch",
     "training.validation.metrics": "training.val_metrics",
+    "training.validation.cross_validation": "training.cross_validation",
     "model.source": "model.init_from",
     "model.architecture.type": "model.type",
     "model.architecture.hidden_size": "model.d_model",
@@ -51,6 +52,7 @@ RENAMED: dict[str, str] = {
     "model.architecture.num_heads": "model.n_head",
     "model.architecture.vocab_size": "model.vocab_size",
     "model.architecture.max_seq_length": "model.max_seq_len",
+    "model.architecture.layers": "model.layers",
     "data.train": "data.train_path",
     "data.val": "data.val_path",
     "data.test": "data.test_path",
@@ -98,25 +100,12 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
 # meanwhile.
 _LATER = "is planned for a later minitrain"
 _LATER_PLURAL = "are planned for a later minitrain"
-_GIVE_SPLITS = "meanwhile give the split files as data.train and data.val"
 NOT_YET: dict[str, str] = {
     "lora": f"LoRA fine-tuning {_LATER}; without this section every weight is trained",
     "quantize": f"quantization {_LATER}; remove this section",
     "callbacks": f"callbacks {_LATER_PLURAL}; checkpoints, early stopping and alerts have their own keys",
-    "model.architecture.type=sequential": f"custom sequential architectures {_LATER_PLURAL}; MiniGPT is built from "
-                                          "model.architecture's sizes",
-    "model.architecture.layers": f"custom layer lists {_LATER_PLURAL}; MiniGPT is built from "
-                                 "model.architecture's sizes",
-    "data.source": f"data sources (a file, a folder or hf://) {_LATER_PLURAL}; {_GIVE_SPLITS}",
-    "data.split": f"splitting one data file {_LATER}; {_GIVE_SPLITS}",
-    "data.preprocessing": f"preprocessing pipelines {_LATER_PLURAL}; the character tokenizer reads the text as it is",
-    "data.augmentation": f"data augmentation {_LATER}; remove it",
-    "data.format=parquet": f"parquet data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=csv": f"CSV data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=json": f"JSON files other than JSONL records {_LATER_PLURAL}; use jsonl or text",
-    "data.format=arrow": f"Arrow data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=ald": f"ald data files {_LATER_PLURAL}; use jsonl or text",
-    "data.format=auto": f"detecting the data format {_LATER}; write jsonl or text (`minitrain init` finds it)",
+    "data.augmentation.*.color_jitter": f"color jitter {_LATER}; random_crop, horizontal_flip and normalize "
+                                        "are there for images",
     "monitoring.tracking": f"experiment tracking {_LATER}; train_log.jsonl and metrics.csv hold every value",
     "monitoring.system": f"system metrics {_LATER_PLURAL}; manifest.json records the peak memory",
     "monitoring.terminal.metrics": f"choosing what the progress bar shows {_LATER}; it shows loss, lr and tokens/s",
@@ -132,8 +121,12 @@ CANNOT: dict[str, str] = {
     "training.mixed_precision.enabled=true": "float16/bfloat16 mixed precision needs a GPU's half-precision units "
                                              "(NumPy computes float16 slower than float32); use model.dtype float32",
     "training.benchmark=true": "there is no cuDNN autotuner on the CPU; minitrain's kernels are fixed",
-    "training.validation.cross_validation": "val is the split of held-out verbs; folds would train on them. "
-                                            "Tune on data.dev_path and score val once",
+    "data.format=ald": "ald is entrenar's own format; write the table as parquet, arrow, csv or json",
+    "data.preprocessing.*.tokenize": "minitrain's language models read characters: the character tokenizer is "
+                                     "built from the training split, and a subword tokenizer's ids would mean "
+                                     "nothing to them",
+    "data.augmentation.*.back_translate": "back-translation needs translation models, which minitrain does not "
+                                          "have; random_swap and random_delete work on characters",
     "model.device=cuda*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
     "model.device=mps*": f"minitrain runs NumPy on the CPU; for a GPU, {_EXPORT}",
     "model.dtype=float16": "float16 training needs loss scaling and a GPU to pay off; use float32 (or float64)",
@@ -154,8 +147,6 @@ CANNOT: dict[str, str] = {
 _NO_SERVICE = "minitrain reaches no service but the Hugging Face Hub; download the files and give their local path"
 URI_SCHEMES = {"hf://": None, "pacha://": _NO_SERVICE, "s3://": _NO_SERVICE, "http://": _NO_SERVICE,
                "https://": _NO_SERVICE}
-
-CLASSIFIER_METRICS = ("accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix")
 
 # Sections that exist only in the spec's shape: spec.py empties them by its moves, then removes them.
 SPEC_SECTIONS = ("data.loader", "training.gradient", "training.validation", "training.mixed_precision",

@@ -30,7 +30,7 @@ class Batch(NamedTuple):
 
 def take(split: Batch, index: np.ndarray | slice) -> Batch:
     """Rows `index` of every array (an index array copies them; a slice gives read-only views)."""
-    return Batch(*(array[index] for array in split))
+    return type(split)(*(array[index] for array in split))
 
 
 def trim_padding(batch: Batch) -> Batch:

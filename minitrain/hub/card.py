@@ -5,11 +5,17 @@ A Hugging Face model card is Markdown with YAML front matter. The front matter i
 `base_model`, and `model-index` with the evaluation results) are spelled the way the Hub expects and parse back
 with `huggingface_hub.ModelCard`. The body reports the run's facts and nothing else: a number the run did not
 record is printed as "not recorded", never guessed. No dates, so the same run always gives the same card.
+
+What the card says was trained comes from the run's config (`describe`): the verb corpus of the labs (JSONL
+records, held-out verbs), plain text (one example per line), or a table (model.type sequential: a classifier
+or regressor of the column it names). Only MiniGPT has a transformers twin, so only its card shows how to load
+it with transformers.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +26,58 @@ from minitrain.hub.run_folder import RunInfo
 from minitrain.io import parse_json, path_exists, read_text
 
 LICENSE = "mit"
-TAGS = ["minitrain", "gpt2", "numpy", "spanish", "verb-conjugation", "character-level", "education"]
-TASK = "text-generation"
-DATASET_TYPE = "spanish-verb-conjugation"
-DATASET_NAME = "Spanish verb conjugations (minitrain corpus)"
 MISSING = "not recorded"
+VERBS, TEXT, TABLE = "verbs", "text", "table"
+
+
+@dataclass
+class Subject:
+    """What the run trained on and for, in the words the card uses."""
+
+    kind: str  # VERBS, TEXT or TABLE
+    summary: str  # the card's first paragraph
+    task: str  # the Hub's pipeline tag
+    task_name: str
+    dataset_type: str
+    dataset_name: str
+    tags: list[str] = field(default_factory=list)
+    language: str | None = None
+
+
+def describe(info: RunInfo) -> Subject:
+    """The subject of the run in `info`, from its model family and data section."""
+    data, family = info.section("data"), info.model_config.get("type", "minigpt")
+    base = ["minitrain", "numpy", "education"]
+    if family == "sequential":
+        pipeline = info.pipeline
+        task = pipeline.get("task", MISSING)
+        source = data.get("source") or data.get("train_path") or MISSING
+        return Subject(TABLE, f"A {_layer_summary(info.model_config)} network ({task}) that predicts the column "
+                              f"`{pipeline.get('target', MISSING)}` of the table `{source}` from "
+                              f"{len(pipeline.get('features', [])) or MISSING} features.",
+                       f"tabular-{task}", f"Tabular {task}", "table", str(source), [*base, f"tabular-{task}"])
+    what = "GPT-2" if family == "minigpt" else "MLP language model"
+    tags = [*base, *(["gpt2"] if family == "minigpt" else []), "character-level"]
+    if data.get("format") == "text" or data.get("heldout_policy") == "none":
+        train = data.get("train_path", MISSING)
+        return Subject(TEXT, f"A character-level {what} trained on plain text (`{train}`, one example per line): "
+                             "it continues a prompt one character at a time.",
+                       "text-generation", "Character-level language modelling", "text", str(train), tags)
+    return Subject(VERBS, f"A character-level {what} that conjugates Spanish verbs: given `verb|T#|` (tense letter "
+                          "T, person 1-6) it writes the conjugated form, e.g. `comer|R1|` -> `comí`.",
+                   "text-generation", "Spanish verb conjugation", "spanish-verb-conjugation",
+                   "Spanish verb conjugations (minitrain corpus)", [*tags, "spanish", "verb-conjugation"], "es")
+
+
+def _layer_summary(model_config: dict[str, Any]) -> str:
+    """`64 → 64 → 10` from a sequential model's linear layers."""
+    widths = []
+    for layer in model_config.get("layers", []):
+        (kind, options), = layer.items()
+        if kind == "linear":
+            widths += [options["in_features"]] if not widths else []
+            widths.append(options["out_features"])
+    return " → ".join(map(str, widths)) or "sequential"
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -37,16 +90,16 @@ def _pct(value: Any) -> str:
     return f"{100 * value:.1f} %" if isinstance(value, int | float) and not isinstance(value, bool) else MISSING
 
 
-def count_split(path: Path | None) -> tuple[int, int] | None:
-    """(records, tokens) of a JSONL split, counting [BOS] + characters + [EOS] per record; None when the file
-    is missing or is not such a split (any more): the card then says the count is not recorded."""
+def count_split(path: Path | None, fmt: str = "jsonl") -> tuple[int, int] | None:
+    """(records, tokens) of a text split, counting [BOS] + characters + [EOS] per record: JSONL records' "text", or
+    the non-empty lines of a plain-text file. None when the file is missing or not of that shape."""
     if path is None or not path.is_file():
         return None
     records = tokens = 0
     try:
         for line in read_text(path, "data file").splitlines():
             if line.strip():
-                text = parse_json(line, str(path), "record")["text"]
+                text = parse_json(line, str(path), "record")["text"] if fmt == "jsonl" else line
                 records += 1
                 tokens += len(text) + 2  # char-level: one token per character
     except (UserError, KeyError, TypeError):
@@ -54,35 +107,46 @@ def count_split(path: Path | None) -> tuple[int, int] | None:
     return records, tokens
 
 
-def eval_results(info: RunInfo) -> list[EvalResult]:
-    """The model-index entries: val perplexity, held-out exact match and train perplexity, when recorded."""
+def _metric_rows(info: RunInfo, subject: Subject) -> list[tuple[str, str, str, Any]]:
+    """(split, metric type, name, value) of the evaluation results the run recorded."""
     r = info.results
-    wanted = [
-        ("val", "perplexity", "Val perplexity (held-out verbs, answer tokens)", r.get("val_ppl")),
-        ("val", "exact_match", "Held-out exact match (greedy)", r.get("val_exact_match")),
-        ("train", "perplexity", "Train perplexity (answer tokens)", r.get("train_ppl")),
-    ]
+    if subject.kind == TABLE:
+        names = ("accuracy", "f1", "auc_roc", "mse", "mae", "r2")
+        return [(split, name, f"{split.capitalize()} {name}", r.get(f"{split}_{name}"))
+                for split in ("test", "val") for name in names]
+    val = "Val perplexity (held-out verbs, answer tokens)" if subject.kind == VERBS else "Val perplexity"
+    rows = [("val", "perplexity", val, r.get("val_ppl"))]
+    if subject.kind == VERBS:
+        rows.append(("val", "exact_match", "Held-out exact match (greedy)", r.get("val_exact_match")))
+    train = "Train perplexity (answer tokens)" if subject.kind == VERBS else "Train perplexity"
+    return [*rows, ("train", "perplexity", train, r.get("train_ppl"))]
+
+
+def eval_results(info: RunInfo, subject: Subject | None = None) -> list[EvalResult]:
+    """The model-index entries: the metrics the run recorded (perplexities, exact match, or a table's scores)."""
+    subject = subject or describe(info)
     return [
-        EvalResult(task_type=TASK, task_name="Spanish verb conjugation", dataset_type=DATASET_TYPE,
-                   dataset_name=DATASET_NAME, dataset_split=split, metric_type=metric, metric_name=name,
+        EvalResult(task_type=subject.task, task_name=subject.task_name, dataset_type=subject.dataset_type,
+                   dataset_name=subject.dataset_name, dataset_split=split, metric_type=metric, metric_name=name,
                    metric_value=round(float(value), 4))
-        for split, metric, name, value in wanted
+        for split, metric, name, value in _metric_rows(info, subject)
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     ]
 
 
-def card_data(info: RunInfo, model_name: str) -> ModelCardData:
+def card_data(info: RunInfo, model_name: str, subject: Subject | None = None) -> ModelCardData:
+    subject = subject or describe(info)
     init_from = info.section("model").get("init_from")
     is_hub_id = isinstance(init_from, str) and not path_exists(init_from) and init_from.count("/") == 1
     return ModelCardData(
         library_name="minitrain",
         license=LICENSE,
-        language="es",
-        tags=list(TAGS),
-        pipeline_tag=TASK,
+        language=subject.language,
+        tags=list(subject.tags),
+        pipeline_tag=subject.task,
         base_model=init_from if is_hub_id else None,
         model_name=model_name,
-        eval_results=eval_results(info) or None,
+        eval_results=eval_results(info, subject) or None,
     )
 
 
@@ -95,28 +159,69 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
     return "\n".join([*lines, *("| " + " | ".join(str(c) for c in row) + " |" for row in rows)])
 
 
-def _data_table(info: RunInfo) -> str:
+def _data_section(info: RunInfo, subject: Subject) -> str:
+    data = info.section("data")
+    if subject.kind == TABLE:
+        splits = info.manifest.get("data", {}).get("splits", {}) if isinstance(info.manifest.get("data"), dict) else {}
+        rows = [(split, _num(splits.get(split, {}).get("rows")), f"`{splits.get(split, {}).get('sha256', MISSING)}`")
+                for split in ("train", "val", "test") if split in splits or split != "test"]
+        classes = info.pipeline.get("classes")
+        described = f"{len(classes)} classes: {', '.join(map(str, classes[:20]))}" if classes else "values"
+        steps = ", ".join(step["kind"] for step in info.pipeline.get("preprocessing", [])) or "none"
+        return (f"Rows of `{data.get('source') or data.get('train_path', MISSING)}`; the target "
+                f"`{info.pipeline.get('target', MISSING)}` has {described}. Preprocessing (fitted on the training "
+                f"split, saved in the model file): {steps}.\n\n" + _table(("split", "rows", "sha256"), rows))
     rows = []
     for split in ("train", "val", "dev"):
-        counted = count_split(info.find(info.section("data").get(f"{split}_path")))
+        counted = count_split(info.find(data.get(f"{split}_path")), data.get("format", "jsonl"))
         rows.append((split, *(map(_num, counted) if counted else (MISSING, MISSING))))
-    return _table(("split", "records", "tokens"), rows)
+    table = _table(("split", "records", "tokens"), rows)
+    if subject.kind == TEXT:
+        return f"Plain text, one example per non-empty line.\n\n{table}"
+    return (f"Spanish verb conjugations, one `verb|T#|form` record per line. The val split holds verbs never seen "
+            f"in training (held-out policy `{data.get('heldout_policy', MISSING)}`), so val measures how well the "
+            f"model generalises to new verbs.\n\n{table}")
 
 
-def _training_table(info: RunInfo) -> str:
+def _model_section(info: RunInfo, subject: Subject, vocab_size: int) -> str:
+    mc = info.model_config
+    lines = [f"- Parameters: {info.num_parameters:,}."]
+    family = mc.get("type", "minigpt")
+    if family == "sequential":
+        layers = ", ".join(f"{k} {v}" if not isinstance(v, dict) else k for layer in mc["layers"]
+                           for k, v in layer.items())
+        lines.insert(0, f"- Architecture: a stack of layers ({_layer_summary(mc)}): {layers}. A last softmax is "
+                        "folded into the cross-entropy loss; the model outputs logits.")
+        return "\n".join(lines)
+    if family == "minigpt":
+        lines.insert(0, "- Architecture: GPT-2 decoder (pre-LayerNorm blocks, tanh-GELU MLP, learned positions, "
+                        f"output layer tied to\n  the token embedding): {mc['n_layer']} layers, {mc['n_head']} heads, "
+                        f"width {mc['d_model']}, MLP width {mc['d_ff']}.")
+    else:
+        lines.insert(0, f"- Architecture: fixed-context MLP language model ({mc.get('context')} characters of "
+                        f"{mc.get('d_embed')} dimensions, hidden {mc.get('hidden')}).")
+    lines += [f"- Context length: {mc['max_seq_len']} tokens.",
+              f"- Tokenizer: one token per character, {vocab_size} symbols including `<pad>` (0), `<bos>` (1) and "
+              f"`<eos>` (2);\n  the embedding has {mc['vocab_size']} rows. `tokenizer.json` holds the same vocabulary "
+              "in the Hugging Face\n  tokenizers format."]
+    return "\n".join(lines)
+
+
+def _training_table(info: RunInfo, subject: Subject) -> str:
     opt, sched, train = info.section("optimizer"), info.section("scheduler"), info.section("training")
     m, r = info.manifest, info.results
     hw = m.get("hardware") if isinstance(m.get("hardware"), dict) else {}
     versions = m.get("versions") if isinstance(m.get("versions"), dict) else {}
     steps = m.get("steps_done", sched.get("total_steps", train.get("total_steps")))
+    unit = "rows" if subject.kind == TABLE else "sequences"
     rows = [
         ("optimizer", f"{get(opt, 'type')}, lr {get(opt, 'lr_max')} -> {get(opt, 'lr_min')}, "
                       f"betas ({get(opt, 'beta1')}, {get(opt, 'beta2')}), weight decay {get(opt, 'weight_decay')}"),
         ("gradient clipping (global norm)", opt.get("clip") or train.get("clip") or "none"),
         ("schedule", f"{get(sched, 'type')}, warmup {get(sched, 'warmup_steps')} steps"),
         ("steps", _num(steps)),
-        ("batch size", f"{get(train, 'batch_size')} sequences"),
-        ("loss counted on", f"{get(info.section('data'), 'loss_on')} tokens"),
+        ("batch size", f"{get(train, 'batch_size')} {unit}"),
+        *([] if subject.kind == TABLE else [("loss counted on", f"{get(info.section('data'), 'loss_on')} tokens")]),
         ("seeds", f"training {m.get('seed', get(train, 'rng_seed'))}, "
                   f"data {m.get('data_seed', get(train, 'data_seed'))}"),
         ("hardware", f"{get(hw, 'cpu_model')}, {get(hw, 'cpu_cores')} cores, {get(hw, 'ram_gb')} GB RAM"),
@@ -127,81 +232,51 @@ def _training_table(info: RunInfo) -> str:
     return _table(("setting", "value"), rows)
 
 
-def _results_table(info: RunInfo) -> str:
+def _results_section(info: RunInfo, subject: Subject) -> str:
     r = info.results
+    if subject.kind == TABLE:
+        names = [n for n in ("loss", "accuracy", "precision", "recall", "f1", "auc_roc", "mse", "mae", "r2")
+                 if any(f"{s}_{n}" in r for s in ("train", "val", "test"))]
+        rows = [(name, *(_num(r.get(f"{s}_{name}"), 4) for s in ("train", "val", "test"))) for name in names]
+        return ("Precision, recall and F1 are macro averages over the classes; AUC-ROC is one-vs-rest.\n\n"
+                + _table(("metric", "train", "val", "test"), rows or [(MISSING, MISSING, MISSING, MISSING)]))
     beats = r.get("beats_baseline")
     rows = [
         ("train PPL", _num(r.get("train_ppl"))),
-        ("val PPL (held-out verbs)", _num(r.get("val_ppl"))),
+        ("val PPL (held-out verbs)" if subject.kind == VERBS else "val PPL", _num(r.get("val_ppl"))),
         ("character n-gram baseline, val PPL", _num(r.get("ngram_baseline_val_ppl"))),
         ("beats the n-gram baseline", MISSING if beats is None else ("yes" if beats else "no")),
-        ("held-out exact match (greedy)", _pct(r.get("val_exact_match"))),
     ]
-    return _table(("metric", "value"), rows)
+    if subject.kind == VERBS:
+        rows.append(("held-out exact match (greedy)", _pct(r.get("val_exact_match"))))
+    counted = "the conjugated form and its EOS" if subject.kind == VERBS else "every character and the EOS"
+    return (f"Perplexity is exp(mean negative log-likelihood) over the counted tokens ({counted}).\n\n"
+            + _table(("metric", "value"), rows))
 
 
-def build_card(info: RunInfo, vocab_size: int, repo_id: str | None = None) -> str:
-    """The whole README.md: front matter, then the sections a reader of the model needs."""
-    name = repo_id or "minigpt"
-    repo = repo_id or "user/name"
-    mc = info.model_config
-    init_from = info.section("model").get("init_from")
-    origin = (f"Initialised from `{init_from}`, then trained with minitrain." if init_from else
-              "Trained from scratch (random initialisation) with minitrain, a pure-NumPy teaching library.")
-    heldout = info.section("data").get("heldout_policy", MISSING)
-    body = f"""
-# {name}
+_USE = {
+    VERBS: "Made for teaching: it shows, end to end, how a small transformer is trained, evaluated against a "
+           "baseline and\nshared. It knows only the prompt format above and the patterns of its training verbs; it "
+           "will confidently\nproduce wrong forms for unusual verbs, and it is not a general Spanish language model.",
+    TEXT: "Made for teaching: a small character-level model of its training text. It continues prompts in the style "
+          "of that\ntext and knows nothing beyond it; it is not a general language model.",
+    TABLE: "Made for teaching: a small network trained with a hand-written NumPy library. It expects rows with the "
+           "columns\nit was trained on, preprocessed by the saved pipeline (`minitrain predict` applies it); its "
+           "scores above are\nits only guarantee.",
+}
 
-A character-level GPT-2 that conjugates Spanish verbs: given `verb|T#|` (tense letter T, person 1-6) it writes
-the conjugated form, e.g. `comer|R1|` -> `comí`. {origin}
 
-## Model
-
-- Architecture: GPT-2 decoder (pre-LayerNorm blocks, tanh-GELU MLP, learned positions, output layer tied to
-  the token embedding): {mc['n_layer']} layers, {mc['n_head']} heads, width {mc['d_model']}, MLP width {mc['d_ff']}.
-- Parameters: {info.num_parameters:,}.
-- Context length: {mc['max_seq_len']} tokens.
-- Tokenizer: one token per character, {vocab_size} symbols including `<pad>` (0), `<bos>` (1) and `<eos>` (2);
-  the embedding has {mc['vocab_size']} rows. `tokenizer.json` holds the same vocabulary in the Hugging Face
-  tokenizers format.
-
-## Data
-
-Spanish verb conjugations, one `verb|T#|form` record per line. The val split holds verbs never seen in
-training (held-out policy `{heldout}`), so val measures how well the model generalises to new verbs.
-
-{_data_table(info)}
-
-## Training
-
-{_training_table(info)}
-
-## Results
-
-Perplexity is exp(mean negative log-likelihood) over the counted tokens (the conjugated form and its EOS).
-
-{_results_table(info)}
-
-## Intended use and limitations
-
-Made for teaching: it shows, end to end, how a small transformer is trained, evaluated against a baseline and
-shared. It knows only the prompt format above and the patterns of its training verbs; it will confidently
-produce wrong forms for unusual verbs, and it is not a general Spanish language model.
-
-## How to load it
-
-With minitrain, as the starting point of a run (the weights are checked against the config when they load) or
-to conjugate a verb:
-
-```yaml
-model:
-  init_from: {repo}
-```
-
-```bash
-minitrain sample {repo} --prompt "comer|R1|"
-```
-
+def _how_to_load(info: RunInfo, subject: Subject, repo: str) -> str:
+    if subject.kind == TABLE:
+        return ("With minitrain, from the run folder or the model file (it holds the fitted preprocessing and the "
+                "classes):\n\n```bash\nminitrain predict RUN_DIR rows.csv -o predictions.csv\n```\n")
+    prompt = "comer|R1|" if subject.kind == VERBS else "The "
+    text = (f"With minitrain, as the starting point of a run (the weights are checked against the config when they "
+            f"load) or\nto continue a prompt:\n\n```yaml\nmodel:\n  init_from: {repo}\n```\n\n```bash\n"
+            f'minitrain sample {repo} --prompt "{prompt}"\n```\n')
+    if info.model_config.get("type", "minigpt") != "minigpt":
+        return text
+    return text + f"""
 With transformers (PyTorch):
 
 ```python
@@ -209,9 +284,48 @@ from transformers import AutoTokenizer, GPT2LMHeadModel
 
 model = GPT2LMHeadModel.from_pretrained("{repo}")
 tokenizer = AutoTokenizer.from_pretrained("{repo}")
-ids = tokenizer("comer|R1|", return_tensors="pt").input_ids  # starts with <bos>
+ids = tokenizer("{prompt}", return_tensors="pt").input_ids  # starts with <bos>
 out = model.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=2, pad_token_id=0)
 print(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
 ```
 """
-    return f"---\n{card_data(info, name).to_yaml()}\n---\n{body}"
+
+
+def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None) -> str:
+    """The whole README.md: front matter, then the sections a reader of the model needs (`vocab_size`: the
+    tokenizer's, for a language model)."""
+    subject = describe(info)
+    name = repo_id or info.model_config.get("type", "minigpt")
+    repo = repo_id or "user/name"
+    init_from = info.section("model").get("init_from")
+    origin = (f"Initialised from `{init_from}`, then trained with minitrain." if init_from else
+              "Trained from scratch (random initialisation) with minitrain, a pure-NumPy teaching library.")
+    body = f"""
+# {name}
+
+{subject.summary} {origin}
+
+## Model
+
+{_model_section(info, subject, vocab_size)}
+
+## Data
+
+{_data_section(info, subject)}
+
+## Training
+
+{_training_table(info, subject)}
+
+## Results
+
+{_results_section(info, subject)}
+
+## Intended use and limitations
+
+{_USE[subject.kind]}
+
+## How to load it
+
+{_how_to_load(info, subject, repo)}"""
+    return f"---\n{card_data(info, name, subject).to_yaml()}\n---\n{body}"

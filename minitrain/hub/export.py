@@ -27,7 +27,7 @@ import safetensors.numpy
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 from minitrain.hub.card import build_card
-from minitrain.hub.gpt2 import to_gpt2_config
+from minitrain.hub.gpt2 import check_exportable, to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text, cannot_write
@@ -74,6 +74,7 @@ def export_model(
     any, as it was: never a new config.json beside old weights. OUT_DIR must be new, empty, or an earlier export.
     """
     info = read_run(source)
+    check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported
     tokenizer = run_tokenizer(info, vocab_path)
     out = Path(out_dir)
     _check_target(out)

@@ -61,10 +61,13 @@ def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], 
         raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}", 2)
 
 
-def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
-    """The config.json `GPT2LMHeadModel.from_pretrained` reads, for a MiniGPT config; UserError for a model
-    transformers' GPT-2 cannot represent."""
+def check_exportable(model_config: Mapping[str, Any]) -> None:
+    """UserError unless transformers' GPT-2 can represent the model (a MiniGPT with GPT-2's attention scale)."""
     kind = model_type(model_config)
+    if kind == "sequential":
+        raise UserError("export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2); this model is a "
+                        "sequential table model: its run folder and model file hold everything `minitrain predict "
+                        "RUN_DIR rows.csv -o out.csv` needs")
     if kind != DEFAULT_TYPE:
         raise UserError(f"export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2); this model is "
                         f"{kind}. Sample and evaluate it with minitrain (`minitrain sample RUN_DIR ...`)")
@@ -72,6 +75,12 @@ def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eo
     if scale not in (None, 1.0):
         raise UserError(f"export: attn_scale {scale:g}: GPT-2 scales attention by 1/sqrt(head size) or not at all "
                         "(attn_scale 1)")
+
+
+def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eos_id: int) -> dict[str, Any]:
+    """The config.json `GPT2LMHeadModel.from_pretrained` reads, for a MiniGPT config; UserError for a model
+    transformers' GPT-2 cannot represent."""
+    check_exportable(model_config)
     dropout = float(model_config.get("dropout", 0.0))
     return {
         "architectures": ["GPT2LMHeadModel"],
@@ -88,7 +97,7 @@ def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eo
         "attn_pdrop": dropout,
         "layer_norm_epsilon": LAYER_NORM_EPS,
         "initializer_range": 0.02,
-        "scale_attn_weights": scale is None,
+        "scale_attn_weights": model_config.get("attn_scale") is None,
         "tie_word_embeddings": True,
         "use_cache": True,
         "bos_token_id": bos_id,

@@ -44,10 +44,17 @@ class RunInfo:
     results: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)  # the resolved training config, as plain data
+    metadata: dict[str, Any] = field(default_factory=dict)  # the model file's metadata
+
+    @property
+    def pipeline(self) -> dict[str, Any]:
+        """A table model's pipeline (task, target, classes, preprocessing), saved in its model file; {} otherwise."""
+        value = self.metadata.get("pipeline")
+        return value if isinstance(value, dict) else {}
 
     @property
     def num_parameters(self) -> int:
-        """Trainable numbers; the output layer is tied to wte, so it adds none."""
+        """Every number of the weights (MiniGPT's output layer is tied to wte, so it adds none)."""
         return int(sum(a.size for a in self.state.values()))
 
     def find(self, recorded: str | None) -> Path | None:
@@ -138,9 +145,9 @@ def read_run(source: str | Path) -> RunInfo:
         config = _run_config(run_dir, manifest)
     model_path = _model_file_of(source, results) if source.is_dir() else source
 
-    state, model_config, meta = load_model_file(model_path)
+    state, model_config, metadata = load_model_file(model_path)
     check_state_dict(state, model_config, str(model_path))
     if run_dir is not None:
-        check_same_run(run_dir, results, manifest, model_path, meta)
+        check_same_run(run_dir, results, manifest, model_path, metadata)
     return RunInfo(model_path=model_path, state=state, model_config=dict(model_config), run_dir=run_dir,
-                   results=results, manifest=manifest, config=config)
+                   results=results, manifest=manifest, config=config, metadata=metadata)

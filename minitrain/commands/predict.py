@@ -1,0 +1,25 @@
+"""`minitrain predict SOURCE INPUT -o OUT [--format F]`: a table model's predictions (and class probabilities)
+for the rows of INPUT, with the preprocessing training fitted (minitrain/predict.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    predict = subparsers.add_parser("predict", help="predict the rows of a table with a trained table model")
+    predict.add_argument("source", help="run folder or model file of a model.type sequential run")
+    predict.add_argument("input", help="rows to predict: csv, parquet, jsonl, json or arrow")
+    predict.add_argument("-o", "--output", required=True, help="where to write the predictions (same formats)")
+    predict.add_argument("--format", choices=["csv", "parquet", "jsonl", "json", "arrow"],
+                         help="INPUT's format, when its extension does not say")
+    predict.set_defaults(handler=predict_command)
+
+
+def predict_command(args: argparse.Namespace) -> int:
+    from minitrain.predict import predict
+
+    summary = predict(args.source, args.input, args.output, args.format)
+    scores = "".join(f", {key} {value:.4f}" for key, value in summary.items() if key not in ("rows", "output"))
+    print(f"{summary['rows']} predictions written to {summary['output']}{scores}")
+    return 0

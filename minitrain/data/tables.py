@@ -1,0 +1,295 @@
+"""A table as training data: features and a target, split, preprocessed, as arrays the batchers serve.
+
+    files (data/locate.py) → tables (data/formats.py, pyarrow) → split (data/row_split.py, or the split files)
+      → target column out: classes encoded (classification) or float (regression)
+      → preprocessing fitted on train, applied to every split (data/preprocessing.py)
+      → TableBatch(input (N, F) floats, target (N,) class ids or (N, 1) floats) per split
+
+The target is the column `data.target` names (default `label`); every other column is a feature unless a `drop`
+step removes it. After preprocessing every feature must be a number with no missing value; a text column left
+unencoded, or a gap left unfilled, is an error naming the column and row.
+
+`TablePipeline` is everything that turns raw rows into model inputs and outputs back into labels (the task, the
+target, its classes, the columns expected, the fitted preprocessing, the final feature names); it is saved, as
+JSON, in the model file and the run folder, so `minitrain predict` applies exactly what training did.
+
+The task is `classification` or `regression` when given; inferred, a target of text, booleans or whole numbers
+means classification and one of other numbers regression.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from minitrain.data.augmentation import image_normalize
+from minitrain.data.formats import pyarrow_module, read_table
+from minitrain.data.locate import locate
+from minitrain.data.preprocessing import (
+    Columns,
+    Preprocessing,
+    is_numeric,
+    missing,
+    plain_value,
+    sorted_categories,
+)
+from minitrain.data.row_split import fold_rows, split_rows
+from minitrain.errors import DataError
+from minitrain.io import sha256_of
+
+CLASSIFICATION, REGRESSION = "classification", "regression"
+TARGET_KEY = ("data", "target")
+
+
+class TableBatch(NamedTuple):
+    """`input` (B, F) features (floats; int64 ids when the model starts with an embedding), `target` (B,) int64
+    class ids or (B, 1) floats."""
+
+    input: np.ndarray
+    target: np.ndarray
+
+
+def columns_of(table: Any) -> Columns:
+    """A pyarrow Table as {name: NumPy column}: numbers (and booleans) as float64 with NaN for missing values,
+    anything else as Python objects with None."""
+    pa = pyarrow_module()
+    columns = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        kind = column.type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+            columns[name] = column.to_numpy(zero_copy_only=False).astype(np.float64)
+        elif pa.types.is_null(kind):
+            columns[name] = np.full(len(column), np.nan)
+        else:
+            columns[name] = np.array(column.to_pylist(), dtype=object)
+    return columns
+
+
+def columns_sha256(columns: Columns) -> str:
+    """sha256 of a split's rows, column by column (name, then float64 bytes or the values' reprs)."""
+    digest = hashlib.sha256()
+    for name, column in columns.items():
+        digest.update(name.encode("utf-8") + b"\0")
+        if is_numeric(column):
+            digest.update(np.ascontiguousarray(column, dtype="<f8").tobytes())
+        else:
+            digest.update("\x1f".join(repr(v) for v in column).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def take_rows(columns: Columns, rows: np.ndarray) -> Columns:
+    return {name: column[rows] for name, column in columns.items()}
+
+
+@dataclass
+class TablePipeline:
+    """Raw rows -> model inputs, and model outputs -> labels (see the module docstring). JSON via to_dict."""
+
+    task: str
+    target: str
+    columns: list[str]  # the raw feature columns the preprocessing expects
+    preprocessing: Preprocessing
+    features: list[str]  # the model's inputs, in order, after preprocessing
+    classes: list[Any] | None = None  # classification: class id i is classes[i]
+    image: dict[str, Any] | None = None  # {"shape", and "mean", "std" to normalize}: rows read as images
+
+    def __post_init__(self) -> None:
+        if self.image is not None and math.prod(self.image["shape"]) != len(self.features):
+            raise DataError(("data", "image_shape"), f"{self.image['shape']} holds {math.prod(self.image['shape'])} "
+                                                     f"pixels, but the rows have {len(self.features)} features")
+
+    def features_of(self, columns: Columns, where: str) -> np.ndarray:
+        """(N, F) float64 features of raw `columns` (a split, or predict input), preprocessed."""
+        absent = [name for name in self.columns if name not in columns]
+        if absent:
+            raise DataError(("data",), f"{where} has no column {absent[0]!r} (the model reads "
+                                       f"{', '.join(self.columns[:6])}{', ...' if len(self.columns) > 6 else ''})")
+        done = self.preprocessing.transform({name: columns[name] for name in self.columns}, where)
+        x = feature_matrix(done, where)
+        if self.image is not None and "mean" in self.image:
+            x = image_normalize(x, self.image["shape"], self.image["mean"], self.image["std"])
+        return x
+
+    def targets_of(self, column: np.ndarray, where: str) -> np.ndarray:
+        """Class ids (N,) int64, or values (N, 1) float64, of a raw target column."""
+        gaps = missing(column)
+        if gaps.any():
+            raise DataError(TARGET_KEY, f"{where}, row {int(np.flatnonzero(gaps)[0]) + 1}: the target "
+                                        f"{self.target!r} is missing")
+        if self.task == REGRESSION:
+            if not is_numeric(column):
+                raise DataError(TARGET_KEY, f"{where}: a regression target must be numbers; {self.target!r} holds text")
+            return column.astype(np.float64).reshape(-1, 1)
+        index = {_label_key(c): i for i, c in enumerate(self.classes)}
+        ids = np.empty(len(column), dtype=np.int64)
+        for row, value in enumerate(column):
+            found = index.get(_label_key(value))
+            if found is None:
+                raise DataError(TARGET_KEY, f"{where}, row {row + 1}: class {plain_value(value)!r} of {self.target!r} "
+                                            f"never occurs in the training split (classes: {self.classes[:10]})")
+            ids[row] = found
+        return ids
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "target": self.target, "columns": list(self.columns),
+                "preprocessing": self.preprocessing.to_dict(), "features": list(self.features),
+                "classes": self.classes, "image": self.image}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TablePipeline:
+        return cls(data["task"], data["target"], list(data["columns"]), Preprocessing.from_dict(data["preprocessing"]),
+                   list(data["features"]), data.get("classes"), data.get("image"))
+
+
+def _label_key(value: Any) -> str:
+    return str(plain_value(value))
+
+
+def feature_matrix(columns: Columns, where: str) -> np.ndarray:
+    """(N, F) float64 from preprocessed columns; a text column or a missing value is an error naming it."""
+    for name, column in columns.items():
+        if not is_numeric(column):
+            row = next(i for i, v in enumerate(column) if v is not None and not isinstance(v, int | float))
+            raise DataError(("data", "preprocessing"), f"{where}, row {row + 1}, column {name!r}: {column[row]!r} is "
+                                                       "not a number; encode the column (onehot, label, ordinal) or "
+                                                       "drop it")
+        gaps = np.isnan(column)
+        if gaps.any():
+            raise DataError(("data", "preprocessing"), f"{where}, row {int(np.flatnonzero(gaps)[0]) + 1}, column "
+                                                       f"{name!r}: missing value; add a fillna step or drop it")
+    if not columns:
+        raise DataError(("data", "preprocessing"), f"{where}: no feature column is left")
+    return np.stack([np.asarray(c, dtype=np.float64) for c in columns.values()], axis=1)
+
+
+def infer_task(column: np.ndarray) -> str:
+    """classification for text, booleans or whole numbers; regression for other numbers."""
+    if not is_numeric(column):
+        return CLASSIFICATION
+    values = column[~np.isnan(column)]
+    return CLASSIFICATION if np.all(values == np.round(values)) else REGRESSION
+
+
+@dataclass
+class TableData:
+    """The splits as arrays, the pipeline that made them, and what the manifest records about them."""
+
+    pipeline: TablePipeline
+    splits: dict[str, TableBatch]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def read_splits(data: Any, seed: int, fold: tuple[int, int, bool, bool] | None = None) -> tuple[dict[str, Columns],
+                                                                                                   dict[str, Any]]:
+    """{split: raw columns} and the manifest's record of them (files with sha256, each split's rows and sha256).
+
+    `data` is the config's data section; `seed` the split seed. `fold` = (index, folds, shuffle, stratified):
+    the rows of train and val are pooled, and fold `index` of `folds` becomes val (cross-validation)."""
+    files = locate(data.source, {"train": data.train_path, "val": data.val_path, "test": data.test_path})
+    # A format not written is each file's extension's (lab 01's default, jsonl, is about the verb corpus).
+    fmt = data.format if "format" in data.model_fields_set and data.format != "auto" else None
+    raw = {split: _concat([columns_of(read_table(p, fmt)) for p in paths], paths) for split, paths in files.items()}
+    target = data.target
+    for split, columns in raw.items():
+        if target not in columns:
+            names = ", ".join(list(columns)[:8])
+            where = "the data" if split == "all" else f"the {split} data"
+            raise DataError(TARGET_KEY, f"column {target!r} is not in {where} ({names}...); name the target column "
+                                        "with data.target")
+    if "all" in raw:
+        if data.split is None:
+            raise DataError(("data", "split"), f"{files['all'][0]} holds every row: say how to split it, e.g. "
+                                               "data.split: {train: 0.8, val: 0.1, test: 0.1}")
+        everything = raw.pop("all")
+        labels = _stratify_labels(everything, data.split.stratify)
+        ratios = {"train": data.split.train, "val": data.split.val, "test": data.split.test}
+        raw = {name: take_rows(everything, rows) for name, rows in
+               split_rows(len(labels if labels is not None else everything[target]), ratios, seed, labels).items()}
+    elif "val" not in raw:
+        raise DataError(("data", "source"), "no val split: name a validation file, or give one file and data.split")
+    if fold is not None:
+        raw = _fold(raw, fold, seed, target)
+    info = {"files": [{"path": str(p), "sha256": sha256_of(p)} for paths in files.values() for p in paths],
+            "splits": {split: {"rows": len(next(iter(c.values()))), "sha256": columns_sha256(c)}
+                       for split, c in raw.items()}}
+    return raw, info
+
+
+def _concat(parts: Sequence[Columns], paths: Sequence[Path]) -> Columns:
+    names = list(parts[0])
+    for part, path in zip(parts[1:], paths[1:], strict=True):
+        if list(part) != names:
+            raise DataError(("data", "source"), f"{path}: its columns differ from {paths[0]}'s")
+    return {n: np.concatenate([p[n] for p in parts]) for n in names}
+
+
+def _stratify_labels(columns: Columns, name: str | None) -> np.ndarray | None:
+    if name is None:
+        return None
+    if name not in columns:
+        raise DataError(("data", "split", "stratify"), f"column {name!r} is not in the data")
+    return np.array([_label_key(v) for v in columns[name]])
+
+
+def _fold(raw: dict[str, Columns], fold: tuple[int, int, bool, bool], seed: int, target: str) -> dict[str, Columns]:
+    index, folds, shuffle, stratified = fold
+    pooled = _concat([raw["train"], raw["val"]], [Path("train"), Path("val")])
+    labels = _stratify_labels(pooled, target) if stratified else None
+    parts = fold_rows(len(pooled[target]), folds, seed, shuffle, labels)
+    val_rows = parts[index]
+    train_rows = np.sort(np.concatenate([p for i, p in enumerate(parts) if i != index]))
+    return {"train": take_rows(pooled, train_rows), "val": take_rows(pooled, val_rows),
+            **({"test": raw["test"]} if "test" in raw else {})}
+
+
+def build_table_data(data: Any, task: str | None, seed: int, dtype: type = np.float32,
+                     fold: tuple[int, int, bool, bool] | None = None, ids: bool = False,
+                     image: dict[str, Any] | None = None) -> TableData:
+    """Read, split and preprocess the table the config's `data` section describes (see the module docstring).
+
+    `task`: classification, regression, or None to infer it. `ids`: the model starts with an embedding, so
+    features are int64 ids (each must be a whole number ≥ 0). `image`: {"shape", "mean", "std"} when the rows
+    are images (data.image_shape; the normalize augmentation), checked against the number of features."""
+    raw, info = read_splits(data, seed, fold)
+    target_column = raw["train"][data.target]
+    task = task or infer_task(target_column)
+    features = {name: c for name, c in raw["train"].items() if name != data.target}
+    steps = [step.model_dump(exclude_none=True) if hasattr(step, "model_dump") else step
+             for step in (data.preprocessing or [])]
+    steps = [{kind: options for kind, options in step.items()} for step in steps]
+    preprocessing, done = Preprocessing.fit(steps, features)
+    classes = None
+    if task == CLASSIFICATION:
+        gaps = missing(target_column)
+        present = target_column[~gaps]
+        classes = sorted_categories(present)
+        if len(classes) < 2:
+            raise DataError(TARGET_KEY, f"the training split has only {len(classes)} class of {data.target!r}; a "
+                                        "classifier needs two or more")
+    pipeline = TablePipeline(task, data.target, list(features), preprocessing, list(done), classes, image)
+    splits = {}
+    for split, columns in raw.items():
+        where = f"the {split} split"
+        x = pipeline.features_of(columns, where)
+        splits[split] = TableBatch(_as_input(x, dtype, ids, where), pipeline.targets_of(columns[data.target], where)
+                                   .astype(np.int64 if task == CLASSIFICATION else dtype))
+    info.update(task=task, target=data.target, features=len(pipeline.features),
+                **({"classes": len(classes)} if classes else {}))
+    return TableData(pipeline, splits, info)
+
+
+def _as_input(x: np.ndarray, dtype: type, ids: bool, where: str) -> np.ndarray:
+    if not ids:
+        return np.ascontiguousarray(x, dtype=dtype)
+    bad = (x < 0) | (x != np.round(x))
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise DataError(("model", "layers", 0), f"{where}, row {row + 1}: an embedding reads whole numbers ≥ 0, got "
+                                                f"{x[row, col]} (label-encode the column)")
+    return x.astype(np.int64)
