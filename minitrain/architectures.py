@@ -52,3 +52,11 @@ def parameter_shapes(config: Mapping[str, Any]) -> list[tuple[str, tuple[int, ..
     if model_type(config) == "mlp_lm":
         return mlp_lm.parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
     return model.parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
+
+
+def linear_module_paths(config: Mapping[str, Any]) -> list[str]:
+    """The dotted paths of the model's linear layers (what LoRA adapts and quantization quantizes), without building
+    it: in both families, a linear layer is a 2-D `weight` with a `bias` beside it (embeddings have none)."""
+    names = dict(parameter_shapes(config))
+    return [name.removesuffix(".weight") for name, shape in names.items()
+            if name.endswith(".weight") and len(shape) == 2 and name.removesuffix("weight") + "bias" in names]
