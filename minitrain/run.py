@@ -49,6 +49,7 @@ from minitrain.config.schema import ALWAYS_MEASURED
 from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
+from minitrain.finetune import adapter_facts, after_training, model_file_state, prepare_model
 from minitrain.io import atomic_write_text
 from minitrain.loop import (
     DIVERGED,
@@ -57,12 +58,10 @@ from minitrain.loop import (
     Checkpointing,
     evaluate,
     measure,
-    next_log_probs_fn,
     restore_loop_state,
     train,
     train_step,
 )
-from minitrain.metrics import greedy_exact_match
 from minitrain.monitor.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.progress import Progress
@@ -72,10 +71,8 @@ from minitrain.nn import Module
 from minitrain.optim import build_optimizer
 from minitrain.runtime import configure
 from minitrain.schedule import build_scheduler
+from minitrain.scoring import EVAL_BATCH_SIZE, exact_match
 
-# Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
-# PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
-EVAL_BATCH_SIZE = 256
 MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm"}  # model file names: <prefix>-<hash>
 LOG_FILE = "train_log.jsonl"
 EXIT_DIVERGED, EXIT_HALTED = 3, 4
@@ -98,13 +95,15 @@ class Parts:
     optimizer: Any
     scheduler: Any
     total_steps: int
+    init_from: str | None = None  # where a LoRA run's base came from (it is loaded while building)
 
 
 def build_parts(cfg: Config, total_steps: int) -> Parts:
     """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
 
-    The model is built (drawing its initial weights from the training RNG), frozen where `model.freeze` says,
-    then packed into one flat buffer; the optimizer updates only the trainable parameters."""
+    The model is built (drawing its initial weights from the training RNG), adapted as the lora and quantize
+    sections say (minitrain/finetune.py: a LoRA base is loaded here), frozen where `model.freeze` says, then packed
+    into one flat buffer; the optimizer updates only the trainable parameters."""
     tokenizer = CharTokenizer.load(cfg.data.vocab_path)
     train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
     seq_len = cfg.model.max_seq_len
@@ -114,6 +113,7 @@ def build_parts(cfg: Config, total_steps: int) -> Parts:
     batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, t.shuffle, t.drop_last)  # the data RNG
     train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
     model = build_model(cfg.model.architecture(), rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
+    base = prepare_model(model, cfg, train_rng)
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
     model.pack_parameters()
@@ -121,7 +121,7 @@ def build_parts(cfg: Config, total_steps: int) -> Parts:
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
     return Parts(tokenizer, train_records, val_records, train_split, batcher,
-                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps)
+                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, base)
 
 
 def parameter_counts(model: Module) -> dict[str, int]:
@@ -262,7 +262,8 @@ def run_training(
         start.step = restored["step"]
         _keep_log_before(_run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
     else:
-        if cfg.model.init_from:
+        init_from = parts.init_from  # a LoRA base, loaded while building
+        if cfg.model.init_from and not cfg.lora.enabled:
             from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
 
             init_from = init_model_from(parts.model, cfg.model.init_from, cfg.data.vocab_path)
@@ -273,8 +274,8 @@ def run_training(
         seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
         train_path=cfg.data.train_path)
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
-                    **parameter_counts(parts.model), config_hash=checkpointing.config_hash,
-                    runtime=runtime)
+                    **parameter_counts(parts.model), **adapter_facts(parts.model),
+                    config_hash=checkpointing.config_hash, runtime=runtime)
     if init_from is not None:
         manifest["init_from"] = init_from
     if checkpoint_path is not None:
@@ -329,6 +330,8 @@ def run_training(
         results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
                        val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
         results.update(_score_held_out_splits(cfg, parts))
+        results.update(after_training(cfg, parts.model, out_dir, parts.tokenizer, parts.train_records,
+                                      parts.val_records))
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows)
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
@@ -393,27 +396,18 @@ def _score_held_out_splits(cfg: Config, parts: Parts) -> dict[str, float]:
 
 
 def _exact_match(parts: Parts, records: list[dict]) -> float:
-    """Share of `records` whose greedily decoded form is exactly right, given `verb|T#|`.
-
-    Only ids the tokenizer knows can be chosen: embedding rows past its vocabulary (lab 01 has 64 rows for fewer
-    characters) stand for no character, and a barely trained model, or one started from other weights
-    (`init_from`), may still rank one of them first.
-    """
-    model_log_probs = next_log_probs_fn(parts.model, parts.tokenizer.pad_id)
-    known = parts.tokenizer.vocab_size
-    found = greedy_exact_match(lambda prefixes: model_log_probs(prefixes)[:, :known], records,
-                               parts.tokenizer, max_new_tokens=parts.model.config["max_seq_len"])
-    return found.rate
+    """Share of `records` whose greedily decoded form is exactly right (`scoring.exact_match`)."""
+    return exact_match(parts.model, parts.tokenizer, records)
 
 
 def _save_model(model: Module, models_dir: Path, cfg: Config, steps: int) -> str:
     """Write the model file under a temporary name, then rename it after its content hash; return its path
-    (relative to the repository when inside it, as results.json records it)."""
-    prefix = MODEL_PREFIXES[cfg.model.type]
+    (relative to the repository when inside it, as results.json records it). A LoRA run's holds the adapters."""
+    prefix = MODEL_PREFIXES[cfg.model.type] + ("-lora" if cfg.lora.enabled else "")
     tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
     meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
             "config_hash": training_config_hash(cfg)}
-    digest = save_model_file(tmp, model.state_dict(), model.config, meta)
+    digest = save_model_file(tmp, model_file_state(model), model.config, meta)
     final = models_dir / f"{prefix}-{digest[:16]}.safetensors"
     os.replace(tmp, final)
     final = final.resolve()

@@ -143,6 +143,8 @@ def build_card(info: RunInfo, vocab_size: int, repo_id: str | None = None) -> st
     init_from = info.section("model").get("init_from")
     origin = (f"Initialised from `{init_from}`, then trained with minitrain." if init_from else
               "Trained from scratch (random initialisation) with minitrain, a pure-NumPy teaching library.")
+    if info.adapter is not None:
+        origin = _adapter_origin(info)
     heldout = info.section("data").get("heldout_policy", MISSING)
     body = f"""
 # {name}
@@ -154,7 +156,7 @@ the conjugated form, e.g. `comer|R1|` -> `comí`. {origin}
 
 - Architecture: GPT-2 decoder (pre-LayerNorm blocks, tanh-GELU MLP, learned positions, output layer tied to
   the token embedding): {mc['n_layer']} layers, {mc['n_head']} heads, width {mc['d_model']}, MLP width {mc['d_ff']}.
-- Parameters: {info.num_parameters:,}.
+- Parameters: {info.num_parameters:,}{" (the adapter's; the base's are in the base model)" if info.adapter else ""}.
 - Context length: {mc['max_seq_len']} tokens.
 - Tokenizer: one token per character, {vocab_size} symbols including `<pad>` (0), `<bos>` (1) and `<eos>` (2);
   the embedding has {mc['vocab_size']} rows. `tokenizer.json` holds the same vocabulary in the Hugging Face
@@ -183,7 +185,39 @@ Made for teaching: it shows, end to end, how a small transformer is trained, eva
 shared. It knows only the prompt format above and the patterns of its training verbs; it will confidently
 produce wrong forms for unusual verbs, and it is not a general Spanish language model.
 
-## How to load it
+{_peft_loading(info) if info.adapter else _model_loading(repo)}"""
+    return f"---\n{card_data(info, name).to_yaml()}\n---\n{body}"
+
+
+def _adapter_origin(info: RunInfo) -> str:
+    a = info.adapter
+    quantized = f" held in 4-bit {a.quant_type} blocks (QLoRA)" if a.quantize_base else ""
+    return (f"This repo holds a LoRA adapter (rank {a.rank}, alpha {a.alpha:g}, on {len(a.targets)} linear layers) "
+            f"trained with minitrain on the frozen base `{a.base}`{quantized}.")
+
+
+def _peft_loading(info: RunInfo) -> str:
+    """How to put the adapter on its base with PEFT (a section of an adapter's card)."""
+    return f"""## How to load it
+
+This folder is in PEFT's layout (adapter_config.json, adapter_model.safetensors). The base must be the model the
+adapter was trained on, `{info.adapter.base}`, as `minitrain export` writes it:
+
+```python
+from peft import PeftModel
+from transformers import GPT2LMHeadModel
+
+model = PeftModel.from_pretrained(GPT2LMHeadModel.from_pretrained("BASE_EXPORT"), "THIS_FOLDER_OR_REPO")
+```
+
+`minitrain merge RUN_DIR OUT_DIR` folds the adapter into its base instead, and `minitrain publish
+--merge-adapters` publishes the merged model.
+"""
+
+
+def _model_loading(repo: str) -> str:
+    """How to load a whole model with minitrain or transformers."""
+    return f"""## How to load it
 
 With minitrain, as the starting point of a run (the weights are checked against the config when they load) or
 to conjugate a verb:
@@ -209,4 +243,3 @@ out = model.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=2, pa
 print(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
 ```
 """
-    return f"---\n{card_data(info, name).to_yaml()}\n---\n{body}"

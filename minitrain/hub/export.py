@@ -8,6 +8,9 @@
       tokenizer_config.json   so `AutoTokenizer.from_pretrained(OUT_DIR)` knows the special tokens
       README.md               the model card
 
+A LoRA run exports its adapter instead of config.json and model.safetensors: adapter_config.json and
+adapter_model.safetensors in PEFT's layout (minitrain/lora/peft.py), loaded on top of the base's export.
+
 There is no `lm_head.weight`: GPT-2 ties it to `transformer.wte.weight` and `from_pretrained` re-ties it. The
 `attn.bias` causal-mask buffers old transformers versions kept are not weights, and are not written either.
 Every file goes through an atomic write, so an interrupted export never leaves a half-written file.
@@ -15,6 +18,7 @@ Every file goes through an atomic write, so an interrupted export never leaves a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +31,7 @@ from minitrain.hub.gpt2 import to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from minitrain.lora.peft import write_peft_folder
 
 WEIGHTS_FILE = "model.safetensors"
 EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json")
@@ -61,21 +66,36 @@ def export_model(
     out_dir: str | Path,
     repo_id: str | None = None,
     vocab_path: str | Path | None = None,
+    merge_adapters: bool = False,
+    base_model: str | None = None,
 ) -> list[Path]:
     """Write the export folder for a run folder or model file; return the files written, sorted.
 
-    `repo_id` only changes the model card (its title and loading snippet).
+    `repo_id` only changes the model card (its title and loading snippet). A LoRA run exports its adapter in
+    PEFT's layout (adapter_config.json, adapter_model.safetensors) with the tokenizer files and the card; with
+    `merge_adapters`, its base with the adapters merged in (`base_model` replaces the base the run records).
     """
     info = read_run(source)
+    if info.adapter is not None and merge_adapters:
+        from minitrain.hub.merge import merged_model  # merging needs the sources, which import this module
+
+        model, _ = merged_model(info, base_model)
+        info = replace(info, state=model.state_dict(), model_config=dict(model.config), adapter=None)
     tokenizer = run_tokenizer(info, vocab_path)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder")
-    config = to_gpt2_config(info.model_config, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-    atomic_write_json(out / "config.json", config)
-    atomic_write_bytes(out / WEIGHTS_FILE, weights_bytes(info.state))
+    if info.adapter is None:
+        config = to_gpt2_config(info.model_config, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+        atomic_write_json(out / "config.json", config)
+        atomic_write_bytes(out / WEIGHTS_FILE, weights_bytes(info.state))
+        written = list(EXPORT_FILES)
+    else:
+        to_gpt2_config(info.model_config, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)  # PEFT needs a GPT-2
+        written = [path.name for path in write_peft_folder(out, info.state, info.adapter)]
+        written += [name for name in EXPORT_FILES if name not in ("config.json", WEIGHTS_FILE)]
     tokenizer.save(out / "vocab.json")
     atomic_write_json(out / "tokenizer.json", tokenizer_json(tokenizer))
     atomic_write_json(out / "tokenizer_config.json", tokenizer_config(info.model_config["max_seq_len"]))
     atomic_write_text(out / "README.md", build_card(info, tokenizer.vocab_size, repo_id))
-    return sorted(out / name for name in EXPORT_FILES)
+    return sorted(out / name for name in written)

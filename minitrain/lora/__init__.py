@@ -12,6 +12,7 @@ blocks in minitrain/quant/blockwise.py.
 from minitrain.lora.adapter import (
     LoraSettings,
     adapter_names,
+    adapter_names_in,
     adapter_state,
     add_adapters,
     base_weight_bytes,
@@ -24,6 +25,7 @@ from minitrain.lora.adapter import (
 from minitrain.lora.targets import linear_paths, resolve_targets
 
 __all__ = [
-    "LoraSettings", "adapter_names", "adapter_state", "add_adapters", "base_weight_bytes", "linear_paths",
-    "load_adapter_state", "merge_adapters", "resolve_targets", "settings_of", "state_digest", "with_base",
+    "LoraSettings", "adapter_names", "adapter_names_in", "adapter_state", "add_adapters", "base_weight_bytes",
+    "linear_paths", "load_adapter_state", "merge_adapters", "resolve_targets", "settings_of", "state_digest",
+    "with_base",
 ]  # fmt: skip

@@ -16,7 +16,7 @@ checkpoint records: a file whose model config has "lora" holds an adapted model,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -113,19 +113,22 @@ def add_adapters(model: Module, settings: LoraSettings, rng: np.random.Generator
 
 
 def adapter_names(model: Module) -> list[str]:
-    """The parameters an adapter holds, in model order: each target's lora_A and lora_B, and the biases its
-    `bias` setting trains (all: every `*.bias`, as PEFT; lora_only: the adapted layers'; none: no bias)."""
+    """The parameters an adapter holds, in model order (`adapter_names_in` of the model's parameter names)."""
     settings = settings_of(model)
-    if settings is None:
-        return []
+    return [] if settings is None else adapter_names_in([name for name, _ in model.named_parameters()], settings)
+
+
+def adapter_names_in(names: Iterable[str], settings: LoraSettings) -> list[str]:
+    """Of an adapted model's parameter names, the adapter's: each target's lora_A and lora_B, and the biases the
+    `bias` setting trains (all: every `*.bias`, as PEFT; lora_only: the adapted layers'; none: no bias)."""
     adapted = tuple(f"{path}." for path in settings.targets)
-    names = []
-    for name, _ in model.named_parameters():
+    chosen = []
+    for name in names:
         own = name.startswith(adapted)
         if (own and name.rsplit(".", 1)[-1] in ("lora_A", "lora_B")) or (name.endswith(".bias") and (
                 settings.bias == "all" or (settings.bias == "lora_only" and own))):
-            names.append(name)
-    return names
+            chosen.append(name)
+    return chosen
 
 
 def adapter_state(model: Module) -> dict[str, np.ndarray]:
