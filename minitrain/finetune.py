@@ -23,6 +23,7 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.lora import adapter_state, add_adapters, base_weight_bytes, linear_paths, settings_of, with_base
 from minitrain.lora.peft import write_peft_adapter
 from minitrain.nn import Module
+from minitrain.nn.quantized import Linear4Bit
 from minitrain.quant.ptq import quantizable_paths
 from minitrain.quant.qat import attach_fake_quantizers
 from minitrain.quantize import calibration_batches, dequantized_model, quantize_model, write_quantized
@@ -53,11 +54,15 @@ def model_file_state(model: Module) -> dict[str, np.ndarray]:
 
 
 def adapter_facts(model: Module) -> dict[str, Any]:
-    """For a LoRA model, what the manifest records: the trainable share and the base's linear weights in bytes."""
+    """For a LoRA model, what the manifest records: the weights held in 4-bit blocks (QLoRA; they are no
+    parameters, so `parameters` leaves them out), the trainable share of all weights, and the linear layers'
+    weights in bytes as held."""
     if settings_of(model) is None:
         return {}
-    trainable, total = model.num_parameters(trainable_only=True), model.num_parameters()
-    return {"trainable_share": round(trainable / total, 6), "base_weight_bytes": base_weight_bytes(model)}
+    quantized = sum(m.weight.size for m in model.modules() if isinstance(m, Linear4Bit))
+    trainable, total = model.num_parameters(trainable_only=True), model.num_parameters() + quantized
+    return {**({"quantized_parameters": quantized} if quantized else {}),
+            "trainable_share": round(trainable / total, 6), "base_weight_bytes": base_weight_bytes(model)}
 
 
 def after_training(
@@ -71,9 +76,11 @@ def after_training(
         results["adapter_dir"] = str(out_dir / ADAPTER_DIR)
     if cfg.quantize.enabled:
         q = cfg.quantize
+        # After QAT, the ranges come from the observer the model trained with: the file stores the weights it used.
+        samples = 0 if q.qat.enabled else q.calibration.samples
         calibration = calibration_batches(train_records, tokenizer, cfg.model.max_seq_len, cfg.data.loss_on,
-                                          q.calibration.samples, cfg.training.data_seed)
-        quantization = quantize_model(model, q.scheme_for(), q.exclude, calibration)
+                                          samples, cfg.training.data_seed)
+        quantization = quantize_model(model, q.scheme_for(training=q.qat.enabled), q.exclude, calibration)
         scores = score_records(dequantized_model(model, quantization), tokenizer, val_records, cfg.data.loss_on)
         path = out_dir / f"quantized-int{q.bits}.safetensors"
         evaluation = {"qat": q.qat.enabled, **{f"val_{k}": v for k, v in scores.items()}}

@@ -45,7 +45,7 @@ from minitrain.nn import inference
 def random_adapter(folder: Path) -> tuple[Path, Path]:
     """A random base model file and a random adapter file on it (large values everywhere), and the vocabulary."""
     base_path, vocab = random_source(folder)
-    state, config, _ = load_model_file(base_path)
+    state, _, _ = load_model_file(base_path)
     model = MiniGPT(**LAB_MODEL, rng=0)
     model.load_state_dict(state)
     settings = with_base(LoraSettings(rank=4, alpha=8.0, targets=tuple(linear_paths(model)), bias="all"),

@@ -493,7 +493,8 @@ class QuantizeConfig(Section):
         default_factory=list, description="linear layers kept in float (names as lora.target_modules)")
 
     def scheme_for(self, training: bool = False) -> Scheme:
-        """The quantization scheme: ranges by calibration.method, or (`training`, QAT) by qat.observer."""
+        """The quantization scheme: ranges by calibration.method, or (`training`: QAT, and the quantization after
+        it, which must store the weights QAT computed with) by qat.observer."""
         method = OBSERVER_METHODS[self.qat.observer] if training else self.calibration.method
         return Scheme(self.bits, self.scheme, self.granularity, self.group_size, method, self.calibration.percentile)
 
