@@ -225,7 +225,9 @@ def test_init_method_writes_a_lora_section_that_validates(tmp_path, base, capsys
     assert lora["target_modules"] == ["c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"]
     assert lora.get("quantize_base", False) is (method == "qlora")
     assert "# publish:" in text and "#   merge_adapters: true" in text
-    assert run(["validate", out], capsys)[0] == 0
+    code, checked, _ = run(["validate", out], capsys)
+    quantized = ", base in 4-bit nf4 blocks" if method == "qlora" else ""
+    assert code == 0 and f"✓ lora: rank 4, alpha 8 on 8 linear layers{quantized}\n" in checked
     code, _, err = run(["init", "--method", method, "--data", base.parent / "data"], capsys)
     assert code == 2 and "needs" not in err and "--base" in err
 
