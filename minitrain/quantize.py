@@ -119,6 +119,9 @@ def quantize_run(
     """Quantize the model of a run folder or model file into the file `out` and score both on the run's val
     split; returns the row `minitrain quantize` prints (sizes in bytes, val PPL and exact match of each)."""
     info = read_run(source)
+    if info.adapter is not None:
+        raise UserError(f"quantize {source}: a LoRA run holds adapters, not a whole model; `minitrain merge` it "
+                        "first, then quantize the merged run folder", 2)
     model = build_model(info.model_config)
     model.load_state_dict(info.state, source=str(info.model_path))
     data = info.data_config()

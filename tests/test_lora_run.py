@@ -129,6 +129,10 @@ def test_merge_writes_a_plain_run_whose_model_computes_the_adapted_logits(tmp_pa
     assert not (tmp_path / "merged2").exists()
     code, _, err = run(["merge", base, tmp_path / "merged3"], capsys)
     assert code == 2 and "not a LoRA run" in err
+    # quantizing takes a whole model: the merged run, not the adapters
+    code, _, err = run(["quantize", tmp_path / "run", tmp_path / "q.safetensors", "--bits", "8"], capsys)
+    assert code == 2 and "`minitrain merge` it first" in err and not (tmp_path / "q.safetensors").exists()
+    assert run(["quantize", tmp_path / "merged", tmp_path / "q.safetensors", "--bits", "8"], capsys)[0] == 0
 
 
 def test_publish_sends_the_adapter_or_with_merge_adapters_the_merged_model(tmp_path, base, capsys, monkeypatch):

@@ -7,8 +7,10 @@
             training verbs' imperfect and is scored on the held-out verbs' (dev to choose, val to report)
 2. base     base.yaml: lab 01's config without the imperfect
 3. adapt    lora.yaml, qlora.yaml, full.yaml from the base, each in its own process (so its peak RSS is its own);
-            held-out imperfect and the other tenses scored before and after
-4. timing   ms per training step of the three, interleaved in one process (the ratios are what to read)
+            held-out imperfect and the other tenses scored before and after; the adapters merged, and the merged
+            model's logits compared with the adapted model's
+4. timing   ms per training step of the three, interleaved in one process (the ratios are what to read);
+            `--timing-only` measures this step again into results.json
 5. ptq      lab 01's model quantized: bits × granularity → file bytes, val PPL, exact match
 6. qat      lab 01's model fine-tuned 300 steps with 4-bit (and 2-bit) QAT, against the same fine-tuning then PTQ
 
@@ -29,11 +31,14 @@ import numpy as np
 from minitrain.config import load_config
 from minitrain.data.corpus import load_records, records_to_jsonl
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.hub.merge import merged_model
+from minitrain.hub.run_folder import read_run
 from minitrain.hub.sources import load_model
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.quant.affine import Scheme
 from minitrain.quantize import quantize_run
 from minitrain.run import build_parts
+from minitrain.runtime import configure
 from minitrain.scoring import score_records
 
 HERE = Path(__file__).resolve().parent
@@ -104,6 +109,9 @@ def adapt(root: Path, quick: bool) -> dict:
             "peak_rss_mb": facts["peak_rss_mb"], "steps": facts["steps"],
             "scores": score(str(out), held_out),
         }
+        if method != "full":  # merging the adapters into the base changes the logits by float rounding only
+            _, merge = merged_model(read_run(out))
+            rows[method]["merged_vs_adapted_max_abs_logit_difference"] = merge["max_abs_logit_difference"]
     return rows
 
 
@@ -117,6 +125,7 @@ def step_times(root: Path, rounds: int) -> dict[str, float]:
                           *(f"data.{k}={v.replace('runs/20-lora', str(root))}"
                             for k, v in _paths(HERE / f"{method}.yaml").items())])
         parts[method] = build_parts(cfg, 1000)
+    configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)  # as a run does: one BLAS thread
     times = {method: [] for method in METHODS}
     for _ in range(rounds):
         for method, p in parts.items():
@@ -172,9 +181,17 @@ def qat_comparison(root: Path, quick: bool) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", metavar="DIR", help="3-step runs into DIR (the pipeline's test)")
+    parser.add_argument("--timing-only", action="store_true",
+                        help="measure step 4 again (the runs of step 3 must exist) and update results.json")
     args = parser.parse_args()
     root = Path(args.quick or "runs/20-lora")
     quick = args.quick is not None
+    if args.timing_only:
+        results = json.loads((HERE / "results.json").read_text())
+        results["timing"] = step_times(root, 400)
+        (HERE / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        print(json.dumps(results["timing"], indent=2))
+        return 0
     started = time.time()
     results = {"data": make_data(root)}
     base = train(HERE / "base.yaml", root / "base", root, quick)
