@@ -111,6 +111,7 @@ def test_merge_writes_a_plain_run_whose_model_computes_the_adapted_logits(tmp_pa
     assert code == 0, err and "max |logit difference|" in out
     merge = json.loads((tmp_path / "merged" / "results.json").read_text())["merge"]
     assert merge["max_abs_logit_difference"] < 1e-5 and merge["positions"] > 0
+    assert json.loads((tmp_path / "merged" / "manifest.json").read_text())["model_path"] == "model.safetensors"
     info = read_run(tmp_path / "run")
     adapted = adapted_model(info.state, info.model_config, "adapter", run_dir=info.run_dir)
     merged, _ = load_model(str(tmp_path / "merged"))

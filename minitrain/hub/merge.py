@@ -2,9 +2,9 @@
 
     OUT_DIR/model.safetensors    the merged model (W + (alpha/rank)·A·B in every adapted layer; a QLoRA base
                                  dequantized): a minitrain model file without adapters
-    OUT_DIR/results.json         the LoRA run's, its model_path naming model.safetensors, plus
-                                 `merge` {source, base, max_abs_logit_difference, positions}
-    OUT_DIR/manifest.json, config.resolved.yaml, config.yaml    the LoRA run's, as they were
+    OUT_DIR/results.json         the LoRA run's results.json and manifest.json, model_path naming
+    OUT_DIR/manifest.json        model.safetensors, plus `merge` {source, base, max_abs_logit_difference, positions}
+    OUT_DIR/config.resolved.yaml, config.yaml    the LoRA run's, as they were
 
 So OUT_DIR exports, publishes, samples and starts new runs (`model.init_from`) like any run folder. Before it is
 written, the merged model and the adapted one run on the run's val records; the largest difference between
@@ -31,7 +31,7 @@ from minitrain.lora import merge_adapters
 from minitrain.nn import Module, inference
 
 MERGED_FILE = "model.safetensors"
-COPIED = ("manifest.json", "config.resolved.yaml", "config.yaml")
+COPIED = ("config.resolved.yaml", "config.yaml")
 
 
 def merged_model(info: RunInfo, base: str | None = None) -> tuple[Module, dict[str, Any]]:
@@ -62,6 +62,8 @@ def merge_run(source: str | Path, out_dir: str | Path, base: str | None = None) 
     for name in COPIED:
         if info.run_dir is not None and (info.run_dir / name).is_file():
             shutil.copyfile(info.run_dir / name, out / name)
+    if info.manifest:
+        atomic_write_json(out / "manifest.json", {**info.manifest, "model_path": MERGED_FILE, "merge": facts})
     atomic_write_json(out / "results.json", {**info.results, "model_path": MERGED_FILE, "merge": facts})
     return facts
 
