@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from minitrain.config import load_config
 from minitrain.data.corpus import load_records, records_to_jsonl
@@ -77,9 +78,9 @@ def train(config: Path, out: Path, root: Path, quick: bool, extra: tuple[str, ..
 
 
 def _paths(config: Path) -> dict[str, str]:
-    text = config.read_text(encoding="utf-8")
-    return {key: line.split(":", 1)[1].split("#")[0].strip() for line in text.splitlines()
-            for key in ("train_path", "val_path") if line.strip().startswith(f"{key}:") and "runs/20-lora" in line}
+    """The config's data paths under runs/20-lora (the split files run.py writes), which --quick moves."""
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))["data"]
+    return {key: value for key, value in data.items() if isinstance(value, str) and "runs/20-lora" in value}
 
 
 def score(source: str, records: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
