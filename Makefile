@@ -45,6 +45,7 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_kernels.py
 	$(BIN)/python benchmarks/bench_optim.py
+	$(BIN)/python benchmarks/bench_quant.py
 	$(BENCH_PYTHON) benchmarks/bench_step.py
 	$(BIN)/python benchmarks/bench_run.py
 

@@ -68,3 +68,11 @@ def tensor_count(config: Mapping[str, Any]) -> int:
         fixed, with_one = (len(model.parameter_shapes(n, *sizes)) for n in (0, 1))
         return fixed + (with_one - fixed) * int(config["n_layer"])
     return len(parameter_shapes(config))
+
+
+def linear_module_paths(config: Mapping[str, Any]) -> list[str]:
+    """The dotted paths of the model's linear layers (what LoRA adapts and quantization quantizes), without building
+    it: in both families, a linear layer is a 2-D `weight` with a `bias` beside it (embeddings have none)."""
+    names = dict(parameter_shapes(config))
+    return [name.removesuffix(".weight") for name, shape in names.items()
+            if name.endswith(".weight") and len(shape) == 2 and name.removesuffix("weight") + "bias" in names]

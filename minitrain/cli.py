@@ -3,12 +3,14 @@
     minitrain train CONFIG [--set key=value ...] [--out-dir DIR] [--models-dir DIR] [--seed N] [--resume PATH]
                            [--dry-run] [--strict] [--quiet]
     minitrain validate CONFIG          minitrain schema
-    minitrain init [--template minimal|lab01] [--base PATH|user/repo] [--data DIR] [-o FILE]
+    minitrain init [--template minimal|lab01] [--base PATH|user/repo] [--method full|lora|qlora] [--data DIR]
+                   [-o FILE]
     minitrain lock CONFIG              minitrain info RUN_DIR
-    minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR]
+    minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR] [--merge-adapters]
     minitrain sample SOURCE --prompt TEXT
     minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR]
     minitrain predict SOURCE INPUT -o OUT   (a table model's predictions)
+    minitrain merge LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
 
 Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it). Adding a
 command is one line: write a module with a `register(subparsers)` function that adds its subcommand (with

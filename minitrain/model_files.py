@@ -32,6 +32,8 @@ from safetensors import SafetensorError
 
 from minitrain.errors import BAD_INPUT, UserError
 from minitrain.io import atomic_write_bytes, parse_json, read_bytes
+from minitrain.quant.qfile import KIND as QUANTIZED_KIND
+from minitrain.quant.qfile import dequantized_state
 from minitrain.run_files import check_model_file_meta
 
 FORMAT = "minitrain"
@@ -138,25 +140,30 @@ def save_model_file(
     state_dict: Mapping[str, np.ndarray],
     model_config: Mapping[str, Any],
     metadata: Mapping[str, Any] | None = None,
+    kind: str = "model",
 ) -> str:
     """Write a model-only file (GPT-2 tensor names, config in the metadata); return the file's sha256 (hex).
 
-    `metadata` values may be any JSON value; they come back unchanged from `load_model_file`.
+    `metadata` values may be any JSON value; they come back unchanged from `load_model_file`. `kind` "quantized"
+    marks a file of integer weights (minitrain/quant/qfile.py).
     """
     extra = dict(metadata or {})
     reserved = {"format", "format_version", "kind", "model_config", "sha256"} & extra.keys()
     if reserved:
         raise ValueError(f"metadata keys {sorted(reserved)} are reserved")
-    meta = {**extra, "format_version": FORMAT_VERSION, "kind": "model", "model_config": dict(model_config)}
+    meta = {**extra, "format_version": FORMAT_VERSION, "kind": kind, "model_config": dict(model_config)}
     data = encode(state_dict, meta)
     atomic_write_bytes(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
 def load_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]]:
-    """Read a model file or a full checkpoint: (model state_dict, model_config, metadata)."""
+    """Read a model file or a full checkpoint: (model state_dict, model_config, metadata). A quantized model
+    file's state dict holds its dequantized float32 weights."""
     tensors, metadata = read_file(Path(path))
     state = {name: a for name, a in tensors.items() if not name.startswith(OPTIMIZER_PREFIX)}
+    if metadata.get("kind") == QUANTIZED_KIND:
+        state = dequantized_state(state, metadata, str(path))
     return state, metadata["model_config"], metadata
 
 

@@ -47,6 +47,7 @@ from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.engine import FINISHED, INTERRUPTED, Checkpointing, step_gradients, train
 from minitrain.errors import UserError
+from minitrain.finetune import adapter_facts, after_training, model_file_state, prepare_model
 from minitrain.io import atomic_write_text, cannot_write, read_text
 from minitrain.loop import evaluate
 from minitrain.model_files import config_hash, save_model_file
@@ -99,14 +100,16 @@ class Parts:
     total_steps: int
     task: Any = LANGUAGE_MODELING
     table: Any = None  # minitrain.data.tables.TableData
+    init_from: str | None = None  # where a LoRA run's base came from (it is loaded while building)
 
 
 def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Parts:
     """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
     For a table: its splits (fold `fold` of a cross-validation) and the model's widths from the data.
 
-    The model is built (drawing its initial weights from the training RNG), frozen where `model.freeze` says,
-    then packed into one flat buffer; the optimizer updates only the trainable parameters."""
+    The model is built (drawing its initial weights from the training RNG), adapted as the lora and quantize
+    sections say (minitrain/finetune.py: a LoRA base is loaded here), frozen where `model.freeze` says, then packed
+    into one flat buffer; the optimizer updates only the trainable parameters."""
     tokenizer = train_records = val_records = table = None
     task = LANGUAGE_MODELING
     if cfg.is_table_task:
@@ -129,6 +132,7 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
         batcher = AugmentedBatcher(batcher, augment, t.data_seed)
     train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
     model = build_model(architecture, rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
+    base = prepare_model(model, cfg, train_rng)
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
     model.pack_parameters()
@@ -136,7 +140,8 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
     return Parts(tokenizer, train_records, val_records, train_split, batcher,
-                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, task, table)
+                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, task, table,
+                 base)
 
 
 def parameter_counts(model: Module) -> dict[str, int]:
@@ -326,7 +331,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
             run_dir.remove_file(out_dir / name)
     else:
-        if cfg.model.init_from:
+        init_from = parts.init_from  # a LoRA base, loaded while building
+        if cfg.model.init_from and not cfg.lora.enabled:
             from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
 
             init_from = init_model_from(parts.model, cfg.model.init_from,
@@ -342,7 +348,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     if not (resumed and continuing and manifest.get("run_id")):
         manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
-                    **parameter_counts(parts.model), config_hash=checkpointing.config_hash,
+                    **parameter_counts(parts.model), **adapter_facts(parts.model),
+                    config_hash=checkpointing.config_hash,
                     data_sha256=checkpointing.data_sha256, runtime=runtime)
     for stale in ("error", "signal"):
         manifest.pop(stale, None)
@@ -405,6 +412,9 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
                                                      parts.val_records, outcome, baseline, model_path)
         wall = results["wall_seconds"] = round(earlier_wall + time.perf_counter() - start_time, 3)
         results.update(run_id=manifest["run_id"], model_sha256=model_sha256)
+        if parts.table is None:
+            results.update(after_training(cfg, parts.model, out_dir, parts.tokenizer, parts.train_records,
+                                          parts.val_records))
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows) if any("loss" in row for row in rows) else None
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
@@ -454,15 +464,16 @@ def _validator(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]] |
 def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
     """Write the model file under a temporary name, then rename it after its content hash; return its path
     (relative to the repository when inside it, as results.json records it) and the file's sha256. A table
-    model's file also holds its pipeline (task, classes, fitted preprocessing), which `predict` applies."""
+    model's file also holds its pipeline (task, classes, fitted preprocessing), which `predict` applies; a LoRA
+    run's holds the adapters."""
     model = parts.model
-    prefix = MODEL_PREFIXES[cfg.model.type]
+    prefix = MODEL_PREFIXES[cfg.model.type] + ("-lora" if cfg.lora.enabled else "")
     tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
     meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
             "config_hash": training_config_hash(cfg)}
     if parts.table is not None:
         meta["pipeline"] = parts.table.pipeline.to_dict()
-    digest = save_model_file(tmp, model.state_dict(), model.config, meta)
+    digest = save_model_file(tmp, model_file_state(model), model.config, meta)
     final = models_dir / f"{prefix}-{digest[:16]}.safetensors"
     try:
         os.replace(tmp, final)

@@ -181,7 +181,7 @@ class ModelFileMeta(Record):
     """The metadata of a minitrain safetensors file (checkpoint.py), JSON values decoded."""
 
     format_version: Count
-    kind: Literal["model", "checkpoint"]
+    kind: Literal["model", "checkpoint", "quantized"]
     shape: Annotated[
         Annotated[ModelShape, Tag("minigpt")] | Annotated[MLPLMShape, Tag("mlp_lm")]
         | Annotated[SequentialShape, Tag("sequential")],

@@ -1,11 +1,12 @@
 """Scoring a trained model on held-out records, beyond the loss the loop validates with: greedy exact match of
-the verb forms, the extra metrics a validation row may carry (training.val_metrics), and the dev and test splits
-scored once after training. `minitrain/run.py` calls these; they read no file but the splits they score.
+the verb forms, the extra metrics a validation row may carry (training.val_metrics), the dev and test splits
+scored once after training, and `score_records`, what `minitrain quantize` and `minitrain merge` compare a model
+with its quantized or merged twin by. They read no file but the splits they score.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from minitrain.sampling import next_log_probs_fn
 EVAL_BATCH_SIZE = 256
 
 
-def exact_match(model: Any, tokenizer: CharTokenizer, records: list[dict]) -> float:
+def exact_match(model: Any, tokenizer: CharTokenizer, records: Sequence[dict]) -> float:
     """Share of `records` whose greedily decoded form is exactly right, given `verb|T#|`.
 
     Only ids the tokenizer knows can be chosen: embedding rows past its vocabulary (lab 01 has 64 rows for fewer
@@ -59,19 +60,29 @@ def validator(val_metrics: Iterable[str], val_batches: EvalBatcher, tokenizer: C
     return validate
 
 
+def score_records(
+    model: Any, tokenizer: CharTokenizer, records: Sequence[dict], loss_on: str = "answer"
+) -> dict[str, float]:
+    """{"loss", "ppl"} over the positions `loss_on` counts, and "exact_match" when every record is a verb form."""
+    batches = EvalBatcher(encode_split(records, tokenizer, model.config["max_seq_len"], loss_on), EVAL_BATCH_SIZE)
+    loss, ppl = evaluate(model, batches)
+    scores = {"loss": loss, "ppl": ppl}
+    if all("form" in r for r in records):
+        scores["exact_match"] = exact_match(model, tokenizer, records)
+    return scores
+
+
 def score_held_out_splits(cfg: Config, model: Any, tokenizer: CharTokenizer) -> dict[str, float]:
-    """dev and test, scored once after training when their files exist: {split}_loss, {split}_ppl and, for
-    verb records, {split}_exact_match (results.json and report.md show them)."""
+    """dev and test, scored once after training when their files exist (`score_records`): {split}_loss,
+    {split}_ppl and, for verb records, {split}_exact_match (results.json and report.md show them)."""
     scores: dict[str, float] = {}
     for split in ("dev", "test"):
         path = getattr(cfg.data, f"{split}_path")
         if path is None or not Path(path).is_file():
             continue
         records = load_split(cfg.data, split)
-        batches = encode_split(records, tokenizer, cfg.model.max_seq_len, cfg.data.loss_on)
-        scores[f"{split}_loss"], scores[f"{split}_ppl"] = evaluate(model, EvalBatcher(batches, EVAL_BATCH_SIZE))
-        if all("form" in r for r in records):
-            scores[f"{split}_exact_match"] = exact_match(model, tokenizer, records)
+        scores.update({f"{split}_{key}": value
+                       for key, value in score_records(model, tokenizer, records, cfg.data.loss_on).items()})
     return scores
 
 

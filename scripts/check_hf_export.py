@@ -7,6 +7,8 @@ weights scaled up so the logits are far from zero). The script exports it, loads
 `GPT2LMHeadModel.from_pretrained` and `AutoTokenizer.from_pretrained`, runs both models on the same batch
 (random ids, then real prompts with right padding) and prints the largest absolute logit difference.
 
+A LoRA run exports an adapter instead; scripts/check_peft_adapter.py checks that one with PEFT.
+
 Needs torch and transformers, which are not minitrain dependencies: run it from a scratch environment, e.g.
     python3 -m venv /tmp/hfcheck
     /tmp/hfcheck/bin/pip install torch transformers numba pydantic pyyaml tqdm matplotlib

@@ -208,6 +208,16 @@ CONTEXT: dict[str, tuple[dict, Any]] = {
         ("normalize", "std", {"mean": [0.5] * 3, "std": [0.2] * 3}))},
     **{f"training.validation.metrics={m}": (TABLE, None)
        for m in ("accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix")},
+    # LoRA adapts a base (no file is read here); its targets are checked while it is enabled.
+    "lora.enabled": ({"model": {"init_from": "models/base.safetensors"}}, True),
+    "lora.target_modules": ({"model": {"init_from": "m.safetensors"}, "lora": {"enabled": True}}, ["c_attn"]),
+    "lora.target_modules_pattern": ({"model": {"init_from": "m.safetensors"}, "lora": {"enabled": True}},
+                                    r"transformer\.h\.1\..*"),
+    # Names and group sizes are checked while quantization is on; samples weigh the mse method only.
+    "quantize.exclude": ({"quantize": {"enabled": True}}, ["mlp.c_proj"]),
+    "quantize.group_size": ({"quantize": {"enabled": True, "granularity": "per_group"}}, 32),
+    "quantize.calibration": ({}, {"samples": 512, "method": "mse"}),
+    "quantize.calibration.samples": ({"quantize": {"calibration": {"method": "mse"}}}, 512),
 }
 
 
@@ -442,6 +452,6 @@ def test_the_json_schema_checks_either_shape_and_flags_refused_keys(capsys):
         errors = [e.message for e in validator.iter_errors(parse_yaml(path.read_text(encoding="utf-8")).data)]
         assert errors == [], (path, errors)
     assert validator.is_valid(parse_yaml(SPEC_SHAPED).data)
-    for refused in ({"lora": {"enabled": True}}, {"model": {"device": "cuda"}}, {"data": {"loader": {"workers": 2}}},
-                    {"optimizer": {"name": "adamw_8bit"}}):
+    for refused in ({"monitoring": {"tracking": {"enabled": True}}}, {"model": {"device": "cuda"}},
+                    {"data": {"loader": {"workers": 2}}}, {"optimizer": {"name": "adamw_8bit"}}):
         assert not validator.is_valid(refused), refused

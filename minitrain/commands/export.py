@@ -1,5 +1,6 @@
-"""`minitrain export RUN_DIR|MODEL_FILE OUT_DIR [--repo user/name] [--vocab PATH]`: a run as a Hugging Face GPT-2
-folder (config.json, model.safetensors, tokenizer, model card)."""
+"""`minitrain export RUN_DIR|MODEL_FILE OUT_DIR [--repo user/name] [--vocab PATH] [--merge-adapters] [--base-model
+SPEC]`: a run as a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer, model card); a LoRA run
+as its adapter in PEFT's layout, or merged into its base."""
 
 from __future__ import annotations
 
@@ -14,10 +15,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md)")
     export.add_argument("--repo", help="user/name the model card's loading snippet refers to")
     export.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    export.add_argument("--merge-adapters", action="store_true",
+                        help="a LoRA run: export its base with the adapters merged in (default: the adapter)")
+    export.add_argument("--base-model", metavar="PATH|user/repo",
+                        help="the base the adapters were trained on, when the run does not record it")
     export.set_defaults(handler=export_command)
 
 
 def export_command(args: argparse.Namespace) -> int:
-    for path in export_model(args.source, args.out_dir, repo_id=args.repo, vocab_path=args.vocab):
+    for path in export_model(args.source, args.out_dir, repo_id=args.repo, vocab_path=args.vocab,
+                             merge_adapters=args.merge_adapters, base_model=args.base_model):
         print(path)
     return 0

@@ -1,12 +1,12 @@
-"""`minitrain init [--template minimal|lab01] [--data DIR] [--base PATH|user/repo] [-o FILE] [--force]`: write
-a config for a data folder, validated before it is written."""
+"""`minitrain init [--template minimal|lab01] [--data DIR] [--base PATH|user/repo] [--method full|lora|qlora]
+[-o FILE] [--force]`: write a config for a data folder, validated before it is written."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from minitrain.config.init_template import DEFAULT_DATA, TEMPLATES, BaseModel, init_config
+from minitrain.config.init_template import DEFAULT_DATA, METHODS, TEMPLATES, BaseModel, init_config
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text
 
@@ -17,6 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init.add_argument("--data", default=DEFAULT_DATA, metavar="DIR", help=f"data folder (default {DEFAULT_DATA})")
     init.add_argument("--base", metavar="PATH|user/repo",
                       help="start from this model: its shape fills the model section, its weights model.init_from")
+    init.add_argument("--method", choices=METHODS,
+                      help="full: train every weight; lora/qlora: a lora: section for --base (qlora: 4-bit base)")
     init.add_argument("-o", "--output", metavar="FILE", help="write here instead of printing")
     init.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     init.set_defaults(handler=init_command)
@@ -31,7 +33,7 @@ def init_command(args: argparse.Namespace) -> int:
         from minitrain.hub.sources import model_section_from_base  # the Hub client is only needed here
 
         base = BaseModel(args.base, *model_section_from_base(args.base))
-    text = init_config(args.template, args.data, out.name if out else "config.yaml", base=base)
+    text = init_config(args.template, args.data, out.name if out else "config.yaml", base=base, method=args.method)
     if out is None:
         print(text, end="")
     else:

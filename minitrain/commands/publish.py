@@ -1,5 +1,6 @@
-"""`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run]` (alias `push`): export a run and upload
-it to the Hub; without RUN_DIR, the latest finished run under runs/."""
+"""`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run] [--merge-adapters] [--base-model SPEC]`
+(alias `push`): export a run and upload it to the Hub; without RUN_DIR, the latest finished run under runs/. A
+LoRA run uploads its adapter, or with --merge-adapters its base with the adapters merged in."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     push.add_argument("run_dir", nargs="?", help="run folder (default: the latest finished run under runs/)")
     push.add_argument("--private", action="store_true", help="create the repo as private")
     push.add_argument("--dry-run", action="store_true", help="build the folder and list it; upload nothing")
+    push.add_argument("--merge-adapters", action="store_true",
+                      help="a LoRA run: publish its base with the adapters merged in (default: the adapter)")
+    push.add_argument("--base-model", metavar="PATH|user/repo",
+                      help="the base the adapters were trained on, when the run does not record it (or it moved)")
     push.set_defaults(handler=publish_command)
 
 
@@ -35,5 +40,6 @@ def publish_command(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir) if args.run_dir else latest_run()
     if not args.run_dir:
         print(f"Publishing the latest run: {run_dir}")
-    publish(run_dir, args.repo, private=args.private, dry_run=args.dry_run)
+    publish(run_dir, args.repo, private=args.private, dry_run=args.dry_run, merge_adapters=args.merge_adapters,
+            base_model=args.base_model)
     return 0

@@ -7,8 +7,9 @@ import argparse
 
 from minitrain.commands.common import add_set, check_files, load
 from minitrain.config.datacheck import DataSummary
-from minitrain.config.rules import RULES
+from minitrain.config.rules import RULES, linear_layers
 from minitrain.config.schema import Config
+from minitrain.lora import resolve_targets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,4 +63,13 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
         f"✓ run: {length} batch {t.batch_size} × {t.grad_accumulation}, "
         f"{opt.type} lr {opt.lr_max:g} → {opt.lr_min:g} ({cfg.scheduler.type}), output {cfg.output.dir}"
     )
+    if cfg.lora.enabled:
+        targets, _ = resolve_targets(cfg.lora.target_modules, cfg.lora.target_modules_pattern,
+                                     linear_layers(cfg.model))
+        base = f", base in 4-bit {cfg.lora.quant_type} blocks" if cfg.lora.quantize_base else ""
+        lines.append(f"✓ lora: rank {cfg.lora.rank}, alpha {cfg.lora.alpha:g} on {len(targets)} linear layers{base}")
+    if cfg.quantize.enabled:
+        q = cfg.quantize
+        lines.append(f"✓ quantize: int{q.bits} {q.scheme} {q.granularity} after training"
+                     + (f", trained for it (QAT, {q.qat.observer} observer)" if q.qat.enabled else ""))
     return "\n".join(lines) + "\nconfig is valid."

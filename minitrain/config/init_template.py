@@ -9,6 +9,10 @@ splits make one, written into the folder.
 Two templates: `lab01` is lab 01's block (paths pointed at the folder), `minimal` only the keys that matter,
 with the model sized to the data (vocab_size = the tokenizer's size, max_seq_len = the longest record).
 
+`--method full|lora|qlora` says how a base is fine-tuned: every weight (full), or low-rank adapters on its linear
+layers with the rank suggested from its width (lora: a `lora:` section; qlora: the same on a 4-bit base); each
+adds a commented `publish:` placeholder.
+
 `--base PATH|user/repo` starts from a trained model instead (a run folder, model file, export folder or Hub id,
 which the init command reads with minitrain/hub/sources.py and passes in as a `BaseModel`): the model section is the
 base's shape plus `init_from`, whatever the template. The base must fit the data (vocab_size ≥ the tokenizer's ids,
@@ -20,6 +24,7 @@ of the data.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +32,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from minitrain.architectures import linear_module_paths
 from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.loader import config_from_yaml
 from minitrain.config.schema import DataConfig
@@ -34,6 +40,8 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.errors import UserError
 
 TEMPLATES = ("minimal", "lab01")
+METHODS = ("full", "lora", "qlora")
+GPT2_TARGETS = ("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj")  # every linear layer of a block
 DEFAULT_DATA = "data/processed"
 
 
@@ -238,14 +246,46 @@ def _minimal(layout: DataLayout, vocab_size: int, max_seq_len: int, batch_size: 
     ]) + "\n"
 
 
+def suggested_rank(width: int) -> int:
+    """A LoRA rank for a model of this width: width/16 to the nearest power of two, within [4, 128] (64 for a
+    0.5B model of width 896, 128 for a 7B one of 4096, 4 for lab 01's 64)."""
+    return int(min(128, max(4, 2 ** round(math.log2(max(width, 1) / 16)))))
+
+
+def _method_lines(method: str, model: dict[str, Any] | None) -> list[str]:
+    """The `lora:` section of `--method lora|qlora` (none for full) and a commented `publish:` placeholder."""
+    lines = []
+    if method in ("lora", "qlora"):
+        width = model.get("d_model") or max([*model.get("hidden", []), 1])
+        rank = suggested_rank(width)
+        targets = GPT2_TARGETS if model.get("type", "minigpt") == "minigpt" else linear_module_paths(model)
+        lines += ["", f"lora:   # {method}: the base stays frozen; only low-rank adapters train (docs/yaml-mode.md)",
+                  "  enabled: true", f"  rank: {rank}             # suggested for width {width}",
+                  f"  alpha: {2 * rank}", "  dropout: 0.05", f"  target_modules: [{', '.join(targets)}]"]
+        if method == "qlora":
+            lines += ["  quantize_base: true   # the frozen base in 4-bit NF4 blocks", "  quant_type: nf4",
+                      "  double_quantize: true"]
+    lines += ["", "# publish:                 # uncomment to upload to the Hugging Face Hub after training",
+              "#   repo: user/name", "#   private: false"]
+    if method != "full":
+        lines.append("#   merge_adapters: true   # the base with the adapters merged in (default: the adapter)")
+    return lines
+
+
 def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name: str = "config.yaml",
-                base: BaseModel | None = None) -> str:
+                base: BaseModel | None = None, method: str | None = None) -> str:
     """The text of a new config for `data_folder`, checked against the data before it is returned.
 
-    `base` (`--base`): a model whose shape and weights (`init_from`) the config starts from.
+    `base` (`--base`): a model whose shape and weights (`init_from`) the config starts from. `method`
+    (`--method`): full trains every weight, lora and qlora add a `lora:` section (they need a base); each adds a
+    commented `publish:` placeholder.
     """
     if template not in TEMPLATES:
         raise UserError(f"--template must be one of {', '.join(TEMPLATES)}, got {template!r}", 2)
+    if method not in (None, *METHODS):
+        raise UserError(f"--method must be one of {', '.join(METHODS)}, got {method!r}", 2)
+    if method in ("lora", "qlora") and base is None:
+        raise UserError(f"--method {method} adapts a trained model: give it with --base PATH|user/repo", 2)
     layout = detect_layout(data_folder)
     layout = replace(layout, holds_out_verbs=_holds_out_verbs(layout))
     model, model_lines, base_vocab = None, None, None
@@ -273,5 +313,7 @@ def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name:
         text = _lab01(layout, longest, batch_size, model_lines)
     else:
         text = _minimal(layout, tokenizer.vocab_size, longest, batch_size, str(data_folder), model_lines)
+    if method is not None:
+        text += "\n".join(_method_lines(method, model)) + "\n"
     check_data(config_from_yaml(text, out_name))  # what init writes always validates
     return text

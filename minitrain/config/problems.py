@@ -151,7 +151,8 @@ def unknown_key_message(root: type[BaseModel], path: KeyPath) -> str:
 
 
 def _literal_choices(error: dict) -> list[str]:
-    return re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+    expected = str(error.get("ctx", {}).get("expected", ""))
+    return re.findall(r"'([^']*)'", expected) or re.findall(r"-?\d+", expected)  # words are quoted, numbers not
 
 
 def from_validation_error(

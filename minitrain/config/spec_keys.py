@@ -4,8 +4,8 @@ by, and the lookups over them.
     RENAMED     the same setting under minitrain's name: optimizer.lr → optimizer.lr_max, with VALUE_MAPS where
                 the spec's words differ (scheduler.name cosine_annealing → warmup_cosine)
     NO_EFFECT   accepted, and does nothing on CPU NumPy (data.loader.num_workers...); `validate` lists them
-    NOT_YET     refused: a later version of minitrain adds it (LoRA, quantization, data sources...). The one
-                table of planned features: it shrinks as they arrive.
+    NOT_YET     refused: a later version of minitrain adds it (data sources, tracking...). The one table of
+                planned features: it shrinks as they arrive.
     CANNOT      refused: it cannot work on CPU NumPy, or would mean pickle or a service minitrain cannot reach;
                 the message says what to do instead.
 
@@ -101,8 +101,6 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
 _LATER = "is planned for a later minitrain"
 _LATER_PLURAL = "are planned for a later minitrain"
 NOT_YET: dict[str, str] = {
-    "lora": f"LoRA fine-tuning {_LATER}; without this section every weight is trained",
-    "quantize": f"quantization {_LATER}; remove this section",
     "callbacks": f"callbacks {_LATER_PLURAL}; checkpoints, early stopping and alerts have their own keys",
     "data.augmentation.*.color_jitter": f"color jitter {_LATER}; random_crop, horizontal_flip and normalize "
                                         "are there for images",
@@ -142,6 +140,9 @@ CANNOT: dict[str, str] = {
     "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
                        "uploads the model to the Hugging Face Hub",
     "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
+    "quantize.scheme=dynamic": "dynamic quantization rounds the activations at run time to feed integer matrix "
+                               "kernels; minitrain computes in float32 from dequantized weights, so it would cost "
+                               "accuracy and gain nothing: use symmetric or asymmetric (weights only)",
 }
 
 _NO_SERVICE = "minitrain reaches no service but the Hugging Face Hub; download the files and give their local path"

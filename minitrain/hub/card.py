@@ -185,7 +185,8 @@ def _data_section(info: RunInfo, subject: Subject) -> str:
 
 def _model_section(info: RunInfo, subject: Subject, vocab_size: int) -> str:
     mc = info.model_config
-    lines = [f"- Parameters: {info.num_parameters:,}."]
+    adapter = " (the adapter's; the base's are in the base model)" if info.adapter else ""
+    lines = [f"- Parameters: {info.num_parameters:,}{adapter}."]
     family = mc.get("type", "minigpt")
     if family == "sequential":
         layers = ", ".join(f"{k} {v}" if not isinstance(v, dict) else k for layer in mc["layers"]
@@ -300,6 +301,9 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
     init_from = info.section("model").get("init_from")
     origin = (f"Initialised from `{init_from}`, then trained with minitrain." if init_from else
               "Trained from scratch (random initialisation) with minitrain, a pure-NumPy teaching library.")
+    if info.adapter is not None:
+        origin = _adapter_origin(info)
+    loading = _peft_loading(info) if info.adapter else f"## How to load it\n\n{_how_to_load(info, subject, repo)}"
     body = f"""
 # {name}
 
@@ -325,7 +329,31 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
 
 {_USE[subject.kind]}
 
-## How to load it
-
-{_how_to_load(info, subject, repo)}"""
+{loading}"""
     return f"---\n{card_data(info, name, subject).to_yaml()}\n---\n{body}"
+
+
+def _adapter_origin(info: RunInfo) -> str:
+    a = info.adapter
+    quantized = f" held in 4-bit {a.quant_type} blocks (QLoRA)" if a.quantize_base else ""
+    return (f"This repo holds a LoRA adapter (rank {a.rank}, alpha {a.alpha:g}, on {len(a.targets)} linear layers) "
+            f"trained with minitrain on the frozen base `{a.base}`{quantized}.")
+
+
+def _peft_loading(info: RunInfo) -> str:
+    """How to put the adapter on its base with PEFT (a section of an adapter's card)."""
+    return f"""## How to load it
+
+This folder is in PEFT's layout (adapter_config.json, adapter_model.safetensors). The base must be the model the
+adapter was trained on, `{info.adapter.base}`, as `minitrain export` writes it:
+
+```python
+from peft import PeftModel
+from transformers import GPT2LMHeadModel
+
+model = PeftModel.from_pretrained(GPT2LMHeadModel.from_pretrained("BASE_EXPORT"), "THIS_FOLDER_OR_REPO")
+```
+
+`minitrain merge RUN_DIR OUT_DIR` folds the adapter into its base instead, and `minitrain publish
+--merge-adapters` publishes the merged model.
+"""

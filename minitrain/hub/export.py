@@ -8,6 +8,9 @@
       tokenizer_config.json   so `AutoTokenizer.from_pretrained(OUT_DIR)` knows the special tokens
       README.md               the model card
 
+A LoRA run exports its adapter instead of config.json and model.safetensors: adapter_config.json and
+adapter_model.safetensors in PEFT's layout (minitrain/lora/peft.py), loaded on top of the base's export.
+
 There is no `lm_head.weight`: GPT-2 ties it to `transformer.wte.weight` and `from_pretrained` re-ties it. The
 `attn.bias` causal-mask buffers old transformers versions kept are not weights, and are not written either.
 Every file goes through an atomic write into a temporary sibling folder, which replaces OUT_DIR only when it is
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +35,13 @@ from minitrain.hub.gpt2 import check_exportable, to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text, cannot_write
+from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
+from minitrain.lora.peft import WEIGHTS_FILE as ADAPTER_WEIGHTS
+from minitrain.lora.peft import write_peft_folder
 from minitrain.run_dir import process_exists
 
 WEIGHTS_FILE = "model.safetensors"
+ADAPTER_FILES = (ADAPTER_CONFIG, ADAPTER_WEIGHTS)  # a LoRA run's export holds these instead of config + weights
 EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json")
 
 
@@ -66,14 +74,24 @@ def export_model(
     out_dir: str | Path,
     repo_id: str | None = None,
     vocab_path: str | Path | None = None,
+    merge_adapters: bool = False,
+    base_model: str | None = None,
 ) -> list[Path]:
     """Write the export folder for a run folder or model file; return the files written, sorted.
 
-    `repo_id` only changes the model card (its title and loading snippet). The files are written into a
-    temporary sibling folder and swapped in at the end, so a failure (a full disk) leaves the previous export, if
-    any, as it was: never a new config.json beside old weights. OUT_DIR must be new, empty, or an earlier export.
+    `repo_id` only changes the model card (its title and loading snippet). A LoRA run exports its adapter in
+    PEFT's layout (adapter_config.json, adapter_model.safetensors) with the tokenizer files and the card; with
+    `merge_adapters`, its base with the adapters merged in (`base_model` replaces the base the run records).
+    The files are written into a temporary sibling folder and swapped in at the end, so a failure (a full disk)
+    leaves the previous export, if any, as it was: never a new config.json beside old weights. OUT_DIR must be
+    new, empty, or an earlier export.
     """
     info = read_run(source)
+    if info.adapter is not None and merge_adapters:
+        from minitrain.hub.merge import merged_model  # merging needs the sources, which import this module
+
+        model, _ = merged_model(info, base_model)
+        info = replace(info, state=model.state_dict(), model_config=dict(model.config), adapter=None)
     check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported
     tokenizer = run_tokenizer(info, vocab_path)
     out = Path(out_dir)
@@ -86,8 +104,13 @@ def export_model(
     _remove_stale_siblings(out)
     staging = _sibling(out, "export")
     try:
-        atomic_write_json(staging / "config.json", config)
-        atomic_write_bytes(staging / WEIGHTS_FILE, weights_bytes(info.state))
+        if info.adapter is None:
+            atomic_write_json(staging / "config.json", config)
+            atomic_write_bytes(staging / WEIGHTS_FILE, weights_bytes(info.state))
+            written = list(EXPORT_FILES)
+        else:  # PEFT puts the adapter on the base's own export: no config.json, no weights of the base here
+            written = [path.name for path in write_peft_folder(staging, info.state, info.adapter)]
+            written += [name for name in EXPORT_FILES if name not in ("config.json", WEIGHTS_FILE)]
         tokenizer.save(staging / "vocab.json")
         atomic_write_json(staging / "tokenizer.json", tokenizer_json(tokenizer))
         atomic_write_json(staging / "tokenizer_config.json", tokenizer_config(info.model_config["max_seq_len"]))
@@ -95,13 +118,14 @@ def export_model(
         _swap_in(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when the swap succeeded
-    return sorted(out / name for name in EXPORT_FILES)
+    return sorted(out / name for name in written)
 
 
 def _check_target(out: Path) -> None:
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise UserError(f"{out}: exists and is not a folder", 2)
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES + ADAPTER_FILES) \
+        if out.is_dir() else []
     if foreign:
         shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
         raise UserError(f"{out}: holds files an export does not write ({shown}); export into a new or empty folder, "

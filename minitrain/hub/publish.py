@@ -2,7 +2,8 @@
 
     1. find the token the way huggingface_hub does (HF_TOKEN, then the token file of `hf auth login`);
        no token -> one clear error, before anything is exported or sent
-    2. export the run into a temporary folder (minitrain/hub/export.py)
+    2. export the run into a temporary folder (minitrain/hub/export.py): a LoRA run's adapter in PEFT's layout,
+       or with --merge-adapters the base with the adapters merged in
     3. create_repo(exist_ok=True): a new repo, or the existing one reused
     4. upload_folder: one commit with every file of the export
     5. print the repo URL
@@ -68,16 +69,19 @@ def publish(
     dry_run: bool = False,
     log: Callable[[str], None] = print,
     quiet: bool = False,
+    merge_adapters: bool = False,
+    base_model: str | None = None,
 ) -> str:
     """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go).
-    `quiet`: no upload progress bars (`train --quiet`)."""
+    `quiet`: no upload progress bars (`train --quiet`). A LoRA run uploads its adapter (PEFT's layout), or with
+    `merge_adapters` its base with the adapters merged in (`base_model` when the run does not record its base)."""
     check_repo_id(repo_id)
     api = HfApi()
     if not dry_run and (problem := missing_token(repo_id)):
         raise UserError(f"{problem} (nothing was uploaded)")
     token = None if dry_run else get_token()
     with tempfile.TemporaryDirectory(prefix="minitrain-publish-") as tmp:
-        files = export_model(run_dir, tmp, repo_id=repo_id)
+        files = export_model(run_dir, tmp, repo_id=repo_id, merge_adapters=merge_adapters, base_model=base_model)
         if dry_run:
             log(f"Dry run: would upload to {api.endpoint}/{repo_id} ({'private' if private else 'public'}):")
             for path in files:
@@ -123,4 +127,5 @@ def maybe_publish_after_training(cfg, run_dir: str | Path, status: str, quiet: b
         print(f"Not publishing to {cfg.publish.repo}: the run ended with status {status!r}")
         return None
     print(f"Publishing to {cfg.publish.repo} (publish: section of the config)")
-    return publish(run_dir, cfg.publish.repo, private=cfg.publish.private, quiet=quiet)
+    return publish(run_dir, cfg.publish.repo, private=cfg.publish.private, quiet=quiet,
+                   merge_adapters=cfg.publish.merge_adapters)

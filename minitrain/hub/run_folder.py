@@ -7,6 +7,9 @@
     runs/lab01/checkpoints/step-400.safetensors    a checkpoint; its run folder is two levels up
     models/minigpt-phase18-<hash>.safetensors     a bare model file: no run facts, the card says so
 
+A LoRA run's model file holds only its adapters and names the base they adapt (`RunInfo.adapter`); the base
+itself is loaded by minitrain/hub/sources.py, which can merge the two.
+
 Relative paths recorded by a run (the model path, the data paths) are tried against the current directory, the
 run folder and the repository root, in that order, so a run folder can be read from anywhere.
 
@@ -26,10 +29,12 @@ import numpy as np
 
 from minitrain.artifacts import REPO_ROOT
 from minitrain.checkpoint_manager import CheckpointManager
+from minitrain.config.schema import DataConfig
 from minitrain.engine import FINISHED
 from minitrain.errors import UserError
 from minitrain.hub.gpt2 import check_state_dict
 from minitrain.io import path_exists, regular_file_problem, sha256_of
+from minitrain.lora import LoraSettings, adapter_names_in, settings_of
 from minitrain.model_files import load_model_file
 from minitrain.run_files import MANIFEST, RESOLVED_CONFIG, RESULTS, read_manifest, read_results, read_run_config
 from minitrain.run_lock import writer_of
@@ -51,6 +56,7 @@ class RunInfo:
         """A table model's pipeline (task, target, classes, preprocessing), saved in its model file; {} otherwise."""
         value = self.metadata.get("pipeline")
         return value if isinstance(value, dict) else {}
+    adapter: LoraSettings | None = None  # a LoRA run: `state` holds the adapters, `adapter` how to apply them
 
     @property
     def num_parameters(self) -> int:
@@ -64,6 +70,17 @@ class RunInfo:
     def section(self, name: str) -> dict[str, Any]:
         value = self.config.get(name)
         return value if isinstance(value, dict) else {}
+
+    def data_config(self) -> DataConfig:
+        """The run's data section, each path located on this machine (`find`); the defaults when none is recorded."""
+        section = dict(self.section("data"))
+        for key, value in section.items():
+            if key.endswith("_path") and isinstance(value, str) and (found := self.find(value)) is not None:
+                section[key] = str(found)
+        try:
+            return DataConfig(**section)
+        except ValueError as e:
+            raise UserError(f"{self.model_path}: the run's data section does not read as a config ({e})") from None
 
 
 def locate(recorded: str | None, run_dir: Path | None) -> Path | None:
@@ -146,8 +163,12 @@ def read_run(source: str | Path) -> RunInfo:
     model_path = _model_file_of(source, results) if source.is_dir() else source
 
     state, model_config, metadata = load_model_file(model_path)
-    check_state_dict(state, model_config, str(model_path))
+    adapter = settings_of(model_config)
+    if adapter is None:
+        check_state_dict(state, model_config, str(model_path))
+    else:  # a LoRA run's model file holds the adapters; its checkpoints hold the base too, which is left out
+        state = {name: state[name] for name in adapter_names_in(state, adapter)}
     if run_dir is not None:
         check_same_run(run_dir, results, manifest, model_path, metadata)
     return RunInfo(model_path=model_path, state=state, model_config=dict(model_config), run_dir=run_dir,
-                   results=results, manifest=manifest, config=config, metadata=metadata)
+                   results=results, manifest=manifest, config=config, metadata=metadata, adapter=adapter)

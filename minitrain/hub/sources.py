@@ -6,6 +6,8 @@ A source is one of
     models/minigpt-....safetensors      a minitrain model file or training checkpoint
     exports/minigpt/                    an export folder: config.json + model.safetensors (+ vocab.json)
     exports/minigpt/model.safetensors   the weights of an export, with config.json beside them
+    runs/lora/, models/...-lora-....    a LoRA run or adapter file: its base (recorded; `base=` overrides it)
+                                        with the adapters merged in (minitrain/lora/adapter.py)
     user/repo                           a Hub model repo holding an export; downloaded with hf_hub_download
                                         into the standard Hugging Face cache (HF_HOME), so a second run, or
                                         one with HF_HUB_OFFLINE=1, reads the cached copy
@@ -37,8 +39,9 @@ from minitrain.errors import UserError
 from minitrain.hub.export import WEIGHTS_FILE
 from minitrain.hub.gpt2 import check_state_dict, from_gpt2_config
 from minitrain.hub.publish import REPO_ID
-from minitrain.hub.run_folder import read_run
+from minitrain.hub.run_folder import locate, read_run
 from minitrain.io import path_exists, read_bytes, read_json_object, regular_file_problem
+from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, settings_of, state_digest
 from minitrain.model_files import FORMAT as MINITRAIN_FORMAT
 from minitrain.model_files import load_model_file
 from minitrain.nn import Module
@@ -116,25 +119,31 @@ def _is_minitrain_file(path: Path) -> bool:
         raise UserError(f"{path}: not a readable safetensors file ({e})", 2) from None
 
 
-def load_pretrained(spec: str) -> Pretrained:
+def load_pretrained(spec: str, base: str | None = None) -> Pretrained:
     """Weights, model config and vocabulary of any source listed in the module docstring; the weights are
-    checked against the config before anything is built from them."""
-    pretrained = _read_source(spec)
+    checked against the config before anything is built from them. A LoRA run or adapter file gives its base
+    with the adapters merged in (`base` replaces the base it records)."""
+    pretrained = _read_source(spec, base)
     check_state_dict(pretrained.state, pretrained.model_config, pretrained.where)
     return pretrained
 
 
-def _read_source(spec: str) -> Pretrained:
+def _read_source(spec: str, base: str | None) -> Pretrained:
     path = download(spec) if is_hub_id(spec) else Path(spec)
     if path.is_dir():
         if (path / WEIGHTS_FILE).is_file() and (path / "config.json").is_file():
             return _export_folder(path, path / WEIGHTS_FILE)
         info = read_run(path)
         vocab = info.find(info.section("data").get("vocab_path"))
+        if info.adapter is not None:
+            return _merged(adapted_model(info.state, info.model_config, str(info.model_path), base, info.run_dir),
+                           vocab, str(info.model_path))
         return Pretrained(info.state, info.model_config, vocab, str(info.model_path))
     if path.is_file() and path.suffix == ".safetensors":
         if _is_minitrain_file(path):
             state, model_config, _ = load_model_file(path)
+            if settings_of(model_config) is not None:
+                return _merged(adapted_model(state, model_config, str(path), base), None, str(path))
             return Pretrained(state, dict(model_config), None, str(path))
         if (path.parent / "config.json").is_file():
             return _export_folder(path.parent, path)
@@ -143,6 +152,32 @@ def _read_source(spec: str) -> Pretrained:
     if problem not in (None, "not found"):
         raise UserError(f"{KEY} {spec}: {problem}", 2)
     raise UserError(f"{KEY} {spec}: no such file or folder, and not a Hub model id (user/name)")
+
+
+def adapted_model(state: dict[str, np.ndarray], model_config: dict[str, Any], where: str, base: str | None = None,
+                  run_dir: Path | None = None) -> Module:
+    """The LoRA model an adapter stands for: its base (`base`, else the one it records, found as a run's paths
+    are) loaded, checked to be the weights it was trained on, and the adapter's tensors put in."""
+    settings = settings_of(model_config)
+    spec = base or settings.base
+    if spec is None:
+        raise UserError(f"{where}: a LoRA adapter that does not record its base model; give it (--base-model)", 2)
+    found = locate(spec, run_dir)
+    pretrained = load_pretrained(str(found) if found is not None else spec)
+    model = build_model(_model_keys(pretrained))
+    model.load_state_dict(pretrained.state, source=pretrained.where)
+    digest = state_digest(model.state_dict())
+    if settings.base_digest is not None and digest != settings.base_digest:
+        raise UserError(f"{where}: its base {spec} ({pretrained.where}) holds other weights than the adapter was "
+                        f"trained on (digest {digest}, the adapter records {settings.base_digest})", 2)
+    add_adapters(model, settings, rng=np.random.default_rng(0))  # A's random init is overwritten just below
+    load_adapter_state(model, state, where)
+    return model
+
+
+def _merged(model: Module, vocab: Path | None, where: str) -> Pretrained:
+    merge_adapters(model)
+    return Pretrained(model.state_dict(), dict(model.config), vocab, where)
 
 
 def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> str:
@@ -198,9 +233,10 @@ def _model_keys(pretrained: Pretrained) -> dict[str, Any]:
     return keys if kind == DEFAULT_TYPE else {"type": kind, **keys}
 
 
-def load_model(spec: str) -> tuple[Module, Path | None]:
-    """The model built from the source's config with its weights loaded, and its vocabulary (if known)."""
-    pretrained = load_pretrained(spec)
+def load_model(spec: str, base: str | None = None) -> tuple[Module, Path | None]:
+    """The model built from the source's config with its weights loaded (a LoRA adapter merged into its base, or
+    `base`), and its vocabulary (if known)."""
+    pretrained = load_pretrained(spec, base)
     model = build_model(_model_keys(pretrained))
     model.load_state_dict(pretrained.state, source=pretrained.where)
     return model, pretrained.vocab_path

@@ -9,6 +9,8 @@
     activation.py     GELU, ReLU, Tanh, Sigmoid, Softmax
     container.py      Sequential, ModuleList, ModuleDict
     transformer.py    CausalSelfAttention, MLP, Block (GPT-2's)
+    lora.py           LoRALinear       y = base(x) + (alpha/rank)·dropout(x)·A·B, the base frozen
+    quantized.py      Linear4Bit       y = x·deq(W₄) + b, a frozen weight in 4-bit blocks (QLoRA's base)
 
 Every layer's math is one op of `minitrain.functional` (or of `Tensor`), whose backward sits beside its forward;
 a layer only owns parameters and calls it. Layers with random init take the training RNG as `rng=`.
@@ -19,11 +21,14 @@ from minitrain.nn.container import ModuleDict, ModuleList, Sequential
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.embedding import Embedding
 from minitrain.nn.linear import Linear
+from minitrain.nn.lora import LoRALinear
 from minitrain.nn.module import Module, Parameter, inference
 from minitrain.nn.normalization import LayerNorm
+from minitrain.nn.quantized import Linear4Bit
 from minitrain.nn.transformer import MLP, Block, CausalSelfAttention
 
 __all__ = [
-    "GELU", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding", "LayerNorm", "Linear", "Module",
-    "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh", "inference",
+    "GELU", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding", "LayerNorm", "Linear", "Linear4Bit",
+    "LoRALinear", "Module", "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax",
+    "Tanh", "inference",
 ]  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,6 +20,10 @@ class Linear(Module):
 
     Init, drawn from `rng` (the training RNG): W ~ N(0, std²) with std = 1/√in unless given (LeCun: the
     output's variance stays near the input's), b = 0.
+
+    `weight_transform`, None unless set, is applied to W on every forward pass: quantization-aware training sets
+    it to a fake quantizer (minitrain/quant/qat.py), so the layer computes with the weight it will be stored as
+    while its parameters and their names stay the same.
     """
 
     def __init__(
@@ -39,9 +44,27 @@ class Linear(Module):
         std = 1.0 / math.sqrt(in_features) if std is None else std
         self.weight = Parameter(rng.normal(0.0, std, size=(in_features, out_features)), dtype=dtype)
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
+        self.weight_transform: Callable[[Tensor], Tensor] | None = None
+
+    @classmethod
+    def from_arrays(cls, weight: np.ndarray, bias: np.ndarray | None = None, activation: str | None = None) -> Linear:
+        """A Linear holding these values: weight (in, out), bias (out,) or None (e.g. a merged LoRA layer)."""
+        layer = cls(*weight.shape, bias=bias is not None, activation=activation, rng=np.random.default_rng(0),
+                    dtype=weight.dtype.type)
+        layer.weight.data[...] = weight
+        if bias is not None:
+            layer.bias.data[...] = bias
+        return layer
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight, self.bias, self.activation)
+        return F.linear(x, self._weight(), self.bias, self.activation)
+
+    def pre_activation(self, x: Tensor) -> Tensor:
+        """x·W + b without the activation (what a LoRA adapter adds its update to)."""
+        return F.linear(x, self._weight(), self.bias)
+
+    def _weight(self) -> Tensor:
+        return self.weight if self.weight_transform is None else self.weight_transform(self.weight)
 
     def extra_repr(self) -> str:
         gelu = ", activation=gelu" if self.activation else ""

@@ -38,6 +38,12 @@ def name_matches(name: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern + ".")
 
 
+def module_matches(path: str, name: str) -> bool:
+    """A module's dotted path is named by `name` (LoRA targets, quantization excludes): equal to it, ending with
+    "." + it (PEFT's rule: "c_attn" names every block's c_attn), or matching it as a glob ("transformer.h.0.*")."""
+    return path == name or path.endswith("." + name) or fnmatch.fnmatchcase(path, name)
+
+
 class Parameter(Tensor):
     """A leaf `Tensor` that a `Module` registers as one of its weights; it requires grad unless frozen."""
 
@@ -66,12 +72,16 @@ class Module:
         registry = self.__dict__
         if "_parameters" not in registry:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
-        self._parameters.pop(name, None)  # re-assigning a name replaces what it held
-        self._modules.pop(name, None)
+        # Re-assigning a name replaces what it held, in the same place of the order (a dict keeps a key's position).
         if isinstance(value, Parameter):
+            self._modules.pop(name, None)
             self._parameters[name] = value
         elif isinstance(value, Module):
+            self._parameters.pop(name, None)
             self._modules[name] = value
+        else:
+            self._parameters.pop(name, None)
+            self._modules.pop(name, None)
         object.__setattr__(self, name, value)  # plain attribute access stays plain (fast in forward)
 
     def __delattr__(self, name: str) -> None:
@@ -101,6 +111,23 @@ class Module:
     def modules(self) -> Iterator[Module]:
         for _, module in self.named_modules():
             yield module
+
+    def get_submodule(self, path: str) -> Module:
+        """The module at a dotted path ("transformer.h.0.attn.c_attn"; "" is this module)."""
+        module = self
+        for name in path.split(".") if path else ():
+            if name not in module._modules:
+                raise AttributeError(f"{type(self).__name__} has no submodule {path!r} ({name!r} is missing)")
+            module = module._modules[name]
+        return module
+
+    def set_submodule(self, path: str, module: Module) -> None:
+        """Put `module` at a dotted path in place of the one there (how LoRA wraps a layer of a built model)."""
+        parent_path, _, name = path.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if name not in parent._modules:
+            raise AttributeError(f"{type(self).__name__} has no submodule {path!r}")
+        setattr(parent, name, module)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
         """(dotted name, parameter) for every parameter of the tree, in registration order; a parameter shared

@@ -1,0 +1,62 @@
+"""`minitrain quantize SOURCE OUT --bits 8|4|2 [--scheme ...] [--granularity ...] [--group-size N] [--exclude NAME
+...] [--calibration-samples N --method minmax|percentile|mse --percentile P]`: a trained model's linear weights in
+integers, written to OUT and scored on the run's val split against float32 (minitrain/quantize.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from minitrain.commands.common import positive_int
+from minitrain.errors import UserError
+from minitrain.quant.affine import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    q = subparsers.add_parser("quantize", help="quantize a trained model's weights and score it against float32")
+    q.add_argument("source", help="run folder or model file")
+    q.add_argument("out", help="the quantized model file to write (.safetensors)")
+    q.add_argument("--bits", type=int, choices=BITS, required=True)
+    q.add_argument("--scheme", choices=SCHEMES, default="symmetric")
+    q.add_argument("--granularity", choices=GRANULARITIES, default="per_channel")
+    q.add_argument("--group-size", type=positive_int, default=None, help="per_group: inputs per scale")
+    q.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="linear layers kept in float32")
+    q.add_argument("--calibration-samples", type=int, default=0, metavar="N",
+                   help="training records whose inputs weigh the mse method's error")
+    q.add_argument("--method", choices=METHODS, default="minmax", help="how each unit's range is chosen")
+    q.add_argument("--percentile", type=float, default=99.99, help="percentile method: the range's percentile")
+    q.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    q.set_defaults(handler=quantize_command)
+
+
+def quantize_command(args: argparse.Namespace) -> int:
+    from minitrain.quantize import quantize_run
+
+    if args.granularity == "per_group" and args.group_size is None:
+        raise UserError("--granularity per_group needs --group-size", 2)
+    if args.calibration_samples and args.method != "mse":
+        raise UserError(f"--calibration-samples: method {args.method} reads the weights alone; samples weigh the "
+                        "error of --method mse", 2)
+    if args.calibration_samples < 0:
+        raise UserError("--calibration-samples must be >= 0", 2)
+    try:
+        scheme = Scheme(args.bits, args.scheme, args.granularity, args.group_size, args.method, args.percentile)
+    except ValueError as e:
+        raise UserError(f"quantize: {e}", 2) from None
+    row = quantize_run(args.source, args.out, scheme, args.exclude, args.calibration_samples, args.vocab)
+    print(format_row(row))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def format_row(row: dict) -> str:
+    """The comparison `quantize` prints: size, val PPL and exact match, float32 against the quantized file."""
+    def em(value):
+        return "-" if value is None else f"{100 * value:.1f} %"
+
+    name = f"int{row['bits']} {row['scheme']} {row['granularity']}" + (
+        f" (group {row['group_size']})" if "group_size" in row else "")
+    return "\n".join([
+        f"{'':28}{'bytes':>10}{'val PPL':>10}{'exact match':>13}",
+        f"{'float32':28}{row['float32_bytes']:>10,}{row['float32_val_ppl']:>10.3f}{em(row['float32_val_exact_match']):>13}",
+        f"{name:28}{row['file_bytes']:>10,}{row['val_ppl']:>10.3f}{em(row['val_exact_match']):>13}",
+    ])

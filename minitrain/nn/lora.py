@@ -1,0 +1,91 @@
+"""`LoRALinear`: a frozen linear layer plus a trainable low-rank update (Hu et al. 2021, LoRA).
+
+    y = base(x) + (alpha / rank) · dropout(x)·A·B          A (in, rank), B (rank, out)
+
+Fine-tuning changes W by some ΔW; LoRA bets that a useful ΔW has low rank and learns it as A·B, so a layer of
+in·out weights trains only rank·(in + out) numbers. B starts at zero, so the adapted model starts exactly as the
+base model; A starts random (else A·B would stay zero: the gradient of A is proportional to B). `alpha / rank`
+keeps the update's size independent of the rank chosen, so a learning rate found at one rank works at another.
+
+When the base applies an activation (GPT-2's c_fc: gelu(x·W + b)), the update is added before it, as in PEFT:
+y = gelu(x·W + b + (alpha/rank)·dropout(x)·A·B). The base is a `Linear` or a 4-bit `Linear4Bit` (QLoRA); its
+weight never trains. Names follow PEFT's (`base_layer`, `lora_A`, `lora_B`, `lora_dropout`), so a state dict
+maps onto PEFT's adapter file by a prefix and a transpose (minitrain/hub/peft.py).
+
+Init of A (B = 0 always), drawn from the training RNG:
+    gaussian  N(0, (1/rank)²)                    (PEFT's init_lora_weights="gaussian")
+    kaiming   U(−1/√in, 1/√in)                   (PEFT's default: kaiming_uniform with a = √5)
+    xavier    U(−√(6/(in + rank)), √(6/(in + rank)))
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import minitrain.functional as F
+from minitrain.nn.dropout import Dropout
+from minitrain.nn.linear import Linear
+from minitrain.nn.module import Module, Parameter
+from minitrain.nn.quantized import Linear4Bit
+from minitrain.tensor import Tensor
+
+INITS = ("gaussian", "kaiming", "xavier")
+
+
+def init_lora_a(n_in: int, rank: int, init: str, rng: np.random.Generator) -> np.ndarray:
+    """A's initial values (n_in, rank) by `init` (see the module docstring)."""
+    if init == "gaussian":
+        return rng.normal(0.0, 1.0 / rank, size=(n_in, rank))
+    if init == "kaiming":
+        bound = 1.0 / math.sqrt(n_in)
+    elif init == "xavier":
+        bound = math.sqrt(6.0 / (n_in + rank))
+    else:
+        raise ValueError(f"LoRA init must be one of {', '.join(INITS)}, got {init!r}")
+    return rng.uniform(-bound, bound, size=(n_in, rank))
+
+
+class LoRALinear(Module):
+    """y = base(x) + (alpha/rank)·dropout(x)·A·B, added before the base's activation.  (..., in) -> (..., out)."""
+
+    def __init__(
+        self,
+        base_layer: Linear | Linear4Bit,
+        rank: int,
+        alpha: float,
+        dropout: float = 0.0,
+        *,
+        rng: np.random.Generator,
+        init: str = "kaiming",
+    ) -> None:
+        super().__init__()
+        if rank < 1 or alpha <= 0:
+            raise ValueError(f"LoRALinear: rank must be >= 1 and alpha > 0, got rank {rank}, alpha {alpha}")
+        dtype = base_layer.weight.dtype if isinstance(base_layer, Linear) else getattr(base_layer.bias, "dtype",
+                                                                                      np.float32)
+        self.rank, self.alpha, self.scaling = rank, alpha, alpha / rank
+        self.base_layer = base_layer
+        self.lora_A = Parameter(init_lora_a(base_layer.in_features, rank, init, rng), dtype=dtype)
+        self.lora_B = Parameter(np.zeros((rank, base_layer.out_features)), dtype=dtype)
+        self.lora_dropout = Dropout(dropout, rng=rng)
+
+    @property
+    def activation(self) -> str | None:
+        return self.base_layer.activation
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.base_layer.pre_activation(x) + self.update(x)
+        return F.gelu(y) if self.activation == "gelu" else y
+
+    def update(self, x: Tensor) -> Tensor:
+        """(alpha/rank)·dropout(x)·A·B; the scaling is applied to the narrow (..., rank) product."""
+        return F.linear(F.linear(self.lora_dropout(x), self.lora_A) * self.scaling, self.lora_B)
+
+    def delta_weight(self) -> np.ndarray:
+        """ΔW = (alpha/rank)·A·B (in, out): what merging adds to the base weight."""
+        return (self.scaling * (self.lora_A.data @ self.lora_B.data)).astype(self.lora_A.dtype)
+
+    def extra_repr(self) -> str:
+        return f"rank={self.rank}, alpha={self.alpha:g}"

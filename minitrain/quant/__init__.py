@@ -1,0 +1,12 @@
+"""Quantization: weights in fewer bits, after training (PTQ), during training (QAT) and under a LoRA base (QLoRA).
+
+    packing.py    small integers packed 8/bits to a byte
+    blockwise.py  4-bit blocks with an absmax scale each, NF4 and FP4 code books, double quantization (QLoRA)
+    affine.py     integer quantization: scale and zero point per tensor, channel or group; range methods
+    ops.py        tape ops: a linear layer over 4-bit blocks, fake quantization with a straight-through backward
+    qat.py        fake quantizers on linear layers (quantization-aware training)
+    ptq.py        quantizing a trained model's linear layers, with calibration data
+    qfile.py      the quantized model file's layout, and reading it back as float32
+
+Everything is NumPy: the integers are a storage format, and the products run in float32 on dequantized values.
+"""

@@ -1,0 +1,180 @@
+"""Integer (affine) quantization of a weight matrix: what `minitrain quantize` and quantization-aware training do.
+
+Every value of a unit (the whole tensor, one output channel, or one group of inputs of a channel) shares a scale
+s and a zero point z:
+
+    q = clamp(round(w / s) + z, qmin, qmax)          the integer stored
+    ŵ = (q − z) · s                                  the value computed with
+
+- symmetric:  z = 0, s = max(|lo|, |hi|) / qmax, q ∈ [−qmax, qmax] with qmax = 2^(bits−1) − 1 (−7..7 at 4 bits,
+  ternary −1..1 at 2 bits): the grid is centred on 0.
+- asymmetric: s = (hi − lo) / (2^bits − 1), z = round(−lo / s), q ∈ [0, 2^bits − 1]: the grid spans [lo, hi].
+
+[lo, hi] is the unit's range, widened to include 0 (so 0 is exactly representable), and chosen by `method`:
+minmax (the extreme values), percentile (the P-th percentiles: outliers are clipped so the rest get a finer
+grid) or mse (the clipping, from 100 % down to 50 % of the extremes, whose error ‖ΔW‖² is smallest; with the
+inputs' Gram matrix H = XᵀX from calibration data, the output error ‖XΔW‖² = Σ_c Δw_cᵀ H Δw_c instead).
+
+Granularity, for a weight W (in, out) applied as x·W: per_tensor (one unit), per_channel (a unit per output
+column), per_group (a unit per `group_size` consecutive inputs of each column; group_size must divide `in`).
+Shapes: W is viewed as units (G, g, C) — G groups of g rows, C columns — and each scale is (G, C).
+
+Bound, by construction: a value inside its unit's range [(qmin − z)·s, (qmax − z)·s] is off by at most s/2
+(rounding), and with minmax every value is inside it. Rounding is NumPy's, half to even.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+BITS = (2, 4, 8)
+SCHEMES = ("symmetric", "asymmetric")
+GRANULARITIES = ("per_tensor", "per_channel", "per_group")
+METHODS = ("minmax", "percentile", "mse")
+MSE_CLIP_RATIOS = np.linspace(1.0, 0.5, 21)  # the ranges the mse search tries, as shares of the minmax range
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How a weight is quantized: bits, symmetric or not, the units that share a scale, how ranges are chosen."""
+
+    bits: int = 8
+    scheme: str = "symmetric"
+    granularity: str = "per_channel"
+    group_size: int | None = None
+    method: str = "minmax"
+    percentile: float = 99.99
+
+    def __post_init__(self) -> None:
+        choices = ((self.bits, BITS, "bits"), (self.scheme, SCHEMES, "scheme"),
+                   (self.granularity, GRANULARITIES, "granularity"), (self.method, METHODS, "method"))
+        for value, allowed, name in choices:
+            if value not in allowed:
+                raise ValueError(f"quantization {name} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+        if self.granularity == "per_group" and not (self.group_size and self.group_size >= 1):
+            raise ValueError("quantization granularity per_group needs group_size >= 1")
+        if not 50 < self.percentile <= 100:
+            raise ValueError(f"quantization percentile must be in (50, 100], got {self.percentile}")
+
+    @property
+    def symmetric(self) -> bool:
+        return self.scheme == "symmetric"
+
+    @property
+    def qmin(self) -> int:
+        return -(2 ** (self.bits - 1) - 1) if self.symmetric else 0
+
+    @property
+    def qmax(self) -> int:
+        return 2 ** (self.bits - 1) - 1 if self.symmetric else 2**self.bits - 1
+
+    def units(self, weight: np.ndarray) -> np.ndarray:
+        """A view of W (in, out) as (G, g, C): the values of one unit are [G, :, C]."""
+        rows, cols = weight.shape
+        if self.granularity == "per_tensor":
+            return weight.reshape(1, rows * cols, 1)
+        if self.granularity == "per_channel":
+            return weight.reshape(1, rows, cols)
+        if rows % self.group_size:
+            raise ValueError(f"group_size {self.group_size} does not divide the {rows} inputs of a {weight.shape} "
+                             "weight")
+        return weight.reshape(rows // self.group_size, self.group_size, cols)
+
+
+class Quantized(NamedTuple):
+    """A weight in integers: codes (G, g, C) as q − qmin in [0, 2^bits) (uint8), scale and zero point (G, C)."""
+
+    codes: np.ndarray
+    scale: np.ndarray  # float32
+    zero_point: np.ndarray  # int32; 0 everywhere for symmetric
+
+
+def scale_and_zero(lo: np.ndarray, hi: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.ndarray]:
+    """(s, z) for ranges [lo, hi] (arrays of one shape, lo ≤ 0 ≤ hi): see the module docstring."""
+    if scheme.symmetric:
+        scale = np.maximum(-lo, hi) / scheme.qmax
+        zero = np.zeros(np.shape(lo), dtype=np.int32)
+    else:
+        scale = (hi - lo) / scheme.qmax
+        zero = None
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)  # an all-zero unit: any scale gives q = z
+    if zero is None:
+        zero = np.clip(np.round(-lo / scale), 0, scheme.qmax).astype(np.int32)
+    return scale, zero
+
+
+def quantize_units(units: np.ndarray, scale: np.ndarray, zero: np.ndarray, scheme: Scheme) -> np.ndarray:
+    """q − qmin (uint8) of every value of `units` (G, g, C) given each unit's scale and zero point (G, C)."""
+    q = np.clip(np.round(units / scale[:, None, :]) + zero[:, None, :], scheme.qmin, scheme.qmax)
+    return (q - scheme.qmin).astype(np.uint8)
+
+
+def dequantize_units(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray, scheme: Scheme) -> np.ndarray:
+    """ŵ = (q − z) · s, float32 (G, g, C)."""
+    q = codes.astype(np.int32) + scheme.qmin - zero[:, None, :]
+    return (q * scale[:, None, :]).astype(np.float32)
+
+
+def unit_ranges(units: np.ndarray, scheme: Scheme, gram: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """[lo, hi] of each unit (each (G, C)) by `scheme.method`, always containing 0.
+
+    `gram` (in, in), the calibration inputs' XᵀX, makes the mse search minimise the output error instead of the
+    weight error (per_tensor has no input axis to weigh, so it keeps the weight error)."""
+    if scheme.method == "percentile":
+        lo = np.percentile(units, 100 - scheme.percentile, axis=1)
+        hi = np.percentile(units, scheme.percentile, axis=1)
+    else:
+        lo, hi = units.min(axis=1), units.max(axis=1)
+    lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
+    if scheme.method != "mse":
+        return lo, hi
+    weigh = _error_weights(units, scheme, gram)
+    best_error = best_lo = best_hi = None
+    for ratio in MSE_CLIP_RATIOS:
+        trial_lo, trial_hi = lo * ratio, hi * ratio
+        scale, zero = scale_and_zero(trial_lo, trial_hi, scheme)
+        error = weigh(units - dequantize_units(quantize_units(units, scale, zero, scheme), scale, zero, scheme))
+        if best_error is None:
+            best_error, best_lo, best_hi = error, trial_lo, trial_hi
+        else:
+            better = error < best_error
+            best_error = np.where(better, error, best_error)
+            best_lo, best_hi = np.where(better, trial_lo, best_lo), np.where(better, trial_hi, best_hi)
+    return best_lo, best_hi
+
+
+def _error_weights(units: np.ndarray, scheme: Scheme, gram: np.ndarray | None):
+    """The error of each unit for a difference ΔW viewed as units: Σ Δw² or, with `gram`, Σ Δwᵀ H Δw."""
+    if gram is None or scheme.granularity == "per_tensor":
+        return lambda delta: np.einsum("gkc,gkc->gc", delta, delta)
+    n_groups, group = units.shape[0], units.shape[1]
+    blocks = np.stack([gram[i * group:(i + 1) * group, i * group:(i + 1) * group] for i in range(n_groups)])
+    return lambda delta: np.einsum("gkc,gkl,glc->gc", delta, blocks, delta)
+
+
+def quantize(weight: np.ndarray, scheme: Scheme, gram: np.ndarray | None = None) -> Quantized:
+    """A 2-D weight (in, out) in integers, by `scheme` (ranges chosen with `gram` when given)."""
+    units = scheme.units(np.asarray(weight, dtype=np.float32))
+    scale, zero = scale_and_zero(*unit_ranges(units, scheme, gram), scheme)
+    return Quantized(quantize_units(units, scale, zero, scheme), scale, zero)
+
+
+def dequantize(quantized: Quantized, scheme: Scheme, shape: tuple[int, int]) -> np.ndarray:
+    """The float32 weight of `shape` that `quantize` stored."""
+    codes, scale, zero = quantized
+    return dequantize_units(codes, scale, zero, scheme).reshape(shape)
+
+
+def fake_quantize_array(weight: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.ndarray]:
+    """(ŵ, inside): the weight quantized and back in one go, and where it lay inside its unit's grid range (the
+    positions a straight-through estimator passes gradients to)."""
+    units = scheme.units(weight)
+    scale, zero = scale_and_zero(*unit_ranges(units, scheme), scheme)
+    lowest = ((scheme.qmin - zero) * scale)[:, None, :]
+    highest = ((scheme.qmax - zero) * scale)[:, None, :]
+    rounded = dequantize_units(quantize_units(units, scale, zero, scheme), scale, zero, scheme)
+    inside = (units >= lowest) & (units <= highest)
+    return rounded.astype(weight.dtype).reshape(weight.shape), inside.reshape(weight.shape)
