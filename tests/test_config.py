@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from minitrain.config import ConfigError, config_from_dict, load_config, resolved_dict, resolved_yaml
+from minitrain.config.fields import parse_duration
 from minitrain.config.rules import RULES, parameter_names
-from minitrain.config.schema import Config, ModelConfig, parse_duration
+from minitrain.config.schema import Config, ModelConfig
 
 # Lab 01's config block exactly as the lab gives it (Bloque C), comments and alignment included.
 LAB01 = """\

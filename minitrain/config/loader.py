@@ -26,6 +26,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from minitrain.config.fields import default_name
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import (
@@ -35,7 +36,6 @@ from minitrain.config.schema import (
     OPTIMIZER_KEYS,
     SCHEDULER_KEYS,
     Config,
-    default_name,
 )
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.spec import translate

@@ -22,15 +22,15 @@ they were.
 from __future__ import annotations
 
 import inspect
-import re
-import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Discriminator, Field, PrivateAttr, Tag, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from minitrain.architectures import MODELS, model_keys
-from minitrain.config.problems import UNION_TAGS
+from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
+from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
+from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig
 from minitrain.config.section import PositiveInt, Section
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_sections import (
@@ -40,12 +40,7 @@ from minitrain.config.table_sections import (
     PreprocessingStep,
     SplitConfig,
 )
-from minitrain.errors import UserError
-from minitrain.lora import LoraSettings, resolve_targets
-from minitrain.monitor.alerts import Alert, parse_alert
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
-from minitrain.quant.affine import Scheme
-from minitrain.quant.qat import OBSERVER_METHODS
 from minitrain.registry import keyword_defaults
 from minitrain.schedule import SCHEDULES, schedule_keys
 
@@ -54,69 +49,6 @@ from minitrain.schedule import SCHEDULES, schedule_keys
 Metric = Literal["val_loss", "val_ppl", "loss", "val_accuracy", "val_precision", "val_recall", "val_f1",
                  "val_auc_roc", "val_mse", "val_mae", "val_r2"]
 HIGHER_IS_BETTER = ("val_accuracy", "val_precision", "val_recall", "val_f1", "val_auc_roc", "val_r2")
-
-# "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
-_DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a duration string: `90s`, `1h30m`, `2h`, `1.5h`, or ISO 8601 `PT1H30M`. ValueError if bad."""
-    body = text.strip().lower()
-    if body.startswith("pt"):
-        body = body[2:]
-    match = _DURATION.match(body)
-    if not body or match is None:
-        raise ValueError(f"{text!r} is not a duration; write it like '90s', '45m', '1h30m' or 'PT1H30M'")
-    hours, minutes, seconds = (float(match.group(k) or 0) for k in "hms")
-    total = 3600 * hours + 60 * minutes + seconds
-    if total <= 0:
-        raise ValueError(f"duration {text!r} must be longer than zero")
-    return total
-
-
-def _check_duration(text: str) -> str:
-    parse_duration(text)
-    return text
-
-
-def _check_alert(text: str) -> str:
-    parse_alert(text)  # raises ValueError naming what is wrong with the rule
-    return text
-
-
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def _check_repo_id(text: str) -> str:
-    if not _REPO_ID.match(text):
-        raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
-    return text
-
-# A run's name becomes a folder name (runs/<name>): one path component, nothing that climbs out or hides.
-_NAME = re.compile(r"^\w[\w.+-]{0,99}$")
-
-
-def _check_name(text: str) -> str:
-    if not _NAME.match(text) or any(unicodedata.category(c).startswith("C") for c in text):
-        raise ValueError(
-            f"{text!r} cannot name a run folder: write one file name of at most 100 letters, digits, '_', '-', "
-            "'.' or '+', starting with a letter or digit (no '/', no spaces)"
-        )
-    return text
-
-
-def default_name(stem: str) -> str:
-    """A run name made from a file or folder name: every character a name may not hold becomes '-'."""
-    name = re.sub(r"[^\w.+-]", "-", stem).lstrip(".+-")[:100]
-    return name if name and _NAME.match(name) else "run"
-
-
-RunName = Annotated[str, AfterValidator(_check_name)]
-SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
-Duration = Annotated[str, AfterValidator(_check_duration)]
-AlertRule = Annotated[str, AfterValidator(_check_alert)]
-RepoId = Annotated[str, AfterValidator(_check_repo_id)]
-
 
 class ModelConfig(Section):
     """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
@@ -412,132 +344,6 @@ class TrainingConfig(Section):
         chosen = set(self.val_metrics) | set(ALWAYS_MEASURED)
         object.__setattr__(self, "val_metrics", [m for m in VAL_METRICS if m in chosen])
         return self
-
-
-class AlertSpec(Section):
-    """An alert in the spec's mapping form: `{condition: "loss > 10", action: warn, message: "..."}`."""
-
-    condition: str = Field(min_length=1)
-    action: Literal["warn", "halt"]
-    message: str | None = None
-
-    @model_validator(mode="after")
-    def _parses(self) -> AlertSpec:
-        parse_alert(self.rule_text())
-        return self
-
-    def rule_text(self) -> str:
-        return f"{self.condition}: {self.action}"
-
-
-def _alert_form(value: Any) -> str:
-    return UNION_TAGS[1] if isinstance(value, dict | AlertSpec) else UNION_TAGS[0]
-
-
-# Either form; the tag picks the one to validate, so a bad rule gets the rule's message, not two union errors.
-# The tags appear in pydantic's error locations; problems.py drops them.
-AlertEntry = Annotated[
-    Annotated[AlertRule, Tag(UNION_TAGS[0])] | Annotated[AlertSpec, Tag(UNION_TAGS[1])], Discriminator(_alert_form)
-]
-
-
-class MonitoringConfig(Section):
-    """Progress display and declarative alerts (grammar in minitrain/monitor/alerts.py)."""
-
-    progress: Literal["auto", "bar", "plain", "none"] = "auto"
-    alerts: list[AlertEntry] = Field(
-        default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt', or {condition, action, message}",
-    )
-
-    def alert_rules(self) -> list[Alert]:
-        """Every alert parsed, in order, each with its message (what `AlertMonitor` takes)."""
-        return [parse_alert(a) if isinstance(a, str) else parse_alert(a.rule_text(), a.message or "")
-                for a in self.alerts]
-
-
-class OutputConfig(Section):
-    """Where the run folder goes (`train --out-dir` overrides it; null means runs/<name>) and where the final
-    model file goes (`train --models-dir` overrides it; null means $MINITRAIN_MODELS_DIR, else the repository's
-    models/)."""
-
-    dir: str | None = Field(None, min_length=1)
-    models_dir: str | None = Field(
-        None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or models/",
-    )
-
-
-class PublishConfig(Section):
-    """Publish the model to the Hugging Face Hub after a successful run (used by minitrain.hub)."""
-
-    repo: RepoId = Field(description="user/name on the Hub")
-    private: bool = False
-    merge_adapters: bool = Field(False, description="a LoRA run: publish the base with the adapters merged in")
-
-
-class LoraConfig(Section):
-    """LoRA fine-tuning of model.init_from (minitrain/lora/): the base stays frozen, and a low-rank update
-    (alpha/rank)·A·B is trained for each linear layer the targets name; with quantize_base (QLoRA) the frozen
-    base is held in 4-bit blocks. The final model file holds only the adapters."""
-
-    enabled: bool = False
-    rank: PositiveInt = 16
-    alpha: float = Field(32.0, gt=0, description="the update is scaled by alpha / rank")
-    dropout: float = Field(0.05, ge=0.0, lt=1.0, description="dropout on the adapters' input")
-    target_modules: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=lambda: ["c_attn"], description="linear layers by name or path suffix (c_attn, attn.c_proj, "
-                                                          "c_fc, mlp.c_proj, or q/k/v_proj, o_proj, up/down_proj)")
-    target_modules_pattern: str | None = Field(None, min_length=1, description="regex a whole layer path matches")
-    bias: Literal["none", "all", "lora_only"] = Field("none", description="biases trained with the adapters")
-    init_weights: Literal["gaussian", "xavier", "kaiming"] = Field("kaiming", description="A's init (B is 0)")
-    quantize_base: bool = Field(False, description="QLoRA: the frozen base's linear weights in 4-bit blocks")
-    quantize_bits: Literal[4] = 4
-    quant_type: Literal["nf4", "fp4"] = "nf4"
-    double_quantize: bool = Field(False, description="quantize the blocks' absmax scales again, to 8 bits")
-
-    def settings(self, linear_paths: list[str]) -> LoraSettings:
-        """The adaptation of a model whose linear layers are `linear_paths` (the rules checked the targets)."""
-        targets, problems = resolve_targets(self.target_modules, self.target_modules_pattern, linear_paths)
-        if problems:
-            raise UserError(f"lora: {'; '.join(problems.values())}", 2)
-        return LoraSettings(rank=self.rank, alpha=self.alpha, targets=tuple(targets), dropout=self.dropout,
-                            bias=self.bias, init_weights=self.init_weights, quantize_base=self.quantize_base,
-                            quant_type=self.quant_type, double_quantize=self.double_quantize)
-
-
-class QatConfig(Section):
-    """Quantization-aware training: fake-quantize the linear weights in every forward pass."""
-
-    enabled: bool = False
-    observer: Literal["minmax", "histogram", "percentile"] = Field(
-        "minmax", description="how each unit's range is read from the weights (histogram: least rounding error)")
-
-
-class CalibrationConfig(Section):
-    """How post-training quantization chooses each unit's range, and the data it may use."""
-
-    samples: int = Field(0, ge=0, description="training records whose inputs weigh the mse method's error")
-    method: Literal["minmax", "percentile", "mse"] = "minmax"
-    percentile: float = Field(99.99, gt=50, le=100, description="percentile method (and observer)")
-
-
-class QuantizeConfig(Section):
-    """Quantize the linear layers' weights after training (minitrain/quant/), optionally trained for it (qat)."""
-
-    enabled: bool = False
-    bits: Literal[2, 4, 8] = 8
-    scheme: Literal["symmetric", "asymmetric"] = "symmetric"
-    granularity: Literal["per_tensor", "per_channel", "per_group"] = "per_channel"
-    group_size: PositiveInt = Field(128, description="per_group: inputs per scale; must divide each layer's inputs")
-    qat: QatConfig = Field(default_factory=QatConfig)
-    calibration: CalibrationConfig = Field(default_factory=CalibrationConfig)
-    exclude: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, description="linear layers kept in float (names as lora.target_modules)")
-
-    def scheme_for(self, training: bool = False) -> Scheme:
-        """The quantization scheme: ranges by calibration.method, or (`training`: QAT, and the quantization after
-        it, which must store the weights QAT computed with) by qat.observer."""
-        method = OBSERVER_METHODS[self.qat.observer] if training else self.calibration.method
-        return Scheme(self.bits, self.scheme, self.granularity, self.group_size, method, self.calibration.percentile)
 
 
 class Config(Section):

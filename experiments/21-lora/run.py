@@ -1,7 +1,7 @@
 """The LoRA / QLoRA / quantization experiment (README.md): every number of results.json, from the committed corpus.
 
-    python experiments/20-lora/run.py                 everything, into runs/20-lora/, then results.json here
-    python experiments/20-lora/run.py --quick DIR     the same pipeline with 3-step runs into DIR (the tests)
+    python experiments/21-lora/run.py                 everything, into runs/21-lora/, then results.json here
+    python experiments/21-lora/run.py --quick DIR     the same pipeline with 3-step runs into DIR (the tests)
 
 1. data     data/processed split by tense: the base never sees the imperfect (I); the adaptation trains on the
             training verbs' imperfect and is scored on the held-out verbs' (dev to choose, val to report)
@@ -65,7 +65,7 @@ def make_data(root: Path) -> dict[str, int]:
 
 def train(config: Path, out: Path, root: Path, quick: bool, extra: tuple[str, ...] = ()) -> dict:
     """`minitrain train` in its own process; results.json and manifest.json's facts."""
-    sets = [f"data.{key}={value.replace('runs/20-lora', str(root))}" for key, value in _paths(config).items()]
+    sets = [f"data.{key}={value.replace('runs/21-lora', str(root))}" for key, value in _paths(config).items()]
     if quick:
         sets += ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
     args = [sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir", str(out), "--models-dir",
@@ -78,9 +78,9 @@ def train(config: Path, out: Path, root: Path, quick: bool, extra: tuple[str, ..
 
 
 def _paths(config: Path) -> dict[str, str]:
-    """The config's data paths under runs/20-lora (the split files run.py writes), which --quick moves."""
+    """The config's data paths under runs/21-lora (the split files run.py writes), which --quick moves."""
     data = yaml.safe_load(config.read_text(encoding="utf-8"))["data"]
-    return {key: value for key, value in data.items() if isinstance(value, str) and "runs/20-lora" in value}
+    return {key: value for key, value in data.items() if isinstance(value, str) and "runs/21-lora" in value}
 
 
 def score(source: str, records: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
@@ -123,7 +123,7 @@ def step_times(root: Path, rounds: int) -> dict[str, float]:
     parts = {}
     for method in METHODS:
         cfg = load_config(HERE / f"{method}.yaml", [f"model.init_from={root / 'base'}",
-                          *(f"data.{k}={v.replace('runs/20-lora', str(root))}"
+                          *(f"data.{k}={v.replace('runs/21-lora', str(root))}"
                             for k, v in _paths(HERE / f"{method}.yaml").items())])
         parts[method] = build_parts(cfg, 1000)
     configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)  # as a run does: one BLAS thread
@@ -185,7 +185,7 @@ def main() -> int:
     parser.add_argument("--timing-only", action="store_true",
                         help="measure step 4 again (the runs of step 3 must exist) and update results.json")
     args = parser.parse_args()
-    root = Path(args.quick or "runs/20-lora")
+    root = Path(args.quick or "runs/21-lora")
     quick = args.quick is not None
     if args.timing_only:
         results = json.loads((HERE / "results.json").read_text())

@@ -1,4 +1,4 @@
-"""experiments/20-lora: the whole pipeline runs (3-step runs), and the facts that do not depend on training
+"""experiments/21-lora: the whole pipeline runs (3-step runs), and the facts that do not depend on training
 (data split, trainable share, file sizes, the QLoRA base's bytes) are the committed results'."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENT = ROOT / "experiments" / "20-lora"
+EXPERIMENT = ROOT / "experiments" / "21-lora"
 
 
 def test_the_pipeline_runs_and_its_structural_facts_match_the_committed_results(tmp_path):

@@ -1,0 +1,73 @@
+"""Value types of config keys that need more than a range: durations, alert rules, Hub repo ids, run names."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from minitrain.monitor.alerts import parse_alert
+
+# "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
+_DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration string: `90s`, `1h30m`, `2h`, `1.5h`, or ISO 8601 `PT1H30M`. ValueError if bad."""
+    body = text.strip().lower()
+    if body.startswith("pt"):
+        body = body[2:]
+    match = _DURATION.match(body)
+    if not body or match is None:
+        raise ValueError(f"{text!r} is not a duration; write it like '90s', '45m', '1h30m' or 'PT1H30M'")
+    hours, minutes, seconds = (float(match.group(k) or 0) for k in "hms")
+    total = 3600 * hours + 60 * minutes + seconds
+    if total <= 0:
+        raise ValueError(f"duration {text!r} must be longer than zero")
+    return total
+
+
+def _check_duration(text: str) -> str:
+    parse_duration(text)
+    return text
+
+
+def _check_alert(text: str) -> str:
+    parse_alert(text)  # raises ValueError naming what is wrong with the rule
+    return text
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _check_repo_id(text: str) -> str:
+    if not _REPO_ID.match(text):
+        raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
+    return text
+
+# A run's name becomes a folder name (runs/<name>): one path component, nothing that climbs out or hides.
+_NAME = re.compile(r"^\w[\w.+-]{0,99}$")
+
+
+def _check_name(text: str) -> str:
+    if not _NAME.match(text) or any(unicodedata.category(c).startswith("C") for c in text):
+        raise ValueError(
+            f"{text!r} cannot name a run folder: write one file name of at most 100 letters, digits, '_', '-', "
+            "'.' or '+', starting with a letter or digit (no '/', no spaces)"
+        )
+    return text
+
+
+def default_name(stem: str) -> str:
+    """A run name made from a file or folder name: every character a name may not hold becomes '-'."""
+    name = re.sub(r"[^\w.+-]", "-", stem).lstrip(".+-")[:100]
+    return name if name and _NAME.match(name) else "run"
+
+
+RunName = Annotated[str, AfterValidator(_check_name)]
+SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
+Duration = Annotated[str, AfterValidator(_check_duration)]
+AlertRule = Annotated[str, AfterValidator(_check_alert)]
+RepoId = Annotated[str, AfterValidator(_check_repo_id)]

@@ -1,0 +1,74 @@
+"""The sections about a run rather than what it trains: how it is watched (`monitoring:` progress and alerts),
+where its files go (`output:`) and where it is published (`publish:`). None of them enters the training config
+hash (minitrain/run.py), so a resume may change them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from minitrain.config.fields import AlertRule, RepoId
+from minitrain.config.problems import UNION_TAGS
+from minitrain.config.section import Section
+from minitrain.monitor.alerts import Alert, parse_alert
+
+
+class AlertSpec(Section):
+    """An alert in the spec's mapping form: `{condition: "loss > 10", action: warn, message: "..."}`."""
+
+    condition: str = Field(min_length=1)
+    action: Literal["warn", "halt"]
+    message: str | None = None
+
+    @model_validator(mode="after")
+    def _parses(self) -> AlertSpec:
+        parse_alert(self.rule_text())
+        return self
+
+    def rule_text(self) -> str:
+        return f"{self.condition}: {self.action}"
+
+
+def _alert_form(value: Any) -> str:
+    return UNION_TAGS[1] if isinstance(value, dict | AlertSpec) else UNION_TAGS[0]
+
+
+# Either form; the tag picks the one to validate, so a bad rule gets the rule's message, not two union errors.
+# The tags appear in pydantic's error locations; problems.py drops them.
+AlertEntry = Annotated[
+    Annotated[AlertRule, Tag(UNION_TAGS[0])] | Annotated[AlertSpec, Tag(UNION_TAGS[1])], Discriminator(_alert_form)
+]
+
+
+class MonitoringConfig(Section):
+    """Progress display and declarative alerts (grammar in minitrain/monitor/alerts.py)."""
+
+    progress: Literal["auto", "bar", "plain", "none"] = "auto"
+    alerts: list[AlertEntry] = Field(
+        default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt', or {condition, action, message}",
+    )
+
+    def alert_rules(self) -> list[Alert]:
+        """Every alert parsed, in order, each with its message (what `AlertMonitor` takes)."""
+        return [parse_alert(a) if isinstance(a, str) else parse_alert(a.rule_text(), a.message or "")
+                for a in self.alerts]
+
+
+class OutputConfig(Section):
+    """Where the run folder goes (`train --out-dir` overrides it; null means runs/<name>) and where the final
+    model file goes (`train --models-dir` overrides it; null means $MINITRAIN_MODELS_DIR, else the repository's
+    models/)."""
+
+    dir: str | None = Field(None, min_length=1)
+    models_dir: str | None = Field(
+        None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or models/",
+    )
+
+
+class PublishConfig(Section):
+    """Publish the model to the Hugging Face Hub after a successful run (used by minitrain.hub)."""
+
+    repo: RepoId = Field(description="user/name on the Hub")
+    private: bool = False
+    merge_adapters: bool = Field(False, description="a LoRA run: publish the base with the adapters merged in")
