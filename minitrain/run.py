@@ -12,6 +12,8 @@
              <models dir>/<prefix>-<hash>.safetensors, prefix minigpt-phase18 or mlp-lm (output.models_dir /
              --models-dir, default the repository's models/), results.json, loss_curve.png, metrics.csv,
              report.md, manifest.json completed
+      beside them: environment.yaml, logs/train.log (the console output), and what the watchers of
+             minitrain/callbacks/from_config.py write (tracking, system metrics, callbacks' files)
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
 curve, then raises a `UserError` that says what happened and which checkpoint to resume from.
@@ -26,7 +28,8 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,8 @@ import numpy as np
 
 from minitrain import artifacts
 from minitrain.architectures import build_model
+from minitrain.callbacks import Callback, CallbackList
+from minitrain.callbacks.from_config import watch_run
 from minitrain.checkpoint import (
     BEST_FILE,
     LATEST_POINTER,
@@ -48,6 +53,7 @@ from minitrain.config.datacheck import DataSummary, check_data, load_split
 from minitrain.config.schema import ALWAYS_MEASURED
 from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.environment import write_environment
 from minitrain.errors import UserError
 from minitrain.io import atomic_write_text
 from minitrain.loop import (
@@ -64,10 +70,13 @@ from minitrain.loop import (
 )
 from minitrain.metrics import greedy_exact_match
 from minitrain.monitor.alerts import AlertMonitor
+from minitrain.monitor.console_log import console_log
 from minitrain.monitor.early_stopping import EarlyStopping
+from minitrain.monitor.html_report import write_html_report
+from minitrain.monitor.metrics_files import write_metrics
 from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
-from minitrain.monitor.report import read_log, write_metrics_csv, write_report
+from minitrain.monitor.report import read_log, write_report
 from minitrain.nn import Module
 from minitrain.optim import build_optimizer
 from minitrain.runtime import configure
@@ -78,10 +87,11 @@ from minitrain.schedule import build_scheduler
 EVAL_BATCH_SIZE = 256
 MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm"}  # model file names: <prefix>-<hash>
 LOG_FILE = "train_log.jsonl"
+CONSOLE_LOG = Path("logs") / "train.log"
 EXIT_DIVERGED, EXIT_HALTED = 3, 4
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
-# progress is shown, naming, and the checkpoint cadence itself.
-_NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish")
+# progress is shown, naming, tracking, the callbacks (they only watch), and the checkpoint cadence itself.
+_NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish", "callbacks")
 
 
 @dataclass
@@ -221,6 +231,7 @@ def run_training(
     models_dir: str | os.PathLike | None = None,
     baseline_path: str | os.PathLike | None = None,
     summary: DataSummary | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
@@ -232,7 +243,15 @@ def run_training(
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
     compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
+    `callbacks` (minitrain.callbacks) watch the run beside those its config names.
     """
+    with console_log(Path(out_dir) / CONSOLE_LOG), ExitStack() as cleanup:
+        return _run_training(cfg, out_dir, resume, progress, strict, config_path, overrides, models_dir,
+                             baseline_path, summary, callbacks, cleanup)
+
+
+def _run_training(cfg, out_dir, resume, progress, strict, config_path, overrides, models_dir, baseline_path,
+                  summary, callbacks, cleanup) -> dict[str, Any]:
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
     summary = summary if summary is not None else check_data(cfg)
@@ -269,6 +288,12 @@ def run_training(
         _clear_previous_run(out_dir, checkpointing.manager)
 
     _write_configs(cfg, out_dir, config_path)
+    write_environment(out_dir)
+    watch = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
+                      records=parts.val_records, run_dir=out_dir, resume_step=start.step if start else None,
+                      config_hash=checkpointing.config_hash)
+    if watch and checkpoint_path is not None:
+        watch.load_state_dict(restored["extra"].get("callbacks", []))
     manifest = previous if checkpoint_path is not None and previous else artifacts.new_manifest(
         seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
         train_path=cfg.data.train_path)
@@ -292,7 +317,7 @@ def run_training(
             grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
             schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
             alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
-            validate=_validator(cfg, parts),
+            validate=_validator(cfg, parts), callbacks=watch,
         )
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
@@ -306,7 +331,7 @@ def run_training(
         shown.close()
 
     rows = read_log(log_path)
-    write_metrics_csv(rows, out_dir / "metrics.csv")
+    write_metrics(rows, out_dir, cfg.output.metrics)
     baseline = artifacts.load_baseline_ppl(baseline_path or artifacts.DEFAULT_BASELINE_PATH,
                                            data_manifest_hash=manifest.get("data_manifest_hash"),
                                            loss_on=cfg.data.loss_on)
@@ -314,6 +339,7 @@ def run_training(
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
+        _train_end(watch, outcome, parts.model)
         raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)
 
     try:
@@ -331,9 +357,13 @@ def run_training(
         results.update(_score_held_out_splits(cfg, parts))
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows)
-        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality)
+        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
+                     sections=watch.report_lines() if watch else ())
+        if cfg.output.report.format == "html":
+            write_html_report(out_dir / "report.md", out_dir / "report.html")
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
                                     quality=quality.as_dict())
+        _train_end(watch, outcome, parts.model, results)
     except KeyboardInterrupt:
         # Ctrl-C after the last step, while the run is being finished: the final checkpoint holds the trained
         # state, and resuming from it runs no step, only this finishing part.
@@ -342,6 +372,13 @@ def run_training(
                                     stopped_at=outcome["stopped_at"])
         raise _stopped_error(outcome, cfg, out_dir, config_path, overrides) from None
     return results
+
+
+def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results: dict | None = None) -> None:
+    """Tell the watchers the run is over (its files are written): on_train_end, with results.json when it
+    finished."""
+    if watch:
+        watch.train_end(status=outcome["status"], step=outcome["steps_done"] - 1, model=model, results=results)
 
 
 def _check_folders(folders: dict[str, Path]) -> None:

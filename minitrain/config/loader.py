@@ -26,6 +26,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config, default_name
@@ -291,6 +292,7 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
     for section, table in (("model", MODEL_KEYS), ("optimizer", OPTIMIZER_KEYS), ("scheduler", SCHEDULER_KEYS)):
         used = table[data[section]["type"]]
         data[section] = {k: v for k, v in data[section].items() if k in used}
+    data["callbacks"] = [resolved_callback(entry) for entry in data["callbacks"]]
     for path, neutral in ADDED_KEYS.items():
         _drop_if(data, path, neutral)
     return data

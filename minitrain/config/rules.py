@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from minitrain.architectures import parameter_shapes
+from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 from minitrain.nn.module import name_matches
@@ -353,3 +354,77 @@ def _exact_match_needs_answers(sections, raw):
     if "exact_match" in sections["training"].val_metrics and sections["data"].format != "jsonl":
         yield Problem(("training", "val_metrics"), "exact_match decodes the answer of verb records; plain-text "
                                                    "lines have none")
+
+
+# --- callbacks and outputs ----------------------------------------------------------------------------------
+
+
+@rule("callbacks")
+def _callback_options_fit_type(sections, raw):
+    """Each callbacks[].config key must be one its callback type uses (see "Callbacks" below)."""
+    for i, entry in enumerate(sections["callbacks"]):
+        uses = CALLBACK_OPTIONS[entry.type]
+        for key in sorted(entry.config.model_fields_set - set(uses)):
+            takes = f"takes {', '.join(uses)}" if uses else "takes no config keys"
+            yield Problem(("callbacks", i, "config", key), f"a {entry.type} callback {takes}")
+
+
+@rule("callbacks")
+def _custom_callbacks_name_a_function(sections, raw):
+    """A custom callback needs entry_point ('module:function'); entry_point and args are for custom ones only."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.type == "custom" and entry.entry_point is None:
+            yield Problem(("callbacks", i), "a custom callback needs entry_point: 'module:function' (a function "
+                                            "that takes the callback context)")
+        for key in ("entry_point", "args"):
+            if entry.type != "custom" and key in entry.model_fields_set:
+                yield Problem(("callbacks", i, key), f"only a custom callback takes {key}")
+
+
+@rule("callbacks")
+def _callback_intervals_count_steps_or_epochs(sections, raw):
+    """callbacks[].interval counts steps (trigger step) or epochs (epoch_end); other triggers take none."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.interval != 1 and entry.trigger not in ("step", "epoch_end"):
+            yield Problem(("callbacks", i, "interval"), f"trigger {entry.trigger} acts at every {entry.trigger} "
+                                                        "event; interval is for step or epoch_end")
+
+
+@rule("callbacks", "training")
+def _one_best_checkpoint(sections, raw):
+    """One rule keeps checkpoints/best.safetensors: training.checkpoint.save_best or one checkpoint callback's."""
+    bests = [i for i, e in enumerate(sections["callbacks"]) if e.type == "checkpoint" and e.config.save_best]
+    if (sections["training"].checkpoint.save_best and bests) or len(bests) > 1:
+        yield Problem(("callbacks", bests[-1], "config", "save_best"), "checkpoints/best.safetensors is kept by "
+                      "one rule only: training.checkpoint.save_best or one checkpoint callback's save_best")
+
+
+@rule("callbacks")
+def _checkpoint_callback_mode_fits_metric(sections, raw):
+    """A checkpoint callback's mode must be min for loss-like metrics."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.type == "checkpoint":
+            yield from _mode_fits(("callbacks", i, "config"), entry.config.metric, entry.config.mode)
+
+
+def logged_columns(training: BaseModel, callbacks: list) -> list[str] | None:
+    """The columns of metrics.csv (globs for the callbacks' families), or None when a custom callback may log
+    any name."""
+    if any(entry.type == "custom" for entry in callbacks):
+        return None
+    families = {"lr_monitor": "lr/*", "gradient_monitor": "grad_norm/*"}
+    return [*logged_metrics(training), *sorted({families[e.type] for e in callbacks if e.type in families})]
+
+
+@rule("output", "training", "callbacks")
+def _included_metrics_are_logged(sections, raw):
+    """Each output.metrics.include name must be a column the run logs (train_loss, learning_rate: loss, lr)."""
+    include = sections["output"].metrics.include or []
+    columns = logged_columns(sections["training"], sections["callbacks"])
+    for i, name in enumerate(include if columns is not None else []):
+        name = METRIC_ALIASES.get(name, name)
+        if not any(fnmatch.fnmatchcase(c, name) or fnmatch.fnmatchcase(name, c) for c in columns):
+            close = suggest(name, columns)
+            hint = f" — did you mean '{close}'?" if close else ""
+            yield Problem(("output", "metrics", "include", i), f"{name} is never logged{hint}; logged: "
+                                                                f"{', '.join(columns)}")

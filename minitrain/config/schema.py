@@ -27,18 +27,17 @@ import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, model_validator
+from pydantic import AfterValidator, Discriminator, Field, PrivateAttr, Tag, model_validator
 
 from minitrain.architectures import MODELS, model_keys
+from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
 from minitrain.config.problems import UNION_TAGS
+from minitrain.config.section import Metric, PositiveInt, Section, fill_defaults
 from minitrain.config.source import ConfigSource
 from minitrain.monitor.alerts import Alert, parse_alert
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.registry import keyword_defaults
 from minitrain.schedule import SCHEDULES, schedule_keys
-
-# Metrics the loop measures; checkpoint selection, early stopping and the plateau schedule may watch them.
-Metric = Literal["val_loss", "val_ppl", "loss"]
 
 # "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
 _DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
@@ -96,18 +95,11 @@ def default_name(stem: str) -> str:
     return name if name and _NAME.match(name) else "run"
 
 
-PositiveInt = Annotated[int, Field(ge=1)]
 RunName = Annotated[str, AfterValidator(_check_name)]
 SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
 AlertRule = Annotated[str, AfterValidator(_check_alert)]
 RepoId = Annotated[str, AfterValidator(_check_repo_id)]
-
-
-class Section(BaseModel):
-    """Base of every section: unknown keys are errors, values are checked strictly (no silent coercion)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True, allow_inf_nan=False)
 
 
 class ModelConfig(Section):
@@ -140,7 +132,7 @@ class ModelConfig(Section):
 
     @model_validator(mode="after")
     def _type_defaults(self) -> ModelConfig:
-        _fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(MODELS[self.type]))
+        fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(MODELS[self.type]))
         return self
 
     def architecture(self) -> dict[str, Any]:
@@ -203,14 +195,6 @@ def _signature_defaults(cls: type) -> dict[str, Any]:
     return keyword_defaults(cls, skip=("named_params", "optimizer", "buffer"))
 
 
-def _fill_defaults(section: BaseModel, keys: set[str], defaults: dict[str, Any]) -> None:
-    # The chosen type's own defaults for keys left out. object.__setattr__ keeps model_fields_set as "what the
-    # user wrote", which the rules read to spot keys of another type.
-    for key in keys:
-        if getattr(section, key) is None and defaults.get(key, inspect.Parameter.empty) is not inspect.Parameter.empty:
-            object.__setattr__(section, key, defaults[key])
-
-
 class OptimizerConfig(Section):
     """The optimizer, its peak/floor learning rates (lab 01 keeps both here) and gradient clipping.
 
@@ -241,7 +225,7 @@ class OptimizerConfig(Section):
     @model_validator(mode="after")
     def _type_defaults(self) -> OptimizerConfig:
         defaults = _signature_defaults(OPTIMIZERS[self.type])
-        _fill_defaults(self, OPTIMIZER_KEYS[self.type] | {"lr_max"}, {**defaults, "lr_max": defaults["lr"]})
+        fill_defaults(self, OPTIMIZER_KEYS[self.type] | {"lr_max"}, {**defaults, "lr_max": defaults["lr"]})
         return self
 
     def kwargs(self) -> dict[str, Any]:
@@ -293,7 +277,7 @@ class SchedulerConfig(Section):
 
     @model_validator(mode="after")
     def _type_defaults(self) -> SchedulerConfig:
-        _fill_defaults(self, SCHEDULER_KEYS[self.type], _signature_defaults(SCHEDULES[self.type]))
+        fill_defaults(self, SCHEDULER_KEYS[self.type], _signature_defaults(SCHEDULES[self.type]))
         return self
 
     def required_keys(self) -> list[str]:
@@ -397,12 +381,15 @@ AlertEntry = Annotated[
 
 
 class MonitoringConfig(Section):
-    """Progress display and declarative alerts (grammar in minitrain/monitor/alerts.py)."""
+    """Progress display, declarative alerts (grammar in minitrain/monitor/alerts.py), experiment tracking and
+    system metrics (config/observing.py)."""
 
     progress: Literal["auto", "bar", "plain", "none"] = "auto"
     alerts: list[AlertEntry] = Field(
         default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt', or {condition, action, message}",
     )
+    tracking: TrackingConfig | None = None
+    system: SystemConfig | None = None
 
     def alert_rules(self) -> list[Alert]:
         """Every alert parsed, in order, each with its message (what `AlertMonitor` takes)."""
@@ -419,6 +406,8 @@ class OutputConfig(Section):
     models_dir: str | None = Field(
         None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or models/",
     )
+    metrics: MetricsOutput = Field(default_factory=MetricsOutput)
+    report: ReportOutput = Field(default_factory=ReportOutput)
 
 
 class PublishConfig(Section):
@@ -442,6 +431,7 @@ class Config(Section):
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     publish: PublishConfig | None = None
+    callbacks: list[CallbackEntry] = Field(default_factory=list, description="config/observing.py")
 
     # Where the config came from (file, text, --set list, line numbers); set by the loader.
     _source: ConfigSource | None = PrivateAttr(default=None)
@@ -542,4 +532,9 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("training", "drop_last"): True,
     ("training", "val_every_epoch"): False,
     ("training", "val_metrics"): ALWAYS_MEASURED,
+    ("monitoring", "tracking"): None,
+    ("monitoring", "system"): None,
+    ("output", "metrics"): MetricsOutput().model_dump(mode="json"),
+    ("output", "report"): ReportOutput().model_dump(mode="json"),
+    ("callbacks",): [],
 }

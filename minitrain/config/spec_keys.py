@@ -86,11 +86,7 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "output.model.save_optimizer": ("bool", "checkpoints always hold the optimizer state (resuming needs it); "
                                             "the final model file holds the weights"),
     "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
-    "output.metrics.format=csv": ("", "metrics.csv and train_log.jsonl are always written"),
-    "output.metrics.format=json": ("", "metrics.csv and train_log.jsonl are always written"),
-    "output.metrics.include": ("list", "metrics.csv holds every logged value"),
     "output.report.enabled": ("bool", "report.md is always written"),
-    "output.report.format=markdown": ("", "report.md is markdown"),
     "output.report.include_plots": ("bool", "report.md always shows the loss curve"),
 }
 
@@ -102,7 +98,6 @@ _GIVE_SPLITS = "meanwhile give the split files as data.train and data.val"
 NOT_YET: dict[str, str] = {
     "lora": f"LoRA fine-tuning {_LATER}; without this section every weight is trained",
     "quantize": f"quantization {_LATER}; remove this section",
-    "callbacks": f"callbacks {_LATER_PLURAL}; checkpoints, early stopping and alerts have their own keys",
     "model.architecture.type=sequential": f"custom sequential architectures {_LATER_PLURAL}; MiniGPT is built from "
                                           "model.architecture's sizes",
     "model.architecture.layers": f"custom layer lists {_LATER_PLURAL}; MiniGPT is built from "
@@ -117,11 +112,8 @@ NOT_YET: dict[str, str] = {
     "data.format=arrow": f"Arrow data files {_LATER_PLURAL}; use jsonl or text",
     "data.format=ald": f"ald data files {_LATER_PLURAL}; use jsonl or text",
     "data.format=auto": f"detecting the data format {_LATER}; write jsonl or text (`minitrain init` finds it)",
-    "monitoring.tracking": f"experiment tracking {_LATER}; train_log.jsonl and metrics.csv hold every value",
-    "monitoring.system": f"system metrics {_LATER_PLURAL}; manifest.json records the peak memory",
     "monitoring.terminal.metrics": f"choosing what the progress bar shows {_LATER}; it shows loss, lr and tokens/s",
     "monitoring.terminal.charts": f"choosing the progress bar's charts {_LATER}; it draws a sparkline of the loss",
-    "output.metrics.format=parquet": f"metrics.parquet {_LATER}; metrics.csv is written",
 }
 
 _EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
@@ -144,8 +136,11 @@ CANNOT: dict[str, str] = {
     "output.model.format=pt": _PICKLE,
     "output.model.format=gguf": _OTHER_FORMAT,
     "output.model.format=apr": _OTHER_FORMAT,
-    "output.report.format=html": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
-    "output.report.format=pdf": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
+    "output.report.format=pdf": "report.md is markdown and format html writes report.html; print that to PDF",
+    "monitoring.tracking.backend=trueno-db": "trueno-db is entrenar's own database; use mlflow (a local SQLite "
+                                             "file or your server), tensorboard or jsonl",
+    "monitoring.tracking.backend=wandb": "Weights & Biases is a hosted service minitrain does not reach; use mlflow "
+                                         "(a local SQLite file or your server), tensorboard or jsonl",
     "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
                        "uploads the model to the Hugging Face Hub",
     "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
@@ -159,8 +154,7 @@ CLASSIFIER_METRICS = ("accuracy", "precision", "recall", "f1", "auc_roc", "confu
 
 # Sections that exist only in the spec's shape: spec.py empties them by its moves, then removes them.
 SPEC_SECTIONS = ("data.loader", "training.gradient", "training.validation", "training.mixed_precision",
-                 "scheduler.warmup", "model.architecture", "output.model", "output.metrics", "output.report",
-                 "monitoring.terminal")
+                 "scheduler.warmup", "model.architecture", "output.model", "monitoring.terminal")
 
 
 def key_path(dotted_key: str) -> KeyPath:

@@ -17,7 +17,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +112,10 @@ _COMPONENT_MEANING = {
 
 
 def report_markdown(
-    *, title: str, results: Mapping[str, Any], quality: Quality | None, plot: str = "loss_curve.png"
+    *, title: str, results: Mapping[str, Any], quality: Quality | None, plot: str = "loss_curve.png",
+    sections: Sequence[str] = (),
 ) -> str:
-    """The text of report.md."""
+    """The text of report.md; `sections` are markdown lines added at the end (callbacks' sections)."""
     lines = [f"# Training report: {title}", "", f"![loss curve]({plot})", "", "## Results", ""]
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {key} | {_show(value)} |" for key, value in results.items()]
@@ -126,7 +127,7 @@ def report_markdown(
             shown = "not measured" if score is None else f"{score:.1f}"
             lines.append(f"| {name} | {shown} | {weight:.2f} | {_COMPONENT_MEANING[name]} |")
         lines += ["", "Formulas: docs/yaml-mode.md, section \"Training quality score\"."]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *sections]) + "\n"
 
 
 def write_report(
@@ -136,5 +137,7 @@ def write_report(
     results: Mapping[str, Any],
     quality: Quality | None,
     plot: str = "loss_curve.png",
+    sections: Sequence[str] = (),
 ) -> None:
-    atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot))
+    atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot,
+                                            sections=sections))
