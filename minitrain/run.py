@@ -50,11 +50,14 @@ from minitrain.checkpoint import (
 )
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary, check_data, load_split
+from minitrain.config.problems import ConfigError
 from minitrain.config.schema import ALWAYS_MEASURED
+from minitrain.config.source import ConfigSource
 from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.environment import write_environment
 from minitrain.errors import UserError
+from minitrain.extras import missing_extras
 from minitrain.io import atomic_write_text
 from minitrain.loop import (
     DIVERGED,
@@ -260,6 +263,9 @@ def _run_training(cfg, out_dir, resume, progress, strict, config_path, overrides
     final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
     # Before any work: a folder that cannot be written fails now, not after training.
     _check_folders({"run folder": out_dir, "models folder": final_models_dir})
+    missing = missing_extras(cfg)
+    if missing:
+        raise ConfigError(missing, cfg.source or ConfigSource())
     runtime = _configure_runtime(cfg)
 
     previous = _previous_manifest(checkpoint_path, out_dir)
@@ -339,7 +345,7 @@ def _run_training(cfg, out_dir, resume, progress, strict, config_path, overrides
     if outcome["status"] not in FINISHED:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                     wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
-        _train_end(watch, outcome, parts.model)
+        _train_end(watch, outcome, parts.model, quiet=not progress)
         raise _stopped_error(outcome, cfg, out_dir, config_path, overrides)
 
     try:
@@ -363,7 +369,7 @@ def _run_training(cfg, out_dir, resume, progress, strict, config_path, overrides
             write_html_report(out_dir / "report.md", out_dir / "report.html")
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, wall_seconds=wall, model_path=model_path,
                                     quality=quality.as_dict())
-        _train_end(watch, outcome, parts.model, results)
+        _train_end(watch, outcome, parts.model, results, quiet=not progress)
     except KeyboardInterrupt:
         # Ctrl-C after the last step, while the run is being finished: the final checkpoint holds the trained
         # state, and resuming from it runs no step, only this finishing part.
@@ -374,11 +380,13 @@ def _run_training(cfg, out_dir, resume, progress, strict, config_path, overrides
     return results
 
 
-def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results: dict | None = None) -> None:
+def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results: dict | None = None,
+               quiet: bool = False) -> None:
     """Tell the watchers the run is over (its files are written): on_train_end, with results.json when it
     finished."""
     if watch:
-        watch.train_end(status=outcome["status"], step=outcome["steps_done"] - 1, model=model, results=results)
+        watch.train_end(status=outcome["status"], step=outcome["steps_done"] - 1, model=model, results=results,
+                        quiet=quiet)
 
 
 def _check_folders(folders: dict[str, Path]) -> None:

@@ -66,16 +66,16 @@ class Context:
     run_dir: Path | None = None
     status: str | None = None  # on_train_end: completed, early_stopped, diverged, interrupted, halted
     results: Mapping[str, Any] = field(default_factory=dict)
-    model: Any = field(default=None, repr=False)
+    _model: Any = field(default=None, repr=False)
     _actions: Actions | None = field(default=None, repr=False)
 
     def parameters(self) -> dict[str, np.ndarray]:
         """Every parameter by its dotted name, as read-only arrays (views: no copy)."""
-        return {name: _read_only(p.data) for name, p in self.model.named_parameters()}
+        return {name: _read_only(p.data) for name, p in self._model.named_parameters()}
 
     def gradients(self) -> dict[str, np.ndarray]:
         """The gradient of every trainable parameter as the update used it (after clipping), read-only."""
-        return {name: _read_only(p.grad) for name, p in self.model.named_parameters() if p.grad is not None}
+        return {name: _read_only(p.grad) for name, p in self._model.named_parameters() if p.grad is not None}
 
     def log(self, values: Mapping[str, float]) -> None:
         """Add the row {step, **values} to train_log.jsonl (and so to metrics.csv and the trackers)."""
@@ -219,7 +219,7 @@ class CallbackList:
         self._epochs = epochs
         self.last_metrics.update(metrics)
         ctx = Context(step=step, total_steps=self._total_steps, epoch=epochs or 0,
-                      metrics=MappingProxyType(dict(metrics)), run_dir=self.run_dir, model=model, _actions=actions)
+                      metrics=MappingProxyType(dict(metrics)), run_dir=self.run_dir, _model=model, _actions=actions)
         for callback in self.callbacks:
             callback.on_step_end(ctx)
         if validated:
@@ -234,10 +234,18 @@ class CallbackList:
             callback.on_log(row)
 
     def train_end(self, *, status: str, step: int, model: Any, results: Mapping[str, Any] | None = None,
-                  actions: Actions | None = None, epoch: int = 0) -> None:
-        ctx = Context(step=step, total_steps=self._total_steps, epoch=epoch,
+                  quiet: bool = False) -> None:
+        """Dispatch on_train_end. The loop is over: ctx.info prints (unless `quiet`), and there is no step left to
+        log a row for, checkpoint or stop."""
+
+        def over(*_: Any) -> None:
+            raise RuntimeError("the run is over: on_train_end cannot log rows, save checkpoints or stop it")
+
+        actions = Actions(log=over, info=(lambda _: None) if quiet else lambda m: print(m, flush=True),
+                          save_checkpoint=over, request_stop=over)
+        ctx = Context(step=step, total_steps=self._total_steps, epoch=self._epochs or 0,
                       metrics=MappingProxyType(dict(self.last_metrics)), run_dir=self.run_dir, status=status,
-                      results=MappingProxyType(dict(results or {})), model=model, _actions=actions)
+                      results=MappingProxyType(dict(results or {})), _model=model, _actions=actions)
         for callback in self.callbacks:
             callback.on_train_end(ctx)
 

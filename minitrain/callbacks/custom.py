@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from minitrain.callbacks.base import Context, Triggered
+from minitrain.config.problems import Problem
+from minitrain.config.schema import Config
 from minitrain.errors import UserError
 
 
@@ -43,6 +45,18 @@ def load_entry_point(entry_point: str) -> Callable[..., Any]:
     if not callable(function):
         raise UserError(f"callback entry point {entry_point}: {module_name} has no function {name}", 2)
     return function
+
+
+def entry_point_problems(cfg: Config) -> list[Problem]:
+    """Each custom callback's entry point imported, as `validate` checks it: a problem for each that fails."""
+    problems = []
+    for i, entry in enumerate(cfg.callbacks):
+        if entry.type == "custom":
+            try:
+                load_entry_point(entry.entry_point)
+            except UserError as exc:
+                problems.append(Problem(("callbacks", i, "entry_point"), str(exc).split(": ", 1)[-1]))
+    return problems
 
 
 class CustomCallback(Triggered):

@@ -17,25 +17,11 @@ from minitrain.callbacks.builtin import Checkpointer, GradientMonitor, LRMonitor
 from minitrain.callbacks.custom import CustomCallback, load_entry_point
 from minitrain.config import Config, resolved_dict
 from minitrain.config.observing import CallbackEntry
-from minitrain.config.problems import Problem
-from minitrain.errors import UserError
 from minitrain.monitor.system import FILE as SYSTEM_FILE
 from minitrain.monitor.system import SystemMonitor
 from minitrain.tracking import Tracker, build_tracker, flatten
 
 SAMPLES_FILE = "samples.jsonl"
-
-
-def entry_point_problems(cfg: Config) -> list[Problem]:
-    """Each custom callback's entry point imported, as `validate` checks it: a problem for each that fails."""
-    problems = []
-    for i, entry in enumerate(cfg.callbacks):
-        if entry.type == "custom":
-            try:
-                load_entry_point(entry.entry_point)
-            except UserError as exc:
-                problems.append(Problem(("callbacks", i, "entry_point"), str(exc)))
-    return problems
 
 
 def build_callback(entry: CallbackEntry, *, model: Any, tokenizer: Any, records: Sequence[dict],

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -34,6 +35,11 @@ STATUS = {"completed": "FINISHED", "early_stopped": "FINISHED", "diverged": "FAI
           "interrupted": "KILLED"}
 MAX_METRICS, MAX_PARAMS = 1000, 100  # MLflow's limits for one log_batch call
 STATE_FILE = "tracking.json"
+
+
+def metric_name(key: str) -> str:
+    """`key` in the characters MLflow allows in a metric name (`lr/transformer.h.*` -> `lr/transformer.h._`)."""
+    return re.sub(r"[^\w\-. /]", "_", key)
 
 
 def sqlite_uri(path: str | Path) -> str:
@@ -112,7 +118,7 @@ class MlflowTracker(Tracker):
 
         now = int(time.time() * 1000)
         with self._lock:
-            self._pending += [Metric(key, value, now, step) for key, value in values.items()]
+            self._pending += [Metric(metric_name(key), value, now, step) for key, value in values.items()]
             due = len(self._pending) >= MAX_METRICS or any(key.startswith("val_") for key in values)
         if due:
             self.flush()
