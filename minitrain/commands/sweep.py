@@ -85,8 +85,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     from minitrain.sweep.runner import run_sweep  # loads the engine: only once the sweep is known to be valid
 
     summary, rows = run_sweep(spec, sweep_file)
-    print(f"sweep {summary['name']}: {len(rows)} trials, {summary['wall_seconds']:.1f} s "
-          f"({summary['backend']}, {summary['workers']} workers)")
+    workers = f"{summary['workers']} worker" + ("s" if summary["workers"] != 1 else "")
+    print(f"sweep {summary['name']}: {len(rows)} trials, {summary['wall_seconds']:.1f} s ({summary['backend']}, "
+          f"{workers}); table {summary['out_dir']}/sweep.json")
     print(summary_text(rows, next((r for r in rows if r["trial"] == summary["best"]), None), spec.metric))
     unfinished = [r["trial"] for r in rows if r["status"] not in ("completed", "early_stopped", "diverged", "halted")]
     if unfinished:

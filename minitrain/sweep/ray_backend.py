@@ -18,6 +18,7 @@ at the same path: a shared file system, as Ray Tune itself needs for a multi-nod
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,8 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
     """Run every job on Ray Tune (a local Ray instance with `workers` CPUs unless `address` names a cluster)."""
     if not jobs:
         return
+    # Tune's older console reporter honours verbose=0; the newer one prints its tables whatever it is told.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     ray = require("ray", "ray", "--backend ray")
     require("ray.tune", "ray", "--backend ray")
     from ray import tune

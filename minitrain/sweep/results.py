@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -130,12 +129,3 @@ def summary_text(rows: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | No
     if best is not None:
         lines.append(f"best: {best['trial']} ({metric} {best[metric]:.4f}), run folder {best['run_dir']}")
     return "\n".join(lines)
-
-
-def read_table(sweep_dir: Path) -> dict[str, Any]:
-    """sweep.json's content ({} when there is none yet)."""
-    try:
-        data = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -24,19 +24,24 @@ from typing import Any
 from minitrain.config import Config, load_config
 from minitrain.config.datacheck import check_data
 from minitrain.config.problems import ConfigError
+from minitrain.config.schema import default_name
 from minitrain.errors import UserError
 from minitrain.sweep.results import best_trial, plot_sweep, write_table
 from minitrain.sweep.space import SweepSpec, Trial, expand
-from minitrain.sweep.trials import TrialJob, run_job, trial_row, trial_state
+from minitrain.sweep.trials import TrialJob, read_json, run_job, trial_row, trial_state
 from minitrain.tracking import default_uri
 
 EXIT_INTERRUPTED = 130
 
 
 def sweep_name(spec: SweepSpec, sweep_file: str | None, base: Config) -> str:
+    """`name`, else the sweep file's name (its folder's for a file called sweep.yaml), else <base name>-sweep."""
     if spec.name:
         return spec.name
-    return Path(sweep_file).stem if sweep_file else f"{base.name or Path(spec.base).stem}-sweep"
+    if sweep_file:
+        path = Path(sweep_file).resolve()
+        return default_name(path.parent.name if path.stem == "sweep" else path.stem)
+    return f"{base.name or Path(spec.base).stem}-sweep"
 
 
 def _tracking_overrides(base: Config, trial: Trial, name: str, sweep_dir: Path) -> list[str]:
@@ -71,8 +76,10 @@ def _yaml(value: Any) -> str:
 
 
 def check_jobs(jobs: list[TrialJob]) -> list[Config]:
-    """Every trial's config, validated, with its data checked (once per distinct data section); a UserError
-    naming the first trial that fails."""
+    """Every trial's config, validated, with its data checked (once per distinct data section), and any run
+    already in its folder trained under that same config; a UserError naming the first trial that fails."""
+    from minitrain.run import training_config_hash  # the engine: the sweep is about to train anyway
+
     configs, checked = [], {}
     for job in jobs:
         try:
@@ -81,6 +88,10 @@ def check_jobs(jobs: list[TrialJob]) -> list[Config]:
             checked[key] = checked[key] if key in checked else check_data(cfg)
         except ConfigError as exc:
             raise UserError(f"trial {job.trial_id}: {exc}", exc.exit_code) from None
+        recorded = read_json(job.run_dir / "manifest.json").get("config_hash")
+        if recorded is not None and recorded != training_config_hash(cfg):
+            raise UserError(f"trial {job.trial_id}: {job.run_dir} holds a run of another config (another base, set "
+                            "or value); give the sweep another out_dir, or remove that folder", 2)
         configs.append(cfg)
     return configs
 
@@ -105,7 +116,7 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
     if configs:
         _prepare_mlflow(configs[0])
     workers = spec.workers or os.cpu_count() or 1
-    summary = {"name": name, "base": spec.base, "metric": spec.metric, "mode": spec.mode, "backend": spec.backend,
+    summary = {"name": name, "out_dir": str(sweep_dir), "base": spec.base, "metric": spec.metric, "mode": spec.mode, "backend": spec.backend,
                "workers": workers, "space": spec.model_dump(mode="json", include={"grid", "random", "samples",
                                                                                   "sampler_seed", "seeds", "set"})}
     errors: dict[str, str] = {}
@@ -150,5 +161,4 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
 
 
 def _stopped_by_scheduler(run_dir: Path) -> bool:
-    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    return manifest.get("status") == "early_stopped"
+    return read_json(run_dir / "manifest.json").get("status") == "early_stopped"

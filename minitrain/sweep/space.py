@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
-from minitrain.config.problems import ConfigError, Problem, from_validation_error
+from minitrain.config.problems import ConfigError, Problem, from_validation_error, suggest
 from minitrain.config.section import PositiveInt, Section
 from minitrain.config.source import ConfigSource
 from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
@@ -143,10 +143,19 @@ def spec_problems(data: Mapping[str, Any], source: ConfigSource) -> SweepSpec:
     try:
         return SweepSpec.model_validate(dict(data))
     except ValidationError as exc:
-        problems = from_validation_error(SweepSpec, exc)
-        for problem in problems:  # a model validator's message comes as "Value error, ..."
-            object.__setattr__(problem, "message", problem.message.removeprefix("Value error, "))
+        problems = [_sweep_message(p) for p in from_validation_error(SweepSpec, exc)]
         raise ConfigError(problems, source) from None
+
+
+def _sweep_message(problem: Problem) -> Problem:
+    """A problem as a sweep file's reader needs it: unknown keys matched against the sweep's own keys only (not
+    a training config's), a model validator's message without pydantic's "Value error, "."""
+    message = problem.message.removeprefix("Value error, ")
+    if message.startswith("unknown key") and len(problem.path) == 1:
+        close = suggest(str(problem.path[0]), SweepSpec.model_fields)
+        message = f"unknown key — did you mean '{close}'?" if close else \
+            f"unknown key; a sweep file has {', '.join(SweepSpec.model_fields)}"
+    return Problem(problem.path, message)
 
 
 def read_sweep_file(path: str | Path) -> tuple[dict[str, Any], ConfigSource]:

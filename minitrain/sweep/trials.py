@@ -51,7 +51,8 @@ class TrialJob:
         return load_config(self.base, list(self.overrides), values=self.values)
 
 
-def _json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file's content; {} when it is missing, unreadable or not an object."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -61,7 +62,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 def trial_state(run_dir: Path) -> str:
     """"done", "resumable" (a checkpoint to continue from) or "new"."""
-    manifest = _json(run_dir / "manifest.json")
+    manifest = read_json(run_dir / "manifest.json")
     if manifest.get("status") in DONE and (manifest["status"] not in ("completed", "early_stopped")
                                            or (run_dir / "results.json").is_file()):
         return "done"
@@ -99,7 +100,7 @@ def _val_rows(run_dir: Path) -> list[dict[str, Any]]:
 
 def trial_row(trial: Trial, run_dir: Path, sweep_dir: Path, message: str | None = None) -> dict[str, Any]:
     """The trial's row: id, values, seed, status, steps, the results (from the log while unfinished), wall time."""
-    manifest, results = _json(run_dir / "manifest.json"), _json(run_dir / "results.json")
+    manifest, results = read_json(run_dir / "manifest.json"), read_json(run_dir / "results.json")
     row: dict[str, Any] = {"trial": trial.id, "params": dict(trial.params), "seed": trial.seed,
                            "status": results.get("status") or manifest.get("status") or "not started",
                            "steps": results.get("steps", manifest.get("steps_done"))}
