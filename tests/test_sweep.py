@@ -144,7 +144,7 @@ def test_a_restarted_sweep_trains_only_what_is_missing(local_sweep):
     assert (trials[3] / "train_log.jsonl").read_bytes() == (
         folder / "local" / rows[3]["run_dir"] / "train_log.jsonl").read_bytes()
     # A sweep whose trials would differ from those in its folder is refused, before anything runs.
-    with pytest.raises(UserError, match="000-lr_max=0.001-seed=1: .* holds a run of another config"):
+    with pytest.raises(UserError, match=r"000-lr_max=0\.001-seed=1: .* holds a run of another config"):
         run_sweep(spec.model_copy(update={"out_dir": str(sweep_dir), "set": {"optimizer.weight_decay": 0.0}}))
 
 

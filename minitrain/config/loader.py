@@ -68,12 +68,7 @@ def config_from_yaml(
 ) -> Config:
     """`load_config` for YAML text already in hand; `path` names it in messages and sets the default name."""
     path = Path(path)
-    source = ConfigSource(path=str(path), text=text)
-    try:
-        parsed = parse_yaml(text)
-    except YamlSyntaxError as exc:
-        source.lines[()] = exc.line
-        raise ConfigError([Problem((), f"not valid YAML: {exc}")], source) from None
+    parsed, source = parse_with_source(text, path)
     if is_lock(parsed.data):
         parsed = _config_of_lock(parsed)
     source.lines.update(parsed.lines)
@@ -82,6 +77,17 @@ def config_from_yaml(
         for p, first, second in parsed.duplicates
     ]
     return _build(parsed.data, source, problems, overrides, values, env, now, default_name=_default_name(path))
+
+
+def parse_with_source(text: str, path: str | os.PathLike) -> tuple[ParsedYaml, ConfigSource]:
+    """`text` parsed, and the ConfigSource that messages about it name (its file; the caller adds the key lines
+    it keeps); a ConfigError naming the line when the text is not valid YAML."""
+    source = ConfigSource(path=str(path), text=text)
+    try:
+        return parse_yaml(text), source
+    except YamlSyntaxError as exc:
+        source.lines[()] = exc.line
+        raise ConfigError([Problem((), f"not valid YAML: {exc}")], source) from None
 
 
 def is_lock(data: Any) -> bool:

@@ -116,9 +116,9 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
     if configs:
         _prepare_mlflow(configs[0])
     workers = spec.workers or os.cpu_count() or 1
-    summary = {"name": name, "out_dir": str(sweep_dir), "base": spec.base, "metric": spec.metric, "mode": spec.mode, "backend": spec.backend,
-               "workers": workers, "space": spec.model_dump(mode="json", include={"grid", "random", "samples",
-                                                                                  "sampler_seed", "seeds", "set"})}
+    space = spec.model_dump(mode="json", include={"grid", "random", "samples", "sampler_seed", "seeds", "set"})
+    summary = {"name": name, "out_dir": str(sweep_dir), "base": spec.base, "metric": spec.metric,
+               "mode": spec.mode, "backend": spec.backend, "workers": workers, "space": space}
     errors: dict[str, str] = {}
 
     def table() -> list[dict[str, Any]]:

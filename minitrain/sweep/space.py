@@ -32,10 +32,11 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
+from minitrain.config.loader import parse_with_source
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, suggest
 from minitrain.config.section import PositiveInt, Section
 from minitrain.config.source import ConfigSource
-from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
+from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar, read_yaml_text
 
 _DISTRIBUTION = re.compile(r"^\s*(uniform|loguniform|randint|choice)\s*\((.*)\)\s*$", re.DOTALL)
 VAL_ROW_METRICS = ("val_loss", "val_ppl", "val_token_accuracy", "val_exact_match")  # reported at validations
@@ -161,13 +162,7 @@ def _sweep_message(problem: Problem) -> Problem:
 def read_sweep_file(path: str | Path) -> tuple[dict[str, Any], ConfigSource]:
     """The mapping a YAML file holds, and its source (lines for messages); a ConfigError if it is no mapping.
     A sweep file names its `base` config; a training config (no `base`) is the base of a sweep of flags."""
-    text = read_yaml_text(path, "sweep file or config")
-    source = ConfigSource(path=str(path), text=text)
-    try:
-        parsed = parse_yaml(text)
-    except YamlSyntaxError as exc:
-        source.lines[()] = exc.line
-        raise ConfigError([Problem((), f"not valid YAML: {exc}")], source) from None
+    parsed, source = parse_with_source(read_yaml_text(path, "sweep file or config"), path)
     source.lines.update(parsed.lines)
     if not isinstance(parsed.data, dict):
         raise ConfigError([Problem((), "a sweep file is a mapping: base, grid, random, seeds, ...")], source)
