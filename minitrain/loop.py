@@ -504,7 +504,8 @@ def _maybe_save_best(run: _Run, measured: dict[str, float], model, optimizer, sc
 
 
 def _callback_actions(run: _Run, model, optimizer, scheduler, train_iter) -> Actions:
-    """What a callback may ask of this loop: a log row, a checkpoint of the state after the step, a stop."""
+    """What a callback may ask of this loop: a log row, a progress line, a checkpoint of the state after the
+    step, a stop."""
 
     def save_checkpoint(best: bool) -> Path | None:
         if run.checkpointing is None:

@@ -221,3 +221,32 @@ def test_resolved_callbacks_load_again_and_stay_out_of_the_training_hash(tmp_pat
     assert resolved_dict(again)["callbacks"] == [{"type": "gradient_monitor", "trigger": "step", "interval": 1,
                                                  "config": {"log_histogram": True}}]
     assert np.isclose(again.optimizer.lr_max, plain.optimizer.lr_max)
+
+
+@pytest.mark.parametrize(("entries", "extra", "message"), [
+    ([{"type": "checkpoint", "config": {"num_samples": 3}}], {},
+     "callbacks[0].config.num_samples: a checkpoint callback takes save_best, metric, mode"),
+    ([{"type": "lr_monitor", "config": {"log_histogram": True}}], {}, "a lr_monitor callback takes no config keys"),
+    ([{"type": "custom"}], {}, "callbacks[0]: a custom callback needs entry_point"),
+    ([{"type": "lr_monitor", "entry_point": "a:b"}], {}, "callbacks[0].entry_point: only a custom callback takes"),
+    ([{"type": "custom", "entry_point": "not a module"}], {}, "is not an entry point; write it as 'module.path:"),
+    ([{"type": "sample_predictions", "trigger": "validation", "interval": 2}], {},
+     "callbacks[0].interval: trigger validation acts at every validation event"),
+    ([{"type": "gradient_monitor", "trigger": "train_end"}], {}, "callbacks[0].trigger: a gradient_monitor"),
+    ([{"type": "checkpoint", "config": {"save_best": True}}], {"checkpoint": {"save_best": True}},
+     "callbacks[0].config.save_best: checkpoints/best.safetensors is kept by one rule only"),
+    ([{"type": "checkpoint", "config": {"save_best": True, "metric": "val_ppl", "mode": "max"}}], {},
+     "callbacks[0].config.mode: val_ppl is lower-is-better"),
+    ([{"type": "lr_monitor"}], {"__include": ["lr/*", "val_pp"]},
+     "output.metrics.include[1]: val_pp is never logged — did you mean 'val_ppl'?"),
+])
+def test_callback_rules(entries, extra, message):
+    from minitrain.config import ConfigError, config_from_dict
+
+    training = {"total_steps": 10, **{k: v for k, v in extra.items() if not k.startswith("__")}}
+    data = {"training": training, "callbacks": entries}
+    if "__include" in extra:
+        data["output"] = {"metrics": {"include": extra["__include"]}}
+    with pytest.raises(ConfigError) as error:
+        config_from_dict(data)
+    assert message in str(error.value)

@@ -390,6 +390,16 @@ def _callback_intervals_count_steps_or_epochs(sections, raw):
                                                         "event; interval is for step or epoch_end")
 
 
+@rule("callbacks")
+def _train_end_is_for_callbacks_that_need_no_step(sections, raw):
+    """Trigger train_end is for sample_predictions and custom callbacks: the others act on a step of training."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.trigger == "train_end" and entry.type not in ("sample_predictions", "custom"):
+            yield Problem(("callbacks", i, "trigger"), f"a {entry.type} callback logs or saves at a step; after "
+                                                       "training there is none (the run saves its last checkpoint "
+                                                       "itself): use step, validation or epoch_end")
+
+
 @rule("callbacks", "training")
 def _one_best_checkpoint(sections, raw):
     """One rule keeps checkpoints/best.safetensors: training.checkpoint.save_best or one checkpoint callback's."""
