@@ -16,7 +16,7 @@ from minitrain import cli
 from minitrain.config import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.errors import UserError
-from minitrain.sweep import SweepSpec, expand, run_sweep
+from minitrain.sweep import SweepSpec, expand, load_sweep_file, run_sweep
 from minitrain.sweep.results import best_trial, comparable
 from minitrain.sweep.space import draw, parse_distribution, spec_problems
 
@@ -214,3 +214,58 @@ def test_asha_stops_poor_trials_and_their_folders_are_complete(tmp_path, local_r
         results = json.loads((tmp_path / "asha" / row["run_dir"] / "results.json").read_text())
         assert results["status"] == row["status"] and results["steps"] == row["steps"]
         assert (tmp_path / "asha" / row["run_dir"] / "report.md").is_file()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = write_tiny_run(tmp_path)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(textwrap.dedent(f"""\
+        base: {config}
+        set: {{scheduler.total_steps: 1500, training.checkpoint.save_every: 500}}
+        grid: {{optimizer.lr_max: [1.0e-3, 2.0e-3, 3.0e-3]}}
+        workers: 2
+        out_dir: {tmp_path / "s"}
+        """))
+    process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = tmp_path / "s" / "trials" / "000-lr_max=0.001" / "train_log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (first.is_file() and len(first.read_text().splitlines()) >= 10) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)  # the driver only, as `kill -INT`; a terminal's Ctrl-C reaches all
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "error: interrupted: the sweep's table is" in err
+    rows = json.loads((tmp_path / "s" / "sweep.json").read_text())["trials"]
+    assert [r["status"] for r in rows] == ["interrupted", "interrupted", "not started"]
+    assert all(r["steps"] < 1500 for r in rows[:2])
+
+    _, again = run_sweep(load_sweep_file(sweep))
+    assert [r["status"] for r in again] == ["completed"] * 3 and all(r["steps"] == 1500 for r in again)
+    for row in again[:2]:  # resumed from the checkpoint the interrupt saved
+        manifest = json.loads((tmp_path / "s" / row["run_dir"] / "manifest.json").read_text())
+        assert manifest["resumes"][-1]["step"] == rows[again.index(row)]["steps"]
+
+
+def test_the_committed_sweep_is_the_table_of_its_sweep_file():
+    """experiments/sweep-lr: its table lists exactly the trials its sweep.yaml expands to, all finished, and names
+    the best on its metric; the csv says what the json says."""
+    import csv
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "experiments" / "sweep-lr"
+    spec = load_sweep_file(folder / "sweep.yaml")
+    table = json.loads((folder / "sweep.json").read_text())
+    rows = table["trials"]
+    assert [r["trial"] for r in rows] == [t.id for t in expand(spec)] and len(rows) == 9
+    assert all(r["status"] == "completed" and r["steps"] == 2000 for r in rows)
+    assert table["metric"] == spec.metric == "dev_ppl"
+    assert table["best"] == best_trial(rows, "dev_ppl", "min")["trial"] == "008-lr_max=0.001-seed=44"
+    with open(folder / "sweep.csv", newline="") as f:
+        csv_rows = list(csv.DictReader(f))
+    assert [(r["trial"], float(r["val_ppl"])) for r in csv_rows] == [(r["trial"], r["val_ppl"]) for r in rows]
