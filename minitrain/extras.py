@@ -54,5 +54,8 @@ def missing_extras(cfg: Any) -> list[Problem]:
         wanted.append((("monitoring", "system"), "psutil", "system", "system metrics"))
     if cfg.output.metrics.format == "parquet":
         wanted.append((("output", "metrics", "format"), "pyarrow", "parquet", "parquet"))
-    return [Problem(path, _missing(module, extra, purpose)) for path, module, extra, purpose in wanted
-            if not installed(module)]
+    problems: dict[tuple, Problem] = {}  # one per setting: the first of its packages that is missing
+    for path, module, extra, purpose in wanted:
+        if path not in problems and not installed(module):
+            problems[path] = Problem(path, _missing(module, extra, purpose))
+    return list(problems.values())

@@ -269,3 +269,15 @@ def test_the_committed_sweep_is_the_table_of_its_sweep_file():
     with open(folder / "sweep.csv", newline="") as f:
         csv_rows = list(csv.DictReader(f))
     assert [(r["trial"], float(r["val_ppl"])) for r in csv_rows] == [(r["trial"], r["val_ppl"]) for r in rows]
+
+
+def test_ray_missing_is_one_clear_error_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what a Python without the package raises
+    monkeypatch.setitem(sys.modules, "ray.tune", None)
+    config = write_tiny_run(tmp_path)
+    assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_max=1e-3", "--backend", "ray",
+                     "--out-dir", str(tmp_path / "s")]) == 2
+    assert "--backend ray needs the ray package" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

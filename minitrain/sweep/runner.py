@@ -26,6 +26,7 @@ from minitrain.config.datacheck import check_data
 from minitrain.config.problems import ConfigError
 from minitrain.config.schema import default_name
 from minitrain.errors import UserError
+from minitrain.extras import require
 from minitrain.sweep.results import best_trial, plot_sweep, write_table
 from minitrain.sweep.space import SweepSpec, Trial, expand
 from minitrain.sweep.trials import TrialJob, read_json, run_job, trial_row, trial_state
@@ -107,6 +108,8 @@ def _prepare_mlflow(cfg: Config) -> None:
 
 def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train the sweep's trials that are not done yet and write its results; returns (summary, rows)."""
+    if spec.backend == "ray":  # before anything is written
+        require("ray.tune", "ray", "--backend ray")
     base = load_config(spec.base)
     name = sweep_name(spec, sweep_file, base)
     sweep_dir = Path(spec.out_dir or f"runs/sweeps/{name}")
