@@ -281,3 +281,28 @@ def test_ray_missing_is_one_clear_error_before_anything_is_written(tmp_path, mon
                      "--out-dir", str(tmp_path / "s")]) == 2
     assert "--backend ray needs the ray package" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_flags_build_the_same_spec_a_sweep_file_gives(tmp_path):
+    from minitrain.commands.sweep import spec_data
+
+    config = write_tiny_run(tmp_path)
+    args = cli.build_parser().parse_args([
+        "sweep", str(config), "--grid", "optimizer.lr_max=1e-3,3e-3", "--grid", "model.n_layer=1,2",
+        "--random", "model.dropout=uniform(0, 0.2)", "--samples", "3", "--seeds", "7,8", "--set",
+        "training.checkpoint.save_every=null", "--metric", "val_loss", "--workers", "3", "--backend", "ray",
+        "--scheduler", "asha", "--grace-period", "10", "--out-dir", "o"])
+    data, _, sweep_file = spec_data(args)
+    assert sweep_file is None
+    spec = spec_problems(data, ConfigSource())
+    assert spec == SweepSpec(base=str(config), grid={"optimizer.lr_max": [1e-3, 3e-3], "model.n_layer": [1, 2]},
+                             random={"model.dropout": "uniform(0, 0.2)"}, samples=3, seeds=[7, 8],
+                             set={"training.checkpoint.save_every": None}, metric="val_loss", workers=3,
+                             backend="ray", scheduler={"type": "asha", "grace_period": 10}, out_dir="o")
+    assert len(expand(spec)) == 2 * 2 * 3 * 2
+    # Flags add to a sweep file's space and replace its values.
+    (tmp_path / "sweep.yaml").write_text(f"base: {config}\ngrid: {{optimizer.lr_max: [1.0e-3]}}\nworkers: 1\n")
+    data, _, sweep_file = spec_data(cli.build_parser().parse_args(
+        ["sweep", str(tmp_path / "sweep.yaml"), "--seeds", "1,2", "--workers", "2"]))
+    assert sweep_file == str(tmp_path / "sweep.yaml")
+    assert data == {"base": str(config), "grid": {"optimizer.lr_max": [1e-3]}, "workers": 2, "seeds": [1, 2]}
