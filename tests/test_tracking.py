@@ -126,3 +126,27 @@ def test_gpu_metrics_and_unreachable_trackers_are_refused(tmp_path):
     text = str(error.value)
     assert "monitoring.system.metrics[1]: gpu_memory_mb: minitrain trains on the CPU" in text
     assert "monitoring.tracking.backend: not supported on CPU NumPy: Weights & Biases is a hosted service" in text
+
+
+def test_an_mlflow_store_that_fails_stops_tracking_not_training(tmp_path, monkeypatch, capsys):
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / "a-file").write_text("not a folder")
+    uri = f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}"  # a path through a file: no database there
+    with pytest.raises(UserError, match=rf"monitoring.tracking: the MLflow store {uri} cannot be used") as error:
+        tracked(tmp_path / "a", f"monitoring: {{progress: none, tracking: {{backend: mlflow, uri: '{uri}'}}}}")
+    assert error.value.exit_code == 2
+
+    real = MlflowClient.log_batch
+
+    def metrics_fail(self, run_id, metrics=(), **kwargs):
+        if metrics:
+            raise ConnectionError("the server went away")
+        return real(self, run_id, metrics=metrics, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", metrics_fail)
+    _, results = tracked(tmp_path / "b", "monitoring: {progress: none, tracking: {backend: mlflow}}")
+    assert results["status"] == "completed" and results["steps"] == 24
+    err = capsys.readouterr().err
+    assert err.count("warning: MLflow tracking stopped: sending metrics failed (ConnectionError: the server went "
+                     "away); training goes on") == 1

@@ -103,7 +103,11 @@ def _prepare_mlflow(cfg: Config) -> None:
     if tracking is not None and tracking.enabled and tracking.backend == "mlflow":
         from minitrain.tracking.mlflow_tracker import client_for, experiment_id
 
-        experiment_id(client_for(tracking.uri), tracking.experiment, tracking.project)
+        try:
+            experiment_id(client_for(tracking.uri), tracking.experiment, tracking.project)
+        except Exception as exc:  # whatever the store raises; client_for's own UserError says it already
+            raise exc if isinstance(exc, UserError) else UserError(
+                f"monitoring.tracking: the MLflow store {tracking.uri} cannot be used ({exc})", 2) from None
 
 
 def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from minitrain.errors import UserError
 from minitrain.extras import require
 from minitrain.io import atomic_write_json
 from minitrain.tracking.base import Tracker, numeric
@@ -54,14 +56,20 @@ def artifact_location(uri: str) -> str | None:
 
 
 def client_for(uri: str) -> Any:
-    """An MlflowClient on `uri`, with MLflow's and its database migrations' INFO chatter silenced."""
+    """An MlflowClient on `uri`, with MLflow's and its database migrations' INFO chatter silenced; a UserError
+    when the store cannot be opened (a SQLite file in a folder that cannot be written...)."""
     require("mlflow", "mlflow", "monitoring.tracking backend mlflow")
     require("sqlalchemy", "mlflow", "an MLflow SQLite store")
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    try:
+        client = MlflowClient(tracking_uri=uri)  # opens the store: a bad URI fails here, not mid-run
+    except Exception as exc:
+        raise UserError(f"monitoring.tracking: the MLflow store {uri} cannot be used ({type(exc).__name__}: "
+                        f"{exc})", 2) from None
+    return client
 
 
 def experiment_id(client: Any, name: str, project: str | None) -> str:
@@ -89,6 +97,20 @@ class MlflowTracker(Tracker):
         self.run_id = self._previous_run_id() if resuming else None
         self._pending: list[Any] = []
         self._lock = threading.Lock()  # system metrics arrive from their own thread
+        self.broken = False
+
+    def _store(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """A call to the MLflow store. A failure once training runs (a server gone, a full disk) is reported once
+        and switches tracking off: the run goes on, and train_log.jsonl keeps every value."""
+        if self.broken:
+            return None
+        try:
+            return call(*args, **kwargs)
+        except Exception as exc:  # MlflowException, a connection or database error: whatever the store raises
+            self.broken = True
+            print(f"warning: MLflow tracking stopped: {what} failed ({type(exc).__name__}: {exc}); training goes "
+                  "on and train_log.jsonl keeps every value", file=sys.stderr, flush=True)
+            return None
 
     def _previous_run_id(self) -> str | None:
         try:
@@ -98,6 +120,14 @@ class MlflowTracker(Tracker):
         return state.get("run_id") if state.get("uri") == self.uri else None
 
     def start(self, params: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+        """Create the MLflow run (continue it, on a resume); a UserError before training if the store fails."""
+        try:
+            self._start(params, tags)
+        except Exception as exc:
+            raise UserError(f"monitoring.tracking: the MLflow store {self.uri} cannot be used ({type(exc).__name__}: "
+                            f"{exc})", 2) from None
+
+    def _start(self, params: Mapping[str, Any], tags: Mapping[str, str]) -> None:
         from mlflow.entities import Param
 
         if self.run_id is not None:  # a resume: same run, params already logged
@@ -127,10 +157,10 @@ class MlflowTracker(Tracker):
         with self._lock:
             pending, self._pending = self._pending, []
         for i in range(0, len(pending), MAX_METRICS):
-            self.client.log_batch(self.run_id, metrics=pending[i: i + MAX_METRICS])
+            self._store("sending metrics", self.client.log_batch, self.run_id, metrics=pending[i: i + MAX_METRICS])
 
     def log_text(self, tag: str, text: str, step: int) -> None:
-        self.client.log_text(self.run_id, text, f"{tag}/step-{step}.txt")
+        self._store("sending text", self.client.log_text, self.run_id, text, f"{tag}/step-{step}.txt")
 
     def finish(self, status: str, results: Mapping[str, Any], files: list[Path]) -> None:
         step = int(results.get("steps", 0))
@@ -138,8 +168,9 @@ class MlflowTracker(Tracker):
         self.flush()
         for path in files:
             # the model file under model/, the run's own files at the top
-            self.client.log_artifact(self.run_id, str(path), "model" if path.suffix == ".safetensors" else None)
-        self.client.set_terminated(self.run_id, STATUS.get(status, "FAILED"))
+            self._store(f"uploading {path.name}", self.client.log_artifact, self.run_id, str(path),
+                        "model" if path.suffix == ".safetensors" else None)
+        self._store("ending the run", self.client.set_terminated, self.run_id, STATUS.get(status, "FAILED"))
 
     def close(self) -> None:
         if self.run_id is not None:
