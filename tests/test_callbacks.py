@@ -250,3 +250,19 @@ def test_callback_rules(entries, extra, message):
     with pytest.raises(ConfigError) as error:
         config_from_dict(data)
     assert message in str(error.value)
+
+
+def test_the_example_in_docs_callbacks_md_runs(tmp_path):
+    """docs/callbacks.md's BestSoFar, taken from the page (up to where it trains lab 01) and run on the tiny
+    config: it sees every validation and remembers the best val PPL."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "callbacks.md").read_text(encoding="utf-8")
+    code = page.split("```python\n", 1)[1].split("cfg = load_config", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "docs/callbacks.md", "exec"), namespace)
+    callback = namespace["BestSoFar"]()
+    config = write_tiny_run(tmp_path)
+    train_tiny(config, tmp_path / "run", callbacks=[callback])
+    assert callback.best == min(r["val_ppl"] for r in log_rows(tmp_path / "run") if "val_ppl" in r)
+    assert callback.state_dict() == {"best": callback.best}
