@@ -92,7 +92,7 @@ def test_the_context_is_read_only_and_a_stop_is_clean_and_survives_a_resume(tmp_
 CALLBACKS = """\
 callbacks:
   - {type: lr_monitor, interval: 2}
-  - {type: gradient_monitor, interval: 5, config: {log_histogram: true}}
+  - {type: gradient_monitor, interval: 10, config: {log_histogram: true}}
   - {type: sample_predictions, trigger: validation, config: {num_samples: 16}}
   - {type: checkpoint, trigger: epoch_end, config: {save_best: true, metric: val_loss}}
 """
@@ -118,13 +118,13 @@ def test_each_builtin_callback_from_yaml(tmp_path):
 
     # gradient_monitor: per-parameter norms of the clipped gradient add up to the clipped global norm
     norm_rows = [r for r in rows if "grad_norm/transformer.wte.weight" in r]
-    assert [r["step"] for r in norm_rows] == [0, 5, 10, 15, 20]
+    assert [r["step"] for r in norm_rows] == [0, 10, 20]
     for r in norm_rows:
         if r["step"] in train:
             total = math.sqrt(sum(v ** 2 for k, v in r.items() if k.startswith("grad_norm/")))
             assert total == pytest.approx(min(train[r["step"]]["grad_norm"], 1.0), rel=1e-4)  # clip 1.0
-    assert sorted(p.name for p in (run / "histograms").iterdir()) == [f"step-{s}.png" for s in (0, 10, 15, 20, 5)]
-    assert (run / "histograms" / "step-5.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in (run / "histograms").iterdir()) == [f"step-{s}.png" for s in (0, 10, 20)]
+    assert (run / "histograms" / "step-10.png").read_bytes()[:4] == b"\x89PNG"
     assert "grad_norm/transformer.wte.weight" in (run / "metrics.csv").read_text().splitlines()[0]
 
     # sample_predictions: a row per held-out prompt at each validation; the final model's in report.md, and on
