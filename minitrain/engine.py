@@ -32,6 +32,9 @@ the batcher (shuffling). Nothing here reads the clock to decide anything, except
 What the engine catches (lab 01's pitfalls): a NaN/inf loss or gradient norm halts the run before the bad update
 (status "diverged"); a loss still above 4.0 after the warm-up prints a warning; SIGINT/SIGTERM finish the
 current step, save a checkpoint and stop (status "interrupted"); alerts and early stopping may halt it too.
+
+Callbacks (minitrain/callbacks/) hear each step boundary, validation and epoch end, and every logged row; with
+none configured the loop does not build a single object for them.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from minitrain import artifacts
+from minitrain.callbacks.base import Actions, CallbackList
 from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.clip import clip_grad_value_
 from minitrain.data.batch import trim_padding
@@ -90,6 +94,7 @@ class LoopState:
     last_loss: float | None = None
     best_saved: float | None = None  # metric value of checkpoints/best.safetensors (save_best)
     warned_high_loss: bool = False
+    stopped_by: str | None = None  # why a callback stopped the run: resuming its last checkpoint trains no more
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
@@ -125,6 +130,7 @@ class _Run:
     early_stopping: EarlyStopping | None
     checkpointing: Checkpointing | None
     state: LoopState
+    callbacks: CallbackList | None = None
     messages: list[str] = field(default_factory=list)
 
     def info(self, message: str) -> None:
@@ -145,6 +151,8 @@ class _Run:
         # same seed gives byte-identical logs.
         if self.log_path is not None:
             append_line(self.log_path, json.dumps(row))
+        if self.callbacks:
+            self.callbacks.logged(row)
 
 
 # ------------------------------------------------------------------------------------------------ signals
@@ -210,6 +218,7 @@ def train(
     start: LoopState | None = None,
     validate: Callable[[Any], dict[str, float]] | None = None,
     task: Any = LANGUAGE_MODELING,
+    callbacks: CallbackList | None = None,
 ) -> dict[str, Any]:
     """Train for steps `start.step` .. `total_steps` − 1; return the outcome (numbering: module docstring).
 
@@ -223,6 +232,8 @@ def train(
     `validate(model)` replaces `evaluate(model, val_iter)` at each validation: it returns the val row's values,
     `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy, ...); a table
     task's validation has no `val_ppl`. `task` turns batches into losses (`step_gradients`).
+    `callbacks` hear each step, validation, epoch end and logged row (on_train_end is the caller's to send, once
+    its own files are written); one that requests a stop ends the run after that step (status early_stopped).
 
     Returns {"status", "steps_done", "loss", "val_loss", "val_ppl", "best_val_loss", "best_val_ppl",
     "best_val_step", "wall_seconds", "eval_seconds", "ms_per_step" (training steps only), "checkpoint",
@@ -230,7 +241,8 @@ def train(
     (SIGINT/SIGTERM) when interrupted.
     """
     state = start or LoopState()
-    run = _Run(Path(log_path) if log_path else None, progress, alerts, early_stopping, checkpointing, state)
+    run = _Run(Path(log_path) if log_path else None, progress, alerts, early_stopping, checkpointing, state,
+               callbacks)
     manifest = manifest if manifest is not None else {}
     manifest.update(seed=rng_seed, status="running")  # updated in place: the caller sees the final version
     if manifest_path is not None:
@@ -239,7 +251,12 @@ def train(
     t0 = time.perf_counter()
     first_step = state.step
     status, stopped_at, checkpoint = COMPLETED, None, None
+    if state.stopped_by is not None:  # a callback stopped this run before the checkpoint it resumes from
+        status, stopped_at, total_steps = EARLY_STOPPED, first_step - 1, first_step
     eval_seconds = 0.0
+    if callbacks:
+        callbacks.start(train_iter, total_steps)
+        actions = _callback_actions(run, model, optimizer, scheduler, train_iter)
     # A diverging run overflows inside many ops; the loop reports it once, itself, so NumPy's per-op overflow
     # warnings would only bury that message.
     with _catch_stop_signals() as stop, np.errstate(over="ignore", invalid="ignore"):
@@ -288,6 +305,12 @@ def train(
 
             if measured is not None and checkpointing is not None and checkpointing.save_best:
                 _maybe_save_best(run, measured, model, optimizer, scheduler, train_iter)
+            if callbacks:
+                callbacks.after_step(step, {"loss": loss, "lr": lr, "grad_norm": grad_norm, **(measured or {})},
+                                     measured is not None, train_iter, model, actions)
+                if callbacks.stop_reason is not None and status == COMPLETED:
+                    status, stopped_at, state.stopped_by = EARLY_STOPPED, step, callbacks.stop_reason
+                    run.warn(f"stopped after step {step}: {callbacks.stop_reason}")
             if halt and status == COMPLETED:
                 status, stopped_at = HALTED, step
             if stop.signum is not None and status == COMPLETED and not last:
@@ -395,6 +418,21 @@ def _maybe_save_best(run: _Run, measured: dict[str, float], model, optimizer, sc
         ckpt.manager.save_best(step=state.step, **_checkpoint_objects(run, model, optimizer, scheduler, train_iter))
 
 
+def _callback_actions(run: _Run, model, optimizer, scheduler, train_iter) -> Actions:
+    """What a callback may ask of this loop: a log row, a progress line, a checkpoint of the state after the
+    step, a stop."""
+
+    def save_checkpoint(best: bool) -> Path | None:
+        if run.checkpointing is None:
+            return None
+        manager = run.checkpointing.manager
+        save = manager.save_best if best else manager.save
+        return save(step=run.state.step, **_checkpoint_objects(run, model, optimizer, scheduler, train_iter))
+
+    return Actions(log=run.log, info=run.info, save_checkpoint=save_checkpoint,
+                   request_stop=run.callbacks.request_stop)
+
+
 def _checkpoint_objects(run: _Run, model, optimizer, scheduler, train_iter) -> dict[str, Any]:
     """The keyword arguments of CheckpointManager.save: the five state machines plus the loop's own state."""
     extra = {"loop": asdict(run.state)}
@@ -404,6 +442,8 @@ def _checkpoint_objects(run: _Run, model, optimizer, scheduler, train_iter) -> d
         extra["early_stopping"] = run.early_stopping.state_dict()
     if run.alerts is not None:
         extra["alerts"] = run.alerts.state_dict()
+    if run.callbacks:
+        extra["callbacks"] = run.callbacks.state_dict()
     return {
         "model": model,
         "optimizer": optimizer,
@@ -418,7 +458,8 @@ def _checkpoint_objects(run: _Run, model, optimizer, scheduler, train_iter) -> d
 def restore_loop_state(
     extra: Mapping[str, Any], early_stopping: EarlyStopping | None, alerts: AlertMonitor | None
 ) -> LoopState:
-    """The LoopState saved in a checkpoint's `extra`, and the monitors' states restored in place."""
+    """The LoopState saved in a checkpoint's `extra`, and the monitors' states restored in place (the callbacks'
+    states are `extra["callbacks"]`, for `CallbackList.load_state_dict`)."""
     if early_stopping is not None and "early_stopping" in extra:
         early_stopping.load_state_dict(extra["early_stopping"])
     if alerts is not None and "alerts" in extra:

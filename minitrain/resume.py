@@ -60,8 +60,9 @@ def resume_checkpoint(resume: str | os.PathLike | None, out_dir: Path, overwrite
 
 
 def restore(path: Path, parts: Any, checkpointing: Checkpointing, early_stopping: EarlyStopping | None,
-            alerts: AlertMonitor | None) -> LoopState:
-    """Load the checkpoint into `parts` and the monitors; return the loop's state to start from.
+            alerts: AlertMonitor | None) -> tuple[LoopState, dict[str, Any]]:
+    """Load the checkpoint into `parts` and the monitors; return the loop's state to start from, and the
+    checkpoint's `extra` (the callbacks' states are there).
 
     A checkpoint that cannot resume this run is exit code 2, and so is one whose data files have changed since it
     was saved (the same config would then train another model).
@@ -81,7 +82,7 @@ def restore(path: Path, parts: Any, checkpointing: Checkpointing, early_stopping
         problem = problem_text(e) if isinstance(e, ValidationError) else str(e)
         raise UserError(f"{path}: cannot restore the loop's state ({problem})", 2) from None
     start.step = restored["step"]
-    return start
+    return start, extra
 
 
 _LOOP_STATE = TypeAdapter(LoopState)  # the dataclass's field types, checked strictly before it is built

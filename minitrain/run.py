@@ -14,13 +14,16 @@
              <models dir>/<prefix>-<hash>.safetensors, prefix minigpt-phase18 or mlp-lm (output.models_dir /
              --models-dir, default the repository's models/), results.json, loss_curve.png, dashboard.png,
              metrics.csv, report.md, manifest.json completed
+      beside them: environment.yaml, logs/train.log (the console output), and what the watchers of
+             minitrain/callbacks/from_config.py write (tracking, system metrics, callbacks' files)
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
 curve, then raises a `UserError` that says what happened and which checkpoint to resume from. The manifest's
 status is honest throughout: "running", then "finishing" while the model file and results are written, then how
 it ended, including "interrupted" for a SIGTERM while finishing and "failed" (with the error) for a full disk.
 
-`plan_run(cfg)` (the dry run) builds the same objects, times a few steps and reports the plan; it writes nothing.
+What a run is made of is built by `minitrain/parts.py`; the dry run (`minitrain/plan.py`) builds the same objects,
+times a few steps and reports the plan, writing nothing.
 """
 
 from __future__ import annotations
@@ -28,37 +31,40 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from minitrain import artifacts, run_dir, scoring, stopping
-from minitrain.architectures import build_model
+from minitrain.callbacks import Callback, CallbackList
+from minitrain.callbacks.from_config import watch_run
 from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.config import Config, resolved_dict, resolved_yaml
-from minitrain.config.datacheck import DataSummary, check_data, load_split
-from minitrain.config.table_check import Fold, load_table
+from minitrain.config.datacheck import DataSummary, check_data
+from minitrain.config.problems import ConfigError
+from minitrain.config.source import ConfigSource
+from minitrain.config.table_check import Fold
 from minitrain.dashboard import SMOOTHING_WINDOW, plot_dashboard
-from minitrain.data.augmentation import AugmentedBatcher, augmenter
-from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
-from minitrain.data.tokenizer import CharTokenizer
-from minitrain.engine import FINISHED, INTERRUPTED, Checkpointing, step_gradients, train
+from minitrain.engine import FINISHED, INTERRUPTED, Checkpointing, train
+from minitrain.environment import write_environment
 from minitrain.errors import UserError
-from minitrain.finetune import adapter_facts, after_training, model_file_state, prepare_model
+from minitrain.extras import missing_extras
+from minitrain.finetune import adapter_facts, after_training, model_file_state
 from minitrain.io import atomic_write_text, cannot_write, read_text
-from minitrain.loop import evaluate
-from minitrain.model_files import config_hash, save_model_file
+from minitrain.model_files import save_model_file
 from minitrain.monitor.alerts import AlertMonitor
+from minitrain.monitor.console_log import console_log
 from minitrain.monitor.curves import train_val_gap
 from minitrain.monitor.early_stopping import EarlyStopping
+from minitrain.monitor.html_report import write_html_report
+from minitrain.monitor.metrics_files import write_metrics
 from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
-from minitrain.monitor.report import read_log, write_metrics_csv, write_report
+from minitrain.monitor.report import read_log, write_report
 from minitrain.nn import Module
-from minitrain.optim import build_optimizer
+from minitrain.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
+from minitrain.plan import configure_runtime, resolve_total_steps
 from minitrain.resume import (
     data_fingerprint,
     keep_log_before,
@@ -70,164 +76,11 @@ from minitrain.resume import (
 )
 from minitrain.run_files import FINISHING
 from minitrain.run_lock import RunLock
-from minitrain.runtime import configure
-from minitrain.schedule import build_scheduler
-from minitrain.scoring import EVAL_BATCH_SIZE
-from minitrain.table_results import plot_table_curve, table_results, table_validator
-from minitrain.tasks import LANGUAGE_MODELING, table_task
+from minitrain.table_results import plot_table_curve, table_results
 
 MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm", "sequential": "sequential"}  # <prefix>-<hash>
 LOG_FILE = run_dir.LOG_FILE
-# Config sections that do not change what is trained, so a resume may change them: where files go, how
-# progress is shown, naming, and the checkpoint cadence itself.
-_NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish")
-
-
-@dataclass
-class Parts:
-    """Everything a run is made of, built from a config. A table task (model.type sequential) has no tokenizer
-    or records: `table` holds its splits and the pipeline that made them, and `task` scores it."""
-
-    tokenizer: CharTokenizer | None
-    train_records: list[dict] | None
-    val_records: list[dict] | None
-    train_split: Any  # Batch, or a table's TableBatch
-    batcher: TrainBatcher  # or an AugmentedBatcher around one
-    val_batches: EvalBatcher
-    model: Module
-    optimizer: Any
-    scheduler: Any
-    total_steps: int
-    task: Any = LANGUAGE_MODELING
-    table: Any = None  # minitrain.data.tables.TableData
-    init_from: str | None = None  # where a LoRA run's base came from (it is loaded while building)
-
-
-def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Parts:
-    """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
-    For a table: its splits (fold `fold` of a cross-validation) and the model's widths from the data.
-
-    The model is built (drawing its initial weights from the training RNG), adapted as the lora and quantize
-    sections say (minitrain/finetune.py: a LoRA base is loaded here), frozen where `model.freeze` says, then packed
-    into one flat buffer; the optimizer updates only the trainable parameters."""
-    tokenizer = train_records = val_records = table = None
-    task = LANGUAGE_MODELING
-    if cfg.is_table_task:
-        table, architecture = load_table(cfg, fold)
-        train_split, val_split = table.splits["train"], table.splits["val"]
-        task = table_task(table.pipeline.task, cfg.training.loss, cfg.training.huber_delta)
-    else:
-        tokenizer = CharTokenizer.load(cfg.data.vocab_path)
-        train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
-        seq_len = cfg.model.max_seq_len
-        train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)
-        val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
-        architecture = cfg.model.architecture()
-    t = cfg.training
-    # shuffle/drop_last only when they differ from the defaults: a student's lab-00 batcher takes three arguments.
-    loader = {} if (t.shuffle, t.drop_last) == (True, True) else {"shuffle": t.shuffle, "drop_last": t.drop_last}
-    batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, **loader)  # the data RNG
-    augment = augmenter(cfg.data.augmentation, cfg.data.image_shape)
-    if augment is not None:
-        batcher = AugmentedBatcher(batcher, augment, t.data_seed)
-    train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
-    model = build_model(architecture, rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
-    base = prepare_model(model, cfg, train_rng)
-    if cfg.model.freeze:
-        model.freeze(cfg.model.freeze)
-    model.pack_parameters()
-    optimizer = build_optimizer(cfg.optimizer.type, model.trainable_parameters(), buffer=model.buffer,
-                                **cfg.optimizer.kwargs())
-    scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
-    return Parts(tokenizer, train_records, val_records, train_split, batcher,
-                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, task, table,
-                 base)
-
-
-def parameter_counts(model: Module) -> dict[str, int]:
-    """{"parameters": all}, plus the trainable and frozen counts when some parameters are frozen."""
-    total, trainable = model.num_parameters(), model.num_parameters(trainable_only=True)
-    if trainable == total:
-        return {"parameters": total}
-    return {"parameters": total, "trainable_parameters": trainable, "frozen_parameters": total - trainable}
-
-
-def training_config_hash(cfg: Config) -> str:
-    """Hash of everything that shapes training (all but `_NOT_HASHED` and the checkpoint cadence)."""
-    data = {k: v for k, v in resolved_dict(cfg).items() if k not in _NOT_HASHED}
-    data["training"] = {k: v for k, v in data["training"].items() if k != "checkpoint"}
-    return config_hash(data)
-
-
-def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple[float, float]:
-    """(seconds per training step, seconds per validation pass), measured on `parts` (which it changes)."""
-    t = cfg.training
-    timings = []
-    for _ in range(warmup + n):
-        start = time.perf_counter()
-        batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
-        step_gradients(parts.model, parts.optimizer, batches, cfg.clip_norm, parts.task)
-        parts.optimizer.step()
-        parts.scheduler.step()
-        timings.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    (_validator(cfg, parts) or (lambda model: evaluate(model, parts.val_batches)))(parts.model)
-    return float(np.median(timings[warmup:])), time.perf_counter() - start
-
-
-def _configure_runtime(cfg: Config) -> dict[str, Any]:
-    """BLAS threads and allocator settings for this model size (minitrain.runtime); they change no number."""
-    return configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)
-
-
-def _resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
-    """training.total_steps, or epochs × steps per epoch, or (duration) as many steps as fit in the budget."""
-    steps = cfg.resolve_steps(summary.steps_per_epoch)
-    if steps is not None:
-        return steps
-    # A duration run: time a few steps on throw-away objects to size the schedule; the loop still stops on
-    # the clock if the estimate was optimistic.
-    warmup = cfg.scheduler.warmup_steps
-    per_step, per_val = _time_steps(build_parts(cfg, warmup + 10), cfg)
-    per_step += per_val / cfg.resolve_val_every(summary.steps_per_epoch)
-    return max(warmup + 1, int(cfg.duration_seconds / per_step))
-
-
-def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
-    """The dry run: what `run_training` would do, from a few timed steps; writes nothing.
-
-    `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
-    """
-    summary = summary if summary is not None else check_data(cfg)
-    _configure_runtime(cfg)
-    steps = _resolve_total_steps(cfg, summary)
-    parts = build_parts(cfg, max(steps, cfg.resolve_warmup(steps) + 10))
-    t = cfg.training
-    val_every = cfg.resolve_val_every(summary.steps_per_epoch)
-    per_step_records = t.batch_size * t.grad_accumulation
-    split = parts.train_split
-    if parts.table is None:
-        real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
-        counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
-        per_step_size = {"tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
-                                             "counted_mean": round(counted, 1)}}
-    else:
-        per_step_size = {"rows_per_step": per_step_records, "data": parts.table.info}
-    per_step, per_val = _time_steps(parts, cfg)
-    n_val = len(range(0, steps, val_every)) + (0 if (steps - 1) % val_every == 0 else 1)
-    estimate = steps * per_step + n_val * per_val
-    return {
-        **parameter_counts(parts.model),
-        **per_step_size,
-        "steps": steps,
-        "epochs": round(steps * per_step_records / parts.batcher.num_records, 3),
-        "ms_per_step": round(1000 * per_step, 2),
-        "validations": n_val,
-        "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
-        "output_dir": cfg.output.dir,
-        "models_dir": str(artifacts.models_dir(cfg.output.models_dir)),
-        **({"publish_to": cfg.publish.repo} if cfg.publish is not None else {}),
-    }
+CONSOLE_LOG = Path("logs") / "train.log"
 
 
 # ------------------------------------------------------------------------------------------------- the run
@@ -248,6 +101,7 @@ def run_training(
     summary: DataSummary | None = None,
     command: list[str] | tuple[str, ...] | None = None,
     fold: Fold | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> dict[str, Any]:
     """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
 
@@ -264,7 +118,7 @@ def run_training(
     it again with `--resume CHECKPOINT` (default: the `minitrain train` command for this config and folder).
 
     With training.cross_validation, the folds are trained one by one (minitrain/cross_validation.py); `fold`
-    is the one this call trains.
+    is the one this call trains. `callbacks` (minitrain.callbacks) watch the run beside those its config names.
 
     The whole run holds the folder's writer lock (minitrain/run_lock.py): a second writer gets one error.
     """
@@ -285,29 +139,34 @@ def run_training(
     final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
     # Before any work: a folder that cannot be written fails now, not after training.
     _check_folders({"run folder": out_dir, "models folder": final_models_dir})
-    with RunLock(out_dir), stopping.sigterm_raises():
+    missing = missing_extras(cfg)
+    if missing:
+        raise ConfigError(missing, cfg.source or ConfigSource())
+    with RunLock(out_dir), stopping.sigterm_raises(), console_log(out_dir / CONSOLE_LOG), ExitStack() as cleanup:
         return _train_into(cfg, out_dir, checkpoint_path, final_models_dir, summary, start_time,
                            overwrite=overwrite, progress=progress, strict=strict, config_path=config_path,
                            overrides=overrides, baseline_path=baseline_path, fold=fold,
-                           rerun=command or stopping.train_command(cfg, out_dir, config_path, overrides))
+                           rerun=command or stopping.train_command(cfg, out_dir, config_path, overrides),
+                           callbacks=callbacks, cleanup=cleanup)
 
 
 def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_models_dir: Path,
                 summary: DataSummary, start_time: float, *, overwrite: bool, progress: bool, strict: bool,
                 config_path: str | os.PathLike | None, overrides: tuple[str, ...] | list[str],
                 baseline_path: str | os.PathLike | None, fold: Fold | None,
-                rerun: list[str] | tuple[str, ...]) -> dict[str, Any]:
+                rerun: list[str] | tuple[str, ...], callbacks: Sequence[Callback],
+                cleanup: ExitStack) -> dict[str, Any]:
     """run_training's work, with the writer lock held."""
     config_text = _config_text(cfg, config_path)
     continuing = checkpoint_path is not None and same_folder(run_dir_of(checkpoint_path), out_dir)
     if not continuing:
         run_dir.check_new_run(out_dir, config_text, overwrite)
     run_dir.remove_stale_temp_files(out_dir, final_models_dir, MODEL_PREFIXES[cfg.model.type])
-    runtime = _configure_runtime(cfg)
+    runtime = configure_runtime(cfg)
 
     previous = previous_manifest(checkpoint_path, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
-    parts = build_parts(cfg, total_steps or _resolve_total_steps(cfg, summary), fold)
+    parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
     ckpt = cfg.training.checkpoint
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
@@ -324,7 +183,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
 
     start, init_from = None, None
     if checkpoint_path is not None:
-        start = restore(checkpoint_path, parts, checkpointing, early_stopping, alerts)
+        start, restored_extra = restore(checkpoint_path, parts, checkpointing, early_stopping, alerts)
         if overwrite:
             run_dir.clear_run(out_dir)
         keep_log_before(run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
@@ -341,6 +200,12 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         atomic_write_text(out_dir / LOG_FILE, "")
 
     _write_configs(cfg, out_dir, config_text)
+    write_environment(out_dir)
+    watch = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
+                      records=parts.val_records, run_dir=out_dir, resume_step=start.step if start else None,
+                      config_hash=checkpointing.config_hash)
+    if watch and checkpoint_path is not None:
+        watch.load_state_dict(restored_extra.get("callbacks", []))
     resumed = checkpoint_path is not None and bool(previous)
     manifest = previous if resumed else artifacts.new_manifest(
         seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
@@ -373,7 +238,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
             grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
             schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
             alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
-            validate=_validator(cfg, parts), task=parts.task,
+            validate=validator_for(cfg, parts), task=parts.task, callbacks=watch,
         )
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
@@ -393,7 +258,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         if finished:  # training is done; until the model file and results.json exist, the run is not
             artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FINISHING)
         rows = read_log(log_path)
-        write_metrics_csv(rows, out_dir / "metrics.csv")
+        write_metrics(rows, out_dir, cfg.output.metrics)
         if parts.table is None:
             artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
             plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
@@ -402,6 +267,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         if not finished:
             artifacts.complete_manifest(out_dir / "manifest.json", manifest,
                                         wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
+            _train_end(watch, outcome, parts.model, quiet=not progress)
             raise stopping.stopped_error(outcome, rerun)
 
         model_path, model_sha256 = _save_model(parts, final_models_dir, cfg, outcome["steps_done"])
@@ -418,10 +284,13 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         artifacts.atomic_write_json(out_dir / "results.json", results)
         quality = quality_score(rows) if any("loss" in row for row in rows) else None
         write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
-                     gaps=train_val_gap(rows, SMOOTHING_WINDOW))
+                     gaps=train_val_gap(rows, SMOOTHING_WINDOW), sections=watch.report_lines() if watch else ())
+        if cfg.output.report.format == "html":
+            write_html_report(out_dir / "report.md", out_dir / "report.html")
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=outcome["status"], wall_seconds=wall,
                                     model_path=model_path, model_sha256=model_sha256,
                                     quality=None if quality is None else quality.as_dict())
+        _train_end(watch, outcome, parts.model, results, quiet=not progress)
     except KeyboardInterrupt as stop:
         if not finished:
             raise
@@ -439,6 +308,15 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     return results
 
 
+def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results: dict | None = None,
+               quiet: bool = False) -> None:
+    """Tell the watchers the run is over (its files are written): on_train_end, with results.json when it
+    finished."""
+    if watch:
+        watch.train_end(status=outcome["status"], step=outcome["steps_done"] - 1, model=model, results=results,
+                        quiet=quiet)
+
+
 def _check_folders(folders: dict[str, Path]) -> None:
     """A UserError (exit code 2) unless each folder ({what: path}) is, or can be created as, a writable folder:
     a path through a file or an unwritable folder is named before any work. Creates nothing (the first write
@@ -451,14 +329,6 @@ def _check_folders(folders: dict[str, Path]) -> None:
             raise UserError(f"{what} {folder}: {existing} exists and is not a folder", 2)
         if not os.access(existing, os.W_OK | os.X_OK):
             raise UserError(f"{what} {folder}: {existing} is not writable", 2)
-
-
-def _validator(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]] | None:
-    """What each validation measures: a table task's own loss and metrics, or for a language model what
-    training.val_metrics asks beyond loss and perplexity (None: the loop's own evaluate)."""
-    if parts.table is not None:
-        return table_validator(cfg, parts.task, parts.val_batches)
-    return scoring.validator(cfg.training.val_metrics, parts.val_batches, parts.tokenizer, parts.val_records)
 
 
 def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:

@@ -6,8 +6,11 @@
       config.resolved.yaml            ... and as resolved
       manifest.json                   what ran and how it stands (status)
       train_log.jsonl, metrics.csv    the log, and the same as a table
-      results.json, report.md, loss_curve.png
+      results.json, report.md, loss_curve.png, dashboard.png (a language model), confusion_matrix.png (a
+      classifier), environment.yaml, and the files the output, tracking and callback settings ask for
       checkpoints/                    step-<N>.safetensors, latest, best.safetensors
+      logs/, adapter/, tensorboard/, histograms/    the console log, a LoRA run's PEFT adapter, and what the
+                                      trackers and callbacks write
 
 A new run never mixes with an old one: `check_new_run` refuses a folder that holds another run's files unless
 `--overwrite` is given, and then `clear_run` deletes exactly those files (and nothing else the folder holds,
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,8 +35,11 @@ from minitrain.errors import UserError
 
 CONFIG_FILE, LOG_FILE = "config.yaml", "train_log.jsonl"
 RUN_FILES = ("manifest.json", "config.resolved.yaml", LOG_FILE, "metrics.csv", "results.json", "report.md",
-             "loss_curve.png")
+             "loss_curve.png", "dashboard.png", "confusion_matrix.png", "environment.yaml", "metrics.json",
+             "metrics.parquet", "report.html", "samples.jsonl", "system_metrics.jsonl", "mlflow.db", "tracking.jsonl",
+             "tracking.json")
 CHECKPOINTS = "checkpoints"
+RUN_FOLDERS = ("logs", "adapter", "tensorboard", "histograms")  # whole folders a run writes, beside checkpoints/
 # io.atomic_write's temporary name for TARGET: .TARGET.<8 random characters>.tmp
 _TEMP = re.compile(r"^\.(?P<target>.+)\.[A-Za-z0-9_]{8}\.tmp$")
 
@@ -40,7 +47,7 @@ _TEMP = re.compile(r"^\.(?P<target>.+)\.[A-Za-z0-9_]{8}\.tmp$")
 def run_files_in(out_dir: Path, config_text: str | None) -> list[str]:
     """The files of a run `out_dir` holds (names relative to it), config.yaml only if it differs from
     `config_text`, the config the new run would write."""
-    found = [name for name in RUN_FILES if os.path.lexists(out_dir / name)]
+    found = [name for name in (*RUN_FILES, *RUN_FOLDERS) if os.path.lexists(out_dir / name)]
     checkpoints = out_dir / CHECKPOINTS
     if checkpoints.is_dir():
         found += [f"{CHECKPOINTS}/{p.name}" for p in sorted(checkpoints.iterdir())]
@@ -72,6 +79,12 @@ def clear_run(out_dir: Path) -> None:
     """Delete the files a run writes (see the module docstring) from `out_dir`; anything else stays."""
     for name in RUN_FILES:
         remove_file(out_dir / name)
+    for name in RUN_FOLDERS:
+        folder = out_dir / name
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+        else:
+            remove_file(folder)
     checkpoints = out_dir / CHECKPOINTS
     if checkpoints.is_dir() and not checkpoints.is_symlink():
         for path in checkpoints.iterdir():

@@ -517,7 +517,7 @@ def real_parts(folder: Path, overrides: list[str] = (), train_records: int = 40)
     """MiniGPT (dropout on), AdamW, warm-up cosine and the train batcher, built as a run builds them."""
     from minitrain.config import load_config
     from minitrain.course.fixtures import write_tiny_run
-    from minitrain.run import build_parts
+    from minitrain.parts import build_parts
 
     config = write_tiny_run(folder)
     train = folder / "data" / "train.jsonl"

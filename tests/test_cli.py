@@ -247,7 +247,7 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, mon
     def too_big(cfg, summary=None):
         raise MemoryError("Unable to allocate 477. GiB for an array with shape (64, 1000000000)")
 
-    monkeypatch.setattr(minitrain.run, "plan_run", too_big)
+    monkeypatch.setattr(minitrain.plan, "plan_run", too_big)
     code, out, err = run(["train", config_for(make_corpus(tmp_path / "d")), "--dry-run"], capsys)
     assert code == 1 and out == ""
     assert err == ("error: out of memory (Unable to allocate 477. GiB for an array with shape (64, 1000000000)); "

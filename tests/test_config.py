@@ -100,7 +100,7 @@ def test_lab01_config_validates_unchanged(tmp_path):
 def test_lab01s_committed_run_keeps_its_resolved_config_and_config_hash(monkeypatch):
     # Keys added since (ADDED_KEYS) stay out of config.resolved.yaml at their defaults, so lab 01's committed
     # run folder still says exactly what a run of its config resolves to, and resuming it finds the same hash.
-    from minitrain.run import training_config_hash
+    from minitrain.parts import training_config_hash
 
     lab = Path(__file__).resolve().parents[1] / "experiments" / "18-train-mini"
     monkeypatch.chdir(lab.parents[1])

@@ -218,6 +218,16 @@ CONTEXT: dict[str, tuple[dict, Any]] = {
     "quantize.group_size": ({"quantize": {"enabled": True, "granularity": "per_group"}}, 32),
     "quantize.calibration": ({}, {"samples": 512, "method": "mse"}),
     "quantize.calibration.samples": ({"quantize": {"calibration": {"method": "mse"}}}, 512),
+    # The spec's examples track to trueno-db, tag with data.source (not a minitrain key), watch GPUs, include a
+    # classifier's accuracy and write a callback as a script: each is refused on its own row.
+    "monitoring.tracking": ({}, {"enabled": True, "backend": "mlflow", "project": "verbs",
+                                 "experiment": "{{ name }}-{{ timestamp }}"}),
+    **{f"monitoring.tracking.tags{k}": ({}, v) for k, v in ((".model", "{{ model.type }}"), (".dataset", "verbs"),
+                                                            ("", {"model": "{{ model.type }}", "seed": 3}))},
+    "monitoring.system": ({}, {"enabled": True, "interval": 1000, "metrics": ["cpu_percent", "memory_mb"]}),
+    "output.metrics.include": ({}, ["train_loss", "val_loss", "learning_rate"]),
+    "callbacks": ({}, [{"type": "checkpoint", "trigger": "epoch_end", "config": {"save_best": True}},
+                       {"type": "lr_monitor", "trigger": "step"}]),
 }
 
 

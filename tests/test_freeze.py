@@ -13,7 +13,7 @@ from test_run import train_tiny, write_tiny_run
 from minitrain.architectures import build_model
 from minitrain.cli import main
 from minitrain.config import load_config
-from minitrain.run import plan_run
+from minitrain.plan import plan_run
 
 pytestmark = pytest.mark.slow
 

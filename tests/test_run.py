@@ -19,7 +19,8 @@ from minitrain.course.fixtures import write_tiny_run
 from minitrain.errors import UserError
 from minitrain.model import MiniGPT
 from minitrain.model_files import load_model_file
-from minitrain.run import plan_run, run_training
+from minitrain.plan import plan_run
+from minitrain.run import run_training
 
 pytestmark = [pytest.mark.lab01, pytest.mark.slow]
 

@@ -67,7 +67,7 @@ def test_validation_every_epoch_and_a_test_split(tmp_path):
 
 
 def test_file_order_and_the_last_smaller_batch_change_the_run_and_its_hash(tmp_path):
-    from minitrain.run import training_config_hash
+    from minitrain.parts import training_config_hash
 
     config = write_tiny_run(tmp_path)
     base = train_tiny(config, tmp_path / "a")

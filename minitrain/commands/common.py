@@ -9,6 +9,7 @@ from minitrain.config.loader import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
+from minitrain.extras import missing_extras
 
 
 def add_set(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +33,9 @@ def load(args: argparse.Namespace) -> Config:
 
 
 def check_files(cfg: Config) -> DataSummary:
-    """Every check that reads files: the data (config/datacheck.py) and model.init_from, whose source must be
-    readable and of the config's architecture. All problems at once, as one ConfigError (exit code 2)."""
+    """Every check that reads files: the data (config/datacheck.py), model.init_from, whose source must be
+    readable and of the config's architecture, the optional packages the config needs (minitrain.extras), and
+    custom callbacks' entry points, which must import. All problems at once, as one ConfigError (exit code 2)."""
     problems, summary = [], None
     try:
         summary = check_data(cfg)
@@ -43,6 +45,11 @@ def check_files(cfg: Config) -> DataSummary:
         from minitrain.hub.sources import init_from_problems  # the Hub client is only needed here
 
         problems += init_from_problems(cfg)
+    problems += missing_extras(cfg)
+    if any(entry.type == "custom" for entry in cfg.callbacks):
+        from minitrain.callbacks.custom import entry_point_problems  # imports the user's modules
+
+        problems += entry_point_problems(cfg)
     if problems:
         raise ConfigError(problems, cfg.source or ConfigSource())
     return summary

@@ -52,7 +52,8 @@ def train_command(args: argparse.Namespace) -> int:
         check_strict(cfg, _lock_file_for(args.config))
     if args.resume is not None and not Path(args.resume).exists():
         raise UserError(f"--resume {args.resume}: no such run folder or checkpoint", 2)
-    from minitrain.run import plan_run, run_training  # the engine loads numba kernels: import it only to train
+    from minitrain.plan import plan_run  # the engine loads numba kernels: import it only to train
+    from minitrain.run import run_training
 
     if args.dry_run:
         print(format_plan(plan_run(cfg, summary)))

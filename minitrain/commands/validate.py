@@ -7,7 +7,8 @@ import argparse
 
 from minitrain.commands.common import add_set, check_files, load
 from minitrain.config.datacheck import DataSummary
-from minitrain.config.rules import RULES, linear_layers
+from minitrain.config.finetune_rules import linear_layers
+from minitrain.config.rules import RULES
 from minitrain.config.schema import Config
 from minitrain.lora import resolve_targets
 

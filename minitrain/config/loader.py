@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from minitrain.config.fields import default_name
+from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import (
@@ -75,12 +76,7 @@ def config_from_yaml(
 ) -> Config:
     """`load_config` for YAML text already in hand; `path` names it in messages and sets the default name."""
     path = Path(path)
-    source = ConfigSource(path=str(path), text=text)
-    try:
-        parsed = parse_yaml(text)
-    except YamlSyntaxError as exc:
-        source.lines[()] = exc.line
-        raise ConfigError([Problem((), f"not valid YAML: {exc}")], source) from None
+    parsed, source = parse_with_source(text, path)
     if is_lock(parsed.data):
         parsed = _config_of_lock(parsed)
     source.lines.update(parsed.lines)
@@ -89,6 +85,17 @@ def config_from_yaml(
         for p, first, second in parsed.duplicates
     ]
     return _build(parsed.data, source, problems, overrides, values, env, now, default_name=_default_name(path))
+
+
+def parse_with_source(text: str, path: str | os.PathLike) -> tuple[ParsedYaml, ConfigSource]:
+    """`text` parsed, and the ConfigSource that messages about it name (its file; the caller adds the key lines
+    it keeps); a ConfigError naming the line when the text is not valid YAML."""
+    source = ConfigSource(path=str(path), text=text)
+    try:
+        return parse_yaml(text), source
+    except YamlSyntaxError as exc:
+        source.lines[()] = exc.line
+        raise ConfigError([Problem((), f"not valid YAML: {exc}")], source) from None
 
 
 def is_lock(data: Any) -> bool:
@@ -303,6 +310,7 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
     if cfg.is_table_task:
         unused = (*LANGUAGE_DATA_KEYS, *(("train_path", "val_path") if cfg.data.source else ()))
         data["data"] = {k: v for k, v in data["data"].items() if k not in unused}
+    data["callbacks"] = [resolved_callback(entry) for entry in data["callbacks"]]
     for path, neutral in ADDED_KEYS.items():
         _drop_if(data, path, neutral)
     if data["training"].get("val_every_epoch"):

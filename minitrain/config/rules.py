@@ -9,18 +9,18 @@ docs/yaml-mode.md documents and `minitrain validate` counts.
 from __future__ import annotations
 
 import fnmatch
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from minitrain.architectures import linear_module_paths, parameter_shapes
+from minitrain.architectures import parameter_shapes
+from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
-from minitrain.config.schema import HIGHER_IS_BETTER, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
-from minitrain.lora import resolve_targets
-from minitrain.nn.module import module_matches, name_matches
+from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
+from minitrain.config.section import HIGHER_IS_BETTER
+from minitrain.nn.module import name_matches
 
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
 
@@ -291,15 +291,20 @@ def _one_cycle_rises_for_a_step(sections, raw):
         )
 
 
+def mode_fits(path: tuple, metric: str, mode: str) -> Iterator[Problem]:
+    """A problem at `path`.mode unless `mode` fits `metric`: max for accuracy-like metrics, min for loss-like."""
+    wanted = "max" if metric in HIGHER_IS_BETTER else "min"
+    if mode != wanted:
+        better = "higher" if wanted == "max" else "lower"
+        yield Problem((*path, "mode"), f"{metric} is {better}-is-better, so mode must be {wanted} (got {mode})")
+
+
 @rule("scheduler")
 def _plateau_mode_fits_metric(sections, raw):
     """scheduler.mode must fit scheduler.metric: max for accuracy-like metrics, min for loss-like ones."""
     sched = sections["scheduler"]
-    wanted = "max" if sched.metric in HIGHER_IS_BETTER else "min"
-    if sched.type == "plateau" and sched.mode != wanted:
-        better = "higher" if wanted == "max" else "lower"
-        yield Problem(("scheduler", "mode"), f"{sched.metric} is {better}-is-better, so mode must be {wanted} "
-                                             f"(got {sched.mode})")
+    if sched.type == "plateau":
+        yield from mode_fits(("scheduler",), sched.metric, sched.mode)
 
 
 # --- training -----------------------------------------------------------------------------------------------
@@ -345,84 +350,89 @@ def _exact_match_needs_answers(sections, raw):
                                                    "lines have none")
 
 
-# --- lora and quantize --------------------------------------------------------------------------------------
+# --- callbacks and outputs ----------------------------------------------------------------------------------
 
 
-def linear_layers(model: ModelConfig) -> list[str]:
-    """The paths of the model's linear layers for this shape (`minitrain.architectures.linear_module_paths`)."""
-    return linear_module_paths(model.architecture())
+@rule("callbacks")
+def _callback_options_fit_type(sections, raw):
+    """Each callbacks[].config key must be one its callback type uses (see "Callbacks" below)."""
+    for i, entry in enumerate(sections["callbacks"]):
+        uses = CALLBACK_OPTIONS[entry.type]
+        for key in sorted(entry.config.model_fields_set - set(uses)):
+            takes = f"takes {', '.join(uses)}" if uses else "takes no config keys"
+            yield Problem(("callbacks", i, "config", key), f"a {entry.type} callback {takes}")
 
 
-@rule("lora", "model")
-def _lora_adapts_a_trained_model(sections, raw):
-    """lora.enabled needs model.init_from (the trained model it adapts) and no model.freeze (LoRA freezes the base)."""
-    lora, model = sections["lora"], sections["model"]
-    if lora.enabled and model.init_from is None:
-        yield Problem(("lora", "enabled"), "LoRA adapts a trained model: set model.init_from to it (a run, a model "
-                                           "file, an export folder or a Hub id)")
-    if lora.enabled and model.freeze:
-        yield Problem(("model", "freeze"), "LoRA already freezes every base weight (lora.bias chooses the biases "
-                                           "that train); leave model.freeze out")
+@rule("callbacks")
+def _custom_callbacks_name_a_function(sections, raw):
+    """A custom callback needs entry_point ('module:function'); entry_point and args are for custom ones only."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.type == "custom" and entry.entry_point is None:
+            yield Problem(("callbacks", i), "a custom callback needs entry_point: 'module:function' (a function "
+                                            "that takes the callback context)")
+        for key in ("entry_point", "args"):
+            if entry.type != "custom" and key in entry.model_fields_set:
+                yield Problem(("callbacks", i, key), f"only a custom callback takes {key}")
 
 
-@rule("lora", "model")
-def _lora_targets_match(sections, raw):
-    """Each lora.target_modules entry, and lora.target_modules_pattern, must name at least one linear layer."""
-    lora = sections["lora"]
-    if not lora.enabled:
-        return
-    chosen, problems = resolve_targets(lora.target_modules, lora.target_modules_pattern,
-                                       linear_layers(sections["model"]))
-    for index, message in problems.items():
-        yield Problem(("lora", "target_modules_pattern") if index is None else ("lora", "target_modules", index),
-                      message)
-    if not chosen and not problems:
-        yield Problem(("lora", "target_modules"), "names no layer: give target_modules or target_modules_pattern")
+@rule("callbacks")
+def _callback_intervals_count_steps_or_epochs(sections, raw):
+    """callbacks[].interval counts steps (trigger step) or epochs (epoch_end); other triggers take none."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.interval != 1 and entry.trigger not in ("step", "epoch_end"):
+            yield Problem(("callbacks", i, "interval"), f"trigger {entry.trigger} acts at every {entry.trigger} "
+                                                        "event; interval is for step or epoch_end")
 
 
-@rule("quantize", "model")
-def _quantize_names_and_groups_fit(sections, raw):
-    """Each quantize.exclude entry names a linear layer; per_group's group_size must divide every layer's inputs."""
-    quantize, model = sections["quantize"], sections["model"]
-    if not quantize.enabled:
-        return
-    paths = linear_layers(model)
-    for i, name in enumerate(quantize.exclude):
-        if not any(module_matches(p, name) for p in paths):
-            yield Problem(("quantize", "exclude", i), f"{name!r} names no linear layer (they are {', '.join(paths[:4])}"
-                                                      f"{', ...' if len(paths) > 4 else ''}; embeddings, the tied "
-                                                      "output layer included, are never quantized)")
-    if quantize.granularity == "per_group":
-        shapes = dict(parameter_shapes(model.architecture()))
-        kept = [p for p in paths if not any(module_matches(p, name) for name in quantize.exclude)]
-        widths = sorted({shapes[f"{p}.weight"][0] for p in kept})
-        bad = [w for w in widths if w % quantize.group_size]
-        if bad:
-            yield Problem(("quantize", "group_size"), f"{quantize.group_size} does not divide the inputs of every "
-                                                      f"quantized layer ({', '.join(map(str, widths))}); choose a "
-                                                      f"divisor of {math.gcd(*widths)}")
+@rule("callbacks")
+def _train_end_is_for_callbacks_that_need_no_step(sections, raw):
+    """Trigger train_end is for sample_predictions and custom callbacks: the others act on a step of training."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.trigger == "train_end" and entry.type not in ("sample_predictions", "custom"):
+            yield Problem(("callbacks", i, "trigger"), f"a {entry.type} callback logs or saves at a step; after "
+                                                       "training there is none (the run saves its last checkpoint "
+                                                       "itself): use step, validation or epoch_end")
 
 
-@rule("quantize")
-def _calibration_samples_feed_mse(sections, raw):
-    """quantize.calibration.samples are read by method mse only (minmax and percentile read the weights alone)."""
-    calibration = sections["quantize"].calibration
-    if calibration.samples and calibration.method != "mse":
-        yield Problem(("quantize", "calibration", "samples"), f"method {calibration.method} reads the weights alone; "
-                                                              "samples weigh the error of method mse")
+@rule("callbacks", "training")
+def _one_best_checkpoint(sections, raw):
+    """One rule keeps checkpoints/best.safetensors: training.checkpoint.save_best or one checkpoint callback's."""
+    bests = [i for i, e in enumerate(sections["callbacks"]) if e.type == "checkpoint" and e.config.save_best]
+    if (sections["training"].checkpoint.save_best and bests) or len(bests) > 1:
+        yield Problem(("callbacks", bests[-1], "config", "save_best"), "checkpoints/best.safetensors is kept by "
+                      "one rule only: training.checkpoint.save_best or one checkpoint callback's save_best")
 
 
-@rule("quantize", "lora")
-def _quantize_a_whole_model(sections, raw):
-    """quantize.qat.enabled needs quantize.enabled, and quantize cannot follow a LoRA run (merge it first)."""
-    quantize, lora = sections["quantize"], sections["lora"]
-    if quantize.qat.enabled and not quantize.enabled:
-        yield Problem(("quantize", "qat", "enabled"), "QAT trains for the quantization after training: set "
-                                                      "quantize.enabled too")
-    if quantize.enabled and lora.enabled:
-        yield Problem(("quantize", "enabled"), "a LoRA run ends with adapters, not a whole model: `minitrain merge` "
-                                               "the run, then `minitrain quantize` the merged model")
+@rule("callbacks")
+def _checkpoint_callback_mode_fits_metric(sections, raw):
+    """A checkpoint callback's mode must fit its metric: max for accuracy-like metrics, min for loss-like ones."""
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.type == "checkpoint":
+            yield from mode_fits(("callbacks", i, "config"), entry.config.metric, entry.config.mode)
 
 
-# The table tasks' rules live in their own module; importing it registers them here.
-from minitrain.config import table_rules  # noqa: E402, F401
+def logged_columns(training: BaseModel, callbacks: list) -> list[str] | None:
+    """The columns of metrics.csv (globs for the callbacks' families), or None when a custom callback may log
+    any name."""
+    if any(entry.type == "custom" for entry in callbacks):
+        return None
+    families = {"lr_monitor": "lr/*", "gradient_monitor": "grad_norm/*"}
+    return [*logged_metrics(training), *sorted({families[e.type] for e in callbacks if e.type in families})]
+
+
+@rule("output", "training", "callbacks")
+def _included_metrics_are_logged(sections, raw):
+    """Each output.metrics.include name must be a column the run logs (train_loss, learning_rate: loss, lr)."""
+    include = sections["output"].metrics.include or []
+    columns = logged_columns(sections["training"], sections["callbacks"])
+    for i, name in enumerate(include if columns is not None else []):
+        name = METRIC_ALIASES.get(name, name)
+        if not any(fnmatch.fnmatchcase(c, name) or fnmatch.fnmatchcase(name, c) for c in columns):
+            close = suggest(name, columns)
+            hint = f" — did you mean '{close}'?" if close else ""
+            yield Problem(("output", "metrics", "include", i), f"{name} is never logged{hint}; logged: "
+                                                                f"{', '.join(columns)}")
+
+
+# The table tasks' and the fine-tuning sections' rules live in their own modules; importing them registers them.
+from minitrain.config import finetune_rules, table_rules  # noqa: E402, F401

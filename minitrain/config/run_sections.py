@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from minitrain.config.fields import AlertRule, RepoId
+from minitrain.config.observing import MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
 from minitrain.config.problems import UNION_TAGS
 from minitrain.config.section import Section
 from minitrain.monitor.alerts import Alert, parse_alert
@@ -42,12 +43,15 @@ AlertEntry = Annotated[
 
 
 class MonitoringConfig(Section):
-    """Progress display and declarative alerts (grammar in minitrain/monitor/alerts.py)."""
+    """Progress display, declarative alerts (grammar in minitrain/monitor/alerts.py), experiment tracking and
+    system metrics (config/observing.py)."""
 
     progress: Literal["auto", "bar", "plain", "none"] = "auto"
     alerts: list[AlertEntry] = Field(
         default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt', or {condition, action, message}",
     )
+    tracking: TrackingConfig | None = None
+    system: SystemConfig | None = None
 
     def alert_rules(self) -> list[Alert]:
         """Every alert parsed, in order, each with its message (what `AlertMonitor` takes)."""
@@ -64,6 +68,8 @@ class OutputConfig(Section):
     models_dir: str | None = Field(
         None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or models/",
     )
+    metrics: MetricsOutput = Field(default_factory=MetricsOutput)
+    report: ReportOutput = Field(default_factory=ReportOutput)
 
 
 class PublishConfig(Section):

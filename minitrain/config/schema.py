@@ -25,13 +25,14 @@ import inspect
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from minitrain.architectures import MODELS, model_keys
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
+from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
 from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig
-from minitrain.config.section import PositiveInt, Section
+from minitrain.config.section import Metric, PositiveInt, Section, fill_defaults
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_sections import (
     AugmentationStep,
@@ -44,11 +45,6 @@ from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.registry import keyword_defaults
 from minitrain.schedule import SCHEDULES, schedule_keys
 
-# Metrics the loop measures; checkpoint selection, early stopping and the plateau schedule may watch them. The
-# classifier's and regressor's are logged when training.val_metrics lists them (rules.py checks that).
-Metric = Literal["val_loss", "val_ppl", "loss", "val_accuracy", "val_precision", "val_recall", "val_f1",
-                 "val_auc_roc", "val_mse", "val_mae", "val_r2"]
-HIGHER_IS_BETTER = ("val_accuracy", "val_precision", "val_recall", "val_f1", "val_auc_roc", "val_r2")
 
 class ModelConfig(Section):
     """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
@@ -82,7 +78,7 @@ class ModelConfig(Section):
 
     @model_validator(mode="after")
     def _type_defaults(self) -> ModelConfig:
-        _fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(MODELS[self.type]))
+        fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(MODELS[self.type]))
         return self
 
     def architecture(self) -> dict[str, Any]:
@@ -171,14 +167,6 @@ def _signature_defaults(cls: type) -> dict[str, Any]:
     return keyword_defaults(cls, skip=("named_params", "optimizer", "buffer"))
 
 
-def _fill_defaults(section: BaseModel, keys: set[str], defaults: dict[str, Any]) -> None:
-    # The chosen type's own defaults for keys left out. object.__setattr__ keeps model_fields_set as "what the
-    # user wrote", which the rules read to spot keys of another type.
-    for key in keys:
-        if getattr(section, key) is None and defaults.get(key, inspect.Parameter.empty) is not inspect.Parameter.empty:
-            object.__setattr__(section, key, defaults[key])
-
-
 class OptimizerConfig(Section):
     """The optimizer, its peak/floor learning rates (lab 01 keeps both here) and gradient clipping.
 
@@ -209,7 +197,7 @@ class OptimizerConfig(Section):
     @model_validator(mode="after")
     def _type_defaults(self) -> OptimizerConfig:
         defaults = _signature_defaults(OPTIMIZERS[self.type])
-        _fill_defaults(self, OPTIMIZER_KEYS[self.type] | {"lr_max"}, {**defaults, "lr_max": defaults["lr"]})
+        fill_defaults(self, OPTIMIZER_KEYS[self.type] | {"lr_max"}, {**defaults, "lr_max": defaults["lr"]})
         return self
 
     def kwargs(self) -> dict[str, Any]:
@@ -261,7 +249,7 @@ class SchedulerConfig(Section):
 
     @model_validator(mode="after")
     def _type_defaults(self) -> SchedulerConfig:
-        _fill_defaults(self, SCHEDULER_KEYS[self.type], _signature_defaults(SCHEDULES[self.type]))
+        fill_defaults(self, SCHEDULER_KEYS[self.type], _signature_defaults(SCHEDULES[self.type]))
         return self
 
     def required_keys(self) -> list[str]:
@@ -365,6 +353,7 @@ class Config(Section):
     quantize: QuantizeConfig = Field(default_factory=QuantizeConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     publish: PublishConfig | None = None
+    callbacks: list[CallbackEntry] = Field(default_factory=list, description="config/observing.py")
 
     # Where the config came from (file, text, --set list, line numbers); set by the loader.
     _source: ConfigSource | None = PrivateAttr(default=None)
@@ -483,4 +472,9 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("publish", "merge_adapters"): False,
     ("lora",): LoraConfig().model_dump(mode="json"),
     ("quantize",): QuantizeConfig().model_dump(mode="json"),
+    ("monitoring", "tracking"): None,
+    ("monitoring", "system"): None,
+    ("output", "metrics"): MetricsOutput().model_dump(mode="json"),
+    ("output", "report"): ReportOutput().model_dump(mode="json"),
+    ("callbacks",): [],
 }

@@ -257,8 +257,31 @@ def _effective_batch_size(t: _Translation) -> None:
                   "minitrain computes it, so it may be left out")
 
 
+def _callback_scripts(t: _Translation) -> None:
+    """A callback's `script:` (code in the config) is refused: a custom callback names a Python function."""
+    callbacks = t.data.get("callbacks")
+    for i, entry in enumerate(callbacks if isinstance(callbacks, list) else []):
+        if isinstance(entry, dict) and "script" in entry:
+            entry.pop("script")
+            t.problem(("callbacks", i, "script"), "minitrain never runs code written in a config; put it in a "
+                                                  "function def f(ctx) of a module and give entry_point: "
+                                                  "'module:f' (docs/callbacks.md)")
+
+
+def _gpu_metrics(t: _Translation) -> None:
+    """GPU metrics in monitoring.system.metrics are refused: minitrain runs on the CPU."""
+    system = t.data.get("monitoring", {}).get("system") if isinstance(t.data.get("monitoring"), dict) else None
+    metrics = system.get("metrics") if isinstance(system, dict) else None
+    for i, metric in reversed(list(enumerate(metrics if isinstance(metrics, list) else []))):
+        if isinstance(metric, str) and metric.startswith("gpu_"):
+            t.problem(("monitoring", "system", "metrics", i), f"{metric}: minitrain trains on the CPU, there is "
+                                                             "no GPU to measure; it measures cpu_percent, memory_mb "
+                                                             "and disk_io")
+            del metrics[i]
+
+
 CONVERTERS: list[Callable[[_Translation], None]] = [
-    _model_source, _betas, _early_stopping_enabled, _seed, _effective_batch_size,
+    _model_source, _betas, _early_stopping_enabled, _seed, _effective_batch_size, _callback_scripts, _gpu_metrics,
 ]
 
 

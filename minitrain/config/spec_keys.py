@@ -88,11 +88,7 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "output.model.save_optimizer": ("bool", "checkpoints always hold the optimizer state (resuming needs it); "
                                             "the final model file holds the weights"),
     "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
-    "output.metrics.format=csv": ("", "metrics.csv and train_log.jsonl are always written"),
-    "output.metrics.format=json": ("", "metrics.csv and train_log.jsonl are always written"),
-    "output.metrics.include": ("list", "metrics.csv holds every logged value"),
     "output.report.enabled": ("bool", "report.md is always written"),
-    "output.report.format=markdown": ("", "report.md is markdown"),
     "output.report.include_plots": ("bool", "report.md always shows the loss curve"),
 }
 
@@ -101,14 +97,10 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
 _LATER = "is planned for a later minitrain"
 _LATER_PLURAL = "are planned for a later minitrain"
 NOT_YET: dict[str, str] = {
-    "callbacks": f"callbacks {_LATER_PLURAL}; checkpoints, early stopping and alerts have their own keys",
     "data.augmentation.*.color_jitter": f"color jitter {_LATER}; random_crop, horizontal_flip and normalize "
                                         "are there for images",
-    "monitoring.tracking": f"experiment tracking {_LATER}; train_log.jsonl and metrics.csv hold every value",
-    "monitoring.system": f"system metrics {_LATER_PLURAL}; manifest.json records the peak memory",
     "monitoring.terminal.metrics": f"choosing what the progress bar shows {_LATER}; it shows loss, lr and tokens/s",
     "monitoring.terminal.charts": f"choosing the progress bar's charts {_LATER}; it draws a sparkline of the loss",
-    "output.metrics.format=parquet": f"metrics.parquet {_LATER}; metrics.csv is written",
 }
 
 _EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
@@ -135,8 +127,11 @@ CANNOT: dict[str, str] = {
     "output.model.format=pt": _PICKLE,
     "output.model.format=gguf": _OTHER_FORMAT,
     "output.model.format=apr": _OTHER_FORMAT,
-    "output.report.format=html": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
-    "output.report.format=pdf": "report.md is markdown, which GitHub and editors render; convert it with pandoc",
+    "output.report.format=pdf": "report.md is markdown and format html writes report.html; print that to PDF",
+    "monitoring.tracking.backend=trueno-db": "trueno-db is entrenar's own database; use mlflow (a local SQLite "
+                                             "file or your server), tensorboard or jsonl",
+    "monitoring.tracking.backend=wandb": "Weights & Biases is a hosted service minitrain does not reach; use mlflow "
+                                         "(a local SQLite file or your server), tensorboard or jsonl",
     "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
                        "uploads the model to the Hugging Face Hub",
     "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
@@ -151,8 +146,7 @@ URI_SCHEMES = {"hf://": None, "pacha://": _NO_SERVICE, "s3://": _NO_SERVICE, "ht
 
 # Sections that exist only in the spec's shape: spec.py empties them by its moves, then removes them.
 SPEC_SECTIONS = ("data.loader", "training.gradient", "training.validation", "training.mixed_precision",
-                 "scheduler.warmup", "model.architecture", "output.model", "output.metrics", "output.report",
-                 "monitoring.terminal")
+                 "scheduler.warmup", "model.architecture", "output.model", "monitoring.terminal")
 
 
 def key_path(dotted_key: str) -> KeyPath:

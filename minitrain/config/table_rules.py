@@ -7,8 +7,8 @@ import math
 
 from minitrain.architectures import LANGUAGE_MODELS
 from minitrain.config.problems import Problem
-from minitrain.config.rules import _given, rule
-from minitrain.config.schema import HIGHER_IS_BETTER, TASK_METRICS
+from minitrain.config.rules import _given, mode_fits, rule
+from minitrain.config.schema import TASK_METRICS
 from minitrain.config.table_sections import IMAGE_AUGMENTATIONS, TEXT_AUGMENTATIONS
 from minitrain.errors import DataError
 from minitrain.sequential import output_width, resolve_widths
@@ -121,11 +121,7 @@ def _watched_metrics_point_the_right_way(sections, raw):
         if section.metric not in logged:
             yield Problem((*path, "metric"), f"{section.metric} is not measured: add "
                                              f"{section.metric.removeprefix('val_')} to training.val_metrics")
-        wanted = "max" if section.metric in HIGHER_IS_BETTER else "min"
-        if section.mode != wanted:
-            better = "higher" if wanted == "max" else "lower"
-            yield Problem((*path, "mode"), f"{section.metric} is {better}-is-better, so mode must be {wanted} "
-                                           f"(got {section.mode})")
+        yield from mode_fits(path, section.metric, section.mode)
 
 
 @rule()

@@ -137,8 +137,10 @@ def report_markdown(
     quality: Quality | None,
     plot: str = "loss_curve.png",
     gaps: Sequence[Mapping[str, float]] = (),
+    sections: Sequence[str] = (),
 ) -> str:
-    """The text of report.md. `gaps` is `curves.train_val_gap` of the run's log (the "Train vs val" section)."""
+    """The text of report.md. `gaps` is `curves.train_val_gap` of the run's log (the "Train vs val" section);
+    `sections` are markdown lines added at the end (callbacks' sections)."""
     lines = [f"# Training report: {title}", "", f"![loss curve]({plot})", "", "## Results", ""]
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {key} | {_show(value)} |" for key, value in results.items()]
@@ -152,7 +154,7 @@ def report_markdown(
             shown = "not measured" if score is None else f"{score:.1f}"
             lines.append(f"| {name} | {shown} | {weight:.2f} | {_COMPONENT_MEANING[name]} |")
         lines += ["", "Formulas: docs/yaml-mode.md, section \"Training quality score\"."]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *sections]) + "\n"
 
 
 def _train_vs_val(gaps: Sequence[Mapping[str, float]]) -> list[str]:
@@ -179,5 +181,7 @@ def write_report(
     quality: Quality | None,
     plot: str = "loss_curve.png",
     gaps: Sequence[Mapping[str, float]] = (),
+    sections: Sequence[str] = (),
 ) -> None:
-    atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot, gaps=gaps))
+    atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot, gaps=gaps,
+                                            sections=sections))

@@ -1,0 +1,76 @@
+"""A run's watchers, from its config: the `callbacks:` entries, the tracker, system metrics, and any callbacks
+given in Python, as the one CallbackList the loop hears (minitrain.run calls `watch_run`).
+
+Order matters only at the end: the callbacks of `callbacks:` first, then the Python ones, then the system
+monitor, then the tracker, so the tracker files the run away after everything else has logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from minitrain.callbacks.base import Callback, CallbackList
+from minitrain.callbacks.builtin import Checkpointer, GradientMonitor, LRMonitor, SamplePredictions
+from minitrain.callbacks.custom import CustomCallback, load_entry_point
+from minitrain.config import Config, resolved_dict
+from minitrain.config.observing import CallbackEntry
+from minitrain.monitor.system import FILE as SYSTEM_FILE
+from minitrain.monitor.system import SystemMonitor
+from minitrain.tracking import Tracker, build_tracker, flatten
+
+SAMPLES_FILE = "samples.jsonl"
+
+
+def build_callback(entry: CallbackEntry, *, model: Any, tokenizer: Any, records: Sequence[dict],
+                   optimizer_groups: Sequence[dict], run_dir: Path, tracker: Tracker | None) -> Callback:
+    """The callback one `callbacks:` entry describes."""
+    options, when = entry.config, {"trigger": entry.trigger, "interval": entry.interval}
+    if entry.type == "checkpoint":
+        return Checkpointer(**when, save_best=options.save_best, metric=options.metric, mode=options.mode)
+    if entry.type == "lr_monitor":
+        scaled = [(g["pattern"], g["lr_scale"]) for g in optimizer_groups if "lr_scale" in g]
+        return LRMonitor(**when, groups=scaled)
+    if entry.type == "gradient_monitor":
+        return GradientMonitor(**when, histograms=options.log_histogram, tracker=tracker,
+                               png_dir=run_dir / "histograms")
+    if entry.type == "sample_predictions":
+        return SamplePredictions(model, tokenizer, records, options.num_samples, **when,
+                                 max_new_tokens=options.max_new_tokens, run_dir=run_dir, tracker=tracker)
+    return CustomCallback(load_entry_point(entry.entry_point), entry.entry_point, **when, args=entry.args)
+
+
+def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, model: Any, tokenizer: Any,
+              records: Sequence[dict], run_dir: Path, resume_step: int | None,
+              config_hash: str) -> CallbackList | None:
+    """Every watcher of the run, started (tracker told the params, system sampling running) and registered with
+    `cleanup` to be closed; None when there is none, so the loop builds nothing for callbacks."""
+    settings = cfg.monitoring
+    tracker = build_tracker(settings.tracking, run_dir=run_dir, experiment=cfg.name or run_dir.name,
+                            resume_step=resume_step)
+    if resume_step is None:  # a new run in a folder that held one: its samples are not this run's
+        (run_dir / SAMPLES_FILE).unlink(missing_ok=True)
+    groups = cfg.optimizer.kwargs().get("groups", [])
+    watchers = [build_callback(entry, model=model, tokenizer=tokenizer, records=records, optimizer_groups=groups,
+                               run_dir=run_dir, tracker=tracker) for entry in cfg.callbacks]
+    watchers += list(extra)
+    system = settings.system
+    if system is not None and system.enabled:
+        watchers.append(SystemMonitor(run_dir / SYSTEM_FILE, system.interval, system.metrics, tracker,
+                                      fresh=resume_step is None))
+    if tracker is not None:
+        watchers.append(tracker)
+    if not watchers:
+        return None
+    watch = CallbackList(watchers, run_dir)
+    cleanup.callback(watch.close)
+    if tracker is not None:
+        tags = {**{k: str(v) for k, v in (settings.tracking.tags or {}).items()},
+                "minitrain.run_dir": str(run_dir.resolve()), "minitrain.config_hash": config_hash}
+        tracker.start(flatten(resolved_dict(cfg)), tags)
+    for watcher in watchers:
+        if isinstance(watcher, SystemMonitor):
+            watcher.start()
+    return watch

@@ -1,0 +1,59 @@
+"""The embedded backend: trials in a pool of worker processes on this machine (`--workers N`).
+
+Workers are started fresh (spawn, not fork: the parent may hold threads and numba state) and each trains one
+trial at a time with `trials.run_job`. Ctrl-C stops the sweep cleanly: a training loop catches SIGINT itself (it
+finishes the step, saves a checkpoint and stops), the workers otherwise ignore it, and the driver raises a flag
+that keeps queued trials from starting and sends each worker a SIGTERM, which the loop answers like Ctrl-C.
+Running the sweep again resumes those trials.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from minitrain.sweep.trials import TrialJob, run_job
+
+NOT_STARTED = "not started: the sweep was interrupted"
+_stop: Any = None  # in a worker: the driver's "stop" flag (a multiprocessing Event)
+
+
+def _start_worker(stop: Any) -> None:
+    global _stop
+    _stop = stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_in_worker(job: TrialJob) -> str | None:
+    return NOT_STARTED if _stop.is_set() else run_job(job)
+
+
+def run_local(jobs: Sequence[TrialJob], workers: int, on_done: Callable[[TrialJob, str | None], None]) -> None:
+    """Run every job, at most `workers` at a time; `on_done(job, error)` hears each as it ends."""
+    if not jobs:
+        return
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
+                               initializer=_start_worker, initargs=(stop,))
+    futures = {pool.submit(_run_in_worker, job): job for job in jobs}
+    try:
+        for future in as_completed(futures):
+            try:
+                error = future.result()
+            except BrokenProcessPool as exc:
+                error = f"its worker process died ({exc})"
+            on_done(futures[future], error)
+    except KeyboardInterrupt:
+        stop.set()
+        for process in multiprocessing.active_children():  # the pool's workers
+            if process.pid is not None:
+                os.kill(process.pid, signal.SIGTERM)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)

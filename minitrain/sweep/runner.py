@@ -1,0 +1,171 @@
+"""Running a sweep: check every trial's config, train the trials that are not done, write the results.
+
+    run_sweep(spec)          # what `minitrain sweep` calls; returns (summary, rows)
+
+    <out_dir>/sweep.json, sweep.csv, sweep_curves.png, sweep_params.png      results.py
+    <out_dir>/trials/<id>/        one run folder per trial (trials.py)
+    <out_dir>/models/             the trials' final model files
+    <out_dir>/mlflow.db, tensorboard/, tracking.jsonl   when the base config tracks: one experiment, a run per trial
+    <out_dir>/ray/                Ray Tune's own records (--backend ray)
+
+Before any training, every trial's config is loaded and its data checked, so a typo in a swept key stops the
+sweep at once, naming the trial. The table is rewritten whenever a trial ends, so it is current even while the
+sweep runs or after it was stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from minitrain.config import Config, load_config
+from minitrain.config.datacheck import check_data
+from minitrain.config.fields import default_name
+from minitrain.config.problems import ConfigError
+from minitrain.errors import UserError
+from minitrain.extras import require
+from minitrain.sweep.results import best_trial, plot_sweep, write_table
+from minitrain.sweep.space import SweepSpec, Trial, expand
+from minitrain.sweep.trials import TrialJob, read_json, run_job, trial_row, trial_state
+from minitrain.tracking import default_uri
+
+EXIT_INTERRUPTED = 130
+
+
+def sweep_name(spec: SweepSpec, sweep_file: str | None, base: Config) -> str:
+    """`name`, else the sweep file's name (its folder's for a file called sweep.yaml), else <base name>-sweep."""
+    if spec.name:
+        return spec.name
+    if sweep_file:
+        path = Path(sweep_file).resolve()
+        return default_name(path.parent.name if path.stem == "sweep" else path.stem)
+    return f"{base.name or Path(spec.base).stem}-sweep"
+
+
+def _tracking_overrides(base: Config, trial: Trial, name: str, sweep_dir: Path) -> list[str]:
+    """A tracked base config: every trial is a run (named by its id) of one experiment (the sweep's), stored in
+    the sweep folder unless the config names a store."""
+    tracking = base.monitoring.tracking
+    if tracking is None or not tracking.enabled:
+        return []
+    sets = [f"monitoring.tracking.run_name={trial.id}"]
+    if tracking.experiment is None:
+        sets.append(f"monitoring.tracking.experiment={name}")
+    if tracking.uri is None:
+        sets.append(f"monitoring.tracking.uri={default_uri(tracking.backend, sweep_dir.resolve())}")
+    return sets
+
+
+def build_jobs(spec: SweepSpec, trials: list[Trial], base: Config, name: str, sweep_dir: Path) -> list[TrialJob]:
+    shared = [f"{key}={_yaml(value)}" for key, value in spec.set.items()]
+    jobs = []
+    for trial in trials:
+        values: dict[str, Any] = {"output.dir": str(sweep_dir / "trials" / trial.id),
+                                  "output.models_dir": str(sweep_dir / "models")}
+        if trial.seed is not None:
+            values["training.rng_seed"] = trial.seed
+        overrides = (*shared, *trial.overrides(), *_tracking_overrides(base, trial, name, sweep_dir))
+        jobs.append(TrialJob(trial.id, spec.base, overrides, values, os.getcwd()))
+    return jobs
+
+
+def _yaml(value: Any) -> str:
+    return json.dumps(value)  # JSON is YAML: the value reads back as itself
+
+
+def check_jobs(jobs: list[TrialJob]) -> list[Config]:
+    """Every trial's config, validated, with its data checked (once per distinct data section), and any run
+    already in its folder trained under that same config; a UserError naming the first trial that fails."""
+    from minitrain.parts import training_config_hash  # the engine: the sweep is about to train anyway
+
+    configs, checked = [], {}
+    for job in jobs:
+        try:
+            cfg = job.config()
+            key = cfg.data.model_dump_json() + cfg.model.model_dump_json() + cfg.training.model_dump_json()
+            checked[key] = checked[key] if key in checked else check_data(cfg)
+        except ConfigError as exc:
+            raise UserError(f"trial {job.trial_id}: {exc}", exc.exit_code) from None
+        recorded = read_json(job.run_dir / "manifest.json").get("config_hash")
+        if recorded is not None and recorded != training_config_hash(cfg):
+            raise UserError(f"trial {job.trial_id}: {job.run_dir} holds a run of another config (another base, set "
+                            "or value); give the sweep another out_dir, or remove that folder", 2)
+        configs.append(cfg)
+    return configs
+
+
+def _prepare_mlflow(cfg: Config) -> None:
+    """Create the MLflow store and experiment once, before trials in parallel processes would race to."""
+    tracking = cfg.monitoring.tracking
+    if tracking is not None and tracking.enabled and tracking.backend == "mlflow":
+        from minitrain.tracking.mlflow_tracker import client_for, experiment_id
+
+        try:
+            experiment_id(client_for(tracking.uri), tracking.experiment, tracking.project)
+        except Exception as exc:  # whatever the store raises; client_for's own UserError says it already
+            raise exc if isinstance(exc, UserError) else UserError(
+                f"monitoring.tracking: the MLflow store {tracking.uri} cannot be used ({exc})", 2) from None
+
+
+def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Train the sweep's trials that are not done yet and write its results; returns (summary, rows)."""
+    if spec.backend == "ray":  # before anything is written
+        require("ray.tune", "ray", "--backend ray")
+    base = load_config(spec.base)
+    name = sweep_name(spec, sweep_file, base)
+    sweep_dir = Path(spec.out_dir or f"runs/sweeps/{name}")
+    trials = expand(spec)
+    jobs = build_jobs(spec, trials, base, name, sweep_dir)
+    configs = check_jobs(jobs)
+    if configs:
+        _prepare_mlflow(configs[0])
+    workers = spec.workers or os.cpu_count() or 1
+    space = spec.model_dump(mode="json", include={"grid", "random", "samples", "sampler_seed", "seeds", "set"})
+    summary = {"name": name, "out_dir": str(sweep_dir), "base": spec.base, "metric": spec.metric,
+               "mode": spec.mode, "backend": spec.backend, "workers": workers, "space": space}
+    errors: dict[str, str] = {}
+
+    def table() -> list[dict[str, Any]]:
+        return [trial_row(t, job.run_dir, sweep_dir, errors.get(t.id)) for t, job in zip(trials, jobs, strict=True)]
+
+    def on_done(job: TrialJob, error: str | None) -> None:
+        if error:
+            errors[job.trial_id] = error
+        write_table(sweep_dir, summary, table())
+
+    pending = [job for job in jobs if trial_state(job.run_dir) != "done"]
+    start = time.perf_counter()
+    write_table(sweep_dir, summary, table())
+    try:
+        if spec.backend == "ray":
+            from minitrain.sweep.ray_backend import run_ray
+
+            steps = configs[0].resolve_steps(check_data(configs[0]).steps_per_epoch) or 1
+            run_ray(pending, workers=spec.workers, address=spec.address, metric=spec.metric, mode=spec.mode,
+                    scheduler=spec.scheduler, total_steps=steps, storage=sweep_dir / "ray", on_done=on_done)
+            for job in pending:  # a trial Tune stopped before its final files: finish it from its checkpoint
+                if trial_state(job.run_dir) == "resumable" and _stopped_by_scheduler(job.run_dir):
+                    on_done(job, run_job(job))
+        else:
+            from minitrain.sweep.local import run_local
+
+            run_local(pending, workers, on_done)
+    except KeyboardInterrupt:
+        summary["wall_seconds"] = round(time.perf_counter() - start, 3)
+        write_table(sweep_dir, summary, table())
+        raise UserError(f"interrupted: the sweep's table is {sweep_dir / 'sweep.json'}; run the same command "
+                        "again to train the trials that are not done", EXIT_INTERRUPTED) from None
+    summary["wall_seconds"] = round(time.perf_counter() - start, 3)
+    rows = table()
+    best = best_trial(rows, spec.metric, spec.mode)
+    summary["best"] = None if best is None else best["trial"]
+    write_table(sweep_dir, summary, rows)
+    plot_sweep(sweep_dir, rows, spec.metric, name)
+    return summary, rows
+
+
+def _stopped_by_scheduler(run_dir: Path) -> bool:
+    return read_json(run_dir / "manifest.json").get("status") == "early_stopped"

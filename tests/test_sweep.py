@@ -1,0 +1,308 @@
+"""minitrain sweep: the search space expands to the same trials every time, each trial is an ordinary run folder,
+a restarted sweep trains only what is missing, and the Ray backend (a real local Ray instance, 2 CPUs) gives the
+local pool's table, bit for bit, and stops poor trials cleanly with ASHA."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+
+import numpy as np
+import pytest
+from test_run import write_tiny_run
+
+from minitrain import cli
+from minitrain.config import ConfigError
+from minitrain.config.source import ConfigSource
+from minitrain.errors import UserError
+from minitrain.sweep import SweepSpec, expand, load_sweep_file, run_sweep
+from minitrain.sweep.results import best_trial, comparable
+from minitrain.sweep.space import draw, parse_distribution, spec_problems
+
+# --- the space ------------------------------------------------------------------------------------------------
+
+
+def test_a_grid_times_seeds_expands_in_order_with_readable_ids():
+    spec = SweepSpec(base="c.yaml", grid={"optimizer.lr_max": [1e-4, 3e-4], "model.n_layer": [1, 2]}, seeds=[7, 8])
+    trials = expand(spec)
+    assert len(trials) == 8
+    assert [t.id for t in trials[:3]] == ["000-lr_max=0.0001-n_layer=1-seed=7", "001-lr_max=0.0001-n_layer=1-seed=8",
+                                          "002-lr_max=0.0001-n_layer=2-seed=7"]
+    assert trials[7].params == {"optimizer.lr_max": 3e-4, "model.n_layer": 2} and trials[7].seed == 8
+    assert trials[0].overrides() == ["optimizer.lr_max=0.0001", "model.n_layer=1"]
+
+
+def test_random_draws_are_reproducible_and_inside_their_distributions():
+    spec = SweepSpec(base="c.yaml", random={"optimizer.lr_max": "loguniform(1e-4, 1e-2)",
+                                            "model.n_layer": "randint(1, 3)", "training.batch_size": "choice(8, 16)"},
+                     samples=50, grid={"model.dropout": [0.0, 0.1]})
+    trials = expand(spec)
+    assert len(trials) == 100 and trials == expand(spec)
+    assert [t.params for t in expand(spec.model_copy(update={"sampler_seed": 1}))] != [t.params for t in trials]
+    lrs = [t.params["optimizer.lr_max"] for t in trials]
+    assert all(1e-4 <= lr <= 1e-2 for lr in lrs) and len(set(lrs)) == 50  # each draw with every grid value
+    assert {t.params["model.n_layer"] for t in trials} == {1, 2, 3}
+    assert {t.params["training.batch_size"] for t in trials} == {8, 16}
+    rng = np.random.Generator(np.random.PCG64(0))
+    logs = np.log10([draw(*parse_distribution("loguniform(1e-4, 1e-2)"), rng) for _ in range(4000)])
+    assert abs(np.mean(logs) + 3) < 0.05  # uniform in log space: mean exponent -3
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"random": {"model.dropout": "normal(0, 1)"}, "samples": 2}, "is not a distribution"),
+    ({"random": {"model.dropout": "uniform(0.3, 0.1)"}, "samples": 2}, "low must be below high"),
+    ({"random": {"model.dropout": "uniform(0, 0.1)"}}, "random and samples go together"),
+    ({"grid": {"optimizer.lr_max": []}}, "grid optimizer.lr_max has no values"),
+    ({"grid": {"training.rng_seed": [1, 2]}, "seeds": [3]}, "training.rng_seed is also set by seeds"),
+    ({"grid": {"a": [1]}, "scheduler": {"type": "asha"}}, "scheduler asha runs in Ray Tune"),
+    ({"backend": "ray", "scheduler": {"type": "asha"}, "metric": "train_ppl"}, "metric must be one of val_loss"),
+    ({"gird": {"a": [1]}}, "gird: unknown key — did you mean 'grid'?"),
+])
+def test_a_bad_sweep_is_refused_with_the_reason(data, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        spec_problems({"base": "c.yaml", **data}, ConfigSource(path="s.yaml"))
+    assert error.value.exit_code == 2
+
+
+def test_command_line_errors_are_one_line(tmp_path, capsys):
+    config = write_tiny_run(tmp_path)
+    assert cli.main(["sweep", str(config), "--seeds", "1,x"]) == 2
+    assert "--seeds 1,x: write integers separated by commas" in capsys.readouterr().err
+    assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_max"]) == 2
+    assert "--grid optimizer.lr_max: write it as KEY=VALUE" in capsys.readouterr().err
+    assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_mx=1e-3,2e-3", "--out-dir",
+                     str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "trial 000-lr_mx=0.001" in err and "did you mean 'lr_max'?" in err
+    assert not (tmp_path / "s").exists()  # every trial's config is checked before anything is written
+    (tmp_path / "sweep.yaml").write_text(f"base: {config}\ngrid:\n  optimizer.lr_max: [1e-3]\nseed: [1]\n")
+    assert cli.main(["sweep", str(tmp_path / "sweep.yaml")]) == 2
+    assert "sweep.yaml:4: seed: unknown key — did you mean 'seeds'?" in capsys.readouterr().err
+
+
+# --- running it -------------------------------------------------------------------------------------------------
+
+GRID = {"optimizer.lr_max": [1e-3, 3e-3]}
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    """A 4-trial sweep of the tiny config (2 learning rates × 2 seeds) on 2 local workers."""
+    folder = tmp_path_factory.mktemp("sweep")
+    config = write_tiny_run(folder)
+    spec = SweepSpec(base=str(config), grid=GRID, seeds=[1, 2], workers=2, out_dir=str(folder / "local"))
+    summary, rows = run_sweep(spec)
+    return spec, summary, rows, folder
+
+
+@pytest.mark.slow
+def test_a_local_sweep_writes_its_table_plots_and_ordinary_run_folders(local_sweep, capsys):
+    spec, summary, rows, folder = local_sweep
+    sweep_dir = folder / "local"
+    assert [r["trial"] for r in rows] == [t.id for t in expand(spec)]
+    assert all(r["status"] == "completed" and r["steps"] == 24 for r in rows)
+    best = min(rows, key=lambda r: r["val_ppl"])
+    assert summary["best"] == best["trial"] == best_trial(rows, "val_ppl", "min")["trial"]
+    on_disk = json.loads((sweep_dir / "sweep.json").read_text())
+    assert on_disk["trials"] == rows and on_disk["best"] == best["trial"] and on_disk["workers"] == 2
+    assert on_disk["out_dir"] == str(sweep_dir) and on_disk["name"] == f"{folder.name}-sweep"  # <base name>-sweep
+    header = (sweep_dir / "sweep.csv").read_text().splitlines()[0]
+    assert header.startswith("trial,optimizer.lr_max,seed,status,steps,val_ppl,val_loss,best_val_ppl")
+    for name in ("sweep_curves.png", "sweep_params.png"):
+        assert (sweep_dir / name).read_bytes()[:4] == b"\x89PNG"
+    # Each trial is a run folder like any other: its overrides recorded, its results the table's, `info` reads it.
+    trial = sweep_dir / rows[3]["run_dir"]
+    assert "# override: --set optimizer.lr_max=0.003" in (trial / "config.resolved.yaml").read_text()
+    assert "# override: --seed 2" in (trial / "config.resolved.yaml").read_text()
+    assert json.loads((trial / "results.json").read_text())["val_ppl"] == rows[3]["val_ppl"]
+    assert cli.main(["info", str(trial)]) == 0 and "status: completed" in capsys.readouterr().out
+    assert len(list((sweep_dir / "models").glob("minigpt-phase18-*.safetensors"))) == 4
+
+
+@pytest.mark.slow
+def test_a_restarted_sweep_trains_only_what_is_missing(local_sweep):
+    spec, _, rows, folder = local_sweep
+    sweep_dir = folder / "restart"
+    shutil.copytree(folder / "local", sweep_dir)
+    trials = [sweep_dir / row["run_dir"] for row in rows]
+    untouched = {t: (t / "results.json").stat().st_mtime_ns for t in trials[:2]}
+    shutil.rmtree(trials[2])  # never started
+    # Killed after its checkpoint at step 16: no results, the later checkpoints gone, the manifest still running.
+    (trials[3] / "results.json").unlink()
+    for step in (20, 24):
+        (trials[3] / "checkpoints" / f"step-{step}.safetensors").unlink()
+    (trials[3] / "checkpoints" / "latest").write_text("step-16.safetensors\n")
+    manifest = json.loads((trials[3] / "manifest.json").read_text())
+    (trials[3] / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+
+    _, again = run_sweep(spec.model_copy(update={"out_dir": str(sweep_dir)}))
+    assert comparable(again) == comparable(rows)
+    assert {t: (t / "results.json").stat().st_mtime_ns for t in trials[:2]} == untouched
+    resumed = json.loads((trials[3] / "manifest.json").read_text())
+    assert resumed["resumes"][-1]["step"] == 16 and resumed["status"] == "completed"
+    assert (trials[3] / "train_log.jsonl").read_bytes() == (
+        folder / "local" / rows[3]["run_dir"] / "train_log.jsonl").read_bytes()
+    # A sweep whose trials would differ from those in its folder is refused, before anything runs.
+    with pytest.raises(UserError, match=r"000-lr_max=0\.001-seed=1: .* holds a run of another config"):
+        run_sweep(spec.model_copy(update={"out_dir": str(sweep_dir), "set": {"optimizer.weight_decay": 0.0}}))
+
+
+@pytest.mark.slow
+def test_a_tracked_sweep_is_one_mlflow_experiment_with_a_run_per_trial(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    config = write_tiny_run(tmp_path)
+    config.write_text(config.read_text().replace("monitoring: {progress: none}",
+                                                 "monitoring: {progress: none, tracking: {backend: mlflow}}"))
+    spec = SweepSpec(base=str(config), name="tiny-lr", grid=GRID, workers=2, out_dir=str(tmp_path / "s"))
+    _, rows = run_sweep(spec)
+    client = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("tiny-lr")
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == [r["trial"] for r in rows]
+    assert all(r.info.status == "FINISHED" for r in runs)
+    by_name = {r.info.run_name: r for r in runs}
+    assert by_name[rows[1]["trial"]].data.params["optimizer.lr_max"] == "0.003"
+    assert by_name[rows[1]["trial"]].data.metrics["val_ppl"] == rows[1]["val_ppl"]
+
+
+# --- Ray ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A real local Ray instance with 2 CPUs for this module's Ray tests, shut down after them."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_runs_the_same_trials_to_the_same_table(local_sweep, local_ray):
+    spec, _, rows, folder = local_sweep
+    summary, on_ray = run_sweep(spec.model_copy(update={"backend": "ray", "out_dir": str(folder / "ray")}))
+    assert summary["backend"] == "ray"
+    assert comparable(on_ray) == comparable(rows)
+    for row in rows:  # the runs themselves, byte for byte
+        assert (folder / "ray" / row["run_dir"] / "train_log.jsonl").read_bytes() == (
+            folder / "local" / row["run_dir"] / "train_log.jsonl").read_bytes()
+    assert (folder / "ray" / "ray" / "tune").is_dir()  # Ray Tune's own records
+
+
+@pytest.mark.slow
+def test_asha_stops_poor_trials_and_their_folders_are_complete(tmp_path, local_ray):
+    config = write_tiny_run(tmp_path)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(textwrap.dedent(f"""\
+        base: {config}
+        grid:
+          optimizer.lr_max: [1.0e-2, 3.0e-3, 1.0e-3, 3.0e-4]
+        backend: ray
+        workers: 2
+        scheduler: {{type: asha, grace_period: 5, reduction_factor: 2}}
+        out_dir: {tmp_path / "asha"}
+        """))
+    assert cli.main(["sweep", str(sweep)]) == 0
+    rows = json.loads((tmp_path / "asha" / "sweep.json").read_text())["trials"]
+    stopped = [r for r in rows if r["status"] == "early_stopped"]
+    assert stopped and all(r["steps"] < 24 for r in stopped)
+    assert rows[-1] in stopped  # lr 3e-4 (= lr_min: no schedule at all) learns slowest
+    for row in rows:  # every trial finished its folder: results, model, report
+        results = json.loads((tmp_path / "asha" / row["run_dir"] / "results.json").read_text())
+        assert results["status"] == row["status"] and results["steps"] == row["steps"]
+        assert (tmp_path / "asha" / row["run_dir"] / "report.md").is_file()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = write_tiny_run(tmp_path)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(textwrap.dedent(f"""\
+        base: {config}
+        set: {{scheduler.total_steps: 1500, training.checkpoint.save_every: 500}}
+        grid: {{optimizer.lr_max: [1.0e-3, 2.0e-3, 3.0e-3]}}
+        workers: 2
+        out_dir: {tmp_path / "s"}
+        """))
+    process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = tmp_path / "s" / "trials" / "000-lr_max=0.001" / "train_log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (first.is_file() and len(first.read_text().splitlines()) >= 10) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)  # the driver only, as `kill -INT`; a terminal's Ctrl-C reaches all
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "error: interrupted: the sweep's table is" in err
+    rows = json.loads((tmp_path / "s" / "sweep.json").read_text())["trials"]
+    assert [r["status"] for r in rows] == ["interrupted", "interrupted", "not started"]
+    assert all(r["steps"] < 1500 for r in rows[:2])
+
+    _, again = run_sweep(load_sweep_file(sweep))
+    assert [r["status"] for r in again] == ["completed"] * 3 and all(r["steps"] == 1500 for r in again)
+    for row in again[:2]:  # resumed from the checkpoint the interrupt saved
+        manifest = json.loads((tmp_path / "s" / row["run_dir"] / "manifest.json").read_text())
+        assert manifest["resumes"][-1]["step"] == rows[again.index(row)]["steps"]
+
+
+def test_the_committed_sweep_is_the_table_of_its_sweep_file():
+    """experiments/sweep-lr: its table lists exactly the trials its sweep.yaml expands to, all finished, and names
+    the best on its metric; the csv says what the json says."""
+    import csv
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "experiments" / "sweep-lr"
+    spec = load_sweep_file(folder / "sweep.yaml")
+    table = json.loads((folder / "sweep.json").read_text())
+    rows = table["trials"]
+    assert [r["trial"] for r in rows] == [t.id for t in expand(spec)] and len(rows) == 9
+    assert all(r["status"] == "completed" and r["steps"] == 2000 for r in rows)
+    assert table["metric"] == spec.metric == "dev_ppl"
+    assert table["best"] == best_trial(rows, "dev_ppl", "min")["trial"] == "008-lr_max=0.001-seed=44"
+    with open(folder / "sweep.csv", newline="") as f:
+        csv_rows = list(csv.DictReader(f))
+    assert [(r["trial"], float(r["val_ppl"])) for r in csv_rows] == [(r["trial"], r["val_ppl"]) for r in rows]
+
+
+def test_ray_missing_is_one_clear_error_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what a Python without the package raises
+    monkeypatch.setitem(sys.modules, "ray.tune", None)
+    config = write_tiny_run(tmp_path)
+    assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_max=1e-3", "--backend", "ray",
+                     "--out-dir", str(tmp_path / "s")]) == 2
+    assert "--backend ray needs the ray package" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_flags_build_the_same_spec_a_sweep_file_gives(tmp_path):
+    from minitrain.commands.sweep import spec_data
+
+    config = write_tiny_run(tmp_path)
+    args = cli.build_parser().parse_args([
+        "sweep", str(config), "--grid", "optimizer.lr_max=1e-3,3e-3", "--grid", "model.n_layer=1,2",
+        "--random", "model.dropout=uniform(0, 0.2)", "--samples", "3", "--seeds", "7,8", "--set",
+        "training.checkpoint.save_every=null", "--metric", "val_loss", "--workers", "3", "--backend", "ray",
+        "--scheduler", "asha", "--grace-period", "10", "--out-dir", "o"])
+    data, _, sweep_file = spec_data(args)
+    assert sweep_file is None
+    spec = spec_problems(data, ConfigSource())
+    assert spec == SweepSpec(base=str(config), grid={"optimizer.lr_max": [1e-3, 3e-3], "model.n_layer": [1, 2]},
+                             random={"model.dropout": "uniform(0, 0.2)"}, samples=3, seeds=[7, 8],
+                             set={"training.checkpoint.save_every": None}, metric="val_loss", workers=3,
+                             backend="ray", scheduler={"type": "asha", "grace_period": 10}, out_dir="o")
+    assert len(expand(spec)) == 2 * 2 * 3 * 2
+    # Flags add to a sweep file's space and replace its values.
+    (tmp_path / "sweep.yaml").write_text(f"base: {config}\ngrid: {{optimizer.lr_max: [1.0e-3]}}\nworkers: 1\n")
+    data, _, sweep_file = spec_data(cli.build_parser().parse_args(
+        ["sweep", str(tmp_path / "sweep.yaml"), "--seeds", "1,2", "--workers", "2"]))
+    assert sweep_file == str(tmp_path / "sweep.yaml")
+    assert data == {"base": str(config), "grid": {"optimizer.lr_max": [1e-3]}, "workers": 2, "seeds": [1, 2]}
