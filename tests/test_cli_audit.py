@@ -170,7 +170,8 @@ def test_expressions_reach_keys_under_either_name(tmp_path):
     ('training:\n  total_steps: "{{ 10 ** 10 }}"', "unexpected '*'"),
     ('training:\n  total_steps: "{{ 99999999999999999999 * 99999999999999999999 * 99999999999999999999 * '
      '99999999999999999999 * 99999999999999999999 * 99999999999999999999 }}"', "a result out of range"),
-    ('training:\n  total_steps: "{{ callbacks.x }}"', "callbacks is not supported: callbacks are planned"),
+    ('training:\n  total_steps: "{{ training.distributed.x }}"',
+         "training.distributed is not supported: minitrain trains in one process"),
 ])
 def test_expression_mistakes_are_validation_errors_with_the_key(tmp_path, body, fragment):
     message = problems(tmp_path, body + "\n" + ("" if "total_steps" in body else "training:\n  total_steps: 10\n"))

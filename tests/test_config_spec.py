@@ -462,6 +462,6 @@ def test_the_json_schema_checks_either_shape_and_flags_refused_keys(capsys):
         errors = [e.message for e in validator.iter_errors(parse_yaml(path.read_text(encoding="utf-8")).data)]
         assert errors == [], (path, errors)
     assert validator.is_valid(parse_yaml(SPEC_SHAPED).data)
-    for refused in ({"monitoring": {"tracking": {"enabled": True}}}, {"model": {"device": "cuda"}},
+    for refused in ({"monitoring": {"terminal": {"charts": ["loss"]}}}, {"model": {"device": "cuda"}},
                     {"data": {"loader": {"workers": 2}}}, {"optimizer": {"name": "adamw_8bit"}}):
         assert not validator.is_valid(refused), refused

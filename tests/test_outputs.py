@@ -33,14 +33,15 @@ def test_metrics_in_json_and_parquet_hold_the_csv_table_and_include_picks_column
     assert data["columns"] == ["step", "loss", "lr", "grad_norm", "val_loss", "val_ppl"]
     assert [{k: (None if v is None else float(v)) for k, v in row.items()} for row in data["rows"]] == full
 
-    train_tiny(config, run, ["output.metrics.format=parquet", "output.metrics.include=[train_loss, val_ppl]"])
+    train_tiny(config, run, ["output.metrics.format=parquet", "output.metrics.include=[train_loss, val_ppl]"],
+               overwrite=True)
     table = pq.read_table(run / "metrics.parquet")
     assert table.column_names == ["step", "loss", "val_ppl"]
     assert str(table.schema.field("step").type) == "int64"
     assert table.to_pylist() == [{"step": int(r["step"]), "loss": r["loss"], "val_ppl": r["val_ppl"]} for r in full]
     assert len(csv_table((run / "metrics.csv").read_text())[0]) == 6  # metrics.csv keeps every column
 
-    train_tiny(config, run, ["output.metrics.include=[learning_rate]"])  # format csv: include applies to it
+    train_tiny(config, run, ["output.metrics.include=[learning_rate]"], overwrite=True)  # format csv: include applies to it
     assert (run / "metrics.csv").read_text().splitlines()[0] == "step,lr"
     assert select_columns(["step", "loss", "grad_norm/a", "grad_norm/b"], ["grad_norm/*"]) == [
         "step", "grad_norm/a", "grad_norm/b"]

@@ -95,7 +95,6 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
 # The planned features, one line each: refused as "not supported yet" until they arrive. Each says what to do
 # meanwhile.
 _LATER = "is planned for a later minitrain"
-_LATER_PLURAL = "are planned for a later minitrain"
 NOT_YET: dict[str, str] = {
     "data.augmentation.*.color_jitter": f"color jitter {_LATER}; random_crop, horizontal_flip and normalize "
                                         "are there for images",

@@ -27,6 +27,7 @@ from minitrain.config.fields import default_name
 from minitrain.config.problems import ConfigError
 from minitrain.errors import UserError
 from minitrain.extras import require
+from minitrain.run_files import FINISHING
 from minitrain.sweep.results import best_trial, plot_sweep, write_table
 from minitrain.sweep.space import SweepSpec, Trial, expand
 from minitrain.sweep.trials import TrialJob, read_json, run_job, trial_row, trial_state
@@ -147,7 +148,7 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
             run_ray(pending, workers=spec.workers, address=spec.address, metric=spec.metric, mode=spec.mode,
                     scheduler=spec.scheduler, total_steps=steps, storage=sweep_dir / "ray", on_done=on_done)
             for job in pending:  # a trial Tune stopped before its final files: finish it from its checkpoint
-                if trial_state(job.run_dir) == "resumable" and _stopped_by_scheduler(job.run_dir):
+                if trial_state(job.run_dir) == "resumable" and _trained_not_finished(job.run_dir):
                     on_done(job, run_job(job))
         else:
             from minitrain.sweep.local import run_local
@@ -167,5 +168,7 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
     return summary, rows
 
 
-def _stopped_by_scheduler(run_dir: Path) -> bool:
-    return read_json(run_dir / "manifest.json").get("status") == "early_stopped"
+def _trained_not_finished(run_dir: Path) -> bool:
+    """Training ended (Tune's scheduler stopped it, or it ran its steps) but the actor was gone before the model
+    file and results.json were written: resuming from the final checkpoint runs no step, only the finishing."""
+    return read_json(run_dir / "manifest.json").get("status") in ("early_stopped", FINISHING)
