@@ -64,6 +64,8 @@ LABS = {
         Lab("04", "Early stopping and checkpoint selection", "lab/04-early-stopping.md",
             "experiments/20-early-stopping",
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/20-early-stopping/config.yaml")),
+        Lab("05", "LoRA and quantization", "lab/05-lora-and-quantization.md", "experiments/21-lora/lab05",
+            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/21-lora/lora.yaml")),
     )
 }
 
