@@ -192,7 +192,7 @@ def _symmetric(lab):
     if np.allclose(scale, want, rtol=1e-6) and not np.any(zero):
         return
     mistakes = [(np.array([0.7 / 8, 0.175, 1.0]), "divided by 2^(bits−1) = 8: the symmetric grid is −7..7, so "
-                                                     "0.7 must land on 7, and 8 is never used"),
+                                                     "0.7 lands on 8, off the grid, and is clipped to 7"),
                 (np.array([0.7 / 15, 1.4 / 15, 1.0]), "divided by 2^bits − 1 = 15, the asymmetric grid's size"),
                 (np.array([0.7 / 7, 0.2 / 7, 1.0]), "used hi alone; the scale must cover max(|lo|, |hi|)")]
     found = next((what for value, what in mistakes if np.allclose(scale, value, rtol=1e-6)), None)

@@ -2,12 +2,12 @@
 
     stub_module(source_of("minitrain/loop.py"), ("train_step", "evaluate"), "01", "lab/01-train-mini.md")
 
-keeps the module docstring, the imports (an `if TYPE_CHECKING:` block's too) and the `if __name__ == "__main__":`
-block, and every listed function
-or class with its signature and docstring; each body becomes `raise NotImplementedError(...)`. A listed class
-keeps its public methods and `__init__`/`__iter__`/`__next__`/`__len__`, stubbed the same way. Everything else
-(the library's private helpers) is left out: how to write the lab is the student's to decide. Made from the
-reference, a starter can never drift from the contract the checker grades.
+keeps the module docstring, the imports (an `if TYPE_CHECKING:` block's too), the `if __name__ == "__main__":`
+block, and every listed function or class with its signature and docstring; each body becomes
+`raise NotImplementedError(...)`. A listed class keeps its public methods and `__init__`/`__iter__`/`__next__`/
+`__len__`, stubbed the same way. Everything else (the library's private helpers) is left out: how to write the
+lab is the student's to decide. Made from the reference, a starter can never drift from the contract the
+checker grades.
 """
 
 from __future__ import annotations
