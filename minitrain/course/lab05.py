@@ -298,7 +298,7 @@ def _held_out() -> list[dict]:
 
 @CHECKS.check("run folder: the LoRA run finished with your LoRALinear, training only the adapters",
               hint="train experiments/21-lora/lora.yaml into the run folder with MINITRAIN_LAB_DIR set (the "
-                   "workspace README has the command), after `python experiments/21-lora/run.py --base-only`")
+                   "workspace README has the command), after `.venv/bin/python experiments/21-lora/run.py --base-only`")
 def _run_done(lab):
     manifest = check_manifest(lab, files=(LORA,))
     model, lora = manifest["config"]["model"], manifest["config"].get("lora") or {}
