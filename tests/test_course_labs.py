@@ -58,6 +58,9 @@ def test_the_starter_is_the_contract_without_the_code(lab, tmp_path):
                 function.body[-1]), f"{path}: {function.name} is not a stub"
     readme = (tmp_path / "ws" / "README.md").read_text(encoding="utf-8")
     assert f"minitrain lab check {lab} {tmp_path / 'ws'}" in readme
+    for command in (LABS[lab].prepare, LABS[lab].train):
+        if command:
+            assert command.format(dir=tmp_path / "ws") in readme
 
 
 def test_start_never_overwrites_a_students_work(tmp_path):
