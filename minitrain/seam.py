@@ -36,6 +36,8 @@ LAB_PIECES: dict[str, dict[str, tuple[str, ...]]] = {
     "02": {"minitrain/checkpoint.py": ("save_checkpoint", "load_checkpoint")},
     "03": {"minitrain/monitor/curves.py": ("moving_average", "train_val_gap", "overfitting_onset")},
     "04": {"minitrain/monitor/early_stopping.py": ("EarlyStopping", "is_better")},
+    "05": {"minitrain/nn/lora.py": ("LoRALinear",),
+           "minitrain/quant/grid.py": ("scale_and_zero", "quantize_units", "dequantize_units")},
 }
 
 

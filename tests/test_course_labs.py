@@ -58,6 +58,9 @@ def test_the_starter_is_the_contract_without_the_code(lab, tmp_path):
                 function.body[-1]), f"{path}: {function.name} is not a stub"
     readme = (tmp_path / "ws" / "README.md").read_text(encoding="utf-8")
     assert f"minitrain lab check {lab} {tmp_path / 'ws'}" in readme
+    for command in (LABS[lab].prepare, LABS[lab].train):
+        if command:
+            assert command.format(dir=tmp_path / "ws") in readme
 
 
 def test_start_never_overwrites_a_students_work(tmp_path):
@@ -85,7 +88,7 @@ def workspace_with_reference(lab: str, folder: Path, bug: tuple | None = None) -
     return folder
 
 
-@pytest.mark.parametrize("lab", ["00", "02", "03", "04"])
+@pytest.mark.parametrize("lab", ["00", "02", "03", "04", "05"])
 def test_the_library_files_in_a_workspace_pass_every_check_but_the_run_folder(lab, tmp_path):
     ws = workspace_with_reference(lab, tmp_path / "ws")
     _, outcomes = grade(lab, ws, only=lambda name: not name.startswith("run folder"))
@@ -109,6 +112,7 @@ def test_lab01_in_a_workspace_trains_through_the_seam_and_its_run_folder_passes(
 
 LOOP, BATCHER, CHECKPOINT = "minitrain/loop.py", "minitrain/data/batcher.py", "minitrain/checkpoint.py"
 CURVES, STOPPING = "minitrain/monitor/curves.py", "minitrain/monitor/early_stopping.py"
+LORA, GRID = "minitrain/nn/lora.py", "minitrain/quant/grid.py"
 # (lab, the bug as (file, text, replaced by), the check that must catch it, words of its reason)
 BUGS = [
     ("00", (BATCHER, ('text.rindex("|") + 1', 'text.rindex("|") + 2')),
@@ -187,6 +191,30 @@ BUGS = [
             ('int(state["bad_evaluations"])', '0')),
      "state_dict / load_state_dict: a restored stopper stops exactly where the original does",
      "did not stop at the third evaluation without improvement"),
+    ("05", (LORA, ("Parameter(np.zeros((rank, base_layer.out_features)), dtype=dtype)",
+                   "Parameter(rng.normal(0.0, 0.02, (rank, base_layer.out_features)), dtype=dtype)")),
+     "a fresh LoRALinear computes exactly its base layer: lora_B starts at zero", "lora_B is not all zeros"),
+    ("05", (LORA, ("self.scaling = rank, alpha, alpha / rank", "self.scaling = rank, alpha, alpha")),
+     "forward adds (alpha/rank)·x·A·B to x·W + b", "your update was scaled by alpha (6), not alpha/rank (3)"),
+    ("05", (LORA, ("return (self.scaling * (self.lora_A.data @ self.lora_B.data))",
+                   "return ((self.lora_A.data @ self.lora_B.data))")),
+     "delta_weight is (alpha/rank)·A·B: the merged layer computes what the adapted one did",
+     "the scale alpha/rank is missing"),
+    ("05", (LORA, ("return F.linear(F.linear(self.lora_dropout(x), self.lora_A) * self.scaling, self.lora_B)",
+                   "return Tensor(self.lora_dropout(x).data @ self.lora_A.data @ self.lora_B.data * self.scaling)")),
+     "gradients reach lora_A and lora_B, and match central differences", "the update was computed off the tape"),
+    ("05", (GRID, ("scale = np.maximum(-lo, hi) / scheme.qmax",
+                   "scale = np.maximum(-lo, hi) / 2 ** (scheme.bits - 1)")),
+     "scale_and_zero, symmetric: s = max(|lo|, |hi|) / (2^(bits−1) − 1), z = 0", "divided by 2^(bits−1) = 8"),
+    ("05", (GRID, ("np.round(units / scale[:, None, :])", "np.trunc(units / scale[:, None, :])")),
+     "quantize_units rounds to the nearest level, clamps to [qmin, qmax], stores q − qmin as uint8",
+     "you truncated w / s"),
+    ("05", (GRID, ("np.round(units / scale[:, None, :])", "np.round(units / scale[:, :, None])")),
+     "each unit's scale applies to its own values: (G, C) scales broadcast over the unit's g rows",
+     "the scale of column c was applied to row c"),
+    ("05", (GRID, ("q = codes.astype(np.int32) + scheme.qmin - zero[:, None, :]",
+                   "q = codes.astype(np.int32) + scheme.qmin")),
+     "dequantize_units gives (q − z)·s: a round trip is off by at most s/2", "you left out the zero point"),
 ]
 
 

@@ -257,6 +257,9 @@ CONSTANTS = {
     "3.26": "0.01 · √106240, theory 02's exercise",
     "0.307": "1 / 3.26, theory 02's exercise",
     "1.12": "solutions/01: a variant run measured for the page (its command is on the page)",
+    "0.127": "bits per weight of a double-quantized absmax: 8/64 + 32/(64·256) (minitrain/quant/blockwise.py)",
+    "0.011": "1.4 / 127, the 8-bit scale of theory 07's exercise 2",
+    "0.0055": "half of 1.4 / 127, the largest rounding move in theory 07's exercise 2",
 }
 NUMBER = re.compile(r"(?<![\w.])\d+\.\d{2,}(?:e-?\d+)?(?![\w.])")
 
@@ -274,11 +277,15 @@ def _numbers_in(value) -> list[float]:
 
 
 def committed_results() -> list[float]:
-    """Every number of the committed runs: results.json, manifest.json, train_log.jsonl and report.md."""
+    """Every number of the committed runs, at any depth under experiments/ (lab 05's run folder and its merged
+    model sit inside experiments/21-lora/): results.json, manifest.json, train_log.jsonl, report.md, and the
+    evaluation a quantized model file records of itself."""
     import json
 
+    from minitrain.model_files import load_model_file
+
     found = []
-    for folder in sorted((ROOT / "experiments").iterdir()):
+    for folder in sorted(p for p in (ROOT / "experiments").rglob("*") if p.is_dir()):
         for name in ("results.json", "manifest.json"):
             if (folder / name).is_file():
                 found += _numbers_in(json.loads((folder / name).read_text(encoding="utf-8")))
@@ -287,6 +294,8 @@ def committed_results() -> list[float]:
                 found += _numbers_in(json.loads(line))
         if (folder / "report.md").is_file():
             found += [float(n) for n in re.findall(r"\d+\.\d+", (folder / "report.md").read_text(encoding="utf-8"))]
+        for model_file in sorted(folder.glob("*.safetensors")):
+            found += _numbers_in(load_model_file(model_file)[2].get("evaluation", {}))
     return found
 
 
@@ -317,3 +326,4 @@ def test_the_number_check_can_fail():
     values = committed_results()
     assert any(quotes("5.799501", v) for v in values)  # the baseline's val_ppl
     assert not any(quotes("5.799516", v) for v in values)  # the number the course once quoted for it
+    assert any(quotes("1.179", v) for v in values)  # lab 05: the 4-bit merged model's val PPL, in its file

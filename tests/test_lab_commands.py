@@ -7,8 +7,8 @@ of the tracked files with `.venv` linked in. Two things differ from a student's 
   the student had written them, so that the commands after it (training with the workspace, `lab check`) run;
 - runs of lab 01's config are cut short (`--set scheduler.total_steps=N`): to 700 steps for the workspace run
   that lab 01's checker reads (enough for val PPL to go below the n-gram baseline: 4.39 at step 699, where the
-  2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it). Labs 03
-  and 04's configs run as they are: they take seconds.
+  2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it). Labs 03,
+  04 and 05's configs run as they are: they take seconds (lab 05's base, 2000 steps, about 20).
 
 A command ending in a comment `# exit code N` must exit with N; every other command with 0. Labs that share no
 file run side by side (GROUPS), each lab's commands in order.
@@ -34,10 +34,10 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED_RUN, CHECKED_STEPS, OTHER_STEPS = "--out-dir labs/01/run", 700, 200
 # Labs whose commands may run at the same time as the other groups'. Labs 03 and 04 share lab 03's training
-# file, which lab 03 rewrites; the others write only their own folders (and build_corpus.py rewrites
-# data/processed/ atomically, with the same bytes).
+# file, which lab 03 rewrites; the others write only their own folders (lab 05 also runs/21-lora/, and
+# build_corpus.py rewrites data/processed/ atomically, with the same bytes).
 GROUPS = [("00-data-and-batcher.md", "01-train-mini.md"), ("02-checkpoint-roundtrip.md",),
-          ("03-overfitting-and-dashboard.md", "04-early-stopping.md")]
+          ("03-overfitting-and-dashboard.md", "04-early-stopping.md"), ("05-lora-and-quantization.md",)]
 START = re.compile(r"minitrain lab start (\d\d) (\S+)")
 EXIT = re.compile(r"#\s*exit code (\d+)")
 

@@ -14,7 +14,7 @@ from minitrain.model import MiniGPT
 from minitrain.model_files import load_model_file, save_model_file
 from minitrain.nn import Linear, inference
 from minitrain.nn.quantized import Linear4Bit
-from minitrain.quant import affine, blockwise
+from minitrain.quant import affine, blockwise, grid
 from minitrain.quant.affine import Scheme
 from minitrain.quant.ops import fake_quantize, linear_4bit
 from minitrain.quant.packing import pack_bits, unpack_bits
@@ -154,8 +154,8 @@ def test_fake_quantize_forward_is_quantize_dequantize_and_backward_is_the_clamps
     w = Tensor(weights((8, 6), std=1.0).astype(np.float64), requires_grad=True, dtype=np.float64)
     y = fake_quantize(w, s)
     units = s.units(w.data)
-    scale, zero = affine.scale_and_zero(*affine.unit_ranges(units, s), s)
-    expected = affine.dequantize_units(affine.quantize_units(units, scale, zero, s), scale, zero, s)
+    scale, zero = grid.scale_and_zero(*affine.unit_ranges(units, s), s)
+    expected = grid.dequantize_units(grid.quantize_units(units, scale, zero, s), scale, zero, s)
     np.testing.assert_allclose(y.data, expected.reshape(w.shape), rtol=1e-6)
     # The straight-through estimator is the exact gradient of clamp(w, lo, hi): central differences of the clamp,
     # at a point nudged off the range's ends, agree with fake_quantize's backward.

@@ -2,6 +2,7 @@
 
     python experiments/21-lora/run.py                 everything, into runs/21-lora/, then results.json here
     python experiments/21-lora/run.py --quick DIR     the same pipeline with 3-step runs into DIR (the tests)
+    python experiments/21-lora/run.py --base-only     steps 1 and 2 only: the split and the base (lab 05 starts there)
 
 1. data     data/processed split by tense: the base never sees the imperfect (I); the adaptation trains on the
             training verbs' imperfect and is scored on the held-out verbs' (dev to choose, val to report)
@@ -182,6 +183,8 @@ def qat_comparison(root: Path, quick: bool) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", metavar="DIR", help="3-step runs into DIR (the pipeline's test)")
+    parser.add_argument("--base-only", action="store_true",
+                        help="steps 1 and 2 only: the tense split and the base run, into runs/21-lora/ (lab 05)")
     parser.add_argument("--timing-only", action="store_true",
                         help="measure step 4 again (the runs of step 3 must exist) and update results.json")
     args = parser.parse_args()
@@ -196,6 +199,9 @@ def main() -> int:
     started = time.time()
     results = {"data": make_data(root)}
     base = train(HERE / "base.yaml", root / "base", root, quick)
+    if args.base_only:
+        print(f"wrote {root / 'data'} and the base run {root / 'base'}: val PPL {base['val_ppl']:.3f}")
+        return 0
     results["base"] = {k: base[k] for k in ("val_ppl", "val_exact_match", "wall_seconds", "peak_rss_mb")}
     results["adapt"] = adapt(root, quick)
     results["timing"] = step_times(root, 5 if quick else 200)

@@ -41,6 +41,7 @@ class Lab:
     text: str  # the lab's text, relative to the repository
     reference_run: str | None  # the committed run its stop conditions are checked on when grading the library
     train: str | None  # the command that makes a workspace's run folder ({dir}: the workspace)
+    prepare: str | None = None  # a command to run once before training (what the run starts from)
 
     @property
     def pieces(self) -> dict[str, tuple[str, ...]]:
@@ -64,6 +65,9 @@ LABS = {
         Lab("04", "Early stopping and checkpoint selection", "lab/04-early-stopping.md",
             "experiments/20-early-stopping",
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/20-early-stopping/config.yaml")),
+        Lab("05", "LoRA and quantization", "lab/05-lora-and-quantization.md", "experiments/21-lora/lab05",
+            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/21-lora/lora.yaml"),
+            prepare=".venv/bin/python experiments/21-lora/run.py --base-only"),
     )
 }
 
@@ -108,6 +112,8 @@ def _readme(lab: Lab, folder: str) -> str:
         "repository root.", "", "Check your work at any time:", "",
         f"    .venv/bin/minitrain lab check {lab.number} {folder}", "",
     ]
+    if lab.prepare:
+        lines += ["Once, before training (the lab's text says what it makes):", "", "    " + lab.prepare, ""]
     if lab.train:
         lines += ["Train with your files (the checker then also reads this run folder):", "",
                   "    " + lab.train.format(dir=folder), ""]

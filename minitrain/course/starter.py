@@ -2,11 +2,12 @@
 
     stub_module(source_of("minitrain/loop.py"), ("train_step", "evaluate"), "01", "lab/01-train-mini.md")
 
-keeps the module docstring, the imports and the `if __name__ == "__main__":` block, and every listed function
-or class with its signature and docstring; each body becomes `raise NotImplementedError(...)`. A listed class
-keeps its public methods and `__init__`/`__iter__`/`__next__`/`__len__`, stubbed the same way. Everything else
-(the library's private helpers) is left out: how to write the lab is the student's to decide. Made from the
-reference, a starter can never drift from the contract the checker grades.
+keeps the module docstring, the imports (an `if TYPE_CHECKING:` block's too), the `if __name__ == "__main__":`
+block, and every listed function or class with its signature and docstring; each body becomes
+`raise NotImplementedError(...)`. A listed class keeps its public methods and `__init__`/`__iter__`/`__next__`/
+`__len__`, stubbed the same way. Everything else (the library's private helpers) is left out: how to write the
+lab is the student's to decide. Made from the reference, a starter can never drift from the contract the
+checker grades.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def stub_module(source: str, names: Sequence[str], lab: str, lab_text: str) -> s
     if imports:  # the import block as written, blank lines between groups included
         out += lines[imports[0].lineno - 1 : imports[-1].end_lineno]
     for node in tree.body:
-        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":  # imports for annotations
+            out += ["", *lines[node.lineno - 1 : node.end_lineno]]
+        elif isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
             out += ["", "", *lines[node.lineno - 1 : node.end_lineno]]
         elif isinstance(node, ast.FunctionDef) and node.name in names:
             out += ["", "", *_stub_function(lines, node, lab)]

@@ -60,6 +60,16 @@ class LoRALinear(Module):
         rng: np.random.Generator,
         init: str = "kaiming",
     ) -> None:
+        """Wrap `base_layer` (a `Linear`, or a 4-bit `Linear4Bit`): keep it as `self.base_layer` (never trained
+        here), and set `self.rank`, `self.alpha`, `self.scaling = alpha / rank` and the parameters, named as PEFT
+        names them (the adapter files and `minitrain.lora` find them by these names):
+
+            self.lora_A  Parameter (in, rank), drawn from `rng` by `init` (the module docstring's three rules)
+            self.lora_B  Parameter (rank, out), all zeros: the adapted layer starts as exactly its base
+            self.lora_dropout  Dropout(dropout, rng=rng), applied to the update's input only
+
+        in the base weight's dtype (a Linear4Bit has no float weight: its bias's dtype, else float32).
+        rank < 1 or alpha <= 0 is a ValueError."""
         super().__init__()
         if rank < 1 or alpha <= 0:
             raise ValueError(f"LoRALinear: rank must be >= 1 and alpha > 0, got rank {rank}, alpha {alpha}")
@@ -73,9 +83,13 @@ class LoRALinear(Module):
 
     @property
     def activation(self) -> str | None:
+        """The base layer's activation (None, or "gelu" for GPT-2's c_fc): merging keeps it."""
         return self.base_layer.activation
 
     def forward(self, x: Tensor) -> Tensor:
+        """y = act(x·W + b + (alpha/rank)·dropout(x)·A·B), on the tape (Tensor ops, so A and B get gradients).
+        x (..., in) -> y (..., out). `self.base_layer.pre_activation(x)` is x·W + b; act is GELU when
+        `self.activation == "gelu"`, else nothing."""
         y = self.base_layer.pre_activation(x) + self.update(x)
         return F.gelu(y) if self.activation == "gelu" else y
 
@@ -88,4 +102,5 @@ class LoRALinear(Module):
         return (self.scaling * (self.lora_A.data @ self.lora_B.data)).astype(self.lora_A.dtype)
 
     def extra_repr(self) -> str:
+        """What the model's repr shows beside the layer's name: `rank=4, alpha=8`."""
         return f"rank={self.rank}, alpha={self.alpha:g}"

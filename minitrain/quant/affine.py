@@ -1,14 +1,8 @@
 """Integer (affine) quantization of a weight matrix: what `minitrain quantize` and quantization-aware training do.
 
 Every value of a unit (the whole tensor, one output channel, or one group of inputs of a channel) shares a scale
-s and a zero point z:
-
-    q = clamp(round(w / s) + z, qmin, qmax)          the integer stored
-    ŵ = (q − z) · s                                  the value computed with
-
-- symmetric:  z = 0, s = max(|lo|, |hi|) / qmax, q ∈ [−qmax, qmax] with qmax = 2^(bits−1) − 1 (−7..7 at 4 bits,
-  ternary −1..1 at 2 bits): the grid is centred on 0.
-- asymmetric: s = (hi − lo) / (2^bits − 1), z = round(−lo / s), q ∈ [0, 2^bits − 1]: the grid spans [lo, hi].
+s and a zero point z, q = clamp(round(w / s) + z, qmin, qmax) and ŵ = (q − z) · s, symmetric (z = 0) or
+asymmetric: the grid itself is minitrain/quant/grid.py.
 
 [lo, hi] is the unit's range, widened to include 0 (so 0 is exactly representable), and chosen by `method`:
 minmax (the extreme values), percentile (the P-th percentiles: outliers are clipped so the rest get a finer
@@ -29,6 +23,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+
+from minitrain.quant.grid import dequantize_units, quantize_units, scale_and_zero
 
 BITS = (2, 4, 8)
 SCHEMES = ("symmetric", "asymmetric")
@@ -90,32 +86,6 @@ class Quantized(NamedTuple):
     codes: np.ndarray
     scale: np.ndarray  # float32
     zero_point: np.ndarray  # int32; 0 everywhere for symmetric
-
-
-def scale_and_zero(lo: np.ndarray, hi: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.ndarray]:
-    """(s, z) for ranges [lo, hi] (arrays of one shape, lo ≤ 0 ≤ hi): see the module docstring."""
-    if scheme.symmetric:
-        scale = np.maximum(-lo, hi) / scheme.qmax
-        zero = np.zeros(np.shape(lo), dtype=np.int32)
-    else:
-        scale = (hi - lo) / scheme.qmax
-        zero = None
-    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)  # an all-zero unit: any scale gives q = z
-    if zero is None:
-        zero = np.clip(np.round(-lo / scale), 0, scheme.qmax).astype(np.int32)
-    return scale, zero
-
-
-def quantize_units(units: np.ndarray, scale: np.ndarray, zero: np.ndarray, scheme: Scheme) -> np.ndarray:
-    """q − qmin (uint8) of every value of `units` (G, g, C) given each unit's scale and zero point (G, C)."""
-    q = np.clip(np.round(units / scale[:, None, :]) + zero[:, None, :], scheme.qmin, scheme.qmax)
-    return (q - scheme.qmin).astype(np.uint8)
-
-
-def dequantize_units(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray, scheme: Scheme) -> np.ndarray:
-    """ŵ = (q − z) · s, float32 (G, g, C)."""
-    q = codes.astype(np.int32) + scheme.qmin - zero[:, None, :]
-    return (q * scale[:, None, :]).astype(np.float32)
 
 
 def unit_ranges(units: np.ndarray, scheme: Scheme, gram: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
