@@ -33,14 +33,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from minitrain.callbacks.base import Callback, Context
-from minitrain.runtime import set_blas_threads
+from minitrain.runtime import set_compute_threads
 
 
 class ThreadChooser:
     """Feed it each training step's wall time (`observe(seconds)`); it sets the BLAS thread count as it decides.
 
-    `set_threads(n)` applies a count (default: `minitrain.runtime.set_blas_threads`), `announce(message)` reports
-    a decision (default: print). `decisions` lists every decision as {"step", "threads", "ms": {n: median ms}}.
+    `set_threads(n)` applies a count (default: `minitrain.runtime.set_compute_threads`: BLAS and numba), `announce`
+    reports a decision (default: print). `decisions` lists each as {"step", "threads", "ms": {n: median ms}}.
     """
 
     def __init__(
@@ -51,7 +51,7 @@ class ThreadChooser:
         rounds: int = 2,
         window: int = 20,
         drift: float = 0.3,
-        set_threads: Callable[[int], Any] = set_blas_threads,
+        set_threads: Callable[[int], Any] = set_compute_threads,
         announce: Callable[[str], Any] = print,
     ) -> None:
         self.candidates = list(candidates or range(1, (os.cpu_count() or 1) + 1))
