@@ -1,7 +1,6 @@
-"""Micro-benchmark: each fused numba kernel against its NumPy reference, at the lab-01 model's sizes; then the
-row kernels with parallel loops (kernels/rows.py) at the scaled config's sizes, on 1 numba thread and on all.
+"""Micro-benchmark: each fused numba kernel against its NumPy reference, at the lab-01 model's sizes.
 
-    python benchmarks/bench_kernels.py            # prints tables and one JSON line per kernel
+    python benchmarks/bench_kernels.py            # prints a table and one JSON line per kernel
 
 Also measures the first-run compile time of all kernels (in a subprocess with an empty numba cache) and the
 start-up time with a warm cache. Times are medians over many calls after warm-up; nothing here is a test.
@@ -16,7 +15,6 @@ import sys
 import tempfile
 import time
 
-import numba
 import numpy as np
 
 from minitrain import kernels
@@ -71,39 +69,6 @@ def cases(k) -> dict:
     }
 
 
-def scaled_row_cases(k) -> dict:
-    """The kernels whose rows run in parallel above 2¹⁸ floats, at the scaled config's sizes (B 16, T 128,
-    C 256, 8 heads, d_ff 1024)."""
-    rng = np.random.default_rng(0)
-    x_ff = rng.standard_normal((16, 128, 1024)).astype(np.float32)
-    qkv = rng.standard_normal((16, 128, 3 * 256)).astype(np.float32)
-    key_mask = np.ones((16, 128), bool)
-    _, probs = k.attention_forward(qkv, 8, key_mask)
-    dy = rng.standard_normal((16, 128, 256)).astype(np.float32)
-    return {
-        "gelu_forward (16,128,1024)": lambda: k.gelu_forward(x_ff),
-        "gelu_backward (16,128,1024)": lambda: k.gelu_backward(x_ff, x_ff),
-        "attention_forward (16,128,3*256), 8 heads": lambda: k.attention_forward(qkv, 8, key_mask),
-        "attention_backward (16,128,3*256), 8 heads": lambda: k.attention_backward(qkv, probs, dy),
-    }
-
-
-def compare_kernel_threads() -> None:
-    """Each scaled-size row kernel on 1 numba thread (its serial loop) and on all of them, alternating."""
-    most, before = numba.config.NUMBA_NUM_THREADS, numba.get_num_threads()
-    print(f"\n{'row kernel, scaled size':44s} {'1 thread µs':>12s} {f'{most} threads µs':>13s}")
-    for name, fn in scaled_row_cases(kernels.backend("numba")).items():
-        times: dict[int, list[float]] = {1: [], most: []}
-        for _ in range(10):
-            for n in times:
-                numba.set_num_threads(n)
-                times[n].append(median_seconds(fn, repeats=5))
-        one, many = float(np.median(times[1])), float(np.median(times[most]))
-        print(f"{name:44s} {one * 1e6:12.0f} {many * 1e6:13.0f}")
-        print(json.dumps({"kernel": name, "one_thread_us": round(one * 1e6), f"{most}_threads_us": round(many * 1e6)}))
-    numba.set_num_threads(before)
-
-
 def startup_seconds(cache_dir: str) -> dict:
     """Import minitrain and call every kernel once, in a fresh interpreter using `cache_dir` as numba's cache."""
     code = (
@@ -129,7 +94,6 @@ def main() -> None:
         print(f"{name:40s} {ref * 1e6:10.1f} {fast * 1e6:10.1f} {ref / fast:8.1f}x")
         print(json.dumps({"kernel": name, "numpy_us": round(ref * 1e6, 2), "numba_us": round(fast * 1e6, 2),
                           "speedup": round(ref / fast, 2)}))  # fmt: skip
-    compare_kernel_threads()
     with tempfile.TemporaryDirectory() as cache:
         cold = startup_seconds(cache)
         warm = startup_seconds(cache)

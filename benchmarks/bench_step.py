@@ -45,7 +45,7 @@ from minitrain.artifacts import peak_rss_mb
 from minitrain.clip import clip_grad_norm_
 from minitrain.model import MiniGPT
 from minitrain.optim import AdamW
-from minitrain.runtime import blas_threads_for, configure, set_compute_threads
+from minitrain.runtime import blas_threads_for, configure, set_blas_threads
 from minitrain.thread_choice import ThreadChooser
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -123,14 +123,14 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
         model.load_state_dict(initial_state)
         return minitrain_step_fn(model, batch)
 
-    contestants = {"minitrain_rule": (lambda: set_compute_threads(rule), fresh_step())}
+    contestants = {"minitrain_rule": (lambda: set_blas_threads(rule), fresh_step())}
     for n in range(1, (os.cpu_count() or 1) + 1):
-        contestants[f"minitrain_{n}t"] = (lambda n=n: set_compute_threads(n), fresh_step())
+        contestants[f"minitrain_{n}t"] = (lambda n=n: set_blas_threads(n), fresh_step())
     applied = [rule]
 
     def apply(n: int) -> None:
         applied[0] = n
-        set_compute_threads(n)
+        set_blas_threads(n)
 
     chooser = ThreadChooser(set_threads=apply, announce=lambda m: print(m, file=sys.stderr, flush=True))
     inner = fresh_step()
@@ -141,7 +141,7 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
         chooser.observe(time.perf_counter() - start)
         return loss
 
-    contestants["minitrain_measure"] = (lambda: set_compute_threads(applied[0]), measured_step)
+    contestants["minitrain_measure"] = (lambda: set_blas_threads(applied[0]), measured_step)
     contestants["minitrain_measure"][0]()
     while not chooser.decisions:  # the first trial belongs to the warm-up
         measured_step()

@@ -14,7 +14,7 @@ from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.engine import step_gradients
 from minitrain.loop import evaluate
 from minitrain.parts import Parts, build_parts, parameter_counts, validator_for
-from minitrain.runtime import configure, get_blas_threads, set_compute_threads
+from minitrain.runtime import configure, get_blas_threads, set_blas_threads
 
 
 def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple[float, float]:
@@ -40,7 +40,7 @@ def configure_runtime(cfg: Config) -> dict[str, Any]:
     settings = configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)
     threads = cfg.runtime.threads
     if isinstance(threads, int):
-        set_compute_threads(threads)
+        set_blas_threads(threads)
         settings["blas_threads"] = get_blas_threads()
     elif threads == "measure":
         settings["blas_threads"] = "measure"

@@ -14,9 +14,6 @@ docs/performance.md):
   cannot guarantee; so we call the already-loaded OpenBLAS's `openblas_set_num_threads` (what threadpoolctl
   does), found among the shared libraries mapped into this process. If there is none (NumPy on another BLAS,
   or not Linux) nothing changes and the function returns False: set the environment variable instead.
-  `set_compute_threads(n)` sets BLAS's count and numba's (the row kernels' `prange` loops, kernels/rows.py)
-  together: both want the cores that are free. Different BLAS counts give different last bits (OpenBLAS splits
-  the work differently); numba's count never changes a bit.
 
 - **Keeping freed memory.** A training step allocates and frees the same hundred arrays of 64 KB-1 MB every
   time. glibc's malloc hands large blocks back to the operating system when they are freed (it trims the top of
@@ -34,7 +31,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 
-import numba
 import numpy as np  # noqa: F401  (loads NumPy's BLAS, so it is mapped when we look for it)
 
 # OpenBLAS builds prefix and suffix their symbols differently (NumPy's wheels: scipy_openblas…64_).
@@ -79,12 +75,6 @@ def set_blas_threads(n: int) -> bool:
     return get_blas_threads() == n
 
 
-def set_compute_threads(n: int) -> bool:
-    """`set_blas_threads(n)`, and let numba's parallel kernels use n threads too (at most as many as it started)."""
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    return set_blas_threads(n)
-
-
 def get_blas_threads() -> int | None:
     """The number of threads BLAS may use now, or None if the BLAS library cannot be asked."""
     return _call(_GETTERS)
@@ -119,8 +109,7 @@ def keep_freed_memory(limit: int = KEEP_BYTES) -> bool:
 
 
 def configure(d_model: int, rows: int) -> dict[str, object]:
-    """Apply both settings (the thread rule to BLAS and numba alike) for a model of width `d_model` trained on
-    `rows` = batch × sequence positions per step. Returns what is now in force, for a run's log:
-    {"blas_threads": n or None, "keep_freed_memory": bool}."""
-    set_compute_threads(blas_threads_for(d_model, rows))
+    """Apply both settings for a model of width `d_model` trained on `rows` = batch × sequence positions per
+    step. Returns what is now in force, for a run's log: {"blas_threads": n or None, "keep_freed_memory": bool}."""
+    set_blas_threads(blas_threads_for(d_model, rows))
     return {"blas_threads": get_blas_threads(), "keep_freed_memory": keep_freed_memory()}

@@ -1,10 +1,9 @@
-"""Choosing the thread count (BLAS's, and numba's for the row kernels) by timing training steps
-(`runtime.threads: measure`), not by a size rule.
+"""Choosing the BLAS thread count by timing training steps (`runtime.threads: measure`), not by a size rule.
 
 `minitrain.runtime.blas_threads_for` guesses from the model's size: 1 thread below 2²⁴ multiply-adds per product,
 every core above. The guess is right on a quiet machine and can be badly wrong on a busy one: when another
-process holds one of two cores, a step on 2 threads waits for a descheduled worker at every product and every
-parallel kernel (the scaled config: 1.8 s instead of 0.8 s on 1 thread). `ThreadChooser` measures instead:
+process holds one of two cores, a step on 2 BLAS threads waits for a descheduled worker at every product (the
+scaled config: 1.5-1.8 s instead of 0.8-0.9 s on 1 thread). `ThreadChooser` measures instead:
 
 - **Trial.** Each candidate count (1 .. cpu_count) runs `trial_steps` consecutive training steps, in `rounds`
   alternating rounds (1, 2, 1, 2, ...), so a load change during the trial hits every candidate. The first step
@@ -34,13 +33,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from minitrain.callbacks.base import Callback, Context
-from minitrain.runtime import set_compute_threads
+from minitrain.runtime import set_blas_threads
 
 
 class ThreadChooser:
     """Feed it each training step's wall time (`observe(seconds)`); it sets the thread count as it decides.
 
-    `set_threads(n)` applies a count (default: `minitrain.runtime.set_compute_threads`: BLAS and numba), `announce`
+    `set_threads(n)` applies a count (default: `minitrain.runtime.set_blas_threads`), `announce`
     reports a decision (default: print). `decisions` lists each as {"step", "threads", "ms": {n: median ms}}.
     """
 
@@ -52,7 +51,7 @@ class ThreadChooser:
         rounds: int = 2,
         window: int = 20,
         drift: float = 0.3,
-        set_threads: Callable[[int], Any] = set_compute_threads,
+        set_threads: Callable[[int], Any] = set_blas_threads,
         announce: Callable[[str], Any] = print,
     ) -> None:
         self.candidates = list(candidates or range(1, (os.cpu_count() or 1) + 1))
@@ -101,7 +100,7 @@ class ThreadChooser:
         self._set_threads(self.threads)
         self.decisions.append({"step": self._steps_seen, "threads": self.threads, "ms": ms})
         timings = ", ".join(f"{n} → {t:.1f} ms" for n, t in ms.items())
-        self._announce(f"threads: measured {timings} per step; using {self.threads} thread(s)")
+        self._announce(f"threads: measured {timings} per step; using {self.threads} BLAS thread(s)")
 
 
 class MeasuredThreads(Callback):
@@ -120,7 +119,7 @@ class MeasuredThreads(Callback):
         self._last = now
 
     def report_lines(self) -> list[str]:
-        lines = ["## Threads (measured)", "", "| after step | threads | median ms per step, by threads |",
+        lines = ["## Threads (measured)", "", "| after step | BLAS threads | median ms per step, by threads |",
                  "| --- | --- | --- |"]
         for d in self.chooser.decisions:
             timings = ", ".join(f"{n}: {t:.1f}" for n, t in d["ms"].items())

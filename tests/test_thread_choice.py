@@ -45,7 +45,7 @@ def test_the_trial_alternates_candidates_and_picks_the_fastest():
     assert used == [1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2]
     assert chooser.threads == 2 and machine.threads == 2
     assert chooser.decisions == [{"step": 12, "threads": 2, "ms": {1: 3.0, 2: 2.5}}]
-    assert machine.messages == ["threads: measured 1 → 3.0 ms, 2 → 2.5 ms per step; using 2 thread(s)"]
+    assert machine.messages == ["threads: measured 1 → 3.0 ms, 2 → 2.5 ms per step; using 2 BLAS thread(s)"]
 
 
 def test_the_first_step_after_a_switch_is_not_counted():

@@ -26,10 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from minitrain.kernels.fastmath import FASTMATH, fast_exp, row_max
-from minitrain.kernels.rows import run_parallel
 
 
 # ------------------------------------------------------------------------------------------- the products
@@ -97,96 +96,61 @@ def causal_softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, sca
 
 # Scalars start as np.float32 constants; for float64 data numba widens them to float64 (gradcheck), for float32
 # data nothing is widened, so every loop runs in float32 SIMD.
-# Each batch row's loops are one inlined function, called by a serial and a parallel (prange) driver: batch rows
-# are independent, so both give the same bits (kernels/rows.py decides which runs). float32 only: LLVM may
-# reassociate a row's sums (fast-math) differently in the two compiled drivers, and for float64 it does
-# (tests/test_parallel_kernels.py checks the float32 bytes; float64 is for gradient checks, not speed).
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", inline="always")
-def _softmax_batch_row(scores, scale, key_mask, bias, b):
-    """In place: scores[b] becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
-    n_head, t = scores.shape[1], scores.shape[2]
-    for i in range(t):
-        for j in range(t):
-            bias[i, j] = 0.0 if j <= i and key_mask[b, j] else -np.inf
-    for h in range(n_head):
-        for i in range(t):
-            p = scores[b, h, i]
-            m = bias[i]
-            for j in range(t):
-                p[j] = p[j] * scale + m[j]
-            peak = row_max(p)
-            if peak == -np.inf:  # no key allowed: the row stays all zeros
-                for j in range(t):
-                    p[j] = 0.0
-                continue
-            total = np.float32(0.0)
-            for j in range(t):
-                e = fast_exp(p[j] - peak)
-                p[j] = e
-                total += e
-            inv = np.float32(1.0) / total
-            for j in range(t):
-                p[j] *= inv
-
-
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _softmax_rows(scores, scale, key_mask, bias):
-    """bias: one (T, T) scratch, reused by every batch row."""
-    for b in range(scores.shape[0]):
-        _softmax_batch_row(scores, scale, key_mask, bias, b)
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", parallel=True)
-def _softmax_rows_parallel(scores, scale, key_mask, bias):
-    """bias: (B, T, T) scratch, one per batch row (rows run at the same time)."""
-    for b in prange(scores.shape[0]):
-        _softmax_batch_row(scores, scale, key_mask, bias[b], b)
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", inline="always")
-def _softmax_backward_batch_row(probs, dprobs, scale, b):
-    """In place: dprobs[b] becomes dscores[b]."""
-    n_head, t = probs.shape[1], probs.shape[2]
-    for h in range(n_head):
+    """In place: scores becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
+    n_batch, n_head, t, _ = scores.shape
+    for b in range(n_batch):
         for i in range(t):
-            p, dp = probs[b, h, i], dprobs[b, h, i]
-            inner = np.float32(0.0)
             for j in range(t):
-                inner += p[j] * dp[j]
-            for j in range(t):
-                dp[j] = scale * p[j] * (dp[j] - inner)
+                bias[i, j] = 0.0 if j <= i and key_mask[b, j] else -np.inf
+        for h in range(n_head):
+            for i in range(t):
+                p = scores[b, h, i]
+                m = bias[i]
+                for j in range(t):
+                    p[j] = p[j] * scale + m[j]
+                peak = row_max(p)
+                if peak == -np.inf:  # no key allowed: the row stays all zeros
+                    p[:] = 0.0
+                    continue
+                total = np.float32(0.0)
+                for j in range(t):
+                    e = fast_exp(p[j] - peak)
+                    p[j] = e
+                    total += e
+                inv = np.float32(1.0) / total
+                for j in range(t):
+                    p[j] *= inv
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _softmax_backward_rows(probs, dprobs, scale):
-    for b in range(probs.shape[0]):
-        _softmax_backward_batch_row(probs, dprobs, scale, b)
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", parallel=True)
-def _softmax_backward_rows_parallel(probs, dprobs, scale):
-    for b in prange(probs.shape[0]):
-        _softmax_backward_batch_row(probs, dprobs, scale, b)
+    """In place: dprobs becomes dscores."""
+    n_batch, n_head, t, _ = probs.shape
+    for b in range(n_batch):
+        for h in range(n_head):
+            for i in range(t):
+                p, dp = probs[b, h, i], dprobs[b, h, i]
+                inner = np.float32(0.0)
+                for j in range(t):
+                    inner += p[j] * dp[j]
+                for j in range(t):
+                    dp[j] = scale * p[j] * (dp[j] - inner)
 
 
 def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
     """Overwrites `scores` with the probabilities (attention_forward hands over its temporary)."""
     probs = np.ascontiguousarray(scores)
-    n_batch, t = scores.shape[0], scores.shape[-1]
-    scale, key_mask = probs.dtype.type(scale), np.ascontiguousarray(key_mask)
-    if probs.dtype == np.float32 and run_parallel(probs.size):
-        _softmax_rows_parallel(probs, scale, key_mask, np.empty((n_batch, t, t), probs.dtype))
-    else:
-        _softmax_rows(probs, scale, key_mask, np.empty((t, t), probs.dtype))
+    t = scores.shape[-1]
+    _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(key_mask), np.empty((t, t), probs.dtype))
     return probs
 
 
 def causal_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
     """Overwrites `dprobs` with the score gradient (attention_backward hands over its temporary)."""
     dscores = np.ascontiguousarray(dprobs, dtype=probs.dtype)
-    parallel = probs.dtype == np.float32 and run_parallel(probs.size)
-    kernel = _softmax_backward_rows_parallel if parallel else _softmax_backward_rows
-    kernel(probs, dscores, probs.dtype.type(scale))
+    _softmax_backward_rows(probs, dscores, probs.dtype.type(scale))
     return dscores
 
 

@@ -22,10 +22,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from minitrain.kernels.fastmath import FASTMATH
-from minitrain.kernels.rows import run_parallel
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 CUBIC = 0.044715
@@ -70,45 +69,23 @@ def tanh_f32(x: float) -> float:
     return p / q
 
 
-# One row's loop each, inlined into a serial and a parallel (prange) driver: rows are independent, so both
-# compute the same bits (kernels/rows.py decides which runs).
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", inline="always")
-def _gelu_forward_row(x: np.ndarray, bias: np.ndarray, y: np.ndarray, i: int) -> None:
-    for j in range(x.shape[1]):
-        v = x[i, j] + bias[j]
-        y[i, j] = _HALF * v * (_ONE + tanh_f32(_C1 * (v + _C2 * v * v * v)))
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", inline="always")
-def _gelu_backward_row(x: np.ndarray, bias: np.ndarray, dy: np.ndarray, dx: np.ndarray, i: int) -> None:
-    for j in range(x.shape[1]):
-        v = x[i, j] + bias[j]
-        t = tanh_f32(_C1 * (v + _C2 * v * v * v))
-        dx[i, j] = dy[i, j] * (_HALF * (_ONE + t) + _HALF * v * (_ONE - t * t) * _C1 * (_ONE + _C3 * v * v))
-
-
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _gelu_forward_f32(x: np.ndarray, bias: np.ndarray, y: np.ndarray) -> None:
-    for i in range(x.shape[0]):
-        _gelu_forward_row(x, bias, y, i)
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", parallel=True)
-def _gelu_forward_f32_parallel(x: np.ndarray, bias: np.ndarray, y: np.ndarray) -> None:
-    for i in prange(x.shape[0]):
-        _gelu_forward_row(x, bias, y, i)
+    n, c = x.shape
+    for i in range(n):
+        for j in range(c):
+            v = x[i, j] + bias[j]
+            y[i, j] = _HALF * v * (_ONE + tanh_f32(_C1 * (v + _C2 * v * v * v)))
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _gelu_backward_f32(x: np.ndarray, bias: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> None:
-    for i in range(x.shape[0]):
-        _gelu_backward_row(x, bias, dy, dx, i)
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", parallel=True)
-def _gelu_backward_f32_parallel(x: np.ndarray, bias: np.ndarray, dy: np.ndarray, dx: np.ndarray) -> None:
-    for i in prange(x.shape[0]):
-        _gelu_backward_row(x, bias, dy, dx, i)
+    n, c = x.shape
+    for i in range(n):
+        for j in range(c):
+            v = x[i, j] + bias[j]
+            t = tanh_f32(_C1 * (v + _C2 * v * v * v))
+            dx[i, j] = dy[i, j] * (_HALF * (_ONE + t) + _HALF * v * (_ONE - t * t) * _C1 * (_ONE + _C3 * v * v))
 
 
 def _rows(x: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +100,7 @@ def gelu_forward_numba(x: np.ndarray, bias: np.ndarray | None = None) -> np.ndar
         return gelu_forward_reference(x, bias)
     rows, b = _rows(x, bias)
     y = np.empty_like(rows)
-    (_gelu_forward_f32_parallel if run_parallel(rows.size) else _gelu_forward_f32)(rows, b, y)
+    _gelu_forward_f32(rows, b, y)
     return y.reshape(x.shape)
 
 
@@ -132,6 +109,5 @@ def gelu_backward_numba(x: np.ndarray, dy: np.ndarray, bias: np.ndarray | None =
         return gelu_backward_reference(x, dy, bias)
     rows, b = _rows(x, bias)
     dx = np.empty_like(rows)
-    kernel = _gelu_backward_f32_parallel if run_parallel(rows.size) else _gelu_backward_f32
-    kernel(rows, b, np.ascontiguousarray(dy, dtype=np.float32).reshape(rows.shape), dx)
+    _gelu_backward_f32(rows, b, np.ascontiguousarray(dy, dtype=np.float32).reshape(rows.shape), dx)
     return dx.reshape(x.shape)
