@@ -11,7 +11,8 @@ scaled config: 1.5-1.8 s instead of 0.8-0.9 s on 1 thread). `ThreadChooser` meas
   smallest median step time.
 - **Watch.** Afterwards the median of the last `window` steps is compared with the chosen candidate's median in
   the trial; when it has moved by more than `drift` (relative, either way: a process started or stopped), the
-  trial runs again.
+  trial runs again. A trial that keeps the same count doubles the window (up to `max_window`), so a machine whose
+  load only jitters does not pay for trial after trial; a trial that changes the count resets it.
 
 Every decision is printed (so it reaches logs/train.log) and listed in report.md; nothing goes into
 train_log.jsonl, whose bytes do not depend on timing.
@@ -50,6 +51,7 @@ class ThreadChooser:
         trial_steps: int = 4,
         rounds: int = 2,
         window: int = 20,
+        max_window: int = 320,
         drift: float = 0.3,
         set_threads: Callable[[int], Any] = set_blas_threads,
         announce: Callable[[str], Any] = print,
@@ -57,9 +59,11 @@ class ThreadChooser:
         self.candidates = list(candidates or range(1, (os.cpu_count() or 1) + 1))
         if not self.candidates or min(self.candidates) < 1:
             raise ValueError(f"ThreadChooser: candidates must be thread counts >= 1, got {self.candidates}")
-        if trial_steps < 2 or rounds < 1 or window < 1 or drift <= 0:
-            raise ValueError("ThreadChooser: need trial_steps >= 2, rounds >= 1, window >= 1 and drift > 0")
-        self.trial_steps, self.rounds, self.window, self.drift = trial_steps, rounds, window, drift
+        if trial_steps < 2 or rounds < 1 or not 1 <= window <= max_window or drift <= 0:
+            raise ValueError("ThreadChooser: need trial_steps >= 2, rounds >= 1, 1 <= window <= max_window and "
+                             "drift > 0")
+        self.trial_steps, self.rounds, self.drift = trial_steps, rounds, drift
+        self.window, self._first_window, self._max_window = window, window, max_window
         self._set_threads, self._announce = set_threads, announce
         self.decisions: list[dict[str, Any]] = []
         self.threads: int | None = None  # the chosen count; None while the first trial runs
@@ -70,7 +74,6 @@ class ThreadChooser:
     def _start_trial(self) -> None:
         self._plan = deque((n, i) for _ in range(self.rounds) for n in self.candidates for i in range(self.trial_steps))
         self._trial_times: dict[int, list[float]] = {n: [] for n in self.candidates}
-        self._recent: deque[float] = deque(maxlen=self.window)
         self._set_threads(self._plan[0][0])
 
     def observe(self, seconds: float) -> None:
@@ -96,7 +99,9 @@ class ThreadChooser:
 
     def _decide(self) -> None:
         ms = {n: round(1e3 * statistics.median(times), 3) for n, times in self._trial_times.items()}
-        self.threads = min(ms, key=ms.get)
+        previous, self.threads = self.threads, min(ms, key=ms.get)
+        self.window = min(2 * self.window, self._max_window) if self.threads == previous else self._first_window
+        self._recent: deque[float] = deque(maxlen=self.window)  # the watch's steps
         self._set_threads(self.threads)
         self.decisions.append({"step": self._steps_seen, "threads": self.threads, "ms": ms})
         timings = ", ".join(f"{n} → {t:.1f} ms" for n, t in ms.items())

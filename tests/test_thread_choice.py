@@ -71,6 +71,23 @@ def test_a_drift_in_step_time_starts_a_new_trial_that_can_change_the_choice():
     assert len(chooser.decisions) == 2
 
 
+def test_a_trial_that_keeps_the_count_doubles_the_watch_window():
+    machine = FakeMachine({1: 8.0, 2: 5.0})
+    chooser = machine.chooser(trial_steps=2, rounds=1, window=4, max_window=8, drift=0.3)
+    machine.run(chooser, 4)
+    assert chooser.window == 4
+    machine.ms[2] = 7.0  # 40 % slower, still the faster count
+    machine.run(chooser, 4 + 4)  # a window, then the trial: the same choice
+    assert len(chooser.decisions) == 2 and chooser.threads == 2 and chooser.window == 8
+    machine.ms[2] = 9.5  # 36 % slower again: now a full window of 8 steps before the next trial
+    machine.run(chooser, 7)
+    assert len(chooser.decisions) == 2 and chooser.threads == 2
+    machine.run(chooser, 1 + 4)
+    assert len(chooser.decisions) == 3 and chooser.threads == 1 and chooser.window == 4  # changed: back to 4
+    machine.run(chooser, 4 + 4)
+    assert chooser.window == 4 and len(chooser.decisions) == 3
+
+
 def test_small_changes_do_not_start_a_trial():
     machine = FakeMachine({1: 3.0, 2: 4.0})
     chooser = machine.chooser(trial_steps=2, rounds=1, window=4, drift=0.3)
@@ -80,7 +97,8 @@ def test_small_changes_do_not_start_a_trial():
     assert len(chooser.decisions) == 1
 
 
-@pytest.mark.parametrize("options", [dict(trial_steps=1), dict(rounds=0), dict(window=0), dict(drift=0.0)])
+@pytest.mark.parametrize("options", [dict(trial_steps=1), dict(rounds=0), dict(window=0), dict(drift=0.0),
+                                     dict(window=30, max_window=20)])
 def test_bad_settings_are_refused(options):
     with pytest.raises(ValueError):
         ThreadChooser([1, 2], **options)
