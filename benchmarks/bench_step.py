@@ -1,7 +1,9 @@
-"""Benchmark: one full training step of MiniGPT (forward, backward, clip, AdamW), minitrain against PyTorch eager.
+"""Benchmark: one full training step of MiniGPT (forward, backward, clip, AdamW): minitrain at each thread
+setting, against PyTorch eager and torch.compile, and against the FLOP floor at the step's shapes.
 
-    python benchmarks/bench_step.py                   # lab-01 and scaled configs; one JSON line per result
+    python benchmarks/bench_step.py                   # lab-01 and scaled configs; one JSON line per config
     python benchmarks/bench_step.py --configs lab     # only the lab-01 config
+    python benchmarks/bench_step.py --busy            # the same with one core held by a spinning process
     python benchmarks/bench_step.py --quick           # fewer steps (a smoke run, numbers are rough)
 
 A step is what the training loop does per batch: zero the gradients, forward with the loss, backward, clip the
@@ -9,15 +11,20 @@ global gradient norm to 1.0, AdamW (the lab's settings: lr 3e-4, betas 0.9/0.95,
 matrices). The batch is synthetic but shaped like the corpus: right-padded lines of random length with the loss on
 their last characters, so the padding mask and the loss mask are exercised.
 
-Timing: warm-up steps first (numba compiles or loads its cache, the allocator settles), then rounds. In each round
-minitrain runs `steps` steps, then each PyTorch variant runs `steps` steps, in the same process, so background load
-(the machine may be shared) hits all of them alike. Reported: the median step time over all rounds, tokens/s
-(B·T positions per step, padding included), and the ratio minitrain / best PyTorch variant. The PyTorch variants
-are 1 and 2 threads, each with its default AdamW and with `fused=True`; the baseline is the fastest of them.
-minitrain runs with `minitrain.runtime.configure` (its BLAS thread rule and allocator setting); its peak RSS is
-measured in a separate process without torch. The 1-minute load average is printed too: on a shared machine
-other processes slow every contestant, which the same-process alternation keeps fair but not quiet. PyTorch is
-used only if it is importable; it is never a dependency of minitrain.
+Contestants. minitrain with BLAS threads chosen by the size rule (`rule`, the default), fixed at each count
+(`1t`, `2t`, ...), and chosen by timing (`measure`: minitrain/thread_choice.py's ThreadChooser, which has made its
+first decision during the warm-up and keeps watching). PyTorch, when importable (never a dependency): eager on
+1 and 2 threads, each with its default AdamW and with `fused=True`, and torch.compile (fused AdamW, 1 and 2
+threads) unless --no-compile.
+
+Timing: warm-up steps first (numba compiles or loads its cache, torch.compile compiles, the allocator settles),
+then rounds. In each round every contestant runs `steps` steps, in the same process, one after the other, so
+background load (the machine may be shared) hits all of them alike. Reported: the median step time over all
+rounds, tokens/s (B·T positions per step, padding included), and ratios of minitrain (rule) to the fastest
+PyTorch variant and to the floor (benchmarks/step_floor.py: the step's matrix products timed one by one, on
+1 thread and at the best count per product). With --busy a process spinning on one core runs the whole time
+(it is started before the warm-up and killed at the end). minitrain's peak RSS is measured in a separate process
+without torch; the 1-minute load average is printed too.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -38,6 +46,10 @@ from minitrain.clip import clip_grad_norm_
 from minitrain.model import MiniGPT
 from minitrain.optim import AdamW
 from minitrain.runtime import blas_threads_for, configure, set_blas_threads
+from minitrain.thread_choice import ThreadChooser
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from step_floor import step_floor  # beside this file, hence the path above
 
 CONFIGS = {
     "lab": dict(model=dict(n_layer=2, n_head=4, d_model=64, d_ff=256, vocab_size=64, max_seq_len=32), batch=8,
@@ -101,66 +113,130 @@ def print_rss_alone(name: str) -> None:
     print(peak_rss_mb())  # MiB, from VmHWM: the parent's peak is not carried over
 
 
-def bench_config(name: str, spec: dict, torch_variants: list[tuple[int, bool]], quick: bool) -> dict:
+def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[str, tuple[Callable, Callable]]:
+    """label -> (prepare, step): `prepare()` sets the thread count before each block of steps."""
+    cfg = spec["model"]
+    rule = blas_threads_for(cfg["d_model"], spec["batch"] * cfg["max_seq_len"])
+
+    def fresh_step() -> Callable[[], object]:
+        model = MiniGPT(**cfg, rng=0)
+        model.load_state_dict(initial_state)
+        return minitrain_step_fn(model, batch)
+
+    contestants = {"minitrain_rule": (lambda: set_blas_threads(rule), fresh_step())}
+    for n in range(1, (os.cpu_count() or 1) + 1):
+        contestants[f"minitrain_{n}t"] = (lambda n=n: set_blas_threads(n), fresh_step())
+    applied = [rule]
+
+    def apply(n: int) -> None:
+        applied[0] = n
+        set_blas_threads(n)
+
+    chooser = ThreadChooser(set_threads=apply, announce=lambda m: print(m, file=sys.stderr, flush=True))
+    inner = fresh_step()
+
+    def measured_step() -> object:
+        start = time.perf_counter()
+        loss = inner()
+        chooser.observe(time.perf_counter() - start)
+        return loss
+
+    contestants["minitrain_measure"] = (lambda: set_blas_threads(applied[0]), measured_step)
+    contestants["minitrain_measure"][0]()
+    while not chooser.decisions:  # the first trial belongs to the warm-up
+        measured_step()
+    return contestants
+
+
+def torch_contestants(spec: dict, batch: dict, initial_state: dict, loss0: float, compile_too: bool,
+                      result: dict) -> dict[str, tuple[Callable, Callable]]:
+    import torch
+    from torch_minigpt import TorchMiniGPT, first_loss, make_optimizer, torch_step_fn
+
+    adamw = {"lr": ADAMW["lr"], "betas": (ADAMW["beta1"], ADAMW["beta2"]), "eps": ADAMW["eps"],
+             "weight_decay": ADAMW["weight_decay"]}  # fmt: skip
+    variants = [(1, False, False), (1, True, False), (2, False, False), (2, True, False)]
+    variants += [(1, True, True), (2, True, True)] if compile_too else []
+    contestants = {}
+    for threads, fused, compiled in variants:
+        torch.set_num_threads(threads)
+        tmodel = TorchMiniGPT(**spec["model"])
+        tmodel.load_gpt2_state_dict(initial_state)
+        result["torch_first_loss_diff"] = abs(first_loss(tmodel, batch) - loss0)
+        runner = torch.compile(tmodel) if compiled else tmodel
+        step = torch_step_fn(runner, make_optimizer(tmodel, fused, **adamw), batch, CLIP)
+        label = ("torch_compile" if compiled else "torch") + f"_{threads}t" + ("_fused" if fused and not compiled
+                                                                               else "")  # fmt: skip
+        contestants[label] = (lambda threads=threads: torch.set_num_threads(threads), step)
+    return contestants
+
+
+def bench_config(name: str, spec: dict, with_torch: bool, compile_too: bool, quick: bool) -> dict:
     cfg, batch_size = spec["model"], spec["batch"]
     warmup, rounds, steps = (2, 3, max(2, spec["steps"] // 4)) if quick else (spec["warmup"], spec["rounds"],
                                                                               spec["steps"])  # fmt: skip
     batch = synthetic_batch(batch_size, cfg["max_seq_len"], cfg["vocab_size"])
     model = MiniGPT(**cfg, rng=0)
-    initial_state = model.state_dict()
+    initial_state = {k: v.copy() for k, v in model.state_dict().items()}
     _, loss0 = model(batch["input"], batch["target"], batch["attn_pad_mask"], batch["loss_mask"])
-    threads = blas_threads_for(cfg["d_model"], batch_size * cfg["max_seq_len"])
     settings = configure(cfg["d_model"], batch_size * cfg["max_seq_len"])
-    ours = minitrain_step_fn(model, batch)
-    timed(ours, warmup, [])
-    times: dict[str, list[float]] = {"minitrain": []}
-    timed(ours, steps, times["minitrain"])
-    result = {"config": name, **cfg, "batch": batch_size, **settings, "minitrain_peak_rss_mb": rss_alone(name),
-              "load_average_1min": round(os.getloadavg()[0], 2)}  # fmt: skip
-
-    runners = {}
-    if torch_variants:
-        import torch
-        from torch_minigpt import TorchMiniGPT, first_loss, make_optimizer, torch_step_fn
-
-        for threads_t, fused in torch_variants:
-            torch.set_num_threads(threads_t)
-            tmodel = TorchMiniGPT(**cfg)
-            tmodel.load_gpt2_state_dict(initial_state)
-            result["torch_first_loss_diff"] = abs(first_loss(tmodel, batch) - float(loss0.item()))
-            adamw = {"lr": ADAMW["lr"], "betas": (ADAMW["beta1"], ADAMW["beta2"]), "eps": ADAMW["eps"],
-                     "weight_decay": ADAMW["weight_decay"]}  # fmt: skip
-            step = torch_step_fn(tmodel, make_optimizer(tmodel, fused, **adamw), batch, CLIP)
-            label = f"torch_{threads_t}t" + ("_fused" if fused else "")
-            runners[label] = (threads_t, step)
-            timed(step, warmup, [])
-            times[label] = []
-
+    result = {"config": name, **cfg, "batch": batch_size, **settings, "minitrain_peak_rss_mb": rss_alone(name)}
+    floor = step_floor(batch=batch_size, repeats=5 if quick else 20, **cfg)
+    result.update(gflop_per_step=floor["gflop"], **{f"floor_{n}t_ms": ms for n, ms in floor["ms_by_threads"].items()},
+                  floor_best_ms=floor["ms_best"])  # fmt: skip
+    contestants = minitrain_contestants(spec, batch, initial_state)
+    if with_torch:
+        contestants.update(torch_contestants(spec, batch, initial_state, float(loss0.item()), compile_too, result))
+    times: dict[str, list[float]] = {label: [] for label in contestants}
+    for prepare, step in contestants.values():
+        prepare()
+        timed(step, warmup, [])
     for _ in range(rounds):
-        set_blas_threads(threads)
-        timed(ours, steps, times["minitrain"])
-        for label, (threads_t, step) in runners.items():
-            torch.set_num_threads(threads_t)
+        for label, (prepare, step) in contestants.items():
+            prepare()
             timed(step, steps, times[label])
+    result["load_average_1min"] = round(os.getloadavg()[0], 2)
 
     tokens = batch_size * cfg["max_seq_len"]
     for label, ts in times.items():
         ms = float(np.median(ts)) * 1e3
         result[f"{label}_ms"] = round(ms, 3)
         result[f"{label}_tokens_per_s"] = round(tokens / ms * 1e3)
-    if runners:
-        best = min(runners, key=lambda label: result[f"{label}_ms"])
+    ours = result["minitrain_rule_ms"]
+    peers = [label for label in times if label.startswith("torch")]
+    if peers:
+        best = min(peers, key=lambda label: result[f"{label}_ms"])
         result["torch_best"] = best
-        result["ratio_minitrain_over_torch"] = round(result["minitrain_ms"] / result[f"{best}_ms"], 3)
-    result["steps_timed_each"] = len(times["minitrain"])
+        result["ratio_minitrain_over_torch"] = round(ours / result[f"{best}_ms"], 3)
+    fixed = [label for label in times if label.startswith("minitrain_") and label[-2:-1].isdigit()]
+    result["minitrain_best_fixed"] = min(fixed, key=lambda label: result[f"{label}_ms"])
+    result["ratio_over_floor_1t"] = round(ours / result["floor_1t_ms"], 3)
+    result["ratio_over_floor_best"] = round(ours / floor["ms_best"], 3)
+    result["steps_timed_each"] = rounds * steps
     return result
+
+
+@contextmanager
+def one_core_busy(busy: bool) -> Iterator[None]:
+    """With `busy`, a child process spins on one core for the duration of the block."""
+    if not busy:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", default="lab,scaled", help="comma-separated: lab, scaled")
     parser.add_argument("--quick", action="store_true", help="few steps: a smoke run, not a measurement")
+    parser.add_argument("--busy", action="store_true", help="hold one core with a spinning process while timing")
     parser.add_argument("--no-torch", action="store_true", help="time minitrain only")
+    parser.add_argument("--no-compile", action="store_true", help="PyTorch eager only (no torch.compile)")
     parser.add_argument("--rss-only", metavar="CONFIG", help=argparse.SUPPRESS)  # used by rss_alone()
     args = parser.parse_args(argv)
     if args.rss_only:
@@ -171,25 +247,31 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown config(s) {unknown}; choose from {list(CONFIGS)}")
     have_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
-    variants = [(1, False), (1, True), (2, False), (2, True)] if have_torch else []
     if not have_torch:
         print("torch is not importable: timing minitrain only", file=sys.stderr)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     rows = []
-    for name in names:
-        result = bench_config(name, CONFIGS[name], variants, args.quick)
-        print(json.dumps(result), flush=True)
-        rows.append(result)
-    header = f"{'config':8s} {'minitrain ms':>13s} {'tokens/s':>10s} {'torch best ms':>14s} {'ratio':>6s}"
-    print(f"\n{header}  torch variant")
+    with one_core_busy(args.busy):
+        for name in names:
+            result = {**bench_config(name, CONFIGS[name], have_torch, not args.no_compile, args.quick),
+                      "busy": args.busy}
+            print(json.dumps(result), flush=True)
+            rows.append(result)
+    print_table(rows)
+
+
+def print_table(rows: list[dict]) -> None:
+    """Every contestant's ms per step, by config, then the ratios."""
+    labels = [k[: -len("_ms")] for k in rows[0] if k.endswith("_ms") and k.startswith(("minitrain_", "torch"))]
+    print(f"\n{'ms per step' + (' (one core busy)' if rows[0]['busy'] else ''):32s}"
+          + "".join(f"{r['config']:>12s}" for r in rows))
+    for label in [*labels, "floor_1t", "floor_best"]:
+        print(f"{label:32s}" + "".join(f"{r.get(label + '_ms', float('nan')):12.2f}" for r in rows))
     for r in rows:
-        torch_ms = f"{r[r['torch_best'] + '_ms']:14.2f}" if "torch_best" in r else f"{'-':>14s}"
-        ratio = f"{r['ratio_minitrain_over_torch']:6.2f}" if "torch_best" in r else f"{'-':>6s}"
-        print(f"{r['config']:8s} {r['minitrain_ms']:13.2f} {r['minitrain_tokens_per_s']:10d} {torch_ms} {ratio}  "
-              f"{r.get('torch_best', '')}")  # fmt: skip
-    for r in rows:
-        print(f"{r['config']}: minitrain alone peak RSS {r['minitrain_peak_rss_mb']:.0f} MB, BLAS threads "
-              f"{r['blas_threads']}; first-loss difference to PyTorch {r.get('torch_first_loss_diff', '-')}")
+        torch_part = (f", {r['ratio_minitrain_over_torch']:.2f}x {r['torch_best']}" if "torch_best" in r else "")
+        print(f"{r['config']}: minitrain (rule, {r['blas_threads']} BLAS threads){torch_part}, "
+              f"{r['ratio_over_floor_1t']:.2f}x the 1-thread floor, {r['ratio_over_floor_best']:.2f}x the best-thread "
+              f"floor; best fixed count {r['minitrain_best_fixed']}; peak RSS {r['minitrain_peak_rss_mb']:.0f} MB; "
+              f"first-loss difference to PyTorch {r.get('torch_first_loss_diff', '-')}")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
         if x.requires_grad:
             x._accumulate((g_rows @ weight.data.T).reshape(x.shape))
         if weight.requires_grad:
-            weight._accumulate(rows.T @ g_rows)
+            weight._accumulate_product(rows.T, g_rows)
         if bias is not None and bias.requires_grad:
-            bias._accumulate(np.ones(len(g_rows), g_rows.dtype) @ g_rows)  # Σ_rows g, as a BLAS call: 3x sum()
+            bias._accumulate_product(np.ones(len(g_rows), g_rows.dtype), g_rows)  # Σ_rows g by BLAS: 3x sum()
 
     parents = (x, weight) if bias is None else (x, weight, bias)
     return Tensor._from_op(y.reshape(*x.shape[:-1], n_out), parents, backward)

@@ -29,8 +29,8 @@ from minitrain.table_results import table_validator
 from minitrain.tasks import LANGUAGE_MODELING, table_task
 
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
-# progress is shown, naming, tracking, the callbacks (they only watch), and the checkpoint cadence itself.
-_NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish", "callbacks")
+# progress is shown, naming, tracking, the callbacks (they only watch), the threads, and the checkpoint cadence.
+_NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish", "callbacks", "runtime")
 
 
 @dataclass

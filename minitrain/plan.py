@@ -14,7 +14,7 @@ from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.engine import step_gradients
 from minitrain.loop import evaluate
 from minitrain.parts import Parts, build_parts, parameter_counts, validator_for
-from minitrain.runtime import configure
+from minitrain.runtime import configure, get_blas_threads, set_blas_threads
 
 
 def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple[float, float]:
@@ -34,8 +34,17 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
 
 
 def configure_runtime(cfg: Config) -> dict[str, Any]:
-    """BLAS threads and allocator settings for this model size (minitrain.runtime); they change no number."""
-    return configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)
+    """BLAS threads and allocator settings (minitrain.runtime) as `runtime.threads` asks: `rule` by model size, a
+    fixed count, or `measure`, which starts from the rule's count until the thread choice (thread_choice.py) has
+    timed its first steps. Returns what is in force, for the manifest."""
+    settings = configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)
+    threads = cfg.runtime.threads
+    if isinstance(threads, int):
+        set_blas_threads(threads)
+        settings["blas_threads"] = get_blas_threads()
+    elif threads == "measure":
+        settings["blas_threads"] = "measure"
+    return settings
 
 
 def resolve_total_steps(cfg: Config, summary: DataSummary) -> int:

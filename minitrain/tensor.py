@@ -93,6 +93,19 @@ class Tensor:
         else:
             self.grad = self.grad + g
 
+    def _accumulate_product(self, a: np.ndarray, b: np.ndarray) -> None:
+        """grad += a @ b. When this is a leaf whose grad is an all-zero view into a flat gradient buffer (its first
+        gradient after zero_grad), the product is written straight into it: no temporary, no second pass. The
+        same bits: 0 + p = p for every p but −0, and BLAS never returns −0 (its sums start from +0, +0 + −0 = +0).
+        Only a leaf: an intermediate node's grad may be an array it shares with a sibling."""
+        if not self.requires_grad:
+            return
+        grad = self.grad
+        if self.is_leaf and grad is not None and grad.base is not None and grad.dtype == a.dtype and not grad.any():
+            np.matmul(a, b, out=grad)
+        else:
+            self._accumulate(a @ b)
+
     @property
     def is_leaf(self) -> bool:
         return self._backward is None

@@ -2,11 +2,13 @@
 given in Python, as the one CallbackList the loop hears (minitrain.run calls `watch_run`).
 
 Order matters only at the end: the callbacks of `callbacks:` first, then the Python ones, then the system
-monitor, then the tracker, so the tracker files the run away after everything else has logged.
+monitor, then the tracker, so the tracker files the run away after everything else has logged; with
+`runtime.threads: measure`, the thread choice (minitrain/thread_choice.py) last of all.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,6 +21,7 @@ from minitrain.config import Config, resolved_dict
 from minitrain.config.observing import CallbackEntry
 from minitrain.monitor.system import FILE as SYSTEM_FILE
 from minitrain.monitor.system import SystemMonitor
+from minitrain.thread_choice import MeasuredThreads, ThreadChooser
 from minitrain.tracking import Tracker, build_tracker, flatten
 
 SAMPLES_FILE = "samples.jsonl"
@@ -62,6 +65,8 @@ def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, mod
                                       fresh=resume_step is None))
     if tracker is not None:
         watchers.append(tracker)
+    if cfg.runtime.threads == "measure":  # last, so the other watchers' checkpoint states keep their places
+        watchers.append(MeasuredThreads(ThreadChooser(announce=lambda m: print(m, file=sys.stderr, flush=True))))
     if not watchers:
         return None
     watch = CallbackList(watchers, run_dir)

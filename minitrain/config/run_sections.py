@@ -1,6 +1,6 @@
 """The sections about a run rather than what it trains: how it is watched (`monitoring:` progress and alerts),
-where its files go (`output:`) and where it is published (`publish:`). None of them enters the training config
-hash (minitrain/run.py), so a resume may change them."""
+where its files go (`output:`), where it is published (`publish:`) and how the process runs (`runtime:`). None
+of them enters the training config hash (minitrain/parts.py), so a resume may change them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 from minitrain.config.fields import AlertRule, RepoId
 from minitrain.config.observing import MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
 from minitrain.config.problems import UNION_TAGS
-from minitrain.config.section import Section
+from minitrain.config.section import PositiveInt, Section
 from minitrain.monitor.alerts import Alert, parse_alert
 
 
@@ -78,3 +78,13 @@ class PublishConfig(Section):
     repo: RepoId = Field(description="user/name on the Hub")
     private: bool = False
     merge_adapters: bool = Field(False, description="a LoRA run: publish the base with the adapters merged in")
+
+
+class RuntimeConfig(Section):
+    """How the process computes, not what: BLAS threads. `rule` (the default) picks them from the model's size
+    (minitrain/runtime.py); a number fixes them; `measure` times a few training steps on each count and measures
+    again when the step time drifts (minitrain/thread_choice.py). Thread counts change a product's last bits, so
+    `measure` makes a run's numbers depend on the machine's load: its logs and weights are not byte-reproducible."""
+
+    threads: Literal["rule", "measure"] | PositiveInt = Field(
+        "rule", description="rule (by model size), measure (timed steps, not byte-reproducible) or a count")

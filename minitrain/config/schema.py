@@ -31,7 +31,7 @@ from minitrain.architectures import MODELS, model_keys
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
 from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
-from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig
+from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig, RuntimeConfig
 from minitrain.config.section import Metric, PositiveInt, Section, fill_defaults
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_sections import (
@@ -353,6 +353,7 @@ class Config(Section):
     quantize: QuantizeConfig = Field(default_factory=QuantizeConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     publish: PublishConfig | None = None
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     callbacks: list[CallbackEntry] = Field(default_factory=list, description="config/observing.py")
 
     # Where the config came from (file, text, --set list, line numbers); set by the loader.
@@ -477,4 +478,5 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("output", "metrics"): MetricsOutput().model_dump(mode="json"),
     ("output", "report"): ReportOutput().model_dump(mode="json"),
     ("callbacks",): [],
+    ("runtime",): RuntimeConfig().model_dump(mode="json"),
 }
