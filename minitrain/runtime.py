@@ -3,8 +3,10 @@
     from minitrain.runtime import configure
     settings = configure(d_model=64, rows=8 * 32)     # before the first step; returns what it set
 
-Both settings make the lab-01 step faster without changing a single number it computes (measurements in
-docs/performance.md):
+Both settings make the lab-01 step faster (measurements in docs/performance.md). The allocator setting changes
+no number; the BLAS thread count can change the last bits of a product (OpenBLAS splits the sum differently),
+so by default a run's thread count follows from its config alone and the same config gives the same bytes;
+`runtime.threads: measure` (minitrain/thread_choice.py) trades that for speed on a busy machine:
 
 - **BLAS threads.** At the course's sizes one matrix product takes a few microseconds, less than it costs to wake
   a second thread and hand it half the work, and on a shared machine the second core is often busy anyway: the

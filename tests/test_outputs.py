@@ -41,7 +41,8 @@ def test_metrics_in_json_and_parquet_hold_the_csv_table_and_include_picks_column
     assert table.to_pylist() == [{"step": int(r["step"]), "loss": r["loss"], "val_ppl": r["val_ppl"]} for r in full]
     assert len(csv_table((run / "metrics.csv").read_text())[0]) == 6  # metrics.csv keeps every column
 
-    train_tiny(config, run, ["output.metrics.include=[learning_rate]"], overwrite=True)  # format csv: include applies to it
+    # format csv: include applies to it
+    train_tiny(config, run, ["output.metrics.include=[learning_rate]"], overwrite=True)
     assert (run / "metrics.csv").read_text().splitlines()[0] == "step,lr"
     assert select_columns(["step", "loss", "grad_norm/a", "grad_norm/b"], ["grad_norm/*"]) == [
         "step", "grad_norm/a", "grad_norm/b"]
