@@ -234,9 +234,11 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path)
         """))
     process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = tmp_path / "s" / "trials" / "000-lr_max=0.001" / "train_log.jsonl"
+    # Both workers training (a worker's first run may still be compiling kernels when the other has logged).
+    logs = [tmp_path / "s" / "trials" / name / "train_log.jsonl" for name in ("000-lr_max=0.001", "001-lr_max=0.002")]
     deadline = time.monotonic() + 120
-    while not (first.is_file() and len(first.read_text().splitlines()) >= 10) and time.monotonic() < deadline:
+    while not all(log.is_file() and len(log.read_text().splitlines()) >= 10 for log in logs) and (
+            time.monotonic() < deadline):
         time.sleep(0.1)
     process.send_signal(signal.SIGINT)  # the driver only, as `kill -INT`; a terminal's Ctrl-C reaches all
     _, err = process.communicate(timeout=120)
