@@ -23,8 +23,8 @@ B, T, C, H, V, FF = 8, 32, 64, 4, 64, 256  # the lab-01 config, batch 8
 N_PARAMS = 106_240  # the lab-01 model's parameters: one flat buffer for AdamW and the gradient norm
 
 
-def median_seconds(fn, repeats: int = 300) -> float:
-    for _ in range(10):
+def median_seconds(fn, repeats: int = 300, warmup: int = 10) -> float:
+    for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):

@@ -11,9 +11,8 @@ Times are medians over many calls after warm-up, at the lab-01 model's shapes; n
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
+from bench_kernels import median_seconds as kernel_median_seconds  # beside this file (run as a script)
 
 from minitrain.quant.blockwise import BLOCK_SIZE, CODE_BOOKS, quantize_4bit
 from minitrain.quant.packing import unpack_bits
@@ -21,15 +20,8 @@ from minitrain.quant.packing import unpack_bits
 SHAPES = {"c_attn": (64, 192), "attn.c_proj": (64, 64), "mlp.c_fc": (64, 256), "mlp.c_proj": (256, 64)}
 
 
-def median_seconds(fn, repeats: int = 500) -> float:
-    for _ in range(20):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+def median_seconds(fn) -> float:
+    return kernel_median_seconds(fn, repeats=500, warmup=20)
 
 
 def unpack_and_index(q) -> np.ndarray:
