@@ -216,6 +216,12 @@ def pyplot() -> Any:
     return plt
 
 
+def baseline_line(ax: Any, baseline_ppl: float) -> None:
+    """The n-gram baseline's val PPL as a dashed horizontal line, labelled with its value."""
+    ax.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
+               label=f"n-gram baseline val ({baseline_ppl:.2f})")
+
+
 def log_axis(ax: Any) -> None:
     """A log-scaled y axis labelled 2, 3, 5, 10 rather than 2×10⁰."""
     from matplotlib.ticker import FuncFormatter
@@ -249,8 +255,7 @@ def plot_loss_curve(
         ax.plot([e["step"] for e in val], [e["val_ppl"] for e in val],
                 color="tab:orange", linewidth=2, marker="o", markersize=3, label="val (held-out verbs)")
     if baseline_ppl is not None:
-        ax.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
-                   label=f"n-gram baseline val ({baseline_ppl:.2f})")
+        baseline_line(ax, baseline_ppl)
     log_axis(ax)
     ax.set_xlabel("step (optimizer updates)")
     ax.set_ylabel("perplexity per counted token (log scale)")

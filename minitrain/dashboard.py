@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from minitrain.artifacts import log_axis, pyplot, save_figure
+from minitrain.artifacts import baseline_line, log_axis, pyplot, save_figure
 from minitrain.monitor.curves import moving_average, overfitting_onset, train_val_gap
 
 SMOOTHING_WINDOW = 10  # logged train rows averaged into the smoothed train curve (10 rows = 100 steps in lab 01)
@@ -55,8 +55,7 @@ def plot_dashboard(
                 ax.axvline(onset, color="tab:red", linestyle=":", linewidth=1.2)
             ppl.plot([], [], color="tab:red", linestyle=":", label=f"val stops improving (step {onset})")
     if baseline_ppl is not None:
-        ppl.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
-                    label=f"n-gram baseline val ({baseline_ppl:.2f})")
+        baseline_line(ppl, baseline_ppl)
     log_axis(ppl)
     ppl.set_ylabel("perplexity (log scale)")
     ppl.set_title("Training dashboard")
