@@ -95,8 +95,9 @@ class Tensor:
 
     def _accumulate_product(self, a: np.ndarray, b: np.ndarray) -> None:
         """grad += a @ b. When this is a leaf whose grad is an all-zero view into a flat gradient buffer (its first
-        gradient after zero_grad), the product is written straight into it: no temporary, no second pass. The
-        same bits: 0 + p = p for every p but −0, and BLAS never returns −0 (its sums start from +0, +0 + −0 = +0).
+        gradient after zero_grad), the product is written straight into it: no temporary, and a read-only zero
+        check (`any()`) instead of the add's read-and-write pass. The same bits: 0 + p = p for every p but −0,
+        and BLAS never returns −0 (its sums start from +0, +0 + −0 = +0).
         Only a leaf: an intermediate node's grad may be an array it shares with a sibling."""
         if not self.requires_grad:
             return
