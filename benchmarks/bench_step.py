@@ -1,5 +1,5 @@
 """Benchmark: one full training step of MiniGPT (forward, backward, clip, AdamW): minitrain at each thread
-setting, against PyTorch eager and torch.compile, and against the FLOP floor at the step's shapes.
+setting, against PyTorch eager, torch.compile and JAX jit, and against the FLOP floor at the step's shapes.
 
     python benchmarks/bench_step.py                   # lab-01 and scaled configs; one JSON line per config
     python benchmarks/bench_step.py --configs lab     # only the lab-01 config
@@ -13,18 +13,21 @@ their last characters, so the padding mask and the loss mask are exercised.
 
 Contestants. minitrain with BLAS threads chosen by the size rule (`rule`, the default), fixed at each count
 (`1t`, `2t`, ...), and chosen by timing (`measure`: minitrain/thread_choice.py's ThreadChooser, which has made its
-first decision during the warm-up and keeps watching). PyTorch, when importable (never a dependency): eager on
-1 and 2 threads, each with its default AdamW and with `fused=True`, and torch.compile (fused AdamW, 1 and 2
-threads) unless --no-compile.
+first decision during the warm-up and keeps watching). The peers, each only when importable (never a
+dependency; --no-torch, --no-jax leave one out): PyTorch eager on 1 and 2 threads, each with its default AdamW
+and with `fused=True`, and torch.compile (fused AdamW, 1 and 2 threads) unless --no-compile; JAX, the whole step
+under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned to 1 core and in one on every core.
 
-Timing: warm-up steps first (numba compiles or loads its cache, torch.compile compiles, the allocator settles),
-then rounds. In each round every contestant runs `steps` steps, in the same process, one after the other, so
-background load (the machine may be shared) hits all of them alike. Reported: the median step time over all
-rounds, tokens/s (B·T positions per step, padding included), and ratios of minitrain (rule) to the fastest
-PyTorch variant and to the floor (benchmarks/step_floor.py: the step's matrix products timed one by one, on
+Timing: warm-up steps first (numba compiles or loads its cache, torch.compile and XLA compile, the allocator
+settles), then rounds. In each round every contestant runs `steps` steps, one after the other, so background
+load (the machine may be shared) hits all of them alike. Each block starts with a quarter as many settling
+steps, not timed: after a block on 2 threads, OpenBLAS's idle worker keeps spinning for tens of milliseconds,
+and with one core busy it slowed the next contestant's first ten lab steps by 40 %. Reported: the median step
+time over all rounds, tokens/s (B·T positions per step, padding included), and ratios of minitrain (rule) to
+the fastest peer and to the floor (benchmarks/step_floor.py: the step's matrix products timed one by one, on
 1 thread and at the best count per product). With --busy a process spinning on one core runs the whole time
 (it is started before the warm-up and killed at the end). minitrain's peak RSS is measured in a separate process
-without torch; the 1-minute load average is printed too.
+without the peers; the 1-minute load average is printed too.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -90,11 +94,19 @@ def minitrain_step_fn(model: MiniGPT, batch: dict[str, np.ndarray]) -> Callable[
     return step
 
 
-def timed(step: Callable[[], object], n: int, out: list[float]) -> None:
+def timed(step: Callable[[], object], n: int) -> list[float]:
+    """Wall times of `n` calls of `step`."""
+    times = []
     for _ in range(n):
         start = time.perf_counter()
         step()
-        out.append(time.perf_counter() - start)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def blocks_of(step: Callable[[], object]) -> Callable[[int], list[float]]:
+    """A contestant's runner: `run(n)` runs n steps and returns their wall times."""
+    return lambda n: timed(step, n)
 
 
 def rss_alone(name: str) -> float:
@@ -109,19 +121,19 @@ def print_rss_alone(name: str) -> None:
     cfg = spec["model"]
     batch = synthetic_batch(spec["batch"], cfg["max_seq_len"], cfg["vocab_size"])
     configure(cfg["d_model"], spec["batch"] * cfg["max_seq_len"])
-    timed(minitrain_step_fn(MiniGPT(**cfg, rng=0), batch), 5, [])
+    timed(minitrain_step_fn(MiniGPT(**cfg, rng=0), batch), 5)
     print(peak_rss_mb())  # MiB, from VmHWM: the parent's peak is not carried over
 
 
 def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[str, tuple[Callable, Callable]]:
-    """label -> (prepare, step): `prepare()` sets the thread count before each block of steps."""
+    """label -> (prepare, run): `prepare()` sets the thread count before each block of steps, `run(n)` runs n."""
     cfg = spec["model"]
     rule = blas_threads_for(cfg["d_model"], spec["batch"] * cfg["max_seq_len"])
 
-    def fresh_step() -> Callable[[], object]:
+    def fresh_step() -> Callable[[int], list[float]]:
         model = MiniGPT(**cfg, rng=0)
         model.load_state_dict(initial_state)
-        return minitrain_step_fn(model, batch)
+        return blocks_of(minitrain_step_fn(model, batch))
 
     contestants = {"minitrain_rule": (lambda: set_blas_threads(rule), fresh_step())}
     for n in range(1, (os.cpu_count() or 1) + 1):
@@ -133,7 +145,9 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
         set_blas_threads(n)
 
     chooser = ThreadChooser(set_threads=apply, announce=lambda m: print(m, file=sys.stderr, flush=True))
-    inner = fresh_step()
+    model = MiniGPT(**cfg, rng=0)
+    model.load_state_dict(initial_state)
+    inner = minitrain_step_fn(model, batch)
 
     def measured_step() -> object:
         start = time.perf_counter()
@@ -141,7 +155,7 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
         chooser.observe(time.perf_counter() - start)
         return loss
 
-    contestants["minitrain_measure"] = (lambda: set_blas_threads(applied[0]), measured_step)
+    contestants["minitrain_measure"] = (lambda: set_blas_threads(applied[0]), blocks_of(measured_step))
     contestants["minitrain_measure"][0]()
     while not chooser.decisions:  # the first trial belongs to the warm-up
         measured_step()
@@ -167,11 +181,48 @@ def torch_contestants(spec: dict, batch: dict, initial_state: dict, loss0: float
         step = torch_step_fn(runner, make_optimizer(tmodel, fused, **adamw), batch, CLIP)
         label = ("torch_compile" if compiled else "torch") + f"_{threads}t" + ("_fused" if fused and not compiled
                                                                                else "")  # fmt: skip
-        contestants[label] = (lambda threads=threads: torch.set_num_threads(threads), step)
+        contestants[label] = (lambda threads=threads: torch.set_num_threads(threads), blocks_of(step))
     return contestants
 
 
-def bench_config(name: str, spec: dict, with_torch: bool, compile_too: bool, quick: bool) -> dict:
+@contextmanager
+def jax_contestants(name: str, initial_state: dict, loss0: float,
+                    result: dict) -> Iterator[dict[str, tuple[Callable, Callable]]]:
+    """JAX jit on 1 core and on every core: XLA cannot change its thread count inside a process, so each is a
+    child process (benchmarks/jax_minigpt.py) pinned to its cores and driven block by block over a pipe."""
+    from safetensors.numpy import save_file
+
+    cores = sorted(os.sched_getaffinity(0))
+    children: dict[str, subprocess.Popen] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        state_path = os.path.join(folder, "initial.safetensors")
+        save_file(initial_state, state_path)
+        try:
+            for count in sorted({1, len(cores)}):
+                script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_minigpt.py")
+                command = [sys.executable, script, "--config", name, "--state", state_path,
+                           "--cores", ",".join(map(str, cores[:count]))]  # fmt: skip
+                children[f"jax_jit_{count}core"] = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                                                    stdout=subprocess.PIPE, text=True)  # fmt: skip
+            for child in children.values():  # compiled and warm: "ready <first loss>"
+                result["jax_first_loss_diff"] = abs(float(child.stdout.readline().split()[1]) - loss0)
+
+            def run_on(child: subprocess.Popen) -> Callable[[int], list[float]]:
+                def run(n: int) -> list[float]:
+                    child.stdin.write(f"{n}\n")
+                    child.stdin.flush()
+                    return json.loads(child.stdout.readline())
+
+                return run
+
+            yield {label: (lambda: None, run_on(child)) for label, child in children.items()}
+        finally:
+            for child in children.values():
+                child.kill()
+                child.wait()
+
+
+def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quick: bool) -> dict:
     cfg, batch_size = spec["model"], spec["batch"]
     warmup, rounds, steps = (2, 3, max(2, spec["steps"] // 4)) if quick else (spec["warmup"], spec["rounds"],
                                                                               spec["steps"])  # fmt: skip
@@ -185,16 +236,19 @@ def bench_config(name: str, spec: dict, with_torch: bool, compile_too: bool, qui
     result.update(gflop_per_step=floor["gflop"], **{f"floor_{n}t_ms": ms for n, ms in floor["ms_by_threads"].items()},
                   floor_best_ms=floor["ms_best"])  # fmt: skip
     contestants = minitrain_contestants(spec, batch, initial_state)
-    if with_torch:
+    if "torch" in peers:
         contestants.update(torch_contestants(spec, batch, initial_state, float(loss0.item()), compile_too, result))
-    times: dict[str, list[float]] = {label: [] for label in contestants}
-    for prepare, step in contestants.values():
-        prepare()
-        timed(step, warmup, [])
-    for _ in range(rounds):
-        for label, (prepare, step) in contestants.items():
+    with jax_contestants(name, initial_state, float(loss0.item()), result) if "jax" in peers else nullcontext({}) as jx:
+        contestants.update(jx)
+        times: dict[str, list[float]] = {label: [] for label in contestants}
+        for prepare, run in contestants.values():
             prepare()
-            timed(step, steps, times[label])
+            run(warmup)
+        for _ in range(rounds):
+            for label, (prepare, run) in contestants.items():
+                prepare()
+                run(max(1, steps // 4))  # settling, not timed: see the module docstring
+                times[label] += run(steps)
     result["load_average_1min"] = round(os.getloadavg()[0], 2)
 
     tokens = batch_size * cfg["max_seq_len"]
@@ -203,11 +257,11 @@ def bench_config(name: str, spec: dict, with_torch: bool, compile_too: bool, qui
         result[f"{label}_ms"] = round(ms, 3)
         result[f"{label}_tokens_per_s"] = round(tokens / ms * 1e3)
     ours = result["minitrain_rule_ms"]
-    peers = [label for label in times if label.startswith("torch")]
+    peers = [label for label in times if label.startswith(("torch", "jax"))]
     if peers:
         best = min(peers, key=lambda label: result[f"{label}_ms"])
-        result["torch_best"] = best
-        result["ratio_minitrain_over_torch"] = round(ours / result[f"{best}_ms"], 3)
+        result["peer_best"] = best
+        result["ratio_minitrain_over_peer"] = round(ours / result[f"{best}_ms"], 3)
     fixed = [label for label in times if label.startswith("minitrain_") and label[-2:-1].isdigit()]
     result["minitrain_best_fixed"] = min(fixed, key=lambda label: result[f"{label}_ms"])
     result["ratio_over_floor_1t"] = round(ours / result["floor_1t_ms"], 3)
@@ -235,7 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--configs", default="lab,scaled", help="comma-separated: lab, scaled")
     parser.add_argument("--quick", action="store_true", help="few steps: a smoke run, not a measurement")
     parser.add_argument("--busy", action="store_true", help="hold one core with a spinning process while timing")
-    parser.add_argument("--no-torch", action="store_true", help="time minitrain only")
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    parser.add_argument("--no-jax", action="store_true", help="leave JAX out")
     parser.add_argument("--no-compile", action="store_true", help="PyTorch eager only (no torch.compile)")
     parser.add_argument("--rss-only", metavar="CONFIG", help=argparse.SUPPRESS)  # used by rss_alone()
     args = parser.parse_args(argv)
@@ -246,13 +301,14 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
         parser.error(f"unknown config(s) {unknown}; choose from {list(CONFIGS)}")
-    have_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
-    if not have_torch:
-        print("torch is not importable: timing minitrain only", file=sys.stderr)
+    peers = {peer for peer, left_out in (("torch", args.no_torch), ("jax", args.no_jax))
+             if not left_out and importlib.util.find_spec(peer) is not None}  # fmt: skip
+    for peer in {"torch", "jax"} - peers:
+        print(f"{peer}: left out (not importable, or --no-{peer})", file=sys.stderr)
     rows = []
     with one_core_busy(args.busy):
         for name in names:
-            result = {**bench_config(name, CONFIGS[name], have_torch, not args.no_compile, args.quick),
+            result = {**bench_config(name, CONFIGS[name], peers, not args.no_compile, args.quick),
                       "busy": args.busy}
             print(json.dumps(result), flush=True)
             rows.append(result)
@@ -261,17 +317,18 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_table(rows: list[dict]) -> None:
     """Every contestant's ms per step, by config, then the ratios."""
-    labels = [k[: -len("_ms")] for k in rows[0] if k.endswith("_ms") and k.startswith(("minitrain_", "torch"))]
+    labels = [k[: -len("_ms")] for k in rows[0] if k.endswith("_ms") and k.startswith(("minitrain_", "torch", "jax"))]
     print(f"\n{'ms per step' + (' (one core busy)' if rows[0]['busy'] else ''):32s}"
           + "".join(f"{r['config']:>12s}" for r in rows))
     for label in [*labels, "floor_1t", "floor_best"]:
         print(f"{label:32s}" + "".join(f"{r.get(label + '_ms', float('nan')):12.2f}" for r in rows))
     for r in rows:
-        torch_part = (f", {r['ratio_minitrain_over_torch']:.2f}x {r['torch_best']}" if "torch_best" in r else "")
-        print(f"{r['config']}: minitrain (rule, {r['blas_threads']} BLAS threads){torch_part}, "
+        peer_part = (f", {r['ratio_minitrain_over_peer']:.2f}x {r['peer_best']}" if "peer_best" in r else "")
+        print(f"{r['config']}: minitrain (rule, {r['blas_threads']} BLAS threads){peer_part}, "
               f"{r['ratio_over_floor_1t']:.2f}x the 1-thread floor, {r['ratio_over_floor_best']:.2f}x the best-thread "
               f"floor; best fixed count {r['minitrain_best_fixed']}; peak RSS {r['minitrain_peak_rss_mb']:.0f} MB; "
-              f"first-loss difference to PyTorch {r.get('torch_first_loss_diff', '-')}")
+              f"first-loss difference to PyTorch {r.get('torch_first_loss_diff', '-')}, to JAX "
+              f"{r.get('jax_first_loss_diff', '-')}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ scaled config: 1.5-1.8 s instead of 0.8-0.9 s on 1 thread). `ThreadChooser` meas
 
 - **Trial.** Each candidate count (1 .. cpu_count) runs `trial_steps` consecutive training steps, in `rounds`
   alternating rounds (1, 2, 1, 2, ...), so a load change during the trial hits every candidate. The first step
-  after each switch is not counted (the BLAS workers are waking up). The choice is the candidate with the
-  smallest median step time.
+  after each switch is not counted (the BLAS workers are waking up). A candidate whose median is already more
+  than `give_up` times the best one's is not given its later blocks: on a busy machine the wrong count can be
+  2-3× slower, and its steps are what a trial costs. The choice is the candidate with the smallest median.
 - **Watch.** Afterwards the median of the last `window` steps is compared with the chosen candidate's median in
   the trial; when it has moved by more than `drift` (relative, either way: a process started or stopped), the
   trial runs again. A trial that keeps the same count doubles the window (up to `max_window`), so a machine whose
@@ -53,16 +54,17 @@ class ThreadChooser:
         window: int = 20,
         max_window: int = 320,
         drift: float = 0.3,
+        give_up: float = 1.5,
         set_threads: Callable[[int], Any] = set_blas_threads,
         announce: Callable[[str], Any] = print,
     ) -> None:
         self.candidates = list(candidates or range(1, (os.cpu_count() or 1) + 1))
         if not self.candidates or min(self.candidates) < 1:
             raise ValueError(f"ThreadChooser: candidates must be thread counts >= 1, got {self.candidates}")
-        if trial_steps < 2 or rounds < 1 or not 1 <= window <= max_window or drift <= 0:
-            raise ValueError("ThreadChooser: need trial_steps >= 2, rounds >= 1, 1 <= window <= max_window and "
-                             "drift > 0")
-        self.trial_steps, self.rounds, self.drift = trial_steps, rounds, drift
+        if trial_steps < 2 or rounds < 1 or not 1 <= window <= max_window or drift <= 0 or give_up <= 1:
+            raise ValueError("ThreadChooser: need trial_steps >= 2, rounds >= 1, 1 <= window <= max_window, "
+                             "drift > 0 and give_up > 1")
+        self.trial_steps, self.rounds, self.drift, self.give_up = trial_steps, rounds, drift, give_up
         self.window, self._first_window, self._max_window = window, window, max_window
         self._set_threads, self._announce = set_threads, announce
         self.decisions: list[dict[str, Any]] = []
@@ -70,24 +72,35 @@ class ThreadChooser:
         self._steps_seen = 0
         self._start_trial()
 
-    # A trial is a queue of (candidate, step index within its block); the first step of a block is not counted.
+    # A trial is a queue of blocks, one candidate each, run `trial_steps` steps at a time; the first step of a
+    # block is not counted.
     def _start_trial(self) -> None:
-        self._plan = deque((n, i) for _ in range(self.rounds) for n in self.candidates for i in range(self.trial_steps))
+        self._blocks = deque(n for _ in range(self.rounds) for n in self.candidates)
         self._trial_times: dict[int, list[float]] = {n: [] for n in self.candidates}
-        self._set_threads(self._plan[0][0])
+        self._block_step = 0
+        self._set_threads(self._blocks[0])
+
+    def _clearly_slower(self, n: int) -> bool:
+        medians = {m: statistics.median(t) for m, t in self._trial_times.items() if t}
+        return n in medians and medians[n] > self.give_up * min(medians.values())
 
     def observe(self, seconds: float) -> None:
         """Record the step just run (on the thread count set before it) and set the count for the next one."""
         self._steps_seen += 1
-        if self._plan:
-            n, index = self._plan.popleft()
-            if index > 0:
+        if self._blocks:
+            n = self._blocks[0]
+            if self._block_step > 0:
                 self._trial_times[n].append(seconds)
-            if self._plan:
-                if self._plan[0][0] != n:
-                    self._set_threads(self._plan[0][0])
-            else:
-                self._decide()
+            self._block_step += 1
+            if self._block_step == self.trial_steps:
+                self._blocks.popleft()
+                while self._blocks and self._clearly_slower(self._blocks[0]):
+                    self._blocks.popleft()
+                self._block_step = 0
+                if not self._blocks:
+                    self._decide()
+                elif self._blocks[0] != n:
+                    self._set_threads(self._blocks[0])
             return
         self._recent.append(seconds)
         if len(self._recent) == self.window:

@@ -48,6 +48,16 @@ def test_the_trial_alternates_candidates_and_picks_the_fastest():
     assert machine.messages == ["threads: measured 1 → 3.0 ms, 2 → 2.5 ms per step; using 2 BLAS thread(s)"]
 
 
+def test_a_clearly_slower_candidate_gets_no_more_blocks():
+    machine = FakeMachine({1: 3.0, 2: 9.0})  # 2 threads with one core busy: 3x slower
+    chooser = machine.chooser(trial_steps=3, rounds=3, give_up=1.5)
+    used = machine.run(chooser, 12)
+    assert used == [1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1]  # rounds 2 and 3 skip 2 threads: 6 steps saved
+    assert chooser.decisions == [{"step": 12, "threads": 1, "ms": {1: 3.0, 2: 9.0}}]
+    close = FakeMachine({1: 3.0, 2: 4.0})  # 1.33x: inside give_up, both candidates run every round
+    assert close.run(close.chooser(trial_steps=2, rounds=2, give_up=1.5), 8) == [1, 1, 2, 2, 1, 1, 2, 2]
+
+
 def test_the_first_step_after_a_switch_is_not_counted():
     machine = FakeMachine({1: 3.0, 2: 2.5})
     chooser = machine.chooser(trial_steps=2, rounds=1)
@@ -98,7 +108,7 @@ def test_small_changes_do_not_start_a_trial():
 
 
 @pytest.mark.parametrize("options", [dict(trial_steps=1), dict(rounds=0), dict(window=0), dict(drift=0.0),
-                                     dict(window=30, max_window=20)])
+                                     dict(window=30, max_window=20), dict(give_up=1.0)])
 def test_bad_settings_are_refused(options):
     with pytest.raises(ValueError):
         ThreadChooser([1, 2], **options)
