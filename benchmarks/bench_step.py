@@ -20,9 +20,10 @@ under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned to 1 co
 
 Timing: warm-up steps first (numba compiles or loads its cache, torch.compile and XLA compile, the allocator
 settles), then rounds. In each round every contestant runs `steps` steps, one after the other, so background
-load (the machine may be shared) hits all of them alike. Each block starts with a quarter as many settling
-steps, not timed: after a block on 2 threads, OpenBLAS's idle worker keeps spinning for tens of milliseconds,
-and with one core busy it slowed the next contestant's first ten lab steps by 40 %. Reported: the median step
+load (the machine may be shared) hits all of them alike. Before each block there is a pause of PAUSE_S and a
+quarter as many settling steps, not timed: the previous contestant's idle workers (OpenBLAS's, OpenMP's in
+PyTorch, XLA's) keep spinning for a while after their last product, and with one core busy a 2-thread block
+slowed the next contestant's first ten lab steps by 40 %. Reported: the median step
 time over all rounds, tokens/s (B·T positions per step, padding included), and ratios of minitrain (rule) to
 the fastest peer and to the floor (benchmarks/step_floor.py: the step's matrix products timed one by one, on
 1 thread and at the best count per product). With --busy a process spinning on one core runs the whole time
@@ -61,6 +62,7 @@ CONFIGS = {
     "scaled": dict(model=dict(n_layer=6, n_head=8, d_model=256, d_ff=1024, vocab_size=64, max_seq_len=128),
                    batch=16, warmup=3, rounds=5, steps=3),
 }  # fmt: skip
+PAUSE_S = 0.3
 ADAMW = dict(lr=3e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 CLIP = 1.0
 
@@ -246,8 +248,9 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
             run(warmup)
         for _ in range(rounds):
             for label, (prepare, run) in contestants.items():
+                time.sleep(PAUSE_S)  # the last contestant's idle workers stop spinning: see the module docstring
                 prepare()
-                run(max(1, steps // 4))  # settling, not timed: see the module docstring
+                run(max(1, steps // 4))  # settling, not timed
                 times[label] += run(steps)
     result["load_average_1min"] = round(os.getloadavg()[0], 2)
 
