@@ -8,7 +8,7 @@ RUN_DIR ?= runs/lab01-$(shell date +%Y%m%d-%H%M%S)
 # More flags for `make train`, e.g. TRAIN_ARGS='--set optimizer.lr_max=1.5e-4'. With MINITRAIN_LAB_DIR=DIR set,
 # `make train` trains with a lab workspace's files (minitrain/seam.py).
 TRAIN_ARGS ?=
-# The step benchmark compares with PyTorch eager when its Python can import torch (never a dependency):
+# The step benchmark compares with PyTorch and JAX when its Python can import them (never dependencies):
 #   make bench BENCH_PYTHON=/path/to/venv-with-torch/bin/python   (docs/performance.md)
 BENCH_PYTHON ?= $(BIN)/python
 
