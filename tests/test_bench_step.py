@@ -1,0 +1,33 @@
+"""benchmarks/bench_step.py runs and reports what docs/performance.md reads from it. No timing is asserted (speed
+is measured by the benchmark, never by a test): the run is --quick, minitrain only, and the checks are on the
+report's shape and on relations that hold at any speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_step_benchmark_reports_every_setting_and_the_floor():
+    command = [sys.executable, str(REPO / "benchmarks" / "bench_step.py"), "--quick", "--configs", "lab",
+               "--no-torch", "--no-jax"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout.splitlines()[0])
+    labels = ["minitrain_rule", "minitrain_1t", "minitrain_measure"]
+    assert all(row[f"{label}_ms"] > 0 for label in labels)
+    assert row["minitrain_best_fixed"].startswith("minitrain_") and row["minitrain_best_fixed"] != "minitrain_rule"
+    assert "peer_best" not in row  # no peer was asked for
+    assert row["floor_best_ms"] <= row["floor_1t_ms"]  # the best count per product includes 1 thread
+    assert row["ratio_over_floor_1t"] == pytest.approx(row["minitrain_rule_ms"] / row["floor_1t_ms"], abs=1e-3)
+    assert row["steps_timed_each"] == 3 * 10  # --quick: 3 rounds of 40 // 4 steps
+    assert "threads: measured 1 →" in done.stderr  # the measured choice decided during the warm-up
+    assert "torch: left out" in done.stderr and "jax: left out" in done.stderr
+    assert "ms per step" in done.stdout and "lab: minitrain (rule," in done.stdout
