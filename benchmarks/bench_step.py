@@ -5,6 +5,7 @@ setting, against PyTorch eager, torch.compile and JAX jit, and against the FLOP 
     python benchmarks/bench_step.py --configs lab     # only the lab-01 config
     python benchmarks/bench_step.py --busy            # the same with one core held by a spinning process
     python benchmarks/bench_step.py --quick           # fewer steps (a smoke run, numbers are rough)
+    python benchmarks/bench_step.py --against DIR     # also the same step with the minitrain checkout in DIR
 
 A step is what the training loop does per batch: zero the gradients, forward with the loss, backward, clip the
 global gradient norm to 1.0, AdamW (the lab's settings: lr 3e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on
@@ -17,6 +18,8 @@ first decision during the warm-up and keeps watching). The peers, each only when
 dependency; --no-torch, --no-jax leave one out): PyTorch eager on 1 and 2 threads, each with its default AdamW
 and with `fused=True`, and torch.compile (fused AdamW, 1 and 2 threads) unless --no-compile; JAX, the whole step
 under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned to 1 core and in one on every core.
+With --against, minitrain's step once more with another checkout's code and that checkout's thread rule
+(`against_rule`, a child process running benchmarks/checkout_step.py): before and after a change, in one run.
 
 Timing: warm-up steps first (numba compiles or loads its cache, torch.compile and XLA compile, the allocator
 settles), then rounds. In each round every contestant runs `steps` steps, one after the other, so background
@@ -42,58 +45,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
+from safetensors.numpy import save_file
 
 from minitrain.artifacts import peak_rss_mb
-from minitrain.clip import clip_grad_norm_
 from minitrain.model import MiniGPT
-from minitrain.optim import AdamW
 from minitrain.runtime import blas_threads_for, configure, set_blas_threads
 from minitrain.thread_choice import ThreadChooser
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from step_floor import step_floor  # beside this file, hence the path above
+from step_setup import ADAMW, CLIP, CONFIGS, minitrain_step_fn, synthetic_batch
 
-CONFIGS = {
-    "lab": dict(model=dict(n_layer=2, n_head=4, d_model=64, d_ff=256, vocab_size=64, max_seq_len=32), batch=8,
-                warmup=30, rounds=12, steps=40),
-    "scaled": dict(model=dict(n_layer=6, n_head=8, d_model=256, d_ff=1024, vocab_size=64, max_seq_len=128),
-                   batch=16, warmup=3, rounds=5, steps=3),
-}  # fmt: skip
 PAUSE_S = 0.3
-ADAMW = dict(lr=3e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
-CLIP = 1.0
-
-
-def synthetic_batch(batch: int, time_steps: int, vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Right-padded lines of random length (half to all of T), ids in [3, V); the loss on each line's last third."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(time_steps // 2, time_steps + 1, size=batch)
-    positions = np.arange(time_steps)[None, :]
-    real = positions < lengths[:, None]
-    tokens = rng.integers(3, vocab, size=(batch, time_steps + 1))
-    return {
-        "input": np.where(real, tokens[:, :-1], 0),
-        "target": np.where(real, tokens[:, 1:], 0),
-        "attn_pad_mask": real,
-        "loss_mask": real & (positions >= (2 * lengths[:, None]) // 3),
-    }
-
-
-def minitrain_step_fn(model: MiniGPT, batch: dict[str, np.ndarray]) -> Callable[[], object]:
-    optimizer = AdamW(model.trainable_parameters(), buffer=model.pack_parameters(), **ADAMW)
-
-    def step() -> object:
-        model.zero_grad()
-        _, loss = model(batch["input"], batch["target"], batch["attn_pad_mask"], batch["loss_mask"])
-        loss.backward()
-        clip_grad_norm_(model.buffer, CLIP)
-        optimizer.step()
-        return loss
-
-    return step
 
 
 def timed(step: Callable[[], object], n: int) -> list[float]:
@@ -188,43 +154,54 @@ def torch_contestants(spec: dict, batch: dict, initial_state: dict, loss0: float
 
 
 @contextmanager
-def jax_contestants(name: str, initial_state: dict, loss0: float,
-                    result: dict) -> Iterator[dict[str, tuple[Callable, Callable]]]:
-    """JAX jit on 1 core and on every core: XLA cannot change its thread count inside a process, so each is a
-    child process (benchmarks/jax_minigpt.py) pinned to its cores and driven block by block over a pipe."""
-    from safetensors.numpy import save_file
-
-    cores = sorted(os.sched_getaffinity(0))
+def child_contestants(commands: dict[str, list[str]]) -> Iterator[tuple[dict, dict[str, float]]]:
+    """Contestants in child processes (label -> command), each speaking step_server.py's protocol; yields the
+    contestants and each child's first loss. The children are killed on the way out."""
     children: dict[str, subprocess.Popen] = {}
-    with tempfile.TemporaryDirectory() as folder:
-        state_path = os.path.join(folder, "initial.safetensors")
-        save_file(initial_state, state_path)
-        try:
-            for count in sorted({1, len(cores)}):
-                script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_minigpt.py")
-                command = [sys.executable, script, "--config", name, "--state", state_path,
-                           "--cores", ",".join(map(str, cores[:count]))]  # fmt: skip
-                children[f"jax_jit_{count}core"] = subprocess.Popen(command, stdin=subprocess.PIPE,
-                                                                    stdout=subprocess.PIPE, text=True)  # fmt: skip
-            for child in children.values():  # compiled and warm: "ready <first loss>"
-                result["jax_first_loss_diff"] = abs(float(child.stdout.readline().split()[1]) - loss0)
 
-            def run_on(child: subprocess.Popen) -> Callable[[int], list[float]]:
-                def run(n: int) -> list[float]:
-                    child.stdin.write(f"{n}\n")
-                    child.stdin.flush()
-                    return json.loads(child.stdout.readline())
+    def run_on(child: subprocess.Popen) -> Callable[[int], list[float]]:
+        def run(n: int) -> list[float]:
+            child.stdin.write(f"{n}\n")
+            child.stdin.flush()
+            return json.loads(child.stdout.readline())
 
-                return run
+        return run
 
-            yield {label: (lambda: None, run_on(child)) for label, child in children.items()}
-        finally:
-            for child in children.values():
-                child.kill()
-                child.wait()
+    try:
+        for label, command in commands.items():
+            children[label] = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first_losses = {}
+        for label, child in children.items():  # each is warm when it says "ready <first loss>"
+            words = child.stdout.readline().split()
+            if words[:1] != ["ready"]:
+                sys.exit(f"error: the contestant {label} did not start (its own error is above)")
+            first_losses[label] = float(words[1])
+        yield {label: (lambda: None, run_on(child)) for label, child in children.items()}, first_losses
+    finally:
+        for child in children.values():
+            child.kill()
+            child.wait()
 
 
-def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quick: bool) -> dict:
+def child_commands(name: str, state_path: str, peers: set[str], against: str | None) -> dict[str, list[str]]:
+    """JAX jit on 1 core and on every core (XLA cannot change its thread count inside a process, so each is a
+    child pinned to its cores), and minitrain from the checkout `against`, each started from `state_path`."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    common = ["--config", name, "--state", state_path]
+    commands = {}
+    if "jax" in peers:
+        cores = sorted(os.sched_getaffinity(0))
+        for count in sorted({1, len(cores)}):
+            commands[f"jax_jit_{count}core"] = [sys.executable, os.path.join(here, "jax_minigpt.py"), *common,
+                                                "--cores", ",".join(map(str, cores[:count]))]  # fmt: skip
+    if against:
+        commands["against_rule"] = [sys.executable, os.path.join(here, "checkout_step.py"), "--checkout", against,
+                                    *common]  # fmt: skip
+    return commands
+
+
+def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quick: bool,
+                 against: str | None = None) -> dict:
     cfg, batch_size = spec["model"], spec["batch"]
     warmup, rounds, steps = (2, 3, max(2, spec["steps"] // 4)) if quick else (spec["warmup"], spec["rounds"],
                                                                               spec["steps"])  # fmt: skip
@@ -240,8 +217,14 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
     contestants = minitrain_contestants(spec, batch, initial_state)
     if "torch" in peers:
         contestants.update(torch_contestants(spec, batch, initial_state, float(loss0.item()), compile_too, result))
-    with jax_contestants(name, initial_state, float(loss0.item()), result) if "jax" in peers else nullcontext({}) as jx:
-        contestants.update(jx)
+    with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
+        state_path = os.path.join(folder, "initial.safetensors")
+        save_file(initial_state, state_path)
+        children, first_losses = stack.enter_context(child_contestants(child_commands(name, state_path, peers,
+                                                                                      against)))  # fmt: skip
+        contestants.update(children)
+        for label, loss in first_losses.items():
+            result[f"{label.split('_')[0]}_first_loss_diff"] = abs(loss - float(loss0.item()))  # jax, against
         times: dict[str, list[float]] = {label: [] for label in contestants}
         for prepare, run in contestants.values():
             prepare()
@@ -260,6 +243,8 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
         result[f"{label}_ms"] = round(ms, 3)
         result[f"{label}_tokens_per_s"] = round(tokens / ms * 1e3)
     ours = result["minitrain_rule_ms"]
+    if "against_rule_ms" in result:
+        result["ratio_minitrain_over_against"] = round(ours / result["against_rule_ms"], 3)
     peers = [label for label in times if label.startswith(("torch", "jax"))]
     if peers:
         best = min(peers, key=lambda label: result[f"{label}_ms"])
@@ -295,6 +280,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-jax", action="store_true", help="leave JAX out")
     parser.add_argument("--no-compile", action="store_true", help="PyTorch eager only (no torch.compile)")
+    parser.add_argument("--against", metavar="CHECKOUT", help="also time the step with another minitrain checkout's "
+                        "code (e.g. a git worktree of the commit before a change): the contestant against_rule")
     parser.add_argument("--rss-only", metavar="CONFIG", help=argparse.SUPPRESS)  # used by rss_alone()
     args = parser.parse_args(argv)
     if args.rss_only:
@@ -311,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     with one_core_busy(args.busy):
         for name in names:
-            result = {**bench_config(name, CONFIGS[name], peers, not args.no_compile, args.quick),
+            result = {**bench_config(name, CONFIGS[name], peers, not args.no_compile, args.quick, args.against),
                       "busy": args.busy}
             print(json.dumps(result), flush=True)
             rows.append(result)
@@ -320,18 +307,21 @@ def main(argv: list[str] | None = None) -> None:
 
 def print_table(rows: list[dict]) -> None:
     """Every contestant's ms per step, by config, then the ratios."""
-    labels = [k[: -len("_ms")] for k in rows[0] if k.endswith("_ms") and k.startswith(("minitrain_", "torch", "jax"))]
+    kinds = ("minitrain_", "against", "torch", "jax")
+    labels = [k[: -len("_ms")] for k in rows[0] if k.endswith("_ms") and k.startswith(kinds)]
     print(f"\n{'ms per step' + (' (one core busy)' if rows[0]['busy'] else ''):32s}"
           + "".join(f"{r['config']:>12s}" for r in rows))
     for label in [*labels, "floor_1t", "floor_best"]:
         print(f"{label:32s}" + "".join(f"{r.get(label + '_ms', float('nan')):12.2f}" for r in rows))
     for r in rows:
         peer_part = (f", {r['ratio_minitrain_over_peer']:.2f}x {r['peer_best']}" if "peer_best" in r else "")
+        if "ratio_minitrain_over_against" in r:
+            peer_part += f", {r['ratio_minitrain_over_against']:.2f}x the --against checkout"
         print(f"{r['config']}: minitrain (rule, {r['blas_threads']} BLAS threads){peer_part}, "
               f"{r['ratio_over_floor_1t']:.2f}x the 1-thread floor, {r['ratio_over_floor_best']:.2f}x the best-thread "
               f"floor; best fixed count {r['minitrain_best_fixed']}; peak RSS {r['minitrain_peak_rss_mb']:.0f} MB; "
               f"first-loss difference to PyTorch {r.get('torch_first_loss_diff', '-')}, to JAX "
-              f"{r.get('jax_first_loss_diff', '-')}")
+              f"{r.get('jax_first_loss_diff', '-')}, to the --against checkout {r.get('against_first_loss_diff', '-')}")
 
 
 if __name__ == "__main__":

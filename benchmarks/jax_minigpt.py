@@ -9,22 +9,15 @@ clip the global gradient norm to `clip` (as torch.nn.utils.clip_grad_norm_: scal
 norm is above it), then AdamW with weight decay on the matrices and embeddings only (minitrain's default groups).
 
 XLA picks its own thread count and cannot change it inside a process, so the benchmark runs this file as a child
-process pinned to a set of cores (`--cores 0` is "1 core"), driven over stdin/stdout:
+process pinned to a set of cores (`--cores 0` is "1 core"), driven over stdin/stdout (step_server.py):
 
     python benchmarks/jax_minigpt.py --config lab --state initial.safetensors --cores 0
-    <- "ready <first loss>"      after compiling and warming up
-    -> "<n>"                     run n steps
-    <- "[s1, ..., sn]"           their wall times in seconds (JSON)
-    -> "quit"
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
-import time
 from collections.abc import Callable
 
 import jax
@@ -97,35 +90,31 @@ def make_step(n_layer: int, n_head: int, clip: float, lr: float, beta1: float, b
     return jax.jit(step, donate_argnums=(0, 1, 2))
 
 
-def serve(config: str, state_path: str) -> None:
-    """Compile, warm up, then run blocks of steps on request (the protocol in the module docstring)."""
-    from bench_step import ADAMW, CLIP, CONFIGS, synthetic_batch  # beside this file
+def serve_steps(config: str, state_path: str) -> None:
+    """Compile and warm up, then run blocks of steps on request (step_server.py's protocol)."""
     from safetensors.numpy import load_file
+    from step_server import serve  # beside this file
+    from step_setup import ADAMW, CLIP, CONFIGS, synthetic_batch
 
     spec = CONFIGS[config]
     cfg = spec["model"]
     arrays = synthetic_batch(spec["batch"], cfg["max_seq_len"], cfg["vocab_size"])
     batch = {k: jnp.asarray(v) for k, v in arrays.items()}
-    params = {k: jnp.asarray(v) for k, v in load_file(state_path).items()}
-    first = float(loss_fn(params, batch, cfg["n_layer"], cfg["n_head"]))
-    m = {k: jnp.zeros_like(v) for k, v in params.items()}
-    v = {k: jnp.zeros_like(x) for k, x in params.items()}
-    t = jnp.zeros((), jnp.float32)
-    step = make_step(cfg["n_layer"], cfg["n_head"], CLIP, **ADAMW)
+    state = {"params": {k: jnp.asarray(v) for k, v in load_file(state_path).items()}}
+    first = float(loss_fn(state["params"], batch, cfg["n_layer"], cfg["n_head"]))
+    state["m"] = {k: jnp.zeros_like(v) for k, v in state["params"].items()}
+    state["v"] = {k: jnp.zeros_like(v) for k, v in state["params"].items()}
+    state["t"] = jnp.zeros((), jnp.float32)
+    update = make_step(cfg["n_layer"], cfg["n_head"], CLIP, **ADAMW)
+
+    def step() -> None:
+        state["params"], state["m"], state["v"], state["t"], loss = update(state["params"], state["m"], state["v"],
+                                                                           state["t"], batch)  # fmt: skip
+        loss.block_until_ready()
+
     for _ in range(max(3, spec["warmup"])):
-        params, m, v, t, loss = step(params, m, v, t, batch)
-    loss.block_until_ready()
-    print(f"ready {first!r}", flush=True)
-    for line in sys.stdin:
-        if line.strip() == "quit":
-            return
-        times = []
-        for _ in range(int(line)):
-            start = time.perf_counter()
-            params, m, v, t, loss = step(params, m, v, t, batch)
-            loss.block_until_ready()
-            times.append(time.perf_counter() - start)
-        print(json.dumps(times), flush=True)
+        step()
+    serve(step, first)
 
 
 if __name__ == "__main__":
@@ -135,4 +124,4 @@ if __name__ == "__main__":
     parser.add_argument("--cores", required=True, help="comma-separated CPU numbers to pin this process to")
     args = parser.parse_args()
     os.sched_setaffinity(0, {int(c) for c in args.cores.split(",")})
-    serve(args.config, args.state)
+    serve_steps(args.config, args.state)

@@ -14,14 +14,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow
-def test_the_step_benchmark_reports_every_setting_and_the_floor():
+def bench_step(*flags: str) -> subprocess.CompletedProcess:
     command = [sys.executable, str(REPO / "benchmarks" / "bench_step.py"), "--quick", "--configs", "lab",
-               "--no-torch", "--no-jax"]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+               "--no-torch", "--no-jax", *flags]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+
+
+@pytest.mark.slow
+def test_the_step_benchmark_reports_every_setting_the_floor_and_a_checkout_to_compare_with():
+    done = bench_step("--against", str(REPO))  # this very checkout: the same step in a child process
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout.splitlines()[0])
-    labels = ["minitrain_rule", "minitrain_1t", "minitrain_measure"]
+    labels = ["minitrain_rule", "minitrain_1t", "minitrain_measure", "against_rule"]
     assert all(row[f"{label}_ms"] > 0 for label in labels)
     assert row["minitrain_best_fixed"].startswith("minitrain_") and row["minitrain_best_fixed"] != "minitrain_rule"
     assert "peer_best" not in row  # no peer was asked for
@@ -31,3 +35,16 @@ def test_the_step_benchmark_reports_every_setting_and_the_floor():
     assert "threads: measured 1 →" in done.stderr  # the measured choice decided during the warm-up
     assert "torch: left out" in done.stderr and "jax: left out" in done.stderr
     assert "ms per step" in done.stdout and "lab: minitrain (rule," in done.stdout
+    assert row["against_first_loss_diff"] == 0.0  # the same code, weights and batch: the same first loss
+    assert row["ratio_minitrain_over_against"] == pytest.approx(row["minitrain_rule_ms"] / row["against_rule_ms"],
+                                                                abs=1e-3)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_folder_that_is_not_a_checkout_is_named_in_one_error_line(tmp_path):
+    done = bench_step("--against", str(tmp_path))
+    assert done.returncode == 1
+    assert f"error: --checkout {tmp_path} has no minitrain package" in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "error: the contestant against_rule did not start (its own error is above)"
+    assert "Traceback" not in done.stderr
