@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -200,6 +200,23 @@ def child_commands(name: str, state_path: str, peers: set[str], against: str | N
     return commands
 
 
+def time_rounds(contestants: dict[str, tuple[Callable, Callable]], warmup: int, rounds: int,
+                steps: int) -> dict[str, list[float]]:
+    """Each contestant's step times: a warm-up, then `rounds` rounds in which every contestant in turn runs `steps`
+    steps, after a pause and a quarter as many untimed steps (see the module docstring)."""
+    times: dict[str, list[float]] = {label: [] for label in contestants}
+    for prepare, run in contestants.values():
+        prepare()
+        run(warmup)
+    for _ in range(rounds):
+        for label, (prepare, run) in contestants.items():
+            time.sleep(PAUSE_S)  # the last contestant's idle workers stop spinning
+            prepare()
+            run(max(1, steps // 4))  # settling, not timed
+            times[label] += run(steps)
+    return times
+
+
 def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quick: bool,
                  against: str | None = None) -> dict:
     cfg, batch_size = spec["model"], spec["batch"]
@@ -217,24 +234,13 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
     contestants = minitrain_contestants(spec, batch, initial_state)
     if "torch" in peers:
         contestants.update(torch_contestants(spec, batch, initial_state, float(loss0.item()), compile_too, result))
-    with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
+    with tempfile.TemporaryDirectory() as folder:
         state_path = os.path.join(folder, "initial.safetensors")
         save_file(initial_state, state_path)
-        children, first_losses = stack.enter_context(child_contestants(child_commands(name, state_path, peers,
-                                                                                      against)))  # fmt: skip
-        contestants.update(children)
-        for label, loss in first_losses.items():
-            result[f"{label.split('_')[0]}_first_loss_diff"] = abs(loss - float(loss0.item()))  # jax, against
-        times: dict[str, list[float]] = {label: [] for label in contestants}
-        for prepare, run in contestants.values():
-            prepare()
-            run(warmup)
-        for _ in range(rounds):
-            for label, (prepare, run) in contestants.items():
-                time.sleep(PAUSE_S)  # the last contestant's idle workers stop spinning: see the module docstring
-                prepare()
-                run(max(1, steps // 4))  # settling, not timed
-                times[label] += run(steps)
+        with child_contestants(child_commands(name, state_path, peers, against)) as (children, first_losses):
+            for label, loss in first_losses.items():
+                result[f"{label.split('_')[0]}_first_loss_diff"] = abs(loss - float(loss0.item()))  # jax, against
+            times = time_rounds({**contestants, **children}, warmup, rounds, steps)
     result["load_average_1min"] = round(os.getloadavg()[0], 2)
 
     tokens = batch_size * cfg["max_seq_len"]
@@ -245,9 +251,9 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
     ours = result["minitrain_rule_ms"]
     if "against_rule_ms" in result:
         result["ratio_minitrain_over_against"] = round(ours / result["against_rule_ms"], 3)
-    peers = [label for label in times if label.startswith(("torch", "jax"))]
-    if peers:
-        best = min(peers, key=lambda label: result[f"{label}_ms"])
+    peer_labels = [label for label in times if label.startswith(("torch", "jax"))]
+    if peer_labels:
+        best = min(peer_labels, key=lambda label: result[f"{label}_ms"])
         result["peer_best"] = best
         result["ratio_minitrain_over_peer"] = round(ours / result[f"{best}_ms"], 3)
     fixed = [label for label in times if label.startswith("minitrain_") and label[-2:-1].isdigit()]
