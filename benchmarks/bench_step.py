@@ -72,7 +72,7 @@ def timed(step: Callable[[], object], n: int) -> list[float]:
     return times
 
 
-def blocks_of(step: Callable[[], object]) -> Callable[[int], list[float]]:
+def runner_for(step: Callable[[], object]) -> Callable[[int], list[float]]:
     """A contestant's runner: `run(n)` runs n steps and returns their wall times."""
     return lambda n: timed(step, n)
 
@@ -98,24 +98,23 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
     cfg = spec["model"]
     rule = blas_threads_for(cfg["d_model"], spec["batch"] * cfg["max_seq_len"])
 
-    def fresh_step() -> Callable[[int], list[float]]:
+    def fresh_step() -> Callable[[], object]:
         model = MiniGPT(**cfg, rng=0)
         model.load_state_dict(initial_state)
-        return blocks_of(minitrain_step_fn(model, batch))
+        return minitrain_step_fn(model, batch)
 
-    contestants = {"minitrain_rule": (lambda: set_blas_threads(rule), fresh_step())}
+    contestants = {"minitrain_rule": (lambda: set_blas_threads(rule), runner_for(fresh_step()))}
     for n in range(1, (os.cpu_count() or 1) + 1):
-        contestants[f"minitrain_{n}t"] = (lambda n=n: set_blas_threads(n), fresh_step())
-    applied = [rule]
+        contestants[f"minitrain_{n}t"] = (lambda n=n: set_blas_threads(n), runner_for(fresh_step()))
+    applied = rule  # the measured contestant's count, restored before each of its blocks
 
     def apply(n: int) -> None:
-        applied[0] = n
+        nonlocal applied
+        applied = n
         set_blas_threads(n)
 
     chooser = ThreadChooser(set_threads=apply, announce=lambda m: print(m, file=sys.stderr, flush=True))
-    model = MiniGPT(**cfg, rng=0)
-    model.load_state_dict(initial_state)
-    inner = minitrain_step_fn(model, batch)
+    inner = fresh_step()
 
     def measured_step() -> object:
         start = time.perf_counter()
@@ -123,7 +122,7 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
         chooser.observe(time.perf_counter() - start)
         return loss
 
-    contestants["minitrain_measure"] = (lambda: set_blas_threads(applied[0]), blocks_of(measured_step))
+    contestants["minitrain_measure"] = (lambda: set_blas_threads(applied), runner_for(measured_step))
     contestants["minitrain_measure"][0]()
     while not chooser.decisions:  # the first trial belongs to the warm-up
         measured_step()
@@ -149,21 +148,25 @@ def torch_contestants(spec: dict, batch: dict, initial_state: dict, loss0: float
         step = torch_step_fn(runner, make_optimizer(tmodel, fused, **adamw), batch, CLIP)
         label = ("torch_compile" if compiled else "torch") + f"_{threads}t" + ("_fused" if fused and not compiled
                                                                                else "")  # fmt: skip
-        contestants[label] = (lambda threads=threads: torch.set_num_threads(threads), blocks_of(step))
+        contestants[label] = (lambda threads=threads: torch.set_num_threads(threads), runner_for(step))
     return contestants
 
 
 @contextmanager
 def child_contestants(commands: dict[str, list[str]]) -> Iterator[tuple[dict, dict[str, float]]]:
     """Contestants in child processes (label -> command), each speaking step_server.py's protocol; yields the
-    contestants and each child's first loss. The children are killed on the way out."""
+    contestants and each child's first loss. On the way out each child's stdin is closed (its signal to stop),
+    and a child that has not stopped within 10 s is killed."""
     children: dict[str, subprocess.Popen] = {}
 
-    def run_on(child: subprocess.Popen) -> Callable[[int], list[float]]:
+    def run_on(label: str, child: subprocess.Popen) -> Callable[[int], list[float]]:
         def run(n: int) -> list[float]:
             child.stdin.write(f"{n}\n")
             child.stdin.flush()
-            return json.loads(child.stdout.readline())
+            answer = child.stdout.readline()
+            if not answer:
+                sys.exit(f"error: the contestant {label} stopped while timing (its own error is above)")
+            return json.loads(answer)
 
         return run
 
@@ -176,11 +179,16 @@ def child_contestants(commands: dict[str, list[str]]) -> Iterator[tuple[dict, di
             if words[:1] != ["ready"]:
                 sys.exit(f"error: the contestant {label} did not start (its own error is above)")
             first_losses[label] = float(words[1])
-        yield {label: (lambda: None, run_on(child)) for label, child in children.items()}, first_losses
+        yield {label: (lambda: None, run_on(label, child)) for label, child in children.items()}, first_losses
     finally:
         for child in children.values():
-            child.kill()
-            child.wait()
+            child.stdin.close()
+        for child in children.values():
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
 
 
 def child_commands(name: str, state_path: str, peers: set[str], against: str | None) -> dict[str, list[str]]:
@@ -239,7 +247,7 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
         save_file(initial_state, state_path)
         with child_contestants(child_commands(name, state_path, peers, against)) as (children, first_losses):
             for label, loss in first_losses.items():
-                result[f"{label.split('_')[0]}_first_loss_diff"] = abs(loss - float(loss0.item()))  # jax, against
+                result[f"{label}_first_loss_diff"] = abs(loss - float(loss0.item()))
             times = time_rounds({**contestants, **children}, warmup, rounds, steps)
     result["load_average_1min"] = round(os.getloadavg()[0], 2)
 
@@ -321,13 +329,14 @@ def print_table(rows: list[dict]) -> None:
         print(f"{label:32s}" + "".join(f"{r.get(label + '_ms', float('nan')):12.2f}" for r in rows))
     for r in rows:
         peer_part = (f", {r['ratio_minitrain_over_peer']:.2f}x {r['peer_best']}" if "peer_best" in r else "")
+        differences = ", ".join(f"{k[: -len('_first_loss_diff')]} {v:.2g}" for k, v in r.items()
+                                if k.endswith("_first_loss_diff"))  # fmt: skip
         if "ratio_minitrain_over_against" in r:
             peer_part += f", {r['ratio_minitrain_over_against']:.2f}x the --against checkout"
         print(f"{r['config']}: minitrain (rule, {r['blas_threads']} BLAS threads){peer_part}, "
               f"{r['ratio_over_floor_1t']:.2f}x the 1-thread floor, {r['ratio_over_floor_best']:.2f}x the best-thread "
               f"floor; best fixed count {r['minitrain_best_fixed']}; peak RSS {r['minitrain_peak_rss_mb']:.0f} MB; "
-              f"first-loss difference to PyTorch {r.get('torch_first_loss_diff', '-')}, to JAX "
-              f"{r.get('jax_first_loss_diff', '-')}, to the --against checkout {r.get('against_first_loss_diff', '-')}")
+              f"first-loss difference to {differences or 'no other implementation'}")
 
 
 if __name__ == "__main__":

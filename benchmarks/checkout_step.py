@@ -25,10 +25,12 @@ def main() -> None:
     parser.add_argument("--config", required=True)
     parser.add_argument("--state", required=True, help="initial weights (safetensors, GPT-2 names)")
     args = parser.parse_args()
+    from step_server import protocol_stdout, serve  # beside this file
+
+    out = protocol_stdout()
     checkout = os.path.abspath(args.checkout)
     sys.path.insert(0, checkout)
     from safetensors.numpy import load_file
-    from step_server import serve  # beside this file
     from step_setup import CONFIGS, minitrain_step_fn, synthetic_batch
 
     import minitrain
@@ -47,7 +49,7 @@ def main() -> None:
     step = minitrain_step_fn(model, batch)
     for _ in range(spec["warmup"]):
         step()
-    serve(step, float(first_loss.item()))
+    serve(step, float(first_loss.item()), out)
 
 
 if __name__ == "__main__":

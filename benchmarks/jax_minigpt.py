@@ -93,8 +93,10 @@ def make_step(n_layer: int, n_head: int, clip: float, lr: float, beta1: float, b
 def serve_steps(config: str, state_path: str) -> None:
     """Compile and warm up, then run blocks of steps on request (step_server.py's protocol)."""
     from safetensors.numpy import load_file
-    from step_server import serve  # beside this file
+    from step_server import protocol_stdout, serve  # beside this file
     from step_setup import ADAMW, CLIP, CONFIGS, synthetic_batch
+
+    out = protocol_stdout()
 
     spec = CONFIGS[config]
     cfg = spec["model"]
@@ -114,7 +116,7 @@ def serve_steps(config: str, state_path: str) -> None:
 
     for _ in range(max(3, spec["warmup"])):
         step()
-    serve(step, first)
+    serve(step, first, out)
 
 
 if __name__ == "__main__":
@@ -123,5 +125,6 @@ if __name__ == "__main__":
     parser.add_argument("--state", required=True, help="initial weights (safetensors, GPT-2 names)")
     parser.add_argument("--cores", required=True, help="comma-separated CPU numbers to pin this process to")
     args = parser.parse_args()
+    # Before the first jnp call: XLA starts its CPU backend and sizes its thread pool then, from the cores it may use.
     os.sched_setaffinity(0, {int(c) for c in args.cores.split(",")})
     serve_steps(args.config, args.state)

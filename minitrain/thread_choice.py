@@ -7,9 +7,10 @@ scaled config: 1.5-1.8 s instead of 0.8-0.9 s on 1 thread). `ThreadChooser` meas
 
 - **Trial.** Each candidate count (1 .. cpu_count) runs `trial_steps` consecutive training steps, in `rounds`
   alternating rounds (1, 2, 1, 2, ...), so a load change during the trial hits every candidate. The first step
-  after each switch is not counted (the BLAS workers are waking up). A candidate whose median is already more
-  than `give_up` times the best one's is not given its later blocks: on a busy machine the wrong count can be
-  2-3× slower, and its steps are what a trial costs. The choice is the candidate with the smallest median.
+  of each block is not counted (after a switch the BLAS workers are waking up). A candidate whose median is
+  already more than `give_up` times the best one's is not given its later blocks: on a busy machine the wrong
+  count can be 2-3× slower, and its steps are what a trial costs. The choice is the candidate with the smallest
+  median.
 - **Watch.** Afterwards the median of the last `window` steps is compared with the chosen candidate's median in
   the trial; when it has moved by more than `drift` (relative, either way: a process started or stopped), the
   trial runs again. A trial that keeps the same count doubles the window (up to `max_window`), so a machine whose
