@@ -50,7 +50,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_run.py
 
 # numba's disk cache is keyed on each kernel's own file: after editing a helper that kernels inline from another
-# file (minitrain/kernels/fastmath.py), drop the compiled kernels so they are rebuilt.
+# file (minitrain/autograd/kernels/fastmath.py), drop the compiled kernels so they are rebuilt.
 clean-kernels:
 	find minitrain -name '*.nbi' -delete -o -name '*.nbc' -delete
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from minitrain.config import load_config  # noqa: E402
 from minitrain.config.table_check import fold_of, split_seed  # noqa: E402
 from minitrain.data.tables import build_table_data  # noqa: E402
-from minitrain.run import run_training  # noqa: E402
+from minitrain.training.run import run_training  # noqa: E402
 
 FOLDS = 5
 

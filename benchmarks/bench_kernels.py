@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from minitrain import kernels
+from minitrain.autograd import kernels
 
 B, T, C, H, V, FF = 8, 32, 64, 4, 64, 256  # the lab-01 config, batch 8
 N_PARAMS = 106_240  # the lab-01 model's parameters: one flat buffer for AdamW and the gradient norm
@@ -75,7 +75,7 @@ def startup_seconds(cache_dir: str) -> dict:
         "import time; t0 = time.perf_counter()\n"
         f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
         "import bench_kernels as bk\n"
-        "from minitrain import kernels\n"
+        "from minitrain.autograd import kernels\n"
         "t1 = time.perf_counter()\n"
         "[fn() for fn in bk.cases(kernels.backend('numba')).values()]\n"
         "print(t1 - t0, time.perf_counter() - t1)\n"

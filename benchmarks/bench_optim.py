@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 
-from minitrain import kernels
-from minitrain.model import parameter_shapes
+from minitrain.autograd import kernels
+from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.models.minigpt import parameter_shapes
 from minitrain.optim import AdamW
-from minitrain.parameters import ParameterBuffer
 
 LAB01 = (2, 64, 256, 64, 32)  # n_layer, d_model, d_ff, vocab_size, max_seq_len
 

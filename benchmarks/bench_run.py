@@ -6,7 +6,7 @@ Each run is `scripts/train_mini.py --config experiments/18-train-mini/config.yam
 validation every 50, every artifact) into a temporary folder, model file included, so nothing committed is
 touched. Both runs share a temporary NUMBA_CACHE_DIR: the first starts it empty (every kernel compiles), the
 second finds it full. Reported: the process wall time of each run, the compile cost (cold − warm), the start-up
-time (`import minitrain.run` with the warm cache, best of 3), the peak RSS and in-run wall time each run wrote
+time (`import minitrain.training.run` with the warm cache, best of 3), the peak RSS and in-run wall time each run wrote
 to its results.json, and whether the validation PPL and exact match equal the committed reference run's (the
 numbers must not move when the code gets faster). Timings only; nothing here is a test.
 """
@@ -50,7 +50,7 @@ def main() -> None:
         env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(tmp) / "numba-cache"))
         cold = full_run(Path(tmp) / "cold", env)
         warm = full_run(Path(tmp) / "warm", env)
-        startup = min(timed_run([sys.executable, "-c", "import minitrain.run"], env) for _ in range(3))
+        startup = min(timed_run([sys.executable, "-c", "import minitrain.training.run"], env) for _ in range(3))
     measured = {
         "warm_run_s": warm["process_s"],
         "compile_s": round(cold["process_s"] - warm["process_s"], 2),

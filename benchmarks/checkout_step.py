@@ -9,7 +9,7 @@ bench_step.py starts this file as a child process that speaks step_server.py's p
 
 The checkout goes first on sys.path before anything imports minitrain; the step, batch and settings are this
 file's neighbours' (step_setup.py), so both sides run the same step on the same initial weights. BLAS threads
-follow the checkout's own size rule (`minitrain.runtime.configure`), like bench_step.py's `minitrain_rule`.
+follow the checkout's own size rule (`minitrain.common.runtime.configure`), like bench_step.py's `minitrain_rule`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def main() -> None:
     from step_setup import CONFIGS, minitrain_step_fn, synthetic_batch
 
     import minitrain
-    from minitrain.model import MiniGPT
-    from minitrain.runtime import configure
+    from minitrain.common.runtime import configure
+    from minitrain.models.minigpt import MiniGPT
 
     if not os.path.abspath(minitrain.__file__).startswith(checkout + os.sep):
         sys.exit(f"error: --checkout {checkout} has no minitrain package (imported {minitrain.__file__} instead)")

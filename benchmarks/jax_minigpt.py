@@ -2,7 +2,7 @@
 clipping and AdamW. The JAX peer of benchmarks/bench_step.py; only imported when jax is installed (minitrain never
 depends on it).
 
-Same architecture and parameter names as `minitrain.model.MiniGPT` (GPT-2: pre-LayerNorm eps 1e-5, tanh-GELU,
+Same architecture and parameter names as `minitrain.models.minigpt.MiniGPT` (GPT-2: pre-LayerNorm eps 1e-5, tanh-GELU,
 causal attention with a key padding mask and scale 1/√D, biases everywhere, output head tied to the token
 embedding), so one state dict serves both and the first losses can be compared. The step is the benchmark's:
 clip the global gradient norm to `clip` (as torch.nn.utils.clip_grad_norm_: scale by clip/(norm + 1e-6) when the

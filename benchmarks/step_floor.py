@@ -12,7 +12,7 @@ layout; everything else a step does (kernels, memory traffic, Python) comes on t
 | attention, B·H heads of (T, D) | s = q·kᵀ, y = p·v | dp = g·vᵀ, dv = pᵀ·g, dq = ds·k, dk = dsᵀ·q |
 
 plus the tied head (N, d)·(d, V) and its two backward products. Each product is timed with the operand layout the
-step uses (a transposed operand is a transposed view, as in minitrain/functional.py) at every thread count; the
+step uses (a transposed operand is a transposed view, as in minitrain/autograd/functional.py) at every thread count; the
 figures are the sum over products of the best of `repeats` timings: on 1 thread, on each count, and the best
 count per product (`ms_best`, a floor no fixed thread count reaches).
 """
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from minitrain.runtime import get_blas_threads, set_blas_threads
+from minitrain.common.runtime import get_blas_threads, set_blas_threads
 
 
 def step_products(n_layer: int, n_head: int, d_model: int, d_ff: int, vocab_size: int, max_seq_len: int,

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from minitrain.clip import clip_grad_norm_
-from minitrain.model import MiniGPT
+from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import AdamW
+from minitrain.optim.clip import clip_grad_norm_
 
 CONFIGS = {
     "lab": dict(model=dict(n_layer=2, n_head=4, d_model=64, d_ff=256, vocab_size=64, max_seq_len=32), batch=8,

@@ -1,6 +1,6 @@
 """MiniGPT written the way a PyTorch user would write it in eager mode: the baseline for benchmarks/bench_step.py.
 
-Same architecture as `minitrain.model.MiniGPT` (GPT-2: pre-LayerNorm, tanh-GELU, causal attention with a key
+Same architecture as `minitrain.models.minigpt.MiniGPT` (GPT-2: pre-LayerNorm, tanh-GELU, causal attention with a key
 padding mask, biases everywhere, output head tied to the token embedding) and the same parameter names, so one
 state dict loads into both and the two first losses can be compared. Linear weights are stored [out, in]
 (nn.Linear), so the [in, out] GPT-2 matrices are transposed on the way in.
@@ -52,7 +52,7 @@ class TorchMiniGPT(nn.Module):
         return tf.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), ignore_index=-100)
 
     def load_gpt2_state_dict(self, sd: dict[str, np.ndarray]) -> None:
-        """Copy Hugging Face GPT-2 named arrays (as `minitrain.model.MiniGPT.state_dict()` gives) in."""
+        """Copy Hugging Face GPT-2 named arrays (as `minitrain.models.minigpt.MiniGPT.state_dict()` gives) in."""
         rename = {"ln_1": "ln_1", "ln_2": "ln_2", "attn.c_attn": "c_attn", "attn.c_proj": "attn_proj",
                   "mlp.c_fc": "c_fc", "mlp.c_proj": "mlp_proj"}  # fmt: skip
         with torch.no_grad():

@@ -7,8 +7,8 @@
     data RNG + position     -> JSON (the batcher's state_dict)
 
 A resume that misses any one of them silently changes the run. The file format (safetensors + JSON metadata, a
-checksum, the same bytes for the same state) is `minitrain/model_files.py`; the `checkpoints/` folder of a run
-(`step-<N>` files, the `latest` pointer, pruning) is `minitrain/checkpoint_manager.py`. Both call
+checksum, the same bytes for the same state) is `minitrain/runs/model_files.py`; the `checkpoints/` folder of a run
+(`step-<N>` files, the `latest` pointer, pruning) is `minitrain/runs/checkpoint_manager.py`. Both call
 `save_checkpoint` and `load_checkpoint` from here by name, so a student's own checkpoint.py (the course seam,
 `minitrain/seam.py`) is what every run saves and resumes with.
 
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.errors import BAD_INPUT, UserError
-from minitrain.io import atomic_write_bytes
-from minitrain.model_files import FORMAT_VERSION, OPTIMIZER_PREFIX, check_model, encode, read_file
-from minitrain.versions import library_versions
+from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.io import atomic_write_bytes
+from minitrain.common.versions import library_versions
+from minitrain.runs.model_files import FORMAT_VERSION, OPTIMIZER_PREFIX, check_model, encode, read_file
 
 
 def save_checkpoint(

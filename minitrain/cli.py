@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from minitrain import __version__
 from minitrain.commands import COMMANDS
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 
 COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
 

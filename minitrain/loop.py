@@ -3,12 +3,12 @@
     loss, grad_norm = train_step(model, optimizer, batches, clip_norm)    # the step's gradient, clipped
     val_loss, val_ppl = evaluate(model, val_batches)                     # one pass over val, no tape
 
-The loop around them (`minitrain/engine.py`) logs, validates, checkpoints and stops; it imports exactly these
+The loop around them (`minitrain/training/engine.py`) logs, validates, checkpoints and stops; it imports exactly these
 two names from here, so a student's own loop.py (`minitrain lab start 01 DIR`, then MINITRAIN_LAB_DIR=DIR)
 trains with every feature of the library's.
 
 The loss is the token mean of −log p(target) over the positions `loss_mask` counts, the same mean the n-gram
-baseline is scored with (`minitrain/metrics.py`), so val_ppl = exp(val_loss) compares with its perplexity.
+baseline is scored with (`minitrain/evaluation/metrics.py`), so val_ppl = exp(val_loss) compares with its perplexity.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-import minitrain.functional as F
-from minitrain.clip import clip_grad_norm_, global_grad_norm
+from minitrain.autograd import functional as F
 from minitrain.data.batch import Batch, trim_padding
-from minitrain.metrics import PerplexityMeter
+from minitrain.evaluation.metrics import PerplexityMeter
 from minitrain.nn import inference
+from minitrain.optim.clip import clip_grad_norm_, global_grad_norm
 
 
 def train_step(
@@ -41,7 +41,7 @@ def train_step(
       The returned loss is the same weighted mean.
     - `grad_norm` is the global L2 norm of the whole gradient, sqrt(Σ (g·g).sum()) over every parameter,
       measured BEFORE clipping (that is what the log shows). With `clip_norm` set, the gradient is then scaled
-      so its norm is at most `clip_norm` (`minitrain.clip.clip_grad_norm_` measures and clips in one call).
+      so its norm is at most `clip_norm` (`minitrain.optim.clip.clip_grad_norm_` measures and clips in one call).
 
     The caller checks that both numbers are finite and only then calls `optimizer.step()`.
     """

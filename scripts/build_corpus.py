@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from minitrain.common.errors import UserError
 from minitrain.data.build import build_corpus
-from minitrain.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 

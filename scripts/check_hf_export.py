@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from minitrain.autograd.tensor import no_grad
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.export import export_model
 from minitrain.hub.sources import load_model
-from minitrain.model import MiniGPT
-from minitrain.model_files import save_model_file
-from minitrain.tensor import no_grad
+from minitrain.models.minigpt import MiniGPT
+from minitrain.runs.model_files import save_model_file
 
 LAB_MODEL = {"n_layer": 2, "n_head": 4, "d_model": 64, "d_ff": 256, "vocab_size": 64, "max_seq_len": 32}
 PROMPTS = ["comer|R1|comí", "caminar|P1|camino", "vivir|S6|vivan", "ser|I3|era"]

@@ -37,9 +37,9 @@ from minitrain.hub.run_folder import read_run
 from minitrain.hub.sources import adapted_model, load_model
 from minitrain.lora import LoraSettings, adapter_names, add_adapters, linear_paths, merge_adapters, with_base
 from minitrain.lora.adapter import adapter_state
-from minitrain.model import MiniGPT
-from minitrain.model_files import load_model_file, save_model_file
+from minitrain.models.minigpt import MiniGPT
 from minitrain.nn import inference
+from minitrain.runs.model_files import load_model_file, save_model_file
 
 
 def random_adapter(folder: Path) -> tuple[Path, Path]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 from minitrain.ngram.baseline import load_baseline_config, run_baseline, write_outputs
 
 

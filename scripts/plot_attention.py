@@ -3,7 +3,7 @@
     python scripts/plot_attention.py RUN_DIR --prompt "vender|C4|" [--out FILE] [--no-complete] [--vocab PATH]
 
 RUN_DIR is anything `minitrain sample` takes (a run folder, a model file, an export folder, a Hub id). The prompt
-is completed greedily and the whole line is drawn (minitrain/attention_map.py); without --out the figure goes to
+is completed greedily and the whole line is drawn (minitrain/models/attention_map.py); without --out the figure goes to
 attention.png in the current folder. A mistake prints one `error:` line and exits non-zero.
 """
 
@@ -21,10 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-complete", action="store_true", help="draw the prompt only, without the answer")
     parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
     args = parser.parse_args(argv)
-    from minitrain.attention_map import attention_figure
+    from minitrain.common.errors import UserError
     from minitrain.data.tokenizer import CharTokenizer
-    from minitrain.errors import UserError
     from minitrain.hub.sources import load_model
+    from minitrain.models.attention_map import attention_figure
 
     try:
         model, vocab = load_model(args.source)

@@ -4,7 +4,7 @@
         --out-dir runs/lab01 --models-dir runs/lab01/models --seed 42
 
 A thin wrapper (lab 01, Block B): it runs exactly `minitrain train CONFIG ...` (minitrain/commands/train.py →
-minitrain/run.py), so both give the same results. `--out-dir`, `--models-dir` and `--seed` override output.dir,
+minitrain/training/run.py), so both give the same results. `--out-dir`, `--models-dir` and `--seed` override output.dir,
 output.models_dir and training.rng_seed; `--resume` takes a run folder or a checkpoint file; `--overwrite`
 replaces a run the folder already holds (without it, such a folder is refused). A mistake (bad config, missing
 data file, diverged run) prints one line `error: ...` and exits non-zero, without a traceback.

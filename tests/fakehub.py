@@ -455,7 +455,7 @@ def make_run(root: Path, seed: int = 0) -> Path:
 
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.gpt2 import expected_shapes
-    from minitrain.model_files import save_model_file
+    from minitrain.runs.model_files import save_model_file
 
     data = root / "data"
     data.mkdir(parents=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minitrain.clip import clip_grad_norm_
-from minitrain.model import MiniGPT
+from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.autograd.tensor import Tensor
+from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import AdamW
-from minitrain.parameters import ParameterBuffer
-from minitrain.tensor import Tensor
+from minitrain.optim.clip import clip_grad_norm_
 
 
 def reference(self: Tensor, a: np.ndarray, b: np.ndarray) -> None:

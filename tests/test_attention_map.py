@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitrain.attention_map import attention_line
+from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
-from minitrain.mlp_lm import MLPLanguageModel
-from minitrain.model import MiniGPT
+from minitrain.models.attention_map import attention_line
+from minitrain.models.minigpt import MiniGPT
+from minitrain.models.mlp_lm import MLPLanguageModel
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

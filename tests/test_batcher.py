@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from minitrain.common.errors import UserError
 from minitrain.data.batcher import Batch, EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.corpus import load_records, make_record
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
 
 FORMS = {
     "caminar": "camino caminas camina caminamos camináis caminan",

@@ -14,9 +14,9 @@ from test_run import log_rows, train_tiny, write_tiny_run
 
 from minitrain import cli
 from minitrain.callbacks import Callback
+from minitrain.common.errors import UserError
 from minitrain.config import load_config
-from minitrain.errors import UserError
-from minitrain.model_files import load_model_file
+from minitrain.runs.model_files import load_model_file
 
 pytestmark = pytest.mark.slow
 
@@ -191,7 +191,7 @@ def test_callbacks_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
 
 def test_watchers_that_are_not_configured_cost_nothing(tmp_path, monkeypatch):
     """No callback, tracker or system metrics: the loop gets callbacks=None and builds nothing per step."""
-    import minitrain.run as run_module
+    import minitrain.training.run as run_module
 
     seen = {}
     real_train = run_module.train
@@ -210,7 +210,7 @@ def test_watchers_that_are_not_configured_cost_nothing(tmp_path, monkeypatch):
 
 def test_resolved_callbacks_load_again_and_stay_out_of_the_training_hash(tmp_path):
     from minitrain.config import config_from_dict, resolved_dict
-    from minitrain.parts import training_config_hash
+    from minitrain.training.parts import training_config_hash
 
     config = write_tiny_run(tmp_path)
     plain = load_config(config)

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitrain import model_files
 from minitrain.checkpoint import load_checkpoint, save_checkpoint
-from minitrain.checkpoint_manager import CheckpointManager
-from minitrain.errors import UserError
-from minitrain.model_files import config_hash, load_model_file, save_model_file
+from minitrain.common.errors import UserError
+from minitrain.runs import model_files
+from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.model_files import config_hash, load_model_file, save_model_file
 
 CONFIG = {"n_layer": 1, "n_head": 2, "d_model": 8, "d_ff": 16, "vocab_size": 11, "max_seq_len": 6, "dropout": 0.0}
 
@@ -449,7 +449,7 @@ def test_exception_during_write_leaves_previous_checkpoint(tmp_path, monkeypatch
         raise OSError(28, "No space left on device")
 
     # The disk fills up after the bytes went to the temp file, before the rename.
-    monkeypatch.setattr("minitrain.io.os.fsync", failing_fsync)
+    monkeypatch.setattr("minitrain.common.io.os.fsync", failing_fsync)
     with pytest.raises(UserError, match=r"step-2.safetensors: cannot write \(No space left on device\)"):
         save_steps(manager, [2])
     monkeypatch.undo()
@@ -517,7 +517,7 @@ def real_parts(folder: Path, overrides: list[str] = (), train_records: int = 40)
     """MiniGPT (dropout on), AdamW, warm-up cosine and the train batcher, built as a run builds them."""
     from minitrain.config import load_config
     from minitrain.course.fixtures import write_tiny_run
-    from minitrain.parts import build_parts
+    from minitrain.training.parts import build_parts
 
     config = write_tiny_run(folder)
     train = folder / "data" / "train.jsonl"
@@ -582,8 +582,8 @@ def test_committed_lab01_model_reproduces_its_val_ppl_and_resaves_to_the_same_by
     from minitrain.data.batcher import EvalBatcher, encode_split
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.loop import evaluate
-    from minitrain.model import MiniGPT
-    from minitrain.scoring import EVAL_BATCH_SIZE
+    from minitrain.models.minigpt import MiniGPT
+    from minitrain.training.scoring import EVAL_BATCH_SIZE
 
     monkeypatch.chdir(REPO)  # the lab config's data paths are relative to the repository
     results = json.loads((LAB01 / "results.json").read_text())

@@ -242,12 +242,12 @@ def test_info_on_a_damaged_run_folder_is_one_line(tmp_path, capsys, name, text, 
 
 
 def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
-    import minitrain.run
+    import minitrain.training.run
 
     def too_big(cfg, summary=None):
         raise MemoryError("Unable to allocate 477. GiB for an array with shape (64, 1000000000)")
 
-    monkeypatch.setattr(minitrain.plan, "plan_run", too_big)
+    monkeypatch.setattr(minitrain.training.plan, "plan_run", too_big)
     code, out, err = run(["train", config_for(make_corpus(tmp_path / "d")), "--dry-run"], capsys)
     assert code == 1 and out == ""
     assert err == ("error: out of memory (Unable to allocate 477. GiB for an array with shape (64, 1000000000)); "
@@ -259,7 +259,7 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, mon
 
 def test_a_command_module_is_registered_by_one_list_entry(tmp_path, capsys, monkeypatch):
     (tmp_path / "hello_commands.py").write_text(
-        "from minitrain.errors import UserError\n"
+        "from minitrain.common.errors import UserError\n"
         "def register(subparsers):\n"
         "    p = subparsers.add_parser('hello')\n"
         "    p.add_argument('--fail', action='store_true')\n"

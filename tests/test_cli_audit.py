@@ -17,8 +17,8 @@ from minitrain.config import load_config
 
 def tiny_model(folder, **shape) -> str:
     """A minitrain model file of the config_for() shape (1 layer, d_model 16...), for model.init_from."""
-    from minitrain.model import MiniGPT
-    from minitrain.model_files import save_model_file
+    from minitrain.models.minigpt import MiniGPT
+    from minitrain.runs.model_files import save_model_file
 
     config = dict(n_layer=1, n_head=2, d_model=16, d_ff=32, vocab_size=64, max_seq_len=32, **shape)
     model = MiniGPT(**config)

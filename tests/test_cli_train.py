@@ -11,9 +11,9 @@ from test_cli import run
 from test_config_data import make_corpus
 from test_run import log_rows
 
-from minitrain import artifacts
 from minitrain.config import config_from_dict, load_config
 from minitrain.course.fixtures import write_tiny_run
+from minitrain.training import artifacts
 
 
 @pytest.mark.slow

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from minitrain.clip import clip_grad_norm_, clip_grad_value_, global_grad_norm
-from minitrain.parameters import ParameterBuffer
+from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.optim.clip import clip_grad_norm_, clip_grad_value_, global_grad_norm
 
 
 class Param:

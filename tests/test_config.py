@@ -100,7 +100,7 @@ def test_lab01_config_validates_unchanged(tmp_path):
 def test_lab01s_committed_run_keeps_its_resolved_config_and_config_hash(monkeypatch):
     # Keys added since (ADDED_KEYS) stay out of config.resolved.yaml at their defaults, so lab 01's committed
     # run folder still says exactly what a run of its config resolves to, and resuming it finds the same hash.
-    from minitrain.parts import training_config_hash
+    from minitrain.training.parts import training_config_hash
 
     lab = Path(__file__).resolve().parents[1] / "experiments" / "18-train-mini"
     monkeypatch.chdir(lab.parents[1])
@@ -298,7 +298,7 @@ def test_top_level_must_be_a_mapping(tmp_path):
 
 
 def test_missing_file_is_a_user_error(tmp_path):
-    from minitrain.errors import UserError
+    from minitrain.common.errors import UserError
 
     with pytest.raises(UserError, match="config file not found") as info:
         load_config(tmp_path / "nope.yaml")
@@ -341,9 +341,9 @@ def test_left_out_optimizer_keys_take_the_types_defaults():
 
 
 def test_kwargs_build_the_optimizer_and_schedule(tmp_path):
+    from minitrain.autograd.tensor import Tensor
     from minitrain.optim import build_optimizer
-    from minitrain.schedule import build_scheduler
-    from minitrain.tensor import Tensor
+    from minitrain.optim.schedule import build_scheduler
 
     cfg = load_config(write(tmp_path, LAB01), ["optimizer.groups=[{pattern: 'transformer.wte.*', lr_scale: 0.5}]"])
     params = [("transformer.wte.weight", Tensor(np.zeros((4, 3)), requires_grad=True)),
@@ -374,7 +374,7 @@ def test_schema_has_every_key_the_optimizers_and_schedules_take():
     ModelConfig(type="mlp_lm", context=3, d_embed=4, hidden=[5, 6], vocab_size=10, max_seq_len=6),
 ])
 def test_parameter_names_are_the_models(shape):
-    from minitrain.architectures import build_model
+    from minitrain.models.registry import build_model
 
     model = build_model(shape.architecture())
     assert parameter_names(shape) == [name for name, _ in model.named_parameters()]

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from test_config import LAB01
 
 from minitrain import cli
+from minitrain.common.errors import UserError
 from minitrain.config import ConfigError, load_config
 from minitrain.config.yaml_lines import MAX_CHARS, MAX_DEPTH, YamlSyntaxError, parse_yaml
-from minitrain.errors import UserError
 
 STEPS = "training:\n  total_steps: 10\n"
 

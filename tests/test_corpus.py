@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from minitrain.common.errors import UserError
 from minitrain.data.build import build_corpus, data_manifest_hash
 from minitrain.data.corpus import PERSONS, TENSES, format_text, load_records, make_record, records_to_jsonl
 from minitrain.data.split import DEV_VERBS, SPLITS, VAL_VERBS
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.data.verbs import load_verbs
-from minitrain.errors import UserError
 
 _spec = importlib.util.spec_from_file_location(
     "build_corpus_script", Path(__file__).resolve().parents[1] / "scripts" / "build_corpus.py"

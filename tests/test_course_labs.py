@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from minitrain import seam
+from minitrain.common.errors import UserError
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.labs import LABS, checklist, grade, start
-from minitrain.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 

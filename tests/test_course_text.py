@@ -217,8 +217,9 @@ def test_the_checks_can_fail(tmp_path):
     """A missing path, a missing test, a bad dotted name and a mismatched twin are all caught."""
     page = tmp_path / "x.md"
     page.write_text(
-        "# A\n\nSee `minitrain/no_such_file.py`, `tests/test_tensor.py::test_not_there`, `minitrain.tensor.Nope`"
-        " and `models/minigpt-phase18-<hash>.safetensors`.\n\n```bash\n# not a heading\n"
+        "# A\n\nSee `minitrain/no_such_file.py`, `tests/test_tensor.py::test_not_there`, "
+        "`minitrain.autograd.tensor.Nope` and `models/minigpt-phase18-<hash>.safetensors`.\n\n```bash\n"
+        "# not a heading\n"
         "python scripts/nope.py --config 'experiments/x/config.yaml'\n```\n\n## B\n",
         encoding="utf-8",
     )
@@ -230,12 +231,12 @@ def test_the_checks_can_fail(tmp_path):
     }  # fmt: skip
     assert not (ROOT / "minitrain/no_such_file.py").exists()
     assert not re.search(r"^\s*def test_not_there\(", (ROOT / "tests/test_tensor.py").read_text(), re.M)
-    assert not _resolves("minitrain.tensor.Nope")
-    assert _resolves("minitrain.tensor.Tensor") and _resolves("minitrain.gradcheck")
-    page.write_text("# A\n\n<!-- excerpt: minitrain/tensor.py -->\n```python\nclass Tape:\n    x = 1\n```\n")
+    assert not _resolves("minitrain.autograd.tensor.Nope")
+    assert _resolves("minitrain.autograd.tensor.Tensor") and _resolves("minitrain.autograd.gradcheck")
+    page.write_text("# A\n\n<!-- excerpt: minitrain/autograd/tensor.py -->\n```python\nclass Tape:\n    x = 1\n```\n")
     ((source, code),) = parse(page).excerpts
     tape = (ROOT / source).read_text(encoding="utf-8")
-    assert source == "minitrain/tensor.py" and not excerpt_matches(code, tape)
+    assert source == "minitrain/autograd/tensor.py" and not excerpt_matches(code, tape)
     assert excerpt_matches("class Tape:\n\n  def __init__(self) -> None:\n", tape)
     assert not excerpt_matches("def __init__(self) -> None:\nclass Tape:\n", tape)  # order matters
     twin = tmp_path / "x.es.md"
@@ -282,7 +283,7 @@ def committed_results() -> list[float]:
     evaluation a quantized model file records of itself."""
     import json
 
-    from minitrain.model_files import load_model_file
+    from minitrain.runs.model_files import load_model_file
 
     found = []
     for folder in sorted(p for p in (ROOT / "experiments").rglob("*") if p.is_dir()):

@@ -11,8 +11,8 @@ from test_damage import DELETE, metadata_of, with_metadata
 from test_run import train_tiny, write_tiny_run
 
 from minitrain.cli import main
-from minitrain.errors import UserError
-from minitrain.model_files import load_model_file
+from minitrain.common.errors import UserError
+from minitrain.runs.model_files import load_model_file
 
 pytestmark = pytest.mark.slow
 

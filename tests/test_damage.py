@@ -38,8 +38,8 @@ from hypothesis import strategies as st
 from minitrain import cli
 from minitrain.config import load_config
 from minitrain.course.fixtures import write_tiny_data
-from minitrain.model_files import _content_digest
-from minitrain.run import run_training
+from minitrain.runs.model_files import _content_digest
+from minitrain.training.run import run_training
 
 pytestmark = pytest.mark.slow
 

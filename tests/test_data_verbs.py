@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from minitrain.common.errors import UserError
 from minitrain.data.split import DEV_VERBS, VAL_VERBS, split_verbs, stem
 from minitrain.data.verbs import Verb, load_verbs
-from minitrain.errors import UserError
 
 HELD_OUT = [Verb(v, "e-ie" if v in ("cerrar", "pensar") else "regular") for v in (*VAL_VERBS, *DEV_VERBS)]
 

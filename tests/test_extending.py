@@ -9,14 +9,14 @@ import numpy as np
 from test_course_text import excerpt_matches, parse
 
 from minitrain import gradcheck, nn
+from minitrain.autograd.tensor import Tensor
 from minitrain.data.batcher import TrainBatcher, encode_split
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.loop import train_step
-from minitrain.model import MiniGPT
+from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import AdamW
 from minitrain.optim.base import Optimizer, check_range
-from minitrain.tensor import Tensor
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "processed"
@@ -117,7 +117,7 @@ class Lion(Optimizer):
 
 
 def test_lion_takes_the_documented_step_and_trains():
-    p = nn.Parameter(np.array([[1.0, -2.0, 0.5]]))  # a matrix: weight decay applies (minitrain.parameters)
+    p = nn.Parameter(np.array([[1.0, -2.0, 0.5]]))  # a matrix: weight decay applies (minitrain.autograd.parameters)
     p.grad = np.array([[0.3, 0.1, -4.0]], dtype=np.float32)
     opt = Lion([("p", p)], lr=0.1, weight_decay=0.5)
     opt.step()

@@ -10,10 +10,10 @@ import pytest
 import safetensors.numpy
 from test_run import train_tiny, write_tiny_run
 
-from minitrain.architectures import build_model
 from minitrain.cli import main
 from minitrain.config import load_config
-from minitrain.plan import plan_run
+from minitrain.models.registry import build_model
+from minitrain.training.plan import plan_run
 
 pytestmark = pytest.mark.slow
 

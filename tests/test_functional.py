@@ -1,12 +1,13 @@
-"""Every fused op in minitrain.functional: float64 gradcheck on every kernel backend, and agreement with the same
-math composed from elementary Tensor ops."""
+"""Every fused op in minitrain.autograd.functional: float64 gradcheck on every kernel backend, and agreement with the
+same math composed from elementary Tensor ops."""
 
 import numpy as np
 import pytest
 
-import minitrain.functional as F
-from minitrain import Tensor, gradcheck, kernels, masked_fill
-from minitrain.kernels.gelu import CUBIC, SQRT_2_OVER_PI
+from minitrain import Tensor, gradcheck, masked_fill
+from minitrain import functional as F
+from minitrain.autograd import kernels
+from minitrain.autograd.kernels.gelu import CUBIC, SQRT_2_OVER_PI
 
 
 @pytest.fixture(params=kernels.BACKENDS, autouse=True)

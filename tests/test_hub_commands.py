@@ -13,11 +13,11 @@ from fakehub import make_run
 
 from minitrain.commands import export, publish, sample
 from minitrain.commands.publish import latest_run
+from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES
 from minitrain.hub.sources import load_model
-from minitrain.sampling import generate
+from minitrain.models.sampling import generate
 
 
 def run_command(argv: list[str]) -> int:

@@ -13,12 +13,12 @@ import safetensors.numpy
 from fakehub import TINY_MODEL, make_run
 from test_run_dir import dead_pid
 
+from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
-from minitrain.model_files import load_model_file, save_model_file
-from minitrain.run_lock import RunLock
+from minitrain.runs.model_files import load_model_file, save_model_file
+from minitrain.runs.run_lock import RunLock
 
 
 def test_export_writes_the_gpt2_folder(run, tmp_path):

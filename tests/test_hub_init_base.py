@@ -12,10 +12,10 @@ from fakehub import RECORDS, TINY_MODEL, make_run, serving
 from test_cli import run
 from test_config_data import make_corpus
 
-from minitrain import artifacts
 from minitrain.data.corpus import make_record, records_to_jsonl
 from minitrain.hub.export import export_model
 from minitrain.hub.publish import publish
+from minitrain.training import artifacts
 
 TOKEN = "hf_initBaseToken7Lm"
 REPO = "alice/minigpt-base"

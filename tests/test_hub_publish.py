@@ -11,8 +11,8 @@ import pytest
 from fakehub import TOKEN, make_run
 from huggingface_hub.utils import _http
 
+from minitrain.common.errors import UserError
 from minitrain.config.schema import Config
-from minitrain.errors import UserError
 from minitrain.hub.export import EXPORT_FILES, export_model
 from minitrain.hub.publish import maybe_publish_after_training, publish
 

@@ -12,9 +12,9 @@ from fakehub import serving
 from test_cli import run
 from test_run import RUN_FILES
 
-from minitrain import artifacts
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.hub.export import EXPORT_FILES, export_model
+from minitrain.training import artifacts
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from minitrain.errors import UserError
-from minitrain.io import (
+from minitrain.common.errors import UserError
+from minitrain.common.io import (
     append_line,
     atomic_write,
     atomic_write_json,
@@ -62,7 +62,7 @@ def test_a_file_system_failure_is_one_user_error_naming_the_file(tmp_path, monke
     def disk_full(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("minitrain.io.os.fsync", disk_full)
+    monkeypatch.setattr("minitrain.common.io.os.fsync", disk_full)
     with pytest.raises(UserError, match=r"out.txt: cannot write \(No space left on device\)"):
         atomic_write_text(target, "after")
     monkeypatch.undo()

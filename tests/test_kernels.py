@@ -6,7 +6,7 @@ file still runs quickly then."""
 import numpy as np
 import pytest
 
-from minitrain.kernels import attention, cross_entropy, embedding, fastmath, gelu, grad_norm, layernorm
+from minitrain.autograd.kernels import attention, cross_entropy, embedding, fastmath, gelu, grad_norm, layernorm
 
 TOLERANCE = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
 DTYPES = [np.float32, np.float64]

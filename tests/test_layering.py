@@ -1,56 +1,105 @@
-"""Lower layers never import higher ones: the CLI and its commands are the top floor, configuration is pure
-configuration, and the core (tensor, functional, kernels) knows nothing of models, runs or the CLI."""
+"""The floors of minitrain (docs/architecture.md): a module imports only from its own floor or lower ones, and no
+import cycle joins two files. The table of floors is read from the docs, so the docs and the rule cannot drift."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "minitrain"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def floors() -> dict[str, int]:
+    """{"minitrain.nn": 3, ...}: each package or module of the table in docs/architecture.md, with its floor."""
+    table = {}
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        if match := re.match(r"\| (\d+) \w+ \| (.+?) \|", line):
+            for name in re.findall(r"`(minitrain[\w.]*)`", match.group(2)):
+                table[name] = int(match.group(1))
+    return table
+
+
+def module_name(path: Path) -> str:
+    parts = ["minitrain", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Every `minitrain...` module a file imports, at any depth (lazy imports inside functions included)."""
+    """Every minitrain module a file imports, at any depth (lazy imports inside functions and TYPE_CHECKING blocks
+    included); `from minitrain.x import y` counts as importing `minitrain.x.y` when that is a module."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in found if name.startswith("minitrain")}
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in MODULES else node.module)
+    return {name for name in found if name == "minitrain" or name.startswith("minitrain.")}
 
 
-def is_within(module: str, packages: tuple[str, ...]) -> bool:
-    """`module` is one of `packages` or inside one (minitrain.clip is not inside minitrain.cli)."""
-    return any(module == p or module.startswith(p + ".") for p in packages)
+def floor_of(module: str, table: dict[str, int]) -> int:
+    """The floor of the longest table entry that is `module` or a package holding it."""
+    owners = [name for name in table if module == name or module.startswith(name + ".")]
+    assert owners, f"{module} has no floor in docs/architecture.md"
+    return table[max(owners, key=len)]
 
 
-def module_files(under: str = "") -> list[Path]:
-    return sorted((PACKAGE / under).rglob("*.py"))
+def test_every_module_has_a_floor_and_every_entry_exists():
+    table = floors()
+    assert len(set(table.values())) >= 10, "docs/architecture.md's table of floors was not read"
+    for module in MODULES:
+        floor_of(module, table)
+    missing = set(table) - set(MODULES)
+    assert not missing, f"docs/architecture.md names modules that do not exist: {sorted(missing)}"
 
 
-def test_nothing_below_the_cli_imports_the_commands_or_the_cli():
-    for path in module_files():
-        relative = path.relative_to(PACKAGE)
-        if relative.parts[0] == "commands" or relative.name == "cli.py":
-            continue
-        bad = {m for m in imported_modules(path) if is_within(m, ("minitrain.commands", "minitrain.cli"))}
-        assert not bad, f"{relative} imports {sorted(bad)} from the top floor"
+def test_no_module_imports_from_a_higher_floor():
+    table = floors()
+    upward = []
+    for module, path in MODULES.items():
+        here = floor_of(module, table)
+        upward += [f"{module} (floor {here}) imports {target} (floor {floor_of(target, table)})"
+                   for target in sorted(imported_modules(path)) if floor_of(target, table) > here]
+    assert not upward, "imports that run up a floor:\n" + "\n".join(upward)
 
 
-@pytest.mark.parametrize(
-    ("layer", "forbidden"),
-    [
-        ("config", ("minitrain.run", "minitrain.loop", "minitrain.hub")),
-        ("kernels", ("minitrain.model", "minitrain.run", "minitrain.nn", "minitrain.config")),
-    ],
-)
-def test_a_layer_does_not_reach_up(layer, forbidden):
-    for path in module_files(layer):
-        bad = {m for m in imported_modules(path) if is_within(m, forbidden)}
-        assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+def test_no_import_cycle_joins_two_files():
+    graph = {module: {t for t in imported_modules(path) if t in MODULES and t != module}
+             for module, path in MODULES.items()}
+    # Tarjan's strongly connected components: any component of more than one module is a cycle.
+    index, low, on_stack, stack, cycles = {}, {}, set(), [], []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def test_the_library_uses_only_the_names_each_lab_lists():
@@ -60,7 +109,7 @@ def test_the_library_uses_only_the_names_each_lab_lists():
 
     listed = {module_name(path): set(names) for pieces in LAB_PIECES.values() for path, names in pieces.items()}
     assert listed.keys() - {None} == REPLACEABLE.keys()
-    for path in module_files():
+    for path in MODULES.values():
         relative = "minitrain/" + path.relative_to(PACKAGE).as_posix()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):

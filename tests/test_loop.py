@@ -13,19 +13,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitrain.checkpoint_manager import CheckpointManager
 from minitrain.data.batch import take, trim_padding
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.engine import DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED, Checkpointing, train
+from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.loop import evaluate, train_step
-from minitrain.model import MiniGPT
-from minitrain.monitor.alerts import AlertMonitor
+from minitrain.models.minigpt import MiniGPT
+from minitrain.models.sampling import next_log_probs_fn
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.optim import build_optimizer
-from minitrain.sampling import next_log_probs_fn
-from minitrain.schedule import build_scheduler
+from minitrain.optim.schedule import build_scheduler
+from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.run_files import DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED
+from minitrain.training.engine import Checkpointing, train
 
 pytestmark = pytest.mark.lab01
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import minitrain.functional as F
-from minitrain import gradcheck, kernels
-from minitrain.architectures import linear_module_paths
-from minitrain.errors import UserError
+from minitrain import functional as F
+from minitrain import gradcheck
+from minitrain.autograd import kernels
+from minitrain.autograd.tensor import Tensor
+from minitrain.common.errors import UserError
 from minitrain.lora import (
     LoraSettings,
     adapter_names,
@@ -22,13 +23,13 @@ from minitrain.lora import (
     resolve_targets,
     settings_of,
 )
-from minitrain.mlp_lm import MLPLanguageModel
-from minitrain.model import MiniGPT
+from minitrain.models.minigpt import MiniGPT
+from minitrain.models.mlp_lm import MLPLanguageModel
+from minitrain.models.registry import linear_module_paths
 from minitrain.nn import Linear, inference
 from minitrain.nn.lora import LoRALinear, init_lora_a
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.optim import AdamW
-from minitrain.tensor import Tensor
 
 LAB = dict(n_layer=2, n_head=4, d_model=64, d_ff=256, vocab_size=64, max_seq_len=32)
 ALL = ("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj")

@@ -15,13 +15,13 @@ import yaml
 from fakehub import RECORDS, TINY_MODEL, make_run
 from test_cli import run
 
-from minitrain import artifacts
 from minitrain.data.corpus import make_record, records_to_jsonl
 from minitrain.hub.run_folder import read_run
 from minitrain.hub.sources import adapted_model, load_model
 from minitrain.lora.peft import CONFIG_FILE, WEIGHTS_FILE
-from minitrain.model_files import load_model_file
 from minitrain.nn import inference
+from minitrain.runs.model_files import load_model_file
+from minitrain.training import artifacts
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from minitrain.metrics import PerplexityMeter, answer_prompt, greedy_decode, greedy_exact_match
+from minitrain.evaluation.metrics import PerplexityMeter, answer_prompt, greedy_decode, greedy_exact_match
 
 
 def random_log_probs(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -10,12 +10,12 @@ import pytest
 from test_run import train_tiny, write_tiny_run
 
 from minitrain import gradcheck
-from minitrain.architectures import build_model, parameter_shapes
 from minitrain.cli import main
-from minitrain.errors import UserError
-from minitrain.mlp_lm import MLPLanguageModel
-from minitrain.model_files import load_model_file
+from minitrain.common.errors import UserError
+from minitrain.models.mlp_lm import MLPLanguageModel
+from minitrain.models.registry import build_model, parameter_shapes
 from minitrain.optim import AdamW
+from minitrain.runs.model_files import load_model_file
 
 TINY = dict(vocab_size=7, max_seq_len=8, context=3, d_embed=2, hidden=[5, 4])
 
@@ -103,7 +103,7 @@ def test_the_committed_mlp_lm_reproduces_its_val_ppl(monkeypatch):
     from minitrain.data.batcher import EvalBatcher, encode_split
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.loop import evaluate
-    from minitrain.scoring import EVAL_BATCH_SIZE
+    from minitrain.training.scoring import EVAL_BATCH_SIZE
 
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(repo)  # the config's data paths are relative to the repository

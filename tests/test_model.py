@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from minitrain import gradcheck
-from minitrain.errors import UserError
-from minitrain.model import MiniGPT
+from minitrain.common.errors import UserError
+from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import AdamW
 
 TINY = dict(n_layer=1, n_head=2, d_model=8, d_ff=12, vocab_size=7, max_seq_len=6)

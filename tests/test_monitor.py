@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from minitrain.errors import UserError
-from minitrain.monitor.alerts import AlertMonitor, parse_alert
+from minitrain.common.errors import UserError
+from minitrain.evaluation.alerts import AlertMonitor, parse_alert
 from minitrain.monitor.early_stopping import EarlyStopping, is_better
 from minitrain.monitor.progress import Progress, format_seconds, sparkline
 from minitrain.monitor.quality import grade_for, quality_score

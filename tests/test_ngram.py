@@ -17,7 +17,7 @@ import yaml
 from minitrain.data.batcher import encode_split
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.metrics import PerplexityMeter
+from minitrain.evaluation.metrics import PerplexityMeter
 from minitrain.ngram.add_k import AddKLM
 from minitrain.ngram.baseline import load_baseline_config, render_readme, run_baseline
 from minitrain.ngram.counts import NgramCounts, pad_sequences, suffix_keys

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import minitrain.functional as F
-from minitrain import gradcheck, kernels, nn
-from minitrain.errors import UserError
+from minitrain import functional as F
+from minitrain import gradcheck, nn
+from minitrain.autograd import kernels
+from minitrain.autograd.tensor import TAPE, Tensor
+from minitrain.common.errors import UserError
 from minitrain.optim import AdamW
-from minitrain.tensor import TAPE, Tensor
 
 
 def rng(seed: int = 0) -> np.random.Generator:

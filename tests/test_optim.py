@@ -7,12 +7,12 @@ import pytest
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-import minitrain.kernels.adamw as adamw_module
-from minitrain import kernels
-from minitrain.errors import UserError
+import minitrain.autograd.kernels.adamw as adamw_module
+from minitrain.autograd import kernels
+from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.common.errors import UserError
 from minitrain.optim import OPTIMIZERS, AdamW, build_optimizer, optimizer_keys
 from minitrain.optim.groups import Setting, resolve_settings
-from minitrain.parameters import ParameterBuffer
 
 STEPS = 3
 

@@ -66,7 +66,7 @@ def test_html_report_is_one_self_contained_page(tmp_path):
 def run_plain(config, run, **keys):
     """train_tiny with the progress display on (plain lines: the test's output is no terminal)."""
     from minitrain.config import load_config
-    from minitrain.run import run_training
+    from minitrain.training.run import run_training
 
     return run_training(load_config(config), run, models_dir=config.parent / "models",
                         baseline_path=config.parent / "baseline.json", **keys)

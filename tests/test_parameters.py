@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from minitrain.parameters import ParameterBuffer, gets_weight_decay
+from minitrain.autograd.parameters import ParameterBuffer, gets_weight_decay
 
 
 def _arrays():

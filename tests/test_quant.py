@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 
 from minitrain import gradcheck
-from minitrain.model import MiniGPT
-from minitrain.model_files import load_model_file, save_model_file
+from minitrain.autograd.tensor import Tensor
+from minitrain.models.minigpt import MiniGPT
 from minitrain.nn import Linear, inference
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.quant import affine, blockwise, grid
-from minitrain.quant.affine import Scheme
 from minitrain.quant.ops import fake_quantize, linear_4bit
 from minitrain.quant.packing import pack_bits, unpack_bits
 from minitrain.quant.ptq import calibration_grams, quantizable_paths, quantize_weights
 from minitrain.quant.qat import attach_fake_quantizers
 from minitrain.quant.qfile import KIND, quantized_tensors
-from minitrain.tensor import Tensor
+from minitrain.quant.scheme import BITS, GRANULARITIES, SCHEMES, Scheme
+from minitrain.runs.model_files import load_model_file, save_model_file
 
 # bitsandbytes' NF4 table (bitsandbytes/functional.py, get_4bit_type("nf4")), as published with QLoRA.
 BNB_NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
@@ -96,9 +96,9 @@ def test_an_all_zero_block_stays_zero():
     np.testing.assert_array_equal(blockwise.quantize_4bit(w).dequantize(), w)
 
 
-@pytest.mark.parametrize("bits", affine.BITS)
-@pytest.mark.parametrize("scheme", affine.SCHEMES)
-@pytest.mark.parametrize("granularity", affine.GRANULARITIES)
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("granularity", GRANULARITIES)
 def test_minmax_quantization_is_off_by_at_most_half_a_step(bits, scheme, granularity):
     s = Scheme(bits, scheme, granularity, group_size=16)
     w = weights()
@@ -118,7 +118,7 @@ def test_zero_is_exact_and_finer_units_err_less():
     w = weights()
     w[10, :] = 0.0
     errors = {}
-    for granularity in affine.GRANULARITIES:
+    for granularity in GRANULARITIES:
         s = Scheme(4, "asymmetric", granularity, group_size=16)
         restored = affine.dequantize(affine.quantize(w, s), s, w.shape)
         assert (restored[10] == 0).all()
@@ -148,7 +148,7 @@ def test_mse_with_calibration_inputs_minimises_the_output_error():
     assert np.square(x @ (w - weighted)).sum() <= np.square(x @ (w - plain)).sum()
 
 
-@pytest.mark.parametrize("granularity", affine.GRANULARITIES)
+@pytest.mark.parametrize("granularity", GRANULARITIES)
 def test_fake_quantize_forward_is_quantize_dequantize_and_backward_is_the_clamps_gradient(granularity):
     s = Scheme(4, "asymmetric", granularity, group_size=4, method="percentile", percentile=90.0)
     w = Tensor(weights((8, 6), std=1.0).astype(np.float64), requires_grad=True, dtype=np.float64)

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from test_run import train_tiny
 
-from minitrain.checkpoint_manager import CheckpointManager
+from minitrain.common.errors import UserError
 from minitrain.course.fixtures import write_tiny_run
-from minitrain.errors import UserError
-from minitrain.model_files import load_model_file
+from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.model_files import load_model_file
 
 pytestmark = [pytest.mark.lab02, pytest.mark.slow]
 

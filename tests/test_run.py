@@ -1,4 +1,4 @@
-"""minitrain.run: a whole run on a tiny config writes every artifact; same seed, same bytes; resume is exact;
+"""minitrain.training.run: a whole run on a tiny config writes every artifact; same seed, same bytes; resume is exact;
 bad data fails before any work; the dry run writes nothing."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitrain import artifacts
+from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.course.fixtures import write_tiny_run
-from minitrain.errors import UserError
-from minitrain.model import MiniGPT
-from minitrain.model_files import load_model_file
-from minitrain.plan import plan_run
-from minitrain.run import run_training
+from minitrain.models.minigpt import MiniGPT
+from minitrain.runs.model_files import load_model_file
+from minitrain.training import artifacts
+from minitrain.training.plan import plan_run
+from minitrain.training.run import run_training
 
 pytestmark = [pytest.mark.lab01, pytest.mark.slow]
 
@@ -238,7 +238,7 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
     def ctrl_c(model, tokenizer, records):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("minitrain.scoring.exact_match", ctrl_c)  # after the last step, before results.json
+    monkeypatch.setattr("minitrain.training.scoring.exact_match", ctrl_c)  # after the last step, before results.json
     with pytest.raises(UserError) as info:
         train_tiny(config, tmp_path / "run")
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
@@ -256,7 +256,7 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
 
 
 def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeypatch):
-    import minitrain.engine
+    import minitrain.training.engine
 
     calls = []
 
@@ -266,8 +266,8 @@ def test_a_second_ctrl_c_mid_step_still_completes_the_manifest(tmp_path, monkeyp
             raise KeyboardInterrupt
         return real_step(*args, **keys)
 
-    real_step = minitrain.engine.train_step
-    monkeypatch.setattr(minitrain.engine, "train_step", step_then_ctrl_c)
+    real_step = minitrain.training.engine.train_step
+    monkeypatch.setattr(minitrain.training.engine, "train_step", step_then_ctrl_c)
     config = write_tiny_run(tmp_path)  # checkpoints every 4 steps
     with pytest.raises(KeyboardInterrupt):
         train_tiny(config, tmp_path / "run")

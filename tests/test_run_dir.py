@@ -9,8 +9,8 @@ import sys
 import pytest
 from test_run import train_tiny, write_tiny_run
 
-from minitrain.errors import UserError
-from minitrain.run_dir import clear_run, remove_stale_temp_files, run_files_in
+from minitrain.common.errors import UserError
+from minitrain.runs.run_dir import clear_run, remove_stale_temp_files, run_files_in
 
 
 def dead_pid() -> int:

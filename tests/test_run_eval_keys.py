@@ -14,9 +14,9 @@ from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.engine import measure
-from minitrain.metrics import TokenAccuracyMeter
-from minitrain.model import MiniGPT
+from minitrain.evaluation.metrics import TokenAccuracyMeter
+from minitrain.models.minigpt import MiniGPT
+from minitrain.training.engine import measure
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +67,7 @@ def test_validation_every_epoch_and_a_test_split(tmp_path):
 
 
 def test_file_order_and_the_last_smaller_batch_change_the_run_and_its_hash(tmp_path):
-    from minitrain.parts import training_config_hash
+    from minitrain.training.parts import training_config_hash
 
     config = write_tiny_run(tmp_path)
     base = train_tiny(config, tmp_path / "a")
@@ -82,7 +82,7 @@ def test_file_order_and_the_last_smaller_batch_change_the_run_and_its_hash(tmp_p
 
 
 def test_float64_trains_and_saves_float64_weights(tmp_path):
-    from minitrain.model_files import load_model_file
+    from minitrain.runs.model_files import load_model_file
 
     config = write_tiny_run(tmp_path)
     results = train_tiny(config, tmp_path / "run", ["model.dtype=float64", "scheduler.total_steps=6",

@@ -14,12 +14,12 @@ from test_resume import LONG, script, wait_for_new_checkpoint
 from test_run import train_tiny, write_tiny_run
 
 from minitrain.cli import main
-from minitrain.errors import UserError
-from minitrain.run_lock import LOCK_FILE, RunLock, writer_of
+from minitrain.common.errors import UserError
+from minitrain.runs.run_lock import LOCK_FILE, RunLock, writer_of
 
 HOLD = textwrap.dedent("""\
     import sys, time
-    from minitrain.run_lock import RunLock
+    from minitrain.runs.run_lock import RunLock
     with RunLock(sys.argv[1]):
         print("locked", flush=True)
         time.sleep(60)

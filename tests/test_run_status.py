@@ -10,12 +10,12 @@ import signal
 import pytest
 from test_run import train_tiny, write_tiny_run
 
-import minitrain.artifacts
-import minitrain.engine
-import minitrain.run
-import minitrain.scoring
+import minitrain.training.artifacts
+import minitrain.training.engine
+import minitrain.training.run
+import minitrain.training.scoring
 from minitrain.cli import main
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ def test_sigterm_while_the_run_is_finished_is_recorded_and_resumable(tmp_path, m
         os.kill(os.getpid(), signal.SIGTERM)
         return 0.5
 
-    monkeypatch.setattr(minitrain.scoring, "exact_match", sigterm)
+    monkeypatch.setattr(minitrain.training.scoring, "exact_match", sigterm)
     with pytest.raises(UserError) as stopped:
         train_tiny(config, tmp_path / "run")
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
@@ -62,7 +62,7 @@ def test_a_full_models_folder_fails_the_run_honestly(tmp_path, monkeypatch, caps
     def disk_full(path, *args, **keys):
         raise UserError(f"{path}: cannot write (No space left on device)")
 
-    monkeypatch.setattr(minitrain.run, "save_model_file", disk_full)
+    monkeypatch.setattr(minitrain.training.run, "save_model_file", disk_full)
     with pytest.raises(UserError) as failed:
         train_tiny(config, tmp_path / "run")
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
@@ -82,7 +82,7 @@ def test_a_full_models_folder_fails_the_run_honestly(tmp_path, monkeypatch, caps
 def test_a_run_folder_that_stops_taking_writes_mid_run(tmp_path, monkeypatch, capsys):
     config = write_tiny_run(tmp_path)
     appended = []
-    real_append = minitrain.engine.append_line
+    real_append = minitrain.training.engine.append_line
 
     def read_only_after_ten(path, line):
         appended.append(line)
@@ -90,7 +90,7 @@ def test_a_run_folder_that_stops_taking_writes_mid_run(tmp_path, monkeypatch, ca
             raise UserError(f"{path}: cannot write (Read-only file system)")
         real_append(path, line)
 
-    monkeypatch.setattr(minitrain.engine, "append_line", read_only_after_ten)
+    monkeypatch.setattr(minitrain.training.engine, "append_line", read_only_after_ten)
     with pytest.raises(UserError) as failed:
         train_tiny(config, tmp_path / "run")
     assert failed.value.exit_code == 1 and "Read-only file system" in str(failed.value)
@@ -101,14 +101,14 @@ def test_a_run_folder_that_stops_taking_writes_mid_run(tmp_path, monkeypatch, ca
     # Worse: the manifest cannot be rewritten either. It still says "running", the error says so, and info,
     # seeing no process write the folder, does not believe it.
     appended.clear()
-    real_write = minitrain.artifacts.write_manifest
+    real_write = minitrain.training.artifacts.write_manifest
 
     def first_write_only(path, manifest):
         if manifest["status"] != "running":
             raise UserError(f"{path}: cannot write (Read-only file system)")
         real_write(path, manifest)
 
-    monkeypatch.setattr(minitrain.artifacts, "write_manifest", first_write_only)
+    monkeypatch.setattr(minitrain.training.artifacts, "write_manifest", first_write_only)
     with pytest.raises(UserError) as failed:
         train_tiny(config, tmp_path / "again")
     assert f"{tmp_path / 'again' / 'manifest.json'} could not record the failure either" in str(failed.value)

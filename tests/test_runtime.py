@@ -1,11 +1,11 @@
-"""minitrain.runtime: the BLAS thread count and the allocator setting take effect and leave results unchanged."""
+"""minitrain.common.runtime: the BLAS thread count and the allocator setting take effect and leave results unchanged."""
 
 import os
 
 import numpy as np
 import pytest
 
-from minitrain.runtime import (
+from minitrain.common.runtime import (
     blas_threads,
     blas_threads_for,
     configure,

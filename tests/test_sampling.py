@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from minitrain.autograd.tensor import Tensor
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.sampling import generate, next_token
-from minitrain.tensor import Tensor
+from minitrain.models.sampling import generate, next_token
 
 TOKENIZER = CharTokenizer(sorted(set("comer|R1í")))
 

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 from minitrain.optim import SGD
-from minitrain.schedule import SCHEDULES, build_scheduler
+from minitrain.optim.schedule import SCHEDULES, build_scheduler
 
 LAB01 = dict(lr_max=3e-4, lr_min=3e-5, warmup_steps=100, total_steps=2000)
 

@@ -40,9 +40,9 @@ def counting_loop(workspace: Path) -> Path:
 
 def test_the_workspace_file_is_the_module_and_others_come_from_the_library(tmp_path):
     counting_loop(tmp_path)
-    code = ("import minitrain.loop, minitrain.engine, minitrain.checkpoint\nfrom minitrain import seam\n"
-            "print(minitrain.loop.__file__); print(minitrain.engine.train_step.__module__, "
-            "minitrain.engine.train_step.__code__.co_filename); print(minitrain.checkpoint.__file__); "
+    code = ("import minitrain.loop, minitrain.training.engine, minitrain.checkpoint\nfrom minitrain import seam\n"
+            "print(minitrain.loop.__file__); print(minitrain.training.engine.train_step.__module__, "
+            "minitrain.training.engine.train_step.__code__.co_filename); print(minitrain.checkpoint.__file__); "
             "print(seam.replaced())")
     done = python(code, tmp_path)
     assert done.returncode == 0, done.stderr

@@ -10,7 +10,7 @@ import pytest
 
 from minitrain import cli
 from minitrain.config import load_config
-from minitrain.run import run_training
+from minitrain.training.run import run_training
 
 pytestmark = pytest.mark.slow
 

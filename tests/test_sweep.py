@@ -13,9 +13,9 @@ import pytest
 from test_run import write_tiny_run
 
 from minitrain import cli
+from minitrain.common.errors import UserError
 from minitrain.config import ConfigError
 from minitrain.config.source import ConfigSource
-from minitrain.errors import UserError
 from minitrain.sweep import SweepSpec, expand, load_sweep_file, run_sweep
 from minitrain.sweep.results import best_trial, comparable
 from minitrain.sweep.space import draw, parse_distribution, spec_problems

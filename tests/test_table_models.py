@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from sklearn import metrics as sk
 
-from minitrain.architectures import build_model, parameter_shapes
-from minitrain.errors import DataError
-from minitrain.gradcheck import gradcheck
-from minitrain.losses import huber_loss, mse_loss
+from minitrain.autograd.gradcheck import gradcheck
+from minitrain.autograd.losses import huber_loss, mse_loss
+from minitrain.autograd.tensor import Tensor
+from minitrain.common.errors import DataError
+from minitrain.evaluation.table_metrics import binary_auc, classification_metrics, regression_metrics, roc_auc_ovr
+from minitrain.models.registry import build_model, parameter_shapes
+from minitrain.models.sequential import SequentialModel, resolve_widths
 from minitrain.optim import build_optimizer
-from minitrain.sequential import SequentialModel, resolve_widths
-from minitrain.table_metrics import binary_auc, classification_metrics, regression_metrics, roc_auc_ovr
-from minitrain.tasks import Classification, Regression, task_train_step
-from minitrain.tensor import Tensor
+from minitrain.training.tasks import Classification, Regression, task_train_step
 
 SPEC_LAYERS = [  # the spec's §3.2 example
     {"linear": {"in_features": 784, "out_features": 256, "bias": True}}, {"activation": "relu"}, {"dropout": 0.2},

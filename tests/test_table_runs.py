@@ -13,17 +13,17 @@ import pytest
 import yaml
 
 from minitrain import cli
+from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.data.augmentation import text_augment
 from minitrain.data.batcher import encode_split
 from minitrain.data.row_split import split_rows
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
 from minitrain.hub.card import build_card
 from minitrain.hub.export import export_model
 from minitrain.hub.run_folder import read_run
-from minitrain.model_files import load_model_file
-from minitrain.run import run_training
+from minitrain.runs.model_files import load_model_file
+from minitrain.training.run import run_training
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,9 +220,9 @@ def test_the_committed_digits_model_reproduces_its_results():
     results = json.loads((experiment / "results.json").read_text())
     info = read_run(experiment)
     assert info.model_path == ROOT / results["model_path"]
-    from minitrain.architectures import build_model
     from minitrain.config.table_check import load_table
-    from minitrain.tasks import Classification
+    from minitrain.models.registry import build_model
+    from minitrain.training.tasks import Classification
 
     table, architecture = load_table(load_config(experiment / "config.yaml"))
     assert architecture == info.model_config and table.pipeline.to_dict() == info.pipeline

@@ -13,13 +13,13 @@ import pyarrow.parquet
 import pytest
 from huggingface_hub import constants
 
+from minitrain.common.errors import DataError, UserError
 from minitrain.config import config_from_dict
 from minitrain.data.formats import detect_format, read_table
 from minitrain.data.locate import locate_source, split_of
 from minitrain.data.preprocessing import Preprocessing, expand_columns
 from minitrain.data.row_split import fold_rows, split_rows
 from minitrain.data.tables import TablePipeline, build_table_data, columns_of, infer_task
-from minitrain.errors import DataError, UserError
 
 ROWS = [{"x": 1.5, "color": "red", "label": "a"}, {"x": 2.0, "color": "blue", "label": "b"},
         {"x": None, "color": "red", "label": "a"}, {"x": 4.0, "color": "green", "label": "b"}]

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from minitrain import Tensor, concat, gradcheck, masked_fill, no_grad, split, where, zero_grad
-from minitrain.gradcheck import GradcheckError
-from minitrain.tensor import TAPE
+from minitrain.autograd.gradcheck import GradcheckError
+from minitrain.autograd.tensor import TAPE
 
 FAST = settings(max_examples=25, deadline=None)
 

@@ -1,5 +1,5 @@
-"""The measured thread choice (minitrain/thread_choice.py): it alternates the candidates, picks the fastest from
-its own timings, measures again when the step time drifts, skips the intervals that hold a validation, and in a
+"""The measured thread choice (minitrain/callbacks/thread_choice.py): it alternates the candidates, picks the fastest
+from its own timings, measures again when the step time drifts, skips the intervals that hold a validation, and in a
 run reports its decisions outside train_log.jsonl. Timings here are made up (no test reads the clock)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from test_run import train_tiny, write_tiny_run
 
 from minitrain.callbacks.base import Context
+from minitrain.callbacks.thread_choice import MeasuredThreads, ThreadChooser
+from minitrain.common.errors import UserError
+from minitrain.common.runtime import get_blas_threads, set_blas_threads
 from minitrain.config import load_config
-from minitrain.errors import UserError
-from minitrain.plan import configure_runtime
-from minitrain.runtime import get_blas_threads, set_blas_threads
-from minitrain.thread_choice import MeasuredThreads, ThreadChooser
+from minitrain.training.plan import configure_runtime
 
 
 class FakeMachine:

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import MAX_VOCAB_SIZE, CharTokenizer
-from minitrain.errors import UserError
 
 TEXTS = ["caminar|P1|camino", "cerrar|S4|cerremos", "oír|P4|oímos", "averiguar|R1|averigüé"]
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from test_run import log_rows, train_tiny, write_tiny_run
 
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 
 pytestmark = pytest.mark.slow
 
@@ -98,8 +98,8 @@ def test_jsonl_tracking_and_system_metrics(tmp_path):
 
 def test_a_missing_extra_is_one_clear_error_before_anything_is_written(tmp_path, monkeypatch, capsys):
     from minitrain import cli
+    from minitrain.common.extras import require
     from minitrain.config import ConfigError
-    from minitrain.extras import require
 
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # what a Python without the package raises
     monkeypatch.setitem(sys.modules, "pyarrow", None)

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from minitrain.common.runtime import configure
 from minitrain.config import load_config
 from minitrain.data.corpus import load_records, records_to_jsonl
 from minitrain.data.tokenizer import CharTokenizer
@@ -38,10 +39,9 @@ from minitrain.hub.run_folder import read_run
 from minitrain.hub.sources import load_model
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.quant.affine import Scheme
-from minitrain.quantize import quantize_run
-from minitrain.run import build_parts
-from minitrain.runtime import configure
-from minitrain.scoring import score_records
+from minitrain.training.quantize import quantize_run
+from minitrain.training.run import build_parts
+from minitrain.training.scoring import score_records
 
 HERE = Path(__file__).resolve().parent
 DATA = Path("data/processed")

@@ -6,7 +6,7 @@
         def on_validation_end(self, ctx):
             print(f"step {ctx.step}: val_ppl {ctx.metrics['val_ppl']:.3f}")
 
-    run_training(cfg, "runs/try", callbacks=[PrintVal()])        # minitrain.run
+    run_training(cfg, "runs/try", callbacks=[PrintVal()])        # minitrain.training.run
 
 The events, in the loop's step numbering (minitrain/loop.py: step s is the s-th optimizer update, 0-based):
 

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from minitrain.callbacks.base import Context, Triggered
-from minitrain.io import append_line, atomic_write
-from minitrain.metrics import answer_prompt, greedy_decode
-from minitrain.sampling import next_log_probs_fn
+from minitrain.common.io import append_line, atomic_write
+from minitrain.evaluation.metrics import answer_prompt, greedy_decode
+from minitrain.models.sampling import next_log_probs_fn
 
 
 class Checkpointer(Triggered):

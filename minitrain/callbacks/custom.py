@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from minitrain.callbacks.base import Context, Triggered
+from minitrain.common.errors import UserError
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
-from minitrain.errors import UserError
 
 
 def load_entry_point(entry_point: str) -> Callable[..., Any]:

@@ -1,9 +1,9 @@
 """A run's watchers, from its config: the `callbacks:` entries, the tracker, system metrics, and any callbacks
-given in Python, as the one CallbackList the loop hears (minitrain.run calls `watch_run`).
+given in Python, as the one CallbackList the loop hears (minitrain.training.run calls `watch_run`).
 
 Order matters only at the end: the callbacks of `callbacks:` first, then the Python ones, then the system
 monitor, then the tracker, so the tracker files the run away after everything else has logged; with
-`runtime.threads: measure`, the thread choice (minitrain/thread_choice.py) last of all.
+`runtime.threads: measure`, the thread choice (minitrain/callbacks/thread_choice.py) last of all.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 from minitrain.callbacks.base import Callback, CallbackList
 from minitrain.callbacks.builtin import Checkpointer, GradientMonitor, LRMonitor, SamplePredictions
 from minitrain.callbacks.custom import CustomCallback, load_entry_point
+from minitrain.callbacks.thread_choice import MeasuredThreads, ThreadChooser
 from minitrain.config import Config, resolved_dict
 from minitrain.config.observing import CallbackEntry
 from minitrain.monitor.system import FILE as SYSTEM_FILE
 from minitrain.monitor.system import SystemMonitor
-from minitrain.thread_choice import MeasuredThreads, ThreadChooser
 from minitrain.tracking import Tracker, build_tracker, flatten
 
 SAMPLES_FILE = "samples.jsonl"
@@ -73,7 +73,7 @@ def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, mod
     cleanup.callback(watch.close)
     if tracker is not None:
         tags = {**{k: str(v) for k, v in (settings.tracking.tags or {}).items()},
-                "minitrain.run_dir": str(run_dir.resolve()), "minitrain.config_hash": config_hash}
+                "minitrain.runs.run_dir": str(run_dir.resolve()), "minitrain.config_hash": config_hash}
         tracker.start(flatten(resolved_dict(cfg)), tags)
     for watcher in watchers:
         if isinstance(watcher, SystemMonitor):

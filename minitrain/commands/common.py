@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from minitrain.config.datacheck import DataSummary, check_data
+from minitrain.config.extras import missing_extras
 from minitrain.config.loader import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
-from minitrain.extras import missing_extras
 
 
 def add_set(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def load(args: argparse.Namespace) -> Config:
 
 def check_files(cfg: Config) -> DataSummary:
     """Every check that reads files: the data (config/datacheck.py), model.init_from, whose source must be
-    readable and of the config's architecture, the optional packages the config needs (minitrain.extras), and
+    readable and of the config's architecture, the optional packages the config needs (minitrain.common.extras), and
     custom callbacks' entry points, which must import. All problems at once, as one ConfigError (exit code 2)."""
     problems, summary = [], None
     try:

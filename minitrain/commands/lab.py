@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from minitrain import seam
+from minitrain.common.errors import UserError
 from minitrain.course.checks import format_checklist
 from minitrain.course.labs import LABS, grade, start
-from minitrain.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 
 RUNS = Path("runs")
 

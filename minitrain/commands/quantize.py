@@ -1,14 +1,14 @@
 """`minitrain quantize SOURCE OUT --bits 8|4|2 [--scheme ...] [--granularity ...] [--group-size N] [--exclude NAME
 ...] [--calibration-samples N --method minmax|percentile|mse --percentile P]`: a trained model's linear weights in
-integers, written to OUT and scored on the run's val split against float32 (minitrain/quantize.py)."""
+integers, written to OUT and scored on the run's val split against float32 (minitrain/training/quantize.py)."""
 
 from __future__ import annotations
 
 import argparse
 
 from minitrain.commands.common import positive_int
-from minitrain.errors import UserError
-from minitrain.quant.affine import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
+from minitrain.common.errors import UserError
+from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def quantize_command(args: argparse.Namespace) -> int:
-    from minitrain.quantize import quantize_run
+    from minitrain.training.quantize import quantize_run
 
     if args.granularity == "per_group" and args.group_size is None:
         raise UserError("--granularity per_group needs --group-size", 2)

@@ -8,7 +8,7 @@ import argparse
 import numpy as np
 
 from minitrain.commands.common import non_negative_float, non_negative_int, positive_int
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def sample_command(args: argparse.Namespace) -> int:
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.sources import load_model
-    from minitrain.sampling import generate
+    from minitrain.models.sampling import generate
 
     model, vocab = load_model(args.source)
     if model.config.get("type") == "sequential":

@@ -7,9 +7,9 @@ import argparse
 from typing import Any
 
 from minitrain.commands.common import positive_int
+from minitrain.common.errors import UserError
 from minitrain.config.source import ConfigSource
 from minitrain.config.yaml_lines import parse_scalar
-from minitrain.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,5 +1,6 @@
 """`minitrain train CONFIG [--set k=v]... [--out-dir] [--models-dir] [--seed] [--resume] [--overwrite] [--dry-run]
-[--strict] [--quiet]`: validate, check the data, then train into a run folder (minitrain.run) and publish if asked."""
+[--strict] [--quiet]`: validate, check the data, then train into a run folder
+(minitrain.training.run) and publish if asked."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from pathlib import Path
 
 from minitrain import seam
 from minitrain.commands.common import add_set, check_files, load
+from minitrain.common.errors import UserError
 from minitrain.config.loader import is_lock
 from minitrain.config.lock import check_strict, lock_path_for
 from minitrain.config.schema import Config
 from minitrain.config.yaml_lines import load_yaml_file
-from minitrain.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,8 +53,8 @@ def train_command(args: argparse.Namespace) -> int:
         check_strict(cfg, _lock_file_for(args.config))
     if args.resume is not None and not Path(args.resume).exists():
         raise UserError(f"--resume {args.resume}: no such run folder or checkpoint", 2)
-    from minitrain.plan import plan_run  # the engine loads numba kernels: import it only to train
-    from minitrain.run import run_training
+    from minitrain.training.plan import plan_run  # the engine loads numba kernels: import it only to train
+    from minitrain.training.run import run_training
 
     if args.dry_run:
         print(format_plan(plan_run(cfg, summary)))

@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minitrain.common.errors import DataError, UserError
+from minitrain.common.io import read_text, regular_file_problem
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config, DataConfig
 from minitrain.config.source import ConfigSource
 from minitrain.data.batch import batches_per_epoch
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import DataError, UserError
-from minitrain.io import read_text, regular_file_problem
 
 SPLITS = ("train", "val", "dev", "test")
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from minitrain.monitor.alerts import parse_alert
+from minitrain.evaluation.alerts import parse_alert
 
 # "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
 _DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
@@ -39,11 +39,12 @@ def _check_alert(text: str) -> str:
     return text
 
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A Hub repo id as `user/name`; hub/publish.py adds what the Hub itself refuses (`..`).
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _check_repo_id(text: str) -> str:
-    if not _REPO_ID.match(text):
+    if not REPO_ID.fullmatch(text):
         raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
     return text
 

@@ -1,21 +1,25 @@
-"""Rules about the `lora:` and `quantize:` sections, registered with rules.py's `@rule` like the others; each
-docstring's first line is documented in docs/yaml-mode.md."""
+"""Rules about the `lora:` and `quantize:` sections, collected in `RULES` (minitrain/config/rule.py) like the
+others; each docstring's first line is documented in docs/yaml-mode.md."""
 
 from __future__ import annotations
 
 import math
 
-from minitrain.architectures import linear_module_paths, parameter_shapes
 from minitrain.config.problems import Problem
-from minitrain.config.rules import rule
+from minitrain.config.rule import RuleBook
 from minitrain.config.schema import ModelConfig
 from minitrain.lora import resolve_targets
+from minitrain.models.registry import linear_module_paths, parameter_shapes
 from minitrain.nn.module import module_matches
 
 
 def linear_layers(model: ModelConfig) -> list[str]:
-    """The paths of the model's linear layers for this shape (`minitrain.architectures.linear_module_paths`)."""
+    """The paths of the model's linear layers for this shape (`minitrain.models.registry.linear_module_paths`)."""
     return linear_module_paths(model.architecture())
+
+
+RULES = RuleBook()
+rule = RULES.rule
 
 
 @rule("lora", "model")

@@ -7,11 +7,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from minitrain.common.errors import UserError
 from minitrain.config.section import PositiveInt, Section
-from minitrain.errors import UserError
 from minitrain.lora import LoraSettings, resolve_targets
-from minitrain.quant.affine import Scheme
 from minitrain.quant.qat import OBSERVER_METHODS
+from minitrain.quant.scheme import Scheme
 
 
 class LoraConfig(Section):

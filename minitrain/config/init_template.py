@@ -32,12 +32,12 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from minitrain.architectures import linear_module_paths
+from minitrain.common.errors import UserError
 from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.loader import config_from_yaml
 from minitrain.config.schema import DataConfig
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
+from minitrain.models.registry import linear_module_paths
 
 TEMPLATES = ("minimal", "lab01")
 METHODS = ("full", "lora", "qlora")

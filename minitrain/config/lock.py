@@ -20,13 +20,13 @@ from typing import Any
 
 import yaml
 
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_text, sha256_of
+from minitrain.common.versions import library_versions
 from minitrain.config.loader import LOCK_KEY, is_lock, resolved_dict
 from minitrain.config.schema import Config
 from minitrain.config.source import dotted
 from minitrain.config.yaml_lines import load_yaml_file
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_text, sha256_of
-from minitrain.versions import library_versions
 
 LOCK_VERSION = 1
 MAX_LOCK_BYTES = 1 << 20  # a lock file is a resolved config and a few hashes: a few kB

@@ -1,7 +1,7 @@
 """The config sections that watch a run without changing what it computes: experiment tracking, system metrics,
 callbacks and the output formats of its tables and report.
 
-None of them enters the training config hash (minitrain/run.py), so a resume may change them, and lab 01's
+None of them enters the training config hash (minitrain/training/run.py), so a resume may change them, and lab 01's
 resolved config leaves them out at their defaults (schema.ADDED_KEYS). docs/yaml-mode.md documents every key.
 """
 

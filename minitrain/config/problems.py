@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from minitrain.common.errors import UserError
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.spec_keys import spec_keys_in
-from minitrain.errors import UserError
 
 UNION_TAGS = ("<rule>", "<mapping>")  # the tags of schema.AlertEntry, which pydantic puts in error locations
 

@@ -1,4 +1,5 @@
-"""Rules that involve more than one key. Each is a small function registered with `@rule`.
+"""Rules that involve more than one key. Each is a small function collected by `@rule` into `CORE_RULES`
+(minitrain/config/rule.py); `RULES` joins them with the fine-tuning and table rules of their own modules.
 
 `needs` names the sections a rule reads; it runs whenever those sections passed the schema, so one broken
 section does not hide the problems of another. A rule with `needs=()` reads the raw YAML mapping (the rules about
@@ -9,92 +10,50 @@ docs/yaml-mode.md documents and `minitrain validate` counts.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
-from minitrain.architectures import parameter_shapes
+from minitrain.config import finetune_rules, table_rules
 from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
+from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
-from minitrain.config.section import HIGHER_IS_BETTER
+from minitrain.models.registry import parameter_shapes
 from minitrain.nn.module import name_matches
 
-Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    needs: tuple[str, ...]
-    doc: str
-    check: Check
-
-
-RULES: list[Rule] = []
-
-
-def rule(*needs: str) -> Callable[[Check], Check]:
-    """Register `check(sections, raw)`; its docstring's first line is the rule as users read it."""
-
-    def register(check: Check) -> Check:
-        doc = (check.__doc__ or "").strip().splitlines()[0]
-        RULES.append(Rule(check.__name__.lstrip("_"), needs, doc, check))
-        return check
-
-    return register
-
-
-def run_rules(sections: Mapping[str, BaseModel], raw: Mapping[str, Any]) -> list[Problem]:
-    """Every problem found by the rules whose sections are all valid."""
-    problems: list[Problem] = []
-    for r in RULES:
-        if all(name in sections for name in r.needs):
-            problems += r.check(sections, raw)
-    return problems
-
-
-def _given(raw: Mapping[str, Any], section: str, key: str) -> bool:
-    # A key counts as given when it is in the YAML (or --set) with a non-null value.
-    part = raw.get(section)
-    return isinstance(part, Mapping) and part.get(key) is not None
+CORE_RULES = RuleBook()
+rule = CORE_RULES.rule
 
 
 # --- a setting in two homes, and the length of the run ----------------------------------------------------
 
 
-def _one_home(raw: Mapping[str, Any], key: str, homes: tuple[str, str]) -> Iterator[Problem]:
-    first, second = homes
-    if _given(raw, first, key) and _given(raw, second, key):
-        yield Problem((second, key), f"also given as {first}.{key}; give it in one place only")
-
-
 @rule()
 def _clip_in_one_place(sections, raw):
     """optimizer.clip and training.clip are the same setting: give at most one (same for clip_value)."""
-    yield from _one_home(raw, "clip", ("optimizer", "training"))
-    yield from _one_home(raw, "clip_value", ("optimizer", "training"))
+    yield from one_home(raw, "clip", ("optimizer", "training"))
+    yield from one_home(raw, "clip_value", ("optimizer", "training"))
 
 
 @rule()
 def _total_steps_in_one_place(sections, raw):
     """scheduler.total_steps (lab 01) and training.total_steps are the same setting: give at most one."""
-    yield from _one_home(raw, "total_steps", ("scheduler", "training"))
+    yield from one_home(raw, "total_steps", ("scheduler", "training"))
 
 
 @rule()
 def _warmup_in_one_form(sections, raw):
     """scheduler.warmup_steps and scheduler.warmup_ratio say the same thing: give at most one."""
-    if _given(raw, "scheduler", "warmup_steps") and _given(raw, "scheduler", "warmup_ratio"):
+    if given(raw, "scheduler", "warmup_steps") and given(raw, "scheduler", "warmup_ratio"):
         yield Problem(("scheduler", "warmup_ratio"), "also given as scheduler.warmup_steps; give one of them")
 
 
 @rule()
 def _validation_cadence_in_one_form(sections, raw):
     """training.val_every and training.val_every_epoch say the same thing: give at most one."""
-    if _given(raw, "training", "val_every") and _given(raw, "training", "val_every_epoch"):
+    if given(raw, "training", "val_every") and given(raw, "training", "val_every_epoch"):
         yield Problem(("training", "val_every_epoch"), "also given as training.val_every; give one of them")
 
 
@@ -107,7 +66,7 @@ def _one_run_length(sections, raw):
             ("training", "total_steps"), ("scheduler", "total_steps"), ("training", "epochs"),
             ("training", "duration"),
         )
-        if _given(raw, section, key)
+        if given(raw, section, key)
     ]
     kinds = {g.split(".")[1] for g in given}
     if not kinds:
@@ -191,7 +150,7 @@ def _group_overrides_something(sections, raw):
 
 
 def parameter_names(model: ModelConfig) -> list[str]:
-    """The model's parameter names for this shape, in model order (`minitrain.architectures.parameter_shapes`)."""
+    """The model's parameter names for this shape, in model order (`minitrain.models.registry.parameter_shapes`)."""
     return [name for name, _ in parameter_shapes(model.architecture())]
 
 
@@ -289,14 +248,6 @@ def _one_cycle_rises_for_a_step(sections, raw):
         yield Problem(
             ("scheduler", "pct_start"), f"pct_start {sched.pct_start:g} · total_steps {total} must exceed 1"
         )
-
-
-def mode_fits(path: tuple, metric: str, mode: str) -> Iterator[Problem]:
-    """A problem at `path`.mode unless `mode` fits `metric`: max for accuracy-like metrics, min for loss-like."""
-    wanted = "max" if metric in HIGHER_IS_BETTER else "min"
-    if mode != wanted:
-        better = "higher" if wanted == "max" else "lower"
-        yield Problem((*path, "mode"), f"{metric} is {better}-is-better, so mode must be {wanted} (got {mode})")
 
 
 @rule("scheduler")
@@ -434,5 +385,14 @@ def _included_metrics_are_logged(sections, raw):
                                                                 f"{', '.join(columns)}")
 
 
-# The table tasks' and the fine-tuning sections' rules live in their own modules; importing them registers them.
-from minitrain.config import finetune_rules, table_rules  # noqa: E402, F401
+# Every rule, in the order they run and docs/yaml-mode.md lists them: these, the fine-tuning sections', the tables'.
+RULES: tuple[Rule, ...] = (*CORE_RULES, *finetune_rules.RULES, *table_rules.RULES)
+
+
+def run_rules(sections: Mapping[str, BaseModel], raw: Mapping[str, Any]) -> list[Problem]:
+    """Every problem found by the rules whose sections are all valid."""
+    problems: list[Problem] = []
+    for r in RULES:
+        if all(name in sections for name in r.needs):
+            problems += r.check(sections, raw)
+    return problems

@@ -1,6 +1,6 @@
 """The sections about a run rather than what it trains: how it is watched (`monitoring:` progress and alerts),
 where its files go (`output:`), where it is published (`publish:`) and how the process runs (`runtime:`). None
-of them enters the training config hash (minitrain/parts.py), so a resume may change them."""
+of them enters the training config hash (minitrain/training/parts.py), so a resume may change them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from minitrain.config.fields import AlertRule, RepoId
 from minitrain.config.observing import MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
 from minitrain.config.problems import UNION_TAGS
 from minitrain.config.section import PositiveInt, Section
-from minitrain.monitor.alerts import Alert, parse_alert
+from minitrain.evaluation.alerts import Alert, parse_alert
 
 
 class AlertSpec(Section):
@@ -43,7 +43,7 @@ AlertEntry = Annotated[
 
 
 class MonitoringConfig(Section):
-    """Progress display, declarative alerts (grammar in minitrain/monitor/alerts.py), experiment tracking and
+    """Progress display, declarative alerts (grammar in minitrain/evaluation/alerts.py), experiment tracking and
     system metrics (config/observing.py)."""
 
     progress: Literal["auto", "bar", "plain", "none"] = "auto"
@@ -82,9 +82,10 @@ class PublishConfig(Section):
 
 class RuntimeConfig(Section):
     """How the process computes, not what: BLAS threads. `rule` (the default) picks them from the model's size
-    (minitrain/runtime.py); a number fixes them; `measure` times a few training steps on each count and measures
-    again when the step time drifts (minitrain/thread_choice.py). Thread counts change a product's last bits, so
-    `measure` makes a run's numbers depend on the machine's load: its logs and weights are not byte-reproducible."""
+    (minitrain/common/runtime.py); a number fixes them; `measure` times a few training steps on each count and
+    measures again when the step time drifts (minitrain/callbacks/thread_choice.py). Thread counts change a product's
+    last bits, so `measure` makes a run's numbers depend on the machine's load: its logs and weights are not
+    byte-reproducible."""
 
     threads: Literal["rule", "measure"] | PositiveInt = Field(
         "rule", description="rule (by model size), measure (timed steps, not byte-reproducible) or a count")

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
 
-from minitrain.architectures import MODELS, model_keys
+from minitrain.common.registry import keyword_defaults
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
 from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
@@ -41,9 +41,9 @@ from minitrain.config.table_sections import (
     PreprocessingStep,
     SplitConfig,
 )
+from minitrain.models.registry import MODELS, model_keys
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
-from minitrain.registry import keyword_defaults
-from minitrain.schedule import SCHEDULES, schedule_keys
+from minitrain.optim.schedule import SCHEDULES, schedule_keys
 
 
 class ModelConfig(Section):
@@ -82,7 +82,7 @@ class ModelConfig(Section):
         return self
 
     def architecture(self) -> dict[str, Any]:
-        """The constructor keys of the chosen family (what `minitrain.architectures.build_model` takes)."""
+        """The constructor keys of the chosen family (what `minitrain.models.registry.build_model` takes)."""
         keys = {k: getattr(self, k) for k in model_keys(self.type) if getattr(self, k) is not None}
         if self.type == "sequential":
             keys["layers"] = [layer.model_dump() for layer in self.layers or []]
@@ -293,7 +293,7 @@ ValMetric = Literal["loss", "perplexity", "token_accuracy", "exact_match", "accu
                     "auc_roc", "confusion_matrix", "mse", "mae", "r2"]
 VAL_METRICS: tuple[str, ...] = ValMetric.__args__
 ALWAYS_MEASURED = ["loss", "perplexity"]  # val_loss and val_ppl: best checkpoints and early stopping read them
-# The metrics of each task (minitrain/tasks.py); a table task logs no perplexity.
+# The metrics of each task (minitrain/training/tasks.py); a table task logs no perplexity.
 TASK_METRICS = {"language_modeling": ("loss", "perplexity", "token_accuracy", "exact_match"),
                 "classification": ("loss", "accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix"),
                 "regression": ("loss", "mse", "mae", "r2")}

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from minitrain.common.errors import DataError
 from minitrain.config.schema import Config
 from minitrain.data.tables import CLASSIFICATION, TableData, build_table_data
-from minitrain.errors import DataError
-from minitrain.sequential import output_width, resolve_widths
+from minitrain.models.sequential import output_width, resolve_widths
 
 Fold = tuple[int, int, bool, bool]  # (index, folds, shuffle, stratified)
 

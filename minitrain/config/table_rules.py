@@ -1,17 +1,17 @@
-"""Rules about table tasks (sequential models, data sources, splits, metrics, losses), registered with rules.py's
-`@rule` like the others; each docstring's first line is documented in docs/yaml-mode.md."""
+"""Rules about table tasks (sequential models, data sources, splits, metrics, losses), collected in `RULES`
+(minitrain/config/rule.py) like the others; each docstring's first line is documented in docs/yaml-mode.md."""
 
 from __future__ import annotations
 
 import math
 
-from minitrain.architectures import LANGUAGE_MODELS
+from minitrain.common.errors import DataError
 from minitrain.config.problems import Problem
-from minitrain.config.rules import _given, mode_fits, rule
+from minitrain.config.rule import RuleBook, given, mode_fits
 from minitrain.config.schema import TASK_METRICS
 from minitrain.config.table_sections import IMAGE_AUGMENTATIONS, TEXT_AUGMENTATIONS
-from minitrain.errors import DataError
-from minitrain.sequential import output_width, resolve_widths
+from minitrain.models.registry import LANGUAGE_MODELS
+from minitrain.models.sequential import output_width, resolve_widths
 
 LANGUAGE_MODELING = "language_modeling"
 TABLE_TASKS = ("classification", "regression")
@@ -23,6 +23,10 @@ def _task_of(sections) -> str | None:
     if sections["model"].type in LANGUAGE_MODELS:
         return LANGUAGE_MODELING
     return sections["task"]
+
+
+RULES = RuleBook()
+rule = RULES.rule
 
 
 @rule("task", "model")
@@ -127,12 +131,12 @@ def _watched_metrics_point_the_right_way(sections, raw):
 @rule()
 def _data_named_one_way(sections, raw):
     """data.source and data.train/val/test are two ways to name the data: give one; data.split needs data.source."""
-    if _given(raw, "data", "source"):
+    if given(raw, "data", "source"):
         for key in ("train_path", "val_path", "test_path"):
-            if _given(raw, "data", key):
+            if given(raw, "data", key):
                 yield Problem(("data", key), "also given: data.source; give the data one way (a source, or the "
                                              "split files)")
-    elif _given(raw, "data", "split"):
+    elif given(raw, "data", "split"):
         yield Problem(("data", "split"), "splits one source: give data.source (a file, folder or hf:// dataset)")
 
 
@@ -156,7 +160,7 @@ def _table_keys_need_a_table_model(sections, raw):
     table = kind == "sequential"
     if not table:
         for key in ("source", "target", "preprocessing", "split"):
-            if _given(raw, "data", key):
+            if given(raw, "data", key):
                 yield Problem(("data", key), f"is for tables (model.type sequential); a {kind} model reads its text "
                                              "from data.train and data.val")
     for i, step in enumerate(data.augmentation):

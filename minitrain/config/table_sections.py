@@ -152,7 +152,7 @@ ActivationName = Literal["relu", "tanh", "gelu", "sigmoid", "softmax"]
 
 
 class LayerSpec(OneOf):
-    """One layer of a sequential model (minitrain/sequential.py), in the spec's words."""
+    """One layer of a sequential model (minitrain/models/sequential.py), in the spec's words."""
 
     linear: LinearLayer | None = None
     activation: ActivationName | None = None

@@ -24,9 +24,9 @@ from typing import Any
 
 import yaml
 
+from minitrain.common.errors import UserError
+from minitrain.common.io import read_text
 from minitrain.config.source import KeyPath
-from minitrain.errors import UserError
-from minitrain.io import read_text
 
 MAX_CHARS = 1 << 20  # a config is a few kB; a lock file adds a line per data file
 MAX_DEPTH = 32  # the deepest key of a config is 4 levels down

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from minitrain.artifacts import REPO_ROOT
+from minitrain.common.paths import REPO_ROOT
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.model import MiniGPT
+from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import build_optimizer
-from minitrain.schedule import build_scheduler
+from minitrain.optim.schedule import build_scheduler
 
 DATA = REPO_ROOT / "data" / "processed"
 LAB01_CONFIG = REPO_ROOT / "experiments" / "18-train-mini" / "config.yaml"

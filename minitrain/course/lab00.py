@@ -11,11 +11,11 @@ import json
 
 import numpy as np
 
+from minitrain.common.errors import UserError
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import tiny_run
 from minitrain.data.batcher import encode_split  # the library's: `lab check` refuses to run under the seam
-from minitrain.errors import UserError
 
 CHECKS = Checklist()
 BATCHER = "minitrain/data/batcher.py"
@@ -100,7 +100,7 @@ def _loss_mask_all(lab):
 
 
 @CHECKS.check("encode_split: a line that does not fit, or an unknown loss_on, is a UserError",
-              hint="raise minitrain.errors.UserError naming the record when BOS + text + EOS needs more than "
+              hint="raise minitrain.common.errors.UserError naming the record when BOS + text + EOS needs more than "
                    "seq_len + 1 tokens, and for a loss_on other than 'answer' or 'all'")
 def _encode_errors(lab):
     for what, call in (("a record longer than seq_len + 1 tokens", lambda: _encode(lab, [CAMINO], seq_len=10)),

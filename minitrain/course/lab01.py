@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from minitrain.autograd.tensor import TAPE
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import check_manifest, read_run, run_files, tiny_run
 from minitrain.data.batch import Batch, take
 from minitrain.data.batcher import EvalBatcher, encode_split  # the library's: `lab check` refuses the seam
-from minitrain.tensor import TAPE
 
 CHECKS = Checklist()
 LOOP, SCRIPT = "minitrain/loop.py", "scripts/train_mini.py"
@@ -220,7 +220,7 @@ def _evaluate_ppl(lab):
 
 @CHECKS.check("evaluate runs in eval mode (no dropout) and puts the model back in its mode",
               hint="model.eval() before the pass and model.train() after it, even on an error (try/finally), or "
-                   "`with minitrain.model.inference(model):`, which also turns the tape off")
+                   "`with minitrain.models.minigpt.inference(model):`, which also turns the tape off")
 def _evaluate_mode(lab):
     split = _split("val", 144)
     model = fixtures.opinionated_model(1, dropout=0.5)
@@ -239,8 +239,8 @@ def _evaluate_mode(lab):
 
 
 @CHECKS.check("evaluate records nothing on the tape",
-              hint="run the pass inside `with no_grad():` (minitrain.tensor): otherwise every activation of the val "
-                   "pass stays alive on the tape until the next backward")
+              hint="run the pass inside `with no_grad():` (minitrain.autograd.tensor): otherwise every activation of "
+                   "the val pass stays alive on the tape until the next backward")
 def _evaluate_tape(lab):
     before = len(TAPE.nodes)
     lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(_split("val", 48), 16))

@@ -17,12 +17,12 @@ from unittest import mock
 
 import numpy as np
 
+from minitrain.common.errors import UserError
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
 from minitrain.data.batcher import TrainBatcher, encode_split  # the library's: `lab check` refuses the seam
-from minitrain.errors import UserError
 from minitrain.loop import train_step
-from minitrain.model_files import save_model_file
+from minitrain.runs.model_files import save_model_file
 
 CHECKS = Checklist()
 CHECKPOINT = "minitrain/checkpoint.py"

@@ -11,8 +11,8 @@ from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import check_manifest, read_run
 from minitrain.data.batcher import EvalBatcher, encode_split  # the library's: `lab check` refuses the seam
 from minitrain.loop import evaluate
-from minitrain.model import MiniGPT
-from minitrain.model_files import load_model_file
+from minitrain.models.minigpt import MiniGPT
+from minitrain.runs.model_files import load_model_file
 
 CHECKS = Checklist()
 STOPPING = "minitrain/monitor/early_stopping.py"

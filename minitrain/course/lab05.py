@@ -14,19 +14,19 @@ import math
 
 import numpy as np
 
-import minitrain.functional as F
-from minitrain.artifacts import REPO_ROOT
+from minitrain.autograd import functional as F
+from minitrain.autograd.gradcheck import GradcheckError, gradcheck
+from minitrain.autograd.tensor import Tensor
+from minitrain.common.paths import REPO_ROOT
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import check_manifest, read_run
-from minitrain.gradcheck import GradcheckError, gradcheck
 from minitrain.hub.sources import load_model
-from minitrain.model_files import load_model_file
 from minitrain.nn import Linear
-from minitrain.quant.affine import Scheme
 from minitrain.quant.grid import dequantize_units, quantize_units, scale_and_zero  # the library's: the yardstick
-from minitrain.scoring import score_records
-from minitrain.tensor import Tensor
+from minitrain.quant.scheme import Scheme
+from minitrain.runs.model_files import load_model_file
+from minitrain.training.scoring import score_records
 
 CHECKS = Checklist()
 LORA, GRID = "minitrain/nn/lora.py", "minitrain/quant/grid.py"

@@ -25,11 +25,11 @@ from types import ModuleType
 from typing import Any
 
 from minitrain import seam
-from minitrain.artifacts import REPO_ROOT
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_text
+from minitrain.common.paths import REPO_ROOT
 from minitrain.course.checks import Checklist, Failed, Outcome
 from minitrain.course.starter import stub_module
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_text
 
 
 @dataclass(frozen=True)

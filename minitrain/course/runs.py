@@ -10,7 +10,7 @@ from minitrain.course.checks import Failed
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.monitor.report import read_log
 
-# What a finished run folder holds (minitrain/run.py); checkpoints/ aside.
+# What a finished run folder holds (minitrain/training/run.py); checkpoints/ aside.
 _RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.jsonl", "metrics.csv",
               "results.json", "loss_curve.png", "dashboard.png", "report.md")
 _MANIFEST_KEYS = ("seed", "versions", "config", "git_sha", "data_manifest_hash", "hardware", "status",

@@ -25,9 +25,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from minitrain.common.errors import UserError
 from minitrain.data.batch import LOSS_ON, Batch, batches_per_epoch, take
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
 
 
 def encode_split(

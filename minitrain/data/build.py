@@ -18,13 +18,13 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_json, atomic_write_text, sha256_of
 from minitrain.data.conjugator import conjugate
 from minitrain.data.corpus import MAX_LINE_TOKENS, PERSONS, TENSES, make_record, records_to_jsonl
 from minitrain.data.split import DEV_VERBS, HELDOUT_POLICY, SPLITS, VAL_VERBS, split_verbs
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.data.verbs import Verb, load_verbs
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_json, atomic_write_text, sha256_of
 
 GENERATOR_VERSION = "1.1.0"
 MANIFEST = "manifest.json"

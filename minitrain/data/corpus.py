@@ -21,8 +21,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from minitrain.errors import UserError
-from minitrain.io import read_bytes
+from minitrain.common.errors import UserError
+from minitrain.common.io import read_bytes
 
 TENSES = ("P", "R", "I", "F", "C", "S")
 PERSONS = (1, 2, 3, 4, 5, 6)

@@ -23,8 +23,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from minitrain.errors import UserError
-from minitrain.io import read_text
+from minitrain.common.errors import UserError
+from minitrain.common.io import read_text
 
 TABLE_FORMATS = ("jsonl", "json", "csv", "parquet", "arrow", "text")
 EXTENSIONS = {

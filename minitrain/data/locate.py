@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from minitrain.common.errors import DataError
 from minitrain.data.formats import EXTENSIONS
-from minitrain.errors import DataError
 
 HF_PREFIX = "hf://"
 SPLIT_NAMES = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",

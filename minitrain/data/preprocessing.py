@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.errors import DataError
+from minitrain.common.errors import DataError
 
 Columns = dict[str, np.ndarray]
 KEY = ("data", "preprocessing")

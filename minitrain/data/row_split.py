@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 
 HELD_OUT = ("val", "test")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minitrain.common.errors import UserError
 from minitrain.data.orthography import strip_accents
 from minitrain.data.verbs import Verb
-from minitrain.errors import UserError
 
 HELDOUT_POLICY = "verbs_4"
 VAL_VERBS = ("caminar", "vender", "dividir", "cerrar")

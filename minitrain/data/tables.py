@@ -28,6 +28,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minitrain.common.errors import DataError
+from minitrain.common.io import sha256_of
 from minitrain.data.augmentation import image_normalize
 from minitrain.data.formats import pyarrow_module, read_table
 from minitrain.data.locate import locate
@@ -40,8 +42,6 @@ from minitrain.data.preprocessing import (
     sorted_categories,
 )
 from minitrain.data.row_split import fold_rows, split_rows
-from minitrain.errors import DataError
-from minitrain.io import sha256_of
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
 TARGET_KEY = ("data", "target")

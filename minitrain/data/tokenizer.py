@@ -17,8 +17,8 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_json, read_json
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_json, read_json
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIALS = (PAD, BOS, EOS)

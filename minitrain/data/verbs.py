@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from minitrain.common.errors import UserError
+from minitrain.common.io import read_text
 from minitrain.data.conjugator import verb_classes
 from minitrain.data.irregular import IRREGULAR
-from minitrain.errors import UserError
-from minitrain.io import read_text
 
 MAX_INFINITIVE_LETTERS = 10  # 10 letters + "|C4|" + "-íamos" conditional + BOS/EOS = 32 tokens at most
 _INFINITIVE = re.compile(r"^[a-zñ]*[aeií]r$")  # ir, oír, reír are infinitives too

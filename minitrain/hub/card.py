@@ -21,9 +21,9 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCardData
 
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
+from minitrain.common.io import parse_json, path_exists, read_text
 from minitrain.hub.run_folder import RunInfo
-from minitrain.io import parse_json, path_exists, read_text
 
 LICENSE = "mit"
 MISSING = "not recorded"

@@ -28,19 +28,18 @@ from pathlib import Path
 import numpy as np
 import safetensors.numpy
 
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_bytes, atomic_write_json, atomic_write_text, cannot_write
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
 from minitrain.hub.card import build_card
-from minitrain.hub.gpt2 import check_exportable, to_gpt2_config
+from minitrain.hub.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
-from minitrain.io import atomic_write_bytes, atomic_write_json, atomic_write_text, cannot_write
 from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
 from minitrain.lora.peft import WEIGHTS_FILE as ADAPTER_WEIGHTS
 from minitrain.lora.peft import write_peft_folder
-from minitrain.run_dir import process_exists
+from minitrain.runs.run_dir import process_exists
 
-WEIGHTS_FILE = "model.safetensors"
 ADAPTER_FILES = (ADAPTER_CONFIG, ADAPTER_WEIGHTS)  # a LoRA run's export holds these instead of config + weights
 EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json")
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from minitrain.architectures import DEFAULT_TYPE, model_type, parameter_shapes, tensor_count
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
+from minitrain.models.registry import DEFAULT_TYPE, model_type, parameter_shapes, tensor_count
 
+WEIGHTS_FILE = "model.safetensors"  # the weights of a Hugging Face model folder
 LAYER_NORM_EPS = 1e-5
 # transformers' names for GELU with the tanh approximation; "gelu" would be the exact erf form.
 TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")

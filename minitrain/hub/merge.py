@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_json
 from minitrain.config.datacheck import load_split
 from minitrain.data.batcher import encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.hub.sources import adapted_model
-from minitrain.io import atomic_write_json
 from minitrain.lora import merge_adapters
-from minitrain.model_files import save_model_file
 from minitrain.nn import Module, inference
+from minitrain.runs.model_files import save_model_file
 
 MERGED_FILE = "model.safetensors"
 COPIED = ("config.resolved.yaml", "config.yaml")

@@ -14,7 +14,6 @@ minitrain never reads, prints or writes the token itself; it only checks that th
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,11 +24,11 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
-from minitrain.engine import FINISHED
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
+from minitrain.config.fields import REPO_ID
 from minitrain.hub.export import export_model
+from minitrain.runs.run_files import FINISHED
 
-REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 EXIT_NETWORK = 3  # exit code for a failure on the way to or at the Hub (the export itself is fine)
 
 

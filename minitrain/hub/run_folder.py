@@ -13,7 +13,7 @@ itself is loaded by minitrain/hub/sources.py, which can merge the two.
 Relative paths recorded by a run (the model path, the data paths) are tried against the current directory, the
 run folder and the repository root, in that order, so a run folder can be read from anywhere.
 
-Every file is read through minitrain/run_files.py (any damage is one error naming the file), and the files must
+Every file is read through minitrain/runs/run_files.py (any damage is one error naming the file), and the files must
 belong together (`check_same_run`): a folder whose results, manifest and model come from different runs is
 refused rather than exported with a model card that mixes them.
 """
@@ -27,17 +27,24 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.artifacts import REPO_ROOT
-from minitrain.checkpoint_manager import CheckpointManager
+from minitrain.common.errors import UserError
+from minitrain.common.io import path_exists, regular_file_problem, sha256_of
+from minitrain.common.paths import REPO_ROOT
 from minitrain.config.schema import DataConfig
-from minitrain.engine import FINISHED
-from minitrain.errors import UserError
 from minitrain.hub.gpt2 import check_state_dict
-from minitrain.io import path_exists, regular_file_problem, sha256_of
 from minitrain.lora import LoraSettings, adapter_names_in, settings_of
-from minitrain.model_files import load_model_file
-from minitrain.run_files import MANIFEST, RESOLVED_CONFIG, RESULTS, read_manifest, read_results, read_run_config
-from minitrain.run_lock import writer_of
+from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.model_files import load_model_file
+from minitrain.runs.run_files import (
+    FINISHED,
+    MANIFEST,
+    RESOLVED_CONFIG,
+    RESULTS,
+    read_manifest,
+    read_results,
+    read_run_config,
+)
+from minitrain.runs.run_lock import writer_of
 
 
 @dataclass

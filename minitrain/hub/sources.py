@@ -31,20 +31,19 @@ import safetensors.numpy
 from huggingface_hub import constants, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-from minitrain.architectures import DEFAULT_TYPE, build_model, model_keys, model_type
+from minitrain.common.errors import UserError
+from minitrain.common.io import path_exists, read_bytes, read_json_object, regular_file_problem
+from minitrain.config.fields import REPO_ID
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
-from minitrain.hub.export import WEIGHTS_FILE
-from minitrain.hub.gpt2 import check_state_dict, from_gpt2_config
-from minitrain.hub.publish import REPO_ID
+from minitrain.hub.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
 from minitrain.hub.run_folder import locate, read_run
-from minitrain.io import path_exists, read_bytes, read_json_object, regular_file_problem
 from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, settings_of, state_digest
-from minitrain.model_files import FORMAT as MINITRAIN_FORMAT
-from minitrain.model_files import load_model_file
+from minitrain.models.registry import DEFAULT_TYPE, build_model, model_keys, model_type
 from minitrain.nn import Module
+from minitrain.runs.model_files import FORMAT as MINITRAIN_FORMAT
+from minitrain.runs.model_files import load_model_file
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
 HUB_OPTIONAL = ("vocab.json",)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.errors import UserError
+from minitrain.common.errors import UserError
 from minitrain.lora.targets import linear_paths
 from minitrain.nn import Linear, Module
 from minitrain.nn.lora import LoRALinear

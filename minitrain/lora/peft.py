@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
-from minitrain.io import atomic_write_bytes, atomic_write_json
+from minitrain.common.io import atomic_write_bytes, atomic_write_json
 from minitrain.lora.adapter import LoraSettings, adapter_state, settings_of
 from minitrain.nn import Module
 

@@ -1,6 +1,6 @@
 """Lab 04: early stopping and checkpoint selection, both a matter of "is this value better than the best?".
 
-After each validation the engine (`minitrain/engine.py`) calls `stopper.update(step, value)` with the watched
+After each validation the engine (`minitrain/training/engine.py`) calls `stopper.update(step, value)` with the watched
 metric (`training.early_stopping.metric`, val_loss by default). A value improves on the best so far when
 
     mode "min":  value < best − min_delta          mode "max":  value > best + min_delta

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from minitrain.io import atomic_write_text
+from minitrain.common.io import atomic_write_text
 
 _IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
 _CODE = re.compile(r"`([^`]*)`")

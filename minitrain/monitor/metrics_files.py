@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from minitrain.common.extras import require
+from minitrain.common.io import atomic_write_bytes, atomic_write_text
 from minitrain.config.observing import METRIC_ALIASES, MetricsOutput
-from minitrain.extras import require
-from minitrain.io import atomic_write_bytes, atomic_write_text
 from minitrain.monitor.report import metrics_csv, metrics_table
 
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.errors import BAD_INPUT, UserError
-from minitrain.io import atomic_write_text, parse_json, read_text
+from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.io import atomic_write_text, parse_json, read_text
 from minitrain.monitor.curves import overfitting_onset
 from minitrain.monitor.quality import WEIGHTS, Quality
 

@@ -10,15 +10,24 @@ import os
 from pathlib import Path
 from typing import Any
 
-from minitrain.errors import UserError
-from minitrain.io import read_bytes
+from minitrain.common.errors import UserError
+from minitrain.common.io import read_bytes
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log
-from minitrain.run_files import MANIFEST, RESOLVED_CONFIG, RESULTS, read_manifest, read_results, read_run_config
-from minitrain.run_lock import writer_of
+from minitrain.runs.run_files import (
+    FINISHING,
+    MANIFEST,
+    RESOLVED_CONFIG,
+    RESULTS,
+    RUNNING,
+    read_manifest,
+    read_results,
+    read_run_config,
+)
+from minitrain.runs.run_lock import writer_of
 
 RUN_FILES = (MANIFEST, RESOLVED_CONFIG, "train_log.jsonl", RESULTS)
-UNFINISHED = ("running", "finishing")
+UNFINISHED = (RUNNING, FINISHING)
 # The model keys the config line shows (the family's shape; freeze when some parameters are frozen).
 SHAPE_KEYS = ("type", "n_layer", "n_head", "d_model", "d_ff", "context", "d_embed", "hidden", "activation", "freeze")
 

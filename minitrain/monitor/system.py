@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.callbacks.base import Callback, Context
-from minitrain.extras import require
-from minitrain.io import append_line, atomic_write_text
+from minitrain.common.extras import require
+from minitrain.common.io import append_line, atomic_write_text
 
 FILE = "system_metrics.jsonl"
 MB = 2**20

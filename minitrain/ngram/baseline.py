@@ -22,12 +22,12 @@ from typing import Annotated, Literal, NamedTuple
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_json, atomic_write_text, sha256_of
 from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.errors import UserError
-from minitrain.io import atomic_write_json, atomic_write_text, sha256_of
-from minitrain.metrics import greedy_exact_match
+from minitrain.evaluation.metrics import greedy_exact_match
 from minitrain.ngram.add_k import AddKLM
 from minitrain.ngram.counts import NgramCounts
 from minitrain.ngram.kneser_ney import KneserNeyLM
@@ -224,7 +224,7 @@ dev; the lowest dev perplexity wins. Val is scored once, afterwards.
 ## Scores
 
 Perplexity over the positions `loss_on: {r["loss_on"]}` marks, exactly those MiniGPT's evaluation
-counts, through the same `minitrain.metrics.PerplexityMeter`:
+counts, through the same `minitrain.evaluation.metrics.PerplexityMeter`:
 
 | split | counted tokens | Kneser–Ney PPL | add-k PPL |
 |---|---:|---:|---:|

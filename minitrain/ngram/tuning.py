@@ -1,7 +1,7 @@
 """Scoring an n-gram model on batches, and choosing its hyper-parameters on the dev split only.
 
-Scoring goes through `minitrain.metrics.PerplexityMeter`, exactly as MiniGPT's evaluation does: the model turns a
-batch's `input` (B, T) into log-probabilities (B, T, V) and the meter reads the `target` ids at the positions
+Scoring goes through `minitrain.evaluation.metrics.PerplexityMeter`, exactly as MiniGPT's evaluation does: the model
+turns a batch's `input` (B, T) into log-probabilities (B, T, V) and the meter reads the `target` ids at the positions
 `loss_mask` marks. A grid search only ever receives dev batches, so the held-out val split cannot influence the
 chosen order or discount: it is scored once, afterwards, with the winner.
 """
@@ -13,7 +13,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from minitrain.metrics import PerplexityMeter
+from minitrain.evaluation.metrics import PerplexityMeter
 from minitrain.ngram.model import NgramLM
 
 

@@ -12,8 +12,8 @@
     lora.py           LoRALinear       y = base(x) + (alpha/rank)·dropout(x)·A·B, the base frozen
     quantized.py      Linear4Bit       y = x·deq(W₄) + b, a frozen weight in 4-bit blocks (QLoRA's base)
 
-Every layer's math is one op of `minitrain.functional` (or of `Tensor`), whose backward sits beside its forward;
-a layer only owns parameters and calls it. Layers with random init take the training RNG as `rng=`.
+Every layer's math is one op of `minitrain.autograd.functional` (or of `Tensor`), whose backward sits beside its
+forward; a layer only owns parameters and calls it. Layers with random init take the training RNG as `rng=`.
 """
 
 from minitrain.nn.activation import GELU, ReLU, Sigmoid, Softmax, Tanh

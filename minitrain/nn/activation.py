@@ -1,11 +1,11 @@
-"""Element-wise non-linearities as modules, for `Sequential` stacks. Each is one op of minitrain.functional or
+"""Element-wise non-linearities as modules, for `Sequential` stacks. Each is one op of minitrain.autograd.functional or
 of Tensor, with its backward beside its forward there."""
 
 from __future__ import annotations
 
-import minitrain.functional as F
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
 from minitrain.nn.module import Module
-from minitrain.tensor import Tensor
 
 
 class GELU(Module):

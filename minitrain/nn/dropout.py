@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import minitrain.functional as F
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
 from minitrain.nn.module import Module
-from minitrain.tensor import Tensor
 
 
 class Dropout(Module):

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-import minitrain.functional as F
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
 from minitrain.nn.module import Module, Parameter
-from minitrain.tensor import Tensor
 
 
 class Linear(Module):

@@ -24,12 +24,12 @@ import math
 
 import numpy as np
 
-import minitrain.functional as F
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.linear import Linear
 from minitrain.nn.module import Module, Parameter
 from minitrain.nn.quantized import Linear4Bit
-from minitrain.tensor import Tensor
 
 INITS = ("gaussian", "kaiming", "xavier")
 

@@ -15,7 +15,7 @@ of assignment, so a module knows its weights and its children without a list kep
 `named_parameters()` walks the tree depth-first in that order and joins the attribute names with dots, which is
 how `transformer.h.0.attn.c_attn.weight` gets its name. `state_dict()` / `load_state_dict()` copy weights out and
 in by those names; `freeze(["transformer.wte.*"])` stops gradients by name; `pack_parameters()` moves every
-weight into one flat `ParameterBuffer` (minitrain/parameters.py) so the optimizer updates them in one pass.
+weight into one flat `ParameterBuffer` (minitrain/autograd/parameters.py) so the optimizer updates them in one pass.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.errors import UserError
-from minitrain.parameters import ParameterBuffer
-from minitrain.tensor import Tensor, no_grad
+from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.autograd.tensor import Tensor, no_grad
+from minitrain.common.errors import UserError
 
 
 def name_matches(name: str, pattern: str) -> bool:
@@ -164,7 +164,7 @@ class Module:
         return self
 
     def eval(self) -> Module:
-        """Evaluation mode: dropout off. `minitrain.model.inference(model)` also turns off the tape."""
+        """Evaluation mode: dropout off. `minitrain.models.minigpt.inference(model)` also turns off the tape."""
         return self.train(False)
 
     # ----------------------------------------------------------------------------------------- gradients

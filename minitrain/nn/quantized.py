@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import minitrain.functional as F
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
 from minitrain.nn.linear import Linear
 from minitrain.nn.module import Module
 from minitrain.quant.blockwise import Blockwise4Bit, quantize_4bit
 from minitrain.quant.ops import linear_4bit
-from minitrain.tensor import Tensor
 
 
 class Linear4Bit(Module):

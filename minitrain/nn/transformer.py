@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-import minitrain.functional as F
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.linear import Linear
 from minitrain.nn.module import Module
 from minitrain.nn.normalization import LayerNorm
-from minitrain.tensor import Tensor
 
 GPT2_INIT_STD = 0.02
 

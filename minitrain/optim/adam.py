@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.optim.adamw import AdamW
 from minitrain.optim.base import Parameter
-from minitrain.parameters import ParameterBuffer
 
 
 class Adam(AdamW):

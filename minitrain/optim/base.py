@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from minitrain.errors import UserError
+from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.common.errors import UserError
 from minitrain.optim.groups import Setting, resolve_settings
-from minitrain.parameters import ParameterBuffer
 
 
 class Parameter(Protocol):

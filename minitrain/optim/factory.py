@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from minitrain.common.registry import check_choice, keyword_defaults
 from minitrain.optim.adagrad import Adagrad
 from minitrain.optim.adam import Adam
 from minitrain.optim.adamw import AdamW
@@ -15,7 +16,6 @@ from minitrain.optim.base import Optimizer, Parameter
 from minitrain.optim.lamb import Lamb
 from minitrain.optim.rmsprop import RMSprop
 from minitrain.optim.sgd import SGD
-from minitrain.registry import check_choice, keyword_defaults
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {cls.name: cls for cls in (AdamW, Adam, SGD, RMSprop, Adagrad, Lamb)}
 

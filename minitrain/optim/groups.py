@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import NamedTuple
 
-from minitrain.errors import UserError
-from minitrain.parameters import gets_weight_decay
+from minitrain.autograd.parameters import gets_weight_decay
+from minitrain.common.errors import UserError
 
 RULE_KEYS = ("pattern", "lr_scale", "weight_decay")
 

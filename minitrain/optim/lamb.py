@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.optim.adamw import AdamW
 from minitrain.optim.base import Parameter
-from minitrain.parameters import ParameterBuffer
 
 
 class Lamb(AdamW):

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from minitrain.errors import UserError
+from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.common.errors import UserError
 from minitrain.optim.base import Optimizer, Parameter, check_range, with_l2
-from minitrain.parameters import ParameterBuffer
 
 
 class SGD(Optimizer):

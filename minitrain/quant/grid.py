@@ -15,7 +15,7 @@ Shapes: the values of a weight viewed as units (G, g, C) — G groups of g rows,
 [lo, hi], scale and zero point (G, C); one scale is broadcast over the g values of its unit, `scale[:, None, :]`.
 A value inside its unit's range comes back off by at most s/2 (rounding is NumPy's, half to even).
 
-`scheme` is a `minitrain.quant.affine.Scheme`; these functions read its `symmetric`, `qmin` and `qmax`. Lab 05
+`scheme` is a `minitrain.quant.scheme.Scheme`; these functions read its `symmetric`, `qmin` and `qmax`. Lab 05
 asks students to write them (minitrain/seam.py); the library computes with whichever version is in use.
 """
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from minitrain.quant.affine import Scheme
+    from minitrain.quant.scheme import Scheme
 
 
 def scale_and_zero(lo: np.ndarray, hi: np.ndarray, scheme: Scheme) -> tuple[np.ndarray, np.ndarray]:

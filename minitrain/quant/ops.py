@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minitrain.quant.affine import Scheme, fake_quantize_array
+from minitrain.autograd.tensor import Tensor
+from minitrain.quant.affine import fake_quantize_array
 from minitrain.quant.blockwise import Blockwise4Bit
-from minitrain.tensor import Tensor
+from minitrain.quant.scheme import Scheme
 
 
 def linear_4bit(x: Tensor, weight: Blockwise4Bit, bias: Tensor | None = None) -> Tensor:

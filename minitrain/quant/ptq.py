@@ -18,7 +18,8 @@ import numpy as np
 
 from minitrain.nn import Linear, Module, inference
 from minitrain.nn.module import module_matches
-from minitrain.quant.affine import Quantized, Scheme, quantize
+from minitrain.quant.affine import Quantized, quantize
+from minitrain.quant.scheme import Scheme
 
 
 def quantizable_paths(model: Module, exclude: Sequence[str] = ()) -> tuple[list[str], list[str]]:

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from functools import partial
 
 from minitrain.nn import Module
-from minitrain.quant.affine import Scheme
 from minitrain.quant.ops import fake_quantize
+from minitrain.quant.scheme import Scheme
 
 OBSERVER_METHODS = {"minmax": "minmax", "percentile": "percentile", "histogram": "mse"}
 

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.errors import UserError
-from minitrain.quant.affine import Quantized, Scheme, dequantize
+from minitrain.common.errors import UserError
+from minitrain.quant.affine import Quantized, dequantize
 from minitrain.quant.packing import pack_bits, unpack_bits
+from minitrain.quant.scheme import Scheme
 
 KIND = "quantized"
 SCHEME_KEYS = ("bits", "scheme", "granularity", "group_size", "method", "percentile")

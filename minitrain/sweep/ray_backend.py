@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.callbacks import Callback, Context
-from minitrain.extras import require
+from minitrain.common.extras import require
 from minitrain.sweep.space import SchedulerSpec
 from minitrain.sweep.trials import TrialJob, run_job
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.io import atomic_write, atomic_write_json, atomic_write_text
+from minitrain.common.io import atomic_write, atomic_write_json, atomic_write_text
 from minitrain.monitor.report import read_log
 from minitrain.sweep.trials import TIMING_KEYS
 

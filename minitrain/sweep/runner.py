@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from minitrain.common.errors import UserError
+from minitrain.common.extras import require
 from minitrain.config import Config, load_config
 from minitrain.config.datacheck import check_data
 from minitrain.config.fields import default_name
 from minitrain.config.problems import ConfigError
-from minitrain.errors import UserError
-from minitrain.extras import require
-from minitrain.run_files import FINISHING
+from minitrain.runs.run_files import FINISHING
 from minitrain.sweep.results import best_trial, plot_sweep, write_table
 from minitrain.sweep.space import SweepSpec, Trial, expand
 from minitrain.sweep.trials import TrialJob, read_json, run_job, trial_row, trial_state
@@ -80,7 +80,7 @@ def _yaml(value: Any) -> str:
 def check_jobs(jobs: list[TrialJob]) -> list[Config]:
     """Every trial's config, validated, with its data checked (once per distinct data section), and any run
     already in its folder trained under that same config; a UserError naming the first trial that fails."""
-    from minitrain.parts import training_config_hash  # the engine: the sweep is about to train anyway
+    from minitrain.training.parts import training_config_hash  # the engine: the sweep is about to train anyway
 
     configs, checked = [], {}
     for job in jobs:

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.callbacks import Callback
-from minitrain.checkpoint_manager import CheckpointManager
+from minitrain.common.errors import UserError
 from minitrain.config import Config, load_config
-from minitrain.errors import UserError
 from minitrain.monitor.report import read_log
+from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.sweep.space import Trial
 
 DONE = ("completed", "early_stopped", "diverged", "halted")  # a manifest status no rerun would change
@@ -79,7 +79,7 @@ def run_job(job: TrialJob, callbacks: Sequence[Callback] = ()) -> str | None:
     state = trial_state(job.run_dir)
     if state == "done":
         return None
-    from minitrain.run import run_training  # the engine loads numba kernels: a worker imports it here
+    from minitrain.training.run import run_training  # the engine loads numba kernels: a worker imports it here
 
     cfg = job.config()
     try:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from minitrain.io import append_line
+from minitrain.common.io import append_line
 from minitrain.tracking.base import Tracker
 
 

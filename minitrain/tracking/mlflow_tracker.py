@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from minitrain.errors import UserError
-from minitrain.extras import require
-from minitrain.io import atomic_write_json
+from minitrain.common.errors import UserError
+from minitrain.common.extras import require
+from minitrain.common.io import atomic_write_json
 from minitrain.tracking.base import Tracker, numeric
 
 # How a minitrain run's status reads in MLflow.

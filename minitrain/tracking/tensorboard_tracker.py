@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.extras import require
+from minitrain.common.extras import require
 from minitrain.tracking.base import Tracker, numeric
 
 

@@ -1,0 +1,178 @@
+"""Causal multi-head self-attention: forward and backward in NumPy, with the softmax as a numba kernel.
+
+Input is the fused projection qkv (B, T, 3C): q | k | v side by side, and inside each, head h owns the columns
+[h·D, (h+1)·D) with D = C/H (GPT-2's layout). For batch b, head h, query position i and key position j:
+
+    allowed(i, j) = j ≤ i  and  key_mask[b, j]               (causal, and never a padding key)
+    s_ij = scale · q_i·k_j,   scale = 1/√D unless given (the variance of q·k grows with D; the scale undoes it)
+    p_ij = exp(s_ij − m_i) / Σ_allowed exp(s_ik − m_i)        for allowed j, else 0   (m_i: the row maximum)
+    y_i  = Σ_j p_ij · v_j                                     written to out[b, i, h·D:(h+1)·D]
+
+A row with no allowed key (impossible once position 0 is a real token) gets p = 0 and y = 0. Backward, given
+dy (B, T, C) and the saved p:
+
+    dv_j += p_ij · dy_i,   dp_ij = dy_i·v_j,   ds_ij = scale · p_ij · (dp_ij − Σ_k p_ik·dp_ik)
+    dq_i = Σ_j ds_ij · k_j,   dk_j += ds_ij · q_i
+
+Both implementations do the four matrix products with batched BLAS calls on strided views of qkv (no copies of
+q or v; kᵀ and vᵀ are made contiguous first, since BLAS reads a transposed stack of small matrices slowly) and
+write straight into the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: the reference
+is NumPy (a dozen passes with temporaries), `causal_softmax_*_numba` are one-pass kernels.
+Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (B, H, T, T).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from minitrain.autograd.kernels.fastmath import FASTMATH, fast_exp, row_max
+
+
+# ------------------------------------------------------------------------------------------- the products
+def heads(x: np.ndarray, n_head: int, parts: int) -> np.ndarray:
+    """(B, T, parts·H·D) -> (parts, B, H, T, D), a strided view: e.g. q, k, v = heads(qkv, H, 3)."""
+    batch, time, width = x.shape
+    return x.reshape(batch, time, parts, n_head, width // (parts * n_head)).transpose(2, 0, 3, 1, 4)
+
+
+def _transposed(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+
+def default_scale(head_size: int) -> float:
+    """1/√D: makes s = q·k/√D unit-variance when q and k have unit-variance entries."""
+    return 1.0 / np.sqrt(head_size)
+
+
+def attention_forward(
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None, softmax: Callable
+) -> tuple[np.ndarray, np.ndarray]:
+    """y = softmax(q·kᵀ, scale, mask)·v per head -> out (B, T, C), probs (B, H, T, T)."""
+    q, k, v = heads(qkv, n_head, 3)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    probs = softmax(q @ _transposed(k), scale, key_mask)
+    batch, time, three_c = qkv.shape
+    out = np.empty((batch, time, three_c // 3), dtype=qkv.dtype)
+    np.matmul(probs, v, out=heads(out, n_head, 1)[0])
+    return out, probs
+
+
+def attention_backward(
+    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None, softmax_backward: Callable
+) -> np.ndarray:
+    """dv = pᵀ·dy,  dp = dy·vᵀ,  ds = softmax backward of dp,  dq = ds·k,  dk = dsᵀ·q  -> dqkv (B, T, 3C)."""
+    n_head = probs.shape[1]
+    q, k, v = heads(qkv, n_head, 3)
+    g = heads(dy, n_head, 1)[0]
+    dqkv = np.empty_like(qkv)
+    dq, dk, dv = heads(dqkv, n_head, 3)
+    np.matmul(np.swapaxes(probs, -1, -2), g, out=dv)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    dscores = softmax_backward(probs, g @ _transposed(v), scale)
+    np.matmul(dscores, k, out=dq)
+    np.matmul(np.swapaxes(dscores, -1, -2), q, out=dk)
+    return dqkv
+
+
+# ------------------------------------------------------------------------------------------- the softmax
+def causal_softmax_forward_reference(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
+    t = scores.shape[-1]
+    allowed = np.tril(np.ones((t, t), dtype=bool))[None, None] & key_mask[:, None, None, :]
+    logits = np.where(allowed, scores * scale, -np.inf)
+    peak = logits.max(axis=-1, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)
+    e = np.where(allowed, np.exp(logits - peak), 0)
+    total = e.sum(axis=-1, keepdims=True)
+    return (e / np.where(total > 0, total, 1)).astype(scores.dtype)
+
+
+def causal_softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
+    inner = (probs * dprobs).sum(axis=-1, keepdims=True)
+    return (scale * probs * (dprobs - inner)).astype(probs.dtype)
+
+
+# Scalars start as np.float32 constants; for float64 data numba widens them to float64 (gradcheck), for float32
+# data nothing is widened, so every loop runs in float32 SIMD.
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _softmax_rows(scores, scale, key_mask, bias):
+    """In place: scores becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
+    n_batch, n_head, t, _ = scores.shape
+    for b in range(n_batch):
+        for i in range(t):
+            for j in range(t):
+                bias[i, j] = 0.0 if j <= i and key_mask[b, j] else -np.inf
+        for h in range(n_head):
+            for i in range(t):
+                p = scores[b, h, i]
+                m = bias[i]
+                for j in range(t):
+                    p[j] = p[j] * scale + m[j]
+                peak = row_max(p)
+                if peak == -np.inf:  # no key allowed: the row stays all zeros
+                    p[:] = 0.0
+                    continue
+                total = np.float32(0.0)
+                for j in range(t):
+                    e = fast_exp(p[j] - peak)
+                    p[j] = e
+                    total += e
+                inv = np.float32(1.0) / total
+                for j in range(t):
+                    p[j] *= inv
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _softmax_backward_rows(probs, dprobs, scale):
+    """In place: dprobs becomes dscores."""
+    n_batch, n_head, t, _ = probs.shape
+    for b in range(n_batch):
+        for h in range(n_head):
+            for i in range(t):
+                p, dp = probs[b, h, i], dprobs[b, h, i]
+                inner = np.float32(0.0)
+                for j in range(t):
+                    inner += p[j] * dp[j]
+                for j in range(t):
+                    dp[j] = scale * p[j] * (dp[j] - inner)
+
+
+def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
+    """Overwrites `scores` with the probabilities (attention_forward hands over its temporary)."""
+    probs = np.ascontiguousarray(scores)
+    t = scores.shape[-1]
+    _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(key_mask), np.empty((t, t), probs.dtype))
+    return probs
+
+
+def causal_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
+    """Overwrites `dprobs` with the score gradient (attention_backward hands over its temporary)."""
+    dscores = np.ascontiguousarray(dprobs, dtype=probs.dtype)
+    _softmax_backward_rows(probs, dscores, probs.dtype.type(scale))
+    return dscores
+
+
+def attention_forward_reference(
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    return attention_forward(qkv, n_head, key_mask, scale, causal_softmax_forward_reference)
+
+
+def attention_backward_reference(
+    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
+) -> np.ndarray:
+    return attention_backward(qkv, probs, dy, scale, causal_softmax_backward_reference)
+
+
+def attention_forward_numba(
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    return attention_forward(qkv, n_head, key_mask, scale, causal_softmax_forward_numba)
+
+
+def attention_backward_numba(
+    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
+) -> np.ndarray:
+    return attention_backward(qkv, probs, dy, scale, causal_softmax_backward_numba)

@@ -1,0 +1,131 @@
+"""MiniGPT: the GPT-2 architecture at course size, readable top to bottom, built from minitrain.nn.
+
+    idx (B, T) ──► wte[idx] + wpe[0..T) ──► drop ──► n_layer × Block ──► ln_f ──► · wteᵀ ──► logits (B, T, V)
+
+    Block(x):  x = x + attn(ln_1(x))     causal multi-head self-attention, scaled by 1/√D
+               x = x + mlp(ln_2(x))      d_model → d_ff → d_model with GELU
+
+Pre-LayerNorm (eps 1e-5), GELU with the tanh approximation, biases in every linear layer, dropout after the
+embeddings and after each sub-layer, and the output head tied to the token embedding: exactly GPT-2 (the blocks
+are in minitrain/nn/transformer.py). Parameter names and shapes are Hugging Face GPT-2's, with linear weights
+stored [in, out] and applied as x·W + b (GPT-2's Conv1D layout), so a state dict loads in
+`transformers.GPT2LMHeadModel` unchanged.
+
+Init, all from the training RNG in this order: wte, wpe, then per block c_attn, attn.c_proj, c_fc, mlp.c_proj
+(N(0, 0.02²); the two projections into the residual stream N(0, (0.02/√(2·n_layer))²)); biases 0, LayerNorm 1/0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
+from minitrain.common.errors import UserError
+from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
+from minitrain.nn.transformer import GPT2_INIT_STD
+
+CONFIG_KEYS = ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "dropout")
+
+
+def parameter_shapes(
+    n_layer: int, d_model: int, d_ff: int, vocab_size: int, max_seq_len: int
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Every parameter's Hugging Face GPT-2 name and shape, in model order, without building the model (config
+    validation lists the names of a model too big to build; the Hub export checks files against it)."""
+    shapes = [("transformer.wte.weight", (vocab_size, d_model)), ("transformer.wpe.weight", (max_seq_len, d_model))]
+    for i in range(n_layer):
+        h = f"transformer.h.{i}"
+        shapes += [
+            (f"{h}.ln_1.weight", (d_model,)), (f"{h}.ln_1.bias", (d_model,)),
+            (f"{h}.attn.c_attn.weight", (d_model, 3 * d_model)), (f"{h}.attn.c_attn.bias", (3 * d_model,)),
+            (f"{h}.attn.c_proj.weight", (d_model, d_model)), (f"{h}.attn.c_proj.bias", (d_model,)),
+            (f"{h}.ln_2.weight", (d_model,)), (f"{h}.ln_2.bias", (d_model,)),
+            (f"{h}.mlp.c_fc.weight", (d_model, d_ff)), (f"{h}.mlp.c_fc.bias", (d_ff,)),
+            (f"{h}.mlp.c_proj.weight", (d_ff, d_model)), (f"{h}.mlp.c_proj.bias", (d_model,)),
+        ]  # fmt: skip
+    return [*shapes, ("transformer.ln_f.weight", (d_model,)), ("transformer.ln_f.bias", (d_model,))]
+
+
+class MiniGPT(Module):
+    """GPT-2 language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`."""
+
+    def __init__(
+        self,
+        n_layer: int,
+        n_head: int,
+        d_model: int,
+        d_ff: int,
+        vocab_size: int,
+        max_seq_len: int,
+        dropout: float = 0.0,
+        rng: np.random.Generator | int = 0,
+        dtype: type = np.float32,
+        attn_scale: float | None = None,
+    ) -> None:
+        """`rng` is the training RNG (or a seed for one): it draws the initial weights and, later, dropout masks.
+        `dtype` float64 is for gradient checks. `attn_scale` replaces attention's 1/√D (theory/03's exercise)."""
+        super().__init__()
+        if d_model % n_head:
+            raise UserError(f"model: d_model ({d_model}) must be divisible by n_head ({n_head})", 2)
+        if not 0.0 <= dropout < 1.0:
+            raise UserError(f"model: dropout must be in [0, 1), got {dropout}", 2)
+        self.config = dict(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ff=d_ff, vocab_size=vocab_size,
+                           max_seq_len=max_seq_len, dropout=float(dropout))  # fmt: skip
+        if attn_scale is not None:  # only when set: the model files of the default scale keep their bytes
+            self.config["attn_scale"] = float(attn_scale)
+        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        residual_std = GPT2_INIT_STD / math.sqrt(2 * n_layer)
+        self.transformer = ModuleDict(
+            wte=Embedding(vocab_size, d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype),
+            wpe=Embedding(max_seq_len, d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype),
+            drop=Dropout(dropout, rng=rng),
+            h=ModuleList(
+                Block(d_model, n_head, d_ff, dropout, rng=rng, residual_std=residual_std, attn_scale=attn_scale,
+                      dtype=dtype)
+                for _ in range(n_layer)
+            ),
+            ln_f=LayerNorm(d_model, dtype=dtype),
+        )
+
+    def forward(
+        self,
+        idx: np.ndarray,
+        targets: np.ndarray | None = None,
+        attn_pad_mask: np.ndarray | None = None,
+        loss_mask: np.ndarray | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
+        (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens:
+        padding keys are never attended to."""
+        time = idx.shape[1]
+        if time > self.config["max_seq_len"]:
+            raise ValueError(f"MiniGPT: sequence length {time} exceeds max_seq_len {self.config['max_seq_len']}")
+        t = self.transformer
+        x = t.drop(t.wte(idx) + t.wpe(np.arange(time)))
+        for block in t.h:
+            x = block(x, attn_pad_mask)
+        x = t.ln_f(x)
+        logits = F.linear(x, t.wte.weight.T)  # the output head is the token embedding, tied
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits, targets, loss_mask)
+
+    def attention_probs(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> np.ndarray:
+        """Every layer's attention probabilities for a batch: (n_layer, B, H, T, T), row i of a head's (T, T)
+        map is how position i spreads its attention over positions 0..i. Runs in inference mode (no tape)."""
+        blocks = list(self.transformer.h)
+        for block in blocks:
+            block.attn.keep_probs = True
+        try:
+            with inference(self):
+                self(idx, attn_pad_mask=attn_pad_mask)
+            return np.stack([block.attn.probs for block in blocks])
+        finally:
+            for block in blocks:
+                block.attn.keep_probs, block.attn.probs = False, None
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.config.items())

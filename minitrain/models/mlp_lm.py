@@ -1,0 +1,100 @@
+"""MLP-LM: a fixed-context neural language model (Bengio et al., 2003), the rung between the n-gram and MiniGPT.
+
+Like the n-gram, it predicts the next character from the previous k only; unlike it, it reads them through
+learned character vectors and a hidden layer, so what it learns about one context carries over to similar ones.
+
+    idx (B, T) ──► the k ids ending at each position (B, T, k) ──► wte (B, T, k, E) ──► concat (B, T, k·E)
+               ──► [Linear → tanh → dropout] per hidden width ──► Linear ──► logits (B, T, V)
+
+Positions before the start of a line read id 0 (PAD), so every position has k ids; the model is causal by
+construction (position t never sees t + 1), and it is trained, evaluated and sampled through the same interface
+as MiniGPT: `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`.
+
+Init, from the training RNG: wte ~ N(0, 1); hidden layers LeCun normal (std 1/√in); the output layer N(0, 0.02²),
+so the first predictions are close to uniform (the loss starts near ln V).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
+from minitrain.common.errors import UserError
+from minitrain.nn import GELU, Dropout, Embedding, Linear, Module, ReLU, Sequential, Tanh
+
+ACTIVATIONS = {"tanh": Tanh, "relu": ReLU, "gelu": GELU}
+PAD_ID = 0  # minitrain.data.tokenizer's PAD: what a window reads before the line starts
+OUTPUT_INIT_STD = 0.02
+
+
+def parameter_shapes(
+    vocab_size: int, context: int, d_embed: int, hidden: list[int]
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Every parameter's name and shape, in model order, without building the model (as model.parameter_shapes)."""
+    shapes, width = [("wte.weight", (vocab_size, d_embed))], context * d_embed
+    for i, out in enumerate([*hidden, vocab_size]):
+        index = 3 * i  # each hidden width adds Linear, activation, Dropout to the Sequential
+        shapes += [(f"mlp.{index}.weight", (width, out)), (f"mlp.{index}.bias", (out,))]
+        width = out
+    return shapes
+
+
+class MLPLanguageModel(Module):
+    """Fixed-context MLP language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_seq_len: int,
+        context: int = 8,
+        d_embed: int = 16,
+        hidden: list[int] | tuple[int, ...] = (256,),
+        activation: str = "tanh",
+        dropout: float = 0.0,
+        rng: np.random.Generator | int = 0,
+        dtype: type = np.float32,
+    ) -> None:
+        """`context` (k) characters are read, each as a `d_embed`-vector; `hidden` lists the hidden layers' widths.
+        `rng` is the training RNG (or a seed): initial weights and dropout masks."""
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise UserError(f"model: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}", 2)
+        if not 0.0 <= dropout < 1.0:
+            raise UserError(f"model: dropout must be in [0, 1), got {dropout}", 2)
+        self.config = dict(type="mlp_lm", vocab_size=vocab_size, max_seq_len=max_seq_len, context=context,
+                           d_embed=d_embed, hidden=list(hidden), activation=activation,
+                           dropout=float(dropout))  # fmt: skip
+        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.context = context
+        self.wte = Embedding(vocab_size, d_embed, rng=rng, dtype=dtype)
+        layers, width = [], context * d_embed
+        for out in hidden:
+            layers += [Linear(width, out, rng=rng, dtype=dtype), ACTIVATIONS[activation](), Dropout(dropout, rng=rng)]
+            width = out
+        self.mlp = Sequential(*layers, Linear(width, vocab_size, rng=rng, std=OUTPUT_INIT_STD, dtype=dtype))
+
+    def forward(
+        self,
+        idx: np.ndarray,
+        targets: np.ndarray | None = None,
+        attn_pad_mask: np.ndarray | None = None,
+        loss_mask: np.ndarray | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) -> logits (B, T, V), and with targets the mean cross-entropy over loss_mask's positions.
+        attn_pad_mask is accepted for the common interface; padding only ever follows the line, and a position
+        reads only earlier ones, so it changes nothing here."""
+        batch, time = idx.shape
+        if time > self.config["max_seq_len"]:
+            raise ValueError(f"MLPLanguageModel: sequence length {time} exceeds max_seq_len "
+                             f"{self.config['max_seq_len']}")  # fmt: skip
+        padded = np.concatenate([np.full((batch, self.context - 1), PAD_ID, dtype=idx.dtype), idx], axis=1)
+        windows = np.lib.stride_tricks.sliding_window_view(padded, self.context, axis=1)  # (B, T, k), a view
+        x = self.wte(windows).reshape(batch, time, -1)  # (B, T, k·E): the k vectors side by side
+        logits = self.mlp(x)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits, targets, loss_mask)
+
+    def extra_repr(self) -> str:
+        return f"context={self.context}, activation={self.config['activation']}"

@@ -1,0 +1,147 @@
+"""What a run folder holds, and the rules for writing into one.
+
+    RUN/
+      .run.lock                       the writer lock (minitrain/runs/run_lock.py)
+      config.yaml                     the config as given
+      config.resolved.yaml            ... and as resolved
+      manifest.json                   what ran and how it stands (status)
+      train_log.jsonl, metrics.csv    the log, and the same as a table
+      results.json, report.md, loss_curve.png, dashboard.png (a language model), confusion_matrix.png (a
+      classifier), environment.yaml, and the files the output, tracking and callback settings ask for
+      checkpoints/                    step-<N>.safetensors, latest, best.safetensors
+      logs/, adapter/, tensorboard/, histograms/    the console log, a LoRA run's PEFT adapter, and what the
+                                      trackers and callbacks write
+
+A new run never mixes with an old one: `check_new_run` refuses a folder that holds another run's files unless
+`--overwrite` is given, and then `clear_run` deletes exactly those files (and nothing else the folder holds,
+such as the README.md of an experiment folder). config.yaml counts as another run's only when it differs from
+the config about to be written: the lab's experiment folder holds its own config.yaml and is a fine place to
+train.
+
+Every write is atomic (minitrain/common/io.py), through a temporary sibling that a `kill -9` can leave behind;
+`remove_stale_temp_files` deletes those at the next start: in the run folder all of them (the writer lock says
+no one else writes there), in the models folder only those whose process is gone (runs share that folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from minitrain.common.errors import UserError
+
+CONFIG_FILE, LOG_FILE = "config.yaml", "train_log.jsonl"
+RUN_FILES = ("manifest.json", "config.resolved.yaml", LOG_FILE, "metrics.csv", "results.json", "report.md",
+             "loss_curve.png", "dashboard.png", "confusion_matrix.png", "environment.yaml", "metrics.json",
+             "metrics.parquet", "report.html", "samples.jsonl", "system_metrics.jsonl", "mlflow.db", "tracking.jsonl",
+             "tracking.json")
+CHECKPOINTS = "checkpoints"
+RUN_FOLDERS = ("logs", "adapter", "tensorboard", "histograms")  # whole folders a run writes, beside checkpoints/
+# io.atomic_write's temporary name for TARGET: .TARGET.<8 random characters>.tmp
+_TEMP = re.compile(r"^\.(?P<target>.+)\.[A-Za-z0-9_]{8}\.tmp$")
+
+
+def run_files_in(out_dir: Path, config_text: str | None) -> list[str]:
+    """The files of a run `out_dir` holds (names relative to it), config.yaml only if it differs from
+    `config_text`, the config the new run would write."""
+    found = [name for name in (*RUN_FILES, *RUN_FOLDERS) if os.path.lexists(out_dir / name)]
+    checkpoints = out_dir / CHECKPOINTS
+    if checkpoints.is_dir():
+        found += [f"{CHECKPOINTS}/{p.name}" for p in sorted(checkpoints.iterdir())]
+    elif os.path.lexists(checkpoints):
+        found.append(CHECKPOINTS)
+    config = out_dir / CONFIG_FILE
+    if os.path.lexists(config) and not _holds(config, config_text):
+        found.append(CONFIG_FILE)
+    return found
+
+
+def _holds(path: Path, text: str | None) -> bool:
+    try:
+        return text is not None and path.is_file() and path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
+def check_new_run(out_dir: Path, config_text: str | None, overwrite: bool) -> None:
+    """Refuse (exit code 2) to start a run in a folder that holds another run's files, unless `overwrite`."""
+    found = run_files_in(out_dir, config_text)
+    if found and not overwrite:
+        shown = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+        raise UserError(f"{out_dir} holds another run ({shown}); pass --overwrite to replace it, "
+                        f"--resume {out_dir} to continue it, or choose another --out-dir", 2)
+
+
+def clear_run(out_dir: Path) -> None:
+    """Delete the files a run writes (see the module docstring) from `out_dir`; anything else stays."""
+    for name in RUN_FILES:
+        remove_file(out_dir / name)
+    for name in RUN_FOLDERS:
+        folder = out_dir / name
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+        else:
+            remove_file(folder)
+    checkpoints = out_dir / CHECKPOINTS
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        for path in checkpoints.iterdir():
+            remove_file(path)
+        checkpoints.rmdir()
+    else:
+        remove_file(checkpoints)
+
+
+def remove_file(path: Path) -> None:
+    """Delete the run file `path` if it is there; a folder in its place is one error."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            raise UserError(f"{path}: a folder where a run keeps a file; remove it yourself", 2)
+        path.unlink(missing_ok=True)
+    except OSError as e:
+        raise UserError(f"{path}: cannot delete it ({e.strerror or e})") from None
+
+
+def remove_stale_temp_files(out_dir: Path, models_dir: Path, model_prefix: str) -> list[Path]:
+    """Delete what interrupted atomic writes left: every temporary file of a run file in `out_dir` (and its
+    checkpoints/), and in `models_dir` the partial model files of processes that no longer exist. Returns them."""
+    removed = []
+    for folder, names in ((out_dir, {*RUN_FILES, CONFIG_FILE}), (out_dir / CHECKPOINTS, None)):
+        for path in _temp_files(folder):
+            target = _TEMP.match(path.name)["target"]
+            if names is None or target in names:
+                removed.append(path)
+    partial = re.compile(rf"^\.?\.{re.escape(model_prefix)}-(?P<pid>\d+)\.partial\.safetensors(\..{{8}}\.tmp)?$")
+    for path in _listing(models_dir):
+        match = partial.match(path.name)
+        if match and not process_exists(int(match["pid"])):
+            removed.append(path)
+    for path in removed:
+        path.unlink(missing_ok=True)
+    return removed
+
+
+def _listing(folder: Path) -> Iterable[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
+    except OSError:
+        return []
+
+
+def _temp_files(folder: Path) -> list[Path]:
+    return [p for p in _listing(folder) if _TEMP.match(p.name)]
+
+
+def process_exists(pid: int) -> bool:
+    """Whether another process with this id exists (this process's own earlier files count as left behind)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # gone, or a number no process can have
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

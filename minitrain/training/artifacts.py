@@ -1,0 +1,267 @@
+"""What a training run leaves behind, besides checkpoints: the manifest, the loss curve and results.json.
+
+- `manifest.json` answers "what exactly ran, where?": seeds, library versions, the config, the git commit, the
+  hash of the data manifest and the hardware. It is written before the first step (status "running") and
+  completed when the run ends, however it ends (completed, early_stopped, diverged, interrupted), with the wall
+  time and the peak resident memory.
+- `loss_curve.png` plots the logged train and val perplexities against the step, with the n-gram baseline of
+  experiments/14-ngram-baseline as a dashed horizontal line (lab 01's definition of done is val below it).
+- `results.json` holds the headline numbers, including the comparison with that baseline.
+
+Perplexity is exp(mean negative log-likelihood per counted token), so on a log-scaled axis a PPL curve has
+exactly the shape of the loss curve; plotting PPL lets the baseline, which is a PPL, sit on the same axis.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from minitrain import seam
+from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.io import atomic_write, atomic_write_json, read_json_object
+from minitrain.common.paths import REPO_ROOT
+from minitrain.common.versions import library_versions
+from minitrain.data.build import MANIFEST
+from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
+from minitrain.monitor.report import read_log
+
+DEFAULT_BASELINE_PATH = REPO_ROOT / "experiments" / "14-ngram-baseline" / "results.json"
+DEFAULT_MODELS_DIR = REPO_ROOT / "models"
+
+# The libraries whose behaviour shapes a run's numbers (manifest.json "versions").
+_LIBRARIES = ("numpy", "numba", "pydantic", "safetensors", "matplotlib", "pyyaml", "tqdm")
+
+
+def models_dir(configured: str | os.PathLike | None = None) -> Path:
+    """Where final model files go: `configured` (the config's output.models_dir, or `--models-dir`) if given,
+    else $MINITRAIN_MODELS_DIR if set (tests, scratch runs), else the repository's models/."""
+    return Path(configured or os.environ.get("MINITRAIN_MODELS_DIR") or DEFAULT_MODELS_DIR)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Facts about the machine and the code
+
+
+def hardware_info() -> dict[str, Any]:
+    """CPU model, logical core count and total RAM of this machine."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass  # not Linux: keep platform's answer
+    try:
+        ram_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        ram_gb = None
+    return {
+        "cpu_model": cpu,
+        "cpu_cores": os.cpu_count(),
+        "ram_gb": None if ram_gb is None else round(ram_gb, 1),
+        "platform": platform.platform(),
+    }
+
+
+def git_sha(repo: Path = REPO_ROOT) -> str | None:
+    """The commit the code ran from, with "-dirty" appended when tracked files differ from it; None outside git."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sha + ("-dirty" if dirty else "")
+
+
+def data_manifest_hash(train_path: str | os.PathLike) -> str | None:
+    """sha256 of the corpus manifest (data/processed/manifest.json) beside the training file; None without one."""
+    folder = Path(train_path).parent
+    return corpus_manifest_hash(folder) if (folder / MANIFEST).is_file() else None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB.
+
+    On Linux, /proc/self/status's VmHWM is exact; getrusage's ru_maxrss is not, because Linux carries it across
+    exec, so a process started by a big parent (a test runner) would report the parent's peak."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 2**10, 1)  # the value is in kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux reports KiB, macOS bytes
+    scale = 1 / 2**20 if sys.platform == "darwin" else 1 / 2**10
+    return round(peak * scale, 1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# manifest.json
+
+
+def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_path: str | os.PathLike) -> dict:
+    """The manifest as it is before training: everything needed to say what ran, status "running".
+
+    A run that trained with a student's lab files (MINITRAIN_LAB_DIR, minitrain/seam.py) says which, under
+    "lab_files": {"lab_dir", "files"}.
+    """
+    lab_files = seam.replaced()
+    return {
+        "seed": seed,
+        "data_seed": data_seed,
+        "versions": library_versions(_LIBRARIES),
+        "config": config,
+        "git_sha": git_sha(),
+        "data_manifest_hash": data_manifest_hash(train_path),
+        "hardware": hardware_info(),
+        **({"lab_files": {"lab_dir": str(seam.lab_dir()), "files": lab_files}} if lab_files else {}),
+        "status": "running",
+    }
+
+
+def write_manifest(path: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    atomic_write_json(path, manifest)
+
+
+def complete_manifest(path: str | os.PathLike, manifest: dict[str, Any], **outcome: Any) -> dict[str, Any]:
+    """Record how the run ended (status, step, wall time, ...) plus the peak RSS, and rewrite the file."""
+    manifest.update(outcome)
+    manifest["peak_rss_mb"] = peak_rss_mb()
+    write_manifest(path, manifest)
+    return manifest
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The n-gram baseline and results.json
+
+
+def load_baseline_ppl(
+    path: str | os.PathLike = DEFAULT_BASELINE_PATH, *, data_manifest_hash: str | None, loss_on: str
+) -> float | None:
+    """The n-gram baseline's val PPL from its results.json, or None when there is nothing to compare with.
+
+    Two perplexities compare only on the same tokens, so a baseline that records the corpus it scored
+    (`data_manifest_hash`) or the positions it counted (`loss_on`) counts only for a run with the same: the
+    lab's verb-corpus baseline says nothing about a run on other data (plain text, another corpus).
+    None also when the baseline has not been run.
+    """
+    path = Path(path)
+    if not os.path.lexists(path):
+        return None
+    baseline = read_json_object(path, "n-gram baseline results")
+    val_ppl = baseline.get("val_ppl")
+    if isinstance(val_ppl, bool) or not isinstance(val_ppl, int | float) or not math.isfinite(val_ppl):
+        raise UserError(f"{path}: not an n-gram baseline results.json with a val_ppl (a number); found "
+                        f"{val_ppl!r}", BAD_INPUT)
+    val_ppl = float(val_ppl)
+    run = {"data_manifest_hash": data_manifest_hash, "loss_on": loss_on}
+    return None if any(key in baseline and baseline[key] != run[key] for key in run) else val_ppl
+
+
+def build_results(
+    *,
+    train_ppl: float,
+    val_ppl: float,
+    best_val_step: int | None,
+    best_val_ppl: float | None,
+    baseline_ppl: float | None,
+    val_exact_match: float,
+    wall_seconds: float | None,
+    peak_rss_mb: float,
+    model_path: str,
+) -> dict[str, Any]:
+    """results.json. `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is."""
+    beats = None if baseline_ppl is None else bool(val_ppl < baseline_ppl)
+    improvement = None if baseline_ppl is None else round(100.0 * (baseline_ppl - val_ppl) / baseline_ppl, 2)
+    return {
+        "train_ppl": train_ppl,
+        "val_ppl": val_ppl,
+        "best_val_step": best_val_step,
+        "best_val_ppl": best_val_ppl,
+        "ngram_baseline_val_ppl": baseline_ppl,
+        "beats_baseline": beats,
+        "ppl_improvement_pct": improvement,
+        "val_exact_match": val_exact_match,
+        "wall_seconds": wall_seconds,
+        "peak_rss_mb": peak_rss_mb,
+        "model_path": model_path,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# loss_curve.png
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend (no display needed); imported only when plotting."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # must come before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def baseline_line(ax: Any, baseline_ppl: float) -> None:
+    """The n-gram baseline's val PPL as a dashed horizontal line, labelled with its value."""
+    ax.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
+               label=f"n-gram baseline val ({baseline_ppl:.2f})")
+
+
+def log_axis(ax: Any) -> None:
+    """A log-scaled y axis labelled 2, 3, 5, 10 rather than 2×10⁰."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+
+
+def save_figure(fig: Any, png_path: str | os.PathLike) -> None:
+    """Write `fig` as a PNG atomically and close it."""
+    # No "Software" entry: the PNG bytes then depend only on the curve, not on the matplotlib build.
+    atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
+    pyplot().close(fig)
+
+
+def plot_loss_curve(
+    png_path: str | os.PathLike, log_path: str | os.PathLike, baseline_ppl: float | None, model_name: str = "MiniGPT"
+) -> None:
+    """Train and val perplexity against the step (log scale), with the n-gram baseline dashed."""
+    plt = pyplot()
+    rows = read_log(log_path)
+    train = [r for r in rows if "loss" in r]
+    val = [r for r in rows if "val_loss" in r]
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=100)
+    if train:
+        ax.plot([e["step"] for e in train], [math.exp(e["loss"]) for e in train],
+                color="tab:blue", linewidth=1, alpha=0.8, label="train (one batch)")
+    if val:
+        ax.plot([e["step"] for e in val], [e["val_ppl"] for e in val],
+                color="tab:orange", linewidth=2, marker="o", markersize=3, label="val (held-out verbs)")
+    if baseline_ppl is not None:
+        baseline_line(ax, baseline_ppl)
+    log_axis(ax)
+    ax.set_xlabel("step (optimizer updates)")
+    ax.set_ylabel("perplexity per counted token (log scale)")
+    ax.set_title(f"{model_name} training: perplexity vs. step")
+    ax.grid(True, which="both", alpha=0.3)
+    if train or val or baseline_ppl is not None:  # a log with no rows (a resume that kept none) has nothing to label
+        ax.legend()
+    fig.tight_layout()
+    save_figure(fig, png_path)

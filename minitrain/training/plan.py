@@ -1,0 +1,97 @@
+"""Sizing and planning a run without training it: the steps a duration budget allows, and the dry run
+(`minitrain train --dry-run`), both from a few timed steps on throw-away objects."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from minitrain.common.runtime import configure, get_blas_threads, set_blas_threads
+from minitrain.config import Config
+from minitrain.config.datacheck import DataSummary, check_data
+from minitrain.loop import evaluate
+from minitrain.training import artifacts
+from minitrain.training.engine import step_gradients
+from minitrain.training.parts import Parts, build_parts, parameter_counts, validator_for
+
+
+def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple[float, float]:
+    """(seconds per training step, seconds per validation pass), measured on `parts` (which it changes)."""
+    t = cfg.training
+    timings = []
+    for _ in range(warmup + n):
+        start = time.perf_counter()
+        batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
+        step_gradients(parts.model, parts.optimizer, batches, cfg.clip_norm, parts.task)
+        parts.optimizer.step()
+        parts.scheduler.step()
+        timings.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    (validator_for(cfg, parts) or (lambda model: evaluate(model, parts.val_batches)))(parts.model)
+    return float(np.median(timings[warmup:])), time.perf_counter() - start
+
+
+def configure_runtime(cfg: Config) -> dict[str, Any]:
+    """BLAS threads and allocator settings (minitrain.common.runtime) as `runtime.threads` asks: `rule` by model size, a
+    fixed count, or `measure`, which starts from the rule's count until the thread choice (thread_choice.py) has
+    timed its first steps. Returns what is in force, for the manifest."""
+    settings = configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)
+    threads = cfg.runtime.threads
+    if isinstance(threads, int):
+        set_blas_threads(threads)
+        settings["blas_threads"] = get_blas_threads()
+    elif threads == "measure":
+        settings["blas_threads"] = "measure"
+    return settings
+
+
+def resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
+    """training.total_steps, or epochs × steps per epoch, or (duration) as many steps as fit in the budget."""
+    steps = cfg.resolve_steps(summary.steps_per_epoch)
+    if steps is not None:
+        return steps
+    # A duration run: time a few steps on throw-away objects to size the schedule; the loop still stops on
+    # the clock if the estimate was optimistic.
+    warmup = cfg.scheduler.warmup_steps
+    per_step, per_val = _time_steps(build_parts(cfg, warmup + 10), cfg)
+    per_step += per_val / cfg.resolve_val_every(summary.steps_per_epoch)
+    return max(warmup + 1, int(cfg.duration_seconds / per_step))
+
+
+def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
+    """The dry run: what `run_training` would do, from a few timed steps; writes nothing.
+
+    `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
+    """
+    summary = summary if summary is not None else check_data(cfg)
+    configure_runtime(cfg)
+    steps = resolve_total_steps(cfg, summary)
+    parts = build_parts(cfg, max(steps, cfg.resolve_warmup(steps) + 10))
+    t = cfg.training
+    val_every = cfg.resolve_val_every(summary.steps_per_epoch)
+    per_step_records = t.batch_size * t.grad_accumulation
+    split = parts.train_split
+    if parts.table is None:
+        real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
+        counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
+        per_step_size = {"tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
+                                             "counted_mean": round(counted, 1)}}
+    else:
+        per_step_size = {"rows_per_step": per_step_records, "data": parts.table.info}
+    per_step, per_val = _time_steps(parts, cfg)
+    n_val = len(range(0, steps, val_every)) + (0 if (steps - 1) % val_every == 0 else 1)
+    estimate = steps * per_step + n_val * per_val
+    return {
+        **parameter_counts(parts.model),
+        **per_step_size,
+        "steps": steps,
+        "epochs": round(steps * per_step_records / parts.batcher.num_records, 3),
+        "ms_per_step": round(1000 * per_step, 2),
+        "validations": n_val,
+        "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
+        "output_dir": cfg.output.dir,
+        "models_dir": str(artifacts.models_dir(cfg.output.models_dir)),
+        **({"publish_to": cfg.publish.repo} if cfg.publish is not None else {}),
+    }

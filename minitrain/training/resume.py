@@ -1,0 +1,134 @@
+"""Continuing a run from a checkpoint (`--resume`): which checkpoint, whether it can resume this run, and what
+of the folder's history (manifest, log) carries over.
+
+A checkpoint holds all five state machines (minitrain/checkpoint.py) and, since this minitrain, the sha256 of
+the data files the run read: the same config on changed data trains another model, so a resume after the data
+changed is refused, naming the file. Every problem with what `--resume` names is exit code 2, like any other
+input that cannot be used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from minitrain.checkpoint import load_checkpoint
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_text, read_bytes, sha256_of
+from minitrain.config import Config
+from minitrain.evaluation.alerts import AlertMonitor
+from minitrain.monitor.early_stopping import EarlyStopping
+from minitrain.monitor.report import log_row_problem
+from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.run_dir import LOG_FILE
+from minitrain.runs.run_files import problem_text, read_manifest
+from minitrain.training.engine import Checkpointing, LoopState, restore_loop_state
+
+
+def data_fingerprint(cfg: Config) -> dict[str, dict[str, str]]:
+    """{config key: {"path", "sha256"}} of the data files training reads: the splits and the vocabulary."""
+    keys = ("train_path", "val_path", "vocab_path")
+    return {f"data.{key}": {"path": str(getattr(cfg.data, key)), "sha256": sha256_of(getattr(cfg.data, key))}
+            for key in keys}
+
+
+def same_folder(a: Path | None, b: Path) -> bool:
+    return a is not None and (a == b or a.resolve() == b.resolve())
+
+
+def run_dir_of(checkpoint: Path) -> Path | None:
+    """The run folder a checkpoint belongs to (…/RUN/checkpoints/step-N.safetensors), if it is in one."""
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else None
+
+
+def resume_checkpoint(resume: str | os.PathLike | None, out_dir: Path, overwrite: bool) -> Path | None:
+    """The checkpoint `--resume` names (exit code 2 when it names none)."""
+    if resume is None:
+        return None
+    try:
+        path = CheckpointManager.resolve(resume)
+    except UserError as e:
+        raise UserError(str(e), 2) from None
+    if overwrite and same_folder(run_dir_of(path), out_dir):
+        raise UserError(f"--overwrite would delete the checkpoint --resume continues from ({path}); leave "
+                        f"--overwrite out to continue the run in {out_dir}", 2)
+    return path
+
+
+def restore(path: Path, parts: Any, checkpointing: Checkpointing, early_stopping: EarlyStopping | None,
+            alerts: AlertMonitor | None) -> tuple[LoopState, dict[str, Any]]:
+    """Load the checkpoint into `parts` and the monitors; return the loop's state to start from, and the
+    checkpoint's `extra` (the callbacks' states are there).
+
+    A checkpoint that cannot resume this run is exit code 2, and so is one whose data files have changed since it
+    was saved (the same config would then train another model).
+    """
+    try:
+        restored = load_checkpoint(path, model=parts.model, optimizer=parts.optimizer, scheduler=parts.scheduler,
+                                   batcher=parts.batcher, train_rng=parts.model.rng,
+                                   config_hash=checkpointing.config_hash)
+    except UserError as e:
+        raise UserError(str(e), 2) from None
+    extra = restored["extra"]
+    _check_same_data(path, extra.get("data_sha256"), checkpointing.data_sha256)
+    try:
+        _LOOP_STATE.validate_json(json.dumps(extra.get("loop", {})), strict=True)  # JSON: strict, yet from a dict
+        start = restore_loop_state(extra, early_stopping, alerts)
+    except (UserError, ValidationError, ValueError, TypeError, KeyError, IndexError) as e:
+        problem = problem_text(e) if isinstance(e, ValidationError) else str(e)
+        raise UserError(f"{path}: cannot restore the loop's state ({problem})", 2) from None
+    start.step = restored["step"]
+    return start, extra
+
+
+_LOOP_STATE = TypeAdapter(LoopState)  # the dataclass's field types, checked strictly before it is built
+
+
+def _check_same_data(path: Path, saved: Any, now: dict[str, dict[str, str]]) -> None:
+    if saved is None:
+        return  # written before checkpoints recorded their data
+    if not (isinstance(saved, dict) and all(isinstance(v, dict) and isinstance(v.get("sha256"), str)
+                                            for v in saved.values())):
+        raise UserError(f"{path}: its data_sha256 record is damaged", 2)
+    for key, current in now.items():
+        then = saved.get(key)
+        if then is not None and then["sha256"] != current["sha256"]:
+            raise UserError(f"{current['path']} ({key}) has changed since {path} was saved (sha256 "
+                            f"{then['sha256'][:12]}… then, {current['sha256'][:12]}… now); resume with the data "
+                            "the run started with, or start a new run", 2)
+
+
+def previous_manifest(checkpoint: Path | None, out_dir: Path) -> dict[str, Any]:
+    if checkpoint is None:
+        return {}
+    path = (run_dir_of(checkpoint) or out_dir) / "manifest.json"
+    if not os.path.lexists(path):
+        return {}
+    try:
+        return read_manifest(path)
+    except UserError as e:
+        raise UserError(f"{e}; a resume continues this manifest (move it away to start a new one)", 2) from None
+
+
+def keep_log_before(source_dir: Path, log_path: Path, step: int) -> None:
+    """Keep the log rows of steps before `step`, byte for byte; the resumed run appends the rest.
+
+    Rows after the checkpoint (the run went on after it was saved, then died) would otherwise be written twice.
+    A torn last line, from a kill during an append, is dropped too, and so is any damaged line.
+    """
+    source = source_dir / LOG_FILE
+    kept = []
+    if source.is_file():
+        text = read_bytes(source, "training log").decode("utf-8", errors="replace")  # a bad byte: a bad row
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if log_row_problem(row) is None and row["step"] < step:
+                kept.append(line + "\n")
+    atomic_write_text(log_path, "".join(kept))

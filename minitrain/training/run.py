@@ -1,0 +1,370 @@
+"""One training run, from a validated `Config` to a complete run folder (what `scripts/train_mini.py` and
+`minitrain train` both call).
+
+    run_training(cfg, out_dir)
+      check the data files (a missing file stops here, before any work and before writing anything)
+      take the folder's writer lock (run_lock.py); refuse a folder holding another run unless --overwrite
+      (run_dir.py); delete the temporary files a killed run left
+      build: tokenizer → records → encoded splits → batchers (data RNG: data_seed)
+             → the model (model.type; training RNG: rng_seed) → freeze → pack → optimizer → schedule
+      [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
+      write config.yaml (as given), config.resolved.yaml, manifest.json (status "running")
+      engine.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
+      final: train PPL (one pass over train), val exact match, dev and test (when present) scored, the model file
+             <models dir>/<prefix>-<hash>.safetensors, prefix minigpt-phase18 or mlp-lm (output.models_dir /
+             --models-dir, default the repository's models/), results.json, loss_curve.png, dashboard.png,
+             metrics.csv, report.md, manifest.json completed
+      beside them: environment.yaml, logs/train.log (the console output), and what the watchers of
+             minitrain/callbacks/from_config.py write (tracking, system metrics, callbacks' files)
+
+A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
+curve, then raises a `UserError` that says what happened and which checkpoint to resume from. The manifest's
+status is honest throughout: "running", then "finishing" while the model file and results are written, then how
+it ended, including "interrupted" for a SIGTERM while finishing and "failed" (with the error) for a full disk.
+
+What a run is made of is built by `minitrain/training/parts.py`; the dry run (`minitrain/training/plan.py`) builds the
+same objects, times a few steps and reports the plan, writing nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from minitrain.callbacks import Callback, CallbackList
+from minitrain.callbacks.from_config import watch_run
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_text, cannot_write, read_text
+from minitrain.common.paths import REPO_ROOT
+from minitrain.config import Config, resolved_dict, resolved_yaml
+from minitrain.config.datacheck import DataSummary, check_data
+from minitrain.config.extras import missing_extras
+from minitrain.config.problems import ConfigError
+from minitrain.config.source import ConfigSource
+from minitrain.config.table_check import Fold
+from minitrain.evaluation.alerts import AlertMonitor
+from minitrain.monitor.console_log import console_log
+from minitrain.monitor.curves import train_val_gap
+from minitrain.monitor.early_stopping import EarlyStopping
+from minitrain.monitor.html_report import write_html_report
+from minitrain.monitor.metrics_files import write_metrics
+from minitrain.monitor.progress import Progress
+from minitrain.monitor.quality import quality_score
+from minitrain.monitor.report import read_log, write_report
+from minitrain.nn import Module
+from minitrain.runs import run_dir
+from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.model_files import save_model_file
+from minitrain.runs.run_files import FINISHED, FINISHING, INTERRUPTED
+from minitrain.runs.run_lock import RunLock
+from minitrain.training import artifacts, scoring, stopping
+from minitrain.training.cross_validation import cross_validate
+from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
+from minitrain.training.engine import Checkpointing, train
+from minitrain.training.environment import write_environment
+from minitrain.training.finetune import adapter_facts, after_training, model_file_state
+from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
+from minitrain.training.plan import configure_runtime, resolve_total_steps
+from minitrain.training.resume import (
+    data_fingerprint,
+    keep_log_before,
+    previous_manifest,
+    restore,
+    resume_checkpoint,
+    run_dir_of,
+    same_folder,
+)
+from minitrain.training.table_results import plot_table_curve, table_results
+
+MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm", "sequential": "sequential"}  # <prefix>-<hash>
+LOG_FILE = run_dir.LOG_FILE
+CONSOLE_LOG = Path("logs") / "train.log"
+
+
+# ------------------------------------------------------------------------------------------------- the run
+
+
+def run_training(
+    cfg: Config,
+    out_dir: str | os.PathLike,
+    *,
+    resume: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    strict: bool = False,
+    config_path: str | os.PathLike | None = None,
+    overrides: tuple[str, ...] | list[str] = (),
+    models_dir: str | os.PathLike | None = None,
+    baseline_path: str | os.PathLike | None = None,
+    summary: DataSummary | None = None,
+    command: list[str] | tuple[str, ...] | None = None,
+    fold: Fold | None = None,
+    callbacks: Sequence[Callback] = (),
+) -> dict[str, Any]:
+    """Train `cfg` into the run folder `out_dir` and return results.json's content (see the module docstring).
+
+    `resume`: a checkpoint file, or a run folder (its checkpoints/latest). Without it, a folder that holds
+    another run is refused unless `overwrite`, which deletes that run's files first (minitrain/runs/run_dir.py).
+    `progress`: False prints nothing but warnings. `strict` and `overrides` (the `--set`/`--seed` flags) are
+    recorded in the manifest; `config_path` is the YAML file copied as config.yaml when the config does not
+    carry its own text. `models_dir` receives the final model file (default: the config's output.models_dir,
+    else $MINITRAIN_MODELS_DIR, else the repository's models/; see `artifacts.models_dir`);
+    `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
+    compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
+    `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
+    `command` is the command line that started the run, without any `--resume`: a run that stops says to run
+    it again with `--resume CHECKPOINT` (default: the `minitrain train` command for this config and folder).
+
+    With training.cross_validation, the folds are trained one by one (minitrain/training/cross_validation.py); `fold`
+    is the one this call trains. `callbacks` (minitrain.callbacks) watch the run beside those its config names.
+
+    The whole run holds the folder's writer lock (minitrain/runs/run_lock.py): a second writer gets one error.
+    """
+    if cfg.training.cross_validation is not None and fold is None:
+        if resume is not None:
+            raise UserError("--resume continues one run; a cross-validation trains one run per fold: train again "
+                            "(a fold takes seconds), or resume one fold's folder with a config without "
+                            "training.cross_validation", 2)
+        return cross_validate(cfg, out_dir, progress=progress, strict=strict, config_path=config_path,
+                              overrides=overrides, summary=summary, train_fold=run_training)
+    start_time = time.perf_counter()
+    # Every data problem at once, before any work and before any file is written.
+    summary = summary if summary is not None else check_data(cfg)
+    out_dir = Path(out_dir)
+    checkpoint_path = resume_checkpoint(resume, out_dir, overwrite)
+    final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
+    # Before any work: a folder that cannot be written fails now, not after training.
+    _check_folders({"run folder": out_dir, "models folder": final_models_dir})
+    missing = missing_extras(cfg)
+    if missing:
+        raise ConfigError(missing, cfg.source or ConfigSource())
+    with RunLock(out_dir), stopping.sigterm_raises(), console_log(out_dir / CONSOLE_LOG), ExitStack() as cleanup:
+        return _train_into(cfg, out_dir, checkpoint_path, final_models_dir, summary, start_time,
+                           overwrite=overwrite, progress=progress, strict=strict, config_path=config_path,
+                           overrides=overrides, baseline_path=baseline_path, fold=fold,
+                           rerun=command or stopping.train_command(cfg, out_dir, config_path, overrides),
+                           callbacks=callbacks, cleanup=cleanup)
+
+
+def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_models_dir: Path,
+                summary: DataSummary, start_time: float, *, overwrite: bool, progress: bool, strict: bool,
+                config_path: str | os.PathLike | None, overrides: tuple[str, ...] | list[str],
+                baseline_path: str | os.PathLike | None, fold: Fold | None,
+                rerun: list[str] | tuple[str, ...], callbacks: Sequence[Callback],
+                cleanup: ExitStack) -> dict[str, Any]:
+    """run_training's work, with the writer lock held."""
+    config_text = _config_text(cfg, config_path)
+    continuing = checkpoint_path is not None and same_folder(run_dir_of(checkpoint_path), out_dir)
+    if not continuing:
+        run_dir.check_new_run(out_dir, config_text, overwrite)
+    run_dir.remove_stale_temp_files(out_dir, final_models_dir, MODEL_PREFIXES[cfg.model.type])
+    runtime = configure_runtime(cfg)
+
+    previous = previous_manifest(checkpoint_path, out_dir)
+    total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
+    parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
+    ckpt = cfg.training.checkpoint
+    checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
+                                  ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
+                                  data_sha256=data_fingerprint(cfg))
+    watch = cfg.training.early_stopping
+    early_stopping = None if watch is None else EarlyStopping(watch.metric, watch.patience, watch.min_delta,
+                                                              watch.mode)
+    alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
+    log_path = out_dir / LOG_FILE
+    # Read before any work and any write: a damaged baseline file then costs nothing.
+    baseline = None if parts.table else artifacts.load_baseline_ppl(
+        baseline_path or artifacts.DEFAULT_BASELINE_PATH,
+        data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
+
+    start, init_from = None, None
+    if checkpoint_path is not None:
+        start, restored_extra = restore(checkpoint_path, parts, checkpointing, early_stopping, alerts)
+        if overwrite:
+            run_dir.clear_run(out_dir)
+        keep_log_before(run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
+        for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
+            run_dir.remove_file(out_dir / name)
+    else:
+        init_from = parts.init_from  # a LoRA base, loaded while building
+        if cfg.model.init_from and not cfg.lora.enabled:
+            from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
+
+            init_from = init_model_from(parts.model, cfg.model.init_from,
+                                        None if parts.table else cfg.data.vocab_path)
+        run_dir.clear_run(out_dir)
+        atomic_write_text(out_dir / LOG_FILE, "")
+
+    _write_configs(cfg, out_dir, config_text)
+    write_environment(out_dir)
+    watch = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
+                      records=parts.val_records, run_dir=out_dir, resume_step=start.step if start else None,
+                      config_hash=checkpointing.config_hash)
+    if watch and checkpoint_path is not None:
+        watch.load_state_dict(restored_extra.get("callbacks", []))
+    resumed = checkpoint_path is not None and bool(previous)
+    manifest = previous if resumed else artifacts.new_manifest(
+        seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
+        train_path=cfg.data.train_path)
+    if not (resumed and continuing and manifest.get("run_id")):
+        manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
+    manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
+                    **parameter_counts(parts.model), **adapter_facts(parts.model),
+                    config_hash=checkpointing.config_hash,
+                    data_sha256=checkpointing.data_sha256, runtime=runtime)
+    for stale in ("error", "signal"):
+        manifest.pop(stale, None)
+    if init_from is not None:
+        manifest["init_from"] = init_from
+    if parts.table is not None:
+        # A table's files and splits are hashed one by one; the corpus manifest beside train_path is not its data.
+        manifest.update(data_manifest_hash=None, data=parts.table.info)
+    if checkpoint_path is not None:
+        manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": start.step})
+    earlier_wall = float(manifest.get("wall_seconds") or 0.0)
+
+    shown = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
+                     quiet=not progress, start_step=start.step if start else 0)
+    try:
+        outcome = train(
+            parts.model, parts.optimizer, parts.scheduler, parts.batcher, parts.val_batches,
+            parts.total_steps, cfg.resolve_val_every(summary.steps_per_epoch), cfg.training.log_every,
+            cfg.training.rng_seed, out_dir / "manifest.json",
+            manifest=manifest, log_path=log_path, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
+            grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
+            schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
+            alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
+            validate=validator_for(cfg, parts), task=parts.task, callbacks=watch,
+        )
+    except KeyboardInterrupt:
+        # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
+        # checkpoint saved (`--resume` the run folder) is where the run can go on.
+        latest = checkpointing.manager.latest()
+        saved = next((step for step, path in checkpointing.manager.step_files() if path == latest), None)
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, steps_done=saved,
+                                    checkpoint=None if latest is None else str(latest))
+        raise
+    except (UserError, MemoryError) as e:  # the disk filled up, the folder became read-only, ...
+        raise stopping.failed(e, out_dir, manifest, checkpointing.manager) from None
+    finally:
+        shown.close()
+
+    finished = outcome["status"] in FINISHED
+    try:
+        if finished:  # training is done; until the model file and results.json exist, the run is not
+            artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FINISHING)
+        rows = read_log(log_path)
+        write_metrics(rows, out_dir, cfg.output.metrics)
+        if parts.table is None:
+            artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
+            plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
+        else:
+            plot_table_curve(out_dir / "loss_curve.png", log_path, type(parts.model).__name__)
+        if not finished:
+            artifacts.complete_manifest(out_dir / "manifest.json", manifest,
+                                        wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
+            _train_end(watch, outcome, parts.model, quiet=not progress)
+            raise stopping.stopped_error(outcome, rerun)
+
+        model_path, model_sha256 = _save_model(parts, final_models_dir, cfg, outcome["steps_done"])
+        if parts.table is not None:
+            results = table_results(cfg, parts, outcome, out_dir, model_path)
+        else:
+            results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
+                                                     parts.val_records, outcome, baseline, model_path)
+        wall = results["wall_seconds"] = round(earlier_wall + time.perf_counter() - start_time, 3)
+        results.update(run_id=manifest["run_id"], model_sha256=model_sha256)
+        if parts.table is None:
+            results.update(after_training(cfg, parts.model, out_dir, parts.tokenizer, parts.train_records,
+                                          parts.val_records))
+        artifacts.atomic_write_json(out_dir / "results.json", results)
+        quality = quality_score(rows) if any("loss" in row for row in rows) else None
+        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
+                     gaps=train_val_gap(rows, SMOOTHING_WINDOW), sections=watch.report_lines() if watch else ())
+        if cfg.output.report.format == "html":
+            write_html_report(out_dir / "report.md", out_dir / "report.html")
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=outcome["status"], wall_seconds=wall,
+                                    model_path=model_path, model_sha256=model_sha256,
+                                    quality=None if quality is None else quality.as_dict())
+        _train_end(watch, outcome, parts.model, results, quiet=not progress)
+    except KeyboardInterrupt as stop:
+        if not finished:
+            raise
+        # Ctrl-C or SIGTERM after the last step, while the run is being finished: the final checkpoint holds the
+        # trained state, and resuming from it runs no step, only this finishing part.
+        name = "SIGTERM" if isinstance(stop, stopping.Terminated) else "SIGINT"
+        outcome.update(status=INTERRUPTED, signal=name, stopped_at=outcome["steps_done"] - 1)
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, signal=name,
+                                    stopped_at=outcome["stopped_at"])
+        raise stopping.stopped_error(outcome, rerun) from None
+    except (UserError, MemoryError) as e:
+        if not finished:
+            raise
+        raise stopping.failed(e, out_dir, manifest, checkpointing.manager) from None
+    return results
+
+
+def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results: dict | None = None,
+               quiet: bool = False) -> None:
+    """Tell the watchers the run is over (its files are written): on_train_end, with results.json when it
+    finished."""
+    if watch:
+        watch.train_end(status=outcome["status"], step=outcome["steps_done"] - 1, model=model, results=results,
+                        quiet=quiet)
+
+
+def _check_folders(folders: dict[str, Path]) -> None:
+    """A UserError (exit code 2) unless each folder ({what: path}) is, or can be created as, a writable folder:
+    a path through a file or an unwritable folder is named before any work. Creates nothing (the first write
+    does)."""
+    for what, folder in folders.items():
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent  # the nearest part of the path that exists; mkdir starts there
+        if not existing.is_dir():
+            raise UserError(f"{what} {folder}: {existing} exists and is not a folder", 2)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UserError(f"{what} {folder}: {existing} is not writable", 2)
+
+
+def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
+    """Write the model file under a temporary name, then rename it after its content hash; return its path
+    (relative to the repository when inside it, as results.json records it) and the file's sha256. A table
+    model's file also holds its pipeline (task, classes, fitted preprocessing), which `predict` applies; a LoRA
+    run's holds the adapters."""
+    model = parts.model
+    prefix = MODEL_PREFIXES[cfg.model.type] + ("-lora" if cfg.lora.enabled else "")
+    tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
+    meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
+            "config_hash": training_config_hash(cfg)}
+    if parts.table is not None:
+        meta["pipeline"] = parts.table.pipeline.to_dict()
+    digest = save_model_file(tmp, model_file_state(model), model.config, meta)
+    final = models_dir / f"{prefix}-{digest[:16]}.safetensors"
+    try:
+        os.replace(tmp, final)
+    except OSError as e:  # a folder of that name, say
+        tmp.unlink(missing_ok=True)
+        raise cannot_write(final, e) from None
+    final = final.resolve()
+    shown = final.relative_to(REPO_ROOT) if final.is_relative_to(REPO_ROOT) else final
+    return str(shown), digest
+
+
+def _config_text(cfg: Config, config_path: str | os.PathLike | None) -> str | None:
+    """The text config.yaml gets: the config exactly as given."""
+    if cfg.source is not None and cfg.source.text:
+        return cfg.source.text
+    return read_text(config_path, "config file") if config_path is not None else None
+
+
+def _write_configs(cfg: Config, out_dir: Path, config_text: str | None) -> None:
+    """config.yaml exactly as given, and config.resolved.yaml (defaults filled, overrides applied)."""
+    if config_text is not None:
+        atomic_write_text(out_dir / run_dir.CONFIG_FILE, config_text)
+    atomic_write_text(out_dir / "config.resolved.yaml", resolved_yaml(cfg))

@@ -1,0 +1,95 @@
+"""How a run that does not end well ends: one readable error that says what happened and how to go on.
+
+    stopped_error(outcome, rerun)  diverged (exit 3), interrupted (128 + the signal), halted by an alert (exit 4),
+                                   with the command that resumes it: the one that started it, plus --resume
+    failed(error, ...)             an error the run cannot go on from (a full disk): the manifest records "failed"
+    sigterm_raises()               SIGTERM outside the training loop raised like a Ctrl-C (`Terminated`), so the
+                                   same clean-up runs (the loop handles it itself, at a step boundary)
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from minitrain.common.errors import UserError
+from minitrain.config import Config
+from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.run_files import DIVERGED, FAILED, INTERRUPTED
+from minitrain.training import artifacts
+
+EXIT_DIVERGED, EXIT_HALTED = 3, 4
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside the training loop (which handles it itself, at a step boundary), raised like a Ctrl-C so
+    that the same clean-up runs and the run ends with one error line and exit code 143."""
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed from the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except Terminated:
+        raise UserError("SIGTERM: terminated (manifest.json, if written, says where the run stands)",
+                        128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def failed(error: BaseException, out_dir: Path, manifest: dict[str, Any], manager: CheckpointManager) -> UserError:
+    """Record status "failed" (and why) in the manifest; the error to raise, saying if even that was impossible."""
+    message = str(error) if isinstance(error, UserError) else f"out of memory ({error})"
+    latest = manager.latest()
+    try:
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FAILED, error=message,
+                                    checkpoint=None if latest is None else str(latest))
+    except UserError as again:
+        message += f"; {out_dir / 'manifest.json'} could not record the failure either ({again})"
+    if latest is not None:
+        message += f"; the last checkpoint is {latest}"
+    return UserError(message, error.exit_code if isinstance(error, UserError) else 1)
+
+
+def train_command(cfg: Config, out_dir: Path, config_path, overrides) -> list[str]:
+    """`minitrain train CONFIG --out-dir OUT_DIR` with the run's `--set`/`--seed` flags."""
+    config = config_path or (cfg.source.path if cfg.source is not None and cfg.source.path else "CONFIG")
+    argv = ["minitrain", "train", str(config), "--out-dir", str(out_dir)]
+    for override in overrides:  # "--set key=value", "--seed 3", ...: flag, then its value
+        flag, _, value = override.partition(" ")
+        if flag != "--out-dir":
+            argv += [flag, value]
+    return argv
+
+
+def stopped_error(outcome: dict, rerun: list[str] | tuple[str, ...]) -> UserError:
+    """The one-line explanation of a run that did not finish, with the command that resumes it: `rerun` (the
+    command that started it) with `--resume CHECKPOINT`."""
+    status, step = outcome["status"], outcome.get("stopped_at")
+    checkpoint = outcome["checkpoint"]
+    command = shlex.join([*rerun, "--resume", str(checkpoint)])  # quoted where the shell needs it
+    resume = f"resume with: {command}" if checkpoint else "no checkpoint was saved yet: start again"
+    if status == DIVERGED:
+        # Training is deterministic: resuming the same config from the last good checkpoint diverges again.
+        last_good = f"the last good checkpoint is {checkpoint}" if checkpoint else "no checkpoint was saved before it"
+        return UserError(f"training diverged: {outcome['messages'][-1]}; {last_good}. "
+                         "Lower optimizer.lr_max (or set optimizer.clip) and train again", EXIT_DIVERGED)
+    if status == INTERRUPTED:
+        signum = signal.Signals[outcome["signal"]]
+        return UserError(f"{signum.name}: interrupted after step {step}; checkpoint {checkpoint}; {resume}",
+                         128 + signum.value)
+    reason = next((m for m in reversed(outcome["messages"]) if m.startswith("halt")), "an alert fired")
+    return UserError(f"halted after step {step} ({reason}); checkpoint {checkpoint}; {resume}", EXIT_HALTED)
+
