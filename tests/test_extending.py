@@ -3,9 +3,14 @@ a new op with its backward, a new layer (RMSNorm) trained inside MiniGPT, and a 
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+from extending.lion import Lion
 from test_course_text import excerpt_matches, parse
 
 from minitrain import gradcheck, nn
@@ -16,7 +21,6 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.loop import train_step
 from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import AdamW
-from minitrain.optim.base import Optimizer, check_range
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "processed"
@@ -94,28 +98,6 @@ def test_minigpt_with_rmsnorm_trains_from_python():
 # ---------------------------------------------------------------------------------- example 3: an optimizer
 
 
-class Lion(Optimizer):
-    """Lion (Chen et al., 2023): a step of fixed size per element, in the sign of a momentum.
-
-    c = β1·m + (1 − β1)·g;   p ← p − lr·(sign(c) + wd·p);   m ← β2·m + (1 − β2)·g
-    """
-
-    name = "lion"
-
-    def __init__(self, named_params, lr=1e-4, beta1=0.9, beta2=0.99, weight_decay=0.0, groups=None, buffer=None):
-        check_range("beta1", beta1, open_high=True)
-        check_range("beta2", beta2, open_high=True)
-        self.beta1, self.beta2 = beta1, beta2
-        super().__init__(named_params, lr, weight_decay, {"exp_avg": 0.0}, groups, buffer)
-
-    def _update(self, data, grad, state, lr, weight_decay):
-        m = state["exp_avg"]
-        direction = np.sign(self.beta1 * m + (1 - self.beta1) * grad)
-        data -= lr * (direction + weight_decay * data)
-        m *= self.beta2
-        m += (1 - self.beta2) * grad
-
-
 def test_lion_takes_the_documented_step_and_trains():
     p = nn.Parameter(np.array([[1.0, -2.0, 0.5]]))  # a matrix: weight decay applies (minitrain.autograd.parameters)
     p.grad = np.array([[0.3, 0.1, -4.0]], dtype=np.float32)
@@ -149,5 +131,44 @@ def test_docs_extending_quotes_exactly_this_file_and_every_example():
     for code in quoted:
         assert excerpt_matches(code, source), f"docs/extending.md: this excerpt no longer matches:\n{code}"
     shown = "".join(quoted)
-    for definition in ("def softplus", "class RMSNorm", "def use_rmsnorm", "class Lion", "def _update"):
+    for definition in ("def softplus", "class RMSNorm", "def use_rmsnorm"):
         assert definition in shown, f"docs/extending.md does not show {definition}"
+    for plug_in in PLUG_INS:  # the files a user adds are quoted whole
+        quoted = [code for source, code in page.excerpts if source == f"tests/extending/{plug_in.name}"]
+        assert quoted and excerpt_matches(quoted[0], plug_in.read_text(encoding="utf-8")), plug_in.name
+
+
+# ---------------------------------------------------------------- one file and one line: a family and an optimizer
+
+PLUG_INS = [ROOT / "tests" / "extending" / "bigram.py", ROOT / "tests" / "extending" / "lion.py"]
+REGISTRATIONS = [  # (the file a plug-in goes into, the registry it joins, the line that registers it)
+    ("minitrain/models/bigram.py", "minitrain/models/registry.py", '    "sequential",\n', '    "bigram",\n'),
+    ("minitrain/optim/lion.py", "minitrain/optim/factory.py", '    "lamb.Lamb",\n', '    "lion.Lion",\n'),
+]
+
+
+def test_a_family_and_an_optimizer_are_each_one_file_and_one_line(tmp_path):
+    """Copy minitrain, drop in the two files, add one line to each registry, and run the contract test
+    (tests/test_families.py) on the new family and with the new optimizer: built from YAML, trained, saved,
+    loaded, sampled, resumed bit-exactly, summarised. Nothing else is edited."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__", "*.nb?"))
+    (copy / "tests").mkdir()
+    for name in ("conftest.py", "fakehub.py", "test_families.py"):
+        shutil.copy(ROOT / "tests" / name, copy / "tests" / name)
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    (copy / "data").symlink_to(ROOT / "data")
+    for plug_in, (target, registry, after, line) in zip(PLUG_INS, REGISTRATIONS, strict=True):
+        shutil.copy(plug_in, copy / target)
+        text = (copy / registry).read_text(encoding="utf-8")
+        assert text.count(after) == 1
+        (copy / registry).write_text(text.replace(after, after + line), encoding="utf-8")
+    tests = ["test_every_family_trains_saves_loads_serves_and_resumes[bigram]",
+             "test_every_family_resumes_bit_exactly_with_every_optimizer[bigram-lion]",
+             "test_every_family_resumes_bit_exactly_with_every_optimizer[minigpt-lion]"]
+    env = {**os.environ, "PYTHONPATH": str(copy), "NUMBA_DISABLE_JIT": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           *(f"tests/test_families.py::{t}" for t in tests)],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "3 passed" in done.stdout

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from minitrain.callbacks.base import Context, Triggered
-from minitrain.common.io import append_line, atomic_write
+from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.io import append_line
 from minitrain.evaluation.metrics import answer_prompt, greedy_decode
 from minitrain.models.sampling import next_log_probs_fn
 
@@ -94,10 +95,7 @@ class GradientMonitor(Triggered):
 
 def plot_histograms(path: Path, arrays: Mapping[str, np.ndarray], title: str, bins: int = 50) -> None:
     """One small histogram per array (log-scaled counts), in a grid, written atomically as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     columns = 4
     rows = max(1, math.ceil(len(arrays) / columns))
@@ -111,8 +109,7 @@ def plot_histograms(path: Path, arrays: Mapping[str, np.ndarray], title: str, bi
         ax.axis("off")
     fig.suptitle(title)
     fig.tight_layout()
-    atomic_write(path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def prompt_and_answer(record: Mapping[str, Any]) -> tuple[str, str]:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from minitrain.common.errors import UserError
-from minitrain.config.section import PositiveInt, Section
+from minitrain.common.strict import PositiveInt, Section
 from minitrain.lora import LoraSettings, resolve_targets
 from minitrain.quant.qat import OBSERVER_METHODS
 from minitrain.quant.scheme import Scheme

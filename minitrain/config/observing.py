@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from minitrain.config.section import Metric, PositiveInt, Section, fill_defaults
+from minitrain.common.strict import PositiveInt, Section
+from minitrain.config.section import Metric, fill_defaults
 
 # --- monitoring.tracking, monitoring.system -------------------------------------------------------------------
 

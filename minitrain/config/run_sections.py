@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
+from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.fields import AlertRule, RepoId
 from minitrain.config.observing import MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
 from minitrain.config.problems import UNION_TAGS
-from minitrain.config.section import PositiveInt, Section
 from minitrain.evaluation.alerts import Alert, parse_alert
 
 

@@ -25,84 +25,81 @@ import inspect
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, create_model, model_validator
 
 from minitrain.common.registry import keyword_defaults
+from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
 from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
 from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig, RuntimeConfig
-from minitrain.config.section import Metric, PositiveInt, Section, fill_defaults
+from minitrain.config.section import Metric, fill_defaults
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_sections import (
     AugmentationStep,
     CrossValidationConfig,
-    LayerSpec,
     PreprocessingStep,
     SplitConfig,
 )
-from minitrain.models.registry import MODELS, model_keys
+from minitrain.models.registry import DEFAULT_TYPE, FAMILIES, model_keys
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.optim.schedule import SCHEDULES, schedule_keys
 
 
-class ModelConfig(Section):
+class _ModelSection(Section):
     """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
 
-    `type: minigpt` (the default) takes n_layer, n_head, d_model, d_ff and attn_scale; `type: mlp_lm` takes
-    context, d_embed, hidden and activation (left out: MLPLanguageModel's defaults). Both take vocab_size,
-    max_seq_len, dropout, init_from and freeze. `type: sequential` takes layers (and init_from, dtype, freeze).
-    Giving a key the chosen type does not use is an error.
+    Every family takes init_from, dtype and freeze, and the keys of vocab_size, max_seq_len and dropout its
+    model's constructor takes; its own keys come from its record (`FAMILIES`, minitrain/models/registry.py):
+    `type: minigpt` (the default) n_layer, n_head, d_model, d_ff and attn_scale; `type: mlp_lm` context, d_embed,
+    hidden and activation (left out: MLPLanguageModel's defaults); `type: sequential` layers. Giving a key the
+    chosen type does not use is an error.
     """
 
-    type: Literal["minigpt", "mlp_lm", "sequential"] = "minigpt"
-    n_layer: PositiveInt = 2
-    n_head: PositiveInt = 4
-    d_model: PositiveInt = 64
-    d_ff: PositiveInt = 256
-    vocab_size: PositiveInt = 64
-    max_seq_len: PositiveInt = 32
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    init_from: str | None = Field(None, min_length=1, description="safetensors file, export folder or Hub id")
-    dtype: Literal["float32", "float64"] = Field("float32", description="parameters and activations")
-    attn_scale: float | None = Field(None, gt=0, description="minigpt: attention score scale (default 1/sqrt(D))")
-    context: PositiveInt | None = Field(None, description="mlp_lm: characters read before each prediction")
-    d_embed: PositiveInt | None = Field(None, description="mlp_lm: size of each character's vector")
-    hidden: list[PositiveInt] | None = Field(None, min_length=1, description="mlp_lm: hidden layer widths")
-    activation: Literal["tanh", "relu", "gelu"] | None = Field(None, description="mlp_lm: hidden activation")
-    freeze: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, description="parameter name globs or module paths to keep fixed (no gradient, no "
-                                          "optimizer state)"
-    )
-    layers: list[LayerSpec] | None = Field(None, min_length=1, description="sequential: the layers, in order")
+    type: Literal[tuple(FAMILIES)] = DEFAULT_TYPE
 
     @model_validator(mode="after")
     def _type_defaults(self) -> ModelConfig:
-        fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(MODELS[self.type]))
+        fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(FAMILIES[self.type].model))
         return self
 
     def architecture(self) -> dict[str, Any]:
         """The constructor keys of the chosen family (what `minitrain.models.registry.build_model` takes)."""
-        keys = {k: getattr(self, k) for k in model_keys(self.type) if getattr(self, k) is not None}
-        if self.type == "sequential":
-            keys["layers"] = [layer.model_dump() for layer in self.layers or []]
-        return {"type": self.type, **keys}
+        keys = self.model_dump(include=set(model_keys(self.type)))
+        return {"type": self.type, **{k: v for k, v in keys.items() if v is not None}}
 
     @property
     def width(self) -> int:
-        """The width of the model's typical matrix product (d_model, or the widest MLP-LM layer)."""
-        if self.type == "sequential":
-            widths = [layer.linear.out_features for layer in self.layers or [] if layer.linear is not None]
-            return max(widths, default=1)
-        return self.d_model if self.type == "minigpt" else max([*self.hidden, self.context * self.d_embed])
+        """The width of the model's typical matrix product (the family's record says which: d_model for MiniGPT)."""
+        return FAMILIES[self.type].width(self.architecture())
 
 
-_MODEL_HOME_KEYS = {"type", "vocab_size", "max_seq_len", "dropout", "init_from", "dtype", "freeze"}
-_SEQUENCE_KEYS = {"vocab_size", "max_seq_len", "dropout"}  # a sequential model's layers say these themselves
-MODEL_KEYS: dict[str, set[str]] = {
-    name: (_MODEL_HOME_KEYS - (_SEQUENCE_KEYS if name == "sequential" else set())) | set(model_keys(name))
-    for name in MODELS
+_HOME_FIELDS: dict[str, Any] = {  # the keys every family has (vocab_size ... dropout: those whose models take them)
+    "vocab_size": (PositiveInt, 64),
+    "max_seq_len": (PositiveInt, 32),
+    "dropout": (float, Field(0.0, ge=0.0, lt=1.0)),
+    "init_from": (str | None, Field(None, min_length=1, description="safetensors file, export folder or Hub id")),
+    "dtype": (Literal["float32", "float64"], Field("float32", description="parameters and activations")),
+    "freeze": (list[Annotated[str, Field(min_length=1)]], Field(
+        default_factory=list, description="parameter name globs or module paths to keep fixed (no gradient, no "
+                                          "optimizer state)")),
 }
+
+
+def _family_fields(name: str) -> dict[str, Any]:
+    return {key: (field.annotation, field) for key, field in FAMILIES[name].keys.model_fields.items()}
+
+
+# Key order (config.resolved.yaml's): the default family's keys, the keys every family has, then the other
+# families' keys in the registry's order. A key two families share is declared by the first.
+ModelConfig = create_model(
+    "ModelConfig", __base__=_ModelSection, __module__=__name__, __doc__=_ModelSection.__doc__,
+    **{**_family_fields(DEFAULT_TYPE), **_HOME_FIELDS,
+       **{k: v for name in FAMILIES for k, v in _family_fields(name).items() if k not in _HOME_FIELDS}},
+)
+
+_MODEL_ANY_FAMILY = {"type", "init_from", "dtype", "freeze"}  # the others are keys when the model takes them
+MODEL_KEYS: dict[str, set[str]] = {name: _MODEL_ANY_FAMILY | set(model_keys(name)) for name in FAMILIES}
 
 
 class DataConfig(Section):
@@ -175,7 +172,7 @@ class OptimizerConfig(Section):
     type uses is an error. `kwargs()` is what `minitrain.optim.build_optimizer(type, params, **kwargs)` takes.
     """
 
-    type: Literal["adamw", "adam", "sgd", "rmsprop", "adagrad", "lamb"] = "adamw"
+    type: Literal[tuple(OPTIMIZERS)] = "adamw"  # the registry's names (minitrain/optim/factory.py)
     lr_max: float | None = Field(None, gt=0, description="peak learning rate (the optimizer's lr)")
     lr_min: float = Field(0.0, ge=0, description="floor the schedule decays to")
     beta1: float | None = Field(None, gt=0, lt=1)
@@ -226,9 +223,7 @@ class SchedulerConfig(Section):
     the loop reports to the schedule after each evaluation.
     """
 
-    type: Literal["warmup_cosine", "constant", "linear", "step", "exponential", "plateau", "one_cycle"] = (
-        "warmup_cosine"
-    )
+    type: Literal[tuple(SCHEDULES)] = "warmup_cosine"  # the registry's names (minitrain/optim/schedule.py)
     warmup_steps: int = Field(0, ge=0)
     warmup_ratio: float | None = Field(None, ge=0, lt=1, description="warm-up as a share of the run's steps")
     warmup_start_lr: float = Field(0.0, ge=0, description="the warm-up rises from here to lr_max")

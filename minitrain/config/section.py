@@ -1,30 +1,22 @@
 """What every section of the config schema shares: strict validation, and the value types several sections use.
 
 schema.py holds the training sections; observing.py the sections that watch a run without changing it;
-run_sections.py, finetune_sections.py and table_sections.py the others. All build on `Section`.
+run_sections.py, finetune_sections.py and table_sections.py the others. All build on `Section`
+(minitrain/common/strict.py, where the model families' own keys find it too).
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 # Metrics the loop measures; checkpoint selection, early stopping and the plateau schedule may watch them. The
 # classifier's and regressor's are logged when training.val_metrics lists them (rules.py checks that).
 Metric = Literal["val_loss", "val_ppl", "loss", "val_accuracy", "val_precision", "val_recall", "val_f1",
                  "val_auc_roc", "val_mse", "val_mae", "val_r2"]
 HIGHER_IS_BETTER = ("val_accuracy", "val_precision", "val_recall", "val_f1", "val_auc_roc", "val_r2")
-
-PositiveInt = Annotated[int, Field(ge=1)]
-
-
-class Section(BaseModel):
-    """Base of every section: unknown keys are errors, values are checked strictly (no silent coercion)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True, allow_inf_nan=False)
-
 
 def fill_defaults(section: BaseModel, keys: set[str], defaults: dict[str, Any]) -> None:
     """Give the keys of `keys` left out (None) the chosen type's defaults (inspect.Parameter.empty: none).

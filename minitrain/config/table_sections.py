@@ -1,46 +1,22 @@
-"""The config sections of table tasks: `data.split`, `data.preprocessing`, `data.augmentation`, `model.layers` and
-`training.cross_validation` (docs/yaml-mode.md documents each key).
+"""The config sections of table tasks: `data.split`, `data.preprocessing`, `data.augmentation` and
+`training.cross_validation` (docs/yaml-mode.md documents each key; `model.layers` is the sequential family's own,
+minitrain/models/sequential.py).
 
-A preprocessing step, an augmentation or a layer is written as the spec writes it, a mapping with one key that
-names its kind: `- normalize: {method: minmax}`, `- dropout: 0.2`, `- activation: relu`. Each is a `OneOf`
-section: exactly one of its keys is given, and only that one is dumped back (config.resolved.yaml).
+A preprocessing step or an augmentation is written as the spec writes it, a mapping with one key that names its
+kind: `- normalize: {method: minmax}`, `- random_crop: {...}`. Each is a `OneOf` section: exactly one of its keys
+is given, and only that one is dumped back (config.resolved.yaml).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field
 
-from minitrain.config.section import PositiveInt, Section
+from minitrain.common.strict import OneOf, PositiveInt, Ratio, Section
 
-Ratio = Annotated[float, Field(ge=0.0, lt=1.0)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 ColumnList = list[Annotated[str, Field(min_length=1)]]
-
-
-class OneOf(Section):
-    """A mapping of exactly one key, naming the kind of the entry; the others stay None and are not dumped."""
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> OneOf:
-        given = [name for name in type(self).model_fields if getattr(self, name) is not None]
-        if len(given) != 1:
-            kinds = ", ".join(type(self).model_fields)
-            raise ValueError(f"write one of {kinds} per entry (got {', '.join(given) or 'none'})")
-        return self
-
-    @model_serializer(mode="wrap")
-    def _only_the_given_one(self, handler: Any) -> dict[str, Any]:
-        return {key: value for key, value in handler(self).items() if value is not None}
-
-    @property
-    def kind(self) -> str:
-        return next(name for name in type(self).model_fields if getattr(self, name) is not None)
-
-    @property
-    def options(self) -> Any:
-        return getattr(self, self.kind)
 
 
 # --- data.split ------------------------------------------------------------------------------------------------
@@ -123,43 +99,6 @@ class AugmentationStep(OneOf):
 
 TEXT_AUGMENTATIONS = ("random_swap", "random_delete")
 IMAGE_AUGMENTATIONS = ("random_crop", "horizontal_flip", "normalize")
-
-
-# --- model.layers --------------------------------------------------------------------------------------------------
-
-
-class LinearLayer(Section):
-    in_features: PositiveInt | None = Field(None, description="default: the previous layer's width (or the data's)")
-    out_features: PositiveInt
-    bias: bool = True
-
-
-class LayerNormLayer(Section):
-    dim: PositiveInt | None = Field(None, description="default: the previous layer's width")
-    eps: float = Field(1e-5, gt=0)
-
-
-class EmbeddingLayer(Section):
-    num_embeddings: PositiveInt = Field(description="ids 0 .. num_embeddings − 1")
-    embedding_dim: PositiveInt
-
-
-class FlattenLayer(Section):
-    """(B, F, E) -> (B, F·E), after an embedding."""
-
-
-ActivationName = Literal["relu", "tanh", "gelu", "sigmoid", "softmax"]
-
-
-class LayerSpec(OneOf):
-    """One layer of a sequential model (minitrain/models/sequential.py), in the spec's words."""
-
-    linear: LinearLayer | None = None
-    activation: ActivationName | None = None
-    dropout: Ratio | None = None
-    layer_norm: LayerNormLayer | None = None
-    embedding: EmbeddingLayer | None = None
-    flatten: FlattenLayer | None = None
 
 
 # --- training.cross_validation -----------------------------------------------------------------------------------

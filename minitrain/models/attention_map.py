@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write
+from minitrain.common.figures import pyplot, save_figure
 from minitrain.data.tokenizer import SPECIALS, CharTokenizer
 from minitrain.models.sampling import generate
 
@@ -43,10 +43,7 @@ def attention_figure(
 ) -> tuple[Path, str]:
     """Draw every head's attention over `prompt` (and its greedy completion) into the PNG `path`; return the path
     and the completion."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display needed; must come before pyplot is imported
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ids, answer = attention_line(model, tokenizer, prompt, complete)
     probs = model.attention_probs(np.asarray([ids], dtype=np.int64))[:, 0]  # (L, H, T, T)
@@ -64,7 +61,5 @@ def attention_figure(
             ax.tick_params(length=0, pad=1)
     fig.colorbar(image, ax=axes, shrink=0.5, label="attention weight")
     fig.suptitle(f"{prompt}{answer}: row = position attending, column = position attended to", fontsize=9)
-    # No "Software" entry: the PNG bytes then depend only on the picture, not on the matplotlib build.
-    atomic_write(path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    plt.close(fig)
+    save_figure(fig, path)
     return Path(path), answer

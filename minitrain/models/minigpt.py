@@ -20,10 +20,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import UserError
+from minitrain.common.strict import PositiveInt, Section
+from minitrain.models.family import ModelFamily, Shapes
 from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
 
@@ -129,3 +132,53 @@ class MiniGPT(Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.config.items())
+
+
+# --- the family record: how configs, model files and run folders name MiniGPT (minitrain/models/family.py) ----
+
+
+class MiniGPTKeys(Section):
+    """`model:` keys of `type: minigpt`, with lab 01's values as defaults (its locked Phase 17 model)."""
+
+    n_layer: PositiveInt = 2
+    n_head: PositiveInt = 4
+    d_model: PositiveInt = 64
+    d_ff: PositiveInt = 256
+    attn_scale: float | None = Field(None, gt=0, description="minigpt: attention score scale (default 1/sqrt(D))")
+
+
+class MiniGPTFile(BaseModel):
+    """A MiniGPT file's `model_config`: what the model is built from, so nothing absurd may pass (a zero head
+    count divides by zero, a million layers takes forever to build)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    n_layer: PositiveInt
+    n_head: PositiveInt
+    d_model: PositiveInt
+    d_ff: PositiveInt
+    vocab_size: PositiveInt
+    max_seq_len: PositiveInt
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> MiniGPTFile:
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
+        return self
+
+
+def _shapes(config: dict) -> Shapes:
+    return parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
+
+
+def _tensor_count(config: dict) -> int:
+    sizes = [int(config[k]) for k in ("d_model", "d_ff", "vocab_size", "max_seq_len")]
+    fixed, with_one = (len(parameter_shapes(n, *sizes)) for n in (0, 1))
+    return fixed + (with_one - fixed) * int(config["n_layer"])
+
+
+FAMILY = ModelFamily(name="minigpt", model=MiniGPT, keys=MiniGPTKeys, file_schema=MiniGPTFile,
+                     file_prefix="minigpt-phase18", reads="text", parameter_shapes=_shapes,
+                     width=lambda config: config["d_model"], tensor_count=_tensor_count,
+                     example={"n_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "vocab_size": 64,
+                              "max_seq_len": 32})

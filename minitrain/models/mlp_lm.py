@@ -16,11 +16,16 @@ so the first predictions are close to uniform (the loss starts near ln V).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import UserError
+from minitrain.common.strict import PositiveInt, Section
+from minitrain.models.family import ModelFamily, Shapes
 from minitrain.nn import GELU, Dropout, Embedding, Linear, Module, ReLU, Sequential, Tanh
 
 ACTIVATIONS = {"tanh": Tanh, "relu": ReLU, "gelu": GELU}
@@ -98,3 +103,42 @@ class MLPLanguageModel(Module):
 
     def extra_repr(self) -> str:
         return f"context={self.context}, activation={self.config['activation']}"
+
+
+# --- the family record: how configs, model files and run folders name it (minitrain/models/family.py) ---------
+
+Activation = Literal["tanh", "relu", "gelu"]
+
+
+class MLPLMKeys(Section):
+    """`model:` keys of `type: mlp_lm`; left out, they take MLPLanguageModel's defaults."""
+
+    context: PositiveInt | None = Field(None, description="mlp_lm: characters read before each prediction")
+    d_embed: PositiveInt | None = Field(None, description="mlp_lm: size of each character's vector")
+    hidden: list[PositiveInt] | None = Field(None, min_length=1, description="mlp_lm: hidden layer widths")
+    activation: Activation | None = Field(None, description="mlp_lm: hidden activation")
+
+
+class MLPLMFile(BaseModel):
+    """An MLP-LM file's `model_config`."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: Literal["mlp_lm"]
+    vocab_size: PositiveInt
+    max_seq_len: PositiveInt
+    context: PositiveInt
+    d_embed: PositiveInt
+    hidden: list[PositiveInt] = Field(min_length=1)
+    activation: Activation
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+
+def _shapes(config: dict) -> Shapes:
+    return parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
+
+
+FAMILY = ModelFamily(name="mlp_lm", model=MLPLanguageModel, keys=MLPLMKeys, file_schema=MLPLMFile,
+                     file_prefix="mlp-lm", reads="text", parameter_shapes=_shapes,
+                     width=lambda config: max([*config["hidden"], config["context"] * config["d_embed"]]),
+                     example={"type": "mlp_lm", "vocab_size": 64, "max_seq_len": 32, "context": 4, "d_embed": 8,
+                              "hidden": [16]})

@@ -28,12 +28,15 @@ layers, so a saved model rebuilds exactly.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import DataError
+from minitrain.common.strict import OneOf, PositiveInt, Ratio, Section
+from minitrain.models.family import ModelFamily
 from minitrain.nn import GELU, Dropout, Embedding, LayerNorm, Linear, Module, ReLU, Sequential, Sigmoid, Tanh
 
 ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "gelu": GELU, "sigmoid": Sigmoid}
@@ -167,3 +170,68 @@ class SequentialModel(Module):
 
     def extra_repr(self) -> str:
         return "softmax folded into the loss" if self.softmax_folded else ""
+
+
+# --- the family record: how configs, model files and run folders name it (minitrain/models/family.py) ---------
+# `model.layers`, in the spec's words: each layer a mapping of one key naming its kind.
+
+
+class LinearLayer(Section):
+    in_features: PositiveInt | None = Field(None, description="default: the previous layer's width (or the data's)")
+    out_features: PositiveInt
+    bias: bool = True
+
+
+class LayerNormLayer(Section):
+    dim: PositiveInt | None = Field(None, description="default: the previous layer's width")
+    eps: float = Field(1e-5, gt=0)
+
+
+class EmbeddingLayer(Section):
+    num_embeddings: PositiveInt = Field(description="ids 0 .. num_embeddings − 1")
+    embedding_dim: PositiveInt
+
+
+class FlattenLayer(Section):
+    """(B, F, E) -> (B, F·E), after an embedding."""
+
+
+ActivationName = Literal["relu", "tanh", "gelu", "sigmoid", "softmax"]
+
+
+class LayerSpec(OneOf):
+    """One layer of a sequential model (minitrain/models/sequential.py), in the spec's words."""
+
+    linear: LinearLayer | None = None
+    activation: ActivationName | None = None
+    dropout: Ratio | None = None
+    layer_norm: LayerNormLayer | None = None
+    embedding: EmbeddingLayer | None = None
+    flatten: FlattenLayer | None = None
+
+
+class SequentialKeys(Section):
+    """`model:` keys of `type: sequential`."""
+
+    layers: list[LayerSpec] | None = Field(None, min_length=1, description="sequential: the layers, in order")
+
+
+class SequentialFile(BaseModel):
+    """A sequential model file's `model_config`: its resolved layer list, each layer a one-key mapping."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: Literal["sequential"]
+    layers: list[Annotated[dict[str, Any], Field(min_length=1, max_length=1)]] = Field(min_length=1)
+
+
+def _width(config: Mapping[str, Any]) -> int:
+    widths = [options["out_features"] for kind, options in map(_kind, config["layers"]) if kind == "linear"]
+    return max(widths, default=1)
+
+
+FAMILY = ModelFamily(name="sequential", model=SequentialModel, keys=SequentialKeys, file_schema=SequentialFile,
+                     file_prefix="sequential", reads="table",
+                     parameter_shapes=lambda config: parameter_shapes(config["layers"]), width=_width,
+                     example={"type": "sequential", "layers": [{"linear": {"out_features": 16}}, {"activation": "relu"},
+                                                               {"linear": {"out_features": 10}},
+                                                               {"activation": "softmax"}]})

@@ -7,17 +7,28 @@ buffer). An unknown type or a key the chosen optimizer does not take is a UserEr
 from __future__ import annotations
 
 from collections.abc import Iterable
+from importlib import import_module
 
 from minitrain.common.registry import check_choice, keyword_defaults
-from minitrain.optim.adagrad import Adagrad
-from minitrain.optim.adam import Adam
-from minitrain.optim.adamw import AdamW
 from minitrain.optim.base import Optimizer, Parameter
-from minitrain.optim.lamb import Lamb
-from minitrain.optim.rmsprop import RMSprop
-from minitrain.optim.sgd import SGD
 
-OPTIMIZERS: dict[str, type[Optimizer]] = {cls.name: cls for cls in (AdamW, Adam, SGD, RMSprop, Adagrad, Lamb)}
+# One line per optimizer: its module of minitrain/optim/ and class; the class's `name` is its `optimizer.type`.
+OPTIMIZER_CLASSES = (
+    "adamw.AdamW",
+    "adam.Adam",
+    "sgd.SGD",
+    "rmsprop.RMSprop",
+    "adagrad.Adagrad",
+    "lamb.Lamb",
+)
+
+
+def _load(path: str) -> type[Optimizer]:
+    module, name = path.split(".")
+    return getattr(import_module(f"minitrain.optim.{module}"), name)
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {cls.name: cls for cls in map(_load, OPTIMIZER_CLASSES)}
 
 
 def optimizer_keys(type: str) -> list[str]:

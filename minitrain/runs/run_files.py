@@ -18,13 +18,14 @@ The schemas list only what the code reads; other keys are kept as they are (a ne
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import json_type, read_json_object
+from minitrain.models.registry import DEFAULT_TYPE, FAMILIES
 
 MANIFEST, RESULTS, RESOLVED_CONFIG = "manifest.json", "results.json", "config.resolved.yaml"
 
@@ -130,55 +131,19 @@ class Results(Record):
     ms_per_step: float | None = None
 
 
-class ModelShape(BaseModel):
-    """A MiniGPT file's `model_config`: what the model is built from, so nothing absurd may pass (a zero head
-    count divides by zero, a million layers takes forever to build)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    n_layer: Annotated[int, Field(ge=1)]
-    n_head: Annotated[int, Field(ge=1)]
-    d_model: Annotated[int, Field(ge=1)]
-    d_ff: Annotated[int, Field(ge=1)]
-    vocab_size: Annotated[int, Field(ge=1)]
-    max_seq_len: Annotated[int, Field(ge=1)]
-    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> ModelShape:
-        if self.d_model % self.n_head:
-            raise ValueError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
-        return self
-
-
-class MLPLMShape(BaseModel):
-    """An MLP-LM file's `model_config` (minitrain/models/mlp_lm.py)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    type: Literal["mlp_lm"]
-    vocab_size: Annotated[int, Field(ge=1)]
-    max_seq_len: Annotated[int, Field(ge=1)]
-    context: Annotated[int, Field(ge=1)]
-    d_embed: Annotated[int, Field(ge=1)]
-    hidden: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
-    activation: Literal["tanh", "relu", "gelu"]
-    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
-
-
-class SequentialShape(BaseModel):
-    """A `sequential` model file's `model_config` (minitrain/models/sequential.py): its resolved layer list, each layer
-    a one-key mapping `{kind: settings}`."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    type: Literal["sequential"]
-    layers: Annotated[list[Annotated[dict[str, Any], Field(min_length=1, max_length=1)]], Field(min_length=1)]
-
-
-# Each model family's shape schema, by its `type` (a config without one is a MiniGPT: architectures.py).
-SHAPES: dict[str, type[BaseModel]] = {"minigpt": ModelShape, "mlp_lm": MLPLMShape, "sequential": SequentialShape}
+# Each model family's file schema, by its `type` (a config without one is a MiniGPT): its record says it.
+SHAPES: dict[str, type[BaseModel]] = {name: family.file_schema for name, family in FAMILIES.items()}
 
 
 def _family(config: Any) -> str | None:
-    return config.get("type", "minigpt") if isinstance(config, dict) else None
+    return config.get("type", DEFAULT_TYPE) if isinstance(config, dict) else None
+
+
+AnyShape = Annotated[
+    Union[tuple(Annotated[schema, Tag(name)] for name, schema in SHAPES.items())],  # noqa: UP007 (built from a list)
+    Discriminator(_family, custom_error_type="model_family",
+                  custom_error_message=f"type must name a model family ({', '.join(SHAPES)})"),
+]
 
 
 class ModelFileMeta(Record):
@@ -186,12 +151,7 @@ class ModelFileMeta(Record):
 
     format_version: Count
     kind: Literal["model", "checkpoint", "quantized"]
-    shape: Annotated[
-        Annotated[ModelShape, Tag("minigpt")] | Annotated[MLPLMShape, Tag("mlp_lm")]
-        | Annotated[SequentialShape, Tag("sequential")],
-        Discriminator(_family, custom_error_type="model_family",
-                      custom_error_message=f"type must name a model family ({', '.join(SHAPES)})"),
-    ] = Field(alias="model_config")
+    shape: AnyShape = Field(alias="model_config")
 
 
 class CheckpointMeta(ModelFileMeta):

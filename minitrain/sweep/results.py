@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.common.io import atomic_write, atomic_write_json, atomic_write_text
+from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.io import atomic_write_json, atomic_write_text
 from minitrain.monitor.report import read_log
 from minitrain.sweep.trials import TIMING_KEYS
 
@@ -66,10 +67,7 @@ def _label(row: Mapping[str, Any]) -> str:
 
 def plot_sweep(sweep_dir: Path, rows: Sequence[Mapping[str, Any]], metric: str, title: str) -> None:
     """sweep_curves.png and sweep_params.png (see the module docstring)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     keys = list(dict.fromkeys(k for row in rows for k in row["params"]))
     seeds = list(dict.fromkeys(row["seed"] for row in rows))
@@ -93,8 +91,7 @@ def plot_sweep(sweep_dir: Path, rows: Sequence[Mapping[str, Any]], metric: str, 
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    atomic_write(sweep_dir / "sweep_curves.png", lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    plt.close(fig)
+    save_figure(fig, sweep_dir / "sweep_curves.png")
 
     shown = keys or ["seed"]
     fig, axes = plt.subplots(1, len(shown), figsize=(4.5 * len(shown), 4), dpi=100, squeeze=False)
@@ -115,8 +112,7 @@ def plot_sweep(sweep_dir: Path, rows: Sequence[Mapping[str, Any]], metric: str, 
         ax.legend(fontsize=8)
     fig.suptitle(f"{title}: {metric} by value")
     fig.tight_layout()
-    atomic_write(sweep_dir / "sweep_params.png", lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    plt.close(fig)
+    save_figure(fig, sweep_dir / "sweep_params.png")
 
 
 def summary_text(rows: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | None, metric: str) -> str:

@@ -32,9 +32,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
+from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.loader import parse_with_source
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, suggest
-from minitrain.config.section import PositiveInt, Section
 from minitrain.config.source import ConfigSource
 from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar, read_yaml_text
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from minitrain import seam
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.common.io import atomic_write, atomic_write_json, read_json_object
+from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.io import atomic_write_json, read_json_object
 from minitrain.common.paths import REPO_ROOT
 from minitrain.common.versions import library_versions
 from minitrain.data.build import MANIFEST
@@ -206,16 +207,6 @@ def build_results(
 # loss_curve.png
 
 
-def pyplot() -> Any:
-    """matplotlib.pyplot on the file-only Agg backend (no display needed); imported only when plotting."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # must come before pyplot is imported
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def baseline_line(ax: Any, baseline_ppl: float) -> None:
     """The n-gram baseline's val PPL as a dashed horizontal line, labelled with its value."""
     ax.axhline(baseline_ppl, color="tab:gray", linestyle="--", linewidth=1.5,
@@ -230,13 +221,6 @@ def log_axis(ax: Any) -> None:
     plain = FuncFormatter(lambda value, _: f"{value:g}")
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(plain)
-
-
-def save_figure(fig: Any, png_path: str | os.PathLike) -> None:
-    """Write `fig` as a PNG atomically and close it."""
-    # No "Software" entry: the PNG bytes then depend only on the curve, not on the matplotlib build.
-    atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    pyplot().close(fig)
 
 
 def plot_loss_curve(

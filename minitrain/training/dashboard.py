@@ -16,8 +16,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from minitrain.common.figures import pyplot, save_figure
 from minitrain.monitor.curves import moving_average, overfitting_onset, train_val_gap
-from minitrain.training.artifacts import baseline_line, log_axis, pyplot, save_figure
+from minitrain.training.artifacts import baseline_line, log_axis
 
 SMOOTHING_WINDOW = 10  # logged train rows averaged into the smoothed train curve (10 rows = 100 steps in lab 01)
 

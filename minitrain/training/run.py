@@ -48,6 +48,7 @@ from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_check import Fold
 from minitrain.evaluation.alerts import AlertMonitor
+from minitrain.models.registry import FAMILIES
 from minitrain.monitor.console_log import console_log
 from minitrain.monitor.curves import train_val_gap
 from minitrain.monitor.early_stopping import EarlyStopping
@@ -81,7 +82,6 @@ from minitrain.training.resume import (
 )
 from minitrain.training.table_results import plot_table_curve, table_results
 
-MODEL_PREFIXES = {"minigpt": "minigpt-phase18", "mlp_lm": "mlp-lm", "sequential": "sequential"}  # <prefix>-<hash>
 LOG_FILE = run_dir.LOG_FILE
 CONSOLE_LOG = Path("logs") / "train.log"
 
@@ -162,7 +162,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     continuing = checkpoint_path is not None and same_folder(run_dir_of(checkpoint_path), out_dir)
     if not continuing:
         run_dir.check_new_run(out_dir, config_text, overwrite)
-    run_dir.remove_stale_temp_files(out_dir, final_models_dir, MODEL_PREFIXES[cfg.model.type])
+    run_dir.remove_stale_temp_files(out_dir, final_models_dir, FAMILIES[cfg.model.type].file_prefix)
     runtime = configure_runtime(cfg)
 
     previous = previous_manifest(checkpoint_path, out_dir)
@@ -338,7 +338,7 @@ def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tupl
     model's file also holds its pipeline (task, classes, fitted preprocessing), which `predict` applies; a LoRA
     run's holds the adapters."""
     model = parts.model
-    prefix = MODEL_PREFIXES[cfg.model.type] + ("-lora" if cfg.lora.enabled else "")
+    prefix = FAMILIES[cfg.model.type].file_prefix + ("-lora" if cfg.lora.enabled else "")
     tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
     meta = {"steps": steps, "rng_seed": cfg.training.rng_seed, "data_seed": cfg.training.data_seed,
             "config_hash": training_config_hash(cfg)}

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.common.io import atomic_write
+from minitrain.common.figures import pyplot, save_figure
 from minitrain.config.schema import TASK_METRICS, Config
 from minitrain.data.batcher import EvalBatcher
 from minitrain.monitor.report import read_log
@@ -67,10 +67,7 @@ def table_results(cfg: Config, parts: Any, outcome: dict[str, Any], out_dir: Pat
 def plot_confusion_matrix(png_path: str | os.PathLike, matrix: Sequence[Sequence[int]], classes: Sequence[Any],
                           title: str) -> None:
     """Counts per (true class, predicted class), rows the truth, with each cell's count written in it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
 
     counts = np.asarray(matrix)
@@ -87,16 +84,12 @@ def plot_confusion_matrix(png_path: str | os.PathLike, matrix: Sequence[Sequence
     ax.set_ylabel("true class")
     ax.set_title(f"{title} (accuracy {np.trace(counts) / max(counts.sum(), 1):.3f})")
     fig.tight_layout()
-    atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    plt.close(fig)
+    save_figure(fig, png_path)
 
 
 def plot_table_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, model_name: str) -> None:
     """Train and val loss against the step, and the val metrics logged (accuracy, f1, r2...) on a second axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = read_log(log_path)
     train = [r for r in rows if "loss" in r]
@@ -122,5 +115,4 @@ def plot_table_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, m
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(lines, labels, loc="center right")
     fig.tight_layout()
-    atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    plt.close(fig)
+    save_figure(fig, png_path)

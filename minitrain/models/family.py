@@ -1,0 +1,44 @@
+"""What minitrain knows of a model family, in one record: everything else is derived from it.
+
+    FAMILY = ModelFamily(
+        name="mlp_lm",                      # model.type in a config
+        model=MLPLanguageModel,             # built as model(**keys, rng=, dtype=); its signature gives the keys
+        keys=MLPLMKeys,                     # the family's own `model:` keys (a strict pydantic section)
+        file_schema=MLPLMFile,              # the model_config a model file of this family must hold
+        file_prefix="mlp-lm",               # models/mlp-lm-<hash>.safetensors
+        reads="text",                       # trained on text (a language model) or on "table" rows
+        parameter_shapes=mlp_lm_shapes,     # config -> [(name, shape)], without building the model
+        width=mlp_lm_width,                 # config -> the width of its typical matrix product
+        example={"type": "mlp_lm", "vocab_size": 64, "max_seq_len": 32, "context": 4, "d_embed": 8, "hidden": [16]},
+    )
+
+minitrain/models/registry.py lists the families, one line each. The config schema's `model.type` choices and
+`model:` keys, a run folder's file checks, the model file names, `minitrain schema` and the docs' tables all read
+that list, so a new family is one new file (its model and its record) plus one line there. tests/test_families.py
+trains, saves, loads, samples and resumes every registered family with every optimizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+Shapes = list[tuple[str, tuple[int | None, ...]]]
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    name: str
+    model: type
+    keys: type[BaseModel]
+    file_schema: type[BaseModel]
+    file_prefix: str
+    reads: Literal["text", "table"]
+    parameter_shapes: Callable[[Mapping[str, Any]], Shapes]
+    width: Callable[[Mapping[str, Any]], int]
+    example: Mapping[str, Any]  # a small `model:` section of the family: the contract test trains it
+    # How many tensors, without listing them (a damaged file may claim a million layers); default: count the list.
+    tensor_count: Callable[[Mapping[str, Any]], int] | None = None

@@ -1,0 +1,54 @@
+"""`model.type: bigram`, as a user adds a model family: save this file as minitrain/models/bigram.py and add the
+line `"bigram",` to FAMILY_MODULES in minitrain/models/registry.py.
+
+The simplest language model (makemore's first): a table of next-character logits, one row per character.
+
+    idx (B, T) ──► wte[idx] (B, T, V): row c holds the logits of the character that follows c
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
+from minitrain.common.strict import PositiveInt, Section
+from minitrain.models.family import ModelFamily
+from minitrain.nn import Embedding, Module
+
+
+class BigramLM(Module):
+    """`logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`, as every language model of minitrain."""
+
+    def __init__(self, vocab_size: int, max_seq_len: int, rng: np.random.Generator | int = 0,
+                 dtype: type = np.float32) -> None:
+        super().__init__()
+        self.config = {"type": "bigram", "vocab_size": vocab_size, "max_seq_len": max_seq_len}
+        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.wte = Embedding(vocab_size, vocab_size, rng=rng, std=0.02, dtype=dtype)
+
+    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None, attn_pad_mask: np.ndarray | None = None,
+                loss_mask: np.ndarray | None = None) -> tuple[Tensor, Tensor | None]:
+        logits = self.wte(idx)  # (B, T, V): each position reads its own character only
+        return logits, None if targets is None else F.cross_entropy(logits, targets, loss_mask)
+
+
+class BigramKeys(Section):
+    """`model:` keys of its own: none (vocab_size and max_seq_len are every language model's)."""
+
+
+class BigramFile(BaseModel):
+    """A bigram file's `model_config`."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: Literal["bigram"]
+    vocab_size: PositiveInt
+    max_seq_len: PositiveInt
+
+
+FAMILY = ModelFamily(name="bigram", model=BigramLM, keys=BigramKeys, file_schema=BigramFile, file_prefix="bigram",
+                     reads="text", parameter_shapes=lambda c: [("wte.weight", (c["vocab_size"], c["vocab_size"]))],
+                     width=lambda c: c["vocab_size"], example={"type": "bigram", "vocab_size": 64, "max_seq_len": 32})
