@@ -2,12 +2,14 @@
 
     from minitrain import Tensor, no_grad, gradcheck
     from minitrain import functional as F
+    minitrain.manual_seed(0)      # seeds the default generator: nn.Linear(4, 32) draws from it
 """
 
 from minitrain import seam
 from minitrain.autograd import functional
 from minitrain.autograd.gradcheck import gradcheck
 from minitrain.autograd.ops import concat, masked_fill, split, where
+from minitrain.autograd.random import manual_seed
 from minitrain.autograd.tensor import Tensor, no_grad, zero_grad
 from minitrain.common.versions import __version__
 
@@ -15,5 +17,5 @@ from minitrain.common.versions import __version__
 # above is a lab module, and every `import minitrain.<x>` runs this file first, so the seam is in place in time.
 seam.install()
 
-__all__ = ["Tensor", "__version__", "concat", "functional", "gradcheck", "masked_fill", "no_grad", "split", "where",
-           "zero_grad"]
+__all__ = ["Tensor", "__version__", "concat", "functional", "gradcheck", "manual_seed", "masked_fill", "no_grad",
+           "split", "where", "zero_grad"]

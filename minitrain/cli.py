@@ -19,13 +19,17 @@ command is one line: write a module with a `register(subparsers)` function that 
 
 A UserError anywhere (a bad config, a missing file) prints `error: <message>` on stderr and exits with the
 error's exit code (2 for an invalid config); no traceback. So do Ctrl-C outside training (exit 130) and running
-out of memory (exit 1).
+out of memory (exit 1). The teaching core (autograd, nn, models, optim) knows nothing of exit codes: it refuses a
+bad argument with a plain ValueError or TypeError, which a config check usually catches first; one the core
+raised itself reaches the user as its `error:` line, exit code 2. Any other ValueError is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import linecache
 import os
 import shutil
 import sys
@@ -33,9 +37,10 @@ from collections.abc import Sequence
 
 from minitrain import __version__
 from minitrain.commands import COMMANDS
-from minitrain.common.errors import UserError
+from minitrain.common.errors import BAD_INPUT, UserError
 
 COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
+CORE_PACKAGES = ("minitrain.autograd", "minitrain.nn", "minitrain.models", "minitrain.optim")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,6 +74,19 @@ def _invocation(argv: Sequence[str] | None) -> list[str]:
     return [program, *sys.argv[1:]]
 
 
+def raised_by_core(exc: BaseException) -> bool:
+    """True when the teaching core refused an argument: the innermost frame of `exc`'s traceback is a `raise`
+    statement in a module of CORE_PACKAGES (not, say, NumPy failing inside a core function, which is a bug)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).lstrip()
+    return any(module == p or module.startswith(p + ".") for p in CORE_PACKAGES) and line.startswith("raise ")
+
+
 def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code.
 
@@ -82,6 +100,11 @@ def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = N
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except (ValueError, TypeError) as exc:
+        if not raised_by_core(exc):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return BAD_INPUT
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.models.attention_map import attention_line
 from minitrain.models.minigpt import MiniGPT
@@ -42,10 +41,12 @@ def test_the_line_drawn_is_bos_prompt_answer_eos():
 
 
 def test_a_model_without_attention_or_a_prompt_too_long_is_one_clear_error(capsys):
-    with pytest.raises(UserError, match="a MLPLanguageModel has no attention layers; only MiniGPT does"):
+    with pytest.raises(TypeError, match="a MLPLanguageModel has no attention layers; only MiniGPT does"):
         attention_line(MLPLanguageModel(vocab_size=64, max_seq_len=32), TOKENIZER, "comer|P1|")
     model = MiniGPT(n_layer=1, n_head=2, d_model=8, d_ff=16, vocab_size=64, max_seq_len=8, rng=0)
-    with pytest.raises(UserError, match="the prompt is 10 positions with BOS, the model reads 8"):
+    with pytest.raises(ValueError, match="the prompt is 10 positions with BOS, the model reads 8"):
         attention_line(model, TOKENIZER, "comer|P1|")
     assert plot_attention.main(["no/such/run", "--prompt", "x"]) == 1
     assert capsys.readouterr().err.startswith("error: model.init_from no/such/run: no such file or folder")
+    assert plot_attention.main([str(ROOT / "experiments" / "18-train-mini"), "--prompt", "comer|P1|" * 4]) == 2
+    assert capsys.readouterr().err == "error: attention: the prompt is 37 positions with BOS, the model reads 32\n"

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_config import LAB01
 from test_config_data import config_for, make_corpus
@@ -252,6 +253,34 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, mon
     assert code == 1 and out == ""
     assert err == ("error: out of memory (Unable to allocate 477. GiB for an array with shape (64, 1000000000)); "
                    "make the model (model.*) or the batch (training.batch_size) smaller\n")
+
+
+def test_a_core_value_error_is_one_error_line_and_any_other_value_error_stays_a_traceback(tmp_path, capsys,
+                                                                                        monkeypatch):
+    import minitrain.training.plan
+    from minitrain import Tensor, nn
+    from minitrain.models.attention_map import attention_line
+    from minitrain.models.minigpt import MiniGPT
+
+    config = config_for(make_corpus(tmp_path / "d"))
+    refusals = {  # what the core refuses, as a config check would have: a ValueError and a TypeError it raises
+        "model: d_model (8) must be divisible by n_head (3)":
+            lambda: MiniGPT(n_layer=1, n_head=3, d_model=8, d_ff=8, vocab_size=8, max_seq_len=4),
+        "attention: a Linear has no attention layers; only MiniGPT does":
+            lambda: attention_line(nn.Linear(2, 2), None, ""),
+    }
+    for message, refuse in refusals.items():
+        monkeypatch.setattr(minitrain.training.plan, "plan_run", lambda cfg, summary=None, refuse=refuse: refuse())
+        code, out, err = run(["train", config, "--dry-run"], capsys)
+        assert (code, out, err) == (2, "", f"error: {message}\n")
+    bugs = {  # a ValueError the core did not raise itself: NumPy inside a core function, or code outside the core
+        "cannot reshape array": lambda: Tensor(np.ones(3)).reshape(4),
+        "invalid literal": lambda: int("three"),
+    }
+    for message, bug in bugs.items():
+        monkeypatch.setattr(minitrain.training.plan, "plan_run", lambda cfg, summary=None, bug=bug: bug())
+        with pytest.raises(ValueError, match=message):
+            cli.main(["train", str(config), "--dry-run"])
 
 
 # --- registering command groups -------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from test_run import train_tiny, write_tiny_run
 
 from minitrain import gradcheck
 from minitrain.cli import main
-from minitrain.common.errors import UserError
 from minitrain.models.mlp_lm import MLPLanguageModel
 from minitrain.models.registry import build_model, parameter_shapes
 from minitrain.optim import AdamW
@@ -65,7 +64,7 @@ def test_config_keys_shapes_and_bad_values():
     assert model.config == {"type": "mlp_lm", **TINY, "activation": "tanh", "dropout": 0.0}
     assert [(n, p.shape) for n, p in model.named_parameters()] == parameter_shapes(model.config)
     assert build_model(model.config).state_dict().keys() == model.state_dict().keys()  # the saved config rebuilds it
-    with pytest.raises(UserError, match="activation must be one of tanh, relu, gelu"):
+    with pytest.raises(ValueError, match="activation must be one of tanh, relu, gelu"):
         MLPLanguageModel(**TINY, activation="swish")
 
 

@@ -142,8 +142,8 @@ def test_load_state_dict_round_trip_and_errors():
     assert "unexpected tensor 'lm_head.weight'" in message and "[9, 8]" in message
 
 
-def test_bad_config_is_a_user_error():
-    with pytest.raises(UserError, match="divisible"):
+def test_bad_config_is_a_value_error():
+    with pytest.raises(ValueError, match="divisible"):
         MiniGPT(**dict(TINY, n_head=3))
     with pytest.raises(ValueError, match="max_seq_len"):
         MiniGPT(**TINY)(np.zeros((1, 7), dtype=np.int64))

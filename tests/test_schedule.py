@@ -138,6 +138,17 @@ def test_bad_state_is_a_user_error():
         ("cosine", {"lr_max": 1.0}, "scheduler.type: unknown schedule 'cosine'"),
         ("warmup_cosine", {**LAB01, "lr_mx": 1.0}, r"scheduler.lr_mx: not a key of warmup_cosine \(valid: lr_max"),
         ("warmup_cosine", {"lr_max": 1.0, "warmup_steps": 10}, "scheduler.total_steps: required by warmup_cosine"),
+    ],
+)
+def test_unknown_types_and_keys_are_user_errors(kind, keys, message):
+    with pytest.raises(UserError, match=message) as info:
+        build_scheduler(kind, **keys)
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("kind", "keys", "message"),
+    [
         ("warmup_cosine", {**LAB01, "warmup_steps": 2000}, r"scheduler.total_steps: must be an integer > warmup_steps"),
         ("linear", {**LAB01, "lr_min": 1.0}, r"scheduler.lr_min: must be in \[0, lr_max=0.0003\]"),
         ("one_cycle", {"lr_max": 1.0, "total_steps": 10, "warmup_steps": 2}, "scheduler.warmup_steps: must be 0"),
@@ -146,10 +157,9 @@ def test_bad_state_is_a_user_error():
         ("constant", {"lr_max": 0.0}, "scheduler.lr_max: must be > 0"),
     ],
 )
-def test_bad_keys_are_user_errors(kind, keys, message):
-    with pytest.raises(UserError, match=message) as info:
+def test_bad_values_are_value_errors(kind, keys, message):
+    with pytest.raises(ValueError, match=message):
         build_scheduler(kind, **keys)
-    assert info.value.exit_code == 2
 
 
 def test_warmup_can_start_from_a_given_lr():
@@ -159,7 +169,7 @@ def test_warmup_can_start_from_a_given_lr():
     # start 0 is lab 01's warm-up bit for bit: lr_max · (s + 1) / warmup_steps
     plain = build_scheduler("warmup_cosine", **LAB01, warmup_start_lr=0.0)
     assert [plain.lr_at(s) for s in range(100)] == [3e-4 * (s + 1) / 100 for s in range(100)]
-    with pytest.raises(UserError, match="warmup_start_lr"):
+    with pytest.raises(ValueError, match="warmup_start_lr"):
         build_scheduler("constant", lr_max=1e-3, warmup_steps=4, warmup_start_lr=1e-2)
 
 

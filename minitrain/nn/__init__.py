@@ -13,7 +13,9 @@
     quantized.py      Linear4Bit       y = x·deq(W₄) + b, a frozen weight in 4-bit blocks (QLoRA's base)
 
 Every layer's math is one op of `minitrain.autograd.functional` (or of `Tensor`), whose backward sits beside its
-forward; a layer only owns parameters and calls it. Layers with random init take the training RNG as `rng=`.
+forward; a layer only owns parameters and calls it. Layers with random init take the training RNG as `rng=`
+(the library's models always pass it); without it they draw from the default generator, which
+`minitrain.manual_seed(n)` seeds (minitrain/autograd/random.py).
 """
 
 from minitrain.nn.activation import GELU, ReLU, Sigmoid, Softmax, Tanh

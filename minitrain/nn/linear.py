@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from minitrain.autograd import functional as F
+from minitrain.autograd.random import or_default
 from minitrain.autograd.tensor import Tensor
 from minitrain.nn.module import Module, Parameter
 
@@ -18,7 +19,8 @@ class Linear(Module):
     W is stored [in, out] (GPT-2's Conv1D layout, the transpose of torch.nn.Linear's), so the forward pass is
     x·W with no transpose and a state dict loads into Hugging Face GPT-2 unchanged.
 
-    Init, drawn from `rng` (the training RNG): W ~ N(0, std²) with std = 1/√in unless given (LeCun: the
+    Init, drawn from `rng` (the training RNG; the default generator, `minitrain.manual_seed`, when not given):
+    W ~ N(0, std²) with std = 1/√in unless given (LeCun: the
     output's variance stays near the input's), b = 0.
 
     `weight_transform`, None unless set, is applied to W on every forward pass: quantization-aware training sets
@@ -33,7 +35,7 @@ class Linear(Module):
         bias: bool = True,
         activation: str | None = None,
         *,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None = None,
         std: float | None = None,
         dtype: type = np.float32,
     ) -> None:
@@ -42,7 +44,7 @@ class Linear(Module):
             raise ValueError(f"Linear: unknown activation {activation!r}; use None or 'gelu'")
         self.in_features, self.out_features, self.activation = in_features, out_features, activation
         std = 1.0 / math.sqrt(in_features) if std is None else std
-        self.weight = Parameter(rng.normal(0.0, std, size=(in_features, out_features)), dtype=dtype)
+        self.weight = Parameter(or_default(rng).normal(0.0, std, size=(in_features, out_features)), dtype=dtype)
         self.bias = Parameter(np.zeros(out_features), dtype=dtype) if bias else None
         self.weight_transform: Callable[[Tensor], Tensor] | None = None
 

@@ -12,7 +12,7 @@ y = gelu(x·W + b + (alpha/rank)·dropout(x)·A·B). The base is a `Linear` or a
 weight never trains. Names follow PEFT's (`base_layer`, `lora_A`, `lora_B`, `lora_dropout`), so a state dict
 maps onto PEFT's adapter file by a prefix and a transpose (minitrain/hub/peft.py).
 
-Init of A (B = 0 always), drawn from the training RNG:
+Init of A (B = 0 always), drawn from the training RNG (the default generator when not given):
     gaussian  N(0, (1/rank)²)                    (PEFT's init_lora_weights="gaussian")
     kaiming   U(−1/√in, 1/√in)                   (PEFT's default: kaiming_uniform with a = √5)
     xavier    U(−√(6/(in + rank)), √(6/(in + rank)))
@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from minitrain.autograd import functional as F
+from minitrain.autograd.random import or_default
 from minitrain.autograd.tensor import Tensor
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.linear import Linear
@@ -34,17 +35,18 @@ from minitrain.nn.quantized import Linear4Bit
 INITS = ("gaussian", "kaiming", "xavier")
 
 
-def init_lora_a(n_in: int, rank: int, init: str, rng: np.random.Generator) -> np.ndarray:
-    """A's initial values (n_in, rank) by `init` (see the module docstring)."""
+def init_lora_a(n_in: int, rank: int, init: str, rng: np.random.Generator | None = None) -> np.ndarray:
+    """A's initial values (n_in, rank) by `init` (see the module docstring), drawn from `rng` (None: the default
+    generator)."""
     if init == "gaussian":
-        return rng.normal(0.0, 1.0 / rank, size=(n_in, rank))
+        return or_default(rng).normal(0.0, 1.0 / rank, size=(n_in, rank))
     if init == "kaiming":
         bound = 1.0 / math.sqrt(n_in)
     elif init == "xavier":
         bound = math.sqrt(6.0 / (n_in + rank))
     else:
         raise ValueError(f"LoRA init must be one of {', '.join(INITS)}, got {init!r}")
-    return rng.uniform(-bound, bound, size=(n_in, rank))
+    return or_default(rng).uniform(-bound, bound, size=(n_in, rank))
 
 
 class LoRALinear(Module):
@@ -57,14 +59,15 @@ class LoRALinear(Module):
         alpha: float,
         dropout: float = 0.0,
         *,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None = None,
         init: str = "kaiming",
     ) -> None:
         """Wrap `base_layer` (a `Linear`, or a 4-bit `Linear4Bit`): keep it as `self.base_layer` (never trained
         here), and set `self.rank`, `self.alpha`, `self.scaling = alpha / rank` and the parameters, named as PEFT
         names them (the adapter files and `minitrain.lora` find them by these names):
 
-            self.lora_A  Parameter (in, rank), drawn from `rng` by `init` (the module docstring's three rules)
+            self.lora_A  Parameter (in, rank), drawn from `rng` (None: the default generator) by `init` (the
+                         module docstring's three rules)
             self.lora_B  Parameter (rank, out), all zeros: the adapted layer starts as exactly its base
             self.lora_dropout  Dropout(dropout, rng=rng), applied to the update's input only
 

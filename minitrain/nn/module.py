@@ -180,14 +180,14 @@ class Module:
     def freeze(self, patterns: str | Iterable[str]) -> list[str]:
         """Freeze every parameter whose dotted name matches one of `patterns` (`name_matches`: a glob such as
         "transformer.h.*.attn.*", or a module path such as "transformer.wte"); returns the frozen names. A
-        pattern that matches no parameter is a UserError naming it: a typo must not leave a model unfrozen."""
+        pattern that matches no parameter is a ValueError naming it: a typo must not leave a model unfrozen."""
         patterns = [patterns] if isinstance(patterns, str) else list(patterns)
         named = list(self.named_parameters())
         unmatched = [pattern for pattern in patterns if not any(name_matches(n, pattern) for n, _ in named)]
         if unmatched:
             example = named[0][0] if named else "(this module has no parameters)"
-            raise UserError(f"freeze: {', '.join(map(repr, unmatched))} matches no parameter (names look like "
-                            f"{example!r})", 2)
+            raise ValueError(f"freeze: {', '.join(map(repr, unmatched))} matches no parameter (names look like "
+                             f"{example!r})")
         frozen = [name for name, _ in named if any(name_matches(name, pattern) for pattern in patterns)]
         for name, p in named:
             if name in frozen:

@@ -8,7 +8,8 @@ the input to every depth and gradients reach the first layers undiminished. Name
 
 Init (GPT-2's): linear weights N(0, 0.02²), except the two projections that write into the residual stream
 (attn.c_proj, mlp.c_proj), whose std `residual_std` the model sets to 0.02/√(2·n_layer) so the stream's variance
-does not grow with depth. Shapes: B batch, T time, C = d_model, H heads, D = C/H.
+does not grow with depth; drawn from `rng` (the default generator when not given).
+Shapes: B batch, T time, C = d_model, H heads, D = C/H.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class CausalSelfAttention(Module):
         n_head: int,
         dropout: float = 0.0,
         *,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None = None,
         residual_std: float = GPT2_INIT_STD,
         scale: float | None = None,
         dtype: type = np.float32,
@@ -76,7 +77,7 @@ class MLP(Module):
         d_ff: int,
         dropout: float = 0.0,
         *,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None = None,
         residual_std: float = GPT2_INIT_STD,
         dtype: type = np.float32,
     ) -> None:
@@ -99,7 +100,7 @@ class Block(Module):
         d_ff: int,
         dropout: float = 0.0,
         *,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None = None,
         residual_std: float = GPT2_INIT_STD,
         attn_scale: float | None = None,
         dtype: type = np.float32,

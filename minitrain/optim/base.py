@@ -230,8 +230,8 @@ def check_range(
     open_low: bool = False,
     open_high: bool = False,
 ) -> None:
-    """UserError naming `optimizer.<key>` unless `value` is a number in [low, high] (open ends excluded)."""
+    """ValueError naming `optimizer.<key>` unless `value` is a number in [low, high] (open ends excluded)."""
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if not is_number or value < low or value > high or (open_low and value == low) or (open_high and value == high):
         interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
-        raise UserError(f"optimizer.{key}: must be in {interval}, got {value!r}", 2)
+        raise ValueError(f"optimizer.{key}: must be in {interval}, got {value!r}")

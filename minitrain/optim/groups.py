@@ -20,7 +20,6 @@ from fnmatch import fnmatchcase
 from typing import NamedTuple
 
 from minitrain.autograd.parameters import gets_weight_decay
-from minitrain.common.errors import UserError
 
 RULE_KEYS = ("pattern", "lr_scale", "weight_decay")
 
@@ -56,20 +55,20 @@ def resolve_settings(
         settings[name] = setting
     for i, rule in enumerate(rules):
         if not used[i]:
-            raise UserError(f"optimizer.groups[{i}].pattern: '{rule['pattern']}' matches no parameter", 2)
+            raise ValueError(f"optimizer.groups[{i}].pattern: '{rule['pattern']}' matches no parameter")
     return settings
 
 
 def _check_rule(i: int, rule: Mapping[str, object]) -> None:
     where = f"optimizer.groups[{i}]"
     if not isinstance(rule, Mapping):
-        raise UserError(f"{where}: expected a mapping with keys {', '.join(RULE_KEYS)}", 2)
+        raise TypeError(f"{where}: expected a mapping with keys {', '.join(RULE_KEYS)}")
     for key in rule:
         if key not in RULE_KEYS:
-            raise UserError(f"{where}.{key}: unknown key (valid: {', '.join(RULE_KEYS)})", 2)
+            raise ValueError(f"{where}.{key}: unknown key (valid: {', '.join(RULE_KEYS)})")
     if not isinstance(rule.get("pattern"), str):
-        raise UserError(f"{where}.pattern: required, a name pattern such as 'transformer.h.*.attn.*'", 2)
+        raise ValueError(f"{where}.pattern: required, a name pattern such as 'transformer.h.*.attn.*'")
     for key in ("lr_scale", "weight_decay"):
         value = rule.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise UserError(f"{where}.{key}: must be a number >= 0, got {value!r}", 2)
+            raise ValueError(f"{where}.{key}: must be a number >= 0, got {value!r}")

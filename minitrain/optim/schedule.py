@@ -41,7 +41,7 @@ class HasLearningRate(Protocol):
 
 def _require(ok: bool, key: str, rule: str, value: object) -> None:
     if not ok:
-        raise UserError(f"scheduler.{key}: must be {rule}, got {value!r}", 2)
+        raise ValueError(f"scheduler.{key}: must be {rule}, got {value!r}")
 
 
 class Schedule:

@@ -10,10 +10,9 @@ For step t >= 1, learning rate lr, gradient g and parameter p (all updated in pl
 exactly in the order `torch.optim.AdamW` performs it. With `decoupled=False` the decay is the classic L2 term
 of `torch.optim.Adam` instead: g ← g + wd·p, and p is not shrunk directly.
 
-The NumPy reference makes ~10 passes over memory with temporaries; the kernel makes one pass with no
-temporaries. Both work in float32 throughout (scalars are cast to float32 once), so they agree to float32
-rounding (on x86-64 they come out bit-identical; the test allows rtol 1e-6, atol 1e-7 so that a
-compiler that fuses multiply-adds still passes).
+Both work in float32 throughout (scalars are cast to float32 once), so they agree to float32 rounding (on x86-64
+they come out bit-identical; the test allows rtol 1e-6, atol 1e-7 so that a compiler that fuses multiply-adds
+still passes).
 """
 
 from __future__ import annotations

@@ -14,10 +14,9 @@ dy (B, T, C) and the saved p:
     dv_j += p_ij · dy_i,   dp_ij = dy_i·v_j,   ds_ij = scale · p_ij · (dp_ij − Σ_k p_ik·dp_ik)
     dq_i = Σ_j ds_ij · k_j,   dk_j += ds_ij · q_i
 
-Both implementations do the four matrix products with batched BLAS calls on strided views of qkv (no copies of
-q or v; kᵀ and vᵀ are made contiguous first, since BLAS reads a transposed stack of small matrices slowly) and
-write straight into the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: the reference
-is NumPy (a dozen passes with temporaries), `causal_softmax_*_numba` are one-pass kernels.
+Both implementations do the four matrix products as batched products on views of qkv and write straight into
+the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: NumPy in the reference, the numba
+kernels `causal_softmax_*_numba` in the other.
 Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (B, H, T, T).
 """
 

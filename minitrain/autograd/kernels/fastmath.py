@@ -1,13 +1,11 @@
-"""What the numba kernels share to run at SIMD speed: the fast-math flags, an exp that vectorises, a row max.
+"""What the numba kernels share: the fast-math flags, an exp built from multiply-adds, a row max.
 
-FASTMATH lets LLVM reorder sums (so a loop `s += x[j]` becomes several partial sums in SIMD registers), fuse
-multiply-adds and use a reciprocal for division. It leaves out the flags that assume no NaN or infinity
+FASTMATH lets LLVM reorder sums, fuse multiply-adds and use a reciprocal for division (so results may differ
+from NumPy's in the last bits). It leaves out the flags that assume no NaN or infinity
 ("nnan", "ninf"): -inf is a real value in the masked softmax, and a NaN in a gradient must stay a NaN so the
 training loop can notice it.
 
-`fast_exp(x)`: numba compiles `np.exp` on a scalar to one call of the C library per element, which LLVM cannot
-vectorise: the attention softmax spent most of its time there. For float32, `exp_f32` computes it with
-multiply-adds only (Cephes' `expf` scheme):
+`fast_exp(x)`: eˣ. For float32, `exp_f32` computes it with multiply-adds only (Cephes' `expf` scheme):
 
     n = round(x / ln 2),   r = x − n·ln 2  ∈ [−ln2/2, ln2/2]          (ln 2 split in two parts for exactness)
     eʳ ≈ 1 + r + r²·P(r)                                           (P of degree 5, Cephes' coefficients)

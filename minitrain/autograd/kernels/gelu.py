@@ -6,14 +6,11 @@
 
 An optional bias is added first, gelu(x + b), so a linear layer's bias add and its activation are one pass
 (`F.linear(..., activation="gelu")`). The backward pass recomputes tanh u from x rather than saving dy/dx in the
-forward pass: measured, the extra (B, T, d_ff) array to write and read back cost more than the arithmetic.
-Shapes: x, dy (..., C), bias (C,); the kernels work on rows of C. Outputs are new arrays (writing y over x would
-make LLVM's overlap check fail and run the loop unvectorised).
+forward pass. Shapes: x, dy (..., C), bias (C,); the kernels work on rows of C. Outputs are new arrays.
 
-Why a hand-written tanh: numba compiles `math.tanh` to the C library's scalar call, several times slower than
-NumPy's SIMD tanh. `tanh_f32` below is a rational minimax approximation p(x)/q(x) (the 13/6-degree one Eigen uses
-for float), accurate to about 3e-7 absolute, built only from multiply-adds and one divide, so LLVM vectorises the
-loop. Beyond |x| ≈ 7.9, tanh rounds to ±1 in float32, and that is what it returns. float64 inputs (gradcheck)
+The numba kernels compute tanh with `tanh_f32` below, a rational minimax approximation p(x)/q(x) (the
+13/6-degree one Eigen uses for float), accurate to about 3e-7 absolute, built only from multiply-adds and one
+divide. Beyond |x| ≈ 7.9, tanh rounds to ±1 in float32, and that is what it returns. float64 inputs (gradcheck)
 take the exact NumPy path.
 """
 

@@ -4,8 +4,8 @@
 
 float32 gradients are squared and summed in float64: a float32 running sum over ~10⁵ terms would lose digits.
 The NumPy reference makes a float64 copy of the whole array first; the numba loop converts one element at a
-time, which is ten times faster on the lab model's 106k parameters. fastmath lets LLVM keep several partial
-sums in vector registers; the result differs from the reference only in the last bits of a float64.
+time. fastmath lets LLVM reorder the sum, so the result differs from the reference only in the last bits of a
+float64.
 Shapes: any; both work on the flattened array.
 """
 
