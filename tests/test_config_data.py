@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from minitrain.commands.lock_file import check_strict, lock_differences, lock_path_for, read_lock, write_lock
 from minitrain.common.errors import UserError
 from minitrain.config import ConfigError, load_config
 from minitrain.config.datacheck import check_data, load_split
-from minitrain.config.lock import check_strict, lock_differences, lock_path_for, read_lock, write_lock
 from minitrain.data.corpus import make_record, records_to_jsonl
 from minitrain.data.tokenizer import CharTokenizer
 

@@ -158,7 +158,7 @@ def test_a_hostile_resolved_config_in_a_run_folder_is_one_line(tmp_path, capsys)
 
 
 def test_the_lock_reader_names_a_missing_lock(tmp_path):
-    from minitrain.config.lock import read_lock
+    from minitrain.commands.lock_file import read_lock
 
     with pytest.raises(UserError, match="run `minitrain lock CONFIG` first") as info:
         read_lock(tmp_path / "none.lock.yaml")

@@ -239,6 +239,6 @@ def test_init_method_writes_a_lora_section_that_validates(tmp_path, base, capsys
 
 
 def test_suggested_ranks_follow_the_width():
-    from minitrain.config.init_template import suggested_rank
+    from minitrain.commands.init_template import suggested_rank
 
     assert [suggested_rank(w) for w in (8, 64, 896, 4096, 8192)] == [4, 4, 64, 128, 128]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from minitrain.commands.init_template import DEFAULT_DATA, METHODS, TEMPLATES, BaseModel, init_config
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text
-from minitrain.config.init_template import DEFAULT_DATA, METHODS, TEMPLATES, BaseModel, init_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

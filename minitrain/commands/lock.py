@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from minitrain.commands.common import add_set, check_files, load
-from minitrain.config.lock import data_files, lock_path_for, write_lock
+from minitrain.commands.lock_file import data_files, lock_path_for, write_lock
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

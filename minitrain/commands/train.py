@@ -10,9 +10,9 @@ from pathlib import Path
 
 from minitrain import seam
 from minitrain.commands.common import add_set, check_files, load
+from minitrain.commands.lock_file import check_strict, lock_path_for
 from minitrain.common.errors import UserError
 from minitrain.config.loader import is_lock
-from minitrain.config.lock import check_strict, lock_path_for
 from minitrain.config.schema import Config
 from minitrain.config.yaml_lines import load_yaml_file
 

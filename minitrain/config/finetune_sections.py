@@ -11,7 +11,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.lora import LoraSettings, resolve_targets
 from minitrain.quant.qat import OBSERVER_METHODS
-from minitrain.quant.scheme import Scheme
+from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
 
 
 class LoraConfig(Section):
@@ -56,7 +56,7 @@ class CalibrationConfig(Section):
     """How post-training quantization chooses each unit's range, and the data it may use."""
 
     samples: int = Field(0, ge=0, description="training records whose inputs weigh the mse method's error")
-    method: Literal["minmax", "percentile", "mse"] = "minmax"
+    method: Literal[METHODS] = "minmax"
     percentile: float = Field(99.99, gt=50, le=100, description="percentile method (and observer)")
 
 
@@ -64,9 +64,9 @@ class QuantizeConfig(Section):
     """Quantize the linear layers' weights after training (minitrain/quant/), optionally trained for it (qat)."""
 
     enabled: bool = False
-    bits: Literal[2, 4, 8] = 8
-    scheme: Literal["symmetric", "asymmetric"] = "symmetric"
-    granularity: Literal["per_tensor", "per_channel", "per_group"] = "per_channel"
+    bits: Literal[BITS] = 8
+    scheme: Literal[SCHEMES] = "symmetric"
+    granularity: Literal[GRANULARITIES] = "per_channel"
     group_size: PositiveInt = Field(128, description="per_group: inputs per scale; must divide each layer's inputs")
     qat: QatConfig = Field(default_factory=QatConfig)
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig)

@@ -41,6 +41,7 @@ from minitrain.config.table_sections import (
     PreprocessingStep,
     SplitConfig,
 )
+from minitrain.data.formats import TABLE_FORMATS
 from minitrain.models.registry import DEFAULT_TYPE, FAMILIES, model_keys
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.optim.schedule import SCHEDULES, schedule_keys
@@ -115,7 +116,7 @@ class DataConfig(Section):
     says), and a table's split files are read by their extension too.
     """
 
-    format: Literal["jsonl", "text", "json", "csv", "parquet", "arrow", "auto"] = "jsonl"
+    format: Literal[(*TABLE_FORMATS, "auto")] = "jsonl"  # minitrain/data/formats.py reads each
     source: str | None = Field(None, min_length=1, description="a file, a folder or hf://datasets/user/name[/path]")
     target: str = Field("label", min_length=1, description="tables: the column to predict")
     split: SplitConfig | None = Field(None, description="ratios to split data.source into train, val and test")
