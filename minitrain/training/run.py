@@ -65,7 +65,7 @@ from minitrain.runs.run_lock import RunLock
 from minitrain.training import artifacts, scoring, stopping
 from minitrain.training.cross_validation import cross_validate
 from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
-from minitrain.training.engine import Checkpointing, train
+from minitrain.training.engine import Bookkeeping, Checkpointing, LoopData, LoopSettings, train
 from minitrain.training.environment import write_environment
 from minitrain.training.finetune import adapter_facts, after_training, model_file_state
 from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
@@ -232,14 +232,15 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
                      quiet=not progress, start_step=start.step if start else 0)
     try:
         outcome = train(
-            parts.model, parts.optimizer, parts.scheduler, parts.batcher, parts.val_batches,
-            parts.total_steps, cfg.resolve_val_every(summary.steps_per_epoch), cfg.training.log_every,
-            cfg.training.rng_seed, out_dir / "manifest.json",
-            manifest=manifest, log_path=log_path, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
-            grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
-            schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
-            alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
-            validate=validator_for(cfg, parts), task=parts.task, callbacks=watch,
+            parts.model, parts.optimizer, parts.scheduler,
+            LoopData(parts.batcher, parts.val_batches, validator_for(cfg, parts), parts.task),
+            LoopSettings(parts.total_steps, cfg.resolve_val_every(summary.steps_per_epoch), cfg.training.log_every,
+                         cfg.training.rng_seed, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
+                         grad_accumulation=cfg.training.grad_accumulation,
+                         warmup_steps=cfg.resolve_warmup(parts.total_steps), schedule_metric=cfg.scheduler.metric,
+                         duration_seconds=cfg.duration_seconds),
+            Bookkeeping(out_dir / "manifest.json", manifest, log_path, checkpointing, early_stopping, alerts, shown,
+                        watch, start),
         )
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
