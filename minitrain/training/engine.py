@@ -237,9 +237,8 @@ class _Loop:
 
     def __init__(self, model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: LoopSettings,
                  books: Bookkeeping) -> None:
-        self.model, self.optimizer, self.scheduler, self.data, self.settings = (model, optimizer, scheduler, data,
-                                                                                 settings)
-        self.books = books
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.data, self.settings, self.books = data, settings, books
         self.log_path = Path(books.log_path) if books.log_path else None
         self.state = books.start or LoopState()
         self.messages: list[str] = []
