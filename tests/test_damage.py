@@ -146,6 +146,18 @@ def damage(draw, data: bytes, name: str):
     if name.endswith(".safetensors"):
         kinds += ["crafted-metadata"] * 4
     kind = draw(st.sampled_from(kinds))
+    if kind in ("truncate", "flip", "non-utf8", "nest", "huge-int", "empty"):
+        return damaged_bytes(draw, kind, data)
+    if kind in ("json-value", "json-line"):
+        return damaged_json(draw, kind, data)
+    if kind == "crafted-metadata":
+        return crafted(draw, data)
+    return kind, None  # delete, folder, fifo, link-loop: no bytes
+
+
+def damaged_bytes(draw, kind: str, data: bytes) -> tuple[str, bytes]:
+    """(description, new bytes): `data` cut, flipped, made non-UTF-8, replaced by deep nesting, given a huge
+    integer, or emptied."""
     if kind == "truncate":
         cut = draw(st.integers(0, max(len(data) - 1, 0)))
         return f"truncate at {cut}", data[:cut]
@@ -169,8 +181,11 @@ def damage(draw, data: bytes, name: str):
         number = b"1" + b"0" * (digits - 1)
         at = next((i for i, c in enumerate(data) if chr(c).isdigit()), None)
         return f"{digits}-digit integer", (data[:at] + number + data[at + 1:]) if at is not None else number
-    if kind == "empty":
-        return "emptied", b""
+    return "emptied", b""
+
+
+def damaged_json(draw, kind: str, data: bytes) -> tuple[str, bytes]:
+    """(description, new bytes): one value of a JSON file replaced, or one row of a JSON-lines log changed."""
     if kind == "json-value":
         try:
             parsed = json.loads(data)
@@ -179,22 +194,18 @@ def damage(draw, data: bytes, name: str):
         path = draw(st.sampled_from(list(json_paths(parsed))))
         new = draw(json_values)
         return f"{'.'.join(map(str, path)) or 'whole file'} = {new!r}"[:120], to_json(replaced(parsed, path, new))
-    if kind == "json-line":
-        lines = data.splitlines()
-        if not lines:
-            return "empty log", data
-        at = draw(st.integers(0, len(lines) - 1))
-        row = json.loads(lines[at])
-        key = draw(st.sampled_from([*row, "val_ppl", "step"]))
-        if draw(st.booleans()):
-            row.pop(key, None)
-            new_line = to_json(row)
-        else:
-            new_line = to_json({**row, key: draw(json_values)})
-        return f"log line {at + 1}: {new_line[:80]!r}", b"\n".join([*lines[:at], new_line, *lines[at + 1:]]) + b"\n"
-    if kind == "crafted-metadata":
-        return crafted(draw, data)
-    return kind, None  # delete, folder, fifo, link-loop: no bytes
+    lines = data.splitlines()
+    if not lines:
+        return "empty log", data
+    at = draw(st.integers(0, len(lines) - 1))
+    row = json.loads(lines[at])
+    key = draw(st.sampled_from([*row, "val_ppl", "step"]))
+    if draw(st.booleans()):
+        row.pop(key, None)
+        new_line = to_json(row)
+    else:
+        new_line = to_json({**row, key: draw(json_values)})
+    return f"log line {at + 1}: {new_line[:80]!r}", b"\n".join([*lines[:at], new_line, *lines[at + 1:]]) + b"\n"
 
 
 def crafted(draw, data: bytes) -> tuple[str, bytes]:

@@ -26,7 +26,7 @@ from minitrain.optim import build_optimizer
 from minitrain.optim.schedule import build_scheduler
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.run_files import DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED
-from minitrain.training.engine import Checkpointing, train
+from minitrain.training.engine import Bookkeeping, Checkpointing, LoopData, LoopSettings, train
 
 pytestmark = pytest.mark.lab01
 
@@ -118,7 +118,7 @@ def test_one_batch_overfits_to_near_zero_loss(split):
     batch = take(split, slice(0, 8))
     model = tiny_model()
     optimizer, scheduler = adamw(model, weight_decay=0.0)
-    out = train(model, optimizer, scheduler, itertools.repeat(batch), [batch], 300, 100, 50, 0, None)
+    out = train(model, optimizer, scheduler, LoopData(itertools.repeat(batch), [batch]), LoopSettings(300, 100, 50, 0))
     assert out["status"] == "completed" and out["steps_done"] == 300
     assert out["loss"] < 0.05 and out["val_loss"] < 0.05
 
@@ -130,8 +130,8 @@ def test_grad_accumulation_equals_one_big_batch(split):
     assert len({int(b.loss_mask.sum()) for b in micro}) > 1
     m1, m2 = tiny_model(3), tiny_model(3)
     (o1, s1), (o2, s2) = adamw(m1, 1e-3, weight_decay=0.1), adamw(m2, 1e-3, weight_decay=0.1)
-    a = train(m1, o1, s1, iter(micro), [], 3, 10, 1, 3, None, grad_accumulation=2, clip_norm=1.0)
-    b = train(m2, o2, s2, iter(big), [], 3, 10, 1, 3, None, clip_norm=1.0)
+    a = train(m1, o1, s1, LoopData(iter(micro)), LoopSettings(3, 10, 1, 3, grad_accumulation=2, clip_norm=1.0))
+    b = train(m2, o2, s2, LoopData(iter(big)), LoopSettings(3, 10, 1, 3, clip_norm=1.0))
     assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
     np.testing.assert_allclose(m1.buffer.data, m2.buffer.data, rtol=1e-4, atol=1e-6)
     # ... and the loss weighting matters: the weights moved much more than the tolerance above.
@@ -153,7 +153,8 @@ def test_log_rows_follow_the_documented_numbering(split, tmp_path):
     optimizer, scheduler = adamw(model, 1e-3)
     batcher = TrainBatcher(split, 4, data_seed=0)
     log = tmp_path / "train_log.jsonl"
-    train(model, optimizer, scheduler, batcher, EvalBatcher(split, 48), 23, 10, 4, 0, None, log_path=log)
+    train(model, optimizer, scheduler, LoopData(batcher, EvalBatcher(split, 48)), LoopSettings(23, 10, 4, 0),
+          Bookkeeping(log_path=log))
     got = rows(log)
     assert [r["step"] for r in got if "loss" in r] == [0, 4, 8, 12, 16, 20, 22]
     assert [r["step"] for r in got if "val_loss" in r] == [0, 10, 20, 22]
@@ -166,8 +167,8 @@ def test_same_seed_gives_identical_log_bytes_and_dropout_uses_the_training_rng(s
         model = tiny_model(seed, dropout=0.2)
         optimizer, scheduler = adamw(model, 1e-3)
         log = tmp_path / name
-        train(model, optimizer, scheduler, TrainBatcher(split, 4, 5), EvalBatcher(split, 48), 12, 5, 1, seed,
-              None, log_path=log)
+        train(model, optimizer, scheduler, LoopData(TrainBatcher(split, 4, 5), EvalBatcher(split, 48)),
+              LoopSettings(12, 5, 1, seed), Bookkeeping(log_path=log))
         return log.read_bytes()
 
     assert run("a", 7) == run("b", 7)
@@ -202,8 +203,9 @@ def test_nan_loss_halts_with_status_diverged_and_names_the_last_good_checkpoint(
     optimizer, scheduler = adamw(model, 1e-3)
     manager = CheckpointManager(tmp_path, keep_last=2)
     manifest, log = tmp_path / "manifest.json", tmp_path / "train_log.jsonl"
-    out = train(model, optimizer, scheduler, Poison(model, TrainBatcher(split, 4, 0), 7), [], 20, 5, 1, 0, manifest,
-                log_path=log, checkpointing=Checkpointing(manager, "hash", save_every=3))
+    out = train(model, optimizer, scheduler, LoopData(Poison(model, TrainBatcher(split, 4, 0), 7)),
+                LoopSettings(20, 5, 1, 0),
+                Bookkeeping(manifest, log_path=log, checkpointing=Checkpointing(manager, "hash", save_every=3)))
     assert out["status"] == DIVERGED and out["stopped_at"] == 7 and out["steps_done"] == 7
     assert out["checkpoint"] == str(manager.path_for(6))  # the last good one, steps 0..5 done
     assert optimizer.step_count == 7  # the NaN step's update was not applied
@@ -215,7 +217,8 @@ def test_nan_loss_halts_with_status_diverged_and_names_the_last_good_checkpoint(
 def test_high_loss_after_warmup_warns_once(split, capsys):
     model = tiny_model()
     optimizer, scheduler = adamw(model, 1e-9)  # learns nothing: the loss stays near ln(64) ≈ 4.16
-    out = train(model, optimizer, scheduler, TrainBatcher(split, 4, 0), [], 12, 100, 2, 0, None, warmup_steps=4)
+    out = train(model, optimizer, scheduler, LoopData(TrainBatcher(split, 4, 0)),
+                LoopSettings(12, 100, 2, 0, warmup_steps=4))
     warnings = [m for m in out["messages"] if "above 4.0 after the warm-up" in m]
     assert len(warnings) == 1 and "at step 4 " in warnings[0]
     assert "above 4.0" in capsys.readouterr().err
@@ -239,8 +242,9 @@ def test_sigint_stops_at_the_step_boundary_with_a_checkpoint(split, tmp_path):
     model = tiny_model()
     optimizer, scheduler = adamw(model, 1e-3)
     manager = CheckpointManager(tmp_path)
-    out = train(model, optimizer, scheduler, Interrupt(TrainBatcher(split, 4, 0)), [], 50, 100, 1, 0,
-                tmp_path / "manifest.json", checkpointing=Checkpointing(manager, "hash", save_every=None))
+    out = train(model, optimizer, scheduler, LoopData(Interrupt(TrainBatcher(split, 4, 0))),
+                LoopSettings(50, 100, 1, 0),
+                Bookkeeping(tmp_path / "manifest.json", checkpointing=Checkpointing(manager, "hash", save_every=None)))
     assert out["status"] == INTERRUPTED and out["stopped_at"] == 4 and out["signal"] == "SIGINT"
     assert out["checkpoint"] == str(manager.path_for(5)) and manager.latest() == manager.path_for(5)
     assert json.loads((tmp_path / "manifest.json").read_text())["status"] == INTERRUPTED
@@ -250,8 +254,8 @@ def test_sigint_stops_at_the_step_boundary_with_a_checkpoint(split, tmp_path):
 def test_halt_alert_stops_the_run(split):
     model = tiny_model()
     optimizer, scheduler = adamw(model, 1e-3)
-    out = train(model, optimizer, scheduler, TrainBatcher(split, 4, 0), [], 30, 100, 5, 0, None,
-                alerts=AlertMonitor(["grad_norm > 0: halt"]))
+    out = train(model, optimizer, scheduler, LoopData(TrainBatcher(split, 4, 0)), LoopSettings(30, 100, 5, 0),
+                Bookkeeping(alerts=AlertMonitor(["grad_norm > 0: halt"])))
     assert out["status"] == HALTED and out["stopped_at"] == 0
     assert any("grad_norm > 0" in m for m in out["messages"])
 
@@ -260,7 +264,7 @@ def test_early_stopping_stops_at_the_patience_th_evaluation_without_improvement(
     model = tiny_model()
     optimizer, scheduler = adamw(model, 1e-3)
     stopper = EarlyStopping("val_loss", patience=2, min_delta=10.0)  # nothing improves by 10 nats
-    out = train(model, optimizer, scheduler, TrainBatcher(split, 4, 0), EvalBatcher(split, 48), 100, 5, 5, 0,
-                None, early_stopping=stopper)
+    out = train(model, optimizer, scheduler, LoopData(TrainBatcher(split, 4, 0), EvalBatcher(split, 48)),
+                LoopSettings(100, 5, 5, 0), Bookkeeping(early_stopping=stopper))
     # val at 0 sets the best; 5 and 10 do not improve by min_delta: stop after step 10.
     assert out["status"] == EARLY_STOPPED and out["stopped_at"] == 10 and out["steps_done"] == 11

@@ -16,7 +16,7 @@ from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.evaluation.metrics import TokenAccuracyMeter
 from minitrain.models.minigpt import MiniGPT
-from minitrain.training.engine import measure
+from minitrain.training.scoring import measure
 
 pytestmark = pytest.mark.slow
 

@@ -1,15 +1,17 @@
 """The training engine: lab 01's loop with everything a long run needs around it.
 
-Each step is the student-sized pieces of `minitrain/loop.py` (lab 01), wrapped in bookkeeping:
+`train()` is the loop; each step is the student-sized pieces of `minitrain/loop.py` (lab 01), and every piece
+of bookkeeping around them is a named method of `_Loop`:
 
     for step in range(start, total_steps):
-        batches = [next(train_iter) for _ in range(grad_accumulation)]
-        lr = scheduler.lr                                        # the rate this update uses: lr_at(step)
-        loss, grad_norm = train_step(model, optimizer, batches, clip_norm)    # loop.py: gradient, clipped
+        batches = [next(data.train) for _ in range(grad_accumulation)]
+        lr = scheduler.lr                               # the rate this update uses: lr_at(step)
+        loss, grad_norm = loop.gradients(batches)       # loop.py's train_step: forward, backward, clip
         if loss or grad_norm is not finite: stop, "diverged"      # before the bad update
         optimizer.step()
         log a train row every log_every steps, validate (loop.evaluate) every val_every steps
-        scheduler.step(); early stopping, save_best, alerts, Ctrl-C, checkpoint every save_every steps
+        scheduler.step(); save_best, callbacks
+        stop? (early stopping, a callback, an alert's halt, Ctrl-C, training.duration); checkpoint every save_every
 
 `train_step` and `evaluate` are imported from `minitrain.loop` by name, so a student's own loop.py (the course
 seam, `minitrain/seam.py`) trains here exactly as the library's does.
@@ -41,12 +43,9 @@ from __future__ import annotations
 
 import json
 import math
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,17 +54,15 @@ import numpy as np
 
 from minitrain.callbacks.base import Actions, CallbackList
 from minitrain.common.io import append_line
-from minitrain.data.batch import trim_padding
 from minitrain.evaluation.alerts import AlertMonitor
-from minitrain.evaluation.metrics import TokenAccuracyMeter
 from minitrain.loop import evaluate, train_step
 from minitrain.monitor.early_stopping import EarlyStopping, is_better
 from minitrain.monitor.progress import Progress
-from minitrain.nn import inference
 from minitrain.optim.clip import clip_grad_value_
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.run_files import COMPLETED, DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED
 from minitrain.training import artifacts
+from minitrain.training.stopping import StopSignal, catch_stop_signals
 from minitrain.training.tasks import LANGUAGE_MODELING, task_train_step
 
 # Lab 01: "if the loss stalls above 4.0, stop the run — something is wrong". ln(64) ≈ 4.16 is the loss of a
@@ -73,8 +70,49 @@ from minitrain.training.tasks import LANGUAGE_MODELING, task_train_step
 HIGH_LOSS_AFTER_WARMUP = 4.0
 
 
+# ------------------------------------------------------------------------------------------------ what train() takes
 
-# ------------------------------------------------------------------------------------------------ loop state
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The numbers that shape the loop (the config's training keys; step numbering: module docstring).
+
+    `total_steps` optimizer updates; a train row every `log_every` steps and a validation every `val_every`
+    steps, both also at the last step. `rng_seed` seeded the training RNG, `model.rng`, which the caller built
+    the model with (it drew the initial weights and draws the dropout masks); train() records it in the
+    manifest. Each update's gradient is the token-weighted mean over `grad_accumulation` micro-batches, its
+    global norm clipped to `clip_norm`, then each element to [−clip_value, clip_value] (None: no clipping).
+    `warmup_steps`: the high-loss warning waits for them. `schedule_metric`: the val value reported to
+    `scheduler.step()` after each validation (only a plateau schedule uses it). `duration_seconds` stops the
+    run on the clock (the one place time decides anything).
+    """
+
+    total_steps: int
+    val_every: int
+    log_every: int
+    rng_seed: int
+    clip_norm: float | None = None
+    clip_value: float | None = None
+    grad_accumulation: int = 1
+    warmup_steps: int = 0
+    schedule_metric: str = "val_loss"
+    duration_seconds: float | None = None
+
+
+@dataclass
+class LoopData:
+    """Where the loop's batches come from and how they become losses.
+
+    `train`: an endless iterator of training batches (a batcher with state_dict() when checkpointing). `val`:
+    the validation batches, scored with `loop.evaluate`, unless `validate(model)` is given: it returns the val
+    row's values, `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy,
+    ...); a table task's validation has no `val_ppl`. `task` turns batches into losses (`step_gradients`).
+    """
+
+    train: Iterator
+    val: Iterable = ()
+    validate: Callable[[Any], dict[str, float]] | None = None
+    task: Any = LANGUAGE_MODELING
 
 
 @dataclass
@@ -117,364 +155,342 @@ class Checkpointing:
 
 
 @dataclass
-class _Run:
-    """What train()'s helpers share: where rows go, who hears messages, the monitors, the loop state."""
+class Bookkeeping:
+    """What the loop writes, who watches it and where it starts; all optional.
 
-    log_path: Path | None
-    progress: Progress | None
-    alerts: AlertMonitor | None
-    early_stopping: EarlyStopping | None
-    checkpointing: Checkpointing | None
-    state: LoopState
+    `manifest` (versions, config, ...) is written to `manifest_path` with status "running" before the first step
+    and completed (in place: the caller sees the final version) when the loop ends, however it ends. `log_path`
+    receives the train_log.jsonl rows. `checkpointing` needs `LoopData.train` to be a batcher with state_dict().
+    `callbacks` hear each step, validation, epoch end and logged row (on_train_end is the caller's to send, once
+    its own files are written); one that requests a stop ends the run after that step (status early_stopped).
+    `start` continues a run restored from a checkpoint.
+    """
+
+    manifest_path: str | Path | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+    log_path: str | Path | None = None
+    checkpointing: Checkpointing | None = None
+    early_stopping: EarlyStopping | None = None
+    alerts: AlertMonitor | None = None
+    progress: Progress | None = None
     callbacks: CallbackList | None = None
-    messages: list[str] = field(default_factory=list)
-
-    def info(self, message: str) -> None:
-        """A progress message (a val result): shown by the progress display, if there is one."""
-        if self.progress is not None:
-            self.progress.write(message)
-
-    def warn(self, message: str) -> None:
-        """A message the user must see (a warning, an alert, why the run stopped); kept for the outcome."""
-        self.messages.append(message)
-        if self.progress is not None and self.progress.mode != "none":
-            self.progress.write(message)
-        else:
-            print(message, file=sys.stderr, flush=True)
-
-    def log(self, row: dict[str, Any]) -> None:
-        # json.dumps writes floats with repr(): the shortest text that reads back to the same double, so the
-        # same seed gives byte-identical logs.
-        if self.log_path is not None:
-            append_line(self.log_path, json.dumps(row))
-        if self.callbacks:
-            self.callbacks.logged(row)
-
-
-# ------------------------------------------------------------------------------------------------ signals
-
-
-class _StopSignal:
-    """Remembers a SIGINT/SIGTERM so the loop can stop cleanly at the next step boundary."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        if self.signum == signal.SIGINT and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: the user wants out now
-        self.signum = signum
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name if self.signum is not None else ""
-
-
-@contextmanager
-def _catch_stop_signals() -> Iterator[_StopSignal]:
-    stop = _StopSignal()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop  # signal handlers can only be installed from the main thread
-        return
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    start: LoopState | None = None
 
 
 # ------------------------------------------------------------------------------------------------ the loop
 
 
-def train(
-    model: Any,
-    optimizer: Any,
-    scheduler: Any,
-    train_iter: Iterator,
-    val_iter: Iterable,
-    total_steps: int,
-    val_every: int,
-    log_every: int,
-    rng_seed: int,
-    manifest_path: str | Path | None,
-    *,
-    manifest: dict[str, Any] | None = None,
-    log_path: str | Path | None = None,
-    clip_norm: float | None = None,
-    clip_value: float | None = None,
-    grad_accumulation: int = 1,
-    warmup_steps: int = 0,
-    schedule_metric: str = "val_loss",
-    checkpointing: Checkpointing | None = None,
-    early_stopping: EarlyStopping | None = None,
-    alerts: AlertMonitor | None = None,
-    progress: Progress | None = None,
-    duration_seconds: float | None = None,
-    start: LoopState | None = None,
-    validate: Callable[[Any], dict[str, float]] | None = None,
-    task: Any = LANGUAGE_MODELING,
-    callbacks: CallbackList | None = None,
-) -> dict[str, Any]:
-    """Train for steps `start.step` .. `total_steps` − 1; return the outcome (numbering: module docstring).
-
-    `rng_seed` seeds the training RNG, `model.rng`, which the caller built the model with (it drew the initial
-    weights and draws the dropout masks); train() records it in the manifest. `manifest` (versions, config,
-    ...) is written to `manifest_path` with status "running" before the first step, and completed (in place)
-    when the loop ends, however it ends. `log_path` receives the train_log.jsonl rows. `schedule_metric` is
-    the value reported to `scheduler.step()` after each validation (only a plateau schedule uses it).
-    `checkpointing` needs `train_iter` to be a batcher with state_dict(). `start` continues a run restored
-    from a checkpoint. `duration_seconds` stops the run on the clock (the one place time decides anything).
-    `validate(model)` replaces `evaluate(model, val_iter)` at each validation: it returns the val row's values,
-    `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy, ...); a table
-    task's validation has no `val_ppl`. `task` turns batches into losses (`step_gradients`).
-    `callbacks` hear each step, validation, epoch end and logged row (on_train_end is the caller's to send, once
-    its own files are written); one that requests a stop ends the run after that step (status early_stopped).
+def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: LoopSettings,
+          books: Bookkeeping | None = None) -> dict[str, Any]:
+    """Train for steps `books.start.step` .. `settings.total_steps` − 1; return the outcome (numbering: module
+    docstring).
 
     Returns {"status", "steps_done", "loss", "val_loss", "val_ppl", "best_val_loss", "best_val_ppl",
     "best_val_step", "wall_seconds", "eval_seconds", "ms_per_step" (training steps only), "checkpoint",
     "messages"}, plus "stopped_at" (the step after which it stopped) unless it completed, and "signal"
     (SIGINT/SIGTERM) when interrupted.
     """
-    state = start or LoopState()
-    run = _Run(Path(log_path) if log_path else None, progress, alerts, early_stopping, checkpointing, state,
-               callbacks)
-    manifest = manifest if manifest is not None else {}
-    manifest.update(seed=rng_seed, status="running")  # updated in place: the caller sees the final version
-    if manifest_path is not None:
-        artifacts.write_manifest(manifest_path, manifest)
-
-    t0 = time.perf_counter()
-    first_step = state.step
-    status, stopped_at, checkpoint = COMPLETED, None, None
-    if state.stopped_by is not None:  # a callback stopped this run before the checkpoint it resumes from
-        status, stopped_at, total_steps = EARLY_STOPPED, first_step - 1, first_step
-    eval_seconds = 0.0
-    if callbacks:
-        callbacks.start(train_iter, total_steps)
-        actions = _callback_actions(run, model, optimizer, scheduler, train_iter)
+    loop = _Loop(model, optimizer, scheduler, data, settings, books or Bookkeeping())
+    state = loop.state
     # A diverging run overflows inside many ops; the loop reports it once, itself, so NumPy's per-op overflow
     # warnings would only bury that message.
-    with _catch_stop_signals() as stop, np.errstate(over="ignore", invalid="ignore"):
-        for step in range(first_step, total_steps):
-            batches = [next(train_iter) for _ in range(grad_accumulation)]
-            lr = scheduler.lr
-            loss, grad_norm = step_gradients(model, optimizer, batches, clip_norm, task)
-            loss, grad_norm = float(loss), float(grad_norm)
-            if clip_value is not None:
-                clip_grad_value_(model.buffer, clip_value)
+    with catch_stop_signals() as signals, np.errstate(over="ignore", invalid="ignore"):
+        for step in range(state.step, loop.total_steps):
+            batches = [next(data.train) for _ in range(settings.grad_accumulation)]
+            lr = scheduler.lr  # the rate this update uses: lr_at(step)
+            loss, grad_norm = loop.gradients(batches)  # forward, backward, clip: the weights are not changed yet
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                status, stopped_at = DIVERGED, step
-                # Not printed: the caller turns the outcome into the one error line the user sees.
-                run.messages.append(f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
+                loop.diverged(step, loss, grad_norm)  # the bad update is never applied
                 break
             optimizer.step()
             state.last_loss = loss
-            out_of_time = duration_seconds is not None and time.perf_counter() - t0 >= duration_seconds
-            last = step == total_steps - 1 or out_of_time
-            if progress is not None:
-                progress.update(step, loss=loss, lr=lr, tokens=sum(task.size(b) for b in batches))
+            out_of_time = loop.out_of_time()
+            last = step == loop.total_steps - 1 or out_of_time
+            loop.show_progress(step, loss, lr, batches)
 
-            halt = False
-            if step % log_every == 0 or last:
-                halt |= _log_train(run, step, loss, lr, grad_norm, warmup_steps)
+            if step % settings.log_every == 0 or last:
+                loop.log_train(step, loss, lr, grad_norm)
             measured = None
-            if step % val_every == 0 or last:
-                eval_start = time.perf_counter()
-                if validate is not None:
-                    values = validate(model)
-                else:
-                    val_loss, val_ppl = evaluate(model, val_iter)
-                    values = {"val_loss": val_loss, "val_ppl": val_ppl}
-                eval_seconds += time.perf_counter() - eval_start
-                measured = {**values, "loss": loss}
-                halt |= _log_val(run, step, values)
-                if early_stopping is not None and early_stopping.update(step, measured[early_stopping.metric]):
-                    status, stopped_at = EARLY_STOPPED, step
-                    run.warn(
-                        f"early stopping at step {step}: {early_stopping.metric} has not improved on "
-                        f"{early_stopping.best:.6g} (step {early_stopping.best_step}) for {early_stopping.patience} "
-                        "evaluations"
-                    )
-            scheduler.step(None if measured is None else measured[schedule_metric])
+            if step % settings.val_every == 0 or last:
+                measured = loop.validate(step, loss)  # on the weights after this update
+                loop.check_early_stopping(step, measured)
+            scheduler.step(None if measured is None else measured[settings.schedule_metric])
             state.step = step + 1  # a step boundary: everything below sees the state after update `step`
 
-            if measured is not None and checkpointing is not None and checkpointing.save_best:
-                _maybe_save_best(run, measured, model, optimizer, scheduler, train_iter)
-            if callbacks:
-                callbacks.after_step(step, {"loss": loss, "lr": lr, "grad_norm": grad_norm, **(measured or {})},
-                                     measured is not None, train_iter, model, actions)
-                if callbacks.stop_reason is not None and status == COMPLETED:
-                    status, stopped_at, state.stopped_by = EARLY_STOPPED, step, callbacks.stop_reason
-                    run.warn(f"stopped after step {step}: {callbacks.stop_reason}")
-            if halt and status == COMPLETED:
-                status, stopped_at = HALTED, step
-            if stop.signum is not None and status == COMPLETED and not last:
-                status, stopped_at = INTERRUPTED, step
-                run.warn(f"{stop.name} received: stopped after step {step}")
-            stopping = status != COMPLETED or last
-            if checkpointing is not None and (
-                stopping or (checkpointing.save_every and state.step % checkpointing.save_every == 0)
-            ):
-                checkpoint = str(checkpointing.manager.save(step=state.step, **_checkpoint_objects(
-                    run, model, optimizer, scheduler, train_iter)))
+            loop.save_best(measured)
+            loop.tell_callbacks(step, {"loss": loss, "lr": lr, "grad_norm": grad_norm, **(measured or {})},
+                                validated=measured is not None)
+            stopping = loop.stops_after(step, signals, last)
+            loop.save_checkpoint_if_due(stopping)
             if stopping:
                 if out_of_time:
-                    run.warn(f"training.duration reached after step {step}")
+                    loop.warn(f"training.duration reached after step {step}")
                 break
-
-    wall = time.perf_counter() - t0
-    if checkpoint is None and checkpointing is not None:
-        latest = checkpointing.manager.latest()  # diverged: the last good checkpoint stays the one to resume
-        checkpoint = None if latest is None else str(latest)
-    steps_run = state.step - first_step
-    outcome = {
-        "status": status,
-        "steps_done": state.step,
-        "loss": state.last_loss,
-        "val_loss": state.last_val_loss,
-        "val_ppl": state.last_val_ppl,
-        "best_val_loss": state.best_val_loss,
-        "best_val_ppl": state.best_val_ppl,
-        "best_val_step": state.best_val_step,
-        "wall_seconds": round(wall, 3),
-        "eval_seconds": round(eval_seconds, 3),
-        # Training steps alone: the validations' time is reported apart (eval_seconds).
-        "ms_per_step": round(1000 * (wall - eval_seconds) / steps_run, 3) if steps_run else None,
-        "checkpoint": checkpoint,
-        "messages": run.messages,
-    }
-    if stopped_at is not None:
-        outcome["stopped_at"] = stopped_at
-    if status == INTERRUPTED:
-        outcome["signal"] = stop.name
-    if manifest_path is not None:
-        artifacts.complete_manifest(
-            manifest_path,
-            manifest,
-            status=status,
-            steps_done=state.step,
-            stopped_at=stopped_at,
-            train_wall_seconds=outcome["wall_seconds"],
-            eval_seconds=outcome["eval_seconds"],
-            ms_per_step=outcome["ms_per_step"],
-            checkpoint=checkpoint,
-        )
-    return outcome
+    return loop.finish(signals)
 
 
-def _log_train(run: _Run, step: int, loss: float, lr: float, grad_norm: float, warmup_steps: int) -> bool:
-    """Write a train row, run the alerts on it, warn about a high loss after the warm-up; True means halt."""
-    row = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm}
-    run.log(row)
-    # Step 0 is the untrained model, so even without a warm-up the check starts at step 1.
-    if step >= max(warmup_steps, 1) and not run.state.warned_high_loss and loss > HIGH_LOSS_AFTER_WARMUP:
-        run.state.warned_high_loss = True
-        run.warn(
-            f"warning: loss {loss:.3f} at step {step} is above {HIGH_LOSS_AFTER_WARMUP} after the warm-up "
-            f"({warmup_steps} steps): the model is barely learning; check the lr, the masks and the data"
-        )
-    return _alerts(run, step, row)
+class _Loop:
+    """What train()'s steps share: the objects trained, the settings, where rows go and who hears messages, the
+    monitors, the loop state, and how the run stands (`status`, `stopped_at`, the last checkpoint saved).
 
+    Built at the start of train(): the manifest is written with status "running" and the clock starts."""
 
-def _log_val(run: _Run, step: int, values: dict[str, float]) -> bool:
-    """Write a val row (`values`: val_loss, val_ppl, then any other metrics), track the best val so far, run the
-    alerts on it; True means halt."""
-    state = run.state
-    row = {"step": step, **values}
-    val_loss, val_ppl = values["val_loss"], values.get("val_ppl")  # a table task has no perplexity
-    run.log(row)
-    state.last_val_loss, state.last_val_ppl = val_loss, val_ppl
-    if state.best_val_loss is None or val_loss < state.best_val_loss:
-        state.best_val_loss, state.best_val_ppl, state.best_val_step = val_loss, val_ppl, step
-    if val_ppl is not None:
-        run.info(f"step {step}: val_loss {val_loss:.4f}  val_ppl {val_ppl:.3f}  "
-                 f"(best {state.best_val_ppl:.3f} at step {state.best_val_step})")
-    else:
-        shown = "  ".join(f"{k} {v:.4f}" for k, v in values.items())
-        run.info(f"step {step}: {shown}  (best val_loss {state.best_val_loss:.4f} at step {state.best_val_step})")
-    return _alerts(run, step, row)
+    def __init__(self, model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: LoopSettings,
+                 books: Bookkeeping) -> None:
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.data, self.settings, self.books = data, settings, books
+        self.log_path = Path(books.log_path) if books.log_path else None
+        self.state = books.start or LoopState()
+        self.messages: list[str] = []
+        self.halt = False  # an alert with action "halt" fired: the run stops after this step
+        books.manifest.update(seed=settings.rng_seed, status="running")
+        if books.manifest_path is not None:
+            artifacts.write_manifest(books.manifest_path, books.manifest)
 
+        self.t0 = time.perf_counter()
+        self.first_step = self.state.step
+        self.total_steps = settings.total_steps
+        self.status, self.stopped_at, self.checkpoint = COMPLETED, None, None
+        if self.state.stopped_by is not None:  # a callback stopped this run before the checkpoint it resumes from
+            self.status, self.stopped_at, self.total_steps = EARLY_STOPPED, self.first_step - 1, self.first_step
+        self.eval_seconds = 0.0
+        if books.callbacks:
+            books.callbacks.start(data.train, self.total_steps)
+            self.actions = self._callback_actions()
 
-def _alerts(run: _Run, step: int, row: dict[str, Any]) -> bool:
-    if run.alerts is None:
-        return False
-    fired = run.alerts.check(step, row)
-    for f in fired:
-        run.warn(f"{f.action}: {f.message}")
-    return any(f.action == "halt" for f in fired)
+    # -------------------------------------------------------------------------------------- messages and rows
 
+    def info(self, message: str) -> None:
+        """A progress message (a val result): shown by the progress display, if there is one."""
+        if self.books.progress is not None:
+            self.books.progress.write(message)
 
-def _maybe_save_best(run: _Run, measured: dict[str, float], model, optimizer, scheduler, train_iter) -> None:
-    """save_best: write checkpoints/best.safetensors when the watched metric beats the best one saved."""
-    ckpt, state = run.checkpointing, run.state
-    value = measured[ckpt.metric]
-    if state.best_saved is None or is_better(value, state.best_saved, ckpt.mode):
-        state.best_saved = value
-        ckpt.manager.save_best(step=state.step, **_checkpoint_objects(run, model, optimizer, scheduler, train_iter))
+    def warn(self, message: str) -> None:
+        """A message the user must see (a warning, an alert, why the run stopped); kept for the outcome."""
+        self.messages.append(message)
+        progress = self.books.progress
+        if progress is not None and progress.mode != "none":
+            progress.write(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
 
+    def log(self, row: dict[str, Any]) -> None:
+        """Append `row` to train_log.jsonl and tell the callbacks."""
+        # json.dumps writes floats with repr(): the shortest text that reads back to the same double, so the
+        # same seed gives byte-identical logs.
+        if self.log_path is not None:
+            append_line(self.log_path, json.dumps(row))
+        if self.books.callbacks:
+            self.books.callbacks.logged(row)
 
-def _callback_actions(run: _Run, model, optimizer, scheduler, train_iter) -> Actions:
-    """What a callback may ask of this loop: a log row, a progress line, a checkpoint of the state after the
-    step, a stop."""
+    def show_progress(self, step: int, loss: float, lr: float, batches: list) -> None:
+        if self.books.progress is not None:
+            self.books.progress.update(step, loss=loss, lr=lr, tokens=sum(self.data.task.size(b) for b in batches))
 
-    def save_checkpoint(best: bool) -> Path | None:
-        if run.checkpointing is None:
-            return None
-        manager = run.checkpointing.manager
-        save = manager.save_best if best else manager.save
-        return save(step=run.state.step, **_checkpoint_objects(run, model, optimizer, scheduler, train_iter))
+    # -------------------------------------------------------------------------------------- one step
 
-    return Actions(log=run.log, info=run.info, save_checkpoint=save_checkpoint,
-                   request_stop=run.callbacks.request_stop)
+    def gradients(self, batches: list) -> tuple[float, float]:
+        """(loss, grad_norm) of this step's batches, the gradient in `model.buffer.grad`: clipped to `clip_norm`
+        (grad_norm is the norm before), then each element to ±`clip_value`."""
+        settings = self.settings
+        loss, grad_norm = step_gradients(self.model, self.optimizer, batches, settings.clip_norm, self.data.task)
+        if settings.clip_value is not None:
+            clip_grad_value_(self.model.buffer, settings.clip_value)
+        return float(loss), float(grad_norm)
 
+    def log_train(self, step: int, loss: float, lr: float, grad_norm: float) -> None:
+        """Write a train row, run the alerts on it, warn (once) about a high loss after the warm-up."""
+        row = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm}
+        self.log(row)
+        warmup_steps = self.settings.warmup_steps
+        # Step 0 is the untrained model, so even without a warm-up the check starts at step 1.
+        if step >= max(warmup_steps, 1) and not self.state.warned_high_loss and loss > HIGH_LOSS_AFTER_WARMUP:
+            self.state.warned_high_loss = True
+            self.warn(
+                f"warning: loss {loss:.3f} at step {step} is above {HIGH_LOSS_AFTER_WARMUP} after the warm-up "
+                f"({warmup_steps} steps): the model is barely learning; check the lr, the masks and the data"
+            )
+        self._alerts(step, row)
 
-def _checkpoint_objects(run: _Run, model, optimizer, scheduler, train_iter) -> dict[str, Any]:
-    """The keyword arguments of CheckpointManager.save: the five state machines plus the loop's own state."""
-    extra = {"loop": asdict(run.state)}
-    if run.checkpointing.data_sha256:
-        extra["data_sha256"] = run.checkpointing.data_sha256
-    if run.early_stopping is not None:
-        extra["early_stopping"] = run.early_stopping.state_dict()
-    if run.alerts is not None:
-        extra["alerts"] = run.alerts.state_dict()
-    if run.callbacks:
-        extra["callbacks"] = run.callbacks.state_dict()
-    return {
-        "model": model,
-        "optimizer": optimizer,
-        "scheduler": scheduler,
-        "batcher": train_iter,
-        "train_rng": model.rng,
-        "config_hash": run.checkpointing.config_hash,
-        "extra": extra,
-    }
+    def validate(self, step: int, loss: float) -> dict[str, float]:
+        """Score the model (`data.validate`, else loop.evaluate on `data.val`), write the val row, track the best
+        val so far and run the alerts on it; return the row's values plus this step's train `loss`."""
+        eval_start = time.perf_counter()
+        if self.data.validate is not None:
+            values = self.data.validate(self.model)
+        else:
+            val_loss, val_ppl = evaluate(self.model, self.data.val)
+            values = {"val_loss": val_loss, "val_ppl": val_ppl}
+        self.eval_seconds += time.perf_counter() - eval_start
+        self._log_val(step, values)
+        return {**values, "loss": loss}
 
+    def _log_val(self, step: int, values: dict[str, float]) -> None:
+        state = self.state
+        row = {"step": step, **values}
+        val_loss, val_ppl = values["val_loss"], values.get("val_ppl")  # a table task has no perplexity
+        self.log(row)
+        state.last_val_loss, state.last_val_ppl = val_loss, val_ppl
+        if state.best_val_loss is None or val_loss < state.best_val_loss:
+            state.best_val_loss, state.best_val_ppl, state.best_val_step = val_loss, val_ppl, step
+        if val_ppl is not None:
+            self.info(f"step {step}: val_loss {val_loss:.4f}  val_ppl {val_ppl:.3f}  "
+                      f"(best {state.best_val_ppl:.3f} at step {state.best_val_step})")
+        else:
+            shown = "  ".join(f"{k} {v:.4f}" for k, v in values.items())
+            self.info(f"step {step}: {shown}  (best val_loss {state.best_val_loss:.4f} at step "
+                      f"{state.best_val_step})")
+        self._alerts(step, row)
 
-def restore_loop_state(
-    extra: Mapping[str, Any], early_stopping: EarlyStopping | None, alerts: AlertMonitor | None
-) -> LoopState:
-    """The LoopState saved in a checkpoint's `extra`, and the monitors' states restored in place (the callbacks'
-    states are `extra["callbacks"]`, for `CallbackList.load_state_dict`)."""
-    if early_stopping is not None and "early_stopping" in extra:
-        early_stopping.load_state_dict(extra["early_stopping"])
-    if alerts is not None and "alerts" in extra:
-        alerts.load_state_dict(extra["alerts"])
-    return LoopState.from_dict(extra.get("loop", {}))
+    def _alerts(self, step: int, row: dict[str, Any]) -> None:
+        """Run the alert rules on a logged row: each one that fires is a warning; a "halt" stops the run."""
+        if self.books.alerts is None:
+            return
+        fired = self.books.alerts.check(step, row)
+        for f in fired:
+            self.warn(f"{f.action}: {f.message}")
+        self.halt |= any(f.action == "halt" for f in fired)
 
+    def tell_callbacks(self, step: int, metrics: dict[str, float], validated: bool) -> None:
+        if self.books.callbacks:
+            self.books.callbacks.after_step(step, metrics, validated, self.data.train, self.model, self.actions)
 
-def measure(model: Any, batches: Iterable, token_accuracy: bool = False) -> dict[str, float]:
-    """{"loss", "ppl"} as `evaluate` computes them and, when asked, "token_accuracy": the share of counted
-    positions whose argmax is the target (training.val_metrics), from one more pass without a tape."""
-    loss, ppl = evaluate(model, batches)
-    if not token_accuracy:
-        return {"loss": loss, "ppl": ppl}
-    meter = TokenAccuracyMeter()
-    with inference(model):
-        for batch in map(trim_padding, batches):
-            logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
-            meter.update(logits.data, batch.target, batch.loss_mask)
-    return {"loss": loss, "ppl": ppl, "token_accuracy": meter.accuracy}
+    # -------------------------------------------------------------------------------------- stopping
+
+    def diverged(self, step: int, loss: float, grad_norm: float) -> None:
+        self.status, self.stopped_at = DIVERGED, step
+        # Not printed: the caller turns the outcome into the one error line the user sees.
+        self.messages.append(f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
+
+    def out_of_time(self) -> bool:
+        """training.duration: whether the run has used its time (the one decision the clock makes)."""
+        duration = self.settings.duration_seconds
+        return duration is not None and time.perf_counter() - self.t0 >= duration
+
+    def check_early_stopping(self, step: int, measured: dict[str, float]) -> None:
+        """Count this validation for early stopping; at the patience-th one without improvement the run stops
+        after this step (status early_stopped)."""
+        stopper = self.books.early_stopping
+        if stopper is not None and stopper.update(step, measured[stopper.metric]):
+            self.status, self.stopped_at = EARLY_STOPPED, step
+            self.warn(f"early stopping at step {step}: {stopper.metric} has not improved on {stopper.best:.6g} "
+                      f"(step {stopper.best_step}) for {stopper.patience} evaluations")
+
+    def stops_after(self, step: int, signals: StopSignal, last: bool) -> bool:
+        """Whether the run ends after `step`: it already stopped (early stopping), a callback asked to, an alert
+        halted it, a SIGINT/SIGTERM came, or this was the last step (by count or by training.duration). The first
+        reason found is the status."""
+        callbacks = self.books.callbacks
+        if self.status != COMPLETED:
+            return True
+        if callbacks and callbacks.stop_reason is not None:
+            self.status, self.stopped_at, self.state.stopped_by = EARLY_STOPPED, step, callbacks.stop_reason
+            self.warn(f"stopped after step {step}: {callbacks.stop_reason}")
+        elif self.halt:
+            self.status, self.stopped_at = HALTED, step
+        elif signals.signum is not None and not last:
+            self.status, self.stopped_at = INTERRUPTED, step
+            self.warn(f"{signals.name} received: stopped after step {step}")
+        return self.status != COMPLETED or last
+
+    # -------------------------------------------------------------------------------------- checkpoints
+
+    def save_checkpoint_if_due(self, stopping: bool) -> None:
+        """A checkpoint of the state after this step when the run stops here, and every `save_every` updates."""
+        ckpt = self.books.checkpointing
+        if ckpt is not None and (stopping or (ckpt.save_every and self.state.step % ckpt.save_every == 0)):
+            self.checkpoint = str(ckpt.manager.save(step=self.state.step, **self._checkpoint_objects()))
+
+    def save_best(self, measured: dict[str, float] | None) -> None:
+        """save_best: after a validation, write checkpoints/best.safetensors when the watched metric beats the
+        best one saved."""
+        ckpt, state = self.books.checkpointing, self.state
+        if measured is None or ckpt is None or not ckpt.save_best:
+            return
+        value = measured[ckpt.metric]
+        if state.best_saved is None or is_better(value, state.best_saved, ckpt.mode):
+            state.best_saved = value
+            ckpt.manager.save_best(step=state.step, **self._checkpoint_objects())
+
+    def _callback_actions(self) -> Actions:
+        """What a callback may ask of this loop: a log row, a progress line, a checkpoint of the state after the
+        step, a stop."""
+
+        def save_checkpoint(best: bool) -> Path | None:
+            if self.books.checkpointing is None:
+                return None
+            manager = self.books.checkpointing.manager
+            save = manager.save_best if best else manager.save
+            return save(step=self.state.step, **self._checkpoint_objects())
+
+        return Actions(log=self.log, info=self.info, save_checkpoint=save_checkpoint,
+                       request_stop=self.books.callbacks.request_stop)
+
+    def _checkpoint_objects(self) -> dict[str, Any]:
+        """The keyword arguments of CheckpointManager.save: the five state machines plus the loop's own state."""
+        books = self.books
+        extra = {"loop": asdict(self.state)}
+        if books.checkpointing.data_sha256:
+            extra["data_sha256"] = books.checkpointing.data_sha256
+        if books.early_stopping is not None:
+            extra["early_stopping"] = books.early_stopping.state_dict()
+        if books.alerts is not None:
+            extra["alerts"] = books.alerts.state_dict()
+        if books.callbacks:
+            extra["callbacks"] = books.callbacks.state_dict()
+        return {
+            "model": self.model,
+            "optimizer": self.optimizer,
+            "scheduler": self.scheduler,
+            "batcher": self.data.train,
+            "train_rng": self.model.rng,
+            "config_hash": books.checkpointing.config_hash,
+            "extra": extra,
+        }
+
+    # -------------------------------------------------------------------------------------- the outcome
+
+    def finish(self, signals: StopSignal) -> dict[str, Any]:
+        """The outcome (see train()), also recorded in the manifest."""
+        wall = time.perf_counter() - self.t0
+        state, books = self.state, self.books
+        if self.checkpoint is None and books.checkpointing is not None:
+            latest = books.checkpointing.manager.latest()  # diverged: the last good checkpoint stays the one to resume
+            self.checkpoint = None if latest is None else str(latest)
+        steps_run = state.step - self.first_step
+        outcome = {
+            "status": self.status,
+            "steps_done": state.step,
+            "loss": state.last_loss,
+            "val_loss": state.last_val_loss,
+            "val_ppl": state.last_val_ppl,
+            "best_val_loss": state.best_val_loss,
+            "best_val_ppl": state.best_val_ppl,
+            "best_val_step": state.best_val_step,
+            "wall_seconds": round(wall, 3),
+            "eval_seconds": round(self.eval_seconds, 3),
+            # Training steps alone: the validations' time is reported apart (eval_seconds).
+            "ms_per_step": round(1000 * (wall - self.eval_seconds) / steps_run, 3) if steps_run else None,
+            "checkpoint": self.checkpoint,
+            "messages": self.messages,
+        }
+        if self.stopped_at is not None:
+            outcome["stopped_at"] = self.stopped_at
+        if self.status == INTERRUPTED:
+            outcome["signal"] = signals.name
+        if books.manifest_path is not None:
+            artifacts.complete_manifest(
+                books.manifest_path,
+                books.manifest,
+                status=self.status,
+                steps_done=state.step,
+                stopped_at=self.stopped_at,
+                train_wall_seconds=outcome["wall_seconds"],
+                eval_seconds=outcome["eval_seconds"],
+                ms_per_step=outcome["ms_per_step"],
+                checkpoint=self.checkpoint,
+            )
+        return outcome
 
 
 def step_gradients(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from minitrain.monitor.report import log_row_problem
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.run_dir import LOG_FILE
 from minitrain.runs.run_files import problem_text, read_manifest
-from minitrain.training.engine import Checkpointing, LoopState, restore_loop_state
+from minitrain.training.engine import Checkpointing, LoopState
 
 
 def data_fingerprint(cfg: Config) -> dict[str, dict[str, str]]:
@@ -132,3 +133,15 @@ def keep_log_before(source_dir: Path, log_path: Path, step: int) -> None:
             if log_row_problem(row) is None and row["step"] < step:
                 kept.append(line + "\n")
     atomic_write_text(log_path, "".join(kept))
+
+
+def restore_loop_state(
+    extra: Mapping[str, Any], early_stopping: EarlyStopping | None, alerts: AlertMonitor | None
+) -> LoopState:
+    """The LoopState saved in a checkpoint's `extra`, and the monitors' states restored in place (the callbacks'
+    states are `extra["callbacks"]`, for `CallbackList.load_state_dict`)."""
+    if early_stopping is not None and "early_stopping" in extra:
+        early_stopping.load_state_dict(extra["early_stopping"])
+    if alerts is not None and "alerts" in extra:
+        alerts.load_state_dict(extra["alerts"])
+    return LoopState.from_dict(extra.get("loop", {}))

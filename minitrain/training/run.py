@@ -33,6 +33,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ from minitrain.runs.run_lock import RunLock
 from minitrain.training import artifacts, scoring, stopping
 from minitrain.training.cross_validation import cross_validate
 from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
-from minitrain.training.engine import Checkpointing, train
+from minitrain.training.engine import Bookkeeping, Checkpointing, LoopData, LoopSettings, train
 from minitrain.training.environment import write_environment
 from minitrain.training.finetune import adapter_facts, after_training, model_file_state
 from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
@@ -157,7 +158,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
                 baseline_path: str | os.PathLike | None, fold: Fold | None,
                 rerun: list[str] | tuple[str, ...], callbacks: Sequence[Callback],
                 cleanup: ExitStack) -> dict[str, Any]:
-    """run_training's work, with the writer lock held."""
+    """run_training's work, with the writer lock held: check the folder, build the parts, start fresh or restore
+    the checkpoint, write the files a run starts with, train, finish."""
     config_text = _config_text(cfg, config_path)
     continuing = checkpoint_path is not None and same_folder(run_dir_of(checkpoint_path), out_dir)
     if not continuing:
@@ -168,6 +170,54 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     previous = previous_manifest(checkpoint_path, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
     parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
+    books = _bookkeeping(cfg, out_dir)
+    # Read before any work and any write: a damaged baseline file then costs nothing.
+    baseline = None if parts.table else artifacts.load_baseline_ppl(
+        baseline_path or artifacts.DEFAULT_BASELINE_PATH,
+        data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
+    restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
+
+    _write_configs(cfg, out_dir, config_text)
+    write_environment(out_dir)
+    books.callbacks = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
+                                records=parts.val_records, run_dir=out_dir,
+                                resume_step=books.start.step if books.start else None,
+                                config_hash=books.checkpointing.config_hash)
+    if books.callbacks and checkpoint_path is not None:
+        books.callbacks.load_state_dict(restored.get("callbacks", []))
+    books.manifest = _manifest(cfg, parts, books, previous, checkpoint_path, continuing=continuing,
+                               init_from=init_from, strict=strict, overrides=overrides, runtime=runtime)
+    run = _Run(cfg, out_dir, parts, books, final_models_dir, baseline, rerun, quiet=not progress,
+               start_time=start_time, earlier_wall=float(books.manifest.get("wall_seconds") or 0.0))
+    return _finish(run, _run_loop(run, summary))
+
+
+@dataclass
+class _Run:
+    """What the loop and the finishing files of one run share, once its parts are built."""
+
+    cfg: Config
+    out_dir: Path
+    parts: Parts
+    books: Bookkeeping  # the manifest, the log, the checkpoints, the monitors and watchers
+    models_dir: Path  # where the final model file goes
+    baseline: float | None  # the n-gram val PPL, when it scored the same corpus and positions
+    rerun: list[str] | tuple[str, ...]  # the command that started the run: `--resume` is added to it
+    quiet: bool
+    start_time: float
+    earlier_wall: float  # the wall seconds of the runs this one continues
+
+    def wall_seconds(self) -> float:
+        """Wall seconds of the whole run, over all its resumes."""
+        return round(self.earlier_wall + time.perf_counter() - self.start_time, 3)
+
+
+# ------------------------------------------------------------------------------------------------- before the loop
+
+
+def _bookkeeping(cfg: Config, out_dir: Path) -> Bookkeeping:
+    """The loop's files and monitors in `out_dir`: manifest.json, train_log.jsonl, the checkpoints, early
+    stopping and alerts when configured (the manifest, progress display, watchers and start come later)."""
     ckpt = cfg.training.checkpoint
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
@@ -176,37 +226,39 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     early_stopping = None if watch is None else EarlyStopping(watch.metric, watch.patience, watch.min_delta,
                                                               watch.mode)
     alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
-    log_path = out_dir / LOG_FILE
-    # Read before any work and any write: a damaged baseline file then costs nothing.
-    baseline = None if parts.table else artifacts.load_baseline_ppl(
-        baseline_path or artifacts.DEFAULT_BASELINE_PATH,
-        data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
+    return Bookkeeping(out_dir / "manifest.json", log_path=out_dir / LOG_FILE, checkpointing=checkpointing,
+                       early_stopping=early_stopping, alerts=alerts)
 
-    start, init_from = None, None
+
+def _start(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Parts, books: Bookkeeping,
+           overwrite: bool) -> tuple[dict[str, Any], Any]:
+    """Resume `checkpoint_path` (its state into `parts` and `books.start`, the log cut back to its step) or start
+    a fresh run (the folder cleared, the weights `model.init_from` names loaded); return the checkpoint's `extra`
+    ({} when fresh) and what the weights came from (the manifest's init_from; None when resumed)."""
     if checkpoint_path is not None:
-        start, restored_extra = restore(checkpoint_path, parts, checkpointing, early_stopping, alerts)
+        books.start, restored = restore(checkpoint_path, parts, books.checkpointing, books.early_stopping,
+                                        books.alerts)
         if overwrite:
             run_dir.clear_run(out_dir)
-        keep_log_before(run_dir_of(checkpoint_path) or out_dir, log_path, start.step)
+        keep_log_before(run_dir_of(checkpoint_path) or out_dir, books.log_path, books.start.step)
         for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
             run_dir.remove_file(out_dir / name)
-    else:
-        init_from = parts.init_from  # a LoRA base, loaded while building
-        if cfg.model.init_from and not cfg.lora.enabled:
-            from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
+        return restored, None
+    init_from = parts.init_from  # a LoRA base, loaded while building
+    if cfg.model.init_from and not cfg.lora.enabled:
+        from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
 
-            init_from = init_model_from(parts.model, cfg.model.init_from,
-                                        None if parts.table else cfg.data.vocab_path)
-        run_dir.clear_run(out_dir)
-        atomic_write_text(out_dir / LOG_FILE, "")
+        init_from = init_model_from(parts.model, cfg.model.init_from, None if parts.table else cfg.data.vocab_path)
+    run_dir.clear_run(out_dir)
+    atomic_write_text(out_dir / LOG_FILE, "")
+    return {}, init_from
 
-    _write_configs(cfg, out_dir, config_text)
-    write_environment(out_dir)
-    watch = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
-                      records=parts.val_records, run_dir=out_dir, resume_step=start.step if start else None,
-                      config_hash=checkpointing.config_hash)
-    if watch and checkpoint_path is not None:
-        watch.load_state_dict(restored_extra.get("callbacks", []))
+
+def _manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[str, Any], checkpoint_path: Path | None,
+              *, continuing: bool, init_from: Any, strict: bool, overrides: tuple[str, ...] | list[str],
+              runtime: dict[str, Any]) -> dict[str, Any]:
+    """manifest.json's content before the first step: the previous run's when resuming it, else a new one, with
+    this run's facts (steps, sizes, hashes, runtime, where the weights came from, the resumes)."""
     resumed = checkpoint_path is not None and bool(previous)
     manifest = previous if resumed else artifacts.new_manifest(
         seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
@@ -215,8 +267,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
                     **parameter_counts(parts.model), **adapter_facts(parts.model),
-                    config_hash=checkpointing.config_hash,
-                    data_sha256=checkpointing.data_sha256, runtime=runtime)
+                    config_hash=books.checkpointing.config_hash,
+                    data_sha256=books.checkpointing.data_sha256, runtime=runtime)
     for stale in ("error", "signal"):
         manifest.pop(stale, None)
     if init_from is not None:
@@ -225,73 +277,64 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         # A table's files and splits are hashed one by one; the corpus manifest beside train_path is not its data.
         manifest.update(data_manifest_hash=None, data=parts.table.info)
     if checkpoint_path is not None:
-        manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": start.step})
-    earlier_wall = float(manifest.get("wall_seconds") or 0.0)
+        manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": books.start.step})
+    return manifest
 
-    shown = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
-                     quiet=not progress, start_step=start.step if start else 0)
+
+# ------------------------------------------------------------------------------------------------- the loop
+
+
+def _loop_settings(cfg: Config, parts: Parts, summary: DataSummary) -> LoopSettings:
+    """The config's training numbers, resolved (validation cadence from epochs, warm-up from a ratio)."""
+    return LoopSettings(
+        parts.total_steps, cfg.resolve_val_every(summary.steps_per_epoch), cfg.training.log_every,
+        cfg.training.rng_seed, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
+        grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
+        schedule_metric=cfg.scheduler.metric, duration_seconds=cfg.duration_seconds)
+
+
+def _run_loop(run: _Run, summary: DataSummary) -> dict[str, Any]:
+    """engine.train on the run's parts; its outcome. A second Ctrl-C or a failed write still leaves an honest
+    manifest."""
+    cfg, parts, books = run.cfg, run.parts, run.books
+    books.progress = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
+                              quiet=run.quiet, start_step=books.start.step if books.start else 0)
+    data = LoopData(parts.batcher, parts.val_batches, validator_for(cfg, parts), parts.task)
     try:
-        outcome = train(
-            parts.model, parts.optimizer, parts.scheduler, parts.batcher, parts.val_batches,
-            parts.total_steps, cfg.resolve_val_every(summary.steps_per_epoch), cfg.training.log_every,
-            cfg.training.rng_seed, out_dir / "manifest.json",
-            manifest=manifest, log_path=log_path, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
-            grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
-            schedule_metric=cfg.scheduler.metric, checkpointing=checkpointing, early_stopping=early_stopping,
-            alerts=alerts, progress=shown, duration_seconds=cfg.duration_seconds, start=start,
-            validate=validator_for(cfg, parts), task=parts.task, callbacks=watch,
-        )
+        return train(parts.model, parts.optimizer, parts.scheduler, data, _loop_settings(cfg, parts, summary), books)
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
         # checkpoint saved (`--resume` the run folder) is where the run can go on.
-        latest = checkpointing.manager.latest()
-        saved = next((step for step, path in checkpointing.manager.step_files() if path == latest), None)
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, steps_done=saved,
+        manager = books.checkpointing.manager
+        latest = manager.latest()
+        saved = next((step for step, path in manager.step_files() if path == latest), None)
+        artifacts.complete_manifest(books.manifest_path, books.manifest, status=INTERRUPTED, steps_done=saved,
                                     checkpoint=None if latest is None else str(latest))
         raise
     except (UserError, MemoryError) as e:  # the disk filled up, the folder became read-only, ...
-        raise stopping.failed(e, out_dir, manifest, checkpointing.manager) from None
+        raise stopping.failed(e, run.out_dir, books.manifest, books.checkpointing.manager) from None
     finally:
-        shown.close()
+        books.progress.close()
 
+
+# ------------------------------------------------------------------------------------------------- after the loop
+
+
+def _finish(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
+    """After the loop: metrics.csv and the curves; then, for a run that finished, the model file, results.json
+    and the report (returned: results.json's content), or for one that stopped, the error that says how to
+    resume it. A signal or a failed write while finishing still leaves an honest manifest."""
+    books = run.books
     finished = outcome["status"] in FINISHED
     try:
         if finished:  # training is done; until the model file and results.json exist, the run is not
-            artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FINISHING)
-        rows = read_log(log_path)
-        write_metrics(rows, out_dir, cfg.output.metrics)
-        if parts.table is None:
-            artifacts.plot_loss_curve(out_dir / "loss_curve.png", log_path, baseline, type(parts.model).__name__)
-            plot_dashboard(out_dir / "dashboard.png", rows, baseline_ppl=baseline, clip_norm=cfg.clip_norm)
-        else:
-            plot_table_curve(out_dir / "loss_curve.png", log_path, type(parts.model).__name__)
+            artifacts.complete_manifest(books.manifest_path, books.manifest, status=FINISHING)
+        rows = _write_curves(run)
         if not finished:
-            artifacts.complete_manifest(out_dir / "manifest.json", manifest,
-                                        wall_seconds=round(earlier_wall + time.perf_counter() - start_time, 3))
-            _train_end(watch, outcome, parts.model, quiet=not progress)
-            raise stopping.stopped_error(outcome, rerun)
-
-        model_path, model_sha256 = _save_model(parts, final_models_dir, cfg, outcome["steps_done"])
-        if parts.table is not None:
-            results = table_results(cfg, parts, outcome, out_dir, model_path)
-        else:
-            results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
-                                                     parts.val_records, outcome, baseline, model_path)
-        wall = results["wall_seconds"] = round(earlier_wall + time.perf_counter() - start_time, 3)
-        results.update(run_id=manifest["run_id"], model_sha256=model_sha256)
-        if parts.table is None:
-            results.update(after_training(cfg, parts.model, out_dir, parts.tokenizer, parts.train_records,
-                                          parts.val_records))
-        artifacts.atomic_write_json(out_dir / "results.json", results)
-        quality = quality_score(rows) if any("loss" in row for row in rows) else None
-        write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
-                     gaps=train_val_gap(rows, SMOOTHING_WINDOW), sections=watch.report_lines() if watch else ())
-        if cfg.output.report.format == "html":
-            write_html_report(out_dir / "report.md", out_dir / "report.html")
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=outcome["status"], wall_seconds=wall,
-                                    model_path=model_path, model_sha256=model_sha256,
-                                    quality=None if quality is None else quality.as_dict())
-        _train_end(watch, outcome, parts.model, results, quiet=not progress)
+            artifacts.complete_manifest(books.manifest_path, books.manifest, wall_seconds=run.wall_seconds())
+            _train_end(books.callbacks, outcome, run.parts.model, quiet=run.quiet)
+            raise stopping.stopped_error(outcome, run.rerun)
+        return _write_results(run, outcome, rows)
     except KeyboardInterrupt as stop:
         if not finished:
             raise
@@ -299,13 +342,54 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         # trained state, and resuming from it runs no step, only this finishing part.
         name = "SIGTERM" if isinstance(stop, stopping.Terminated) else "SIGINT"
         outcome.update(status=INTERRUPTED, signal=name, stopped_at=outcome["steps_done"] - 1)
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=INTERRUPTED, signal=name,
+        artifacts.complete_manifest(books.manifest_path, books.manifest, status=INTERRUPTED, signal=name,
                                     stopped_at=outcome["stopped_at"])
-        raise stopping.stopped_error(outcome, rerun) from None
+        raise stopping.stopped_error(outcome, run.rerun) from None
     except (UserError, MemoryError) as e:
         if not finished:
             raise
-        raise stopping.failed(e, out_dir, manifest, checkpointing.manager) from None
+        raise stopping.failed(e, run.out_dir, books.manifest, books.checkpointing.manager) from None
+
+
+def _write_curves(run: _Run) -> list[dict[str, Any]]:
+    """metrics.csv, loss_curve.png and (a language model's) dashboard.png from the log; return its rows."""
+    cfg, parts, log_path = run.cfg, run.parts, run.books.log_path
+    rows = read_log(log_path)
+    write_metrics(rows, run.out_dir, cfg.output.metrics)
+    if parts.table is None:
+        artifacts.plot_loss_curve(run.out_dir / "loss_curve.png", log_path, run.baseline, type(parts.model).__name__)
+        plot_dashboard(run.out_dir / "dashboard.png", rows, baseline_ppl=run.baseline, clip_norm=cfg.clip_norm)
+    else:
+        plot_table_curve(run.out_dir / "loss_curve.png", log_path, type(parts.model).__name__)
+    return rows
+
+
+def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A finished run's model file, results.json, report.md (and report.html) and completed manifest; return
+    results.json's content."""
+    cfg, parts, out_dir, manifest = run.cfg, run.parts, run.out_dir, run.books.manifest
+    model_path, model_sha256 = _save_model(parts, run.models_dir, cfg, outcome["steps_done"])
+    if parts.table is not None:
+        results = table_results(cfg, parts, outcome, out_dir, model_path)
+    else:
+        results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
+                                                 parts.val_records, outcome, run.baseline, model_path)
+    wall = results["wall_seconds"] = run.wall_seconds()
+    results.update(run_id=manifest["run_id"], model_sha256=model_sha256)
+    if parts.table is None:
+        results.update(after_training(cfg, parts.model, out_dir, parts.tokenizer, parts.train_records,
+                                      parts.val_records))
+    artifacts.atomic_write_json(out_dir / "results.json", results)
+    quality = quality_score(rows) if any("loss" in row for row in rows) else None
+    watch = run.books.callbacks
+    write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
+                 gaps=train_val_gap(rows, SMOOTHING_WINDOW), sections=watch.report_lines() if watch else ())
+    if cfg.output.report.format == "html":
+        write_html_report(out_dir / "report.md", out_dir / "report.html")
+    artifacts.complete_manifest(run.books.manifest_path, manifest, status=outcome["status"], wall_seconds=wall,
+                                model_path=model_path, model_sha256=model_sha256,
+                                quality=None if quality is None else quality.as_dict())
+    _train_end(watch, outcome, parts.model, results, quiet=run.quiet)
     return results
 
 

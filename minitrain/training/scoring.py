@@ -13,18 +13,32 @@ from typing import Any
 from minitrain.config import Config
 from minitrain.config.datacheck import load_split
 from minitrain.config.schema import ALWAYS_MEASURED
-from minitrain.data.batch import Batch
+from minitrain.data.batch import Batch, trim_padding
 from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.evaluation.metrics import greedy_exact_match
+from minitrain.evaluation.metrics import TokenAccuracyMeter, greedy_exact_match
 from minitrain.loop import evaluate
 from minitrain.models.sampling import next_log_probs_fn
+from minitrain.nn import inference
 from minitrain.training import artifacts
-from minitrain.training.engine import measure
 
 # Evaluation builds no tape, so a large batch costs little memory and amortises the per-op overhead; the
 # PPL does not depend on it (PerplexityMeter sums in float64 over positions, whatever the batching).
 EVAL_BATCH_SIZE = 256
+
+
+def measure(model: Any, batches: Iterable, token_accuracy: bool = False) -> dict[str, float]:
+    """{"loss", "ppl"} as `evaluate` computes them and, when asked, "token_accuracy": the share of counted
+    positions whose argmax is the target (training.val_metrics), from one more pass without a tape."""
+    loss, ppl = evaluate(model, batches)
+    if not token_accuracy:
+        return {"loss": loss, "ppl": ppl}
+    meter = TokenAccuracyMeter()
+    with inference(model):
+        for batch in map(trim_padding, batches):
+            logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
+            meter.update(logits.data, batch.target, batch.loss_mask)
+    return {"loss": loss, "ppl": ppl, "token_accuracy": meter.accuracy}
 
 
 def exact_match(model: Any, tokenizer: CharTokenizer, records: Sequence[dict]) -> float:

@@ -5,6 +5,8 @@
     failed(error, ...)             an error the run cannot go on from (a full disk): the manifest records "failed"
     sigterm_raises()               SIGTERM outside the training loop raised like a Ctrl-C (`Terminated`), so the
                                    same clean-up runs (the loop handles it itself, at a step boundary)
+    catch_stop_signals()           inside the loop: SIGINT/SIGTERM remembered, so the loop stops at the next step
+                                   boundary (a second Ctrl-C raises KeyboardInterrupt at once)
 """
 
 from __future__ import annotations
@@ -47,6 +49,39 @@ def sigterm_raises() -> Iterator[None]:
                         128 + signal.SIGTERM) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class StopSignal:
+    """Remembers a SIGINT/SIGTERM so the loop can stop cleanly at the next step boundary."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.signum == signal.SIGINT and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: the user wants out now
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        """"SIGINT" or "SIGTERM" once one was received, else ""."""
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+
+@contextmanager
+def catch_stop_signals() -> Iterator[StopSignal]:
+    """While the loop runs, SIGINT and SIGTERM only set the yielded StopSignal (the previous handlers come back
+    after)."""
+    stop = StopSignal()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers can only be installed from the main thread
+        return
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def failed(error: BaseException, out_dir: Path, manifest: dict[str, Any], manager: CheckpointManager) -> UserError:
