@@ -60,7 +60,7 @@ def _validation_cadence_in_one_form(sections, raw):
 @rule()
 def _one_run_length(sections, raw):
     """Exactly one of training.total_steps (or scheduler.total_steps), training.epochs, training.duration."""
-    given = [
+    named = [
         f"{section}.{key}"
         for section, key in (
             ("training", "total_steps"), ("scheduler", "total_steps"), ("training", "epochs"),
@@ -68,7 +68,7 @@ def _one_run_length(sections, raw):
         )
         if given(raw, section, key)
     ]
-    kinds = {g.split(".")[1] for g in given}
+    kinds = {g.split(".")[1] for g in named}
     if not kinds:
         yield Problem(
             ("training",),
@@ -76,8 +76,8 @@ def _one_run_length(sections, raw):
             "training.epochs, training.duration",
         )
     elif len(kinds) > 1:
-        section, key = given[-1].split(".")
-        others = ", ".join(g for g in given if g.split(".")[1] != key)
+        section, key = named[-1].split(".")
+        others = ", ".join(g for g in named if g.split(".")[1] != key)
         yield Problem((section, key), f"give only one of total_steps / epochs / duration (also given: {others})")
 
 
