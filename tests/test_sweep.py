@@ -172,10 +172,11 @@ def test_a_tracked_sweep_is_one_mlflow_experiment_with_a_run_per_trial(tmp_path)
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """A real local Ray instance with 2 CPUs for this module's Ray tests, shut down after them."""
+    """A real local Ray instance with 2 CPUs for this module's Ray tests, shut down after them: a new one
+    (address local) in every test process, never a cluster that RAY_ADDRESS or `ray start` left on the machine."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
 
