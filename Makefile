@@ -29,9 +29,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 train: $(VENV)/.installed
 	$(BIN)/python scripts/train_mini.py --config experiments/18-train-mini/config.yaml --out-dir $(RUN_DIR) --models-dir $(RUN_DIR)/models --seed 42 $(TRAIN_ARGS)
 
+# The suite runs on every core (pytest-xdist): TEST_WORKERS=0 runs it in one process, as plain `pytest` does.
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # The damage suite (tests/test_damage.py) at length: random seeds, FUZZ_EXAMPLES damaged run folders (make test
 # runs 30 from a fixed seed). It prints how many cases it tried; any traceback, hang or stray write fails it.

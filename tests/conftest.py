@@ -1,9 +1,15 @@
 """Fixtures shared by the Hub tests (test_hub_*.py): the stand-in Hub and a finished run (see fakehub.py); and the
-damage suite's count of cases, printed at the end of the session."""
+damage suite's count of cases, printed at the end of the session.
+
+`make test` runs the suite in several processes (pytest-xdist, -n auto): every test writes only under its own
+tmp_path and serves on port 0, so none sees another's files or ports. The damage counts are a module's state in
+the worker that ran those tests; each worker hands its counts to the controller, which adds them up.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +30,29 @@ def run(tmp_path) -> Path:
     return make_run(tmp_path / "work")
 
 
+WORKER_DAMAGE: Counter = Counter()  # the controller's sum of the workers' damage counts (xdist)
+
+
+def pytest_sessionfinish(session) -> None:
+    damage = sys.modules.get("test_damage")
+    workeroutput = getattr(session.config, "workeroutput", None)  # set in an xdist worker only
+    if workeroutput is not None and damage is not None:
+        workeroutput["damage_stats"] = dict(damage.STATS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # xdist, in the controller: a worker has finished
+    stats = getattr(node, "workeroutput", {}).get("damage_stats", {})
+    for key, value in stats.items():
+        WORKER_DAMAGE[key] = max(WORKER_DAMAGE[key], value) if key == "slowest" else WORKER_DAMAGE[key] + value
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     damage = sys.modules.get("test_damage")
-    if damage is not None and damage.STATS["cases"]:
+    if damage is None and WORKER_DAMAGE["cases"]:
+        from test_damage import STATS, summary  # the controller never collected it: its counts came from workers
+
+        STATS.update(WORKER_DAMAGE)
+        terminalreporter.write_line(summary())
+    elif damage is not None and damage.STATS["cases"]:
         terminalreporter.write_line(damage.summary())

@@ -84,7 +84,7 @@ def script(root: Path, run_dir: Path, *extra: str) -> subprocess.Popen:
 def wait_for_new_checkpoint(process: subprocess.Popen, folder: Path, old: str | None) -> None:
     """Wait until `process` has saved a checkpoint of its own (`latest` moved on from `old`)."""
     pointer = folder / "latest"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600  # a hang guard: a busy machine only makes the wait longer
     while time.monotonic() < deadline and process.poll() is None:
         if pointer.is_file() and pointer.read_text() not in ("", old):
             return

@@ -8,8 +8,15 @@ The trainable is a function: it runs `trials.run_job` (so a trial is the same ru
 backend, bit for bit) with one more callback, `TuneReporter`, which reports every validation to Tune. With
 `--scheduler asha`, Tune's ASHAScheduler compares the trials at those reports and stops the poor ones: Tune
 ends a function trainable by raising SystemExit inside `tune.report`; the reporter turns that into a clean stop
-of the loop after the step (status early_stopped, a checkpoint that remembers the stop). If Tune's actor is gone
-before the run has written its final files, the driver finishes the trial afterwards from that checkpoint.
+of the loop after the step (status early_stopped, a checkpoint that remembers the stop).
+
+Tune does not wait for that: its FunctionTrainable.stop() releases the training thread and returns at once, and
+Tune then ends the actor, so the thread is cut off anywhere between its report and its last file (on a busy
+machine, before it even woke up). So the scheduler records the step of every stop it decides (in this process,
+where the Tune controller runs), and after the experiment the driver finishes each such trial itself, once no
+process holds its folder: resumed from the folder's last checkpoint and stopped after that same step, it ends in
+the files the actor would have written. (With a `ray://` client address the controller runs on the cluster; the
+driver then finishes only the trials whose folders recorded the stop: runner._trained_not_finished.)
 
 On a cluster, every node needs minitrain installed and the repository (data, base config) and the sweep folder
 at the same path: a shared file system, as Ray Tune itself needs for a multi-node storage_path (docs/sweeps.md).
@@ -19,16 +26,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from minitrain.callbacks import Callback, Context
 from minitrain.common.extras import require
+from minitrain.runs.run_lock import writer_of
 from minitrain.sweep.space import SchedulerSpec
-from minitrain.sweep.trials import TrialJob, run_job
+from minitrain.sweep.trials import TrialJob, run_job, trial_state
 
 ASHA_STOP = "stopped by the sweep's ASHA scheduler (Ray Tune)"
+# How long the driver waits for a stopped trial's actor to let go of the folder; after that the run lock's own
+# error names the process still holding it. Tune's own limit for an actor to stop (TUNE_FORCE_TRIAL_CLEANUP_S).
+RELEASE_WAIT_SECONDS = 600.0
 
 
 class TuneReporter(Callback):
@@ -42,6 +54,46 @@ class TuneReporter(Callback):
             tune.report({"step": ctx.step, **values})
         except SystemExit:  # Tune's way of ending a function trainable (its scheduler said stop)
             ctx.request_stop(ASHA_STOP)
+
+
+class StopAfter(Callback):
+    """Ends the run after step `step` (0-based), as `ctx.request_stop(reason)` does: how the driver finishes a
+    trial that Tune's scheduler stopped at its report of that step."""
+
+    def __init__(self, step: int, reason: str) -> None:
+        self.step, self.reason = step, reason
+
+    def on_step_end(self, ctx: Context) -> None:
+        if ctx.step >= self.step:
+            ctx.request_stop(self.reason)
+
+
+def finish_stopped(job: TrialJob, step: int) -> str | None:
+    """Finish a trial the scheduler stopped at step `step` (run_job's result): wait until no process writes its
+    folder (its actor may still be ending, or finishing the run itself), then, unless the folder is done, resume
+    it from its last checkpoint up to that step. Training is deterministic: these are the files the actor would
+    have written."""
+    deadline = time.monotonic() + RELEASE_WAIT_SECONDS
+    while writer_of(job.run_dir) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if trial_state(job.run_dir) == "done":
+        return None
+    return run_job(job, callbacks=[StopAfter(step, ASHA_STOP)])
+
+
+def _recording_asha(stops: dict[str, int], **options: Any) -> Any:
+    """Ray Tune's ASHAScheduler, recording in `stops` (by trial id) the step of the report at which it stopped
+    each trial."""
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    class RecordingASHA(ASHAScheduler):
+        def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+            action = super().on_trial_result(tune_controller, trial, result)
+            if action == TrialScheduler.STOP:
+                stops[trial.config["job"]["trial_id"]] = int(result["step"])
+            return action
+
+    return RecordingASHA(**options)
 
 
 def _trainable(config: dict[str, Any]) -> None:
@@ -60,16 +112,16 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
     ray = require("ray", "ray", "--backend ray")
     require("ray.tune", "ray", "--backend ray")
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
 
     started = not ray.is_initialized()
     if started:
         local = {"num_cpus": workers, "include_dashboard": False} if address is None else {}
         ray.init(address=address, log_to_driver=False, configure_logging=False, **local)
     try:
-        asha = None if scheduler is None else ASHAScheduler(
-            time_attr="step", max_t=total_steps, grace_period=scheduler.grace_period or max(total_steps // 4, 1),
-            reduction_factor=scheduler.reduction_factor)
+        stops: dict[str, int] = {}  # trial id -> the step of the report the scheduler stopped it at
+        asha = None if scheduler is None else _recording_asha(
+            stops, time_attr="step", max_t=total_steps, reduction_factor=scheduler.reduction_factor,
+            grace_period=scheduler.grace_period or max(total_steps // 4, 1))
         tuner = tune.Tuner(
             tune.with_resources(_trainable, {"cpu": 1}),
             param_space={"job": tune.grid_search([dataclasses.asdict(job) for job in jobs])},
@@ -83,7 +135,10 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
         by_id = {job.trial_id: job for job in jobs}
         for result in tuner.fit():
             job = by_id[result.config["job"]["trial_id"]]
-            on_done(job, None if result.error is None else f"Ray Tune: {result.error}")
+            if job.trial_id in stops:  # whatever became of its actor, the trial ends where the scheduler said
+                on_done(job, finish_stopped(job, stops[job.trial_id]))
+            else:
+                on_done(job, None if result.error is None else f"Ray Tune: {result.error}")
     finally:
         if started:
             ray.shutdown()

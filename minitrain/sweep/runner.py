@@ -147,7 +147,7 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
             steps = configs[0].resolve_steps(check_data(configs[0]).steps_per_epoch) or 1
             run_ray(pending, workers=spec.workers, address=spec.address, metric=spec.metric, mode=spec.mode,
                     scheduler=spec.scheduler, total_steps=steps, storage=sweep_dir / "ray", on_done=on_done)
-            for job in pending:  # a trial Tune stopped before its final files: finish it from its checkpoint
+            for job in pending:  # a trial whose actor died after its last step, before its final files
                 if trial_state(job.run_dir) == "resumable" and _trained_not_finished(job.run_dir):
                     on_done(job, run_job(job))
         else:
