@@ -1,6 +1,6 @@
 # Two commands set everything up on a machine with only python3 and make:
 #   make train   create .venv, install minitrain, run lab 01 end to end
-#   make test    create .venv, install minitrain with dev extras, run ruff + the whole test suite
+#   make test    create .venv, install minitrain with dev extras, run ruff, the line budget and the whole test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -33,6 +33,7 @@ train: $(VENV)/.installed
 TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
+	$(BIN)/python scripts/line_budget.py
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # The damage suite (tests/test_damage.py) at length: random seeds, FUZZ_EXAMPLES damaged run folders (make test

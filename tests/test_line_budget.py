@@ -36,3 +36,8 @@ def test_it_fails_above_the_budget_with_one_error_line(tmp_path, capsys):
 
 def test_the_library_is_within_its_budget():
     assert line_budget.main() == 0
+
+
+def test_readme_quotes_the_budget():
+    budget = line_budget.tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["minitrain"]["line-budget"]
+    assert f"against a budget of {budget:,}" in (ROOT / "README.md").read_text(encoding="utf-8")
