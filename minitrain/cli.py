@@ -20,16 +20,14 @@ command is one line: write a module with a `register(subparsers)` function that 
 A UserError anywhere (a bad config, a missing file) prints `error: <message>` on stderr and exits with the
 error's exit code (2 for an invalid config); no traceback. So do Ctrl-C outside training (exit 130) and running
 out of memory (exit 1). The teaching core (autograd, nn, models, optim) knows nothing of exit codes: it refuses a
-bad argument with a plain ValueError or TypeError, which a config check usually catches first; one the core
-raised itself reaches the user as its `error:` line, exit code 2. Any other ValueError is a bug and keeps its
-traceback.
+bad argument with an `ArgumentError` (a ValueError), which a config check usually catches first; one that gets
+here is its `error:` line, exit code 2. Any other ValueError is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import linecache
 import os
 import shutil
 import sys
@@ -37,10 +35,9 @@ from collections.abc import Sequence
 
 from minitrain import __version__
 from minitrain.commands import COMMANDS
-from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
 
 COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
-CORE_PACKAGES = ("minitrain.autograd", "minitrain.nn", "minitrain.models", "minitrain.optim")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,19 +71,6 @@ def _invocation(argv: Sequence[str] | None) -> list[str]:
     return [program, *sys.argv[1:]]
 
 
-def raised_by_core(exc: BaseException) -> bool:
-    """True when the teaching core refused an argument: the innermost frame of `exc`'s traceback is a `raise`
-    statement in a module of CORE_PACKAGES (not, say, NumPy failing inside a core function, which is a bug)."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    module = tb.tb_frame.f_globals.get("__name__", "")
-    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).lstrip()
-    return any(module == p or module.startswith(p + ".") for p in CORE_PACKAGES) and line.startswith("raise ")
-
-
 def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code.
 
@@ -100,9 +84,7 @@ def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = N
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except (ValueError, TypeError) as exc:
-        if not raised_by_core(exc):
-            raise
+    except ArgumentError as exc:  # the teaching core refused a setting (it raises no UserError: no exit codes there)
         print(f"error: {exc}", file=sys.stderr)
         return BAD_INPUT
     except KeyboardInterrupt:

@@ -21,8 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-complete", action="store_true", help="draw the prompt only, without the answer")
     parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
     args = parser.parse_args(argv)
-    from minitrain.cli import raised_by_core
-    from minitrain.common.errors import BAD_INPUT, UserError
+    from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.sources import load_model
     from minitrain.models.attention_map import attention_figure
@@ -36,9 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except (ValueError, TypeError) as exc:  # the prompt does not fit the model, as `minitrain` reports it
-        if not raised_by_core(exc):
-            raise
+    except ArgumentError as exc:  # the prompt does not fit the model, as `minitrain` reports it
         print(f"error: {exc}", file=sys.stderr)
         return BAD_INPUT
     print(f"{args.prompt}{answer} -> {path}")

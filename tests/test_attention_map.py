@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from minitrain.common.errors import ArgumentError
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.models.attention_map import attention_line
 from minitrain.models.minigpt import MiniGPT
@@ -41,7 +42,7 @@ def test_the_line_drawn_is_bos_prompt_answer_eos():
 
 
 def test_a_model_without_attention_or_a_prompt_too_long_is_one_clear_error(capsys):
-    with pytest.raises(TypeError, match="a MLPLanguageModel has no attention layers; only MiniGPT does"):
+    with pytest.raises(ArgumentError, match="a MLPLanguageModel has no attention layers; only MiniGPT does"):
         attention_line(MLPLanguageModel(vocab_size=64, max_seq_len=32), TOKENIZER, "comer|P1|")
     model = MiniGPT(n_layer=1, n_head=2, d_model=8, d_ff=16, vocab_size=64, max_seq_len=8, rng=0)
     with pytest.raises(ValueError, match="the prompt is 10 positions with BOS, the model reads 8"):

@@ -255,15 +255,15 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, mon
                    "make the model (model.*) or the batch (training.batch_size) smaller\n")
 
 
-def test_a_core_value_error_is_one_error_line_and_any_other_value_error_stays_a_traceback(tmp_path, capsys,
-                                                                                        monkeypatch):
+def test_a_core_refusal_is_one_error_line_and_any_other_value_error_stays_a_traceback(tmp_path, capsys,
+                                                                                       monkeypatch):
     import minitrain.training.plan
     from minitrain import Tensor, nn
     from minitrain.models.attention_map import attention_line
     from minitrain.models.minigpt import MiniGPT
 
     config = config_for(make_corpus(tmp_path / "d"))
-    refusals = {  # what the core refuses, as a config check would have: a ValueError and a TypeError it raises
+    refusals = {  # what the core refuses (an ArgumentError, a ValueError), as a config check would have
         "model: d_model (8) must be divisible by n_head (3)":
             lambda: MiniGPT(n_layer=1, n_head=3, d_model=8, d_ff=8, vocab_size=8, max_seq_len=4),
         "attention: a Linear has no attention layers; only MiniGPT does":
@@ -273,8 +273,9 @@ def test_a_core_value_error_is_one_error_line_and_any_other_value_error_stays_a_
         monkeypatch.setattr(minitrain.training.plan, "plan_run", lambda cfg, summary=None, refuse=refuse: refuse())
         code, out, err = run(["train", config, "--dry-run"], capsys)
         assert (code, out, err) == (2, "", f"error: {message}\n")
-    bugs = {  # a ValueError the core did not raise itself: NumPy inside a core function, or code outside the core
+    bugs = {  # a ValueError that is no refusal: NumPy inside a core function, a core guard, code outside the core
         "cannot reshape array": lambda: Tensor(np.ones(3)).reshape(4),
+        "unknown activation": lambda: nn.Linear(2, 2, activation="relu6"),
         "invalid literal": lambda: int("three"),
     }
     for message, bug in bugs.items():

@@ -115,3 +115,17 @@ def test_every_family_resumes_bit_exactly_with_every_optimizer(tmp_path, monkeyp
     whole = train(config, tmp_path / "whole")
     assert whole["status"] == "completed" and whole["steps"] == STEPS
     halted_then_resumed(config, tmp_path / "parts", tmp_path / "whole", whole)
+
+
+def test_the_schema_takes_each_family_keys_in_the_order_resolved_configs_have_always_had():
+    from minitrain.config.schema import DataConfig, ModelConfig
+    from minitrain.data.formats import TABLE_FORMATS
+
+    assert list(ModelConfig.model_fields)[:17] == [
+        "type", "n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "dropout", "init_from", "dtype",
+        "attn_scale", "context", "d_embed", "hidden", "activation", "freeze", "layers"]  # config.resolved.yaml's bytes
+    for name, family in FAMILIES.items():
+        assert set(family.keys.model_fields) <= set(model_keys(name)), f"{name}: a key its model does not take"
+        assert family.file_prefix and family.reads in ("text", "table")
+    assert ModelConfig.model_fields["type"].annotation.__args__ == tuple(FAMILIES)
+    assert set(DataConfig.model_fields["format"].annotation.__args__) == {*TABLE_FORMATS, "auto"}

@@ -33,6 +33,9 @@ def test_mlflow_gets_params_metrics_per_step_status_and_files(tmp_path):
     assert run.info.status == "FINISHED" and run.info.run_name == "run"
     assert run.data.params["optimizer.lr_max"] == "0.003" and run.data.params["training.rng_seed"] == "42"
     assert run.data.tags["lab"] == "01" and run.data.tags["project"] == "verbs"
+    # Tag keys are data other tools query (not module paths): their names stay.
+    assert run.data.tags["minitrain.run_dir"] == str(run_dir.resolve())
+    assert len(run.data.tags["minitrain.config_hash"]) == 64
     val = [r for r in log_rows(run_dir) if "val_ppl" in r]
     history = client.get_metric_history(run.info.run_id, "val_ppl")
     assert [(m.step, m.value) for m in history] == [(r["step"], r["val_ppl"]) for r in val]

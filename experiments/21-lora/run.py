@@ -38,7 +38,7 @@ from minitrain.hub.merge import merged_model
 from minitrain.hub.run_folder import read_run
 from minitrain.hub.sources import load_model
 from minitrain.nn.quantized import Linear4Bit
-from minitrain.quant.affine import Scheme
+from minitrain.quant.scheme import Scheme
 from minitrain.training.quantize import quantize_run
 from minitrain.training.run import build_parts
 from minitrain.training.scoring import score_records

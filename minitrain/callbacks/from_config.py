@@ -73,7 +73,7 @@ def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, mod
     cleanup.callback(watch.close)
     if tracker is not None:
         tags = {**{k: str(v) for k, v in (settings.tracking.tags or {}).items()},
-                "minitrain.runs.run_dir": str(run_dir.resolve()), "minitrain.config_hash": config_hash}
+                "minitrain.run_dir": str(run_dir.resolve()), "minitrain.config_hash": config_hash}
         tracker.start(flatten(resolved_dict(cfg)), tags)
     for watcher in watchers:
         if isinstance(watcher, SystemMonitor):

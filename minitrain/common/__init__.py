@@ -1,3 +1,4 @@
-"""The ground floor every other wing may use: the error type and exit codes, atomic file writes and bounded
-reads, the safe YAML reader, problems and their messages, library versions, optional extras, BLAS threads, and
-reading a constructor's keys (the registries' helper). Nothing here imports another wing."""
+"""The ground floor every other wing may use: the error types and exit codes (errors.py), atomic file writes and
+bounded reads (io.py), figures written as PNGs (figures.py), the checkout's own folder (paths.py), strict pydantic
+bases (strict.py), library versions, optional extras, BLAS threads (runtime.py), and reading a constructor's keys
+(registry.py, the registries' helper). Nothing here imports another wing."""

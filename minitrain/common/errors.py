@@ -1,8 +1,10 @@
-"""The one exception type for mistakes a user can fix.
+"""The exception types for mistakes a user can fix.
 
 Library code raises `UserError` for bad input (a malformed config, a missing file, a corrupted checkpoint, a NaN
 loss). Command-line entry points catch it, print its one-line message and exit with `exit_code`, never a
-traceback. Programming errors stay ordinary exceptions, so their tracebacks still reach the developer.
+traceback. The teaching core (autograd, nn, models, optim) knows nothing of exit codes: it refuses an argument
+with `ArgumentError`, a plain ValueError to anyone calling it from Python, which the CLI prints the same way
+(exit 2). Programming errors stay ordinary exceptions, so their tracebacks still reach the developer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class ArgumentError(ValueError):
+    """An argument a model, a layer, an optimizer or a schedule refuses (`MiniGPT(d_model=30, n_head=4)`); the
+    message names the setting. The CLI prints it as one `error:` line with exit code BAD_INPUT."""
 
 
 class DataError(UserError):

@@ -48,6 +48,7 @@ def _check_repo_id(text: str) -> str:
         raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
     return text
 
+
 # A run's name becomes a folder name (runs/<name>): one path component, nothing that climbs out or hides.
 _NAME = re.compile(r"^\w[\w.+-]{0,99}$")
 

@@ -25,7 +25,7 @@ import inspect
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, create_model, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validator
 
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import PositiveInt, Section
@@ -41,7 +41,6 @@ from minitrain.config.table_sections import (
     PreprocessingStep,
     SplitConfig,
 )
-from minitrain.data.formats import TABLE_FORMATS
 from minitrain.models.registry import DEFAULT_TYPE, FAMILIES, model_keys
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.optim.schedule import SCHEDULES, schedule_keys
@@ -65,9 +64,10 @@ class _ModelSection(Section):
         return self
 
     def architecture(self) -> dict[str, Any]:
-        """The constructor keys of the chosen family (what `minitrain.models.registry.build_model` takes)."""
-        keys = self.model_dump(include=set(model_keys(self.type)))
-        return {"type": self.type, **{k: v for k, v in keys.items() if v is not None}}
+        """The constructor keys of the chosen family (what `minitrain.models.registry.build_model` takes); a
+        nested section (a sequential model's layers) as the plain data it was written as."""
+        keys = {k: getattr(self, k) for k in model_keys(self.type) if getattr(self, k) is not None}
+        return {"type": self.type, **{k: _plain(v) for k, v in keys.items()}}
 
     @property
     def width(self) -> int:
@@ -87,17 +87,28 @@ _HOME_FIELDS: dict[str, Any] = {  # the keys every family has (vocab_size ... dr
 }
 
 
-def _family_fields(name: str) -> dict[str, Any]:
-    return {key: (field.annotation, field) for key, field in FAMILIES[name].keys.model_fields.items()}
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value.model_dump() if isinstance(value, BaseModel) else value
 
 
-# Key order (config.resolved.yaml's): the default family's keys, the keys every family has, then the other
-# families' keys in the registry's order. A key two families share is declared by the first.
-ModelConfig = create_model(
-    "ModelConfig", __base__=_ModelSection, __module__=__name__, __doc__=_ModelSection.__doc__,
-    **{**_family_fields(DEFAULT_TYPE), **_HOME_FIELDS,
-       **{k: v for name in FAMILIES for k, v in _family_fields(name).items() if k not in _HOME_FIELDS}},
-)
+def _model_fields() -> dict[str, Any]:
+    """Every family's own keys and the keys every family has, in config.resolved.yaml's order: the order the
+    keys have always had, then those of families registered later. A key two families share is declared once,
+    by the first family that has it."""
+    fields = dict(_HOME_FIELDS)
+    for family in FAMILIES.values():
+        for key, field in family.keys.model_fields.items():
+            fields.setdefault(key, (field.annotation, field))
+    known = [key for key in _RESOLVED_ORDER if key in fields]
+    return {key: fields[key] for key in [*known, *(key for key in fields if key not in _RESOLVED_ORDER)]}
+
+
+_RESOLVED_ORDER = ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "dropout", "init_from", "dtype",
+                   "attn_scale", "context", "d_embed", "hidden", "activation", "freeze", "layers")
+ModelConfig = create_model("ModelConfig", __base__=_ModelSection, __module__=__name__, __doc__=_ModelSection.__doc__,
+                           **_model_fields())
 
 _MODEL_ANY_FAMILY = {"type", "init_from", "dtype", "freeze"}  # the others are keys when the model takes them
 MODEL_KEYS: dict[str, set[str]] = {name: _MODEL_ANY_FAMILY | set(model_keys(name)) for name in FAMILIES}
@@ -116,7 +127,7 @@ class DataConfig(Section):
     says), and a table's split files are read by their extension too.
     """
 
-    format: Literal[(*TABLE_FORMATS, "auto")] = "jsonl"  # minitrain/data/formats.py reads each
+    format: Literal["jsonl", "text", "json", "csv", "parquet", "arrow", "auto"] = "jsonl"  # data/formats.py reads them
     source: str | None = Field(None, min_length=1, description="a file, a folder or hf://datasets/user/name[/path]")
     target: str = Field("label", min_length=1, description="tables: the column to predict")
     split: SplitConfig | None = Field(None, description="ratios to split data.source into train, val and test")

@@ -1,6 +1,6 @@
 """A table task's data, read for a config: the splits as arrays and the model's layers with the data's widths.
 
-`load_table(cfg)` is what training builds from (run.py) and what `validate` checks (datacheck.py): it reads,
+`load_table(cfg)` is what training builds from (training/run.py) and what `validate` checks (datacheck.py): it reads,
 splits and preprocesses the data (minitrain/data/tables.py), fills the model's first width in from the number of
 features and checks the output width against the classes (or the regression targets), naming the layer. A
 problem is a `DataError` carrying the config key it is about, so `validate` reports it under that key.

@@ -220,7 +220,7 @@ def _evaluate_ppl(lab):
 
 @CHECKS.check("evaluate runs in eval mode (no dropout) and puts the model back in its mode",
               hint="model.eval() before the pass and model.train() after it, even on an error (try/finally), or "
-                   "`with minitrain.models.minigpt.inference(model):`, which also turns the tape off")
+                   "`with minitrain.nn.inference(model):`, which also turns the tape off")
 def _evaluate_mode(lab):
     split = _split("val", 144)
     model = fixtures.opinionated_model(1, dropout=0.5)

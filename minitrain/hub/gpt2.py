@@ -41,7 +41,7 @@ def expected_shapes(model_config: Mapping[str, Any]) -> dict[str, tuple[int, ...
 def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], where: str) -> None:
     """Raise one UserError listing every missing, unexpected or mis-shaped tensor; `where` names the source.
 
-    The tensor count is compared first (`architectures.tensor_count`, which does not list the names), so a config
+    The tensor count is compared first (`models.registry.tensor_count`, which does not list the names), so a config
     that claims a million layers is refused at once instead of having a million layers' names listed.
     """
     config = ", ".join(f"{k}={v}" for k, v in model_config.items())

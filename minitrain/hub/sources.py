@@ -31,7 +31,7 @@ import safetensors.numpy
 from huggingface_hub import constants, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-from minitrain.common.errors import UserError
+from minitrain.common.errors import ArgumentError, UserError
 from minitrain.common.io import path_exists, read_bytes, read_json_object, regular_file_problem
 from minitrain.config.fields import REPO_ID
 from minitrain.config.problems import Problem
@@ -201,7 +201,7 @@ def init_from_problems(cfg: Config) -> list[Problem]:
     try:
         model_config = {k: v for k, v in cfg.model.architecture().items() if k != "type" or v != DEFAULT_TYPE}
         _check_fits(load_pretrained(spec), spec, model_config, cfg.data.vocab_path)
-    except UserError as exc:
+    except (UserError, ArgumentError) as exc:
         return [Problem(("model", "init_from"), str(exc).removeprefix(f"{KEY} "))]
     return []
 

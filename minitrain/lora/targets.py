@@ -61,7 +61,7 @@ def resolve_targets(
 ) -> tuple[list[str], dict[int | None, str]]:
     """(the adapted layer paths in model order, {entry index, or None for the pattern: the problem}).
 
-    `paths` are the model's linear layers (`linear_paths`, or `architectures.linear_module_paths` for a config)."""
+    `paths` are the model's linear layers (`linear_paths`, or `models.registry.linear_module_paths` for a config)."""
     paths = list(paths)
     translated, problems = translate_spec_names(target_modules)
     chosen: set[str] = set()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minitrain.common.errors import ArgumentError
 from minitrain.common.figures import pyplot, save_figure
 from minitrain.data.tokenizer import SPECIALS, CharTokenizer
 from minitrain.models.sampling import generate
@@ -25,11 +26,11 @@ SPECIAL_LABELS = {"<bos>": "⟨s⟩", "<eos>": "⟨/s⟩", "<pad>": "·"}
 def attention_line(model, tokenizer: CharTokenizer, prompt: str, complete: bool = True) -> tuple[list[int], str]:
     """The ids whose attention is drawn (BOS, prompt, the greedy answer and its EOS) and the answer text."""
     if not hasattr(model, "attention_probs"):
-        raise TypeError(f"attention: a {type(model).__name__} has no attention layers; only MiniGPT does")
+        raise ArgumentError(f"attention: a {type(model).__name__} has no attention layers; only MiniGPT does")
     context = model.config["max_seq_len"]
     ids = [tokenizer.bos_id, *tokenizer.encode(prompt)]
     if len(ids) > context:
-        raise ValueError(f"attention: the prompt is {len(ids)} positions with BOS, the model reads {context}")
+        raise ArgumentError(f"attention: the prompt is {len(ids)} positions with BOS, the model reads {context}")
     answer = generate(model, tokenizer, prompt, context - len(ids)) if complete else ""
     ids += tokenizer.encode(answer)
     if complete and len(ids) < context:

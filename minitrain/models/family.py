@@ -31,6 +31,8 @@ Shapes = list[tuple[str, tuple[int | None, ...]]]
 
 @dataclass(frozen=True)
 class ModelFamily:
+    """A model family's record (the module docstring shows each field)."""
+
     name: str
     model: type
     keys: type[BaseModel]

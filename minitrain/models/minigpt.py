@@ -24,12 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
+from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.models.family import ModelFamily, Shapes
 from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
-
-CONFIG_KEYS = ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "dropout")
 
 
 def parameter_shapes(
@@ -71,9 +70,9 @@ class MiniGPT(Module):
         `dtype` float64 is for gradient checks. `attn_scale` replaces attention's 1/√D (theory/03's exercise)."""
         super().__init__()
         if d_model % n_head:
-            raise ValueError(f"model: d_model ({d_model}) must be divisible by n_head ({n_head})")
+            raise ArgumentError(f"model: d_model ({d_model}) must be divisible by n_head ({n_head})")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"model: dropout must be in [0, 1), got {dropout}")
+            raise ArgumentError(f"model: dropout must be in [0, 1), got {dropout}")
         self.config = dict(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ff=d_ff, vocab_size=vocab_size,
                            max_seq_len=max_seq_len, dropout=float(dropout))  # fmt: skip
         if attn_scale is not None:  # only when set: the model files of the default scale keep their bytes

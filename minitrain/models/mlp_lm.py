@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
+from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.models.family import ModelFamily, Shapes
 from minitrain.nn import GELU, Dropout, Embedding, Linear, Module, ReLU, Sequential, Tanh
@@ -63,9 +64,9 @@ class MLPLanguageModel(Module):
         `rng` is the training RNG (or a seed): initial weights and dropout masks."""
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(f"model: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+            raise ArgumentError(f"model: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"model: dropout must be in [0, 1), got {dropout}")
+            raise ArgumentError(f"model: dropout must be in [0, 1), got {dropout}")
         self.config = dict(type="mlp_lm", vocab_size=vocab_size, max_seq_len=max_seq_len, context=context,
                            d_embed=d_embed, hidden=list(hidden), activation=activation,
                            dropout=float(dropout))  # fmt: skip

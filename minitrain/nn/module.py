@@ -29,7 +29,7 @@ import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.autograd.tensor import Tensor, no_grad
-from minitrain.common.errors import UserError
+from minitrain.common.errors import ArgumentError, UserError
 
 
 def name_matches(name: str, pattern: str) -> bool:
@@ -186,7 +186,7 @@ class Module:
         unmatched = [pattern for pattern in patterns if not any(name_matches(n, pattern) for n, _ in named)]
         if unmatched:
             example = named[0][0] if named else "(this module has no parameters)"
-            raise ValueError(f"freeze: {', '.join(map(repr, unmatched))} matches no parameter (names look like "
+            raise ArgumentError(f"freeze: {', '.join(map(repr, unmatched))} matches no parameter (names look like "
                              f"{example!r})")
         frozen = [name for name, _ in named if any(name_matches(name, pattern) for pattern in patterns)]
         for name, p in named:

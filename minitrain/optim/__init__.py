@@ -1,7 +1,8 @@
 """Optimizers with the semantics of `torch.optim`, on flat state buffers: one concept per module.
 
 adamw.AdamW   adam.Adam   sgd.SGD   rmsprop.RMSprop   adagrad.Adagrad   lamb.Lamb
-base.Optimizer (shared machinery), groups (per-parameter settings), factory.build_optimizer
+base.Optimizer (shared machinery), groups (per-parameter settings), factory (the registry, build_optimizer),
+schedule (learning-rate schedules and their registry), clip (gradient clipping by norm and by value)
 """
 
 from minitrain.optim.adagrad import Adagrad

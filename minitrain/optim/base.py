@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.common.errors import UserError
+from minitrain.common.errors import ArgumentError, UserError
 from minitrain.optim.groups import Setting, resolve_settings
 
 
@@ -234,4 +234,4 @@ def check_range(
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if not is_number or value < low or value > high or (open_low and value == low) or (open_high and value == high):
         interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
-        raise ValueError(f"optimizer.{key}: must be in {interval}, got {value!r}")
+        raise ArgumentError(f"optimizer.{key}: must be in {interval}, got {value!r}")

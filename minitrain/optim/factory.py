@@ -37,6 +37,6 @@ def optimizer_keys(type: str) -> list[str]:
 
 
 def build_optimizer(type: str, named_params: Iterable[tuple[str, Parameter]], **keys: object) -> Optimizer:
-    """Construct optimizer `type` ("adamw", "adam", "sgd", "rmsprop", "adagrad", "lamb") with `keys`."""
+    """Construct optimizer `type` (a name of `OPTIMIZERS`: "adamw", "sgd", ...) with `keys`."""
     check_choice("optimizer", "optimizer", OPTIMIZERS, type, keys, skip=("named_params",))
     return OPTIMIZERS[type](named_params, **keys)

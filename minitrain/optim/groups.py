@@ -20,6 +20,7 @@ from fnmatch import fnmatchcase
 from typing import NamedTuple
 
 from minitrain.autograd.parameters import gets_weight_decay
+from minitrain.common.errors import ArgumentError
 
 RULE_KEYS = ("pattern", "lr_scale", "weight_decay")
 
@@ -55,20 +56,20 @@ def resolve_settings(
         settings[name] = setting
     for i, rule in enumerate(rules):
         if not used[i]:
-            raise ValueError(f"optimizer.groups[{i}].pattern: '{rule['pattern']}' matches no parameter")
+            raise ArgumentError(f"optimizer.groups[{i}].pattern: '{rule['pattern']}' matches no parameter")
     return settings
 
 
 def _check_rule(i: int, rule: Mapping[str, object]) -> None:
     where = f"optimizer.groups[{i}]"
     if not isinstance(rule, Mapping):
-        raise TypeError(f"{where}: expected a mapping with keys {', '.join(RULE_KEYS)}")
+        raise ArgumentError(f"{where}: expected a mapping with keys {', '.join(RULE_KEYS)}")
     for key in rule:
         if key not in RULE_KEYS:
-            raise ValueError(f"{where}.{key}: unknown key (valid: {', '.join(RULE_KEYS)})")
+            raise ArgumentError(f"{where}.{key}: unknown key (valid: {', '.join(RULE_KEYS)})")
     if not isinstance(rule.get("pattern"), str):
-        raise ValueError(f"{where}.pattern: required, a name pattern such as 'transformer.h.*.attn.*'")
+        raise ArgumentError(f"{where}.pattern: required, a name pattern such as 'transformer.h.*.attn.*'")
     for key in ("lr_scale", "weight_decay"):
         value = rule.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ValueError(f"{where}.{key}: must be a number >= 0, got {value!r}")
+            raise ArgumentError(f"{where}.{key}: must be a number >= 0, got {value!r}")

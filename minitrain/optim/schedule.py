@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
-from minitrain.common.errors import UserError
+from minitrain.common.errors import ArgumentError, UserError
 from minitrain.common.registry import check_choice, keyword_defaults
 
 
@@ -41,7 +41,7 @@ class HasLearningRate(Protocol):
 
 def _require(ok: bool, key: str, rule: str, value: object) -> None:
     if not ok:
-        raise ValueError(f"scheduler.{key}: must be {rule}, got {value!r}")
+        raise ArgumentError(f"scheduler.{key}: must be {rule}, got {value!r}")
 
 
 class Schedule:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
+from minitrain.common.errors import ArgumentError
 from minitrain.optim.base import Optimizer, Parameter, check_range, with_l2
 
 
@@ -36,7 +37,7 @@ class SGD(Optimizer):
         check_range("momentum", momentum)
         check_range("dampening", dampening, high=1.0)
         if nesterov and (momentum == 0 or dampening != 0):
-            raise ValueError("optimizer.nesterov: needs momentum > 0 and dampening = 0")
+            raise ArgumentError("optimizer.nesterov: needs momentum > 0 and dampening = 0")
         self.momentum, self.dampening, self.nesterov = float(momentum), float(dampening), bool(nesterov)
         init = {"momentum_buffer": 0.0} if momentum > 0 else {}
         super().__init__(named_params, lr, weight_decay, init, groups, buffer)

@@ -2,6 +2,7 @@
 
     packing.py    small integers packed 8/bits to a byte
     blockwise.py  4-bit blocks with an absmax scale each, NF4 and FP4 code books, double quantization (QLoRA)
+    scheme.py     how a weight is quantized: bits, symmetric or not, the units sharing a scale, range methods
     grid.py       the integer grid: a unit's scale and zero point, rounding onto the grid and back (lab 05)
     affine.py     integer quantization: scale and zero point per tensor, channel or group; range methods
     ops.py        tape ops: a linear layer over 4-bit blocks, fake quantization with a straight-through backward

@@ -13,6 +13,7 @@ SCHEMES = ("symmetric", "asymmetric")
 GRANULARITIES = ("per_tensor", "per_channel", "per_group")
 METHODS = ("minmax", "percentile", "mse")
 
+
 @dataclass(frozen=True)
 class Scheme:
     """How a weight is quantized: bits, symmetric or not, the units that share a scale, how ranges are chosen."""

@@ -20,11 +20,11 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import json_type, read_json_object
+from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.models.registry import DEFAULT_TYPE, FAMILIES
 
 MANIFEST, RESULTS, RESOLVED_CONFIG = "manifest.json", "results.json", "config.resolved.yaml"

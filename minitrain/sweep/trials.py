@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.callbacks import Callback
-from minitrain.common.errors import UserError
+from minitrain.common.errors import ArgumentError, UserError
 from minitrain.config import Config, load_config
 from minitrain.monitor.report import read_log
 from minitrain.runs.checkpoint_manager import CheckpointManager
@@ -85,7 +85,7 @@ def run_job(job: TrialJob, callbacks: Sequence[Callback] = ()) -> str | None:
     try:
         run_training(cfg, job.run_dir, resume=job.run_dir if state == "resumable" else None, progress=False,
                      config_path=job.base, overrides=cfg.source.overrides, callbacks=callbacks)
-    except UserError as exc:
+    except (UserError, ArgumentError) as exc:  # a trial whose settings the core refuses is a failed trial
         return str(exc)
     return None
 

@@ -34,9 +34,9 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
 
 
 def configure_runtime(cfg: Config) -> dict[str, Any]:
-    """BLAS threads and allocator settings (minitrain.common.runtime) as `runtime.threads` asks: `rule` by model size, a
-    fixed count, or `measure`, which starts from the rule's count until the thread choice (thread_choice.py) has
-    timed its first steps. Returns what is in force, for the manifest."""
+    """BLAS threads and allocator settings (minitrain.common.runtime) as `runtime.threads` asks: `rule` by model
+    size, a fixed count, or `measure`, which starts from the rule's count until the thread choice
+    (callbacks/thread_choice.py) has timed its first steps. Returns what is in force, for the manifest."""
     settings = configure(cfg.model.width, cfg.training.batch_size * cfg.model.max_seq_len)
     threads = cfg.runtime.threads
     if isinstance(threads, int):

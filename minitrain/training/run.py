@@ -3,8 +3,8 @@
 
     run_training(cfg, out_dir)
       check the data files (a missing file stops here, before any work and before writing anything)
-      take the folder's writer lock (run_lock.py); refuse a folder holding another run unless --overwrite
-      (run_dir.py); delete the temporary files a killed run left
+      take the folder's writer lock (runs/run_lock.py); refuse a folder holding another run unless
+      --overwrite (runs/run_dir.py); delete the temporary files a killed run left
       build: tokenizer → records → encoded splits → batchers (data RNG: data_seed)
              → the model (model.type; training RNG: rng_seed) → freeze → pack → optimizer → schedule
       [--resume: restore all five state machines from a checkpoint; keep the log rows before its step]
