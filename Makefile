@@ -29,12 +29,13 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 train: $(VENV)/.installed
 	$(BIN)/python scripts/train_mini.py --config experiments/18-train-mini/config.yaml --out-dir $(RUN_DIR) --models-dir $(RUN_DIR)/models --seed 42 $(TRAIN_ARGS)
 
-# The suite runs on every core (pytest-xdist): TEST_WORKERS=0 runs it in one process, as plain `pytest` does.
+# The suite runs on every core (pytest-xdist): TEST_WORKERS=0 runs it in one process, as plain `pytest` does. An idle
+# worker takes queued tests from a busy one (worksteal), so the two long end-to-end tests do not queue behind each other.
 TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/line_budget.py
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # The damage suite (tests/test_damage.py) at length: random seeds, FUZZ_EXAMPLES damaged run folders (make test
 # runs 30 from a fixed seed). It prints how many cases it tried; any traceback, hang or stray write fails it.
