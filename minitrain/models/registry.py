@@ -55,8 +55,8 @@ def build_model(
 ) -> Module:
     """A freshly initialised model of the family and shape `config` gives (keys of other families are ignored)."""
     kind = model_type(config)
-    keys = {k: v for k, v in config.items() if k in model_keys(kind)}
-    return FAMILIES[kind].model(**keys, rng=rng, dtype=dtype)
+    accepted = model_keys(kind)  # the constructor's signature, read once, not once per key
+    return FAMILIES[kind].model(**{k: v for k, v in config.items() if k in accepted}, rng=rng, dtype=dtype)
 
 
 def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
