@@ -14,16 +14,20 @@ BENCH_PYTHON ?= $(BIN)/python
 
 .PHONY: train test fuzz lint bench clean clean-kernels
 
+# uv (from PyPI, like everything else) installs the packages: it resolves and unpacks in parallel, a fresh dev
+# install in about half a minute where pip takes two.
+INSTALL := $(BIN)/uv pip install -q --python $(BIN)/python
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q uv
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(INSTALL) -e .
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(INSTALL) -e ".[dev]"
 	touch $(VENV)/.installed $@
 
 train: $(VENV)/.installed

@@ -9,10 +9,10 @@ monitor, then the tracker, so the tracker files the run away after everything el
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from minitrain.callbacks.base import Callback, CallbackList
 from minitrain.callbacks.builtin import Checkpointer, GradientMonitor, LRMonitor, SamplePredictions
@@ -27,22 +27,52 @@ from minitrain.tracking import Tracker, build_tracker, flatten
 SAMPLES_FILE = "samples.jsonl"
 
 
-def build_callback(entry: CallbackEntry, *, model: Any, tokenizer: Any, records: Sequence[dict],
-                   optimizer_groups: Sequence[dict], run_dir: Path, tracker: Tracker | None) -> Callback:
-    """The callback one `callbacks:` entry describes."""
-    options, when = entry.config, {"trigger": entry.trigger, "interval": entry.interval}
-    if entry.type == "checkpoint":
-        return Checkpointer(**when, save_best=options.save_best, metric=options.metric, mode=options.mode)
-    if entry.type == "lr_monitor":
-        scaled = [(g["pattern"], g["lr_scale"]) for g in optimizer_groups if "lr_scale" in g]
-        return LRMonitor(**when, groups=scaled)
-    if entry.type == "gradient_monitor":
-        return GradientMonitor(**when, histograms=options.log_histogram, tracker=tracker,
-                               png_dir=run_dir / "histograms")
-    if entry.type == "sample_predictions":
-        return SamplePredictions(model, tokenizer, records, options.num_samples, **when,
-                                 max_new_tokens=options.max_new_tokens, run_dir=run_dir, tracker=tracker)
+class Context(NamedTuple):
+    """What a callback may be built with besides its `callbacks:` entry."""
+
+    model: Any
+    tokenizer: Any
+    records: Sequence[dict]
+    optimizer_groups: Sequence[dict]
+    run_dir: Path
+    tracker: Tracker | None
+
+
+def _checkpoint(entry: CallbackEntry, when: dict, _: Context) -> Callback:
+    options = entry.config
+    return Checkpointer(**when, save_best=options.save_best, metric=options.metric, mode=options.mode)
+
+
+def _lr_monitor(entry: CallbackEntry, when: dict, context: Context) -> Callback:
+    scaled = [(g["pattern"], g["lr_scale"]) for g in context.optimizer_groups if "lr_scale" in g]
+    return LRMonitor(**when, groups=scaled)
+
+
+def _gradient_monitor(entry: CallbackEntry, when: dict, context: Context) -> Callback:
+    return GradientMonitor(**when, histograms=entry.config.log_histogram, tracker=context.tracker,
+                           png_dir=context.run_dir / "histograms")
+
+
+def _sample_predictions(entry: CallbackEntry, when: dict, context: Context) -> Callback:
+    return SamplePredictions(context.model, context.tokenizer, context.records, entry.config.num_samples, **when,
+                             max_new_tokens=entry.config.max_new_tokens, run_dir=context.run_dir,
+                             tracker=context.tracker)
+
+
+def _custom(entry: CallbackEntry, when: dict, _: Context) -> Callback:
     return CustomCallback(load_entry_point(entry.entry_point), entry.entry_point, **when, args=entry.args)
+
+
+# type -> how to build it; the names are the schema's (minitrain/config/observing.py CALLBACK_OPTIONS, tested).
+BUILDERS: dict[str, Callable[[CallbackEntry, dict, Context], Callback]] = {
+    "checkpoint": _checkpoint, "lr_monitor": _lr_monitor, "gradient_monitor": _gradient_monitor,
+    "sample_predictions": _sample_predictions, "custom": _custom,
+}
+
+
+def build_callback(entry: CallbackEntry, context: Context) -> Callback:
+    """The callback one `callbacks:` entry describes."""
+    return BUILDERS[entry.type](entry, {"trigger": entry.trigger, "interval": entry.interval}, context)
 
 
 def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, model: Any, tokenizer: Any,
@@ -56,8 +86,8 @@ def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, mod
     if resume_step is None:  # a new run in a folder that held one: its samples are not this run's
         (run_dir / SAMPLES_FILE).unlink(missing_ok=True)
     groups = cfg.optimizer.kwargs().get("groups", [])
-    watchers = [build_callback(entry, model=model, tokenizer=tokenizer, records=records, optimizer_groups=groups,
-                               run_dir=run_dir, tracker=tracker) for entry in cfg.callbacks]
+    context = Context(model, tokenizer, records, groups, run_dir, tracker)
+    watchers = [build_callback(entry, context) for entry in cfg.callbacks]
     watchers += list(extra)
     system = settings.system
     if system is not None and system.enabled:

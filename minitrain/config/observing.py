@@ -18,6 +18,11 @@ from minitrain.config.section import Metric, fill_defaults
 # --- monitoring.tracking, monitoring.system -------------------------------------------------------------------
 
 
+# The tracker backends, the one table of them: minitrain/tracking/__init__.py builds each (TRACKERS, same names,
+# tested), the schema's choices and docs/yaml-mode.md's row come from here.
+TRACKER_BACKENDS = ("mlflow", "tensorboard", "jsonl")
+
+
 class TrackingConfig(Section):
     """Send the run to an experiment tracker (minitrain/tracking/): params, metrics per step, files at the end.
 
@@ -27,7 +32,7 @@ class TrackingConfig(Section):
     """
 
     enabled: bool = True
-    backend: Literal["mlflow", "tensorboard", "jsonl"] = "jsonl"
+    backend: Literal[TRACKER_BACKENDS] = "jsonl"
     project: str | None = Field(None, min_length=1)
     experiment: str | None = Field(None, min_length=1, description="default: the run's name")
     run_name: str | None = Field(None, min_length=1, description="default: the run folder's name")
@@ -49,9 +54,10 @@ class SystemConfig(Section):
 
 # --- callbacks ---------------------------------------------------------------------------------------------------
 
-CallbackType = Literal["checkpoint", "lr_monitor", "gradient_monitor", "sample_predictions", "custom"]
 Trigger = Literal["step", "validation", "epoch_end", "train_end"]
-# Each type's options (its `config:` keys) with their defaults, and the trigger it acts at unless told.
+# The callback types, the one table of them: each type's options (its `config:` keys) with their defaults, and
+# the trigger it acts at unless told. minitrain/callbacks/from_config.py builds each (BUILDERS, same names,
+# tested); the schema's `type` choices and docs/yaml-mode.md's rows come from here.
 CALLBACK_OPTIONS: dict[str, dict[str, Any]] = {
     "checkpoint": {"save_best": False, "metric": "val_loss", "mode": "min"},
     "lr_monitor": {},
@@ -61,6 +67,7 @@ CALLBACK_OPTIONS: dict[str, dict[str, Any]] = {
 }
 DEFAULT_TRIGGER = {"checkpoint": "epoch_end", "lr_monitor": "step", "gradient_monitor": "step",
                    "sample_predictions": "epoch_end", "custom": "step"}
+CallbackType = Literal[tuple(CALLBACK_OPTIONS)]
 
 _ENTRY_POINT = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
