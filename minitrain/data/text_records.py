@@ -58,6 +58,7 @@ RECORD_FORMATS = {
 }  # fmt: skip
 TABLES = ("parquet", "arrow", "csv")  # read through formats.read_table
 BOM = "\ufeff"
+SPLITS = ("train", "val", "test")  # locate.split_of's names, in the order splits are read
 
 
 class TextRecord(NamedTuple):
@@ -256,10 +257,7 @@ def locate_text(source: str | Path) -> dict[str, list[Path]]:
                         "not: name every file after its split, or point at one file", BAD_INPUT)
     if "train" not in named.values():
         raise UserError(f"{source}: has {', '.join(sorted(set(named.values())))} files but no train file", BAD_INPUT)
-    by_split: dict[str, list[Path]] = {}
-    for file, split in named.items():
-        by_split.setdefault(split, []).append(file)
-    return by_split
+    return {split: [file for file in files if named[file] == split] for split in SPLITS if split in named.values()}
 
 
 def read_text_splits(source: str | Path) -> dict[str, list[TextRecord]]:
