@@ -8,23 +8,29 @@ turns examples into (N, T) arrays with input = ids[:-1], target = ids[1:], loss 
     text                encode(text, add_special_tokens=True) + [EOS]             (refused: there is no completion)
     prompt_completion   encode(prompt, add_special_tokens=True)                   the completion's tokens and EOS
                         + encode(completion) + [EOS]
-    chat                encode(apply_chat_template(messages))                     each assistant turn: its content
-                                                                                  and its end token
+    chat                encode(apply_chat_template(messages)), for loss_on:       each assistant turn: its content
+                        completion piece by piece (below)                         and its end token
 
 `add_special_tokens=True` lets the tokenizer put its own BOS where its model expects one (Llama: yes, GPT-2 and
 SmolLM2: no); an EOS it already appends is not doubled. The prompt and the completion are tokenized separately, so
 the boundary between them is exact. With `loss_on: all` every token but the first counts.
 
-Chat: the assistant turns are found by rendering the conversation prefix by prefix, as TRL and torchtune do. For
-an assistant message i, `before` = the tokens of messages[:i] with the generation prompt, `after` = those of
-messages[:i+1]; both must be a prefix of the whole conversation's tokens, and the turn is tokens len(before) ..
-len(after), cut after its last EOS when it holds one (ChatML's `<|im_end|>` then `\\n`: the newline after the end
-token is the template's, not the answer's). A template for which the prefix property fails (one that rewrites
-earlier turns, as those that drop past reasoning do) is refused with the record's place: the masks would be wrong.
+Chat: the assistant turns are found by rendering the conversation prefix by prefix, as TRL and torchtune do.
+For an assistant message i, `before` = the text of messages[:i] with the generation prompt and `after` = that of
+messages[:i+1]; each must begin the whole conversation's text (and `before` must not reach back into an earlier
+turn). The text is then cut at those points, context | turn | context | turn ..., and each piece is tokenized on
+its own. So the tokens before an answer end as those of `apply_chat_template(messages[:i], add_generation_prompt=
+True)`, the prompt the model is given when it answers, and a tokenizer that would merge across a cut (byte-level
+BPE joins "\n" with the spaces after it) cannot blur a mask. A turn's tokens count up to its last EOS when it holds
+one (ChatML's `<|im_end|>` then "\n": the newline after the end token is the template's, not the answer's). A
+template that breaks the prefix property (one that rewrites earlier turns, as those that drop past reasoning do)
+is refused with the record's place: its masks would be wrong. With `loss_on: all`, a conversation is simply
+`encode(apply_chat_template(messages))`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -95,16 +101,15 @@ def _without_final(ids: list[int], token: int) -> list[int]:
     return ids[:-1] if ids and ids[-1] == token else ids
 
 
-def _render(tokenizer: TextTokenizer, messages: list[dict], generation_prompt: bool, where: str) -> list[int]:
-    """The tokens of `messages` rendered by the chat template (the template writes its own special tokens)."""
+def _render(tokenizer: TextTokenizer, messages: list[dict], generation_prompt: bool, where: str) -> str:
+    """`messages` rendered by the chat template (the template writes its own special tokens)."""
     try:
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
     except UserError as e:
         raise UserError(f"{where}: {e}", BAD_INPUT) from None
     except Exception as e:  # jinja2's errors, and any template's `raise_exception(...)`, are the template's message
         raise UserError(f"{where}: the chat template cannot render this conversation ({type(e).__name__}: {e})",
                         BAD_INPUT) from None
-    return tokenizer.encode(text)
 
 
 def _chat(record: TextRecord, tokenizer: TextTokenizer, loss_on: str) -> Example:
@@ -112,26 +117,32 @@ def _chat(record: TextRecord, tokenizer: TextTokenizer, loss_on: str) -> Example
         raise UserError(f"{record.where}: a chat record, but the tokenizer has no chat template "
                         "(tokenizer_config.json chat_template)", BAD_INPUT)
     messages = record.data["messages"]
-    ids = _render(tokenizer, messages, False, record.where)
+    text = _render(tokenizer, messages, False, record.where)
     if loss_on == "all":
+        ids = tokenizer.encode(text)
         return Example(ids, [False] + [True] * (len(ids) - 1), record.where)
-    mask = [False] * len(ids)
-    for start, end in assistant_spans(messages, ids, tokenizer, record.where):
-        mask[start:end] = [True] * (end - start)
-    mask[0] = False
-    if not any(mask):
+    ids: list[int] = []
+    mask: list[bool] = []
+    cuts = [0, *assistant_cuts(messages, text, tokenizer, record.where), len(text)]
+    for k, (start, end) in enumerate(itertools.pairwise(cuts)):
+        piece = tokenizer.encode(text[start:end])
+        counted = len(piece)
+        if k % 2 and tokenizer.eos_id in piece:  # an assistant turn: up to and with its last EOS
+            counted = len(piece) - piece[::-1].index(tokenizer.eos_id)
+        ids += piece
+        mask += [bool(k % 2)] * counted + [False] * (len(piece) - counted)
+    if not any(mask[1:]):
         raise UserError(f"{record.where}: loss_on: completion, but the conversation has no assistant turn to learn",
                         BAD_INPUT)
+    mask[0] = False
     return Example(ids, mask, record.where)
 
 
-def assistant_spans(
-    messages: list[dict[str, Any]], ids: list[int], tokenizer: TextTokenizer, where: str
-) -> list[tuple[int, int]]:
-    """[(start, end)] token spans of the assistant turns in `ids` (the whole conversation's tokens), each its content
-    and end token, found prefix by prefix (module docstring); UserError when the template breaks the prefix
-    property or renders an assistant turn as nothing."""
-    spans = []
+def assistant_cuts(messages: list[dict[str, Any]], text: str, tokenizer: TextTokenizer, where: str) -> list[int]:
+    """[before_1, after_1, before_2, after_2, ...]: where each assistant turn starts and ends in `text` (the whole
+    conversation rendered), found prefix by prefix (module docstring); UserError when the template breaks the
+    prefix property."""
+    cuts: list[int] = []
     for i, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
@@ -139,17 +150,14 @@ def assistant_spans(
         after = _render(tokenizer, messages[: i + 1], False, where)
         for prefix, what in ((before, "the messages before it with the generation prompt"),
                              (after, "the conversation up to it")):
-            if ids[: len(prefix)] != prefix:
+            if not text.startswith(prefix):
                 raise UserError(
-                    f"{where}: cannot find assistant message {i}'s tokens: the chat template renders {what} as tokens "
-                    "that do not begin the whole conversation's tokens (it rewrites earlier turns); loss_on: "
-                    "completion needs a template that renders a conversation prefix by prefix (or use loss_on: all)",
-                    BAD_INPUT)
-        start, end = len(before), len(after)
-        turn = ids[start:end]
-        if tokenizer.eos_id is not None and tokenizer.eos_id in turn:
-            end = start + len(turn) - turn[::-1].index(tokenizer.eos_id)
-        if end <= start:
-            raise UserError(f"{where}: the chat template renders assistant message {i} as no tokens", BAD_INPUT)
-        spans.append((start, end))
-    return spans
+                    f"{where}: cannot find assistant message {i} in the conversation: the chat template renders "
+                    f"{what} as text that does not begin the whole conversation's (it rewrites earlier turns); "
+                    "loss_on: completion needs a template that renders a conversation prefix by prefix (or use "
+                    "loss_on: all)", BAD_INPUT)
+        if len(before) < (cuts[-1] if cuts else 0) or len(after) < len(before):
+            raise UserError(f"{where}: the chat template renders assistant message {i} before the end of the turn "
+                            "ahead of it: its tokens cannot be told apart", BAD_INPUT)
+        cuts += [len(before), len(after)]
+    return cuts
