@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from jinja2 import Template
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -12,7 +13,7 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>", "</s>"]
 CORPUS = [
     "Conjuga «vender» en condicional, primera persona del plural.", "venderíamos", "Hola, ¿qué tal?",
     "The quick brown fox jumps over the lazy dog.", "system user assistant", "[INST] [/INST]",
-    "Érase una vez un verbo que no quería conjugarse.", "2 + 2 = 4",
+    "Érase una vez un verbo que no quería conjugarse.", "2 + 2 = 4", "\n  ab\n\n  ab\n   ñ. \n\n",
 ]
 
 # SmolLM2-Instruct's template (ChatML, a default system message when the conversation has none).
@@ -46,6 +47,11 @@ def _bpe() -> Tokenizer:
     return tokenizer
 
 
+@functools.cache
+def _compiled(source: str) -> Template:
+    return ImmutableSandboxedEnvironment().from_string(source)
+
+
 class TinyTokenizer:
     """The TextTokenizer protocol over a tiny BPE: ChatML's ids by default (EOS `<|im_end|>`, no BOS)."""
 
@@ -67,8 +73,7 @@ class TinyTokenizer:
         return self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
-        env = ImmutableSandboxedEnvironment()
-        template = env.from_string(self.chat_template)
+        template = _compiled(self.chat_template)
         return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                bos_token=self.bos or "", eos_token=self.eos or "")
 
