@@ -242,3 +242,12 @@ def test_damaged_jsonl_is_read_or_one_user_error_naming_the_file(tmp_path, chang
     else:
         assert records and len({r.kind for r in records}) == 1
         assert all(r.where.startswith(str(path)) for r in records)
+
+
+def test_a_json_file_of_one_pretty_printed_object_is_one_record(tmp_path):
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(CHAT[0], indent=2), "utf-8")
+    assert datas(read_file(path)) == [CHAT[0]]
+    path.write_text(json.dumps({"data": CHAT}, indent=2), "utf-8")
+    with pytest.raises(UserError, match=r"one\.json: holds none of the keys .*\['data'\]"):
+        read_file(path)

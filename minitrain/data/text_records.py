@@ -15,8 +15,8 @@ error rather than a guess. Every record of every file read together must be of o
 Files, by extension:
 
     .jsonl .ndjson              one JSON object per line, blank lines skipped; errors name the line: `a.jsonl:12: ...`
-    .json                       a JSON array of objects; a file that does not start with `[` is read as JSON Lines
-                                (many Hub datasets name their JSON Lines files .json); errors name the row or line
+    .json                       a JSON array of objects (errors name the row), or one object (one record); else
+                                JSON Lines (many Hub datasets name their JSON Lines files .json)
     .parquet .arrow .feather    a table, read by `formats.read_table`, one record per row; errors name the row:
     .csv                        `a.parquet: row 5: ...`. A null cell is an absent key: a table has every column in
                                 every row, so a text column beside a messages column is null where unused
@@ -180,7 +180,11 @@ def _json_lines(path: Path, raw: bytes) -> list[TextRecord]:
 def _json_array(path: Path, raw: bytes) -> list[TextRecord]:
     text = decode_utf8(raw, str(path), "data file").removeprefix(BOM)
     if not text.lstrip().startswith("["):
-        return _json_lines(path, raw)
+        try:
+            one = json.loads(text)  # one (pretty-printed) object is one record; else the lines are
+        except (ValueError, RecursionError):
+            return _json_lines(path, raw)
+        return [_record(one, str(path))]
     rows = _json_value(text, str(path))
     return [_record(row, f"{path}: row {i}") for i, row in enumerate(rows, start=1)]
 
