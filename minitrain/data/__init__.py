@@ -7,4 +7,12 @@
     build.py                                      builds `data/processed/` deterministically
     tokenizer.py                                  character tokenizer (PAD, BOS, EOS, characters)
     batcher.py                                    padded (B, T) batches with attention and loss masks (lab 00)
+
+Text data as people have it, for pretrained bases:
+
+    text_records.py                               text / prompt_completion / chat records from JSONL, JSON,
+                                                  tables, documents, folders and hf:// datasets
+    text_examples.py                              records to token ids and loss masks (chat turns prefix by prefix)
+    packing.py                                    examples to (N, T) rows: packed with segment ids, or padded
+    text_data.py                                  a source to each split's packed arrays
 """

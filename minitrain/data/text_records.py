@@ -1,0 +1,288 @@
+"""Text data as people have it: a file, a folder of files or a Hugging Face dataset, read into records of one kind.
+
+A record's kind is told by its keys:
+
+    kind                a record holds                                   for example
+    text                text (a non-empty string)                        {"text": "Érase una vez..."}
+    prompt_completion   prompt (a string), completion (non-empty)        {"prompt": "2 + 2 =", "completion": " 4"}
+    chat                messages: a non-empty list of {role, content},   {"messages": [{"role": "user",
+                        role system (first message only), user or        "content": "Hola"}, {"role": "assistant",
+                        assistant, content a string                      "content": "¡Hola!"}]}
+
+Other keys (an id, a source, a score) are ignored; keys of two kinds in one record (`text` and `messages`) are an
+error rather than a guess. Every record of every file read together must be of one kind.
+
+Files, by extension:
+
+    .jsonl .ndjson              one JSON object per line, blank lines skipped; errors name the line: `a.jsonl:12: ...`
+    .json                       a JSON array of objects (errors name the row), or one object (one record); else
+                                JSON Lines (many Hub datasets name their JSON Lines files .json)
+    .parquet .arrow .feather    a table, read by `formats.read_table`, one record per row; errors name the row:
+    .csv                        `a.parquet: row 5: ...`. A null cell is an absent key: a table has every column in
+                                every row, so a text column beside a messages column is null where unused
+    .txt .text .md .markdown    a document: the WHOLE file is one `text` record, newlines and blank lines kept (a
+                                leading byte-order mark dropped). Not one record per line (as `data.format: text`
+                                reads tables) nor per blank-line paragraph: a document's paragraphs belong together,
+                                and many short documents are what JSONL is for
+
+A folder is every file under it (any depth, path order) with one of these extensions, skipping hidden files and
+README.md (on the Hub it describes the dataset; give its own path to read it as a document). When its table files
+are named after splits (`train.jsonl`, `validation-00000-of-00001.parquet`, `test.csv`, see `locate.split_of`),
+`locate_text` groups the files by split, and then every data file in the folder must be named after one.
+
+`hf://datasets/user/name[/path]` is downloaded into the Hugging Face cache by `locate.download_dataset`, then read as
+the file or folder it is. Compressed files (.jsonl.gz, .zst) are not read: decompress them first.
+
+Reading never writes: nothing is created or changed in a data folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.io import decode_utf8, json_type, read_bytes
+from minitrain.data.formats import read_table
+from minitrain.data.locate import download_dataset, is_hub_source, split_of
+
+KINDS = ("text", "prompt_completion", "chat")
+KIND_KEYS = {"text": ("text",), "prompt_completion": ("prompt", "completion"), "chat": ("messages",)}
+ROLES = ("system", "user", "assistant")
+RECORD_FORMATS = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
+    ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".csv": "csv",
+    ".txt": "documents", ".text": "documents", ".md": "documents", ".markdown": "documents",
+}  # fmt: skip
+TABLES = ("parquet", "arrow", "csv")  # read through formats.read_table
+BOM = "\ufeff"
+SPLITS = ("train", "val", "test")  # locate.split_of's names, in the order splits are read
+
+
+class TextRecord(NamedTuple):
+    """One record: `where` it came from (`data/a.jsonl:12`, `data/a.parquet: row 5`, `notes/b.md`), its `kind`
+    (one of KINDS), and `data`, only that kind's keys: {"text"}, {"prompt", "completion"} or {"messages": [{"role",
+    "content"}, ...]}."""
+
+    where: str
+    kind: str
+    data: dict[str, Any]
+
+
+class _Malformed(Exception):
+    """Why a parsed record is not a record (the caller adds where it is)."""
+
+
+def format_of(path: Path) -> str:
+    """The format a file's extension names (jsonl, json, parquet, arrow, csv, documents); UserError for others."""
+    found = RECORD_FORMATS.get(path.suffix.lower())
+    if found is None:
+        known = ", ".join(sorted(RECORD_FORMATS))
+        raise UserError(f"{path}: not a text data file (known extensions: {known})", BAD_INPUT)
+    return found
+
+
+def parse_record(obj: Any, tabular: bool = False) -> tuple[str, dict[str, Any]]:
+    """(kind, data) of one parsed record; `_Malformed` saying what is wrong. `tabular`: a null is an absent key."""
+    if not isinstance(obj, dict):
+        raise _Malformed(f"expected a JSON object, got {json_type(obj)}")
+    if tabular:
+        obj = {key: value for key, value in obj.items() if value is not None}
+    kinds = [kind for kind, keys in KIND_KEYS.items() if any(key in obj for key in keys)]
+    if not kinds:
+        raise _Malformed(f"holds none of the keys text, prompt + completion, messages (its keys: {sorted(obj)})")
+    if len(kinds) > 1:
+        found = sorted(key for kind in kinds for key in KIND_KEYS[kind] if key in obj)
+        raise _Malformed(f"holds keys of two kinds of record ({', '.join(found)}): keep one of text, "
+                         "prompt + completion, messages")
+    kind = kinds[0]
+    missing = [key for key in KIND_KEYS[kind] if key not in obj]
+    if missing:
+        present = next(key for key in KIND_KEYS[kind] if key in obj)
+        raise _Malformed(f"has {present!r} but no {missing[0]!r}")
+    if kind == "chat":
+        return kind, {"messages": _messages(obj["messages"], tabular)}
+    data = {key: obj[key] for key in KIND_KEYS[kind]}
+    for key, value in data.items():
+        _check_string(value, repr(key))
+        if key != "prompt" and not value.strip():
+            raise _Malformed(f"{key!r} is empty")
+    return kind, data
+
+
+def _check_string(value: Any, what: str) -> None:
+    if not isinstance(value, str):
+        raise _Malformed(f"{what} must be a string, got {json_type(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # JSON's "\ud800" escape decodes to a lone surrogate, which is no text
+        raise _Malformed(f"{what} holds a lone surrogate {value[e.start]!r}, which is not text") from None
+
+
+def _messages(messages: Any, tabular: bool) -> list[dict[str, str]]:
+    if not isinstance(messages, list) or not messages:
+        raise _Malformed(f"'messages' must be a non-empty list of {{role, content}} objects, got "
+                         f"{json_type(messages) if messages != [] else 'an empty list'}")
+    checked = []
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise _Malformed(f"{where} must be an object {{role, content}}, got {json_type(message)}")
+        if tabular:
+            message = {key: value for key, value in message.items() if value is not None}
+        if set(message) != {"role", "content"}:
+            raise _Malformed(f"{where} must have exactly the keys role and content, got {sorted(message)}")
+        role, content = message["role"], message["content"]
+        if role not in ROLES:
+            raise _Malformed(f"{where}: role {role!r} is not one of {', '.join(ROLES)}")
+        if role == "system" and i > 0:
+            raise _Malformed(f"{where}: a system message may only come first")
+        _check_string(content, f"{where}: content")
+        checked.append({"role": role, "content": content})
+    return checked
+
+
+def _json_value(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{where}: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})", BAD_INPUT) from None
+    except (ValueError, RecursionError):  # an integer of thousands of digits, nesting past the stack
+        raise UserError(f"{where}: invalid JSON (a number too long or nesting too deep)", BAD_INPUT) from None
+
+
+def _record(obj: Any, where: str, tabular: bool = False) -> TextRecord:
+    try:
+        kind, data = parse_record(obj, tabular)
+    except _Malformed as e:
+        raise UserError(f"{where}: {e}", BAD_INPUT) from None
+    return TextRecord(where, kind, data)
+
+
+def _json_lines(path: Path, raw: bytes) -> list[TextRecord]:
+    records = []
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        where = f"{path}:{lineno}"
+        text = decode_utf8(line, where, "line")
+        if lineno == 1:
+            text = text.removeprefix(BOM)
+        if text.strip():
+            obj = _json_value(text, where)
+            if isinstance(obj, dict):
+                records.append(_record(obj, where))
+            else:  # the message names the line's JSON rather than "a JSON object" in general
+                raise UserError(f"{where}: expected one JSON object per line, got {json_type(obj)}", BAD_INPUT)
+    return records
+
+
+def _json_array(path: Path, raw: bytes) -> list[TextRecord]:
+    text = decode_utf8(raw, str(path), "data file").removeprefix(BOM)
+    if not text.lstrip().startswith("["):
+        try:
+            one = json.loads(text)  # one (pretty-printed) object is one record; else the lines are
+        except (ValueError, RecursionError):
+            return _json_lines(path, raw)
+        return [_record(one, str(path))]
+    rows = _json_value(text, str(path))
+    return [_record(row, f"{path}: row {i}") for i, row in enumerate(rows, start=1)]
+
+
+def _table(path: Path, fmt: str) -> list[TextRecord]:
+    rows = read_table(path, fmt).to_pylist()
+    return [_record(row, f"{path}: row {i}", tabular=True) for i, row in enumerate(rows, start=1)]
+
+
+def _document(path: Path, raw: bytes) -> list[TextRecord]:
+    text = decode_utf8(raw, str(path), "document").removeprefix(BOM)
+    if not text.strip():
+        raise UserError(f"{path}: the document is empty", BAD_INPUT)
+    return [TextRecord(str(path), "text", {"text": text})]
+
+
+def read_file(path: str | Path) -> list[TextRecord]:
+    """The records of one file, in file order, all of one kind; UserError naming the file (and line or row) for a
+    file that cannot be read, a malformed record, records of two kinds, or a file with no record."""
+    path = Path(path)
+    fmt = format_of(path)
+    if fmt in TABLES:
+        records = _table(path, fmt)
+    else:
+        raw = read_bytes(path, "data file")
+        records = {"jsonl": _json_lines, "json": _json_array, "documents": _document}[fmt](path, raw)
+    if not records:
+        raise UserError(f"{path}: holds no records", BAD_INPUT)
+    return check_one_kind(records)
+
+
+def read_files(files: Sequence[str | Path]) -> list[TextRecord]:
+    """The records of several files, one after the other, all of one kind (see `read_file`)."""
+    if not files:
+        raise UserError("no text data files to read", BAD_INPUT)
+    return check_one_kind([record for file in files for record in read_file(file)])
+
+
+def check_one_kind(records: list[TextRecord]) -> list[TextRecord]:
+    """`records`, when all are of one kind; else a UserError naming the first record of another kind."""
+    first = records[0]
+    for record in records:
+        if record.kind != first.kind:
+            raise UserError(f"{record.where}: a {record.kind} record, but {first.where} is a {first.kind} record: "
+                            "all records must be of one kind", BAD_INPUT)
+    return records
+
+
+def text_files(folder: Path) -> list[Path]:
+    """The data files under `folder` (any depth, path order), without hidden files and README.md."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in RECORD_FORMATS
+                  and p.name.lower() != "readme.md"
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def locate_text(source: str | Path) -> dict[str, list[Path]]:
+    """{split: files}: {"all": [...]} for a file or a folder of unsplit files, else {"train": [...], "val": [...],
+    "test": [...]} for a folder whose table files are named after splits (only the splits present)."""
+    path = download_dataset(str(source)) if is_hub_source(str(source)) else Path(source)
+    if path.is_file():
+        return {"all": [path]}
+    if not path.is_dir():
+        raise UserError(f"{source}: no such file or folder", BAD_INPUT)
+    files = text_files(path)
+    if not files:
+        raise UserError(f"{source}: holds no text data file (known extensions: {', '.join(sorted(RECORD_FORMATS))})",
+                        BAD_INPUT)
+    named = {file: split_of(file) for file in files}
+    if not any(split for file, split in named.items() if format_of(file) != "documents"):
+        return {"all": files}
+    stray = [file for file, split in named.items() if split is None]
+    if stray:
+        raise UserError(f"{source}: some files are named after a split (train, validation, test) but {stray[0]} is "
+                        "not: name every file after its split, or point at one file", BAD_INPUT)
+    if "train" not in named.values():
+        raise UserError(f"{source}: has {', '.join(sorted(set(named.values())))} files but no train file", BAD_INPUT)
+    return {split: [file for file in files if named[file] == split] for split in SPLITS if split in named.values()}
+
+
+def read_text_splits(source: str | Path) -> dict[str, list[TextRecord]]:
+    """{split: records} of `source` (see `locate_text`), every split of one and the same kind."""
+    splits = {split: read_files(files) for split, files in locate_text(source).items()}
+    check_one_kind([records[0] for records in splits.values()])
+    return splits
+
+
+def describe_text_data(source: str | Path) -> dict[str, Any]:
+    """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": one of KINDS,
+    "format": the files' formats joined by "+" ("jsonl", "documents", "jsonl+parquet"), "samples": records in
+    all, "files": [paths as strings], "splits": {split: records}} ("all" when the files are not split)."""
+    located = locate_text(source)
+    splits = {split: read_files(files) for split, files in located.items()}
+    kind = check_one_kind([records[0] for records in splits.values()])[0].kind
+    files = [file for group in located.values() for file in group]
+    return {
+        "kind": kind,
+        "format": "+".join(sorted({format_of(file) for file in files})),
+        "samples": sum(len(records) for records in splits.values()),
+        "files": [str(file) for file in files],
+        "splits": {split: len(records) for split, records in splits.items()},
+    }

@@ -1,0 +1,50 @@
+"""The verb corpus in chat form (scripts/verbs_to_chat.py): the committed files are what the script writes, byte
+for byte; the held-out verbs stay held out; the text readers see three splits of chat records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+from text_fixtures import TinyTokenizer
+
+from minitrain.data.split import DEV_VERBS, VAL_VERBS
+from minitrain.data.text_examples import encode_record
+from minitrain.data.text_records import read_text_splits
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "data" / "chat" / "verbs"
+_spec = importlib.util.spec_from_file_location("verbs_to_chat", ROOT / "scripts" / "verbs_to_chat.py")
+script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(script)
+
+
+def verbs_of(path: Path) -> set[str]:
+    return {re.search("«(.+?)»", line).group(1) for line in path.read_text("utf-8").splitlines()}
+
+
+def test_rerunning_the_script_writes_the_committed_bytes(tmp_path, capsys):
+    assert script.main(["--out-dir", str(tmp_path)]) == 0
+    for name in ("val.jsonl", "test.jsonl", "README.md"):  # the README holds train.jsonl's sha256: it pins it too
+        assert (tmp_path / name).read_bytes() == (COMMITTED / name).read_bytes(), name
+    assert verbs_of(tmp_path / "test.jsonl") == set(VAL_VERBS) and verbs_of(tmp_path / "val.jsonl") == set(DEV_VERBS)
+    assert not verbs_of(tmp_path / "train.jsonl") & {*VAL_VERBS, *DEV_VERBS}
+    splits = read_text_splits(tmp_path)
+    assert {split: len(records) for split, records in splits.items()} == {"train": 16128, "val": 144, "test": 144}
+    assert {r.kind for records in splits.values() for r in records} == {"chat"}
+    assert "test.jsonl      144 conversations" in capsys.readouterr().out
+
+
+def test_a_question_reads_as_spanish_and_the_answer_is_the_form():
+    assert script.question("vender", "C", 4) == "Conjuga «vender» en condicional, primera persona del plural."
+    first = json.loads((COMMITTED / "test.jsonl").read_text("utf-8").splitlines()[0])
+    assert first == {"messages": [
+        {"role": "user", "content": "Conjuga «caminar» en presente de indicativo, primera persona del singular."},
+        {"role": "assistant", "content": "camino"}]}
+    record = read_text_splits(COMMITTED / "test.jsonl")["all"][99]  # line 100
+    tok = TinyTokenizer()
+    example = encode_record(record, tok, "completion")
+    counted = [i for i, keep in zip(example.ids, example.loss_mask, strict=True) if keep]
+    assert tok.decode(counted) == "dividiríamos<|im_end|>"
