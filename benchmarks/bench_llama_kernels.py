@@ -1,6 +1,7 @@
 """Micro-benchmark: the Llama family's kernels, numba against the NumPy reference, at SmolLM2-135M's layer shape.
 
-    python benchmarks/bench_llama_kernels.py      # one line per kernel: the two medians and the speed-up
+    python benchmarks/bench_llama_kernels.py          # one line per kernel: the two medians and the speed-up
+    python benchmarks/bench_llama_kernels.py --layer  # one whole decoder layer, forward and forward+backward
 
 Shape: batch 4, sequence 256, d_model 576, 9 query heads and 3 key/value heads of 64, d_ff 1536 (a fine-tuning
 step of issue 25). Times are medians after warm-up; nothing here is a test.
@@ -59,5 +60,35 @@ def main() -> None:
         print(f"{name:44s} {slow * 1e3:9.2f} {fast * 1e3:9.2f} {slow / fast:7.1f}x")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--layer" not in __import__("sys").argv:
     main()
+
+
+def layer_step_seconds(backend: str, repeats: int = 5) -> tuple[float, float]:
+    """Forward and forward+backward of one SmolLM2-shaped LlamaDecoderLayer (all weights trained), medians."""
+    from minitrain.autograd.tensor import Tensor, no_grad
+    from minitrain.nn import LlamaDecoderLayer, RotaryEmbedding
+    from minitrain.nn.rotary import rope_positions
+
+    rng = np.random.default_rng(0)
+    layer = LlamaDecoderLayer(C, H, H_KV, D, FF, rng=rng)
+    x = Tensor(rng.standard_normal((B, T, C)).astype(np.float32), requires_grad=True)
+    cos, sin = RotaryEmbedding(D, 100000.0)(rope_positions(B, T))
+    allowed = F.attention_mask(T, T)
+
+    def forward() -> None:
+        with no_grad():
+            layer(x, cos, sin, allowed)
+
+    def step() -> None:
+        layer(x, cos, sin, allowed).sum().backward()
+
+    with kernels.use_backend(backend):
+        return median_seconds(forward, repeats, 1), median_seconds(step, repeats, 1)
+
+
+if __name__ == "__main__" and "--layer" in __import__("sys").argv:
+    for name in ("numpy", "numba"):
+        fwd, both = layer_step_seconds(name)
+        print(f"one decoder layer, B{B} T{T} d{C} H{H}/{H_KV} d_ff {FF}, {name} kernels: forward {fwd * 1e3:.0f} ms, "
+              f"forward+backward {both * 1e3:.0f} ms")
