@@ -9,10 +9,12 @@ import pytest
 
 from minitrain import gradcheck
 from minitrain.common.errors import ArgumentError
+from minitrain.config import ConfigError, load_config
+from minitrain.data.tokenizer import CharTokenizer
 from minitrain.lora import LoraSettings, add_adapters, linear_paths, resolve_targets
 from minitrain.models.llama import FAMILY, Llama, parameter_shapes
 from minitrain.models.registry import build_model, linear_module_paths
-from minitrain.models.sampling import nucleus
+from minitrain.models.sampling import generate, nucleus
 from minitrain.nn import inference
 from minitrain.nn.rotary import inverse_frequencies, rope_positions
 
@@ -222,3 +224,29 @@ def test_the_family_builds_from_a_config_with_its_defaults():
     model = build_model({"type": "llama", **{k: v for k, v in TINY.items() if k != "n_kv_head"}})
     assert model.config["n_kv_head"] == TINY["n_head"] and model.config["head_dim"] == 4
     assert FAMILY.file_schema.model_validate(model.config).n_kv_head == 4
+
+
+def test_sampling_text_through_the_cache_equals_the_full_recomputation(monkeypatch):
+    """`minitrain sample`'s generate uses the model's KV cache; without it (the sliding-window loop) the same text,
+    greedy and sampled, and only ids the tokenizer knows (its vocabulary is smaller than the embedding)."""
+    tokenizer = CharTokenizer(sorted(set("comer|R1í")))
+    assert tokenizer.vocab_size < TINY["vocab_size"]
+    model = tiny()
+    cached = [generate(model, tokenizer, "comer|R1|", 10, temperature=t, seed=4) for t in (0.0, 1.5)]
+    monkeypatch.delattr(Llama, "generate")
+    assert [generate(model, tokenizer, "comer|R1|", 10, temperature=t, seed=4) for t in (0.0, 1.5)] == cached
+
+
+def test_a_yaml_config_builds_it_and_refuses_heads_that_do_not_group(tmp_path):
+    path = tmp_path / "config.yaml"
+    rope = ("{rope_type: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4, "
+            "original_max_position_embeddings: 16}")
+    write = lambda kv: path.write_text(  # noqa: E731
+        f"model: {{type: llama, n_layer: 1, n_head: 4, n_kv_head: {kv}, d_model: 16, d_ff: 32, rope_scaling: {rope}}}\n"
+        "optimizer: {lr_max: 0.001}\nscheduler: {total_steps: 4}\n", encoding="utf-8")
+    write(2)
+    model = build_model(load_config(path).model.architecture())
+    assert model.config["n_kv_head"] == 2 and model.config["rope_scaling"]["factor"] == 8.0
+    write(3)
+    with pytest.raises(ConfigError, match=r"model\.n_kv_head: n_head 4 is not a multiple of n_kv_head 3"):
+        load_config(path)

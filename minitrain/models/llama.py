@@ -174,11 +174,13 @@ class Llama(Module):
         top_p: float | None = None,
         eos_id: int | None = None,
         rng: np.random.Generator | int | None = None,
+        vocab_limit: int | None = None,
     ) -> list[list[int]]:
         """Continue each prompt (a list of ids, or a list of them) by up to max_new_tokens; the new ids of each
         (EOS not included: a row stops there). Greedy at temperature 0, else sampled from softmax(z/τ) restricted
         by top_k and top_p (minitrain/models/sampling.py), drawing from `rng` (a generator or a seed) row by row.
-        Prompts of different lengths are left-padded into one batch."""
+        Prompts of different lengths are left-padded into one batch. `vocab_limit`: only ids below it are chosen
+        (a tokenizer smaller than the embedding table)."""
         prompts = [list(prompt_ids)] if prompt_ids and np.isscalar(prompt_ids[0]) else [list(p) for p in prompt_ids]
         if not prompts or not all(prompts):
             raise ValueError("generate: every prompt needs at least one token")
@@ -201,7 +203,7 @@ class Llama(Module):
             for step in range(max_new_tokens):
                 tokens = np.zeros(len(prompts), dtype=np.int64)
                 for row in np.flatnonzero(~done):
-                    tokens[row] = next_token(logits[row], temperature, top_k, rng, top_p)
+                    tokens[row] = next_token(logits[row, :vocab_limit], temperature, top_k, rng, top_p)
                     if tokens[row] == eos_id:
                         done[row] = True
                     else:
