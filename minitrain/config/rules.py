@@ -92,14 +92,21 @@ def _model_keys_fit_type(sections, raw):
 
 @rule("model")
 def _heads_divide_width(sections, raw):
-    """model.d_model must be divisible by model.n_head (each head gets d_model / n_head dimensions)."""
+    """model.d_model must be divisible by model.n_head (each head gets d_model / n_head dimensions; a llama model
+    may give head_dim instead), and a llama model's n_head by n_kv_head, its head_dim even."""
     model = sections["model"]
-    if model.type == "minigpt" and model.d_model % model.n_head:
+    if model.type in ("minigpt", "llama") and model.d_model % model.n_head and not (
+            model.type == "llama" and model.head_dim is not None):
         yield Problem(
             ("model", "n_head"),
             f"d_model {model.d_model} is not divisible by n_head {model.n_head}; each head needs "
             f"d_model / n_head dimensions",
         )
+    if model.type == "llama" and model.n_kv_head is not None and model.n_head % model.n_kv_head:
+        yield Problem(("model", "n_kv_head"), f"n_head {model.n_head} is not a multiple of n_kv_head "
+                      f"{model.n_kv_head}; each key/value head serves n_head / n_kv_head query heads")
+    if model.type == "llama" and model.head_dim is not None and model.head_dim % 2:
+        yield Problem(("model", "head_dim"), f"{model.head_dim} is odd; rotary embeddings rotate pairs of dims")
 
 
 # --- optimizer ----------------------------------------------------------------------------------------------
