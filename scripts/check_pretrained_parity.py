@@ -47,7 +47,7 @@ CHATS = [
 LOGPROB_TEXT = "Nosotros venderíamos la casa si tuviéramos otra. The weather is nice today."
 
 
-def transformers_side(gguf: str, out: str, export: str | None) -> None:
+def transformers_side(gguf: str, out: str, export: str) -> None:
     """Run under the torch environment: transformers' view of the GGUF (and of minitrain's export)."""
     import torch
     from safetensors.torch import save_file
@@ -71,13 +71,58 @@ def transformers_side(gguf: str, out: str, export: str | None) -> None:
         logits = model(torch.tensor([ids])).logits[0].double()
     logprobs = torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
     result["logprob_ids"], result["logprobs"] = ids, logprobs.tolist()
-    if export is not None:
-        back = LlamaForCausalLM.from_pretrained(export, dtype=torch.float32).eval()
-        with torch.no_grad():
-            np.save(f"{out}/export_logits.npy", back(torch.tensor([ids])).logits[0].numpy())
-        result["export_tokenizer_ids"] = AutoTokenizer.from_pretrained(export).encode(LOGPROB_TEXT,
-                                                                                       add_special_tokens=False)
+    back = LlamaForCausalLM.from_pretrained(export, dtype=torch.float32).eval()
+    with torch.no_grad():
+        exported = back(torch.tensor([ids])).logits[0].double()
+    np.save(f"{out}/export_logits.npy", exported.numpy())
+    result["export_vs_gguf_logits"] = float((exported - logits).abs().max())
+    result["export_tokenizer_ids"] = AutoTokenizer.from_pretrained(export).encode(LOGPROB_TEXT,
+                                                                                   add_special_tokens=False)
+    result["export_chats"] = [AutoTokenizer.from_pretrained(export).apply_chat_template(
+        c, tokenize=False, add_generation_prompt=True) for c in CHATS]
     Path(f"{out}/result.json").write_text(json.dumps(result, ensure_ascii=False))
+
+
+TINY = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 300, "max_position_embeddings": 64, "rms_norm_eps": 1e-6}
+TINY_FAMILIES = {
+    "llama": {"rope_theta": 500000.0, "tie_word_embeddings": False},
+    "qwen2": {"rope_theta": 1000000.0, "tie_word_embeddings": True, "torch_dtype_on_disk": "bfloat16"},
+    "mistral": {"rope_theta": 10000.0, "sliding_window": 16, "tie_word_embeddings": False,
+                "torch_dtype_on_disk": "float16"},
+}
+TINY_IDS = [[5, 17, 250, 3, 99, 42, 7, 7, 180, 2, 64, 11]]  # 12 tokens: inside mistral's window of 16
+
+
+def tiny_side(out: str, mode: str) -> None:
+    """Under torch: `write` tiny random Llama / Qwen2 / Mistral folders (with their logits); `compare` loads
+    minitrain's exports of them and reports max |logit difference| against the originals."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    result = {}
+    for kind, extra in TINY_FAMILIES.items():
+        folder = Path(out) / kind
+        if mode == "write":
+            torch.manual_seed(0)
+            extra = dict(extra)
+            disk = extra.pop("torch_dtype_on_disk", "float32")
+            config = AutoConfig.for_model(kind, **TINY, **extra)
+            model = AutoModelForCausalLM.from_config(config).eval()
+            with torch.no_grad():  # random weights far from zero, so the logits differ clearly
+                for p in model.parameters():
+                    p.normal_(0, 0.2)
+            model.to(getattr(torch, disk)).save_pretrained(folder)
+            result[kind] = disk
+        else:
+            back = AutoModelForCausalLM.from_pretrained(f"{folder}-export", dtype=torch.float32).eval()
+            # the source stored in bf16/f16: compare against the source itself read back in float32
+            source = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+            with torch.no_grad():
+                ours, theirs = (m(torch.tensor(TINY_IDS)).logits.double() for m in (back, source))
+            result[kind] = {"max_abs_logit_diff": float((ours - theirs).abs().max()),
+                            "architecture": back.config.architectures[0]}
+    Path(out, f"tiny-{mode}.json").write_text(json.dumps(result))
 
 
 def _llama_logits(model_config: dict, state: dict, ids: list[int]) -> np.ndarray | None:
@@ -96,15 +141,39 @@ def _llama_logits(model_config: dict, state: dict, ids: list[int]) -> np.ndarray
     return np.asarray(logits.data if hasattr(logits, "data") else logits, dtype=np.float64)[0]
 
 
+def torch_side(python: str, gguf: str, *args: str) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1"}
+    subprocess.run([python, __file__, gguf, *args], check=True, env=env)
+
+
+def load_pretrained_base_no_tokenizer(folder: str):
+    """A tiny folder transformers wrote has no tokenizer; give it a byte-level one of the same vocabulary size."""
+    from tokenizers import Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import BPE
+
+    from minitrain.data.pretrained_tokenizer import PretrainedTokenizer, bytes_to_unicode
+    from minitrain.hub.pretrained import load_pretrained_base
+
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())} | {"<s>": 256, "</s>": 257}
+    tok = Tokenizer(BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    PretrainedTokenizer(tok, {"bos_token": "<s>", "eos_token": "</s>"}).save(folder)
+    return load_pretrained_base(folder)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("gguf", nargs="?", default=DEFAULT_GGUF)
     parser.add_argument("--torch-python", default=DEFAULT_TORCH)
     parser.add_argument("--transformers-side", nargs=2, metavar=("OUT", "EXPORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--tiny-side", nargs=2, metavar=("OUT", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.transformers_side:
-        out, export = args.transformers_side
-        transformers_side(args.gguf, out, None if export == "-" else export)
+        transformers_side(args.gguf, *args.transformers_side)
+        return 0
+    if args.tiny_side:
+        tiny_side(*args.tiny_side)
         return 0
 
     import safetensors.numpy
@@ -120,13 +189,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         ids = tok.encode(LOGPROB_TEXT)
         ours = _llama_logits(model_config, state, ids)
-        export = "-"
-        if ours is not None:
-            export = f"{tmp}/export"
-            export_hf_folder(model_config, state, tok, export)
-        cmd = [args.torch_python, __file__, args.gguf, "--transformers-side", tmp, export]
-        subprocess.run(cmd, check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1",
-                                             "TRANSFORMERS_VERBOSITY": "error"})
+        export = f"{tmp}/export"
+        export_hf_folder(model_config, state, tok, export)
+        torch_side(args.torch_python, args.gguf, "--transformers-side", tmp, export)
         theirs = json.loads(Path(f"{tmp}/result.json").read_text())
 
         # (a) tokenizer
@@ -163,7 +228,24 @@ def main() -> int:
             print(f"(c) {len(ids)} tokens: log-prob max |difference| {lp_diff:.3g} (target 1e-4); export loaded "
                   f"by LlamaForCausalLM: logits max |difference| {ex_diff:.3g} (target 1e-5); exported tokenizer "
                   f"ids identical {theirs['export_tokenizer_ids'] == ids}")
-            ok &= lp_diff <= 1e-4 and ex_diff <= 1e-5 and theirs["export_tokenizer_ids"] == ids
+            ok &= lp_diff <= 1e-4 and ex_diff <= 1e-5
+        same_export_tok = theirs["export_tokenizer_ids"] == ids and theirs["export_chats"] == theirs["chats"]
+        print(f"(c0) the export read by LlamaForCausalLM against transformers' own GGUF model: logits max "
+              f"|difference| {theirs['export_vs_gguf_logits']:.3g}; its tokenizer (AutoTokenizer) gives the same ids "
+              f"and chat strings: {same_export_tok}")
+        ok &= theirs["export_vs_gguf_logits"] <= 1e-5 and same_export_tok
+
+        # (d) tiny random Llama / Qwen2 (biases, bf16 on disk) / Mistral (window, f16 on disk) through minitrain
+        torch_side(args.torch_python, args.gguf, "--tiny-side", tmp, "write")
+        for kind in TINY_FAMILIES:
+            m, s, t, _ = load_pretrained_base_no_tokenizer(f"{tmp}/{kind}")
+            export_hf_folder(m, s, t, f"{tmp}/{kind}-export")
+        torch_side(args.torch_python, args.gguf, "--tiny-side", tmp, "compare")
+        tiny = json.loads(Path(f"{tmp}/tiny-compare.json").read_text())
+        for kind, row in tiny.items():
+            print(f"(d) tiny {kind}: export -> {row['architecture']}, logits max |difference| "
+                  f"{row['max_abs_logit_diff']:.3g} (target 1e-5)")
+            ok &= row["max_abs_logit_diff"] <= 1e-5
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -92,8 +92,9 @@ def test_configs_minitrain_cannot_reproduce_are_refused_by_key(change, message):
 
 def test_state_conversion_transposes_projections_and_drops_a_tied_head():
     hf = random_hf_state(MINITRAIN)
-    ours = from_hf_state({**hf, "lm_head.weight": hf["model.embed_tokens.weight"]}, MINITRAIN, "w")
-    assert "lm_head.weight" not in ours
+    given = {**hf, "lm_head.weight": hf["model.embed_tokens.weight"]}
+    ours = from_hf_state(given, MINITRAIN, "w")
+    assert "lm_head.weight" not in ours and given == {}  # emptied as converted: never two copies
     q = "model.layers.1.self_attn.q_proj.weight"
     assert ours[q].shape == (32, 32) and np.array_equal(ours[q], hf[q].T) and ours[q].flags.c_contiguous
     assert np.array_equal(ours["model.layers.0.mlp.down_proj.weight"], hf["model.layers.0.mlp.down_proj.weight"].T)
@@ -102,7 +103,7 @@ def test_state_conversion_transposes_projections_and_drops_a_tied_head():
     assert back.keys() == hf.keys() and all(np.array_equal(back[n], hf[n]) for n in hf)
     untied = {**MINITRAIN, "tie_embeddings": False}
     hf2 = random_hf_state(untied)
-    assert np.array_equal(to_hf_state(from_hf_state(hf2, untied, "w"), untied)["lm_head.weight"],
+    assert np.array_equal(to_hf_state(from_hf_state(dict(hf2), untied, "w"), untied)["lm_head.weight"],
                           hf2["lm_head.weight"])
 
 

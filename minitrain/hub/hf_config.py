@@ -232,13 +232,21 @@ def check_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any], wh
         raise UserError(f"{where}: weights do not fit the model config: {shown}", 2)
 
 
-def from_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any], where: str) -> dict[str, np.ndarray]:
-    """HF layout -> minitrain layout (float32, *_proj weights transposed to [in, out]), checked against `model`."""
-    state = {n: a for n, a in state.items() if not n.endswith("rotary_emb.inv_freq")}  # a buffer in old files
+def from_hf_state(state: dict[str, np.ndarray], model: Mapping[str, Any], where: str) -> dict[str, np.ndarray]:
+    """HF layout -> minitrain layout (float32, *_proj weights transposed to [in, out]), checked against `model`.
+
+    `state` is emptied as its tensors are converted, so a big model is never held twice in memory (pass a copy,
+    `dict(state)`, to keep the original dict filled; the arrays themselves are never modified)."""
+    for name in [n for n in state if n.endswith("rotary_emb.inv_freq")]:  # a buffer in old files, not a weight
+        del state[name]
     if model.get("tie_embeddings", True):
         state.pop("lm_head.weight", None)
     check_hf_state(state, model, where)
-    return {n: np.ascontiguousarray(a.T if _transposed(n) else a, dtype=np.float32) for n, a in state.items()}
+    out = {}
+    for name in list(state):
+        a = state.pop(name)
+        out[name] = np.ascontiguousarray(a.T if _transposed(name) else a, dtype=np.float32)
+    return out
 
 
 def to_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any]) -> dict[str, np.ndarray]:

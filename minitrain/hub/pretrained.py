@@ -74,7 +74,8 @@ def _from_gguf(path: Path):
     where = f"{path} (GGUF metadata)"
     model, facts = from_hf_config(contents.config, where)
     tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
-    state = from_hf_state(contents.state, model, str(path))
+    raw, contents.state = contents.state, {}  # from_hf_state empties `raw` as it goes: one copy in memory
+    state = from_hf_state(raw, model, str(path))
     return model, state, tokenizer, {"source": "gguf", "path": str(path), **facts, **contents.facts}
 
 
