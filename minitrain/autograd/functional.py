@@ -13,7 +13,7 @@ import numpy as np
 
 from minitrain.autograd import kernels
 from minitrain.autograd.ops import concat
-from minitrain.autograd.tensor import Tensor
+from minitrain.autograd.tensor import Tensor, unbroadcast
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
@@ -182,3 +182,91 @@ def attention(
     qkv = concat([t.transpose(0, 2, 1, 3).reshape(batch, time, n_head * head_size) for t in (q, k, v)], axis=-1)
     y = self_attention(qkv, n_head, pad_mask, scale)
     return y.reshape(batch, time, n_head, head_size).transpose(0, 2, 1, 3)
+
+
+# --------------------------------------------------------------------- the Llama family's ops
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """y = x/√(mean(x²) + eps)·w over the last axis.  x (..., C), w (C,); math in kernels/rmsnorm.py."""
+    channels = x.shape[-1]
+    rows = np.ascontiguousarray(x.data.reshape(-1, channels))
+    y, rstd = kernels.active.rmsnorm_forward(rows, weight.data, eps)
+
+    def backward(g: np.ndarray) -> None:
+        dx, dw = kernels.active.rmsnorm_backward(g.reshape(-1, channels), rows, weight.data, rstd)
+        x._accumulate(dx.reshape(x.shape))
+        weight._accumulate(dw)
+
+    return Tensor._from_op(y.reshape(x.shape), (x, weight), backward)
+
+
+def silu(x: Tensor) -> Tensor:
+    """SiLU, y = x·σ(x) (Llama's "silu" activation);  dx = g·σ(x)·(1 + x·(1 − σ(x))); math in kernels/silu.py."""
+    return Tensor._from_op(
+        kernels.active.silu_forward(x.data), (x,), lambda g: x._accumulate(kernels.active.silu_backward(x.data, g))
+    )
+
+
+def _rotate_half(a: np.ndarray) -> np.ndarray:
+    """[a₁ | a₂] -> [−a₂ | a₁] over the last axis (its two halves)."""
+    half = a.shape[-1] // 2
+    return np.concatenate([-a[..., half:], a[..., :half]], axis=-1)
+
+
+def rope(x: Tensor, cos: np.ndarray, sin: np.ndarray) -> Tensor:
+    """Rotary position embedding, transformers' convention: y = x·cos + rotate_half(x)·sin.
+
+    The head dim D is split in two halves [x₁ | x₂], and each pair (x₁[i], x₂[i]) is rotated by the angle of
+    frequency i at the token's position (cos and sin repeat their D/2 angles in both halves). x (..., D); cos, sin
+    (constants) broadcast against x, e.g. (B, T, 1, D) for x (B, T, H, D). A rotation's adjoint is the rotation
+    by the opposite angle:  dx = g·cos + rotate_halfᵀ(g·sin),  rotate_halfᵀ([u₁ | u₂]) = [u₂ | −u₁]."""
+    if x.shape[-1] % 2:
+        raise ValueError(f"rope: the last axis of {x.shape} must be even (it is split in two halves)")
+    cos, sin = np.asarray(cos, dtype=x.dtype), np.asarray(sin, dtype=x.dtype)
+
+    def backward(g: np.ndarray) -> None:
+        u = g * sin
+        half = u.shape[-1] // 2
+        x._accumulate(unbroadcast(g * cos + np.concatenate([u[..., half:], -u[..., :half]], axis=-1), x.shape))
+
+    return Tensor._from_op(x.data * cos + _rotate_half(x.data) * sin, (x,), backward)
+
+
+def attention_mask(
+    time_q: int, time_k: int, key_mask: np.ndarray | None = None, segment_ids: np.ndarray | None = None
+) -> np.ndarray:
+    """Which keys each query may attend to: allowed (B, Tq, Tk) bool (B = 1 when neither array is given).
+
+    The queries are the last Tq of the Tk positions (Tq = Tk in training; with a KV cache the earlier keys are
+    cached). Query i (position i + Tk − Tq) sees key j when j ≤ i + Tk − Tq (causal), key_mask[b, j] (True on
+    real tokens: padding is never attended to), and segment_ids[b, j] equals the query's own (packed documents
+    do not see each other). key_mask, segment_ids: (B, Tk)."""
+    offset = time_k - time_q
+    allowed = (np.arange(time_k)[None, :] <= np.arange(time_q)[:, None] + offset)[None]  # (1, Tq, Tk)
+    if key_mask is not None:
+        allowed = allowed & np.asarray(key_mask, dtype=bool)[:, None, :]
+    if segment_ids is not None:
+        segments = np.asarray(segment_ids)
+        allowed = allowed & (segments[:, offset:, None] == segments[:, None, :])
+    return allowed
+
+
+def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: np.ndarray, scale: float | None = None) -> Tensor:
+    """Grouped-query attention under a mask, as one tape node; math in kernels/grouped_attention.py.
+
+    q (B, Tq, H, D); k, v (B, Tk, H_kv, D) with H_kv dividing H (query head h reads key/value head h·H_kv // H);
+    allowed (B or 1, Tq, Tk) bool (`attention_mask`); scale 1/√D unless given. Returns the heads' outputs side by
+    side, (B, Tq, H·D), ready for the output projection."""
+    batch, time_q, n_head, head_size = q.shape
+    if k.shape != v.shape or k.shape[0] != batch or k.shape[3] != head_size or n_head % k.shape[2]:
+        raise ValueError(f"grouped_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (B, T, H, D) with "
+                         "key/value heads dividing the query heads")
+    allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), (batch, time_q, k.shape[1]))
+    y, probs = kernels.active.grouped_attention_forward(q.data, k.data, v.data, allowed, scale)
+
+    def backward(g: np.ndarray) -> None:
+        dq, dk, dv = kernels.active.grouped_attention_backward(q.data, k.data, v.data, probs, g, scale)
+        q._accumulate(dq)
+        k._accumulate(dk)
+        v._accumulate(dv)
+
+    return Tensor._from_op(y, (q, k, v), backward)

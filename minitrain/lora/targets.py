@@ -11,10 +11,12 @@ A model's linear layers have dotted module paths (MiniGPT's: `transformer.h.0.at
 Both may be given; the layers either names are adapted. Each entry, and the pattern, must name at least one
 linear layer: a typo must not leave a model unadapted.
 
-The YAML-mode spec writes Llama's names. GPT-2 has one fused projection for queries, keys and values, c_attn,
-so q_proj, k_proj and v_proj together mean c_attn; one or two of them cannot be adapted apart from the others
-and are refused with what to write instead. o_proj is the attention's output projection attn.c_proj; up_proj
-and down_proj are the MLP's projections mlp.c_fc and mlp.c_proj; gate_proj has no GPT-2 counterpart.
+The YAML-mode spec writes Llama's names. A model of the Llama family (minitrain/models/llama.py) has layers of
+those names, and a name that names a layer of the model means that layer, as written. MiniGPT has not: GPT-2 has
+one fused projection for queries, keys and values, c_attn, so q_proj, k_proj and v_proj together mean c_attn; one
+or two of them cannot be adapted apart from the others and are refused with what to write instead. o_proj is the
+attention's output projection attn.c_proj; up_proj and down_proj are the MLP's projections mlp.c_fc and
+mlp.c_proj; gate_proj has no GPT-2 counterpart.
 """
 
 from __future__ import annotations
@@ -36,14 +38,21 @@ def linear_paths(model: Module) -> list[str]:
     return [path for path, module in model.named_modules() if isinstance(module, Linear)]
 
 
-def translate_spec_names(targets: Sequence[str]) -> tuple[list[tuple[int, str]], dict[int, str]]:
+def translate_spec_names(
+    targets: Sequence[str], paths: Iterable[str] = ()
+) -> tuple[list[tuple[int, str]], dict[int, str]]:
     """([(entry index, GPT-2 name)] for the entries that translate (Llama's names replaced, q_proj, k_proj and
-    v_proj together as one attn.c_attn), {entry index: why} for those that cannot."""
+    v_proj together as one attn.c_attn), {entry index: why} for those that cannot. An entry that names one of
+    `paths` (the model's linear layers: a Llama model's q_proj...) is kept as written."""
+    paths = list(paths)
     problems: dict[int, str] = {}
-    given_qkv = [name for name in QKV if name in targets]
+    own = {name for name in targets if any(module_matches(p, name) for p in paths)}
+    given_qkv = [name for name in QKV if name in targets and name not in own]
     translated: list[tuple[int, str]] = []
     for i, name in enumerate(targets):
-        if name in NO_COUNTERPART:
+        if name in own:
+            translated.append((i, name))
+        elif name in NO_COUNTERPART:
             problems[i] = NO_COUNTERPART[name]
         elif name in QKV and len(given_qkv) < len(QKV):
             problems[i] = ("GPT-2 computes queries, keys and values in one product, attn.c_attn, adapted as a "
@@ -63,7 +72,7 @@ def resolve_targets(
 
     `paths` are the model's linear layers (`linear_paths`, or `models.registry.linear_module_paths` for a config)."""
     paths = list(paths)
-    translated, problems = translate_spec_names(target_modules)
+    translated, problems = translate_spec_names(target_modules, paths)
     chosen: set[str] = set()
     for index, target in translated:
         hits = {p for p in paths if module_matches(p, target)}

@@ -3,6 +3,8 @@
     minigpt     MiniGPT, GPT-2 at course size (minitrain/models/minigpt.py); the default, and the lab's model
     mlp_lm      MLPLanguageModel, a fixed-context MLP language model (minitrain/models/mlp_lm.py)
     sequential  SequentialModel, a stack of nn layers listed in the config, for tables (minitrain/models/sequential.py)
+    llama       Llama, the Llama / Qwen2 / Mistral decoder: RMSNorm, rotary, SwiGLU, grouped-query attention
+                (minitrain/models/llama.py)
 
 Each family's file ends with its record (`FAMILY`, minitrain/models/family.py); a new family is a new file and
 one line in `FAMILY_MODULES`. A model's `config` dict holds its constructor keys; it is saved in every model file and
@@ -28,6 +30,7 @@ FAMILY_MODULES = (
     "minigpt",
     "mlp_lm",
     "sequential",
+    "llama",
 )
 FAMILIES: dict[str, ModelFamily] = {
     family.name: family for family in (import_module(f"minitrain.models.{name}").FAMILY for name in FAMILY_MODULES)
@@ -74,7 +77,11 @@ def tensor_count(config: Mapping[str, Any]) -> int:
 
 def linear_module_paths(config: Mapping[str, Any]) -> list[str]:
     """The dotted paths of the model's linear layers (what LoRA adapts and quantization quantizes), without building
-    it: in every family, a linear layer is a 2-D `weight` with a `bias` beside it (embeddings have none)."""
+    it: the family's record says which (`linear_paths`), or else a linear layer is a 2-D `weight` with a `bias`
+    beside it (embeddings have none)."""
+    family = FAMILIES[model_type(config)]
+    if family.linear_paths is not None:
+        return family.linear_paths(config)
     names = dict(parameter_shapes(config))
     return [name.removesuffix(".weight") for name, shape in names.items()
             if name.endswith(".weight") and len(shape) == 2 and name.removesuffix("weight") + "bias" in names]

@@ -7,6 +7,7 @@ choice of the next token, append it and repeat, until the model emits EOS or `ma
     temperature 0     ->  next = argmax_v z_v                          (greedy: deterministic)
     temperature τ > 0 ->  p_v = softmax(z / τ)_v,  next ~ p            (τ < 1 sharpens, τ > 1 flattens)
     top_k = k         ->  only the k largest z_v keep their mass, the others get p_v = 0
+    top_p = q         ->  only the likeliest tokens whose mass reaches q keep it (nucleus sampling), after top_k
 
 Only ids the tokenizer knows can be chosen: the model's embedding may have spare rows (vocab_size 64 for a
 vocabulary of 50), and those ids stand for no character. The course asks for greedy decoding (`comer|R1|` ->
@@ -34,10 +35,14 @@ class Tokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
 
-def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
+def next_token(
+    logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator, top_p: float | None = None
+) -> int:
     """Pick the next token id from one position's logits, shape (V,)."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if temperature == 0:
         return int(np.argmax(logits))
     z = logits.astype(np.float64)
@@ -50,7 +55,20 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
         z = (z - z.max()) / temperature
     p = np.exp(z)
     p /= p.sum()
+    if top_p is not None and top_p < 1.0:
+        p = nucleus(p, top_p)
     return int(rng.choice(z.size, p=p))
+
+
+def nucleus(p: np.ndarray, top_p: float) -> np.ndarray:
+    """p restricted to its nucleus and renormalised: the likeliest tokens, in order, up to and including the one
+    whose cumulative mass reaches top_p (transformers' TopPLogitsWarper; the likeliest token always stays)."""
+    order = np.argsort(-p, kind="stable")
+    mass_before = np.cumsum(p[order]) - p[order]
+    kept = np.zeros_like(p)
+    keep = order[mass_before < top_p]
+    kept[keep] = p[keep]
+    return kept / kept.sum()
 
 
 def generate(

@@ -4,11 +4,13 @@
                       train/eval, freezing, packing into one flat ParameterBuffer), Parameter, inference()
     linear.py         Linear           y = x·W + b (optionally fused with GELU)
     embedding.py      Embedding        y = W[idx]
-    normalization.py  LayerNorm        y = (x − μ)/σ · w + b
+    normalization.py  LayerNorm        y = (x − μ)/σ · w + b;  RMSNorm  y = x/rms(x) · w
+    rotary.py         RotaryEmbedding  the cos/sin of rotary positions (θ, Llama 3 scaling), rope_positions
     dropout.py        Dropout          random zeros while training (the training RNG)
     activation.py     GELU, ReLU, Tanh, Sigmoid, Softmax
     container.py      Sequential, ModuleList, ModuleDict
     transformer.py    CausalSelfAttention, MLP, Block (GPT-2's)
+    llama_blocks.py   LlamaAttention (grouped-query, rotary), LlamaMLP (SwiGLU), LlamaDecoderLayer
     lora.py           LoRALinear       y = base(x) + (alpha/rank)·dropout(x)·A·B, the base frozen
     quantized.py      Linear4Bit       y = x·deq(W₄) + b, a frozen weight in 4-bit blocks (QLoRA's base)
 
@@ -23,14 +25,16 @@ from minitrain.nn.container import ModuleDict, ModuleList, Sequential
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.embedding import Embedding
 from minitrain.nn.linear import Linear
+from minitrain.nn.llama_blocks import LlamaAttention, LlamaDecoderLayer, LlamaMLP
 from minitrain.nn.lora import LoRALinear
 from minitrain.nn.module import Module, Parameter, inference
-from minitrain.nn.normalization import LayerNorm
+from minitrain.nn.normalization import LayerNorm, RMSNorm
 from minitrain.nn.quantized import Linear4Bit
+from minitrain.nn.rotary import RotaryEmbedding
 from minitrain.nn.transformer import MLP, Block, CausalSelfAttention
 
 __all__ = [
     "GELU", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding", "LayerNorm", "Linear", "Linear4Bit",
-    "LoRALinear", "Module", "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "Sigmoid", "Softmax",
-    "Tanh", "inference",
+    "LlamaAttention", "LlamaDecoderLayer", "LlamaMLP", "LoRALinear", "Module", "ModuleDict", "ModuleList",
+    "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "Sigmoid", "Softmax", "Tanh", "inference",
 ]  # fmt: skip

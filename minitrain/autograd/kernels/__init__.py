@@ -18,7 +18,18 @@ from types import SimpleNamespace
 
 from numba import config as numba_config
 
-from minitrain.autograd.kernels import adamw, attention, cross_entropy, embedding, gelu, grad_norm, layernorm
+from minitrain.autograd.kernels import (
+    adamw,
+    attention,
+    cross_entropy,
+    embedding,
+    gelu,
+    grad_norm,
+    grouped_attention,
+    layernorm,
+    rmsnorm,
+    silu,
+)
 
 KERNELS = {
     "gelu_forward": gelu,
@@ -32,6 +43,12 @@ KERNELS = {
     "embedding_backward": embedding,
     "sum_of_squares": grad_norm,
     "adamw_update": adamw,
+    "rmsnorm_forward": rmsnorm,
+    "rmsnorm_backward": rmsnorm,
+    "silu_forward": silu,
+    "silu_backward": silu,
+    "grouped_attention_forward": grouped_attention,
+    "grouped_attention_backward": grouped_attention,
 }
 BACKENDS = ("numba", "numpy")
 

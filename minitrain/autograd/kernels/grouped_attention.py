@@ -1,0 +1,180 @@
+"""Grouped-query attention under an arbitrary mask: forward and backward in NumPy, the softmax a numba kernel.
+
+Queries come in H heads, keys and values in H_kv heads (H_kv divides H; H_kv = H is ordinary multi-head
+attention, H_kv = 1 multi-query). Query head h reads key/value head h // G, G = H / H_kv, as transformers'
+`repeat_kv` arranges it. For batch b, query head h, query i and key j:
+
+    s_ij = scale · q_i·k_j,   scale = 1/√D unless given
+    p_ij = exp(s_ij − m_i) / Σ_allowed exp(s_ik − m_i)   where allowed[b, i, j], else 0   (m_i: the row maximum)
+    y_i  = Σ_j p_ij · v_j
+
+`allowed` (B, Tq, Tk) is the whole mask (causal, padding keys, document boundaries: see
+`functional.attention_mask`). A row with no allowed key gets p = 0 and y = 0.
+
+The G query heads that share a key/value head are stacked as G·Tq rows of one matrix, so every product is one
+batched BLAS call over (B, H_kv) and the key/value heads are never copied G times: their gradients,
+dv_j = Σ_rows p_ij·dy_i and dk_j = Σ_rows ds_ij·q_i, sum over the G heads by the product itself. Backward:
+
+    dv = pᵀ·dy,   dp = dy·vᵀ,   ds_ij = scale · p_ij · (dp_ij − Σ_k p_ik·dp_ik),   dq = ds·k,   dk = dsᵀ·q
+
+Shapes: q (B, Tq, H, D); k, v (B, Tk, H_kv, D); out, dy (B, Tq, H·D); scores, probs (B, H_kv, G·Tq, Tk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from minitrain.autograd.kernels.fastmath import FASTMATH, fast_exp, row_max
+
+
+# ------------------------------------------------------------------------------------------- the layouts
+def stack_groups(x: np.ndarray, n_kv_head: int) -> np.ndarray:
+    """(B, T, H, D) -> (B, H_kv, G·T, D): the G query heads of each key/value head as one block of rows."""
+    batch, time, n_head, head_size = x.shape
+    grouped = x.reshape(batch, time, n_kv_head, n_head // n_kv_head, head_size).transpose(0, 2, 3, 1, 4)
+    return grouped.reshape(batch, n_kv_head, -1, head_size)
+
+
+def unstack_groups(x: np.ndarray, time: int) -> np.ndarray:
+    """(B, H_kv, G·T, D) -> (B, T, H·D), head h = kv head · G + g, ready for the output projection."""
+    batch, n_kv_head, rows, head_size = x.shape
+    grouped = x.reshape(batch, n_kv_head, rows // time, time, head_size).transpose(0, 3, 1, 2, 4)
+    return grouped.reshape(batch, time, -1)
+
+
+def _heads_first(x: np.ndarray) -> np.ndarray:
+    """(B, T, H_kv, D) -> (B, H_kv, T, D)."""
+    return x.transpose(0, 2, 1, 3)
+
+
+def additive_mask(allowed: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """(B, Tq, Tk): 0 where allowed, −∞ where not; added to the scaled scores."""
+    return np.where(allowed, 0.0, -np.inf).astype(dtype)
+
+
+def grouped_attention_forward(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None, softmax: Callable
+) -> tuple[np.ndarray, np.ndarray]:
+    """y = softmax(scale·q·kᵀ, allowed)·v per head -> out (B, Tq, H·D), probs (B, H_kv, G·Tq, Tk)."""
+    n_kv_head, head_size = k.shape[2], q.shape[3]
+    scale = 1.0 / np.sqrt(head_size) if scale is None else scale
+    qs = stack_groups(q, n_kv_head)
+    scores = qs @ np.ascontiguousarray(k.transpose(0, 2, 3, 1))  # (B, H_kv, G·Tq, Tk)
+    probs = softmax(scores, scale, additive_mask(allowed, q.dtype))
+    return unstack_groups(probs @ _heads_first(v), q.shape[1]), probs
+
+
+def grouped_attention_backward(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None,
+    softmax_backward: Callable,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dq (B, Tq, H, D), dk, dv (B, Tk, H_kv, D)) from dy (B, Tq, H·D) and the saved probabilities."""
+    batch, time_q, n_head, head_size = q.shape
+    n_kv_head = k.shape[2]
+    scale = 1.0 / np.sqrt(head_size) if scale is None else scale
+    g = stack_groups(dy.reshape(batch, time_q, n_head, head_size), n_kv_head)  # (B, H_kv, G·Tq, D)
+    dv = np.swapaxes(probs, -1, -2) @ g
+    dscores = softmax_backward(probs, g @ np.ascontiguousarray(v.transpose(0, 2, 3, 1)), scale)
+    dq = unstack_groups(dscores @ _heads_first(k), time_q).reshape(q.shape)
+    dk = np.swapaxes(dscores, -1, -2) @ stack_groups(q, n_kv_head)
+    return dq, _heads_first(dk), _heads_first(dv)
+
+
+# ------------------------------------------------------------------------------------------- the softmax
+def masked_softmax_forward_reference(scores: np.ndarray, scale: float, bias: np.ndarray) -> np.ndarray:
+    """scores (B, H_kv, G·Tq, Tk), bias (B, Tq, Tk) additive -> probs; row r of a block is query r mod Tq."""
+    batch, n_kv_head, rows, time_k = scores.shape
+    time_q = bias.shape[1]
+    logits = (scores * scale).reshape(batch, n_kv_head, rows // time_q, time_q, time_k) + bias[:, None, None]
+    peak = logits.max(axis=-1, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)  # a row with no allowed key: exp(−∞) = 0 everywhere
+    e = np.exp(logits - peak)
+    total = e.sum(axis=-1, keepdims=True)
+    return (e / np.where(total > 0, total, 1)).astype(scores.dtype).reshape(scores.shape)
+
+
+def masked_softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
+    inner = (probs * dprobs).sum(axis=-1, keepdims=True)
+    return (scale * probs * (dprobs - inner)).astype(probs.dtype)
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _softmax_rows(scores, scale, bias):
+    """In place: scores (B, H_kv, R, Tk) becomes probs; row r reads the mask row bias[b, r % Tq]."""
+    n_batch, n_kv_head, n_rows, time_k = scores.shape
+    time_q = bias.shape[1]
+    for b in range(n_batch):
+        for h in range(n_kv_head):
+            for r in range(n_rows):
+                p = scores[b, h, r]
+                m = bias[b, r % time_q]
+                for j in range(time_k):
+                    p[j] = p[j] * scale + m[j]
+                peak = row_max(p)
+                if peak == -np.inf:  # no key allowed: the row stays all zeros
+                    p[:] = 0.0
+                    continue
+                total = np.float32(0.0)
+                for j in range(time_k):
+                    e = fast_exp(p[j] - peak)
+                    p[j] = e
+                    total += e
+                inv = np.float32(1.0) / total
+                for j in range(time_k):
+                    p[j] *= inv
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _softmax_backward_rows(probs, dprobs, scale):
+    """In place: dprobs becomes dscores."""
+    n_batch, n_kv_head, n_rows, time_k = probs.shape
+    for b in range(n_batch):
+        for h in range(n_kv_head):
+            for r in range(n_rows):
+                p, dp = probs[b, h, r], dprobs[b, h, r]
+                inner = np.float32(0.0)
+                for j in range(time_k):
+                    inner += p[j] * dp[j]
+                for j in range(time_k):
+                    dp[j] = scale * p[j] * (dp[j] - inner)
+
+
+def masked_softmax_forward_numba(scores: np.ndarray, scale: float, bias: np.ndarray) -> np.ndarray:
+    """Overwrites `scores` with the probabilities (the forward hands over its temporary)."""
+    probs = np.ascontiguousarray(scores)
+    _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(bias, dtype=probs.dtype))
+    return probs
+
+
+def masked_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
+    """Overwrites `dprobs` with the score gradient (the backward hands over its temporary)."""
+    dscores = np.ascontiguousarray(dprobs, dtype=probs.dtype)
+    _softmax_backward_rows(probs, dscores, probs.dtype.type(scale))
+    return dscores
+
+
+def grouped_attention_forward_reference(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    return grouped_attention_forward(q, k, v, allowed, scale, masked_softmax_forward_reference)
+
+
+def grouped_attention_backward_reference(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return grouped_attention_backward(q, k, v, probs, dy, scale, masked_softmax_backward_reference)
+
+
+def grouped_attention_forward_numba(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    return grouped_attention_forward(q, k, v, allowed, scale, masked_softmax_forward_numba)
+
+
+def grouped_attention_backward_numba(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return grouped_attention_backward(q, k, v, probs, dy, scale, masked_softmax_backward_numba)
