@@ -27,7 +27,7 @@ HF_CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidd
              "hidden_act": "silu", "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2}
 MINITRAIN = {"type": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "d_model": 32, "d_ff": 64,
              "vocab_size": VOCAB, "max_seq_len": 64, "rope_theta": 10000.0, "rope_scaling": None,
-             "rms_norm_eps": 1e-5, "tie_embeddings": True, "attention_bias": False}
+             "rms_norm_eps": 1e-5, "tie_embeddings": True, "attention_bias": False, "head_dim": 8}
 
 
 def random_hf_state(model: dict, seed: int = 0) -> dict[str, np.ndarray]:
@@ -207,6 +207,20 @@ def test_a_hf_folder_loads_and_exports_back_byte_for_byte_tokenizer(tmp_path):
     assert saved.keys() == hf.keys() and all(np.array_equal(saved[n], hf[n]) for n in hf)
     again = load_pretrained_base(tmp_path / "out")
     assert again[0] == model and all(np.array_equal(again[1][n], state[n]) for n in state)
+
+
+def test_the_loaded_state_fits_minitrains_llama_model(tmp_path):
+    from minitrain.hub.gpt2 import check_state_dict
+    from minitrain.models.registry import build_model
+
+    hf_folder(tmp_path / "base")
+    model_config, state, tok, _ = load_pretrained_base(tmp_path / "base")
+    check_state_dict(state, model_config, "base")
+    model = build_model(model_config)
+    model.load_state_dict(state)
+    ids = tok.encode("hola como")
+    logits, _ = model(np.array([ids]))
+    assert logits.shape == (1, len(ids), VOCAB) and np.isfinite(logits.data).all()
 
 
 def test_a_folder_without_tokenizer_json_or_with_too_many_ids_is_refused(tmp_path):

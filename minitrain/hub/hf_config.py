@@ -9,7 +9,7 @@ fine-tune, because they are the same network (RMSNorm, RoPE, grouped-query atten
     n_kv_head        num_key_value_heads             key/value heads (H when absent: plain multi-head)
     d_model          hidden_size                     residual width D
     d_ff             intermediate_size               SwiGLU hidden width F
-    head_dim         head_dim                        per-head width (D // H when absent)
+    head_dim         head_dim                        per-head width (D // H when absent; always written)
     vocab_size       vocab_size                      V
     max_seq_len      max_position_embeddings         longest sequence
     rope_theta       rope_theta (or rope_parameters) RoPE base θ
@@ -144,8 +144,7 @@ def from_hf_config(config: Mapping[str, Any], where: str) -> tuple[dict[str, Any
         "tie_embeddings": bool(config.get("tie_word_embeddings", DEFAULT_TIE[kind])),
         "attention_bias": kind == "qwen2",
     }
-    if head_dim is not None and head_dim != d_model // n_head:
-        model["head_dim"] = head_dim
+    model["head_dim"] = head_dim or d_model // n_head
     return model, facts
 
 
