@@ -11,9 +11,12 @@ temporary folder. Checked:
     (a) token ids of English and Spanish texts identical (with and without special tokens), and the chat
         template's output equal as strings
     (b) the dequantized state dict: the same tensors, max |difference| (minitrain's layout transposed back)
+    (c0) minitrain's export (`export_hf_folder`) loaded by `LlamaForCausalLM.from_pretrained`: its logits
+        against transformers' own GGUF model (target <= 1e-5; it is 0), and its tokenizer's ids / chat strings
     (c) when minitrain's Llama model is present (minitrain/models/llama.py): per-token log-probabilities of a
-        short text, max |difference| (target <= 1e-4); and an export (`export_hf_folder`) loaded back by
-        `LlamaForCausalLM.from_pretrained`, its logits against minitrain's (target <= 1e-5)
+        short text, max |difference| (target <= 1e-4); minitrain's logits against the export's (relative 1e-5)
+    (d) tiny random Llama, Qwen2 (q/k/v biases, BF16 on disk) and Mistral (sliding window, F16 on disk) folders
+        written by transformers, read by minitrain, exported, loaded back: logits against the source (<= 1e-5)
 
 Exit status 0 when every check passes.
 """
@@ -225,10 +228,13 @@ def main() -> int:
             lp_diff = float(np.max(np.abs(logp - np.array(theirs["logprobs"]))))
             back = np.load(f"{tmp}/export_logits.npy").astype(np.float64)
             ex_diff = float(np.max(np.abs(back - ours)))
-            print(f"(c) {len(ids)} tokens: log-prob max |difference| {lp_diff:.3g} (target 1e-4); export loaded "
-                  f"by LlamaForCausalLM: logits max |difference| {ex_diff:.3g} (target 1e-5); exported tokenizer "
-                  f"ids identical {theirs['export_tokenizer_ids'] == ids}")
-            ok &= lp_diff <= 1e-4 and ex_diff <= 1e-5
+            scale = float(np.abs(back).max())
+            # The export itself is checked exactly by (c0); this is minitrain's float32 forward against
+            # PyTorch's over 30 layers: rounding differences of a few float32 ulps of the largest logit.
+            print(f"(c) {len(ids)} tokens: log-prob max |difference| {lp_diff:.3g} (target 1e-4); minitrain's logits "
+                  f"against the export loaded by LlamaForCausalLM: max |difference| {ex_diff:.3g} "
+                  f"({ex_diff / scale:.2g} of the largest |logit| {scale:.3g})")
+            ok &= lp_diff <= 1e-4 and ex_diff <= 1e-5 * scale
         same_export_tok = theirs["export_tokenizer_ids"] == ids and theirs["export_chats"] == theirs["chats"]
         print(f"(c0) the export read by LlamaForCausalLM against transformers' own GGUF model: logits max "
               f"|difference| {theirs['export_vs_gguf_logits']:.3g}; its tokenizer (AutoTokenizer) gives the same ids "
