@@ -9,5 +9,5 @@ Nothing below `minitrain/commands/` imports from it: configuration, training and
 """
 
 # The order `minitrain --help` lists them in.
-COMMANDS = ["train", "validate", "schema", "init", "lock", "info", "export", "publish", "sample", "predict", "merge",
-            "quantize", "sweep", "lab"]
+COMMANDS = ["train", "validate", "schema", "init", "lock", "info", "export", "publish", "sample", "eval", "predict",
+            "merge", "quantize", "sweep", "lab"]

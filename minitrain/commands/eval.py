@@ -1,0 +1,78 @@
+"""`minitrain eval SOURCE --data FILE [--json] [--max-seq-len N] [--loss-on all|completion]`: the mean token loss,
+perplexity and number of tokens scored of a model on a text or chat file, with the model's own tokenizer.
+
+SOURCE is a pretrained base (a .gguf file, a Hugging Face folder, a Hub id) or a minitrain run, model file or
+export (minitrain/hub/text_models.py). FILE holds text, prompt/completion or chat records (minitrain/data/
+text_records.py: JSONL, JSON, parquet, a .txt document, a folder of them). A character model (the course's
+MiniGPT) scores the verb corpus's JSONL instead; its `--loss-on completion` is the conjugated form and EOS. A
+record longer than the context is scored in windows of `--max-seq-len` positions, each window on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from minitrain.commands.common import positive_int
+
+LOSS_ON = ("all", "completion")
+DEFAULT_CONTEXT = 512  # positions per window, unless the model's context is shorter or --max-seq-len says
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("eval", help="mean token loss and perplexity of a model on a text or chat file")
+    parser.add_argument("source", help="a .gguf file, a Hugging Face folder or Hub id, or a minitrain run / model")
+    parser.add_argument("--data", required=True, help="text, prompt/completion or chat records (file or folder)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--max-seq-len", type=positive_int, default=None,
+                        help=f"positions per window (default: the model's context, at most {DEFAULT_CONTEXT})")
+    parser.add_argument("--loss-on", choices=LOSS_ON, default="all",
+                        help="score every token (default) or only completions / assistant turns")
+    parser.set_defaults(handler=eval_command)
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    from minitrain.data.tokenizer import CharTokenizer
+    from minitrain.hub.text_models import load_text_model
+
+    loaded = load_text_model(args.source)
+    context = loaded.model.config["max_seq_len"]
+    width = min(args.max_seq_len or DEFAULT_CONTEXT, context)
+    if isinstance(loaded.tokenizer, CharTokenizer):
+        scores = _char_scores(loaded, args, width)
+    else:
+        scores = _text_scores(loaded, args, width)
+    result = {"source": args.source, "data": args.data, "loss": scores["loss"], "ppl": scores["ppl"],
+              "tokens": scores["tokens"], "loss_on": args.loss_on, "max_seq_len": width}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{args.source} on {args.data}: loss {result['loss']:.4f}  ppl {result['ppl']:.4f}  "
+              f"({result['tokens']} tokens, loss on {args.loss_on}, windows of {width})")
+    return 0
+
+
+def _text_scores(loaded, args: argparse.Namespace, width: int) -> dict:
+    from minitrain.data.packing import pack
+    from minitrain.data.text_data import pad_id_of
+    from minitrain.data.text_examples import encode_records
+    from minitrain.data.text_records import check_one_kind, read_file, read_files, text_files
+    from minitrain.evaluation.text_loss import token_loss
+
+    path = Path(args.data)
+    records = read_files(text_files(path)) if path.is_dir() else read_file(path)
+    examples = encode_records(check_one_kind(records), loaded.tokenizer, args.loss_on)
+    rows = pack(examples, width, "pad", pad_id_of(loaded.tokenizer), overflow="split")
+    return token_loss(loaded.model, rows, loaded.model.config["vocab_size"])
+
+
+def _char_scores(loaded, args: argparse.Namespace, width: int) -> dict:
+    from minitrain.data.batcher import encode_split
+    from minitrain.data.corpus import load_records
+    from minitrain.evaluation.text_loss import token_loss
+
+    # A verb record's answer is its completion: the conjugated form and EOS.
+    rows = encode_split(load_records(args.data), loaded.tokenizer, width, "answer" if args.loss_on == "completion"
+                        else "all")
+    return token_loss(loaded.model, rows, loaded.model.config["vocab_size"])

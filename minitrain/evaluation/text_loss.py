@@ -1,0 +1,48 @@
+"""The number every fine-tune is judged by: the mean token loss and perplexity of a model on text it did not
+train on (`minitrain eval`).
+
+    loss = −(1/N) Σ log p(target_t | tokens before t)     over the N positions the loss mask counts
+    ppl  = exp(loss)
+
+The rows are scored in batches of at most `MAX_LOGITS` logits (B·T·V), so a 49,152-token vocabulary at 512
+positions is scored row by row and memory stays flat; the sums are float64 (PerplexityMeter), so the batching
+does not change the result beyond float32 rounding in the model itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minitrain.autograd import functional as F
+from minitrain.data.batch import trim_padding
+from minitrain.evaluation.metrics import PerplexityMeter
+from minitrain.nn import inference
+
+MAX_LOGITS = 1 << 25  # 128 MiB of float32 logits per batch (and as much again for their log-softmax)
+
+
+def token_loss(model: Any, rows: Any, vocab_size: int) -> dict[str, float | int]:
+    """{"loss", "ppl", "tokens"} of `model` on `rows`, a Batch or PackedBatch of padded rows (one document, or a
+    window of one, per row)."""
+    meter = PerplexityMeter()
+    with inference(model):
+        for start, stop in _batches(rows.attn_pad_mask, vocab_size):
+            batch = trim_padding(type(rows)(*(a[start:stop] for a in rows)))
+            logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
+            meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
+    return {"loss": meter.mean_nll, "ppl": meter.ppl, "tokens": meter.count}
+
+
+def _batches(attn_pad_mask: np.ndarray, vocab_size: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges whose logits, at the width of their longest row, fit in MAX_LOGITS."""
+    real = attn_pad_mask.astype(bool)
+    lengths = np.where(real.any(axis=1), real.shape[1] - np.argmax(real[:, ::-1], axis=1), 0)
+    ranges, start, longest = [], 0, 0
+    for i, length in enumerate(lengths.tolist()):
+        longest = max(longest, length)
+        if i > start and (i + 1 - start) * longest * vocab_size > MAX_LOGITS:
+            ranges.append((start, i))
+            start, longest = i, length
+    return [*ranges, (start, len(lengths))] if len(lengths) else ranges

@@ -1,0 +1,78 @@
+"""A language model and its own tokenizer from any place a user has one: what `minitrain eval` scores.
+
+    load_text_model(spec) -> TextModel(model, tokenizer, kind, where)
+
+    spec                                   kind         tokenizer
+    base.gguf                              pretrained   the GGUF metadata's (minitrain/hub/pretrained.py)
+    ./SmolLM2/ (config.json of a llama,    pretrained   tokenizer.json (+ tokenizer_config.json)
+        qwen2 or mistral model)
+    user/name (a Hub repo of such a model) pretrained   the same files, from the Hugging Face cache
+    a run folder, model file, export       minitrain    the run's own: RUN/tokenizer/ when it was trained from a
+        folder or Hub export of minitrain               pretrained base, else the character vocabulary
+
+The model is built from the source's config and its weights loaded (a LoRA run's adapters merged into its base),
+in float32, and never trained here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+from minitrain.common.errors import UserError
+from minitrain.common.io import read_json_object
+from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.hub.hf_config import MODEL_TYPES
+from minitrain.hub.pretrained import is_gguf, load_pretrained_base
+from minitrain.hub.sources import is_hub_id, load_model
+from minitrain.models.registry import build_model
+from minitrain.nn import Module
+
+RUN_TOKENIZER_DIR = "tokenizer"  # RUN/tokenizer/: the base's tokenizer files, kept by a run that fine-tuned it
+
+
+class TextModel(NamedTuple):
+    model: Module
+    tokenizer: Any  # PretrainedTokenizer or CharTokenizer
+    kind: str  # "pretrained" (a base read as it is) or "minitrain" (a run, model file or export)
+    where: str
+
+
+def is_pretrained_base(spec: str) -> bool:
+    """A .gguf file, or a Hugging Face folder or Hub repo whose config.json is a Llama-family model."""
+    if is_gguf(spec) and Path(spec).is_file():
+        return True
+    config = Path(spec) / "config.json"
+    if Path(spec).is_dir():
+        return config.is_file() and _model_type(config) in MODEL_TYPES
+    if not is_hub_id(spec):
+        return False
+    try:
+        return _model_type(Path(hf_hub_download(spec, "config.json"))) in MODEL_TYPES
+    except (EntryNotFoundError, LocalEntryNotFoundError):
+        return False  # load_model then says what is missing or unreachable
+
+
+def _model_type(config: Path) -> Any:
+    return read_json_object(config, "model config").get("model_type")
+
+
+def load_text_model(spec: str) -> TextModel:
+    """The model `spec` names with its own tokenizer (module docstring)."""
+    if is_pretrained_base(spec):
+        model_config, state, tokenizer, facts = load_pretrained_base(spec)
+        model = build_model(model_config)
+        model.load_state_dict(state, source=facts.get("path", spec))
+        return TextModel(model, tokenizer, "pretrained", spec)
+    model, vocab = load_model(spec)
+    run_tokenizer = Path(spec) / RUN_TOKENIZER_DIR
+    if run_tokenizer.is_dir():
+        return TextModel(model, PretrainedTokenizer.from_folder(run_tokenizer), "minitrain", spec)
+    if vocab is None:
+        raise UserError(f"{spec}: the source does not say which tokenizer it was trained with (no "
+                        f"{RUN_TOKENIZER_DIR}/ folder, no vocabulary recorded)", 2)
+    return TextModel(model, CharTokenizer.load(vocab), "minitrain", spec)
