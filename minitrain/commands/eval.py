@@ -1,5 +1,6 @@
-"""`minitrain eval SOURCE --data FILE [--json] [--max-seq-len N] [--loss-on all|completion]`: the mean token loss,
-perplexity and number of tokens scored of a model on a text or chat file, with the model's own tokenizer.
+"""`minitrain eval SOURCE --data FILE [--json] [--max-seq-len N] [--loss-on all|completion] [--vocab PATH]`: the
+mean token loss, perplexity and number of tokens scored of a model on a text or chat file, with the model's own
+tokenizer.
 
 SOURCE is a pretrained base (a .gguf file, a Hugging Face folder, a Hub id) or a minitrain run, model file or
 export (minitrain/hub/text_models.py). FILE holds text, prompt/completion or chat records (minitrain/data/
@@ -29,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"positions per window (default: the model's context, at most {DEFAULT_CONTEXT})")
     parser.add_argument("--loss-on", choices=LOSS_ON, default="all",
                         help="score every token (default) or only completions / assistant turns")
+    parser.add_argument("--vocab", help="a character model's vocab.json, when the source does not record it")
     parser.set_defaults(handler=eval_command)
 
 
@@ -36,7 +38,7 @@ def eval_command(args: argparse.Namespace) -> int:
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.text_models import load_text_model
 
-    loaded = load_text_model(args.source)
+    loaded = load_text_model(args.source, args.vocab)
     context = loaded.model.config["max_seq_len"]
     width = min(args.max_seq_len or DEFAULT_CONTEXT, context)
     if isinstance(loaded.tokenizer, CharTokenizer):

@@ -60,7 +60,7 @@ class Pretrained(NamedTuple):
 def is_hub_id(spec: str) -> bool:
     """`user/name` that is not a local path (and does not look like a file)."""
     return (not path_exists(spec) and REPO_ID.fullmatch(spec) is not None
-            and not spec.endswith((".safetensors", ".json")))
+            and not spec.endswith((".safetensors", ".json", ".gguf")))
 
 
 def download(repo_id: str) -> Path:

@@ -61,18 +61,20 @@ def _model_type(config: Path) -> Any:
     return read_json_object(config, "model config").get("model_type")
 
 
-def load_text_model(spec: str) -> TextModel:
-    """The model `spec` names with its own tokenizer (module docstring)."""
+def load_text_model(spec: str, vocab_path: str | None = None) -> TextModel:
+    """The model `spec` names with its own tokenizer (module docstring); `vocab_path` is the character vocabulary
+    of a minitrain model file that does not record it."""
     if is_pretrained_base(spec):
         model_config, state, tokenizer, facts = load_pretrained_base(spec)
         model = build_model(model_config)
         model.load_state_dict(state, source=facts.get("path", spec))
         return TextModel(model, tokenizer, "pretrained", spec)
     model, vocab = load_model(spec)
+    vocab = vocab_path or vocab
     run_tokenizer = Path(spec) / RUN_TOKENIZER_DIR
     if run_tokenizer.is_dir():
         return TextModel(model, PretrainedTokenizer.from_folder(run_tokenizer), "minitrain", spec)
     if vocab is None:
         raise UserError(f"{spec}: the source does not say which tokenizer it was trained with (no "
-                        f"{RUN_TOKENIZER_DIR}/ folder, no vocabulary recorded)", 2)
+                        f"{RUN_TOKENIZER_DIR}/ folder, no vocabulary recorded); pass its vocab.json", 2)
     return TextModel(model, CharTokenizer.load(vocab), "minitrain", spec)
