@@ -1,6 +1,7 @@
-"""`minitrain export RUN_DIR|MODEL_FILE OUT_DIR [--repo user/name] [--vocab PATH] [--merge-adapters] [--base-model
-SPEC]`: a run as a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer, model card); a LoRA run
-as its adapter in PEFT's layout, or merged into its base."""
+"""`minitrain export SOURCE OUT_DIR [--repo user/name] [--vocab PATH] [--merge-adapters] [--base-model SPEC]`: a
+run as a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer, model card); a LoRA run as its
+adapter in PEFT's layout, or merged into its base. A pretrained Llama-family base (.gguf, Hugging Face folder, Hub
+id), or a run that fine-tuned one, as a LlamaForCausalLM / Qwen2ForCausalLM folder with the base's tokenizer."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from minitrain.hub.export import export_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    export = subparsers.add_parser("export", help="write a run as a Hugging Face GPT-2 folder")
-    export.add_argument("source", help="run folder, checkpoint or model file")
+    export = subparsers.add_parser("export", help="write a run or a pretrained base as a Hugging Face folder")
+    export.add_argument("source", help="run folder, checkpoint or model file; or a .gguf file, Hugging Face folder "
+                                       "or Hub id of a Llama-family base")
     export.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md)")
     export.add_argument("--repo", help="user/name the model card's loading snippet refers to")
     export.add_argument("--vocab", help="vocab.json, when the source does not record it")

@@ -1,9 +1,14 @@
 """`minitrain init [--template minimal|lab01] [--data DIR] [--base PATH|user/repo] [--method full|lora|qlora]
-[-o FILE] [--force]`: write a config for a data folder, validated before it is written."""
+[-o FILE] [--force]`: write a config for a data folder, validated before it is written.
+
+With a pretrained Llama-family base (a .gguf file, a Hugging Face folder or Hub id of a llama, qwen2 or mistral
+model) the config fine-tunes it on text/chat records (minitrain/commands/init_base.py): it is written to
+minitrain.yaml unless -o says otherwise (`-o -` prints it), and a summary of what was found is printed."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from minitrain.commands.init_template import DEFAULT_DATA, METHODS, TEMPLATES, BaseModel, init_config
@@ -25,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def init_command(args: argparse.Namespace) -> int:
+    if args.base is not None and _is_pretrained_base(args.base):
+        return _init_on_pretrained_base(args)
     out = Path(args.output) if args.output else None
     if out is not None and out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it", 2)
@@ -39,4 +46,28 @@ def init_command(args: argparse.Namespace) -> int:
     else:
         atomic_write_text(out, text)
         print(f"wrote {out}; next: minitrain validate {out}")
+    return 0
+
+
+def _is_pretrained_base(spec: str) -> bool:
+    from minitrain.hub.text_models import is_pretrained_base
+
+    return is_pretrained_base(spec)
+
+
+def _init_on_pretrained_base(args: argparse.Namespace) -> int:
+    from minitrain.commands.init_base import DEFAULT_OUTPUT, init_base_config
+
+    if args.template != "minimal":
+        raise UserError(f"--template {args.template} is a MiniGPT config; a pretrained base has its own", 2)
+    out = None if args.output == "-" else Path(args.output or DEFAULT_OUTPUT)
+    if out is not None and out.exists() and not args.force:
+        raise UserError(f"{out} exists; pass --force to overwrite it (or -o another file, -o - to print)", 2)
+    text, summary = init_base_config(args.base, args.method, args.data)
+    if out is None:
+        print(text, end="")
+        print("\n".join(summary), file=sys.stderr)
+        return 0
+    atomic_write_text(out, text)
+    print("\n".join([f"Created {out} with:", *summary, f"Next: minitrain train {out}"]))
     return 0

@@ -1,4 +1,5 @@
-"""`minitrain export`: turn a run (or a model file) into a folder `transformers` loads as `GPT2LMHeadModel`.
+"""`minitrain export`: turn a run (or a model file) into a folder `transformers` loads as `GPT2LMHeadModel`
+(a Llama-family base, or a run that fine-tuned one, as `LlamaForCausalLM` / `Qwen2ForCausalLM`: hub/export_text.py).
 
     OUT_DIR/
       config.json             GPT-2 config (see minitrain/hub/gpt2.py for the key mapping)
@@ -19,8 +20,6 @@ complete: an interrupted or failed export never leaves a half-written file, nor 
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -35,10 +34,10 @@ from minitrain.hub.card import build_card
 from minitrain.hub.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
+from minitrain.hub.staging import check_target, remove_stale_siblings, sibling, swap_in
 from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
 from minitrain.lora.peft import WEIGHTS_FILE as ADAPTER_WEIGHTS
 from minitrain.lora.peft import write_peft_folder
-from minitrain.runs.run_dir import process_exists
 
 ADAPTER_FILES = (ADAPTER_CONFIG, ADAPTER_WEIGHTS)  # a LoRA run's export holds these instead of config + weights
 EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json")
@@ -85,6 +84,10 @@ def export_model(
     leaves the previous export, if any, as it was: never a new config.json beside old weights. OUT_DIR must be
     new, empty, or an earlier export.
     """
+    from minitrain.hub.export_text import export_text_model, is_text_source  # the Llama family's own folder
+
+    if is_text_source(source):
+        return export_text_model(source, out_dir, repo_id)
     info = read_run(source)
     if info.adapter is not None and merge_adapters:
         from minitrain.hub.merge import merged_model  # merging needs the sources, which import this module
@@ -94,14 +97,14 @@ def export_model(
     check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported
     tokenizer = run_tokenizer(info, vocab_path)
     out = Path(out_dir)
-    _check_target(out)
+    check_target(out, EXPORT_FILES + ADAPTER_FILES)
     config = to_gpt2_config(info.model_config, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise cannot_write(out, e) from None
-    _remove_stale_siblings(out)
-    staging = _sibling(out, "export")
+    remove_stale_siblings(out)
+    staging = sibling(out, "export")
     try:
         if info.adapter is None:
             atomic_write_json(staging / "config.json", config)
@@ -114,46 +117,7 @@ def export_model(
         atomic_write_json(staging / "tokenizer.json", tokenizer_json(tokenizer))
         atomic_write_json(staging / "tokenizer_config.json", tokenizer_config(info.model_config["max_seq_len"]))
         atomic_write_text(staging / "README.md", build_card(info, tokenizer.vocab_size, repo_id))
-        _swap_in(staging, out)
+        swap_in(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when the swap succeeded
     return sorted(out / name for name in written)
-
-
-def _check_target(out: Path) -> None:
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise UserError(f"{out}: exists and is not a folder", 2)
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES + ADAPTER_FILES) \
-        if out.is_dir() else []
-    if foreign:
-        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
-        raise UserError(f"{out}: holds files an export does not write ({shown}); export into a new or empty folder, "
-                        "or into an earlier export", 2)
-
-
-def _sibling(out: Path, role: str) -> Path:
-    return out.parent / f".{out.name}.{role}-{os.getpid()}.tmp"
-
-
-def _swap_in(staging: Path, out: Path) -> None:
-    """Put `staging` where `out` is: one rename when `out` does not exist yet, else two, the old export moved
-    aside first (only a crash between the two renames leaves it there, under `.<name>.old-<pid>.tmp`)."""
-    try:
-        if out.exists():
-            old = _sibling(out, "old")
-            os.rename(out, old)
-            os.rename(staging, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(staging, out)
-    except OSError as e:
-        raise cannot_write(out, e) from None
-
-
-def _remove_stale_siblings(out: Path) -> None:
-    """Staging and set-aside folders that an export killed before it finished left beside `out`."""
-    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(export|old)-(?P<pid>\d+)\.tmp$")
-    for path in out.parent.iterdir():
-        match = pattern.match(path.name)
-        if match and path.is_dir() and not path.is_symlink() and not process_exists(int(match["pid"])):
-            shutil.rmtree(path, ignore_errors=True)

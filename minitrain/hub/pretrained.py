@@ -14,6 +14,10 @@ float32 weights under minitrain's names and layout ([in, out] projections), the 
 checked before a weight is used: the architecture is one minitrain reproduces, every tensor is there with its
 shape, and the tokenizer's ids fit the embedding.
 
+    describe_base(spec)   the same without a weight read: (model_config, tokenizer, facts) from config.json or
+        the GGUF metadata (a Hub id fetches config.json and the tokenizer files only), with the parameter count
+        in facts["parameters"]; what `minitrain init --base` needs.
+
     export_hf_folder(model_config, state, tokenizer, folder)   config.json (LlamaForCausalLM, or
         Qwen2ForCausalLM for q/k/v biases), model.safetensors (HF layout, float32), the tokenizer's files (byte
         for byte those of the base when it had them), generation_config.json.
@@ -37,7 +41,7 @@ from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exis
 from minitrain.config.fields import REPO_ID
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.hub.gguf_file import read_gguf
-from minitrain.hub.hf_config import from_hf_config, from_hf_state, to_hf_config, to_hf_state
+from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
 from minitrain.hub.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
@@ -62,11 +66,39 @@ def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np
         facts["hub_id"] = spec
     else:
         raise UserError(f"{spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
+    _check_ids_fit(spec, tokenizer, model)
+    facts["load_seconds"] = round(time.perf_counter() - start, 3)
+    return model, state, tokenizer, facts
+
+
+def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer, dict[str, Any]]:
+    """(model_config, tokenizer, facts) of a base, reading no weight: config.json or the GGUF metadata (a Hub id:
+    config.json and the tokenizer files fetched into the cache). facts["parameters"] counts the weights."""
+    spec = str(spec)
+    if is_gguf(spec) and Path(spec).is_file():
+        contents = read_gguf(spec, with_tensors=False)
+        model, facts = from_hf_config(contents.config, f"{spec} (GGUF metadata)")
+        tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
+        facts = {"source": "gguf", "path": spec, "read": [spec], **facts, **contents.facts}
+    else:
+        hub = not Path(spec).is_dir()
+        if hub and (path_exists(spec) or not REPO_ID.fullmatch(spec) or is_gguf(spec)):
+            raise UserError(f"{spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
+        folder = download_base(spec, weights=False) if hub else Path(spec)
+        model, facts = _folder_config(folder, spec)
+        tokenizer = _folder_tokenizer(folder)
+        read = [str(folder / name) for name in ("config.json", *TOKENIZER_FILES) if (folder / name).is_file()]
+        facts = {"source": "hub" if hub else "folder", "path": str(folder), "read": read, **facts,
+                 **({"hub_id": spec} if hub else {})}
+    _check_ids_fit(spec, tokenizer, model)
+    facts["parameters"] = sum(int(np.prod(shape)) for shape in hf_shapes(model).values())
+    return model, tokenizer, facts
+
+
+def _check_ids_fit(spec: str, tokenizer: PretrainedTokenizer, model: dict[str, Any]) -> None:
     if tokenizer.vocab_size > model["vocab_size"]:
         raise UserError(f"{spec}: its tokenizer makes ids up to {tokenizer.vocab_size - 1} but the model has "
                         f"{model['vocab_size']} embedding rows: those ids would index past the embedding", 2)
-    facts["load_seconds"] = round(time.perf_counter() - start, 3)
-    return model, state, tokenizer, facts
 
 
 def _from_gguf(path: Path):
@@ -79,17 +111,25 @@ def _from_gguf(path: Path):
     return model, state, tokenizer, {"source": "gguf", "path": str(path), **facts, **contents.facts}
 
 
-def _from_folder(folder: Path, spec: str):
+def _folder_config(folder: Path, spec: str) -> tuple[dict[str, Any], dict[str, Any]]:
     config_path = folder / "config.json"
     config = read_json_object(config_path, "model config")
     if config.get("model_type") == "gpt2":
         raise UserError(f"{config_path}: a GPT-2 model: it loads into MiniGPT through model.init_from {spec}", 2)
-    model, facts = from_hf_config(config, str(config_path))
+    return from_hf_config(config, str(config_path))
+
+
+def _folder_tokenizer(folder: Path) -> PretrainedTokenizer:
     if not (folder / "tokenizer.json").is_file():
         raise UserError(f"{folder}: no tokenizer.json. A fine-tune must use the base's own tokenizer, and minitrain "
                         "reads it only from tokenizer.json (save it with transformers' "
                         "`AutoTokenizer.from_pretrained(...).save_pretrained(folder)`)", 2)
-    tokenizer = PretrainedTokenizer.from_folder(folder)
+    return PretrainedTokenizer.from_folder(folder)
+
+
+def _from_folder(folder: Path, spec: str):
+    model, facts = _folder_config(folder, spec)
+    tokenizer = _folder_tokenizer(folder)
     raw, files = read_folder_weights(folder)
     state = from_hf_state(raw, model, str(files[0] if len(files) == 1 else folder / INDEX_FILE))
     generation = folder / "generation_config.json"
@@ -99,17 +139,14 @@ def _from_folder(folder: Path, spec: str):
                                      **facts}
 
 
-def download_base(repo_id: str) -> Path:
-    """The files of a Hub model repo a base needs, fetched into the Hugging Face cache; the snapshot folder."""
+def download_base(repo_id: str, weights: bool = True) -> Path:
+    """The files of a Hub model repo a base needs, fetched into the Hugging Face cache; the snapshot folder.
+    `weights=False`: config.json and the tokenizer's files only (what `describe_base` reads)."""
     where = f"base {repo_id}"
     try:
         snapshot = Path(hf_hub_download(repo_id, "config.json")).parent
-        try:
-            hf_hub_download(repo_id, WEIGHTS_FILE)
-        except EntryNotFoundError:
-            index = read_json_object(hf_hub_download(repo_id, INDEX_FILE), "weights index")
-            for shard in dict.fromkeys(index.get("weight_map", {}).values()):
-                hf_hub_download(repo_id, str(shard))
+        if weights:
+            _download_weights(repo_id)
         hf_hub_download(repo_id, "tokenizer.json")
         for name in OPTIONAL_FILES:
             with contextlib.suppress(EntryNotFoundError):
@@ -126,6 +163,15 @@ def download_base(repo_id: str) -> Path:
     except httpx2.HTTPError as e:
         raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
     return snapshot
+
+
+def _download_weights(repo_id: str) -> None:
+    try:
+        hf_hub_download(repo_id, WEIGHTS_FILE)
+    except EntryNotFoundError:  # a big model: shards listed by the index
+        index = read_json_object(hf_hub_download(repo_id, INDEX_FILE), "weights index")
+        for shard in dict.fromkeys(index.get("weight_map", {}).values()):
+            hf_hub_download(repo_id, str(shard))
 
 
 def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray], tokenizer: PretrainedTokenizer,

@@ -25,6 +25,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
 from minitrain.common.errors import UserError
+from minitrain.common.io import read_json_object
 from minitrain.config.fields import REPO_ID
 from minitrain.hub.export import export_model
 from minitrain.runs.run_files import FINISHED
@@ -90,7 +91,7 @@ def publish(
             url = api.create_repo(repo_id, private=private, exist_ok=True, token=token)
             with _progress_bars(not quiet):
                 api.upload_folder(repo_id=repo_id, folder_path=tmp, token=token,
-                                  commit_message=f"Upload MiniGPT from {Path(run_dir).name} with minitrain")
+                                  commit_message=f"Upload {_what(tmp)} from {Path(run_dir).name} with minitrain")
         except (httpx2.HTTPError, RuntimeError) as err:
             # The client wraps a failed LFS upload in a RuntimeError whose cause is the HTTP error.
             cause = err.__cause__ if isinstance(err, RuntimeError) else err
@@ -99,6 +100,15 @@ def publish(
             raise _hub_failure(cause, repo_id, api.endpoint) from None
     log(f"Published: {url}")
     return str(url)
+
+
+def _what(folder: str) -> str:
+    """What the export in `folder` holds, for the commit message: its transformers class, or a PEFT adapter."""
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return "a LoRA adapter"
+    architectures = read_json_object(config, "model config").get("architectures") or ["MiniGPT"]
+    return "MiniGPT" if architectures[0] == "GPT2LMHeadModel" else str(architectures[0])
 
 
 @contextmanager

@@ -12,6 +12,11 @@ A source is one of
                                         into the standard Hugging Face cache (HF_HOME), so a second run, or
                                         one with HF_HUB_OFFLINE=1, reads the cached copy
 
+A GPT-2 model trained with its own tokenizer (a folder or repo holding GPT-2's BPE: merges.txt, a BPE
+tokenizer.json, or a vocab.json that is a token -> id table rather than minitrain's character vocabulary) is
+refused with that reason: MiniGPT is fed character ids, and they would mean other tokens to its embedding rows.
+minitrain's own exports (character vocab.json, WordLevel tokenizer.json) load as before.
+
 A local path wins over a Hub id of the same spelling. Before anything is loaded, the source's architecture (its
 family, `model.type`, and every key of it but dropout: n_layer, n_head, d_model, ... for MiniGPT) must equal the
 config's, and the weights must fit it: every tensor present, none extra, every shape right; otherwise one error
@@ -36,7 +41,7 @@ from minitrain.common.io import path_exists, read_bytes, read_json_object, regul
 from minitrain.config.fields import REPO_ID
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
-from minitrain.data.tokenizer import CharTokenizer
+from minitrain.data.tokenizer import VOCAB_FORMAT, CharTokenizer
 from minitrain.hub.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
 from minitrain.hub.run_folder import locate, read_run
 from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, settings_of, state_digest
@@ -46,7 +51,7 @@ from minitrain.runs.model_files import FORMAT as MINITRAIN_FORMAT
 from minitrain.runs.model_files import load_model_file
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
-HUB_OPTIONAL = ("vocab.json",)
+HUB_OPTIONAL = ("vocab.json", "merges.txt")  # merges.txt: only to tell a BPE GPT-2 repo (refused) from an export
 KEY = "model.init_from"
 
 
@@ -103,8 +108,31 @@ def _gpt2_state(path: Path) -> dict[str, np.ndarray]:
     return {name: a for name, a in state.items() if not name.endswith((".attn.bias", ".attn.masked_bias"))}
 
 
+def foreign_tokenizer(folder: Path) -> str | None:
+    """The file that says a GPT-2 folder's weights were trained on another tokenizer than minitrain's characters
+    (None for minitrain's own exports, and for a folder with no tokenizer at all)."""
+    if (folder / "merges.txt").is_file():
+        return "merges.txt, the merges of a byte-level BPE"
+    tokenizer = folder / "tokenizer.json"
+    if tokenizer.is_file():
+        model = read_json_object(tokenizer, "tokenizer").get("model")
+        kind = model.get("type") if isinstance(model, dict) else None
+        if kind != "WordLevel":  # minitrain writes its characters as a WordLevel tokenizer (hub/hf_tokenizer.py)
+            return f"tokenizer.json, a {kind or 'BPE'} tokenizer"
+    vocab = folder / "vocab.json"
+    if vocab.is_file() and read_json_object(vocab, "vocabulary", limit=None).get("format") != VOCAB_FORMAT:
+        return "vocab.json, a token -> id table (not minitrain's character vocabulary)"
+    return None
+
+
 def _export_folder(folder: Path, weights: Path) -> Pretrained:
     config_path = folder / "config.json"
+    found = foreign_tokenizer(folder)
+    if found is not None:
+        raise UserError(f"{folder}: a GPT-2 model trained with its own tokenizer ({found}). MiniGPT is fed "
+                        "minitrain's character ids, which would mean other tokens to its embedding rows, so it is "
+                        "refused rather than trained on wrong ids; minitrain fine-tunes Llama-family bases (Llama, "
+                        "Qwen2, Mistral, SmolLM) with their own tokenizers (docs/fine-tuning.md)", 2)
     config = from_gpt2_config(read_json_object(config_path, "model config"), str(config_path))
     vocab = folder / "vocab.json"
     return Pretrained(_gpt2_state(weights), config, vocab if vocab.is_file() else None, str(weights))

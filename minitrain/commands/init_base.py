@@ -1,0 +1,228 @@
+"""`minitrain init --base BASE --method full|lora|qlora --data DATA`: a config that fine-tunes a pretrained
+Llama-family base (a Hugging Face folder, a Hub id or a .gguf file) on text, prompt/completion or chat records.
+
+What it does (the publish spec's smart init, §3.4), reading and never writing the data:
+
+    1. the base's architecture from its config.json or GGUF metadata, and its own tokenizer, without one weight
+       read (`hub.pretrained.describe_base`; a Hub id fetches config.json and the tokenizer files only)
+    2. the LoRA rank suggested by the base's width (`suggested_rank`: 32 for SmolLM2-135M's 576, 64 for 896)
+    3. the data's format and kind and the number of samples (`data.text_records.describe_text_data`), each
+       record encoded with the base's tokenizer to count its tokens; a record the run would refuse (malformed,
+       a chat template that rewrites earlier turns) is refused here already, with its file and line
+    4. the config: `model:` is `type: llama`, the base's keys and `init_from`, with max_seq_len the row length
+       the records need (the base's context is a ceiling, not what a CPU run should pay for); `data:` the split
+       files, `packing: pack`, `loss_on` (completion for chat and prompt/completion records: the model learns to
+       answer, not to write questions), `overflow`; `lora:` on the spec's Llama names (below); a commented
+       `publish:` placeholder
+    5. the summary of the spec's §4.1 (model, method, data, optimizer, output) and the next command
+
+    LLAMA_TARGETS = q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj   (every linear layer of a block)
+
+Row length: the shortest power of two from 256 up that holds the longest record (a record of n tokens fills
+n - 1 positions: inputs ids[:-1], targets ids[1:]), at most the base's context and at most MAX_ROW. A longer record
+is split into pieces (`overflow: split`) rather than refused, and the summary says how many there are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from minitrain.commands.init_template import _scalar, suggested_rank
+from minitrain.common.errors import UserError
+
+LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+MIN_ROW, MAX_ROW = 256, 2048
+BATCH_SIZE = 4
+MAX_STEPS = 500  # a first run on a CPU: the summary says how many steps one epoch is
+LR = {"full": 2e-5, "lora": 2e-4, "qlora": 2e-4}
+DEFAULT_OUTPUT = "minitrain.yaml"
+
+
+def row_length(longest: int, context: int) -> int:
+    """Positions per row for records of at most `longest` tokens (module docstring)."""
+    need = max(longest - 1, 1)
+    return min(context, MAX_ROW, max(MIN_ROW, 2 ** math.ceil(math.log2(need))))
+
+
+def _splits(data: dict[str, Any], folder: str) -> dict[str, str]:
+    """{split: its one file}: a run reads data.train_path and data.val_path (and test_path), one file each."""
+    if "train" not in data["splits"] or "val" not in data["splits"]:
+        raise UserError(f"--data {folder}: a fine-tune needs a train file and a validation file (train.jsonl and "
+                        "val.jsonl, or validation.parquet ...: files named after their split); found "
+                        f"{', '.join(data['files'])}", 2)
+    by_split: dict[str, list[str]] = {}
+    for file in data["files"]:
+        by_split.setdefault(_split_of(file), []).append(file)
+    many = {split: files for split, files in by_split.items() if len(files) > 1}
+    if many:
+        split, files = next(iter(many.items()))
+        raise UserError(f"--data {folder}: {len(files)} {split} files ({', '.join(files)}); a run reads one file "
+                        "per split: join them into one", 2)
+    return {split: files[0] for split, files in by_split.items()}
+
+
+def _split_of(file: str) -> str:
+    from minitrain.data.locate import split_of
+
+    return split_of(Path(file)) or "all"
+
+
+def _lengths(files: dict[str, str], tokenizer: Any, loss_on: str) -> dict[str, list[int]]:
+    """Token count of every record of every split, encoded as the run encodes it."""
+    from minitrain.data.text_examples import encode_records
+    from minitrain.data.text_records import read_file
+
+    return {split: [len(e.ids) for e in encode_records(read_file(path), tokenizer, loss_on)]
+            for split, path in files.items()}
+
+
+def _value(value: Any) -> str:
+    """A model key's value as YAML: true/false/null and numbers as JSON writes them (1e-05: minitrain's loader reads
+    YAML 1.2 floats), strings plain when they read back unchanged."""
+    return _scalar(value) if isinstance(value, str) else json.dumps(value)
+
+
+def _rate(lr: float) -> str:
+    return f"{lr:.0e}".replace("e-0", "e-")  # 2e-4, as the spec writes it
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "run"
+
+
+def _name(base: str, folder: str) -> str:
+    stem = Path(base.rstrip("/")).name.removesuffix(".gguf")
+    stem = re.sub(r"\.(q\d\w*|f16|f32|bf16)$", "", stem, flags=re.IGNORECASE)  # the GGUF's quantization suffix
+    return f"{_slug(stem)}-{_slug(Path(folder.rstrip('/')).name)}"
+
+
+def _lora_lines(method: str, rank: int, width: int) -> list[str]:
+    if method == "full":
+        return []
+    lines = ["", f"lora:   # {method}: the base stays frozen; only low-rank adapters train (docs/fine-tuning.md)",
+             "  enabled: true", f"  rank: {rank}             # suggested for width {width}", f"  alpha: {2 * rank}",
+             "  dropout: 0.05", f"  target_modules: [{', '.join(LLAMA_TARGETS)}]"]
+    if method == "qlora":
+        lines += ["  quantize_base: true   # the frozen base in 4-bit NF4 blocks", "  quant_type: nf4",
+                  "  double_quantize: true"]
+    return lines
+
+
+def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any], data: dict[str, Any],
+                     files: dict[str, str], plan: dict[str, Any]) -> str:
+    """The YAML text of the config (module docstring); `plan` holds the numbers init chose."""
+    model_lines = [f"  {k}: {_value(v)}" for k, v in model.items() if k != "max_seq_len"]
+    ceiling = min(model["max_seq_len"], MAX_ROW)
+    data_lines = [f"  train_path: {files['train']}", f"  val_path: {files['val']}"]
+    if "test" in files:
+        data_lines.append(f"  test_path: {files['test']}   # scored once, after training")
+    data_lines += [
+        "  packing: pack          # several records per row, never attending across records (or: pad)",
+        f"  loss_on: {plan['loss_on']}" + ("   # the assistant turns / completions only (or: all)"
+                                           if plan["loss_on"] == "completion" else ""),
+        f"  overflow: {plan['overflow']}" + (f"   # {plan['too_long']} records are longer than a row"
+                                             if plan["overflow"] == "split" else ""),
+    ]
+    warmup = min(100, max(plan["steps"] // 10, 1))
+    return "\n".join([
+        f"# minitrain config: {method} fine-tuning of {spec} on {folder} ({data['kind']} records),",
+        f"# written by `minitrain init --base {spec} --method {method}`. docs/fine-tuning.md explains every key.",
+        f"name: {plan['name']}",
+        f"model:   # the base's architecture ({plan['read_from']}); init_from loads its weights",
+        *model_lines,
+        f"  max_seq_len: {plan['row']}   # positions per row: the longest record is {plan['longest']} tokens "
+        f"(the base reads up to {model['max_seq_len']}; at most {ceiling} here)",
+        f"  init_from: {_scalar(spec)}",
+        "training:",
+        f"  total_steps: {plan['steps']}   # one epoch is {plan['epoch_steps']} steps of batch_size x max_seq_len",
+        f"  batch_size: {BATCH_SIZE}",
+        f"  val_every: {max(plan['steps'] // 10, 1)}",
+        "  log_every: 10",
+        "optimizer:",
+        "  type: adamw",
+        f"  lr_max: {_rate(LR[method])}",
+        f"  lr_min: {_rate(LR[method] / 10)}",
+        "  weight_decay: 0.0",
+        "  clip: 1.0",
+        "scheduler:",
+        f"  warmup_steps: {warmup}",
+        "data:",
+        *data_lines,
+        *_lora_lines(method, plan["rank"], model["d_model"]),
+        "",
+        "# publish:                 # uncomment to upload to the Hugging Face Hub after training",
+        "#   repo: user/name",
+        "#   private: false",
+        *(["#   merge_adapters: true   # the base with the adapters merged in (default: the adapter)"]
+          if method != "full" else []),
+    ]) + "\n"
+
+
+def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, list[str]]:
+    """(config text, summary lines) for fine-tuning the pretrained base `spec` on the data in `folder`."""
+    from minitrain.data.text_records import describe_text_data
+    from minitrain.hub.pretrained import describe_base
+
+    method = method or "lora"
+    model, tokenizer, facts = describe_base(spec)
+    data = describe_text_data(folder)
+    files = _splits(data, folder)
+    loss_on = "completion" if data["kind"] in ("chat", "prompt_completion") else "all"
+    print(f"counting the tokens of {data['samples']:,} records with the base's tokenizer ...", file=sys.stderr)
+    lengths = _lengths(files, tokenizer, loss_on)
+    longest = max(max(v) for v in lengths.values())
+    row = row_length(longest, model["max_seq_len"])
+    too_long = sum(n - 1 > row for v in lengths.values() for n in v)
+    train_tokens = sum(lengths["train"])
+    epoch_steps = max(math.ceil(train_tokens / (BATCH_SIZE * row)), 1)
+    read_from = {"gguf": "its GGUF metadata", "folder": "its config.json",
+                 "hub": "config.json from the Hub"}[facts["source"]]
+    plan = {"name": _name(spec, folder), "row": row, "longest": longest, "loss_on": loss_on,
+            "overflow": "split" if too_long else "error", "too_long": too_long,
+            "rank": suggested_rank(model["d_model"]), "steps": min(epoch_steps, MAX_STEPS),
+            "epoch_steps": epoch_steps, "read_from": read_from}
+    text = base_config_text(spec, method, folder, model, data, files, plan)
+    _validate(text)
+    return text, _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan)
+
+
+def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) -> list[str]:
+    rank = plan["rank"]
+    how = {"full": "full fine-tuning (every weight trains)",
+           "lora": f"LoRA (rank={rank}, alpha={2 * rank}, on {', '.join(LLAMA_TARGETS)})",
+           "qlora": f"QLoRA (rank={rank}, alpha={2 * rank}, 4-bit NF4 base)"}[method]
+    splits = ", ".join(f"{split} {len(v):,}" for split, v in lengths.items())
+    lines = [
+        f"  Model: {spec} ({model['d_model']} hidden, {model['n_layer']} layers, {model['n_head']} heads / "
+        f"{model['n_kv_head']} key-value, {facts['parameters'] / 1e6:.1f}M parameters; from {plan['read_from']})",
+        f"  Tokenizer: the base's own ({tokenizer.vocab_size:,} tokens"
+        f"{', chat template' if tokenizer.chat_template else ''})",
+        f"  Method: {how}",
+        f"  Data: {files['train']} ({data['samples']:,} samples detected: {splits}; {data['kind']} records, "
+        f"{data['format']})",
+        f"  Tokens: {sum(lengths['train']):,} in train, longest record {plan['longest']}; rows of {plan['row']} "
+        f"packed, loss on {'the answers' if plan['loss_on'] == 'completion' else 'every token'}"
+        + (f"; {plan['too_long']} records split" if plan["too_long"] else ""),
+        f"  Optimizer: AdamW (lr={_rate(LR[method])}, warmup={min(100, max(plan['steps'] // 10, 1))} steps), "
+        f"{plan['steps']} steps of {BATCH_SIZE} rows",
+        f"  Output: runs/{plan['name']}/",
+    ]
+    return lines
+
+
+def _validate(text: str) -> None:
+    """What init writes validates. Until the schema has the text-run keys (data.packing, data.overflow; the YAML
+    run on a pretrained base), only the model section can be checked against it."""
+    from minitrain.config.loader import config_from_yaml
+    from minitrain.config.schema import DataConfig, ModelConfig
+    from minitrain.config.yaml_lines import parse_yaml
+
+    if {"packing", "overflow"} <= DataConfig.model_fields.keys():
+        config_from_yaml(text, DEFAULT_OUTPUT)
+        return
+    ModelConfig.model_validate(parse_yaml(text).data["model"])

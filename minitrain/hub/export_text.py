@@ -1,0 +1,72 @@
+"""`minitrain export` of a Llama-family model: a pretrained base as it is, or a run that fine-tuned one, written as
+the Hugging Face folder `LlamaForCausalLM` / `Qwen2ForCausalLM` loads (`hub.pretrained.export_hf_folder`).
+
+    source                                   weights                  tokenizer files
+    a .gguf file, HF folder or Hub id        the base's, float32      the base's (a GGUF's rebuilt from its metadata)
+    a run on a pretrained base (its          the run's model file     RUN/tokenizer/, byte for byte the base's
+        RUN/tokenizer/), full fine-tuning
+
+    OUT_DIR/ config.json, model.safetensors, generation_config.json, tokenizer.json, tokenizer_config.json
+             (special_tokens_map.json, chat_template.jinja when the base had them), README.md (hub/card_llama.py)
+
+The folder is staged beside OUT_DIR and swapped in whole, as every export is (minitrain/hub/export.py). A LoRA run
+on a pretrained base needs its base rebuilt and its adapters put in (the YAML run's `run_model`); it is refused
+here with that reason until then.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_text, cannot_write
+from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
+from minitrain.hub.card_llama import llama_card
+from minitrain.hub.pretrained import TOKENIZER_FILES, export_hf_folder, load_pretrained_base
+from minitrain.hub.run_folder import read_run
+from minitrain.hub.safetensors_folder import WEIGHTS_FILE
+from minitrain.hub.staging import check_target, remove_stale_siblings, sibling, swap_in
+from minitrain.hub.text_models import RUN_TOKENIZER_DIR, is_pretrained_base
+
+TEXT_EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "generation_config.json", *TOKENIZER_FILES)
+
+
+def is_text_source(source: str | Path) -> bool:
+    """A pretrained base, or a run that fine-tuned one (it keeps the base's tokenizer in RUN/tokenizer/)."""
+    return is_pretrained_base(str(source)) or (Path(source) / RUN_TOKENIZER_DIR / "tokenizer.json").is_file()
+
+
+def export_text_model(source: str | Path, out_dir: str | Path, repo_id: str | None = None) -> list[Path]:
+    """Write the Hugging Face folder of a text source (module docstring); return the files written, sorted."""
+    source = str(source)
+    if is_pretrained_base(source):
+        model_config, state, tokenizer, _ = load_pretrained_base(source)
+        card = llama_card(model_config, tokenizer.vocab_size, repo_id, source,
+                          chat=tokenizer.chat_template is not None)
+    else:
+        info = read_run(source)
+        if info.adapter is not None:
+            raise UserError(f"export {source}: a LoRA run on a pretrained base: exporting it needs the base rebuilt "
+                            "with its adapters (the YAML run's run folder); not yet in this version", 2)
+        model_config, state = info.model_config, info.state
+        tokenizer = PretrainedTokenizer.from_folder((info.run_dir or Path(source)) / RUN_TOKENIZER_DIR)
+        base = info.section("model").get("init_from") or "not recorded"
+        card = llama_card(model_config, tokenizer.vocab_size, repo_id, str(base), info,
+                          chat=tokenizer.chat_template is not None)
+    out = Path(out_dir)
+    check_target(out, TEXT_EXPORT_FILES)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cannot_write(out, e) from None
+    remove_stale_siblings(out)
+    staging = sibling(out, "export")
+    try:
+        export_hf_folder(model_config, state, tokenizer, staging)
+        atomic_write_text(staging / "README.md", card)
+        written = sorted(p.name for p in staging.iterdir())
+        swap_in(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in written]

@@ -1,0 +1,130 @@
+"""`minitrain init --base` on a pretrained Llama-family base (tiny GGUF, tiny HF folder, stand-in Hub): the model
+section is the base's architecture + init_from read without its weights, the data's kind and samples are counted
+with the base's tokenizer, the summary is printed, and nothing is written into the data folder."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from huggingface_hub import HfApi
+from test_cli import run as cli
+from test_hub_pretrained import HF_CONFIG, MINITRAIN, hf_folder, random_hf_state, write_gguf
+
+from minitrain.commands.init_base import LLAMA_TARGETS, row_length
+from minitrain.config.yaml_lines import parse_yaml
+
+CHAT = [{"messages": [{"role": "user", "content": f"hola {i}"}, {"role": "assistant", "content": "como"}]}
+        for i in range(5)]
+
+
+def write_jsonl(path, records):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+
+@pytest.fixture
+def chat(tmp_path):
+    folder = tmp_path / "chat"
+    write_jsonl(folder / "train.jsonl", CHAT[:4])
+    write_jsonl(folder / "val.jsonl", CHAT[4:])
+    return folder
+
+
+@pytest.fixture
+def gguf(tmp_path):
+    write_gguf(tmp_path / "tiny.gguf", random_hf_state(MINITRAIN), HF_CONFIG)
+    return tmp_path / "tiny.gguf"
+
+
+def listing(folder):
+    return sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*"))
+
+
+def init(argv, capsys, cwd, monkeypatch):
+    monkeypatch.chdir(cwd)
+    return cli(["init", *argv], capsys)
+
+
+def test_row_length_is_the_shortest_power_of_two_from_256_that_holds_the_longest_record():
+    assert row_length(67, 8192) == 256 and row_length(257, 8192) == 256 and row_length(258, 8192) == 512
+    assert row_length(67, 64) == 64 and row_length(10**6, 10**6) == 2048
+
+
+def test_a_gguf_base_and_chat_data_give_a_lora_config_and_the_summary(gguf, chat, tmp_path, capsys, monkeypatch):
+    before = listing(chat)
+    code, out, err = init(["--base", gguf, "--method", "lora", "--data", chat], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert list(chat.iterdir()) and listing(chat) == before  # the data folder is only read
+    cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
+    assert cfg["model"] == {**MINITRAIN, "init_from": str(gguf)}  # the tiny base's context, 64, caps the rows
+    assert cfg["data"] == {"train_path": str(chat / "train.jsonl"), "val_path": str(chat / "val.jsonl"),
+                           "packing": "pack", "loss_on": "completion", "overflow": "error"}
+    assert cfg["lora"]["target_modules"] == list(LLAMA_TARGETS) and cfg["lora"]["rank"] == 4  # width 32
+    assert cfg["optimizer"]["lr_max"] == 2e-4 and cfg["name"] == "tiny-chat"
+    assert out.startswith("Created minitrain.yaml with:\n  Model: ")
+    assert "(32 hidden, 2 layers, 4 heads / 2 key-value, " in out and "from its GGUF metadata" in out
+    assert "5 samples detected: train 4, val 1; chat records, jsonl" in out and "Method: LoRA (rank=4" in out
+    assert "Tokenizer: the base's own (266 tokens, chat template)" in out
+    assert out.rstrip().endswith("Next: minitrain train minitrain.yaml")
+    code, _, err = init(["--base", gguf, "--data", chat], capsys, tmp_path, monkeypatch)
+    assert code == 2 and "minitrain.yaml exists; pass --force" in err
+
+
+@pytest.mark.parametrize("method", ["full", "qlora"])
+def test_full_and_qlora(gguf, chat, tmp_path, capsys, monkeypatch, method):
+    code, out, err = init(["--base", gguf, "--method", method, "--data", chat, "-o", "-"], capsys, tmp_path,
+                          monkeypatch)
+    assert code == 0 and not (tmp_path / "minitrain.yaml").exists()
+    cfg = parse_yaml(out).data
+    if method == "full":
+        assert "lora" not in cfg and cfg["optimizer"]["lr_max"] == 2e-5 and "full fine-tuning" in err
+    else:
+        assert cfg["lora"]["quantize_base"] is True and "QLoRA (rank=4, alpha=8, 4-bit NF4 base)" in err
+
+
+def test_a_hf_folder_with_prompt_completion_and_text_documents(tmp_path, capsys, monkeypatch):
+    hf_folder(tmp_path / "base")
+    pc = [{"prompt": "hola", "completion": " como"}] * 3
+    write_jsonl(tmp_path / "pc" / "train.jsonl", pc)
+    write_jsonl(tmp_path / "pc" / "validation.jsonl", pc[:1])
+    code, out, err = init(["--base", tmp_path / "base", "--data", tmp_path / "pc", "-o", "-"], capsys, tmp_path,
+                          monkeypatch)
+    assert code == 0, err
+    cfg = parse_yaml(out).data
+    assert cfg["data"]["loss_on"] == "completion" and cfg["data"]["val_path"].endswith("validation.jsonl")
+    assert "from its config.json" in err and "prompt_completion records" in err
+    write_jsonl(tmp_path / "docs" / "train.jsonl", [{"text": "hola como " * 40}] * 2)  # 401 tokens: split in rows
+    write_jsonl(tmp_path / "docs" / "val.jsonl", [{"text": "hola"}])
+    code, out, err = init(["--base", tmp_path / "base", "--data", tmp_path / "docs", "-o", "-"], capsys, tmp_path,
+                          monkeypatch)
+    data = parse_yaml(out).data["data"]
+    assert code == 0 and data["loss_on"] == "all" and data["overflow"] == "split"
+    assert "2 records split" in err and "overflow: split   # 2 records are longer than a row" in out
+
+
+def test_a_hub_base_is_described_from_its_config_and_tokenizer_without_its_weights(hub, chat, tmp_path, capsys,
+                                                                                   monkeypatch):
+    from fakehub import TOKEN
+
+    hf_folder(tmp_path / "base")
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    api.create_repo("alice/tiny-llama")
+    api.upload_folder(repo_id="alice/tiny-llama", folder_path=str(tmp_path / "base"))
+    code, out, err = init(["--base", "alice/tiny-llama", "--data", chat, "-o", "-"], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert parse_yaml(out).data["model"]["init_from"] == "alice/tiny-llama" and "config.json from the Hub" in err
+    files = {p.name for p in (tmp_path / "hf").rglob("*") if p.is_file() and "snapshots" in p.parts}
+    assert "config.json" in files and "tokenizer.json" in files and "model.safetensors" not in files
+
+
+def test_data_without_a_validation_split_or_a_missing_base_is_refused(gguf, tmp_path, capsys, monkeypatch):
+    write_jsonl(tmp_path / "only" / "train.jsonl", CHAT)
+    code, _, err = init(["--base", gguf, "--data", tmp_path / "only"], capsys, tmp_path, monkeypatch)
+    assert code == 2 and "needs a train file and a validation file" in err and "Traceback" not in err
+    assert not (tmp_path / "minitrain.yaml").exists() and os.listdir(tmp_path / "only") == ["train.jsonl"]
+    write_jsonl(tmp_path / "bad" / "train.jsonl", [{"messages": "hola"}])
+    write_jsonl(tmp_path / "bad" / "val.jsonl", CHAT[:1])
+    code, _, err = init(["--base", gguf, "--data", tmp_path / "bad"], capsys, tmp_path, monkeypatch)
+    assert code == 2 and "train.jsonl:1" in err
