@@ -7,6 +7,8 @@
     build.py                                      builds `data/processed/` deterministically
     tokenizer.py                                  character tokenizer (PAD, BOS, EOS, characters)
     batcher.py                                    padded (B, T) batches with attention and loss masks (lab 00)
+    pretrained_tokenizer.py                       a pretrained base's own tokenizer (tokenizers: HF folder, GGUF)
+    chat_template.py                              chat templates rendered in jinja2's immutable sandbox
 
 Text data as people have it, for pretrained bases:
 

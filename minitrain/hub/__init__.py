@@ -7,4 +7,8 @@
     export.py        `minitrain export`: the folder GPT2LMHeadModel.from_pretrained loads
     publish.py       `minitrain publish`: export, create_repo, upload_folder
     sources.py       `model.init_from` / `init --base`: weights from a path or a Hub repo
+    hf_config.py     Llama / Qwen2 / Mistral config.json <-> minitrain's Llama, and the two state-dict layouts
+    safetensors_folder.py   a model folder's weights (one file or shards; BF16/F16 widened to float32)
+    gguf_file.py     a GGUF file: config, dequantized weights (q/k un-permuted), tokenizer fields
+    pretrained.py    `load_pretrained_base` (HF folder, Hub id, GGUF) and `export_hf_folder`
 """

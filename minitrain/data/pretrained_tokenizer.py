@@ -1,0 +1,249 @@
+"""A pretrained model's own tokenizer: the `tokenizers` library, fed from a Hugging Face folder or a GGUF's metadata.
+
+A pretrained model's embedding rows mean the token ids of *its* tokenizer; any other ids would be read as other
+words. So a fine-tune always uses the base's tokenizer, and this class only wraps the well-kept implementation
+(Hugging Face `tokenizers`, in Rust) with the few things minitrain needs: ids in and out, the special ids, and
+the chat template (minitrain/data/chat_template.py).
+
+Two places hold a tokenizer:
+
+    a Hugging Face folder   tokenizer.json (the whole pipeline, read as it is) + tokenizer_config.json (which
+                            tokens are BOS/EOS/pad, the chat template; older folders: special_tokens_map.json,
+                            chat_template.jinja)
+    a GGUF file             `tokenizer.ggml.*` metadata: the token strings, the BPE merges, each token's type,
+                            the special ids, `tokenizer.chat_template` (read by minitrain/hub/gguf_file.py and
+                            handed here as plain lists)
+
+From a GGUF, only byte-level BPE (`tokenizer.ggml.model = gpt2`: GPT-2, SmolLM, Llama 3, Qwen2) is rebuilt, the
+way transformers rebuilds it (`integrations/gguf/gguf_tokenizer_mapping.py`): a BPE over the GGUF's tokens and
+merges, GPT-2's byte-level pre-tokenizer (or the split regex of the `tokenizer.ggml.pre` families transformers
+knows), the byte-level decoder, control tokens (type 3) as special added tokens, user-defined ones (type 4) as
+plain added tokens. SentencePiece files (`llama`, the original Llama/Mistral) are refused: their normalizer and
+byte fallback are not in the GGUF, and a guess would feed the model wrong ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers, processors
+from tokenizers.models import BPE
+
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_bytes, atomic_write_json, decode_utf8, parse_json, read_bytes
+from minitrain.data.chat_template import render_chat
+
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
+# GGUF token types (llama.cpp's llama_token_type): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+CONTROL, USER_DEFINED = 3, 4
+
+# The split regexes transformers puts before the byte-level step for these `tokenizer.ggml.pre` values; any
+# other value gets GPT-2's own regex (inside `ByteLevel`), as in transformers.
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+PRE_TOKENIZER_SPLITS = {
+    **dict.fromkeys(("llama3", "llama-v3", "llama-bpe", "falcon3", "smaug-bpe", "dbrx"), _LLAMA3_SPLIT),
+    **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "megrez"), _QWEN2_SPLIT),
+}
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> character table: printable bytes stand for themselves, the other 68 are moved to
+    U+0100 and up, so every byte string is a string of visible characters (' ' is 'Ġ', '\\n' is 'Ċ')."""
+    visible = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table = {b: chr(b) for b in visible}
+    moved = (b for b in range(256) if b not in table)
+    table.update({b: chr(256 + i) for i, b in enumerate(moved)})
+    return dict(sorted(table.items()))
+
+
+class PretrainedTokenizer:
+    """A `tokenizers.Tokenizer` with its special tokens and chat template.
+
+    `files` holds the bytes of the files it was read from ({name: bytes}); `save` writes those back unchanged,
+    so an exported model carries the base's tokenizer byte for byte.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, special: Mapping[str, str | None], chat_template: str | None = None,
+                 files: Mapping[str, bytes] | None = None, where: str = "tokenizer") -> None:
+        self.tokenizer = tokenizer
+        self.special = {name: special.get(name) for name in SPECIAL_NAMES}
+        self.chat_template = chat_template
+        self.files = dict(files or {})
+        self.where = where
+        for name, token in self.special.items():
+            if token is not None and tokenizer.token_to_id(token) is None:
+                raise UserError(f"{where}: {name} {token!r} is not in the vocabulary", 2)
+
+    # --- ids ----------------------------------------------------------------------------------------------------
+
+    def _id(self, name: str) -> int | None:
+        token = self.special[name]
+        return None if token is None else self.tokenizer.token_to_id(token)
+
+    @property
+    def bos_id(self) -> int | None:
+        return self._id("bos_token")
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._id("eos_token")
+
+    @property
+    def pad_id(self) -> int | None:
+        return self._id("pad_token")
+
+    @property
+    def vocab_size(self) -> int:
+        """Every id the tokenizer can produce, added tokens included (the model may have more rows)."""
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of `text`; with `add_special_tokens`, the tokenizer's post-processor adds what it adds
+        (BOS for Llama 3, nothing for SmolLM2). Special tokens written in the text are matched whole."""
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = False) -> str:
+        """The conversation as the text the model was trained on (its own template; see chat_template.py)."""
+        if self.chat_template is None:
+            raise UserError(f"{self.where}: this tokenizer has no chat template, so chat data cannot be written for "
+                            "it; use text or prompt/completion records", 2)
+        return render_chat(self.chat_template, messages, add_generation_prompt, self.special)
+
+    # --- reading ------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_folder(cls, path: str | Path) -> PretrainedTokenizer:
+        """The tokenizer of a Hugging Face model folder (tokenizer.json required), as transformers reads it."""
+        folder = Path(path)
+        files = {name: read_bytes(folder / name, "tokenizer file")
+                 for name in (TOKENIZER_FILE, CONFIG_FILE, "special_tokens_map.json", "chat_template.jinja")
+                 if name == TOKENIZER_FILE or (folder / name).is_file()}
+        where = str(folder / TOKENIZER_FILE)
+        try:
+            tokenizer = Tokenizer.from_str(decode_utf8(files[TOKENIZER_FILE], where, "tokenizer file"))
+        except Exception as e:  # the Rust side raises a bare Exception for a malformed pipeline
+            raise UserError(f"{where}: not a tokenizer the `tokenizers` library can read ({e})", 2) from None
+        config = _json_object(files, CONFIG_FILE, folder)
+        special_map = _json_object(files, "special_tokens_map.json", folder)
+        special = {name: _token_text(config.get(name, special_map.get(name))) for name in SPECIAL_NAMES}
+        template = config.get("chat_template")
+        if isinstance(template, list):  # several named templates: transformers' default is "default"
+            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+            template = named.get("default")
+        if "chat_template.jinja" in files:  # newer transformers save the template beside the config
+            template = decode_utf8(files["chat_template.jinja"], str(folder / "chat_template.jinja"), "chat template")
+        if template is not None and not isinstance(template, str):
+            raise UserError(f"{folder / CONFIG_FILE}: chat_template must be a string", 2)
+        return cls(tokenizer, special, template, files, where)
+
+    @classmethod
+    def from_gguf_fields(cls, tokens: Sequence[str], merges: Sequence[str], token_types: Sequence[int],
+                         bos_id: int | None, eos_id: int | None, pad_id: int | None, chat_template: str | None,
+                         model: str = "gpt2", pre: str | None = None, unk_id: int | None = None,
+                         add_bos: bool = False, where: str = "GGUF tokenizer") -> PretrainedTokenizer:
+        """The byte-level BPE a GGUF's `tokenizer.ggml.*` fields describe (see the module docstring)."""
+        if model != "gpt2":
+            raise UserError(f"{where}: tokenizer.ggml.model is {model!r}; minitrain rebuilds only byte-level BPE "
+                            "tokenizers (gpt2) from a GGUF. A SentencePiece vocabulary ('llama') needs its "
+                            "normalizer and byte fallback, which the GGUF does not describe exactly: use the "
+                            "model's Hugging Face folder (tokenizer.json) instead", 2)
+        if not merges:
+            raise UserError(f"{where}: a byte-level BPE GGUF without tokenizer.ggml.merges", 2)
+        spelling = bytes_to_unicode()
+        alphabet = set(spelling.values())
+        # A token written in plain text (not in the byte alphabet) is spelled in it, as transformers does.
+        vocab = {}
+        for i, token in enumerate(tokens):
+            key = token if set(token) <= alphabet else "".join(spelling[b] for b in token.encode("utf-8"))
+            vocab[key] = i
+        pairs = []
+        for line, merge in enumerate(merges):
+            parts = merge.split(" ")
+            if len(parts) != 2:
+                raise UserError(f"{where}: merge {line} is {merge!r}, not two tokens separated by a space", 2)
+            pairs.append((parts[0], parts[1]))
+        try:
+            tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
+                                      end_of_word_suffix="", fuse_unk=False))
+        except Exception as e:  # the Rust side raises a bare Exception ("Token `x` out of vocabulary")
+            raise UserError(f"{where}: tokens and merges do not fit together ({e})", 2) from None
+        split = PRE_TOKENIZER_SPLITS.get(pre or "")
+        if split is None:
+            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        else:
+            tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tokenizer.decoder = decoders.ByteLevel()
+        types = list(token_types) or [1] * len(tokens)  # no types given: every token is a normal one
+        if len(types) != len(tokens):
+            raise UserError(f"{where}: {len(types)} token types for {len(tokens)} tokens", 2)
+        # A "control" token outside the byte alphabet is a llama.cpp mislabel; transformers skips it too.
+        control = [AddedToken(t, normalized=False, special=True)
+                   for t, kind in zip(tokens, types, strict=True) if kind == CONTROL and set(t) <= alphabet]
+        tokenizer.add_special_tokens(control)
+        user = [AddedToken(t, normalized=False, special=False)
+                for t, kind in zip(tokens, types, strict=True) if kind == USER_DEFINED and t in vocab]
+        if user:
+            tokenizer.add_tokens(user)
+
+        def token(i: int | None, name: str) -> str | None:
+            if i is None:
+                return None
+            if not 0 <= i < len(tokens):
+                raise UserError(f"{where}: tokenizer.ggml.{name} {i} is outside the vocabulary ({len(tokens)})", 2)
+            return tokens[i]
+
+        special = {"bos_token": token(bos_id, "bos_token_id"), "eos_token": token(eos_id, "eos_token_id"),
+                   "pad_token": token(pad_id, "padding_token_id"), "unk_token": token(unk_id, "unknown_token_id")}
+        if add_bos and special["bos_token"] is not None:
+            bos = special["bos_token"]
+            tokenizer.post_processor = processors.TemplateProcessing(
+                single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)])
+        return cls(tokenizer, special, chat_template, None, where)
+
+    # --- writing ------------------------------------------------------------------------------------------------
+
+    def save(self, folder: str | Path) -> None:
+        """tokenizer.json + tokenizer_config.json (and the other files it was read from), for transformers'
+        `AutoTokenizer.from_pretrained(folder)`. Files read from a folder are written back byte for byte."""
+        folder = Path(folder)
+        for name, data in self.files.items():
+            atomic_write_bytes(folder / name, data)
+        if TOKENIZER_FILE not in self.files:
+            atomic_write_bytes(folder / TOKENIZER_FILE, self.tokenizer.to_str(pretty=True).encode("utf-8"))
+        if CONFIG_FILE not in self.files:
+            config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast",
+                                      "clean_up_tokenization_spaces": False,
+                                      **{k: v for k, v in self.special.items() if v is not None}}
+            if self.chat_template is not None:
+                config["chat_template"] = self.chat_template
+            atomic_write_json(folder / CONFIG_FILE, config)
+
+
+def _json_object(files: Mapping[str, bytes], name: str, folder: Path) -> dict[str, Any]:
+    if name not in files:
+        return {}
+    where = str(folder / name)
+    value = parse_json(decode_utf8(files[name], where, "tokenizer file"), where, "tokenizer file")
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: must hold a JSON object", 2)
+    return value
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token as tokenizer_config.json writes it: a string, or an AddedToken object {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+

@@ -1,0 +1,175 @@
+"""A GGUF file (llama.cpp's format) as a Hugging Face config, an HF-layout float32 state dict and tokenizer fields.
+
+A GGUF holds everything in one file: key/value metadata (the architecture under `llama.*`, the tokenizer under
+`tokenizer.*`) and the tensors, often quantized in blocks (Q8_0, Q4_1, ...). The `gguf` package (the llama.cpp
+project's own reader) parses it and `gguf.quants.dequantize` turns any block format back into float32.
+
+What this module undoes, exactly as transformers' GGUF loader does (`modeling_gguf_pytorch_utils.py`):
+
+- names: llama.cpp's short names back to Hugging Face's
+      token_embd.weight            model.embed_tokens.weight
+      blk.N.attn_norm.weight       model.layers.N.input_layernorm.weight
+      blk.N.attn_{q,k,v}.weight    model.layers.N.self_attn.{q,k,v}_proj.weight (+ .bias: Qwen2)
+      blk.N.attn_output.weight     model.layers.N.self_attn.o_proj.weight
+      blk.N.ffn_norm.weight        model.layers.N.post_attention_layernorm.weight
+      blk.N.ffn_{gate,up,down}     model.layers.N.mlp.{gate,up,down}_proj.weight
+      output_norm.weight           model.norm.weight
+      output.weight                lm_head.weight (absent: the head is tied to the embedding)
+- shapes: GGUF lists a tensor's dimensions fastest-first (ne0 = columns), so [in, out] there is NumPy's
+  (out, in), the HF layout; the reader's arrays are already row-major (out, in) and are checked against it.
+- RoPE: llama.cpp rotates interleaved pairs (x0, x1), (x2, x3)...; HF rotates halves (x_i, x_{i+d/2}). Its
+  converter therefore permutes the rows of q_proj and k_proj of a `llama` model, per head:
+      permute:   w.reshape(H, 2, d/2, in).swapaxes(1, 2).reshape(out, in)
+  and the loader applies the inverse, w.reshape(H, d/2, 2, in).swapaxes(1, 2) (H = the heads of that
+  projection: n_head for q, n_kv_head for k). Qwen2's converter does not permute, so nothing is undone there.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minitrain.common.errors import UserError
+
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}  # general.architecture -> HF model_type
+_LAYER_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.weight": "self_attn.k_proj.weight", "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.weight": "self_attn.v_proj.weight", "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+                 "output.weight": "lm_head.weight"}
+_BLOCK = re.compile(r"blk\.(\d+)\.(.+)")
+
+
+def hf_name(name: str) -> str | None:
+    """The Hugging Face name of a GGUF tensor name (None: not a tensor of the Llama family)."""
+    if name in _GLOBAL_NAMES:
+        return _GLOBAL_NAMES[name]
+    match = _BLOCK.fullmatch(name)
+    if match and match[2] in _LAYER_NAMES:
+        return f"model.layers.{match[1]}.{_LAYER_NAMES[match[2]]}"
+    return None
+
+
+def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's q/k row permutation (interleaved RoPE pairs -> HF's rotate-half layout); w is (out, ...)."""
+    half = w.shape[0] // n_heads // 2
+    return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def permute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's permutation (HF layout -> interleaved), the inverse of `unpermute_rope_rows` (for tests)."""
+    half = w.shape[0] // n_heads // 2
+    return w.reshape(n_heads, 2, half, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _float32_value(value: float) -> float:
+    """A GGUF float32 as the decimal its writer meant: 1e-05, not 9.999999747378752e-06."""
+    return float(str(np.float32(value)))
+
+
+class GGUFContents:
+    """What a GGUF holds, in Hugging Face terms: `config` (a config.json dict), `state` (HF names and layout,
+    float32), `tokenizer` (the `PretrainedTokenizer.from_gguf_fields` keyword arguments), `facts` (for reports)."""
+
+    def __init__(self, config: dict[str, Any], state: dict[str, np.ndarray], tokenizer: dict[str, Any],
+                 facts: dict[str, Any]) -> None:
+        self.config, self.state, self.tokenizer, self.facts = config, state, tokenizer, facts
+
+
+def _reader(path: Path):
+    import gguf  # imported here: only a GGUF source needs it
+
+    try:
+        return gguf.GGUFReader(path)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise UserError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})", 2) from None
+
+
+def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
+    """Read and dequantize a Llama or Qwen2 GGUF (see the module docstring); UserError for anything else."""
+    from gguf.quants import dequantize
+
+    path = Path(path)
+    reader = _reader(path)
+
+    def field(key: str, default: Any = None) -> Any:
+        f = reader.fields.get(key)
+        return default if f is None else f.contents()
+
+    arch = field("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise UserError(f"{path}: general.architecture = {arch!r}: minitrain reads llama and qwen2 GGUF files", 2)
+
+    def need(key: str) -> Any:
+        value = field(f"{arch}.{key}")
+        if value is None:
+            raise UserError(f"{path}: the GGUF lacks {arch}.{key}", 2)
+        return value
+
+    scaling = field(f"{arch}.rope.scaling.type", "none")
+    if scaling not in ("none", None) or any(t.name == "rope_freqs.weight" for t in reader.tensors):
+        raise UserError(f"{path}: a GGUF with RoPE scaling ({arch}.rope.scaling.type = {scaling!r} or a "
+                        "rope_freqs tensor) is not read: use the model's Hugging Face folder, whose config.json "
+                        "states the scaling", 2)
+    n_head, n_kv = int(need("attention.head_count")), int(field(f"{arch}.attention.head_count_kv") or 0)
+    n_kv = n_kv or n_head
+    tokens = field("tokenizer.ggml.tokens") or []
+    names = {t.name for t in reader.tensors}
+    config: dict[str, Any] = {
+        "model_type": ARCHITECTURES[arch],
+        "num_hidden_layers": int(need("block_count")),
+        "hidden_size": int(need("embedding_length")),
+        "intermediate_size": int(need("feed_forward_length")),
+        "num_attention_heads": n_head,
+        "num_key_value_heads": n_kv,
+        "max_position_embeddings": int(need("context_length")),
+        "rms_norm_eps": _float32_value(need("attention.layer_norm_rms_epsilon")),
+        "rope_theta": _float32_value(field(f"{arch}.rope.freq_base", 10000.0)),
+        "vocab_size": int(field(f"{arch}.vocab_size") or len(tokens)),
+        "hidden_act": "silu",
+        "tie_word_embeddings": "output.weight" not in names,
+        "bos_token_id": field("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": field("tokenizer.ggml.eos_token_id"),
+        "pad_token_id": field("tokenizer.ggml.padding_token_id"),
+    }
+    head_dim = field(f"{arch}.rope.dimension_count") if arch == "llama" else None
+    if head_dim is not None:
+        config["head_dim"] = int(head_dim)
+    tokenizer = {
+        "tokens": tokens, "merges": field("tokenizer.ggml.merges") or [],
+        "token_types": field("tokenizer.ggml.token_type") or [],
+        "bos_id": config["bos_token_id"], "eos_id": config["eos_token_id"], "pad_id": config["pad_token_id"],
+        "unk_id": field("tokenizer.ggml.unknown_token_id"),
+        "chat_template": field("tokenizer.chat_template"),
+        "model": field("tokenizer.ggml.model"), "pre": field("tokenizer.ggml.pre"),
+        "add_bos": bool(field("tokenizer.ggml.add_bos_token", False)), "where": f"{path} (tokenizer)",
+    }
+    kinds = sorted({t.tensor_type.name for t in reader.tensors})
+    facts = {"gguf_architecture": arch, "gguf_name": field("general.name"), "tensor_types": kinds,
+             "file_type": field("general.file_type")}
+    state: dict[str, np.ndarray] = {}
+    if with_tensors:
+        for t in reader.tensors:
+            name = hf_name(t.name)
+            if name is None:
+                raise UserError(f"{path}: tensor {t.name} is not part of a {arch} model minitrain can build", 2)
+            w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+            expected = tuple(int(n) for n in reversed(t.shape))
+            if w.size != int(np.prod(expected)):
+                raise UserError(f"{path}: tensor {t.name} holds {w.size} values, its shape {list(t.shape)} needs "
+                                f"{int(np.prod(expected))}", 2)
+            w = w.reshape(expected)
+            if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+                w = unpermute_rope_rows(w, n_head if "q_proj" in name else n_kv)
+            state[name] = np.ascontiguousarray(w)
+    return GGUFContents(config, state, tokenizer, facts)

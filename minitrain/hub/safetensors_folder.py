@@ -1,0 +1,107 @@
+"""The weights of a Hugging Face model folder, as float32 NumPy arrays, read straight from the safetensors bytes.
+
+A Hub model's weights are `model.safetensors`, or for a big model several shards listed by
+`model.safetensors.index.json` (`{"weight_map": {tensor name: shard file}}`). Most are stored in BF16 or F16;
+minitrain computes in float32, so every floating tensor is widened on load. NumPy has no bfloat16, and
+`safetensors.numpy` refuses BF16, so the file is read by hand; the format is small:
+
+    8 bytes           N, the header length (little-endian u64)
+    N bytes           JSON: {name: {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, "__metadata__"}
+    the rest          the tensors' bytes, little-endian, row-major, at data_offsets from here
+
+BF16 is the top half of a float32 (same sign and 8-bit exponent, 7 of the 23 mantissa bits), so widening it is
+exact: put its 16 bits in the high half of a u32 and view that as float32. F16 widens exactly through NumPy.
+The file is memory-mapped, so a shard costs only the float32 copies it produces.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from minitrain.common.errors import UserError
+from minitrain.common.io import read_json_object
+
+WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64}
+MAX_HEADER = 100 << 20  # the safetensors library's own limit
+
+
+def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
+    """uint16 BF16 bit patterns -> float32 values (exact)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 -> uint16 BF16 bit patterns, rounded to nearest even (for tests and writers)."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + 0x7FFF
+    return ((bits + rounding) >> 16).astype(np.uint16)
+
+
+def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
+    """Every tensor of one safetensors file as float32 (F32, F16, BF16, F64), in the file's order."""
+    path = Path(path)
+    try:
+        data = np.memmap(path, dtype=np.uint8, mode="r")
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read the weights file ({e})", 2) from None
+    if len(data) < 8:
+        raise UserError(f"{path}: not a safetensors file (shorter than its header)", 2)
+    (size,) = struct.unpack("<Q", data[:8].tobytes())
+    if size > min(MAX_HEADER, len(data) - 8):
+        raise UserError(f"{path}: not a safetensors file (header length {size})", 2)
+    try:
+        header = json.loads(data[8:8 + size].tobytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{path}: not a safetensors file (its header is not JSON: {e})", 2) from None
+    if not isinstance(header, dict):
+        raise UserError(f"{path}: not a safetensors file (its header is not a JSON object)", 2)
+    body = data[8 + size:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            kind, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"{path}: tensor {name}: malformed header entry {info!r}", 2) from None
+        if kind not in _DTYPES:
+            raise UserError(f"{path}: tensor {name} is {kind}; minitrain reads F32, F16, BF16 and F64 weights", 2)
+        dtype = np.dtype(_DTYPES[kind]).newbyteorder("<")
+        count = int(np.prod(shape, dtype=np.int64))
+        if not 0 <= begin <= end <= len(body) or end - begin != count * dtype.itemsize:
+            raise UserError(f"{path}: tensor {name}: data_offsets {[begin, end]} do not hold {kind} {list(shape)}", 2)
+        raw = body[begin:end].view(dtype).reshape(shape)
+        out[name] = bf16_to_float32(raw) if kind == "BF16" else raw.astype(np.float32)
+    return out
+
+
+def read_folder_weights(folder: str | Path) -> tuple[dict[str, np.ndarray], list[Path]]:
+    """The state dict of a model folder (one file or shards) and the files it came from."""
+    folder = Path(folder)
+    if (folder / WEIGHTS_FILE).is_file():
+        return read_safetensors(folder / WEIGHTS_FILE), [folder / WEIGHTS_FILE]
+    index_path = folder / INDEX_FILE
+    if not index_path.is_file():
+        raise UserError(f"{folder}: no {WEIGHTS_FILE} or {INDEX_FILE} (minitrain reads safetensors weights; a "
+                        "pytorch_model.bin is a pickle, which it never opens)", 2)
+    weight_map = read_json_object(index_path, "weights index").get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise UserError(f"{index_path}: weight_map must map tensor names to shard files", 2)
+    names = list(dict.fromkeys(weight_map.values()))
+    for name in names:  # a shard is a file name in the folder, never a path out of it
+        if "/" in name or "\\" in name or name in ("", ".", "..") or not (folder / name).is_file():
+            raise UserError(f"{index_path}: shard {name!r} is not a file in {folder}", 2)
+    shards = [folder / name for name in names]
+    state: dict[str, np.ndarray] = {}
+    for shard in shards:
+        state.update(read_safetensors(shard))
+    missing = sorted(set(weight_map) - set(state))
+    if missing:
+        raise UserError(f"{index_path}: {len(missing)} tensors the index lists are in no shard ({missing[0]}, ...)", 2)
+    return state, shards
