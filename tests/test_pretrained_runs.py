@@ -178,3 +178,13 @@ def test_full_fine_tuning_from_a_gguf_writes_every_weight(tmp_path, base):
     assert np.abs(state["model.layers.1.mlp.down_proj.weight"] - before).max() < 0.1
     manifest = json.loads((tmp_path / "full" / "manifest.json").read_text())
     assert manifest["init_from"] == str(tmp_path / "tiny.gguf")
+
+
+def test_qlora_holds_the_base_in_nf4_and_saves_adapters_only(tmp_path, base):
+    extra = LORA.replace("target_modules", "quantize_base: true, target_modules")
+    results = train(tmp_path, config_text(tmp_path, base, extra=extra, steps=2), "qlora")
+    manifest = json.loads((tmp_path / "qlora" / "manifest.json").read_text())
+    per_layer = 32 * 32 + 32 * 16 * 2 + 32 * 32 + 3 * 32 * 64  # q, k, v, o, gate, up, down: every linear layer
+    assert manifest["quantized_parameters"] == 2 * per_layer
+    assert all(".lora_" in name for name in safetensors.numpy.load_file(results["model_path"]))
+    assert np.isfinite(results["val_loss"])

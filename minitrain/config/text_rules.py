@@ -23,7 +23,7 @@ rule = RULES.rule
 
 @rule("model", "data")
 def _pretrained_base_brings_its_tokenizer(sections, raw):
-    """A pretrained base (model.type llama with model.init_from) is trained on its own tokenizer's ids: no data.vocab_path."""
+    """A pretrained base (llama with model.init_from) trains on its own tokenizer's ids: no data.vocab_path."""
     if on_pretrained_base(sections["model"]) and given(raw, "data", "vocab_path"):
         yield Problem(("data", "vocab_path"), f"model.init_from {sections['model'].init_from} is a pretrained base: "
                                               "it is trained on the ids of its own tokenizer, never on character "
@@ -32,7 +32,7 @@ def _pretrained_base_brings_its_tokenizer(sections, raw):
 
 @rule("model", "data")
 def _packing_needs_a_pretrained_base(sections, raw):
-    """data.packing and data.overflow are for text records of a pretrained base; only the llama family reads packed rows."""
+    """data.packing and data.overflow are for a pretrained base's text records (llama: packed rows)."""
     model = sections["model"]
     if on_pretrained_base(model):
         return
@@ -50,7 +50,7 @@ def _packing_needs_a_pretrained_base(sections, raw):
 
 @rule("model", "data")
 def _loss_on_fits_the_records(sections, raw):
-    """data.loss_on: answer or all for the verb records of a character run; all or completion for text records."""
+    """data.loss_on: answer or all for a character run's verb records; all or completion for text records."""
     loss_on = sections["data"].loss_on
     if on_pretrained_base(sections["model"]) and loss_on == "answer":
         yield Problem(("data", "loss_on"), "answer counts the verb form of the character corpus; text records of a "
@@ -64,7 +64,7 @@ def _loss_on_fits_the_records(sections, raw):
 
 @rule("model", "data", "training", "quantize")
 def _pretrained_base_runs_what_it_can(sections, raw):
-    """A run on a pretrained base reads data.train_path and val_path; no verb exact match, cross-validation or quantize (yet)."""
+    """A pretrained base reads train_path/val_path; no exact_match, cross-validation or quantize (yet)."""
     if not on_pretrained_base(sections["model"]):
         return
     if sections["data"].source is not None:
