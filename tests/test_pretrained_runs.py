@@ -169,8 +169,9 @@ def test_lora_on_a_pretrained_base_trains_resumes_bit_exactly_and_samples(tmp_pa
 def test_full_fine_tuning_from_a_gguf_writes_every_weight(tmp_path, base):
     hf = random_hf_state(MINITRAIN)
     write_gguf(tmp_path / "tiny.gguf", hf, HF_CONFIG)
-    results = train(tmp_path, config_text(tmp_path, tmp_path / "tiny.gguf", extra="", data=", packing: pad"),
-                    "full")
+    data = f", packing: pad, test_path: {tmp_path}/val.jsonl"
+    results = train(tmp_path, config_text(tmp_path, tmp_path / "tiny.gguf", extra="", data=data), "full")
+    assert np.isclose(results["test_ppl"], np.exp(results["test_loss"]))
     state = safetensors.numpy.load_file(results["model_path"])
     assert "model.layers.1.mlp.down_proj.weight" in state and not any("lora" in n for n in state)
     before = hf["model.layers.1.mlp.down_proj.weight"].T

@@ -141,15 +141,9 @@ class DataConfig(Section):
     vocab_path: str | None = Field(None, min_length=1, description="default: vocab.json beside train_path")
     test_path: str | None = Field(None, min_length=1, description="optional split scored once, after training")
     heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
-    loss_on: Literal["answer", "all", "completion"] = Field(
-        "answer", description="verb records: answer | all; text records of a pretrained base: all (default) | "
-                              "completion")
-    packing: Literal["pack", "pad"] | None = Field(
-        None, description="text records of a pretrained base: several documents per row (pack, the default) or "
-                          "one padded record per row")
-    overflow: Literal["error", "truncate", "split"] | None = Field(
-        None, description="text records of a pretrained base: a record longer than max_seq_len + 1 tokens "
-                          "(default error)")
+    loss_on: Literal["answer", "all", "completion"] = Field("answer", description="pretrained base: all, completion")
+    packing: Literal["pack", "pad"] | None = Field(None, description="pretrained base: default pack")
+    overflow: Literal["error", "truncate", "split"] | None = Field(None, description="pretrained base: default error")
 
     @model_validator(mode="after")
     def _beside_train(self) -> DataConfig:
@@ -166,7 +160,8 @@ class DataConfig(Section):
 
 LANGUAGE_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy", "loss_on")  # what a table task does not read
 CHARACTER_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy")  # what a run on a pretrained base does not read
-TEXT_DATA_DEFAULTS = {"loss_on": "all", "packing": "pack", "overflow": "error"}  # ... and its own defaults
+TEXT_DATA_DEFAULTS = {"vocab_path": None, "dev_path": None, "heldout_policy": "none", "loss_on": "all",
+                      "packing": "pack", "overflow": "error"}  # ... and its own defaults
 
 
 def on_pretrained_base(model: Any) -> bool:
@@ -386,16 +381,10 @@ class Config(Section):
     def _text_data_defaults(self) -> Config:
         # A run on a pretrained base reads text records with the base's tokenizer: no character vocabulary, no
         # verb hold-out, and the text defaults for the keys left out (object.__setattr__: not what the user wrote).
-        if on_pretrained_base(self.model):
-            data = self.data
-            for key in ("vocab_path", "dev_path"):
-                if key not in data.model_fields_set:
-                    object.__setattr__(data, key, None)
-            if "heldout_policy" not in data.model_fields_set:
-                object.__setattr__(data, "heldout_policy", "none")
-            for key, value in TEXT_DATA_DEFAULTS.items():
-                if key not in data.model_fields_set or getattr(data, key) is None:
-                    object.__setattr__(data, key, value)
+        data = self.data
+        for key, value in TEXT_DATA_DEFAULTS.items() if on_pretrained_base(self.model) else ():
+            if key not in data.model_fields_set or (value is not None and getattr(data, key) is None):
+                object.__setattr__(data, key, value)
         return self
 
     @property

@@ -29,7 +29,7 @@ from minitrain.training.finetune import prepare_model
 from minitrain.training.scoring import EVAL_BATCH_SIZE
 from minitrain.training.table_results import table_validator
 from minitrain.training.tasks import LANGUAGE_MODELING, table_task
-from minitrain.training.text_run import base_tokenizer, text_splits
+from minitrain.training.text_run import TEXT_EVAL_BATCH_SIZE, base_tokenizer, text_splits
 
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
 # progress is shown, naming, tracking, the callbacks (they only watch), the threads, and the checkpoint cadence.
@@ -100,7 +100,8 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
     return Parts(tokenizer, train_records, val_records, train_split, batcher,
-                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, task, table,
+                 EvalBatcher(val_split, TEXT_EVAL_BATCH_SIZE if text else EVAL_BATCH_SIZE), model, optimizer,
+                 scheduler, total_steps, task, table,
                  base, text)
 
 

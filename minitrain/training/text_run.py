@@ -43,7 +43,10 @@ from minitrain.data.text_records import read_file
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR, complete_model_section, read_base
 from minitrain.loop import evaluate
 from minitrain.training import artifacts
-from minitrain.training.scoring import EVAL_BATCH_SIZE
+
+# Rows per evaluation batch: a base's vocabulary is large (SmolLM2: 49,152), and evaluation holds the logits and
+# their log-softmax of a whole batch, B · T · V floats each (8 × 256 × 49,152 × 4 bytes = 400 MB).
+TEXT_EVAL_BATCH_SIZE = 8
 
 
 def complete_config(cfg: Config) -> Config:
@@ -130,7 +133,7 @@ def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dic
                  model_path: str) -> dict[str, Any]:
     """results.json of a run on a pretrained base (wall_seconds is the caller's): train loss and perplexity (one
     pass over train), val's from the loop, test's when given, tokens seen and tokens per second of training."""
-    train_loss, train_ppl = evaluate(model, EvalBatcher(splits["train"], EVAL_BATCH_SIZE))
+    train_loss, train_ppl = evaluate(model, EvalBatcher(splits["train"], TEXT_EVAL_BATCH_SIZE))
     results = artifacts.build_results(
         train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
         best_val_ppl=outcome["best_val_ppl"], baseline_ppl=None, val_exact_match=None, wall_seconds=None,
@@ -142,5 +145,6 @@ def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dic
     per_step = seen["tokens_seen"] / max(outcome["steps_done"], 1)
     results.update(seen, tokens_per_second=round(1000.0 * per_step / ms, 1) if ms else None)
     if "test" in splits:
-        results["test_loss"], results["test_ppl"] = evaluate(model, EvalBatcher(splits["test"], EVAL_BATCH_SIZE))
+        test = EvalBatcher(splits["test"], TEXT_EVAL_BATCH_SIZE)
+        results["test_loss"], results["test_ppl"] = evaluate(model, test)
     return results
