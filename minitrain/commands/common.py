@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from minitrain.common.errors import UserError
 from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.extras import missing_extras
 from minitrain.config.loader import load_config
-from minitrain.config.problems import ConfigError
+from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
 
@@ -37,11 +38,21 @@ def check_files(cfg: Config) -> DataSummary:
     readable and of the config's architecture, the optional packages the config needs (minitrain.common.extras), and
     custom callbacks' entry points, which must import. All problems at once, as one ConfigError (exit code 2)."""
     problems, summary = [], None
-    try:
-        summary = check_data(cfg)
-    except ConfigError as exc:
-        problems += exc.problems
-    if cfg.model.init_from is not None:
+    if cfg.on_pretrained_base:  # the base's architecture and tokenizer, then the data counted in its tokens
+        from minitrain.training.text_run import check_text_data, complete_config
+
+        try:
+            summary = check_text_data(complete_config(cfg))
+        except ConfigError as exc:
+            problems += exc.problems
+        except UserError as exc:
+            problems.append(Problem(("model", "init_from"), str(exc)))
+    else:
+        try:
+            summary = check_data(cfg)
+        except ConfigError as exc:
+            problems += exc.problems
+    if cfg.model.init_from is not None and not cfg.on_pretrained_base:
         from minitrain.hub.sources import init_from_problems  # the Hub client is only needed here
 
         problems += init_from_problems(cfg)

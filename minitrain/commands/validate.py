@@ -25,6 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def validate_command(args: argparse.Namespace) -> int:
     cfg = load(args)
     summary = None if args.no_data else check_files(cfg)
+    if summary is not None and cfg.on_pretrained_base:  # the checklist shows the architecture read from the base
+        from minitrain.training.text_run import complete_config
+
+        cfg = complete_config(cfg)
     print(checklist(cfg, summary))
     return 0
 
@@ -45,7 +49,8 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
     if summary is None:
         lines.append("– data files and model.init_from not checked (--no-data)")
     else:
-        counts = ", ".join(f"{split} {n} records" for split, n in summary.records.items())
+        unit = "rows of packed tokens" if cfg.on_pretrained_base and cfg.data.packing == "pack" else "records"
+        counts = ", ".join(f"{split} {n} {unit}" for split, n in summary.records.items())
         lines.append(f"✓ data: {counts}")
         if summary.table is not None:
             info = summary.table

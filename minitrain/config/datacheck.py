@@ -68,9 +68,18 @@ class DataSummary:
 
 
 def check_data(cfg: Config) -> DataSummary:
-    """Run every data check; raise one ConfigError (exit code 2) listing all problems found."""
+    """Run every data check; raise one ConfigError (exit code 2) listing all problems found.
+
+    A run on a pretrained base (`cfg.on_pretrained_base`) counts its records in tokens of the base's tokenizer,
+    which this floor cannot load: here its files are checked only; minitrain/training/text_run.py
+    `check_text_data` runs the rest."""
     if cfg.is_table_task:
         return _check_table(cfg)
+    if cfg.on_pretrained_base:
+        problems = text_file_problems(cfg)
+        if problems:
+            raise ConfigError(problems, cfg.source or ConfigSource())
+        return DataSummary()
     data, problems, summary = cfg.data, [], DataSummary()
     # dev is optional (checked when its file exists); test only when given
     wanted = [s for s in SPLITS if (s != "dev" or os.path.lexists(data.dev_path)) and (s != "test" or data.test_path)]
@@ -106,10 +115,23 @@ def check_data(cfg: Config) -> DataSummary:
             f"max_seq_len {cfg.model.max_seq_len} is shorter than the longest record: {summary.longest_where} "
             f"needs {summary.longest_input} positions (BOS + text)",
         ))
-    problems += _check_batches(cfg, summary)
+    problems += check_batches(cfg, summary)
     if problems:
         raise ConfigError(problems, cfg.source or ConfigSource())
     return summary
+
+
+def text_file_problems(cfg: Config) -> list[Problem]:
+    """The text record files of a run on a pretrained base (train, val, and test when given) that are missing or
+    not regular files."""
+    problems = []
+    for split in ("train", "val", "test"):
+        path = getattr(cfg.data, f"{split}_path")
+        problem = None if path is None else regular_file_problem(path)
+        if problem is not None:
+            shown = f"file not found: {path}" if problem == "not found" else f"{path} {problem}"
+            problems.append(Problem(("data", f"{split}_path"), shown))
+    return problems
 
 
 def _check_split(cfg: Config, split: str, tokenizer: CharTokenizer,
@@ -151,7 +173,9 @@ def _check_heldout(cfg: Config, verbs: dict[str, set[str]]) -> list[Problem]:
     return problems
 
 
-def _check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
+def check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
+    """An epoch holds a step (batch_size · grad_accumulation ≤ the training rows); the warm-up fits an epochs run.
+    Sets summary.steps_per_epoch from summary.records["train"] (records, or packed rows)."""
     n_train = summary.records.get("train")
     if n_train is None:
         return []
@@ -196,7 +220,7 @@ def _check_table(cfg: Config) -> DataSummary:
     if cfg.training.loss is not None and (cfg.training.loss == "cross_entropy") != (task == "classification"):
         problems.append(Problem(("training", "loss"), f"{cfg.training.loss} does not fit the task {task} (inferred "
                                                       f"from {cfg.data.target!r})"))
-    problems += _check_batches(cfg, summary)
+    problems += check_batches(cfg, summary)
     if problems:
         raise ConfigError(problems, cfg.source or ConfigSource())
     return summary

@@ -32,6 +32,7 @@ from minitrain.config.problems import ConfigError, Problem, from_validation_erro
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import (
     ADDED_KEYS,
+    CHARACTER_DATA_KEYS,
     LANGUAGE_DATA_KEYS,
     MODEL_KEYS,
     OPTIMIZER_KEYS,
@@ -310,6 +311,8 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
     if cfg.is_table_task:
         unused = (*LANGUAGE_DATA_KEYS, *(("train_path", "val_path") if cfg.data.source else ()))
         data["data"] = {k: v for k, v in data["data"].items() if k not in unused}
+    elif cfg.on_pretrained_base:
+        data["data"] = {k: v for k, v in data["data"].items() if k not in CHARACTER_DATA_KEYS}
     data["callbacks"] = [resolved_callback(entry) for entry in data["callbacks"]]
     for path, neutral in ADDED_KEYS.items():
         _drop_if(data, path, neutral)

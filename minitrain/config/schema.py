@@ -141,7 +141,9 @@ class DataConfig(Section):
     vocab_path: str | None = Field(None, min_length=1, description="default: vocab.json beside train_path")
     test_path: str | None = Field(None, min_length=1, description="optional split scored once, after training")
     heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
-    loss_on: Literal["answer", "all"] = "answer"
+    loss_on: Literal["answer", "all", "completion"] = Field("answer", description="pretrained base: all, completion")
+    packing: Literal["pack", "pad"] | None = Field(None, description="pretrained base: default pack")
+    overflow: Literal["error", "truncate", "split"] | None = Field(None, description="pretrained base: default error")
 
     @model_validator(mode="after")
     def _beside_train(self) -> DataConfig:
@@ -157,6 +159,15 @@ class DataConfig(Section):
 
 
 LANGUAGE_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy", "loss_on")  # what a table task does not read
+CHARACTER_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy")  # what a run on a pretrained base does not read
+TEXT_DATA_DEFAULTS = {"vocab_path": None, "dev_path": None, "heldout_policy": "none", "loss_on": "all",
+                      "packing": "pack", "overflow": "error"}  # ... and its own defaults
+
+
+def on_pretrained_base(model: Any) -> bool:
+    """A model section that fine-tunes a pretrained base: `type: llama` with `init_from` (a Hugging Face folder, a
+    Hub id or a .gguf file). Such a run reads text records with the base's own tokenizer, never characters."""
+    return model.type == "llama" and model.init_from is not None
 
 
 class ParamGroup(Section):
@@ -366,6 +377,16 @@ class Config(Section):
     # Where the config came from (file, text, --set list, line numbers); set by the loader.
     _source: ConfigSource | None = PrivateAttr(default=None)
 
+    @model_validator(mode="after")
+    def _text_data_defaults(self) -> Config:
+        # A run on a pretrained base reads text records with the base's tokenizer: no character vocabulary, no
+        # verb hold-out, and the text defaults for the keys left out (object.__setattr__: not what the user wrote).
+        data = self.data
+        for key, value in TEXT_DATA_DEFAULTS.items() if on_pretrained_base(self.model) else ():
+            if key not in data.model_fields_set or (value is not None and getattr(data, key) is None):
+                object.__setattr__(data, key, value)
+        return self
+
     @property
     def source(self) -> ConfigSource | None:
         """The file, its text, the `--set` overrides and the key → line map; None for configs built in code."""
@@ -375,6 +396,11 @@ class Config(Section):
     def is_table_task(self) -> bool:
         """A sequential model on a table (classification or regression), not a language model on text."""
         return self.model.type == "sequential"
+
+    @property
+    def on_pretrained_base(self) -> bool:
+        """A fine-tune of a pretrained Llama-family base on text records (`on_pretrained_base`)."""
+        return on_pretrained_base(self.model)
 
     @property
     def clip_norm(self) -> float | None:
@@ -464,6 +490,8 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("data", "preprocessing"): [],
     ("data", "augmentation"): [],
     ("data", "image_shape"): None,
+    ("data", "packing"): None,
+    ("data", "overflow"): None,
     ("optimizer", "amsgrad"): False,
     ("optimizer", "groups", "*", "lr"): None,
     ("scheduler", "warmup_ratio"): None,

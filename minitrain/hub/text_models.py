@@ -24,15 +24,14 @@ from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
-from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.hf_config import MODEL_TYPES
 from minitrain.hub.pretrained import is_gguf, load_pretrained_base
+from minitrain.hub.pretrained_runs import TOKENIZER_DIR as RUN_TOKENIZER_DIR
+from minitrain.hub.pretrained_runs import run_model
 from minitrain.hub.sources import is_hub_id, load_model
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
-
-RUN_TOKENIZER_DIR = "tokenizer"  # RUN/tokenizer/: the base's tokenizer files, kept by a run that fine-tuned it
 
 
 class TextModel(NamedTuple):
@@ -69,11 +68,11 @@ def load_text_model(spec: str, vocab_path: str | None = None) -> TextModel:
         model = build_model(model_config)
         model.load_state_dict(state, source=facts.get("path", spec))
         return TextModel(model, tokenizer, "pretrained", spec)
+    if (Path(spec) / RUN_TOKENIZER_DIR).is_dir():  # a run on a pretrained base: the base, then its training
+        model, tokenizer = run_model(spec)
+        return TextModel(model, tokenizer, "minitrain", spec)
     model, vocab = load_model(spec)
     vocab = vocab_path or vocab
-    run_tokenizer = Path(spec) / RUN_TOKENIZER_DIR
-    if run_tokenizer.is_dir():
-        return TextModel(model, PretrainedTokenizer.from_folder(run_tokenizer), "minitrain", spec)
     if vocab is None:
         raise UserError(f"{spec}: the source does not say which tokenizer it was trained with (no "
                         f"{RUN_TOKENIZER_DIR}/ folder, no vocabulary recorded); pass its vocab.json", 2)

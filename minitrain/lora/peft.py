@@ -4,7 +4,8 @@
                                        base_model.model.<layer>.lora_B.weight  (out, rank) = our B (rank, out)ᵀ
                                        base_model.model.<name>                 a trained bias, under our name
     FOLDER/adapter_config.json         r, lora_alpha, lora_dropout, target_modules (the adapted layers' paths),
-                                       bias, fan_in_fan_out: true (GPT-2's Conv1D stores W as (in, out), as we do)
+                                       bias, fan_in_fan_out: true for GPT-2 (its Conv1D stores W as (in, out), as
+                                       we do), false for a Llama (torch.nn.Linear, (out, in))
 
 Our LoRALinear names its parts as PEFT's layer does (base_layer, lora_A, lora_B), so a name maps by a prefix and,
 for the two factors, a `.weight` suffix and a transpose (torch.nn.Linear stores (out, in)). PEFT computes
@@ -43,9 +44,11 @@ def peft_tensors(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             for name, a in state.items()}
 
 
-def peft_config(settings: LoraSettings) -> dict[str, Any]:
+def peft_config(settings: LoraSettings, fan_in_fan_out: bool = True) -> dict[str, Any]:
     """adapter_config.json for these settings. `init_lora_weights` only matters when PEFT creates new adapters
-    (PEFT has no xavier: it is written as PEFT's default)."""
+    (PEFT has no xavier: it is written as PEFT's default). `fan_in_fan_out`: whether the base's layers store W as
+    (in, out) (GPT-2's Conv1D: true; a Llama's torch.nn.Linear: false). It only tells PEFT how to merge into the
+    base weight; lora_A and lora_B are torch.nn.Linear either way, so the factors are transposed alike."""
     return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
@@ -55,7 +58,7 @@ def peft_config(settings: LoraSettings) -> dict[str, Any]:
         "lora_dropout": settings.dropout,
         "target_modules": list(settings.targets),
         "bias": settings.bias,
-        "fan_in_fan_out": True,
+        "fan_in_fan_out": fan_in_fan_out,
         "init_lora_weights": "gaussian" if settings.init_weights == "gaussian" else True,
         "inference_mode": True,
         "modules_to_save": None,
@@ -64,18 +67,19 @@ def peft_config(settings: LoraSettings) -> dict[str, Any]:
     }
 
 
-def write_peft_adapter(folder: str | Path, model: Module) -> list[Path]:
+def write_peft_adapter(folder: str | Path, model: Module, fan_in_fan_out: bool = True) -> list[Path]:
     """Write an adapted model's adapter as FOLDER/adapter_model.safetensors + adapter_config.json."""
     settings = settings_of(model)
     if settings is None:
         raise ValueError("write_peft_adapter: the model has no LoRA adapters")
-    return write_peft_folder(folder, adapter_state(model), settings)
+    return write_peft_folder(folder, adapter_state(model), settings, fan_in_fan_out)
 
 
-def write_peft_folder(folder: str | Path, state: dict[str, np.ndarray], settings: LoraSettings) -> list[Path]:
+def write_peft_folder(folder: str | Path, state: dict[str, np.ndarray], settings: LoraSettings,
+                      fan_in_fan_out: bool = True) -> list[Path]:
     """The PEFT folder for adapter tensors (our names) and their settings; returns the two files."""
     folder = Path(folder)
     meta = {"format": "pt", "minitrain_quantized_base": str(settings.quantize_base).lower()}
     atomic_write_bytes(folder / WEIGHTS_FILE, safetensors.numpy.save(peft_tensors(state), metadata=meta))
-    atomic_write_json(folder / CONFIG_FILE, peft_config(settings))
+    atomic_write_json(folder / CONFIG_FILE, peft_config(settings, fan_in_fan_out))
     return [folder / CONFIG_FILE, folder / WEIGHTS_FILE]

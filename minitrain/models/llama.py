@@ -128,7 +128,13 @@ class Llama(Module):
         """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
         (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens
         (padding keys are never attended to, and do not count as positions); segment_ids (B, T) marks packed
-        documents (no attention across them; positions restart at 0 with each)."""
+        documents (no attention across them; positions restart at 0 with each).
+
+        An integer attn_pad_mask is taken as segment_ids (0 on padding, k on the k-th document of its row): that
+        is how a packed batch reaches the model through lab 01's `model(input, target, attn_pad_mask, loss_mask)`
+        call, whose four arguments never change (minitrain/data/batch.py)."""
+        if attn_pad_mask is not None and segment_ids is None and np.issubdtype(attn_pad_mask.dtype, np.integer):
+            segment_ids, attn_pad_mask = attn_pad_mask, attn_pad_mask > 0
         batch, time = idx.shape
         if time > self.config["max_seq_len"]:
             raise ValueError(f"Llama: sequence length {time} exceeds max_seq_len {self.config['max_seq_len']}")

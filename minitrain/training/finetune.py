@@ -1,8 +1,9 @@
 """What a run does to its model beyond plain training, set by the `lora:` and `quantize:` sections (run.py calls
 these; docs/yaml-mode.md describes the keys).
 
-    prepare_model      lora: load the base (model.init_from) and add the adapters (QLoRA: the base in 4-bit
-                       blocks first); quantize.qat: fake quantizers on the linear layers
+    prepare_model      lora: load the base (model.init_from; `load_init_weights`: a pretrained Llama-family base
+                       or a minitrain source) and add the adapters (QLoRA: the base in 4-bit blocks first);
+                       quantize.qat: fake quantizers on the linear layers
     model_file_state   what the final model file holds: the adapters only for a LoRA run, else every weight
     after_training     lora: the adapters in PEFT's layout in RUN/adapter/; quantize: the quantized model file
                        RUN/quantized-int<bits>.safetensors, scored on val
@@ -36,15 +37,26 @@ def prepare_model(model: Module, cfg: Config, rng: np.random.Generator) -> str |
     """Adapt a freshly built model as `cfg` says; returns where a LoRA base came from (None otherwise)."""
     base = None
     if cfg.lora.enabled:
-        from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
-
-        base = init_model_from(model, cfg.model.init_from, cfg.data.vocab_path)
+        base = load_init_weights(model, cfg)
         settings = with_base(cfg.lora.settings(linear_paths(model)), cfg.model.init_from, model.state_dict())
         add_adapters(model, settings, rng)
     if cfg.quantize.enabled and cfg.quantize.qat.enabled:
         paths, _ = quantizable_paths(model, cfg.quantize.exclude)
         attach_fake_quantizers(model, cfg.quantize.scheme_for(training=True), paths)
     return base
+
+
+def load_init_weights(model: Module, cfg: Config) -> str:
+    """Load the weights model.init_from names into `model`; return where they came from. A pretrained Llama-family
+    base (minitrain/hub/pretrained_runs.py: float32, a GGUF dequantized), or any minitrain source
+    (minitrain/hub/sources.py, whose vocabulary must be data.vocab_path's)."""
+    if cfg.on_pretrained_base:
+        from minitrain.hub.pretrained_runs import load_base_weights  # the Hub client is only needed here
+
+        return load_base_weights(model, cfg.model.init_from)
+    from minitrain.hub.sources import init_model_from
+
+    return init_model_from(model, cfg.model.init_from, None if cfg.is_table_task else cfg.data.vocab_path)
 
 
 def model_file_state(model: Module) -> dict[str, np.ndarray]:
@@ -72,7 +84,8 @@ def after_training(
     """The adapter folder and the quantized model file, when the config asks for them; what results.json gets."""
     results: dict[str, Any] = {}
     if settings_of(model) is not None:
-        write_peft_adapter(out_dir / ADAPTER_DIR, model)
+        # A Llama's layers are torch.nn.Linear in transformers ((out, in) weights): fan_in_fan_out false.
+        write_peft_adapter(out_dir / ADAPTER_DIR, model, fan_in_fan_out=model.config.get("type") != "llama")
         results["adapter_dir"] = str(out_dir / ADAPTER_DIR)
     if cfg.quantize.enabled:
         q = cfg.quantize

@@ -15,7 +15,9 @@ from minitrain.config import Config, resolved_dict
 from minitrain.config.datacheck import load_split
 from minitrain.config.table_check import Fold, load_table
 from minitrain.data.augmentation import AugmentedBatcher, augmenter
+from minitrain.data.batch import Batch
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
+from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
@@ -27,6 +29,7 @@ from minitrain.training.finetune import prepare_model
 from minitrain.training.scoring import EVAL_BATCH_SIZE
 from minitrain.training.table_results import table_validator
 from minitrain.training.tasks import LANGUAGE_MODELING, table_task
+from minitrain.training.text_run import TEXT_EVAL_BATCH_SIZE, base_tokenizer, text_splits
 
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
 # progress is shown, naming, tracking, the callbacks (they only watch), the threads, and the checkpoint cadence.
@@ -38,7 +41,7 @@ class Parts:
     """Everything a run is made of, built from a config. A table task (model.type sequential) has no tokenizer
     or records: `table` holds its splits and the pipeline that made them, and `task` scores it."""
 
-    tokenizer: CharTokenizer | None
+    tokenizer: CharTokenizer | PretrainedTokenizer | None  # a pretrained base's own, or the character one
     train_records: list[dict] | None
     val_records: list[dict] | None
     train_split: Any  # Batch, or a table's TableBatch
@@ -51,21 +54,28 @@ class Parts:
     task: Any = LANGUAGE_MODELING
     table: Any = None  # minitrain.data.tables.TableData
     init_from: str | None = None  # where a LoRA run's base came from (it is loaded while building)
+    text: dict[str, Batch] | None = None  # a run on a pretrained base: its packed splits (train, val, test)
 
 
 def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Parts:
     """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
-    For a table: its splits (fold `fold` of a cross-validation) and the model's widths from the data.
+    For a table: its splits (fold `fold` of a cross-validation) and the model's widths from the data. For a run on
+    a pretrained base: the base's tokenizer and the packed text splits (`cfg` completed by text_run.complete_config).
 
     The model is built (drawing its initial weights from the training RNG), adapted as the lora and quantize
     sections say (minitrain/training/finetune.py: a LoRA base is loaded here), frozen where `model.freeze` says, then
     packed into one flat buffer; the optimizer updates only the trainable parameters."""
-    tokenizer = train_records = val_records = table = None
+    tokenizer = train_records = val_records = table = text = None
     task = LANGUAGE_MODELING
     if cfg.is_table_task:
         table, architecture = load_table(cfg, fold)
         train_split, val_split = table.splits["train"], table.splits["val"]
         task = table_task(table.pipeline.task, cfg.training.loss, cfg.training.huber_delta)
+    elif cfg.on_pretrained_base:  # text records with the base's tokenizer (minitrain/training/text_run.py)
+        tokenizer = base_tokenizer(cfg)
+        text = text_splits(cfg, tokenizer)
+        train_split, val_split = text["train"], text["val"]
+        architecture = cfg.model.architecture()
     else:
         tokenizer = CharTokenizer.load(cfg.data.vocab_path)
         train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
@@ -90,8 +100,9 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))
     return Parts(tokenizer, train_records, val_records, train_split, batcher,
-                 EvalBatcher(val_split, EVAL_BATCH_SIZE), model, optimizer, scheduler, total_steps, task, table,
-                 base)
+                 EvalBatcher(val_split, TEXT_EVAL_BATCH_SIZE if text else EVAL_BATCH_SIZE), model, optimizer,
+                 scheduler, total_steps, task, table,
+                 base, text)
 
 
 def parameter_counts(model: Module) -> dict[str, int]:

@@ -10,11 +10,12 @@ import numpy as np
 
 from minitrain.common.runtime import configure, get_blas_threads, set_blas_threads
 from minitrain.config import Config
-from minitrain.config.datacheck import DataSummary, check_data
+from minitrain.config.datacheck import DataSummary
 from minitrain.loop import evaluate
 from minitrain.training import artifacts
 from minitrain.training.engine import step_gradients
 from minitrain.training.parts import Parts, build_parts, parameter_counts, validator_for
+from minitrain.training.text_run import complete_config, data_summary
 
 
 def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple[float, float]:
@@ -65,7 +66,8 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
 
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
     """
-    summary = summary if summary is not None else check_data(cfg)
+    cfg = complete_config(cfg)
+    summary = summary if summary is not None else data_summary(cfg)
     configure_runtime(cfg)
     steps = resolve_total_steps(cfg, summary)
     parts = build_parts(cfg, max(steps, cfg.resolve_warmup(steps) + 10))
@@ -74,7 +76,7 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
     per_step_records = t.batch_size * t.grad_accumulation
     split = parts.train_split
     if parts.table is None:
-        real = float(split.attn_pad_mask.sum(axis=1).mean()) * per_step_records
+        real = float(np.count_nonzero(split.attn_pad_mask, axis=1).mean()) * per_step_records
         counted = float(split.loss_mask.sum(axis=1).mean()) * per_step_records
         per_step_size = {"tokens_per_step": {"max": cfg.tokens_per_step_max, "real_mean": round(real, 1),
                                              "counted_mean": round(counted, 1)}}

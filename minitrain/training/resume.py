@@ -32,9 +32,9 @@ from minitrain.training.engine import Checkpointing, LoopState
 
 def data_fingerprint(cfg: Config) -> dict[str, dict[str, str]]:
     """{config key: {"path", "sha256"}} of the data files training reads: the splits and the vocabulary."""
-    keys = ("train_path", "val_path", "vocab_path")
+    keys = ("train_path", "val_path", "vocab_path")  # a run on a pretrained base has no vocab_path
     return {f"data.{key}": {"path": str(getattr(cfg.data, key)), "sha256": sha256_of(getattr(cfg.data, key))}
-            for key in keys}
+            for key in keys if getattr(cfg.data, key) is not None}
 
 
 def same_folder(a: Path | None, b: Path) -> bool:

@@ -43,7 +43,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text, cannot_write, read_text
 from minitrain.common.paths import REPO_ROOT
 from minitrain.config import Config, resolved_dict, resolved_yaml
-from minitrain.config.datacheck import DataSummary, check_data
+from minitrain.config.datacheck import DataSummary
 from minitrain.config.extras import missing_extras
 from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
@@ -69,7 +69,7 @@ from minitrain.training.cross_validation import cross_validate
 from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
 from minitrain.training.engine import Bookkeeping, Checkpointing, LoopData, LoopSettings, train
 from minitrain.training.environment import write_environment
-from minitrain.training.finetune import adapter_facts, after_training, model_file_state
+from minitrain.training.finetune import adapter_facts, after_training, load_init_weights, model_file_state
 from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
 from minitrain.training.plan import configure_runtime, resolve_total_steps
 from minitrain.training.resume import (
@@ -82,6 +82,7 @@ from minitrain.training.resume import (
     same_folder,
 )
 from minitrain.training.table_results import plot_table_curve, table_results
+from minitrain.training.text_run import complete_config, data_summary, save_tokenizer, text_results
 
 LOG_FILE = run_dir.LOG_FILE
 CONSOLE_LOG = Path("logs") / "train.log"
@@ -126,6 +127,7 @@ def run_training(
 
     The whole run holds the folder's writer lock (minitrain/runs/run_lock.py): a second writer gets one error.
     """
+    cfg = complete_config(cfg)  # a pretrained base's architecture filled in (what config.resolved.yaml records)
     if cfg.training.cross_validation is not None and fold is None:
         if resume is not None:
             raise UserError("--resume continues one run; a cross-validation trains one run per fold: train again "
@@ -135,7 +137,7 @@ def run_training(
                               overrides=overrides, summary=summary, train_fold=run_training)
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
-    summary = summary if summary is not None else check_data(cfg)
+    summary = summary if summary is not None else data_summary(cfg)
     out_dir = Path(out_dir)
     checkpoint_path = resume_checkpoint(resume, out_dir, overwrite)
     final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
@@ -172,10 +174,11 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
     books = _bookkeeping(cfg, out_dir)
     # Read before any work and any write: a damaged baseline file then costs nothing.
-    baseline = None if parts.table else artifacts.load_baseline_ppl(
+    baseline = None if parts.table or cfg.on_pretrained_base else artifacts.load_baseline_ppl(
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
         data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
     restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
+    save_tokenizer(cfg, parts.tokenizer, out_dir)
 
     _write_configs(cfg, out_dir, config_text)
     write_environment(out_dir)
@@ -246,9 +249,7 @@ def _start(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Part
         return restored, None
     init_from = parts.init_from  # a LoRA base, loaded while building
     if cfg.model.init_from and not cfg.lora.enabled:
-        from minitrain.hub.sources import init_model_from  # the Hub client is only needed here
-
-        init_from = init_model_from(parts.model, cfg.model.init_from, None if parts.table else cfg.data.vocab_path)
+        init_from = load_init_weights(parts.model, cfg)
     run_dir.clear_run(out_dir)
     atomic_write_text(out_dir / LOG_FILE, "")
     return {}, init_from
@@ -371,6 +372,8 @@ def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]
     model_path, model_sha256 = _save_model(parts, run.models_dir, cfg, outcome["steps_done"])
     if parts.table is not None:
         results = table_results(cfg, parts, outcome, out_dir, model_path)
+    elif parts.text is not None:
+        results = text_results(cfg, parts.model, parts.text, outcome, model_path)
     else:
         results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
                                                  parts.val_records, outcome, run.baseline, model_path)

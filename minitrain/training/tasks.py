@@ -49,7 +49,7 @@ class LanguageModeling:
     @staticmethod
     def size(batch: Any) -> int:
         """Real tokens: what the progress display counts per second."""
-        return int(batch.attn_pad_mask.sum())
+        return int(np.count_nonzero(batch.attn_pad_mask))  # a bool mask or segment ids (0 = padding)
 
 
 LANGUAGE_MODELING = LanguageModeling()

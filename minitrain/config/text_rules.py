@@ -1,0 +1,81 @@
+"""Rules about runs on a pretrained base (`model.type: llama` with `model.init_from`): text records read with the
+base's own tokenizer, packed or padded into rows, collected in `RULES` (minitrain/config/rule.py) like the others;
+each docstring's first line is documented in docs/yaml-mode.md.
+
+The data keys of the two kinds of language-model run, side by side:
+
+    key              character corpus (data.vocab_path)    pretrained base (model.init_from, type llama)
+    vocab_path       the character vocabulary               refused: the base's tokenizer is the only right one
+    loss_on          answer (default) | all                 all (default) | completion
+    packing          refused (one record per row)           pack (default) | pad
+    overflow         refused                                error (default) | truncate | split
+"""
+
+from __future__ import annotations
+
+from minitrain.config.problems import Problem
+from minitrain.config.rule import RuleBook, given
+from minitrain.config.schema import on_pretrained_base
+
+RULES = RuleBook()
+rule = RULES.rule
+
+
+@rule("model", "data")
+def _pretrained_base_brings_its_tokenizer(sections, raw):
+    """A pretrained base (llama with model.init_from) trains on its own tokenizer's ids: no data.vocab_path."""
+    if on_pretrained_base(sections["model"]) and given(raw, "data", "vocab_path"):
+        yield Problem(("data", "vocab_path"), f"model.init_from {sections['model'].init_from} is a pretrained base: "
+                                              "it is trained on the ids of its own tokenizer, never on character "
+                                              "ids (its embedding rows mean its tokens); leave data.vocab_path out")
+
+
+@rule("model", "data")
+def _packing_needs_a_pretrained_base(sections, raw):
+    """data.packing and data.overflow are for a pretrained base's text records (llama: packed rows)."""
+    model = sections["model"]
+    if on_pretrained_base(model):
+        return
+    for key in ("packing", "overflow"):
+        if not given(raw, "data", key):
+            continue
+        if model.type != "llama":
+            why = (f"model.type {model.type} cannot read packed rows (no segment ids: documents would attend to "
+                   "each other); packing is for model.type llama on a pretrained base (model.init_from)")
+        else:
+            why = ("packing applies to text records read with a pretrained base's tokenizer (model.init_from); the "
+                   "character corpus is padded, one record per row")
+        yield Problem(("data", key), why)
+
+
+@rule("model", "data")
+def _loss_on_fits_the_records(sections, raw):
+    """data.loss_on: answer or all for a character run's verb records; all or completion for text records."""
+    loss_on = sections["data"].loss_on
+    if on_pretrained_base(sections["model"]) and loss_on == "answer":
+        yield Problem(("data", "loss_on"), "answer counts the verb form of the character corpus; text records of a "
+                                           "pretrained base count all tokens (all) or the completion / assistant "
+                                           "turns (completion)")
+    elif not on_pretrained_base(sections["model"]) and loss_on == "completion":
+        yield Problem(("data", "loss_on"), "completion is for text records of a pretrained base (model.type llama "
+                                           "with model.init_from); the verb records count their answer with answer, "
+                                           "or all")
+
+
+@rule("model", "data", "training", "quantize")
+def _pretrained_base_runs_what_it_can(sections, raw):
+    """A pretrained base reads train_path/val_path; no exact_match, cross-validation or quantize (yet)."""
+    if not on_pretrained_base(sections["model"]):
+        return
+    if sections["data"].source is not None:
+        yield Problem(("data", "source"), "a run on a pretrained base reads data.train_path and data.val_path "
+                                          "(text, prompt/completion or chat records)")
+    training = sections["training"]
+    if "exact_match" in training.val_metrics:
+        yield Problem(("training", "val_metrics"), "exact_match decodes verb forms of the character corpus; a run "
+                                                   "on a pretrained base logs loss and perplexity (and "
+                                                   "token_accuracy)")
+    if training.cross_validation is not None:
+        yield Problem(("training", "cross_validation"), "not for a run on a pretrained base")
+    if sections["quantize"].enabled:
+        yield Problem(("quantize", "enabled"), "not for a run on a pretrained base yet (QLoRA: lora.quantize_base)")

@@ -1,0 +1,151 @@
+"""A run on a pretrained Llama-family base (`model.type: llama` with `model.init_from`: a Hugging Face folder, a
+Hub id or a .gguf file; minitrain/hub/pretrained.py reads them).
+
+    read_base(spec)                  the base's architecture and tokenizer without its weights (config.json or the
+                                     GGUF metadata; a Hub id is fetched into the Hugging Face cache first)
+    complete_model_section(cfg)      the config with every architecture key of `model:` filled from the base; a key
+                                     the config gives must equal the base's, except max_seq_len, which may be
+                                     shorter than the base's context (RoPE has no position table to cut)
+    load_base_weights(model, spec)   the base's float32 weights (a GGUF dequantized) into a built model
+    run_model(run_dir)               a finished run's model (a LoRA run: the base rebuilt from model.init_from and
+                                     its adapters put in) and the tokenizer the run saved in RUN/tokenizer/
+
+The architecture filled in is what config.resolved.yaml records, so a run folder says exactly what was trained.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from minitrain.common.errors import UserError
+from minitrain.common.io import path_exists, read_json_object
+from minitrain.config.fields import REPO_ID
+from minitrain.config.problems import ConfigError, Problem
+from minitrain.config.schema import Config, ModelConfig
+from minitrain.config.source import ConfigSource
+from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
+from minitrain.hub.gguf_file import read_gguf
+from minitrain.hub.hf_config import from_hf_config
+from minitrain.hub.pretrained import download_base, is_gguf, load_pretrained_base
+from minitrain.hub.run_folder import locate, read_run
+from minitrain.lora import add_adapters, load_adapter_state, settings_of, state_digest
+from minitrain.models.registry import build_model
+from minitrain.nn import Module
+
+TOKENIZER_DIR = "tokenizer"  # RUN/tokenizer/: the base's tokenizer files, byte for byte
+# The base's architecture keys (the Llama constructor's, but dropout: a fine-tune may choose its own).
+ARCHITECTURE = ("n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "rope_theta",
+                "rope_scaling", "rms_norm_eps", "tie_embeddings", "attention_bias", "head_dim")
+
+
+class BaseInfo(NamedTuple):
+    model_config: dict[str, Any]  # the minitrain Llama config of the base (max_seq_len: its context)
+    tokenizer: PretrainedTokenizer
+    where: str  # the file or folder read, for messages
+
+
+def read_base(spec: str | Path) -> BaseInfo:
+    """The architecture and tokenizer of a base (see the module docstring); UserError when it cannot be read or
+    minitrain cannot reproduce it. Cached per file state: a run asks several times."""
+    spec = str(spec)
+    path = Path(spec)
+    stamp = path / "config.json" if path.is_dir() else path
+    key = (stamp.stat().st_mtime_ns, stamp.stat().st_size) if stamp.is_file() else None
+    return _read_base(spec, key)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_base(spec: str, _stamp: tuple[int, int] | None) -> BaseInfo:
+    path = Path(spec)
+    if is_gguf(spec) and path.is_file():
+        contents = read_gguf(path, with_tensors=False)
+        model, _ = from_hf_config(contents.config, f"{path} (GGUF metadata)")
+        return BaseInfo(model, PretrainedTokenizer.from_gguf_fields(**contents.tokenizer), str(path))
+    if path.is_dir():
+        folder = path
+    elif not path_exists(spec) and REPO_ID.fullmatch(spec) and not is_gguf(spec):
+        folder = download_base(spec)
+    else:
+        raise UserError(f"model.init_from {spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
+    config_path = folder / "config.json"
+    config = read_json_object(config_path, "model config")
+    if config.get("model_type") == "gpt2":
+        raise UserError(f"{config_path}: a GPT-2 model: it loads into MiniGPT (model.type minigpt), not llama", 2)
+    model, _ = from_hf_config(config, str(config_path))
+    if not (folder / "tokenizer.json").is_file():
+        raise UserError(f"{folder}: no tokenizer.json; a fine-tune must use the base's own tokenizer", 2)
+    tokenizer = PretrainedTokenizer.from_folder(folder)
+    if tokenizer.vocab_size > model["vocab_size"]:
+        raise UserError(f"{spec}: its tokenizer makes ids up to {tokenizer.vocab_size - 1} but the model has "
+                        f"{model['vocab_size']} embedding rows", 2)
+    return BaseInfo(model, tokenizer, str(folder))
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if hasattr(value, "model_dump") else value
+
+
+def complete_model_section(cfg: Config) -> Config:
+    """`cfg` with the model section's architecture keys filled from its base (a no-op for other runs, and for a
+    config already completed). One ConfigError lists every key that differs from the base."""
+    if not cfg.on_pretrained_base:
+        return cfg
+    model = cfg.model
+    base = read_base(model.init_from)
+    given = {k for k in model.model_fields_set if getattr(model, k) is not None}
+    values = {k: _plain(getattr(model, k)) for k in given}
+    problems = []
+    for key in ARCHITECTURE:
+        theirs = base.model_config[key]
+        if key not in given:
+            values[key] = theirs
+        elif key == "max_seq_len":
+            if values[key] > theirs:
+                problems.append(Problem(("model", key), f"{values[key]} is longer than the context of the base "
+                                                        f"{model.init_from} ({theirs} positions)"))
+        elif values[key] != theirs:
+            problems.append(Problem(("model", key), f"{values[key]!r}, but the base {model.init_from} has "
+                                                    f"{theirs!r}; leave the key out (it is read from the base) or "
+                                                    "make it equal"))
+    if problems:
+        raise ConfigError(problems, cfg.source or ConfigSource())
+    return cfg.model_copy(update={"model": ModelConfig.model_validate(values)})
+
+
+def load_base_weights(model: Module, spec: str) -> str:
+    """Load the base's float32 weights into `model` (built from the completed config); return where they came
+    from (the manifest's init_from)."""
+    config, state, _, facts = load_pretrained_base(spec)
+    differ = [f"{k} {config[k]!r} (the model: {model.config.get(k)!r})" for k in ARCHITECTURE
+              if k != "max_seq_len" and config[k] != model.config.get(k)]
+    if differ:
+        raise UserError(f"model.init_from {spec}: a base of another architecture: {', '.join(differ)}", 2)
+    model.load_state_dict(state, source=f"model.init_from {spec}")
+    return str(facts.get("path", spec))
+
+
+def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
+    """A finished run's model and tokenizer (see the module docstring)."""
+    info = read_run(run_dir)
+    folder = (info.run_dir or Path(run_dir)) / TOKENIZER_DIR
+    if not (folder / "tokenizer.json").is_file():
+        raise UserError(f"{run_dir}: no {TOKENIZER_DIR}/tokenizer.json: not a run on a pretrained base", 2)
+    tokenizer = PretrainedTokenizer.from_folder(folder)
+    model = build_model(info.model_config)
+    settings = settings_of(info.model_config)
+    if settings is None:
+        model.load_state_dict(info.state, source=str(info.model_path))
+        return model, tokenizer
+    found = locate(settings.base, info.run_dir)
+    load_base_weights(model, str(found) if found is not None else settings.base)
+    digest = state_digest(model.state_dict())
+    if settings.base_digest is not None and digest != settings.base_digest:
+        raise UserError(f"{info.model_path}: its base {settings.base} holds other weights than the adapter was "
+                        f"trained on (digest {digest}, the adapter records {settings.base_digest})", 2)
+    add_adapters(model, settings, rng=np.random.default_rng(0))  # A's random init is overwritten just below
+    load_adapter_state(model, info.state, str(info.model_path))
+    return model, tokenizer

@@ -1,0 +1,150 @@
+"""The second kind of language-model run: a pretrained Llama-family base fine-tuned on text records.
+
+A config chooses it plainly: `model.type: llama` with `model.init_from` naming the base (a Hugging Face folder, a
+Hub id or a .gguf file). Against a character run (data.vocab_path, verb records, one padded record per row):
+
+    tokenizer   always the base's own (minitrain/hub/pretrained_runs.py `read_base`), saved into RUN/tokenizer/
+                byte for byte, so `--resume`, `minitrain sample RUN` and `minitrain info RUN` read it there
+    model       the architecture keys of `model:` filled from the base (`complete_model_section`); the weights
+                loaded from it (LoRA / QLoRA: on every build, the adapters only in the model file; full
+                fine-tuning: on a fresh start, every weight in the model file)
+    records     {"text"}, {"prompt", "completion"} or {"messages"} (minitrain/data/text_records.py), tokenized with
+                loss masks (data.loss_on all | completion) and packed (data.packing pack | pad, data.overflow)
+    batches     Batch(input, target, attn_pad_mask, loss_mask) as for every run; for packed rows attn_pad_mask holds
+                the int segment ids (minitrain/data/batch.py), which Llama.forward reads as such
+    results     train/val loss and perplexity over the loss tokens, tokens seen and tokens/s; no verb exact match
+
+    complete_config(cfg)       the config with the base's architecture filled in (other configs: as they are)
+    data_summary(cfg)          the data checks of any run: check_text_data for such a run, in tokens
+    save_tokenizer(...)        RUN/tokenizer/
+    text_splits(cfg, tok)      {split: Batch} of train, val (and test)
+    text_results(...)          results.json's language-model part for such a run
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minitrain.common.errors import UserError
+from minitrain.config import Config
+from minitrain.config.datacheck import DataSummary, check_batches, check_data, text_file_problems
+from minitrain.config.problems import ConfigError, Problem
+from minitrain.config.source import ConfigSource
+from minitrain.data.batch import Batch
+from minitrain.data.batcher import EvalBatcher, TrainBatcher
+from minitrain.data.packing import pack
+from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
+from minitrain.data.text_data import pad_id_of
+from minitrain.data.text_examples import encode_records
+from minitrain.data.text_records import read_file
+from minitrain.hub.pretrained_runs import TOKENIZER_DIR, complete_model_section, read_base
+from minitrain.loop import evaluate
+from minitrain.training import artifacts
+
+# Rows per evaluation batch: a base's vocabulary is large (SmolLM2: 49,152), and evaluation holds the logits and
+# their log-softmax of a whole batch, B · T · V floats each (8 × 256 × 49,152 × 4 bytes = 400 MB).
+TEXT_EVAL_BATCH_SIZE = 8
+
+
+def complete_config(cfg: Config) -> Config:
+    """`cfg` with its base's architecture filled in, for a run on a pretrained base (minitrain/hub/pretrained_runs.py
+    `complete_model_section`); any other config as it is. Idempotent."""
+    return complete_model_section(cfg) if cfg.on_pretrained_base else cfg
+
+
+def data_summary(cfg: Config) -> DataSummary:
+    """Every data check of `cfg` (completed): `check_text_data` on a pretrained base, else config/datacheck.py's."""
+    return check_text_data(cfg) if cfg.on_pretrained_base else check_data(cfg)
+
+
+def save_tokenizer(cfg: Config, tokenizer: Any, out_dir: Path) -> None:
+    """RUN/tokenizer/: a run on a pretrained base keeps the base's tokenizer files (byte for byte where it came
+    from a tokenizer.json), which `minitrain sample RUN` and an export read."""
+    if cfg.on_pretrained_base:
+        tokenizer.save(out_dir / TOKENIZER_DIR)
+
+
+def base_tokenizer(cfg: Config) -> PretrainedTokenizer:
+    """The base's own tokenizer."""
+    return read_base(cfg.model.init_from).tokenizer
+
+
+def _splits(cfg: Config) -> list[str]:
+    return ["train", "val", *(["test"] if cfg.data.test_path else [])]
+
+
+def text_splits(cfg: Config, tokenizer: PretrainedTokenizer) -> dict[str, Batch]:
+    """{split: Batch} of rows of model.max_seq_len positions; packed rows carry segment ids in attn_pad_mask."""
+    return {split: text_splits_of(cfg, tokenizer, split) for split in _splits(cfg)}
+
+
+def check_text_data(cfg: Config) -> DataSummary:
+    """The data checks of a run on a pretrained base, all problems at once as one ConfigError: the files exist,
+    every record reads, tokenizes and fits a row (data.overflow), a step fits the training rows. The summary counts
+    packed rows as records (what a batch draws) and the longest row in tokens."""
+    problems = text_file_problems(cfg)
+    summary = DataSummary()
+    if not problems:
+        tokenizer = base_tokenizer(cfg)
+        summary.tokenizer_size = tokenizer.vocab_size
+        for split in _splits(cfg):
+            try:
+                batch = text_splits_of(cfg, tokenizer, split)
+            except UserError as exc:
+                problems.append(Problem(("data", f"{split}_path"), str(exc)))
+                continue
+            summary.records[split] = len(batch.input)
+            longest = int(np.count_nonzero(batch.attn_pad_mask, axis=1).max())
+            if longest > summary.longest_input:
+                summary.longest_input, summary.longest_where = longest, getattr(cfg.data, f"{split}_path")
+        problems += check_batches(cfg, summary)
+    if problems:
+        raise ConfigError(problems, cfg.source or ConfigSource())
+    return summary
+
+
+def text_splits_of(cfg: Config, tokenizer: PretrainedTokenizer, split: str) -> Batch:
+    """One split's rows (`text_splits`)."""
+    data = cfg.data
+    examples = encode_records(read_file(getattr(data, f"{split}_path")), tokenizer, data.loss_on)
+    rows = pack(examples, cfg.model.max_seq_len, data.packing, pad_id_of(tokenizer), data.overflow)
+    return Batch(rows.input, rows.target, rows.segment_ids if data.packing == "pack" else rows.attn_pad_mask,
+                 rows.loss_mask)
+
+
+def tokens_seen(cfg: Config, train_split: Batch, steps: int) -> dict[str, int]:
+    """{"tokens_seen": real input tokens, "loss_tokens_seen": counted targets} of the first `steps` optimizer
+    steps, replayed from the data seed (the batcher draws the same rows again; no model runs)."""
+    t = cfg.training
+    loader = {} if (t.shuffle, t.drop_last) == (True, True) else {"shuffle": t.shuffle, "drop_last": t.drop_last}
+    batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, **loader)
+    real = counted = 0
+    for _ in range(steps * t.grad_accumulation):
+        batch = next(batcher)
+        real += int(np.count_nonzero(batch.attn_pad_mask))
+        counted += int(np.count_nonzero(batch.loss_mask))
+    return {"tokens_seen": real, "loss_tokens_seen": counted}
+
+
+def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dict[str, Any],
+                 model_path: str) -> dict[str, Any]:
+    """results.json of a run on a pretrained base (wall_seconds is the caller's): train loss and perplexity (one
+    pass over train), val's from the loop, test's when given, tokens seen and tokens per second of training."""
+    train_loss, train_ppl = evaluate(model, EvalBatcher(splits["train"], TEXT_EVAL_BATCH_SIZE))
+    results = artifacts.build_results(
+        train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
+        best_val_ppl=outcome["best_val_ppl"], baseline_ppl=None, val_exact_match=None, wall_seconds=None,
+        peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path)
+    results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
+                   val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+    seen = tokens_seen(cfg, splits["train"], outcome["steps_done"])
+    ms = outcome.get("ms_per_step")
+    per_step = seen["tokens_seen"] / max(outcome["steps_done"], 1)
+    results.update(seen, tokens_per_second=round(1000.0 * per_step / ms, 1) if ms else None)
+    if "test" in splits:
+        test = EvalBatcher(splits["test"], TEXT_EVAL_BATCH_SIZE)
+        results["test_loss"], results["test_ppl"] = evaluate(model, test)
+    return results

@@ -1,0 +1,191 @@
+"""Runs on a pretrained Llama base from YAML: a tiny random Llama written as a Hugging Face folder (and a GGUF)
+with a tiny byte-level BPE tokenizer, chat records, LoRA and full fine-tuning, bit-exact resume, sampling from the
+run, the refusals, and `validate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+import yaml
+from test_cli import run
+from test_hub_pretrained import HF_CONFIG, MINITRAIN, hf_folder, random_hf_state, write_gguf
+
+from minitrain.config import load_config
+from minitrain.config.problems import ConfigError
+from minitrain.data.batch import Batch, trim_padding
+from minitrain.hub.pretrained_runs import complete_model_section, run_model
+from minitrain.models.llama import Llama
+from minitrain.training import artifacts
+from minitrain.training.run import run_training
+
+CHATS = [("hola", "hola hola"), ("como", "como hola"), ("hola como", "como"), ("como como", "hola"),
+         ("hola hola", "como hola como")]
+
+
+def chat_lines(pairs) -> str:
+    return "".join(json.dumps({"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}]})
+                   + "\n" for q, a in pairs)
+
+
+@pytest.fixture
+def base(tmp_path, monkeypatch) -> Path:
+    """A tiny Llama base folder (float32 weights, the tiny BPE tokenizer with its chat template) and chat data."""
+    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models-default")
+    hf_folder(tmp_path / "base", bf16=False)
+    (tmp_path / "train.jsonl").write_text(chat_lines(CHATS * 2), encoding="utf-8")
+    (tmp_path / "val.jsonl").write_text(chat_lines(CHATS[:2]), encoding="utf-8")
+    return tmp_path / "base"
+
+
+LORA = "lora: {enabled: true, rank: 2, alpha: 4, dropout: 0.0, target_modules: [q_proj, k_proj, v_proj, o_proj]}\n"
+
+
+def config_text(tmp_path: Path, init_from: Path, extra: str = LORA, model: str = "", data: str = "",
+                steps: int = 3) -> str:
+    return (f"name: tiny\nmodel: {{type: llama, init_from: {init_from}, max_seq_len: 48{model}}}\n"
+            f"data: {{train_path: {tmp_path}/train.jsonl, val_path: {tmp_path}/val.jsonl, loss_on: completion"
+            f"{data}}}\n"
+            "optimizer: {lr_max: 0.01}\n"
+            f"training: {{batch_size: 2, total_steps: {steps}, val_every: 2, log_every: 1, "
+            "checkpoint: {save_every: 1, keep_last: null}}\n"
+            f"output: {{models_dir: {tmp_path}/models}}\n" + extra)
+
+
+def write_config(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def train(tmp_path: Path, text: str, out: str, **kwargs) -> dict:
+    path = write_config(tmp_path, text, f"{out}.yaml")
+    return run_training(load_config(path), tmp_path / out, progress=False, config_path=path, **kwargs)
+
+
+# --- the model reads packed rows through lab 01's four arguments ------------------------------------------------
+
+def test_an_integer_attn_pad_mask_is_read_as_segment_ids():
+    model = Llama(**{k: v for k, v in MINITRAIN.items() if k != "type"}, rng=0)
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, MINITRAIN["vocab_size"], (2, 7))
+    segments = np.array([[1, 1, 1, 2, 2, 0, 0], [1, 1, 2, 2, 2, 3, 0]], dtype=np.int32)
+    by_mask = model(idx, attn_pad_mask=segments)[0].data
+    by_name = model(idx, attn_pad_mask=segments > 0, segment_ids=segments)[0].data
+    assert np.array_equal(by_mask, by_name)
+    alone = model(idx[:1, 3:5])[0].data  # the second document of row 0, as a row of its own
+    assert np.allclose(by_mask[0, 3:5], alone[0], atol=1e-5)
+    assert not np.allclose(model(idx, attn_pad_mask=segments > 0)[0].data[0, 3:5], alone[0], atol=1e-3)
+    batch = trim_padding(Batch(idx, idx, segments, segments > 0))
+    assert batch.input.shape == (2, 6) and batch.attn_pad_mask.dtype == np.int32
+
+
+# --- the config -------------------------------------------------------------------------------------------------
+
+def test_the_architecture_is_filled_from_the_base_and_a_given_key_must_equal_it(tmp_path, base):
+    cfg = complete_model_section(load_config(write_config(tmp_path, config_text(tmp_path, base))))
+    arch = cfg.model.architecture()
+    assert {k: arch[k] for k in ("n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "head_dim")} == {
+        k: MINITRAIN[k] for k in ("n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "head_dim")}
+    assert arch["max_seq_len"] == 48  # shorter than the base's 64: allowed
+    assert (cfg.data.packing, cfg.data.overflow, cfg.data.vocab_path) == ("pack", "error", None)
+    assert complete_model_section(cfg) == cfg  # idempotent
+    bad = load_config(write_config(tmp_path, config_text(tmp_path, base, model=", n_layer: 3, max_seq_len: 65")
+                                   .replace("max_seq_len: 48, ", "")))
+    with pytest.raises(ConfigError) as info:
+        complete_model_section(bad)
+    assert {p.path for p in info.value.problems} == {("model", "n_layer"), ("model", "max_seq_len")}
+
+
+@pytest.mark.parametrize("model, data, where, message", [
+    ("", ", vocab_path: data/processed/vocab.json", ("data", "vocab_path"), "never on character ids"),
+    ("", ", loss_on: answer", ("data", "loss_on"), "answer counts the verb form"),
+])
+def test_a_pretrained_base_refuses_character_keys(tmp_path, base, model, data, where, message):
+    text = config_text(tmp_path, base, model=model, data=data).replace("loss_on: completion, loss_on", "loss_on")
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(tmp_path, text))
+    assert [p.path for p in info.value.problems] == [where] and message in str(info.value)
+
+
+def test_packing_is_refused_for_minigpt_and_completion_for_verb_records(tmp_path):
+    text = ("model: {n_layer: 1}\ndata: {packing: pack, loss_on: completion}\ntraining: {total_steps: 2}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(tmp_path, text))
+    found = {p.path: p.message for p in info.value.problems}
+    assert set(found) == {("data", "packing"), ("data", "loss_on")}
+    assert "cannot read packed rows" in found[("data", "packing")]
+
+
+def test_validate_checks_the_base_and_counts_the_data_in_tokens(tmp_path, base, capsys):
+    path = write_config(tmp_path, config_text(tmp_path, base))
+    code, out, err = run(["validate", path], capsys)
+    assert code == 0, err
+    assert "✓ data: train 6 rows of packed tokens, val 1 rows of packed tokens" in out
+    assert f"vocab_size {MINITRAIN['vocab_size']}" in out
+    (tmp_path / "val.jsonl").write_text(chat_lines([("hola " * 40, "como")]), encoding="utf-8")
+    code, out, err = run(["validate", path], capsys)
+    assert code == 2 and "data.val_path" in err and "more than a row holds" in err
+
+
+# --- training ---------------------------------------------------------------------------------------------------
+
+def test_lora_on_a_pretrained_base_trains_resumes_bit_exactly_and_samples(tmp_path, base, capsys):
+    results = train(tmp_path, config_text(tmp_path, base), "straight")
+    run_dir = tmp_path / "straight"
+    assert results["steps"] == 3 and results["val_exact_match"] is None
+    assert results["tokens_seen"] > 0 and results["loss_tokens_seen"] < results["tokens_seen"]
+    assert np.isclose(results["val_ppl"], np.exp(results["val_loss"]))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (run_dir / "tokenizer" / name).read_bytes() == (base / name).read_bytes()
+    resolved = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
+    assert resolved["model"]["n_kv_head"] == 2 and resolved["model"]["d_model"] == 32
+    assert "vocab_path" not in resolved["data"] and resolved["data"]["packing"] == "pack"
+    model_file = safetensors.numpy.load_file(results["model_path"])
+    assert model_file and all(".lora_" in name for name in model_file)  # adapters only: the base stays in init_from
+    adapter = json.loads((run_dir / "adapter" / "adapter_config.json").read_text())
+    assert adapter["fan_in_fan_out"] is False and adapter["r"] == 2 and adapter["base_model_name_or_path"] == str(base)
+    tensors = safetensors.numpy.load_file(str(run_dir / "adapter" / "adapter_model.safetensors"))
+    assert tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"].shape == (2, 32)  # (r, in)
+    assert tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"].shape == (16, 2)  # (out, r)
+
+    # resume from step 1: the same log, byte for byte
+    text = config_text(tmp_path, base)
+    train(tmp_path, text, "resumed", resume=run_dir / "checkpoints" / "step-1.safetensors")
+    assert (tmp_path / "resumed" / "train_log.jsonl").read_bytes() == (run_dir / "train_log.jsonl").read_bytes()
+
+    model, tokenizer = run_model(run_dir)
+    assert tokenizer.vocab_size == MINITRAIN["vocab_size"] and "lora" in str(model)
+    code, out, err = run(["sample", run_dir, "--prompt", "hola", "--chat", "--max-new-tokens", "4"], capsys)
+    assert code == 0, err
+    assert out.startswith("hola")
+    code, out, err = run(["info", run_dir], capsys)
+    assert code == 0, err
+
+
+def test_full_fine_tuning_from_a_gguf_writes_every_weight(tmp_path, base):
+    hf = random_hf_state(MINITRAIN)
+    write_gguf(tmp_path / "tiny.gguf", hf, HF_CONFIG)
+    data = f", packing: pad, test_path: {tmp_path}/val.jsonl"
+    results = train(tmp_path, config_text(tmp_path, tmp_path / "tiny.gguf", extra="", data=data), "full")
+    assert np.isclose(results["test_ppl"], np.exp(results["test_loss"]))
+    state = safetensors.numpy.load_file(results["model_path"])
+    assert "model.layers.1.mlp.down_proj.weight" in state and not any("lora" in n for n in state)
+    before = hf["model.layers.1.mlp.down_proj.weight"].T
+    assert not np.allclose(state["model.layers.1.mlp.down_proj.weight"], before)  # trained from the base's weights
+    assert np.abs(state["model.layers.1.mlp.down_proj.weight"] - before).max() < 0.1
+    manifest = json.loads((tmp_path / "full" / "manifest.json").read_text())
+    assert manifest["init_from"] == str(tmp_path / "tiny.gguf")
+
+
+def test_qlora_holds_the_base_in_nf4_and_saves_adapters_only(tmp_path, base):
+    extra = LORA.replace("target_modules", "quantize_base: true, target_modules")
+    results = train(tmp_path, config_text(tmp_path, base, extra=extra, steps=2), "qlora")
+    manifest = json.loads((tmp_path / "qlora" / "manifest.json").read_text())
+    per_layer = 32 * 32 + 32 * 16 * 2 + 32 * 32 + 3 * 32 * 64  # q, k, v, o, gate, up, down: every linear layer
+    assert manifest["quantized_parameters"] == 2 * per_layer
+    assert all(".lora_" in name for name in safetensors.numpy.load_file(results["model_path"]))
+    assert np.isfinite(results["val_loss"])
