@@ -56,17 +56,26 @@ def eval_command(args: argparse.Namespace) -> int:
 
 
 def _text_scores(loaded, args: argparse.Namespace, width: int) -> dict:
+    from minitrain.evaluation.text_loss import token_loss
+
+    rows = text_rows(loaded.tokenizer, args.data, args.loss_on, width)
+    return token_loss(loaded.model, rows, loaded.model.config["vocab_size"])
+
+
+def text_rows(tokenizer, data: str | Path, loss_on: str, width: int):
+    """The PackedBatch `minitrain eval` scores: every record of `data` encoded with `tokenizer`
+    (text_examples.encode_records), one per row, a longer one split into windows of `width` positions that share
+    one token (packing.pack, overflow="split"), so each token is a target once. scripts/check_eval_parity.py
+    checks these rows against transformers' tokenizer."""
     from minitrain.data.packing import pack
     from minitrain.data.text_data import pad_id_of
     from minitrain.data.text_examples import encode_records
     from minitrain.data.text_records import check_one_kind, read_file, read_files, text_files
-    from minitrain.evaluation.text_loss import token_loss
 
-    path = Path(args.data)
+    path = Path(data)
     records = read_files(text_files(path)) if path.is_dir() else read_file(path)
-    examples = encode_records(check_one_kind(records), loaded.tokenizer, args.loss_on)
-    rows = pack(examples, width, "pad", pad_id_of(loaded.tokenizer), overflow="split")
-    return token_loss(loaded.model, rows, loaded.model.config["vocab_size"])
+    examples = encode_records(check_one_kind(records), tokenizer, loss_on)
+    return pack(examples, width, "pad", pad_id_of(tokenizer), overflow="split")
 
 
 def _char_scores(loaded, args: argparse.Namespace, width: int) -> dict:
