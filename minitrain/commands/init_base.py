@@ -128,7 +128,7 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
         f"  overflow: {plan['overflow']}" + (f"   # {plan['too_long']} records are longer than a row"
                                              if plan["overflow"] == "split" else ""),
     ]
-    warmup = min(100, max(plan["steps"] // 10, 1))
+    warmup = warmup_steps(plan["steps"])
     return "\n".join([
         f"# minitrain config: {method} fine-tuning of {spec} on {folder} ({data['kind']} records),",
         f"# written by `minitrain init --base {spec} --method {method}`. docs/fine-tuning.md explains every key.",
@@ -208,21 +208,20 @@ def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) 
         f"  Tokens: {sum(lengths['train']):,} in train, longest record {plan['longest']}; rows of {plan['row']} "
         f"packed, loss on {'the answers' if plan['loss_on'] == 'completion' else 'every token'}"
         + (f"; {plan['too_long']} records split" if plan["too_long"] else ""),
-        f"  Optimizer: AdamW (lr={_rate(LR[method])}, warmup={min(100, max(plan['steps'] // 10, 1))} steps), "
+        f"  Optimizer: AdamW (lr={_rate(LR[method])}, warmup={warmup_steps(plan['steps'])} steps), "
         f"{plan['steps']} steps of {BATCH_SIZE} rows",
         f"  Output: runs/{plan['name']}/",
     ]
     return lines
 
 
-def _validate(text: str) -> None:
-    """What init writes validates. Until the schema has the text-run keys (data.packing, data.overflow; the YAML
-    run on a pretrained base), only the model section can be checked against it."""
-    from minitrain.config.loader import config_from_yaml
-    from minitrain.config.schema import DataConfig, ModelConfig
-    from minitrain.config.yaml_lines import parse_yaml
+def warmup_steps(total: int) -> int:
+    """A tenth of the run, at most 100 steps, and always fewer steps than the run (a one-step run has none)."""
+    return min(100, max(total // 10, 1), total - 1)
 
-    if {"packing", "overflow"} <= DataConfig.model_fields.keys():
-        config_from_yaml(text, DEFAULT_OUTPUT)
-        return
-    ModelConfig.model_validate(parse_yaml(text).data["model"])
+
+def _validate(text: str) -> None:
+    """What init writes validates."""
+    from minitrain.config.loader import config_from_yaml
+
+    config_from_yaml(text, DEFAULT_OUTPUT)
