@@ -1,7 +1,8 @@
 """Experiment 22: SmolLM2-135M-Instruct taught the verb corpus in chat form with LoRA on a 2-core CPU (README.md).
 
     python experiments/22-smollm2-verbs/run.py              base scored, LoRA run, run scored; results.json here
-    python experiments/22-smollm2-verbs/run.py --steps 3 --out DIR    the same pipeline, 3 steps, into DIR
+    python experiments/22-smollm2-verbs/run.py --steps 3 --records 8 --out DIR
+                                                            the same pipeline, 3 steps, 8 held-out records
 
 1. data    data/chat/verbs/ from the corpus (scripts/verbs_to_chat.py), train.jsonl checked against its README
 2. before  the base, read from the GGUF, on the 4 held-out verbs (data/chat/verbs/test.jsonl): the answer's loss
@@ -90,11 +91,12 @@ def references() -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, help="train this many steps (the pipeline's test)")
+    parser.add_argument("--records", type=int, help="score only the first N held-out records (the test)")
     parser.add_argument("--out", type=Path, default=Path("runs/22-smollm2-verbs"), help="the run folder")
     args = parser.parse_args()
     chat_data()
     gguf = gguf_path()
-    held_out = read_file(CHAT / "test.jsonl")
+    held_out = read_file(CHAT / "test.jsonl")[: args.records]
     results = {"base": str(gguf.name), "held_out_records": len(held_out), "before": score(str(gguf), held_out)}
     results["training"] = train(gguf, args.out, args.steps)
     results["after"] = score(str(args.out), held_out)

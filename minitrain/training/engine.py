@@ -66,7 +66,8 @@ from minitrain.training.stopping import StopSignal, catch_stop_signals
 from minitrain.training.tasks import LANGUAGE_MODELING, task_train_step
 
 # Lab 01: "if the loss stalls above 4.0, stop the run — something is wrong". ln(64) ≈ 4.16 is the loss of a
-# uniform guess over 64 ids, so still being above 4.0 after the warm-up means almost nothing was learned.
+# uniform guess over 64 ids, so still being above 4.0 after the warm-up means almost nothing was learned. For
+# another vocabulary the same share of ln(V) (a 49,152-token base: 10.4), so the warning means the same thing.
 HIGH_LOSS_AFTER_WARMUP = 4.0
 
 
@@ -82,9 +83,9 @@ class LoopSettings:
     the model with (it drew the initial weights and draws the dropout masks); train() records it in the
     manifest. Each update's gradient is the token-weighted mean over `grad_accumulation` micro-batches, its
     global norm clipped to `clip_norm`, then each element to [−clip_value, clip_value] (None: no clipping).
-    `warmup_steps`: the high-loss warning waits for them. `schedule_metric`: the val value reported to
-    `scheduler.step()` after each validation (only a plateau schedule uses it). `duration_seconds` stops the
-    run on the clock (the one place time decides anything).
+    `warmup_steps`: the high-loss warning waits for them; `high_loss` is its threshold. `schedule_metric`: the
+    val value reported to `scheduler.step()` after each validation (only a plateau schedule uses it).
+    `duration_seconds` stops the run on the clock (the one place time decides anything).
     """
 
     total_steps: int
@@ -95,6 +96,7 @@ class LoopSettings:
     clip_value: float | None = None
     grad_accumulation: int = 1
     warmup_steps: int = 0
+    high_loss: float = HIGH_LOSS_AFTER_WARMUP
     schedule_metric: str = "val_loss"
     duration_seconds: float | None = None
 
@@ -304,10 +306,11 @@ class _Loop:
         self.log(row)
         warmup_steps = self.settings.warmup_steps
         # Step 0 is the untrained model, so even without a warm-up the check starts at step 1.
-        if step >= max(warmup_steps, 1) and not self.state.warned_high_loss and loss > HIGH_LOSS_AFTER_WARMUP:
+        high = self.settings.high_loss
+        if step >= max(warmup_steps, 1) and not self.state.warned_high_loss and loss > high:
             self.state.warned_high_loss = True
             self.warn(
-                f"warning: loss {loss:.3f} at step {step} is above {HIGH_LOSS_AFTER_WARMUP} after the warm-up "
+                f"warning: loss {loss:.3f} at step {step} is above {high:.1f} after the warm-up "
                 f"({warmup_steps} steps): the model is barely learning; check the lr, the masks and the data"
             )
         self._alerts(step, row)

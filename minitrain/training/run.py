@@ -28,6 +28,7 @@ same objects, times a few steps and reports the plan, writing nothing.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import uuid
@@ -67,7 +68,7 @@ from minitrain.runs.run_lock import RunLock
 from minitrain.training import artifacts, scoring, stopping
 from minitrain.training.cross_validation import cross_validate
 from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
-from minitrain.training.engine import Bookkeeping, Checkpointing, LoopData, LoopSettings, train
+from minitrain.training.engine import HIGH_LOSS_AFTER_WARMUP, Bookkeeping, Checkpointing, LoopData, LoopSettings, train
 from minitrain.training.environment import write_environment
 from minitrain.training.finetune import adapter_facts, after_training, load_init_weights, model_file_state
 from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
@@ -285,13 +286,19 @@ def _manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[str,
 # ------------------------------------------------------------------------------------------------- the loop
 
 
+def high_loss(vocab_size: int) -> float:
+    """The high-loss warning's threshold: lab 01's 4.0 for its 64 ids, the same share of ln(V) for V ids."""
+    return HIGH_LOSS_AFTER_WARMUP * (math.log(vocab_size) / math.log(64))  # x / x is exactly 1: 4.0 for 64
+
+
 def _loop_settings(cfg: Config, parts: Parts, summary: DataSummary) -> LoopSettings:
     """The config's training numbers, resolved (validation cadence from epochs, warm-up from a ratio)."""
     return LoopSettings(
         parts.total_steps, cfg.resolve_val_every(summary.steps_per_epoch), cfg.training.log_every,
         cfg.training.rng_seed, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
         grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
-        schedule_metric=cfg.scheduler.metric, duration_seconds=cfg.duration_seconds)
+        high_loss=high_loss(parts.model.config.get("vocab_size", 64)), schedule_metric=cfg.scheduler.metric,
+        duration_seconds=cfg.duration_seconds)
 
 
 def _run_loop(run: _Run, summary: DataSummary) -> dict[str, Any]:

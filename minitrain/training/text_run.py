@@ -33,7 +33,7 @@ from minitrain.config import Config
 from minitrain.config.datacheck import DataSummary, check_batches, check_data, text_file_problems
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.source import ConfigSource
-from minitrain.data.batch import Batch
+from minitrain.data.batch import Batch, take
 from minitrain.data.batcher import EvalBatcher, TrainBatcher
 from minitrain.data.packing import pack
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
@@ -131,15 +131,18 @@ def tokens_seen(cfg: Config, train_split: Batch, steps: int) -> dict[str, int]:
 
 def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dict[str, Any],
                  model_path: str) -> dict[str, Any]:
-    """results.json of a run on a pretrained base (wall_seconds is the caller's): train loss and perplexity (one
-    pass over train), val's from the loop, test's when given, tokens seen and tokens per second of training."""
-    train_loss, train_ppl = evaluate(model, EvalBatcher(splits["train"], TEXT_EVAL_BATCH_SIZE))
+    """results.json of a run on a pretrained base (wall_seconds is the caller's): train loss and perplexity on the
+    first rows of train, as many as val has (a whole pass over a corpus a base is fine-tuned on can take longer
+    than the training: `train_rows_scored` says how many), val's from the loop, test's when given, tokens seen
+    and tokens per second of training."""
+    rows = min(len(splits["train"].input), len(splits["val"].input))
+    train_loss, train_ppl = evaluate(model, EvalBatcher(take(splits["train"], slice(0, rows)), TEXT_EVAL_BATCH_SIZE))
     results = artifacts.build_results(
         train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
         best_val_ppl=outcome["best_val_ppl"], baseline_ppl=None, val_exact_match=None, wall_seconds=None,
         peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path)
     results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
-                   val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+                   train_rows_scored=rows, val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
     seen = tokens_seen(cfg, splits["train"], outcome["steps_done"])
     ms = outcome.get("ms_per_step")
     per_step = seen["tokens_seen"] / max(outcome["steps_done"], 1)
