@@ -4,14 +4,16 @@
 
 CASE is `lora` (r 8, alpha 16 on q, k, v, o; AdamW on the adapters), `full` (every weight trained, AdamW),
 `qlora` (the same adapters on an NF4 base: every linear layer in 4-bit blocks, as minitrain/lora/adapter.py
-builds QLoRA) or `generate` (greedy, a 32-token prompt, 64 new tokens, batch 1, through the KV cache). A
-training step is zero_grad, forward with the loss, backward, AdamW step (no clipping), on a batch of 4 × 256
-random token ids with the loss on every position. Prints one JSON line: the wall time of each timed step (or of
-each generate call), the first loss, and the process's peak RSS (VmHWM).
+builds QLoRA; with gradient checkpointing, as QLoRA is run to save memory; `--no-checkpointing` without) or
+`generate` (greedy, a 32-token prompt, 64 new tokens, batch 1, through the KV cache). A training step is
+zero_grad, forward with the loss, backward, AdamW step (no clipping), on a batch of 4 × 256 random token ids
+with the loss on every position. Prints one JSON line: the wall time of each timed step (or of each generate
+call), the first loss, and the process's peak RSS (VmHWM).
 
 The model is SmolLM2-135M's shape with random weights (minitrain's init, seed 0), or the weights in FILE (a
 safetensors file of `Llama.state_dict()`: what bench_llama.py writes once so that PyTorch gets the same ones).
-`--layers` builds fewer than the 30 decoder layers (the head, embedding and optimizer are unchanged).
+`--checkpointing` recomputes each layer in backward for lora and full too. `--layers` builds fewer than the 30
+decoder layers (the head, embedding and optimizer are unchanged).
 """
 
 from __future__ import annotations
@@ -80,12 +82,14 @@ def training_step(model: Llama):
     return step
 
 
-def run(case: str, layers: int, steps: int, threads: int, weights: str | None) -> dict:
+def run(case: str, layers: int, steps: int, threads: int, weights: str | None, checkpointing: bool) -> dict:
     set_blas_threads(threads)
     keep_freed_memory()
     model = build(layers, weights)
     adapt(model, case)
-    result: dict = {"impl": "minitrain", "case": case, "layers": layers, "threads": threads}
+    model.gradient_checkpointing = checkpointing and case != "generate"
+    result: dict = {"impl": "minitrain", "case": case, "layers": layers, "threads": threads,
+                    "checkpointing": model.gradient_checkpointing}  # fmt: skip
     if case == "generate":
         prompt = prompt_ids(model.config["vocab_size"])
         model.generate(prompt, 4)  # warm-up: numba kernels compiled or loaded
@@ -115,6 +119,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--weights", default=None)
+    parser.add_argument("--checkpointing", action="store_true", help="recompute each layer in backward")
+    parser.add_argument("--no-checkpointing", action="store_true", help="qlora without gradient checkpointing")
     parser.add_argument("--save-weights", default=None, help="write the model's initial weights here and exit")
     args = parser.parse_args()
     if args.save_weights:
@@ -122,7 +128,8 @@ def main() -> None:
 
         save_file(build(args.layers, None).state_dict(), args.save_weights)
         return
-    print(json.dumps(run(args.case, args.layers, args.steps, args.threads, args.weights)))
+    checkpointing = args.checkpointing or (args.case == "qlora" and not args.no_checkpointing)
+    print(json.dumps(run(args.case, args.layers, args.steps, args.threads, args.weights, checkpointing)))
 
 
 if __name__ == "__main__":
