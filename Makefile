@@ -12,7 +12,7 @@ TRAIN_ARGS ?=
 #   make bench BENCH_PYTHON=/path/to/venv-with-torch/bin/python   (docs/performance.md)
 BENCH_PYTHON ?= $(BIN)/python
 
-.PHONY: train test fuzz lint bench clean clean-kernels
+.PHONY: train test fuzz lint bench bench-llama clean clean-kernels
 
 # uv (from PyPI, like everything else) installs the packages: it resolves and unpacks in parallel, a fresh dev
 # install in about half a minute where pip takes two.
@@ -56,6 +56,12 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_quant.py
 	$(BENCH_PYTHON) benchmarks/bench_step.py
 	$(BIN)/python benchmarks/bench_run.py
+
+# SmolLM2-135M's shape (LoRA, full and QLoRA steps, KV-cache generation) against PyTorch eager from BENCH_PYTHON
+# (its own processes; about 15 minutes on 2 cores at 2 and 6 layers, fitted to 30). docs/performance.md.
+BENCH_LLAMA_ARGS ?= --layers 2,6 --rounds 2
+bench-llama: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_llama.py --torch-python $(BENCH_PYTHON) $(BENCH_LLAMA_ARGS)
 
 # numba's disk cache is keyed on each kernel's own file: after editing a helper that kernels inline from another
 # file (minitrain/autograd/kernels/fastmath.py), drop the compiled kernels so they are rebuilt.

@@ -250,3 +250,36 @@ def test_a_yaml_config_builds_it_and_refuses_heads_that_do_not_group(tmp_path):
     write(3)
     with pytest.raises(ConfigError, match=r"model\.n_kv_head: n_head 4 is not a multiple of n_kv_head 3"):
         load_config(path)
+
+
+@pytest.mark.parametrize("adapt", ["full", "lora", "qlora"])
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients_bit_for_bit(adapt):
+    """Each layer recomputed in backward (minitrain/autograd/checkpoint.py): the loss and every trained
+    parameter's gradient are the same bytes as without, dropout masks included (the layer's rng is replayed),
+    and the tape holds one node per layer instead of the layer's activations."""
+
+    def grads(checkpointing: bool) -> tuple[np.ndarray, dict, int]:
+        model = tiny(dropout=0.1, rng=np.random.default_rng(5))
+        if adapt != "full":
+            add_adapters(model, LoraSettings(rank=2, alpha=4.0, targets=tuple(linear_paths(model)), dropout=0.1,
+                                             quantize_base=adapt == "qlora"), rng=np.random.default_rng(0))
+        model.gradient_checkpointing = checkpointing
+        from minitrain.autograd.tensor import TAPE
+
+        _, loss = model(ids((2, 7), 3), ids((2, 7), 4))
+        taped = len(TAPE.nodes)
+        loss.backward()
+        return loss.data, {n: p.grad.copy() for n, p in model.trainable_parameters()}, taped
+
+    (loss, plain, taped), (loss_c, checked, taped_c) = grads(False), grads(True)
+    assert loss.tobytes() == loss_c.tobytes()
+    assert plain.keys() == checked.keys() and len(plain) > 0
+    assert all(plain[name].tobytes() == checked[name].tobytes() for name in plain)
+    assert taped_c < taped / 3  # the layers' insides are not on the tape
+
+
+def test_checkpointing_is_not_used_for_generation_or_without_a_tape():
+    model = tiny()
+    expected = model.generate(ids(5, 2).tolist(), 6)
+    model.gradient_checkpointing = True
+    assert model.generate(ids(5, 2).tolist(), 6) == expected

@@ -11,6 +11,7 @@ from minitrain.common.runtime import (
     configure,
     get_blas_threads,
     keep_freed_memory,
+    one_thread_below,
     set_blas_threads,
 )
 
@@ -28,6 +29,19 @@ def test_blas_threads_can_be_set_and_read_back():
         set_blas_threads(before)
     with pytest.raises(ValueError, match="at least 1"):
         set_blas_threads(0)
+
+
+def test_small_products_run_on_one_thread_and_the_count_comes_back():
+    before = get_blas_threads()
+    try:
+        set_blas_threads(2)
+        with one_thread_below(2**20):
+            assert get_blas_threads() == 1
+        assert get_blas_threads() == 2
+        with one_thread_below(2**24):  # a big product keeps every thread
+            assert get_blas_threads() == 2
+    finally:
+        set_blas_threads(before)
 
 
 def test_thread_rule_single_for_the_lab_size_all_cores_when_large():

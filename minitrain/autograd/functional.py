@@ -14,6 +14,7 @@ import numpy as np
 from minitrain.autograd import kernels
 from minitrain.autograd.ops import concat
 from minitrain.autograd.tensor import Tensor, unbroadcast
+from minitrain.common.runtime import one_thread_below
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
@@ -47,6 +48,36 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
 
     parents = (x, weight) if bias is None else (x, weight, bias)
     return Tensor._from_op(y.reshape(*x.shape[:-1], n_out), parents, backward)
+
+
+def lora_update(x: Tensor, a: Tensor, b: Tensor, scaling: float) -> Tensor:
+    """LoRA's low-rank update u = ((x·A)·s)·B as one tape node (minitrain/nn/lora.py).  x (..., I), A (I, r),
+    B (r, O) -> u (..., O); s = alpha / rank is applied to the narrow (..., r) product.
+
+    The same products, in the same order and precision, as linear(linear(x, A) * s, B) (so the same bits), but
+    one node instead of three, and run on one BLAS thread when they are small (`one_thread_below`: at r = 8 every
+    product is a few million multiply-adds). Backward, with h = x·A:
+        dB = (h·s)ᵀ·g,   dh = (g·Bᵀ)·s,   dA = xᵀ·dh,   dx = dh·Aᵀ."""
+    (n_in, rank), n_out = a.shape, b.shape[1]
+    if x.shape[-1] != n_in or b.shape[0] != rank:
+        raise ValueError(f"lora_update: x {x.shape}, A {a.shape} and B {b.shape} do not chain")
+    rows = x.data.reshape(-1, n_in)
+    s = np.asarray(scaling, dtype=x.dtype)
+    macs = len(rows) * max(n_in, n_out) * rank
+    with one_thread_below(macs):
+        hs = (rows @ a.data) * s
+        u = hs @ b.data
+
+    def backward(g: np.ndarray) -> None:
+        g_rows = g.reshape(-1, n_out)
+        with one_thread_below(macs):
+            dh = (g_rows @ b.data.T) * s
+            b._accumulate_product(hs.T, g_rows)
+            if x.requires_grad:
+                x._accumulate((dh @ a.data.T).reshape(x.shape))
+            a._accumulate_product(rows.T, dh)
+
+    return Tensor._from_op(u.reshape(*x.shape[:-1], n_out), (x, a, b), backward)
 
 
 def gelu(x: Tensor) -> Tensor:
@@ -261,10 +292,13 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: np.ndarray, scal
         raise ValueError(f"grouped_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (B, T, H, D) with "
                          "key/value heads dividing the query heads")
     allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), (batch, time_q, k.shape[1]))
-    y, probs = kernels.active.grouped_attention_forward(q.data, k.data, v.data, allowed, scale)
+    macs = time_q * n_head // k.shape[2] * head_size * k.shape[1]  # one (G·Tq, D)·(D, Tk) product per (B, H_kv)
+    with one_thread_below(macs):
+        y, probs = kernels.active.grouped_attention_forward(q.data, k.data, v.data, allowed, scale)
 
     def backward(g: np.ndarray) -> None:
-        dq, dk, dv = kernels.active.grouped_attention_backward(q.data, k.data, v.data, probs, g, scale)
+        with one_thread_below(macs):
+            dq, dk, dv = kernels.active.grouped_attention_backward(q.data, k.data, v.data, probs, g, scale)
         q._accumulate(dq)
         k._accumulate(dk)
         v._accumulate(dv)

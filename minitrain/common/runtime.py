@@ -101,6 +101,22 @@ def blas_threads_for(d_model: int, rows: int) -> int:
     return 1 if rows * d_model * d_model < SINGLE_THREAD_MACS else (os.cpu_count() or 1)
 
 
+@contextmanager
+def one_thread_below(macs: int) -> Iterator[None]:
+    """Run a block of matrix products of about `macs` multiply-adds each on one BLAS thread when that is below
+    SINGLE_THREAD_MACS; else as they are. The count depends on the shapes only, so the bits do too.
+
+    Why: at a few million multiply-adds, waking a second thread costs more than it saves, and on a shared machine
+    the second core is often busy; then each product waits for a descheduled thread. Measured at SmolLM2's shape
+    (docs/performance.md, "The 135M shape"): a 768×64·64×256 product takes 0.3 ms on one thread and 12-16 ms on
+    two with the other core loaded. Grouped attention and the LoRA update run their small products under it."""
+    if macs >= SINGLE_THREAD_MACS or get_blas_threads() in (None, 1):
+        yield
+        return
+    with blas_threads(1):
+        yield
+
+
 def keep_freed_memory(limit: int = KEEP_BYTES) -> bool:
     """Ask glibc to keep up to `limit` bytes of freed memory for reuse. True if it did (glibc only)."""
     try:
