@@ -28,13 +28,12 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import httpx2
 import numpy as np
 import safetensors.numpy
-from huggingface_hub import constants, hf_hub_download
-from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exists, read_json_object
@@ -42,6 +41,7 @@ from minitrain.config.fields import REPO_ID
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.hub.gguf_file import read_gguf
 from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
+from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
@@ -52,20 +52,31 @@ def is_gguf(spec: str | Path) -> bool:
     return str(spec).lower().endswith(".gguf")
 
 
+def base_kind(spec: str, prefix: str = "") -> Literal["gguf", "folder", "hub"]:
+    """What a base `spec` names: a .gguf file, a Hugging Face folder, or a Hub id (`user/name` that is no local
+    path); anything else is a UserError, its message led by `prefix` (the config key, when there is one)."""
+    if is_gguf(spec) and Path(spec).is_file():
+        return "gguf"
+    if Path(spec).is_dir():
+        return "folder"
+    if not path_exists(spec) and REPO_ID.fullmatch(spec) and not is_gguf(spec):
+        return "hub"
+    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
+
+
 def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer,
                                                     dict[str, Any]]:
     """(model_config, state in minitrain layout, tokenizer, facts) of a HF folder, a Hub id or a .gguf file."""
     start = time.perf_counter()
     spec = str(spec)
-    if is_gguf(spec) and Path(spec).is_file():
+    kind = base_kind(spec)
+    if kind == "gguf":
         model, state, tokenizer, facts = _from_gguf(Path(spec))
-    elif Path(spec).is_dir():
+    elif kind == "folder":
         model, state, tokenizer, facts = _from_folder(Path(spec), spec)
-    elif not path_exists(spec) and REPO_ID.fullmatch(spec) and not is_gguf(spec):
+    else:
         model, state, tokenizer, facts = _from_folder(download_base(spec), spec)
         facts["hub_id"] = spec
-    else:
-        raise UserError(f"{spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
     _check_ids_fit(spec, tokenizer, model)
     facts["load_seconds"] = round(time.perf_counter() - start, 3)
     return model, state, tokenizer, facts
@@ -75,21 +86,19 @@ def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer
     """(model_config, tokenizer, facts) of a base, reading no weight: config.json or the GGUF metadata (a Hub id:
     config.json and the tokenizer files fetched into the cache). facts["parameters"] counts the weights."""
     spec = str(spec)
-    if is_gguf(spec) and Path(spec).is_file():
+    kind = base_kind(spec)
+    if kind == "gguf":
         contents = read_gguf(spec, with_tensors=False)
         model, facts = from_hf_config(contents.config, f"{spec} (GGUF metadata)")
         tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
         facts = {"source": "gguf", "path": spec, "read": [spec], **facts, **contents.facts}
     else:
-        hub = not Path(spec).is_dir()
-        if hub and (path_exists(spec) or not REPO_ID.fullmatch(spec) or is_gguf(spec)):
-            raise UserError(f"{spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
+        hub = kind == "hub"
         folder = download_base(spec, weights=False) if hub else Path(spec)
         model, facts = _folder_config(folder, spec)
         tokenizer = _folder_tokenizer(folder)
         read = [str(folder / name) for name in ("config.json", *TOKENIZER_FILES) if (folder / name).is_file()]
-        facts = {"source": "hub" if hub else "folder", "path": str(folder), "read": read, **facts,
-                 **({"hub_id": spec} if hub else {})}
+        facts = {"source": kind, "path": str(folder), "read": read, **facts, **({"hub_id": spec} if hub else {})}
     _check_ids_fit(spec, tokenizer, model)
     facts["parameters"] = sum(int(np.prod(shape)) for shape in hf_shapes(model).values())
     return model, tokenizer, facts
@@ -142,8 +151,8 @@ def _from_folder(folder: Path, spec: str):
 def download_base(repo_id: str, weights: bool = True) -> Path:
     """The files of a Hub model repo a base needs, fetched into the Hugging Face cache; the snapshot folder.
     `weights=False`: config.json and the tokenizer's files only (what `describe_base` reads)."""
-    where = f"base {repo_id}"
-    try:
+    needs = f"a file a base needs (config.json, {WEIGHTS_FILE} or {INDEX_FILE} and its shards, tokenizer.json)"
+    with hub_download_errors(f"base {repo_id}", needs):
         snapshot = Path(hf_hub_download(repo_id, "config.json")).parent
         if weights:
             _download_weights(repo_id)
@@ -151,17 +160,6 @@ def download_base(repo_id: str, weights: bool = True) -> Path:
         for name in OPTIONAL_FILES:
             with contextlib.suppress(EntryNotFoundError):
                 hf_hub_download(repo_id, name)
-    except LocalEntryNotFoundError:
-        raise UserError(f"{where}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub at "
-                        f"{constants.ENDPOINT} cannot be reached (offline mode or no network)") from None
-    except RepositoryNotFoundError:
-        raise UserError(f"{where}: no such model repo on {constants.ENDPOINT} (or it is private and no token "
-                        "with access is set)") from None
-    except EntryNotFoundError as e:
-        raise UserError(f"{where}: the repo lacks a file a base needs (config.json, {WEIGHTS_FILE} or "
-                        f"{INDEX_FILE} and its shards, tokenizer.json): {e}") from None
-    except httpx2.HTTPError as e:
-        raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
     return snapshot
 
 

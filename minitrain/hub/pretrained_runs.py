@@ -2,7 +2,8 @@
 Hub id or a .gguf file; minitrain/hub/pretrained.py reads them).
 
     read_base(spec)                  the base's architecture and tokenizer without its weights (config.json or the
-                                     GGUF metadata; a Hub id is fetched into the Hugging Face cache first)
+                                     GGUF metadata, read by `describe_base`; a Hub id is fetched into the Hugging
+                                     Face cache first)
     complete_model_section(cfg)      the config with every architecture key of `model:` filled from the base; a key
                                      the config gives must equal the base's, except max_seq_len, which may be
                                      shorter than the base's context (RoPE has no position table to cut)
@@ -22,15 +23,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import path_exists, read_json_object
-from minitrain.config.fields import REPO_ID
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config, ModelConfig
 from minitrain.config.source import ConfigSource
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
-from minitrain.hub.gguf_file import read_gguf
-from minitrain.hub.hf_config import from_hf_config
-from minitrain.hub.pretrained import download_base, is_gguf, load_pretrained_base
+from minitrain.hub.pretrained import base_kind, describe_base, download_base, load_pretrained_base
 from minitrain.hub.run_folder import locate, read_run
 from minitrain.lora import add_adapters, load_adapter_state, settings_of, state_digest
 from minitrain.models.registry import build_model
@@ -60,29 +57,11 @@ def read_base(spec: str | Path) -> BaseInfo:
 
 @functools.lru_cache(maxsize=4)
 def _read_base(spec: str, _stamp: tuple[int, int] | None) -> BaseInfo:
-    path = Path(spec)
-    if is_gguf(spec) and path.is_file():
-        contents = read_gguf(path, with_tensors=False)
-        model, _ = from_hf_config(contents.config, f"{path} (GGUF metadata)")
-        return BaseInfo(model, PretrainedTokenizer.from_gguf_fields(**contents.tokenizer), str(path))
-    if path.is_dir():
-        folder = path
-    elif not path_exists(spec) and REPO_ID.fullmatch(spec) and not is_gguf(spec):
-        folder = download_base(spec)
-    else:
-        raise UserError(f"model.init_from {spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
-    config_path = folder / "config.json"
-    config = read_json_object(config_path, "model config")
-    if config.get("model_type") == "gpt2":
-        raise UserError(f"{config_path}: a GPT-2 model: it loads into MiniGPT (model.type minigpt), not llama", 2)
-    model, _ = from_hf_config(config, str(config_path))
-    if not (folder / "tokenizer.json").is_file():
-        raise UserError(f"{folder}: no tokenizer.json; a fine-tune must use the base's own tokenizer", 2)
-    tokenizer = PretrainedTokenizer.from_folder(folder)
-    if tokenizer.vocab_size > model["vocab_size"]:
-        raise UserError(f"{spec}: its tokenizer makes ids up to {tokenizer.vocab_size - 1} but the model has "
-                        f"{model['vocab_size']} embedding rows", 2)
-    return BaseInfo(model, tokenizer, str(folder))
+    # hub/pretrained.py `describe_base` reads it; a Hub id is first fetched whole (the weights too: the run reads
+    # them next), and its snapshot folder read as any other.
+    source = download_base(spec) if base_kind(spec, "model.init_from ") == "hub" else spec
+    model, tokenizer, facts = describe_base(source)
+    return BaseInfo(model, tokenizer, facts["path"])
 
 
 def _plain(value: Any) -> Any:

@@ -29,12 +29,11 @@ import contextlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
 import numpy as np
 import safetensors
 import safetensors.numpy
-from huggingface_hub import constants, hf_hub_download
-from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import EntryNotFoundError
 
 from minitrain.common.errors import ArgumentError, UserError
 from minitrain.common.io import path_exists, read_bytes, read_json_object, regular_file_problem
@@ -43,6 +42,7 @@ from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
 from minitrain.data.tokenizer import VOCAB_FORMAT, CharTokenizer
 from minitrain.hub.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
+from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.run_folder import locate, read_run
 from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, settings_of, state_digest
 from minitrain.models.registry import DEFAULT_TYPE, build_model, model_keys, model_type
@@ -70,24 +70,13 @@ def is_hub_id(spec: str) -> bool:
 
 def download(repo_id: str) -> Path:
     """Fetch an exported model from the Hub into the HF cache; return the cached snapshot folder."""
-    where = f"{KEY} {repo_id}"
-    try:
+    with hub_download_errors(f"{KEY} {repo_id}", f"a file it needs ({', '.join(HUB_REQUIRED)})"):
         snapshot = Path(hf_hub_download(repo_id, HUB_REQUIRED[0])).parent
         for name in HUB_REQUIRED[1:]:
             hf_hub_download(repo_id, name)
         for name in HUB_OPTIONAL:
             with contextlib.suppress(EntryNotFoundError):  # a plain GPT-2 repo has no minitrain vocabulary
                 hf_hub_download(repo_id, name)
-    except LocalEntryNotFoundError:
-        raise UserError(f"{where}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub at "
-                        f"{constants.ENDPOINT} cannot be reached (offline mode or no network)") from None
-    except RepositoryNotFoundError:
-        raise UserError(f"{where}: no such model repo on {constants.ENDPOINT} (or it is private and no token "
-                        "with access is set)") from None
-    except EntryNotFoundError as e:
-        raise UserError(f"{where}: the repo lacks a file it needs ({', '.join(HUB_REQUIRED)}): {e}") from None
-    except httpx2.HTTPError as e:
-        raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
     return snapshot
 
 

@@ -1,0 +1,39 @@
+"""What a failed download from the Hub means, said once for every reader of a Hub repo (minitrain/hub/sources.py:
+an exported model; hub/pretrained.py: a pretrained base).
+
+    with hub_download_errors(f"{KEY} {repo_id}", "a file it needs (config.json, model.safetensors)"):
+        hf_hub_download(repo_id, "config.json")
+        ...
+
+turns huggingface_hub's errors inside the block into one UserError naming the repo: not cached and the Hub out of
+reach, no such repo (or a private one), a file the repo lacks, any other HTTP failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
+from huggingface_hub import constants
+from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+from minitrain.common.errors import UserError
+
+
+@contextmanager
+def hub_download_errors(where: str, needs: str) -> Iterator[None]:
+    """Downloads inside the block fail as `UserError(f"{where}: ...")`; `needs` says which files the repo must
+    hold ("a file it needs (config.json, ...)")."""
+    try:
+        yield
+    except LocalEntryNotFoundError:  # before EntryNotFoundError: it is one (a file not in the offline cache)
+        raise UserError(f"{where}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub at "
+                        f"{constants.ENDPOINT} cannot be reached (offline mode or no network)") from None
+    except RepositoryNotFoundError:
+        raise UserError(f"{where}: no such model repo on {constants.ENDPOINT} (or it is private and no token "
+                        "with access is set)") from None
+    except EntryNotFoundError as e:
+        raise UserError(f"{where}: the repo lacks {needs}: {e}") from None
+    except httpx2.HTTPError as e:
+        raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
