@@ -20,7 +20,6 @@ complete: an interrupted or failed export never leaves a half-written file, nor 
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,13 +27,13 @@ import numpy as np
 import safetensors.numpy
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write_bytes, atomic_write_json, atomic_write_text, cannot_write
+from minitrain.common.io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.card import build_card
 from minitrain.hub.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
 from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
-from minitrain.hub.staging import check_target, remove_stale_siblings, sibling, swap_in
+from minitrain.hub.staging import check_target, staged
 from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
 from minitrain.lora.peft import WEIGHTS_FILE as ADAPTER_WEIGHTS
 from minitrain.lora.peft import write_peft_folder
@@ -99,13 +98,7 @@ def export_model(
     out = Path(out_dir)
     check_target(out, EXPORT_FILES + ADAPTER_FILES)
     config = to_gpt2_config(info.model_config, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise cannot_write(out, e) from None
-    remove_stale_siblings(out)
-    staging = sibling(out, "export")
-    try:
+    with staged(out) as staging:
         if info.adapter is None:
             atomic_write_json(staging / "config.json", config)
             atomic_write_bytes(staging / WEIGHTS_FILE, weights_bytes(info.state))
@@ -117,7 +110,4 @@ def export_model(
         atomic_write_json(staging / "tokenizer.json", tokenizer_json(tokenizer))
         atomic_write_json(staging / "tokenizer_config.json", tokenizer_config(info.model_config["max_seq_len"]))
         atomic_write_text(staging / "README.md", build_card(info, tokenizer.vocab_size, repo_id))
-        swap_in(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # gone already when the swap succeeded
     return sorted(out / name for name in written)

@@ -16,17 +16,16 @@ here with that reason until then.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write_text, cannot_write
+from minitrain.common.io import atomic_write_text
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.hub.card_llama import llama_card
 from minitrain.hub.pretrained import TOKENIZER_FILES, export_hf_folder, load_pretrained_base
 from minitrain.hub.run_folder import read_run
 from minitrain.hub.safetensors_folder import WEIGHTS_FILE
-from minitrain.hub.staging import check_target, remove_stale_siblings, sibling, swap_in
+from minitrain.hub.staging import check_target, staged
 from minitrain.hub.text_models import RUN_TOKENIZER_DIR, is_pretrained_base
 
 TEXT_EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "generation_config.json", *TOKENIZER_FILES)
@@ -56,17 +55,8 @@ def export_text_model(source: str | Path, out_dir: str | Path, repo_id: str | No
                           chat=tokenizer.chat_template is not None)
     out = Path(out_dir)
     check_target(out, TEXT_EXPORT_FILES)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise cannot_write(out, e) from None
-    remove_stale_siblings(out)
-    staging = sibling(out, "export")
-    try:
+    with staged(out) as staging:
         export_hf_folder(model_config, state, tokenizer, staging)
         atomic_write_text(staging / "README.md", card)
         written = sorted(p.name for p in staging.iterdir())
-        swap_in(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return [out / name for name in written]

@@ -1,12 +1,19 @@
 """An export folder written whole or not at all: files go into a temporary sibling of OUT_DIR, which replaces
 OUT_DIR only once it is complete (minitrain/hub/export.py, hub/export_text.py). An interrupted or failed export
-never leaves a half-written file, nor a mix of two exports; an OUT_DIR holding other files is refused."""
+never leaves a half-written file, nor a mix of two exports; an OUT_DIR holding other files is refused.
+
+    check_target(out, EXPORT_FILES)
+    with staged(out) as staging:   # write every file under staging/; it becomes OUT_DIR when the block ends well
+        ...
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from minitrain.common.errors import UserError
@@ -23,6 +30,23 @@ def check_target(out: Path, allowed: tuple[str, ...]) -> None:
         shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
         raise UserError(f"{out}: holds files an export does not write ({shown}); export into a new or empty folder, "
                         "or into an earlier export", 2)
+
+
+@contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A new staging folder beside `out` (its parents made, the leftovers of killed exports removed) that replaces
+    `out` when the block ends without an error; removed in any case."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cannot_write(out, e) from None
+    remove_stale_siblings(out)
+    staging = sibling(out, "export")
+    try:
+        yield staging
+        swap_in(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when the swap succeeded
 
 
 def sibling(out: Path, role: str) -> Path:
