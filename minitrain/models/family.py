@@ -4,7 +4,7 @@
         name="mlp_lm",                      # model.type in a config
         model=MLPLanguageModel,             # built as model(**keys, rng=, dtype=); its signature gives the keys
         keys=MLPLMKeys,                     # the family's own `model:` keys (a strict pydantic section)
-        file_schema=MLPLMFile,              # the model_config a model file of this family must hold
+        file_schema=MLPLMFile,              # the model_config a model file of this family must hold (a FileSchema)
         file_prefix="mlp-lm",               # models/mlp-lm-<hash>.safetensors
         reads="text",                       # trained on text (a language model) or on "table" rows
         parameter_shapes=mlp_lm_shapes,     # config -> [(name, shape)], without building the model
@@ -22,11 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 Shapes = list[tuple[str, tuple[int | None, ...]]]
+DropoutRate = Annotated[float, Field(ge=0.0, lt=1.0)]  # a model file's dropout: `dropout: DropoutRate = 0.0`
+
+
+class FileSchema(BaseModel):
+    """What every family's `file_schema` is: the keys it lists are type-checked strictly (a `"8"` is not a number),
+    any other key a file holds is kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,7 @@ class ModelFamily:
     name: str
     model: type
     keys: type[BaseModel]
-    file_schema: type[BaseModel]
+    file_schema: type[FileSchema]
     file_prefix: str
     reads: Literal["text", "table"]
     parameter_shapes: Callable[[Mapping[str, Any]], Shapes]

@@ -32,14 +32,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.checkpoint import checkpoint
 from minitrain.autograd.tensor import TAPE, Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import ModelFamily, Shapes
+from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes
 from minitrain.models.kv_cache import KVCache
 from minitrain.models.sampling import next_token
 from minitrain.nn import Embedding, Linear, LlamaDecoderLayer, Module, ModuleDict, ModuleList, RMSNorm, inference
@@ -265,10 +265,9 @@ class LlamaKeys(Section):
     attention_bias: bool | None = Field(None, description="llama: biases on q, k, v (Qwen2; default false)")
 
 
-class LlamaFile(BaseModel):
+class LlamaFile(FileSchema):
     """A Llama file's `model_config`: what the model is built from, checked before anything is allocated."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
     type: Literal["llama"]
     n_layer: PositiveInt
     n_head: PositiveInt
@@ -283,7 +282,7 @@ class LlamaFile(BaseModel):
     rms_norm_eps: float = Field(gt=0)
     tie_embeddings: bool
     attention_bias: bool
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    dropout: DropoutRate = 0.0
 
     @model_validator(mode="after")
     def _heads_group(self) -> LlamaFile:

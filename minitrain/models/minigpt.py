@@ -20,13 +20,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import ModelFamily, Shapes
+from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes
 from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
 
@@ -145,18 +145,17 @@ class MiniGPTKeys(Section):
     attn_scale: float | None = Field(None, gt=0, description="minigpt: attention score scale (default 1/sqrt(D))")
 
 
-class MiniGPTFile(BaseModel):
+class MiniGPTFile(FileSchema):
     """A MiniGPT file's `model_config`: what the model is built from, so nothing absurd may pass (a zero head
     count divides by zero, a million layers takes forever to build)."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
     n_layer: PositiveInt
     n_head: PositiveInt
     d_model: PositiveInt
     d_ff: PositiveInt
     vocab_size: PositiveInt
     max_seq_len: PositiveInt
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    dropout: DropoutRate = 0.0
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> MiniGPTFile:

@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import ModelFamily, Shapes
+from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes
 from minitrain.nn import GELU, Dropout, Embedding, Linear, Module, ReLU, Sequential, Tanh
 
 ACTIVATIONS = {"tanh": Tanh, "relu": ReLU, "gelu": GELU}
@@ -119,10 +119,9 @@ class MLPLMKeys(Section):
     activation: Activation | None = Field(None, description="mlp_lm: hidden activation")
 
 
-class MLPLMFile(BaseModel):
+class MLPLMFile(FileSchema):
     """An MLP-LM file's `model_config`."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
     type: Literal["mlp_lm"]
     vocab_size: PositiveInt
     max_seq_len: PositiveInt
@@ -130,7 +129,7 @@ class MLPLMFile(BaseModel):
     d_embed: PositiveInt
     hidden: list[PositiveInt] = Field(min_length=1)
     activation: Activation
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    dropout: DropoutRate = 0.0
 
 
 def _shapes(config: dict) -> Shapes:

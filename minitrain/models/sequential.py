@@ -31,12 +31,12 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import DataError
 from minitrain.common.strict import OneOf, PositiveInt, Ratio, Section
-from minitrain.models.family import ModelFamily
+from minitrain.models.family import FileSchema, ModelFamily
 from minitrain.nn import GELU, Dropout, Embedding, LayerNorm, Linear, Module, ReLU, Sequential, Sigmoid, Tanh
 
 ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "gelu": GELU, "sigmoid": Sigmoid}
@@ -216,10 +216,9 @@ class SequentialKeys(Section):
     layers: list[LayerSpec] | None = Field(None, min_length=1, description="sequential: the layers, in order")
 
 
-class SequentialFile(BaseModel):
+class SequentialFile(FileSchema):
     """A sequential model file's `model_config`: its resolved layer list, each layer a one-key mapping."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
     type: Literal["sequential"]
     layers: list[Annotated[dict[str, Any], Field(min_length=1, max_length=1)]] = Field(min_length=1)
 
