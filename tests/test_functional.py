@@ -3,6 +3,7 @@ same math composed from elementary Tensor ops."""
 
 import numpy as np
 import pytest
+from op_checks import assert_same_forward_and_grads, t64
 
 from minitrain import Tensor, gradcheck, masked_fill
 from minitrain import functional as F
@@ -14,28 +15,6 @@ from minitrain.autograd.kernels.gelu import CUBIC, SQRT_2_OVER_PI
 def backend(request):
     with kernels.use_backend(request.param):
         yield request.param
-
-
-def t64(shape, seed=0, scale=1.0):
-    return Tensor(np.random.default_rng(seed).standard_normal(shape) * scale, requires_grad=True, dtype=np.float64)
-
-
-def assert_same_forward_and_grads(fused, composed, inputs, rtol=1e-10):
-    """Both functions give the same output and the same gradients for every input."""
-    out_f, grads_f = _run(fused, inputs)
-    out_c, grads_c = _run(composed, inputs)
-    np.testing.assert_allclose(out_f, out_c, rtol=rtol, atol=1e-12)
-    for gf, gc in zip(grads_f, grads_c, strict=True):
-        np.testing.assert_allclose(gf, gc, rtol=rtol, atol=1e-12)
-
-
-def _run(fn, inputs):
-    for x in inputs:
-        x.grad = None
-    out = fn(*inputs)
-    weights = np.random.default_rng(7).standard_normal(out.shape)
-    (out * weights).sum().backward()
-    return out.data.copy(), [x.grad.copy() for x in inputs]
 
 
 def test_linear():

@@ -5,23 +5,11 @@ file still runs quickly then."""
 
 import numpy as np
 import pytest
+from op_checks import agree, normal
 
 from minitrain.autograd.kernels import attention, cross_entropy, embedding, fastmath, gelu, grad_norm, layernorm
 
-TOLERANCE = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
 DTYPES = [np.float32, np.float64]
-
-
-def normal(shape, dtype, seed, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
-def agree(numba_out, reference_out, dtype, **override):
-    tol = {**TOLERANCE[dtype], **override}
-    as_list = lambda out: list(out) if isinstance(out, tuple) else [out]  # noqa: E731
-    for a, b in zip(as_list(numba_out), as_list(reference_out), strict=True):
-        assert a.dtype == b.dtype == dtype
-        np.testing.assert_allclose(a, b, **tol)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -5,13 +5,12 @@ so that the file also runs under NUMBA_DISABLE_JIT=1."""
 
 import numpy as np
 import pytest
+from op_checks import agree, assert_same_forward_and_grads, normal, t64
 
 from minitrain import Tensor, gradcheck
 from minitrain import functional as F
 from minitrain.autograd import kernels
 from minitrain.autograd.kernels import grouped_attention, rmsnorm, silu
-
-TOLERANCE = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-11, atol=1e-12)}
 
 
 @pytest.fixture(params=kernels.BACKENDS)
@@ -20,39 +19,19 @@ def backend(request):
         yield request.param
 
 
-def t64(shape, seed=0, scale=1.0):
-    return Tensor(np.random.default_rng(seed).standard_normal(shape) * scale, requires_grad=True, dtype=np.float64)
-
-
-def forward_and_grads(fn, inputs, seed=7):
-    for x in inputs:
-        x.grad = None
-    out = fn(*inputs)
-    (out * np.random.default_rng(seed).standard_normal(out.shape)).sum().backward()
-    return out.data.copy(), [x.grad.copy() for x in inputs]
-
-
-def same(fused, composed, inputs, rtol=1e-10):
-    out_f, grads_f = forward_and_grads(fused, inputs)
-    out_c, grads_c = forward_and_grads(composed, inputs)
-    np.testing.assert_allclose(out_f, out_c, rtol=rtol, atol=1e-12)
-    for gf, gc in zip(grads_f, grads_c, strict=True):
-        np.testing.assert_allclose(gf, gc, rtol=rtol, atol=1e-12)
-
-
 # ----------------------------------------------------------------------------------------- rms_norm, silu
 def test_rms_norm(backend):
     x, w = t64((2, 3, 8), 1, scale=2.0), t64((8,), 2)
     assert gradcheck(lambda a, b: F.rms_norm(a, b, 1e-5), [x, w])
-    same(lambda a, b: F.rms_norm(a, b, 1e-5), lambda a, b: a / ((a * a).mean(axis=-1, keepdims=True) + 1e-5).sqrt() * b,
-         [x, w])
+    assert_same_forward_and_grads(lambda a, b: F.rms_norm(a, b, 1e-5),
+                                  lambda a, b: a / ((a * a).mean(axis=-1, keepdims=True) + 1e-5).sqrt() * b, [x, w])
 
 
 def test_silu(backend):
     x = t64((3, 17), 3, scale=4.0)
     x.data.flat[:3] = [0.5, -30.0, 30.0]  # far from 0: σ saturates without overflowing
     assert gradcheck(F.silu, [x])
-    same(F.silu, lambda a: a * F.sigmoid(a), [x])
+    assert_same_forward_and_grads(F.silu, lambda a: a * F.sigmoid(a), [x])
 
 
 # ----------------------------------------------------------------------------------------- rope
@@ -132,9 +111,10 @@ def test_grouped_attention_with_equal_heads_is_the_gpt2_attention(backend):
     q, k, v = t64((2, 4, 5, 3), 1), t64((2, 4, 5, 3), 2), t64((2, 4, 5, 3), 3)
     pad = np.array([[True] * 5, [True, True, True, False, False]])
     heads_first = lambda a: a.transpose(0, 2, 1, 3)  # noqa: E731
-    same(lambda a, b, c: F.grouped_attention(heads_first(a), heads_first(b), heads_first(c),
-                                             F.attention_mask(5, 5, pad)),
-         lambda a, b, c: heads_first(F.attention(a, b, c, pad)).reshape(2, 5, 12), [q, k, v])
+    mask = F.attention_mask(5, 5, pad)
+    assert_same_forward_and_grads(
+        lambda a, b, c: F.grouped_attention(heads_first(a), heads_first(b), heads_first(c), mask),
+        lambda a, b, c: heads_first(F.attention(a, b, c, pad)).reshape(2, 5, 12), [q, k, v])
 
 
 def test_grouped_attention_refuses_heads_that_do_not_group():
@@ -143,18 +123,6 @@ def test_grouped_attention_refuses_heads_that_do_not_group():
 
 
 # ----------------------------------------------------------------------------------------- kernels
-def normal(shape, dtype, seed, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
-
-
-def agree(numba_out, reference_out, dtype, **override):
-    tol = {**TOLERANCE[dtype], **override}
-    as_list = lambda out: list(out) if isinstance(out, tuple) else [out]  # noqa: E731
-    for a, b in zip(as_list(numba_out), as_list(reference_out), strict=True):
-        assert a.dtype == b.dtype == dtype
-        np.testing.assert_allclose(a, b, **tol)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rmsnorm_kernel(dtype):
     x, w, dy = normal((24, 16), dtype, 0, scale=3.0), normal(16, dtype, 1), normal((24, 16), dtype, 2)
