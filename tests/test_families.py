@@ -118,7 +118,8 @@ def test_every_family_resumes_bit_exactly_with_every_optimizer(tmp_path, monkeyp
 
 
 def test_the_schema_takes_each_family_keys_in_the_order_resolved_configs_have_always_had():
-    from minitrain.config.schema import DataConfig, ModelConfig
+    from minitrain.config.data_section import DataConfig
+    from minitrain.config.schema import ModelConfig
     from minitrain.data.formats import TABLE_FORMATS
 
     assert list(ModelConfig.model_fields)[:17] == [

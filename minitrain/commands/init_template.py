@@ -33,9 +33,9 @@ from typing import Any, NamedTuple
 import yaml
 
 from minitrain.common.errors import UserError
+from minitrain.config.data_section import DataConfig
 from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.loader import config_from_yaml
-from minitrain.config.schema import DataConfig
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.models.registry import linear_module_paths
 

@@ -25,8 +25,9 @@ from typing import Any
 
 from minitrain.common.errors import DataError, UserError
 from minitrain.common.io import read_text, regular_file_problem
+from minitrain.config.data_section import DataConfig
 from minitrain.config.problems import ConfigError, Problem
-from minitrain.config.schema import Config, DataConfig
+from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
 from minitrain.data.batch import batches_per_epoch
 from minitrain.data.corpus import load_records

@@ -26,19 +26,12 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from minitrain.config.data_section import CHARACTER_DATA_KEYS, LANGUAGE_DATA_KEYS
 from minitrain.config.fields import default_name
 from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
-from minitrain.config.schema import (
-    ADDED_KEYS,
-    CHARACTER_DATA_KEYS,
-    LANGUAGE_DATA_KEYS,
-    MODEL_KEYS,
-    OPTIMIZER_KEYS,
-    SCHEDULER_KEYS,
-    Config,
-)
+from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.spec import translate
 from minitrain.config.spec_keys import aliases, refusal

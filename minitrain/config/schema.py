@@ -1,4 +1,4 @@
-"""The training config, as pydantic v2 models: one class per YAML section.
+"""The training config, as pydantic v2 models: one class per YAML section (the `data:` section in data_section.py).
 
 Every model forbids unknown keys (a typo is an error, never silently ignored) and validates strictly: a quoted
 `"8"` is not a number and `true` is not an integer. Ranges live on the fields (`lr_max > 0`, `0 < beta1 < 1`);
@@ -22,25 +22,20 @@ they were.
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validator
 
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import PositiveInt, Section
+from minitrain.config.data_section import TEXT_DATA_DEFAULTS, DataConfig, on_pretrained_base
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
 from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
 from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig, RuntimeConfig
 from minitrain.config.section import Metric, fill_defaults
 from minitrain.config.source import ConfigSource
-from minitrain.config.table_sections import (
-    AugmentationStep,
-    CrossValidationConfig,
-    PreprocessingStep,
-    SplitConfig,
-)
+from minitrain.config.table_sections import CrossValidationConfig
 from minitrain.models.registry import DEFAULT_TYPE, FAMILIES, model_keys
 from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
 from minitrain.optim.schedule import SCHEDULES, schedule_keys
@@ -112,62 +107,6 @@ ModelConfig = create_model("ModelConfig", __base__=_ModelSection, __module__=__n
 
 _MODEL_ANY_FAMILY = {"type", "init_from", "dtype", "freeze"}  # the others are keys when the model takes them
 MODEL_KEYS: dict[str, set[str]] = {name: _MODEL_ANY_FAMILY | set(model_keys(name)) for name in FAMILIES}
-
-
-class DataConfig(Section):
-    """Where the splits and the vocabulary live and which target positions count in the loss.
-
-    Paths are relative to the working directory. dev_path and vocab_path default to `dev<ext>` and `vocab.json`
-    beside train_path (data/processed/dev.jsonl and data/processed/vocab.json for the defaults). The dev split is
-    optional: training does not read it, and it is checked only when the file exists.
-
-    Tables (model.type sequential): `source` (a file, a folder or hf://datasets/user/name) split by `split`, or
-    train_path/val_path/test_path; `target` names the column to predict; `preprocessing` and `augmentation` are
-    lists of steps (config/table_sections.py). `format` left out is `auto` with a source (each file's extension
-    says), and a table's split files are read by their extension too.
-    """
-
-    format: Literal["jsonl", "text", "json", "csv", "parquet", "arrow", "auto"] = "jsonl"  # data/formats.py reads them
-    source: str | None = Field(None, min_length=1, description="a file, a folder or hf://datasets/user/name[/path]")
-    target: str = Field("label", min_length=1, description="tables: the column to predict")
-    split: SplitConfig | None = Field(None, description="ratios to split data.source into train, val and test")
-    preprocessing: list[PreprocessingStep] = Field(default_factory=list, description="tables: fitted on train")
-    augmentation: list[AugmentationStep] = Field(default_factory=list, description="training batches only")
-    image_shape: list[PositiveInt] | None = Field(None, min_length=2, max_length=3,
-                                                  description="[height, width(, channels)] of image rows")
-    train_path: str = Field("data/processed/train.jsonl", min_length=1)
-    val_path: str = Field("data/processed/val.jsonl", min_length=1)
-    dev_path: str | None = Field(None, min_length=1, description="default: dev<ext> beside train_path")
-    vocab_path: str | None = Field(None, min_length=1, description="default: vocab.json beside train_path")
-    test_path: str | None = Field(None, min_length=1, description="optional split scored once, after training")
-    heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
-    loss_on: Literal["answer", "all", "completion"] = Field("answer", description="pretrained base: all, completion")
-    packing: Literal["pack", "pad"] | None = Field(None, description="pretrained base: default pack")
-    overflow: Literal["error", "truncate", "split"] | None = Field(None, description="pretrained base: default error")
-
-    @model_validator(mode="after")
-    def _beside_train(self) -> DataConfig:
-        # object.__setattr__: a derived default is not something the user wrote (model_fields_set stays honest).
-        if "format" not in self.model_fields_set and self.source is not None:
-            object.__setattr__(self, "format", "auto")
-        train = Path(self.train_path)
-        if self.dev_path is None:
-            object.__setattr__(self, "dev_path", str(train.with_name(f"dev{train.suffix}")))
-        if self.vocab_path is None:
-            object.__setattr__(self, "vocab_path", str(train.with_name("vocab.json")))
-        return self
-
-
-LANGUAGE_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy", "loss_on")  # what a table task does not read
-CHARACTER_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy")  # what a run on a pretrained base does not read
-TEXT_DATA_DEFAULTS = {"vocab_path": None, "dev_path": None, "heldout_policy": "none", "loss_on": "all",
-                      "packing": "pack", "overflow": "error"}  # ... and its own defaults
-
-
-def on_pretrained_base(model: Any) -> bool:
-    """A model section that fine-tunes a pretrained base: `type: llama` with `init_from` (a Hugging Face folder, a
-    Hub id or a .gguf file). Such a run reads text records with the base's own tokenizer, never characters."""
-    return model.type == "llama" and model.init_from is not None
 
 
 class ParamGroup(Section):

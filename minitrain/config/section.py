@@ -1,7 +1,7 @@
 """What every section of the config schema shares: strict validation, and the value types several sections use.
 
-schema.py holds the training sections; observing.py the sections that watch a run without changing it;
-run_sections.py, finetune_sections.py and table_sections.py the others. All build on `Section`
+schema.py holds the training sections (data_section.py the data section); observing.py the sections that watch a
+run without changing it; run_sections.py, finetune_sections.py and table_sections.py the others. All build on `Section`
 (minitrain/common/strict.py, where the model families' own keys find it too).
 """
 

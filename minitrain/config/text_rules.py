@@ -13,9 +13,9 @@ The data keys of the two kinds of language-model run, side by side:
 
 from __future__ import annotations
 
+from minitrain.config.data_section import on_pretrained_base
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook, given
-from minitrain.config.schema import on_pretrained_base
 
 RULES = RuleBook()
 rule = RULES.rule
