@@ -15,10 +15,10 @@ from test_pretrained_tokenizer import tiny_fields
 
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
-from minitrain.hub.gguf_file import permute_rope_rows, read_gguf, unpermute_rope_rows
+from minitrain.hub.gguf_file import read_gguf, unpermute_rope_rows
 from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
 from minitrain.hub.pretrained import export_hf_folder, load_pretrained_base
-from minitrain.hub.safetensors_folder import bf16_to_float32, float32_to_bf16, read_folder_weights, read_safetensors
+from minitrain.hub.safetensors_folder import bf16_to_float32, read_folder_weights, read_safetensors
 
 VOCAB = len(tiny_fields()["tokens"])  # 266
 HF_CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 32,
@@ -33,6 +33,21 @@ MINITRAIN = {"type": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "d_mode
 def random_hf_state(model: dict, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {n: rng.normal(0, 0.5, s).astype(np.float32) for n, s in hf_shapes(model).items()}
+
+
+
+def float32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 -> uint16 BF16 bit patterns, rounded to nearest even (what the fixtures' BF16 files hold)."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + 0x7FFF
+    return ((bits + rounding) >> 16).astype(np.uint16)
+
+
+def permute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's q/k row permutation (HF layout -> interleaved), what a GGUF writer does: the inverse of
+    `gguf_file.unpermute_rope_rows`."""
+    half = w.shape[0] // n_heads // 2
+    return w.reshape(n_heads, 2, half, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 # --- config.json --------------------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@ order with padding last, deterministic bytes; padding mode; overflow; the batche
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +13,7 @@ from hypothesis import strategies as st
 from minitrain.common.errors import UserError
 from minitrain.data.batch import take, trim_padding
 from minitrain.data.batcher import EvalBatcher, TrainBatcher
-from minitrain.data.packing import PackedBatch, best_fit, pack, packing_summary
+from minitrain.data.packing import PackedBatch, best_fit, pack, pad_id_of
 from minitrain.data.text_examples import Example
 
 PAD = 0
@@ -80,7 +82,6 @@ def test_a_row_packs_documents_in_file_order_with_targets_inside_each():
     assert batch.target.tolist() == [[6, 7, 9, 2, 3, 4]]  # 7 and 9 (the documents' last tokens) are never inputs
     assert batch.segment_ids.tolist() == [[1, 1, 2, 3, 3, 3]]
     assert batch.loss_mask.tolist() == [[True, True, True, False, True, True]]
-    assert packing_summary(batch) == {"rows": 1, "documents": 3, "positions": 6, "loss_positions": 5, "fill": 1.0}
 
 
 def test_best_fit_fills_the_row_with_least_room_first():
@@ -140,3 +141,8 @@ def test_the_batcher_resumes_a_packed_split_bit_exactly():
     pairs = zip(expected, got, strict=True)
     assert all(a.tobytes() == b.tobytes() for x, y in pairs for a, b in zip(x, y, strict=True))
     assert sum(len(b.input) for b in EvalBatcher(split, 4)) == len(split.input)
+
+
+def test_padding_is_the_pad_id_else_eos_else_0():
+    tokenizer = lambda pad, eos: SimpleNamespace(pad_id=pad, eos_id=eos)  # noqa: E731
+    assert [pad_id_of(tokenizer(*ids)) for ids in ((3, 2), (None, 2), (None, None))] == [3, 2, 0]

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minitrain.common.errors import UserError
-from minitrain.data.text_records import describe_text_data, locate_text, read_file, read_files, read_text_splits
+from minitrain.data.text_records import describe_text_data, locate_text, read_file, read_files
 
 CHAT = [
     {"messages": [{"role": "user", "content": "Conjuga «vender»."}, {"role": "assistant", "content": "vendo"}]},
@@ -158,8 +158,7 @@ def test_a_folder_of_split_files_is_grouped_by_split(tmp_path):
     jsonl(tmp_path / "train.jsonl", CHAT)
     jsonl(tmp_path / "validation-00000-of-00001.jsonl", CHAT[:1])
     jsonl(tmp_path / "test.jsonl", CHAT[1:])
-    splits = read_text_splits(tmp_path)
-    assert {split: len(records) for split, records in splits.items()} == {"test": 1, "train": 2, "val": 1}
+    assert describe_text_data(tmp_path)["splits"] == {"test": 1, "train": 2, "val": 1}
     jsonl(tmp_path / "extra.jsonl", CHAT)
     with pytest.raises(UserError, match=r"named after a split .* but .*extra\.jsonl is not"):
         locate_text(tmp_path)
@@ -173,7 +172,7 @@ def test_splits_of_two_kinds_are_refused(tmp_path):
     jsonl(tmp_path / "train.jsonl", CHAT)
     jsonl(tmp_path / "test.jsonl", TEXTS)
     with pytest.raises(UserError, match=r"test\.jsonl:1: a text record, but .*train\.jsonl:1 is a chat record"):
-        read_text_splits(tmp_path)
+        describe_text_data(tmp_path)
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:

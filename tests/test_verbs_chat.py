@@ -12,7 +12,7 @@ from text_fixtures import TinyTokenizer
 
 from minitrain.data.split import DEV_VERBS, VAL_VERBS
 from minitrain.data.text_examples import encode_record
-from minitrain.data.text_records import read_text_splits
+from minitrain.data.text_records import describe_text_data, read_file
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "data" / "chat" / "verbs"
@@ -31,9 +31,8 @@ def test_rerunning_the_script_writes_the_committed_bytes(tmp_path, capsys):
         assert (tmp_path / name).read_bytes() == (COMMITTED / name).read_bytes(), name
     assert verbs_of(tmp_path / "test.jsonl") == set(VAL_VERBS) and verbs_of(tmp_path / "val.jsonl") == set(DEV_VERBS)
     assert not verbs_of(tmp_path / "train.jsonl") & {*VAL_VERBS, *DEV_VERBS}
-    splits = read_text_splits(tmp_path)
-    assert {split: len(records) for split, records in splits.items()} == {"train": 16128, "val": 144, "test": 144}
-    assert {r.kind for records in splits.values() for r in records} == {"chat"}
+    data = describe_text_data(tmp_path)  # every record read, all of one kind
+    assert data["splits"] == {"train": 16128, "val": 144, "test": 144} and data["kind"] == "chat"
     assert "test.jsonl      144 conversations" in capsys.readouterr().out
 
 
@@ -43,7 +42,7 @@ def test_a_question_reads_as_spanish_and_the_answer_is_the_form():
     assert first == {"messages": [
         {"role": "user", "content": "Conjuga «caminar» en presente de indicativo, primera persona del singular."},
         {"role": "assistant", "content": "camino"}]}
-    record = read_text_splits(COMMITTED / "test.jsonl")["all"][99]  # line 100
+    record = read_file(COMMITTED / "test.jsonl")[99]  # line 100
     tok = TinyTokenizer()
     example = encode_record(record, tok, "completion")
     counted = [i for i, keep in zip(example.ids, example.loss_mask, strict=True) if keep]

@@ -67,8 +67,7 @@ def text_rows(tokenizer, data: str | Path, loss_on: str, width: int):
     (text_examples.encode_records), one per row, a longer one split into windows of `width` positions that share
     one token (packing.pack, overflow="split"), so each token is a target once. scripts/check_eval_parity.py
     checks these rows against transformers' tokenizer."""
-    from minitrain.data.packing import pack
-    from minitrain.data.text_data import pad_id_of
+    from minitrain.data.packing import pack, pad_id_of
     from minitrain.data.text_examples import encode_records
     from minitrain.data.text_records import check_one_kind, read_file, read_files, text_files
 

@@ -14,7 +14,6 @@ Text data as people have it, for pretrained bases:
                                                   tables, documents, folders and hf:// datasets
     text_examples.py                              records to token ids and loss masks (chat turns prefix by prefix)
     packing.py                                    examples to (N, T) rows: packed with segment ids, or padded
-    text_data.py                                  a source to each split's packed arrays
     pretrained_tokenizer.py                       a pretrained base's own tokenizer (tokenizers: HF folder, GGUF)
     chat_template.py                              chat templates rendered in jinja2's immutable sandbox
 """

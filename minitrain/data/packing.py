@@ -40,10 +40,16 @@ from typing import NamedTuple
 import numpy as np
 
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.data.text_examples import Example
+from minitrain.data.text_examples import Example, TextTokenizer
 
 MODES = ("pack", "pad")
 OVERFLOWS = ("error", "truncate", "split")
+
+
+def pad_id_of(tokenizer: TextTokenizer) -> int:
+    """The id that fills padding: the tokenizer's PAD, else its EOS, else 0 (padding is never attended to nor
+    counted, so any id in the vocabulary will do)."""
+    return next((i for i in (tokenizer.pad_id, tokenizer.eos_id) if i is not None), 0)
 
 
 class PackedBatch(NamedTuple):
@@ -138,15 +144,3 @@ def _arrays(rows: list[list[int]], documents: list[Example], width: int, pad_id:
     for array in batch:
         array.setflags(write=False)  # batches are views or gathers of these: nobody may scribble on the split
     return batch
-
-
-def packing_summary(batch: PackedBatch) -> dict[str, float | int]:
-    """{"rows", "documents", "positions" (real input positions), "loss_positions", "fill" (real / all positions)}."""
-    positions = int(batch.attn_pad_mask.sum())
-    return {
-        "rows": len(batch.input),
-        "documents": int(batch.segment_ids.max(axis=1).sum()) if batch.segment_ids.size else 0,
-        "positions": positions,
-        "loss_positions": int(batch.loss_mask.sum()),
-        "fill": positions / batch.input.size if batch.input.size else 0.0,
-    }

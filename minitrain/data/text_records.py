@@ -264,13 +264,6 @@ def locate_text(source: str | Path) -> dict[str, list[Path]]:
     return {split: [file for file in files if named[file] == split] for split in SPLITS if split in named.values()}
 
 
-def read_text_splits(source: str | Path) -> dict[str, list[TextRecord]]:
-    """{split: records} of `source` (see `locate_text`), every split of one and the same kind."""
-    splits = {split: read_files(files) for split, files in locate_text(source).items()}
-    check_one_kind([records[0] for records in splits.values()])
-    return splits
-
-
 def describe_text_data(source: str | Path) -> dict[str, Any]:
     """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": one of KINDS,
     "format": the files' formats joined by "+" ("jsonl", "documents", "jsonl+parquet"), "samples": records in

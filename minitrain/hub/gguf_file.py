@@ -66,12 +66,6 @@ def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def permute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """llama.cpp's permutation (HF layout -> interleaved), the inverse of `unpermute_rope_rows` (for tests)."""
-    half = w.shape[0] // n_heads // 2
-    return w.reshape(n_heads, 2, half, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
 def _float32_value(value: float) -> float:
     """A GGUF float32 as the decimal its writer meant: 1e-05, not 9.999999747378752e-06."""
     return float(str(np.float32(value)))

@@ -36,13 +36,6 @@ def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def float32_to_bf16(values: np.ndarray) -> np.ndarray:
-    """float32 -> uint16 BF16 bit patterns, rounded to nearest even (for tests and writers)."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    rounding = ((bits >> 16) & 1) + 0x7FFF
-    return ((bits + rounding) >> 16).astype(np.uint16)
-
-
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     """Every tensor of one safetensors file as float32 (F32, F16, BF16, F64), in the file's order."""
     path = Path(path)

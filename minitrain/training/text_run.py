@@ -35,9 +35,8 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.source import ConfigSource
 from minitrain.data.batch import Batch, take
 from minitrain.data.batcher import EvalBatcher, TrainBatcher
-from minitrain.data.packing import pack
+from minitrain.data.packing import pack, pad_id_of
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
-from minitrain.data.text_data import pad_id_of
 from minitrain.data.text_examples import encode_records
 from minitrain.data.text_records import read_file
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR, complete_model_section, read_base
