@@ -69,7 +69,7 @@ def train(gguf: Path, out: Path, steps: int | None) -> dict:
     sets = [f"model.init_from={gguf}"] + ([f"scheduler.total_steps={steps}", "scheduler.warmup_steps=1",
                                            "training.val_every=2"] if steps else [])
     args = [sys.executable, "-m", "minitrain.cli", "train", str(HERE / "lora.yaml"), "--out-dir", str(out),
-            "--models-dir", str(out / "models"), "--quiet", *(a for s in sets for a in ("--set", s))]
+            "--models-dir", str(out / "models"), "--overwrite", "--quiet", *(a for s in sets for a in ("--set", s))]
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
     results = json.loads((out / "results.json").read_text())
     manifest = json.loads((out / "manifest.json").read_text())
