@@ -189,3 +189,27 @@ def test_qlora_holds_the_base_in_nf4_and_saves_adapters_only(tmp_path, base):
     assert manifest["quantized_parameters"] == 2 * per_layer
     assert all(".lora_" in name for name in safetensors.numpy.load_file(results["model_path"]))
     assert np.isfinite(results["val_loss"])
+
+
+def test_a_lora_run_exports_merged_as_a_plain_model_of_the_base(tmp_path, base):
+    from minitrain.hub.export_text import export_text_model
+    from minitrain.hub.pretrained import load_pretrained_base
+    from minitrain.models.registry import build_model
+    from minitrain.nn import inference
+
+    train(tmp_path, config_text(tmp_path, base), "run")
+    adapted, tokenizer = run_model(tmp_path / "run")
+    export_text_model(tmp_path / "run", tmp_path / "export")
+    model_config, state, exported_tokenizer, _ = load_pretrained_base(tmp_path / "export")
+    assert "lora" not in model_config and exported_tokenizer.encode("hola como") == tokenizer.encode("hola como")
+    assert (tmp_path / "export" / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
+    plain = build_model(model_config)
+    plain.load_state_dict(state)
+    idx = np.array([tokenizer.encode("hola como hola")])
+    with inference(adapted), inference(plain):
+        want, got = adapted(idx)[0].data, plain(idx)[0].data
+    base_model = build_model(model_config)
+    base_model.load_state_dict(load_pretrained_base(base)[1])
+    with inference(base_model):
+        assert np.abs(base_model(idx)[0].data - want).max() > 1e-3  # the adapters changed the model
+    np.testing.assert_allclose(got, want, atol=1e-5)
