@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from minitrain.data.packing import pack
-from minitrain.data.text_data import pad_id_of
+from minitrain.data.packing import pack, pad_id_of
 from minitrain.data.text_examples import encode_records
 from minitrain.data.text_records import TextRecord
 from minitrain.evaluation.text_loss import token_loss
