@@ -20,7 +20,7 @@ from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
-from minitrain.models.registry import parameter_shapes
+from minitrain.models.registry import FAMILIES, parameter_shapes
 from minitrain.nn.module import name_matches
 
 CORE_RULES = RuleBook()
@@ -107,6 +107,16 @@ def _heads_divide_width(sections, raw):
                       f"{model.n_kv_head}; each key/value head serves n_head / n_kv_head query heads")
     if model.type == "llama" and model.head_dim is not None and model.head_dim % 2:
         yield Problem(("model", "head_dim"), f"{model.head_dim} is odd; rotary embeddings rotate pairs of dims")
+
+
+@rule("model", "training")
+def _gradient_checkpointing_fits_type(sections, raw):
+    """training.gradient_checkpointing needs a model type that can recompute its layers in backward (llama)."""
+    if sections["training"].gradient_checkpointing:
+        able = [name for name, family in FAMILIES.items() if hasattr(family.model, "gradient_checkpointing")]
+        if sections["model"].type not in able:
+            yield Problem(("training", "gradient_checkpointing"), f"model.type {sections['model'].type} does not "
+                          f"support it (only {', '.join(able)}); set it to false")
 
 
 # --- optimizer ----------------------------------------------------------------------------------------------

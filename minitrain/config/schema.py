@@ -266,6 +266,8 @@ class TrainingConfig(Section):
     epochs: PositiveInt | None = None
     duration: Duration | None = Field(None, description="wall-clock budget, e.g. '90s' or '1h30m'")
     grad_accumulation: PositiveInt = 1
+    gradient_checkpointing: bool = Field(False, description="recompute each layer in backward: less memory, same "
+                                         "numbers (llama)")
     clip: float | None = Field(None, gt=0, description="max global gradient L2 norm")
     clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
     val_every: PositiveInt = 50
@@ -444,6 +446,7 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("training", "loss"): None,
     ("training", "huber_delta"): 1.0,
     ("training", "cross_validation"): None,
+    ("training", "gradient_checkpointing"): False,
     ("publish", "merge_adapters"): False,
     ("lora",): LoraConfig().model_dump(mode="json"),
     ("quantize",): QuantizeConfig().model_dump(mode="json"),

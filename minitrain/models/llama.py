@@ -71,6 +71,10 @@ def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
 class Llama(Module):
     """Llama-family language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`."""
 
+    # True: recompute each layer in backward (config: training.gradient_checkpointing). A family whose model class
+    # has this attribute accepts that key (minitrain/config/rules.py).
+    gradient_checkpointing: bool = False
+
     def __init__(
         self,
         *,
@@ -121,7 +125,6 @@ class Llama(Module):
         )
         if not tie_embeddings:
             self.lm_head = Linear(d_model, vocab_size, bias=False, rng=rng, std=LLAMA_INIT_STD, dtype=dtype)
-        self.gradient_checkpointing = False  # set True to recompute each layer in backward (not in the config)
 
     def forward(
         self,

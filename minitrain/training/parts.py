@@ -32,8 +32,10 @@ from minitrain.training.tasks import LANGUAGE_MODELING, table_task
 from minitrain.training.text_run import TEXT_EVAL_BATCH_SIZE, base_tokenizer, text_splits
 
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
-# progress is shown, naming, tracking, the callbacks (they only watch), the threads, and the checkpoint cadence.
+# progress is shown, naming, tracking, the callbacks (they only watch), the threads; and of `training`, the
+# checkpoint cadence and gradient checkpointing (it recomputes the same activations: the same gradients, bit for bit).
 _NOT_HASHED = ("name", "version", "description", "output", "monitoring", "publish", "callbacks", "runtime")
+_NOT_HASHED_TRAINING = ("checkpoint", "gradient_checkpointing")
 
 
 @dataclass
@@ -92,6 +94,8 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
         batcher = AugmentedBatcher(batcher, augment, t.data_seed)
     train_rng = np.random.Generator(np.random.PCG64(t.rng_seed))  # the training RNG
     model = build_model(architecture, rng=train_rng, dtype=np.dtype(cfg.model.dtype).type)
+    if t.gradient_checkpointing:  # a rule allows it only for a family that has it (minitrain/config/rules.py)
+        model.gradient_checkpointing = True
     base = prepare_model(model, cfg, train_rng)
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
@@ -114,9 +118,10 @@ def parameter_counts(model: Module) -> dict[str, int]:
 
 
 def training_config_hash(cfg: Config) -> str:
-    """Hash of everything that shapes training (all but `_NOT_HASHED` and the checkpoint cadence)."""
+    """Hash of everything that shapes training: all but `_NOT_HASHED` and `_NOT_HASHED_TRAINING`, which a resume
+    may change."""
     data = {k: v for k, v in resolved_dict(cfg).items() if k not in _NOT_HASHED}
-    data["training"] = {k: v for k, v in data["training"].items() if k != "checkpoint"}
+    data["training"] = {k: v for k, v in data["training"].items() if k not in _NOT_HASHED_TRAINING}
     return config_hash(data)
 
 

@@ -16,7 +16,7 @@ dy (B, T, C) and the saved p:
 
 Both implementations do the four matrix products as batched products on views of qkv and write straight into
 the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: NumPy in the reference, the numba
-kernels `causal_softmax_*_numba` in the other.
+kernel `causal_softmax_forward_numba` in the other (its rows, and the backward, are attention_softmax.py's).
 Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (B, H, T, T).
 """
 
@@ -27,7 +27,8 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from minitrain.autograd.kernels.fastmath import FASTMATH, fast_exp, row_max
+from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference, softmax_row
+from minitrain.autograd.kernels.fastmath import FASTMATH
 
 
 # ------------------------------------------------------------------------------------------- the products
@@ -88,13 +89,6 @@ def causal_softmax_forward_reference(scores: np.ndarray, scale: float, key_mask:
     return (e / np.where(total > 0, total, 1)).astype(scores.dtype)
 
 
-def causal_softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
-    inner = (probs * dprobs).sum(axis=-1, keepdims=True)
-    return (scale * probs * (dprobs - inner)).astype(probs.dtype)
-
-
-# Scalars start as np.float32 constants; for float64 data numba widens them to float64 (gradcheck), for float32
-# data nothing is widened, so every loop runs in float32 SIMD.
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _softmax_rows(scores, scale, key_mask, bias):
     """In place: scores becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
@@ -105,37 +99,7 @@ def _softmax_rows(scores, scale, key_mask, bias):
                 bias[i, j] = 0.0 if j <= i and key_mask[b, j] else -np.inf
         for h in range(n_head):
             for i in range(t):
-                p = scores[b, h, i]
-                m = bias[i]
-                for j in range(t):
-                    p[j] = p[j] * scale + m[j]
-                peak = row_max(p)
-                if peak == -np.inf:  # no key allowed: the row stays all zeros
-                    p[:] = 0.0
-                    continue
-                total = np.float32(0.0)
-                for j in range(t):
-                    e = fast_exp(p[j] - peak)
-                    p[j] = e
-                    total += e
-                inv = np.float32(1.0) / total
-                for j in range(t):
-                    p[j] *= inv
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _softmax_backward_rows(probs, dprobs, scale):
-    """In place: dprobs becomes dscores."""
-    n_batch, n_head, t, _ = probs.shape
-    for b in range(n_batch):
-        for h in range(n_head):
-            for i in range(t):
-                p, dp = probs[b, h, i], dprobs[b, h, i]
-                inner = np.float32(0.0)
-                for j in range(t):
-                    inner += p[j] * dp[j]
-                for j in range(t):
-                    dp[j] = scale * p[j] * (dp[j] - inner)
+                softmax_row(scores[b, h, i], scale, bias[i])
 
 
 def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
@@ -144,13 +108,6 @@ def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.
     t = scores.shape[-1]
     _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(key_mask), np.empty((t, t), probs.dtype))
     return probs
-
-
-def causal_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
-    """Overwrites `dprobs` with the score gradient (attention_backward hands over its temporary)."""
-    dscores = np.ascontiguousarray(dprobs, dtype=probs.dtype)
-    _softmax_backward_rows(probs, dscores, probs.dtype.type(scale))
-    return dscores
 
 
 def attention_forward_reference(
@@ -162,7 +119,7 @@ def attention_forward_reference(
 def attention_backward_reference(
     qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
 ) -> np.ndarray:
-    return attention_backward(qkv, probs, dy, scale, causal_softmax_backward_reference)
+    return attention_backward(qkv, probs, dy, scale, softmax_backward_reference)
 
 
 def attention_forward_numba(
@@ -174,4 +131,4 @@ def attention_forward_numba(
 def attention_backward_numba(
     qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
 ) -> np.ndarray:
-    return attention_backward(qkv, probs, dy, scale, causal_softmax_backward_numba)
+    return attention_backward(qkv, probs, dy, scale, softmax_backward_numba)

@@ -27,7 +27,8 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from minitrain.autograd.kernels.fastmath import FASTMATH, fast_exp, row_max
+from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference, softmax_row
+from minitrain.autograd.kernels.fastmath import FASTMATH
 
 
 # ------------------------------------------------------------------------------------------- the layouts
@@ -96,50 +97,15 @@ def masked_softmax_forward_reference(scores: np.ndarray, scale: float, bias: np.
     return (e / np.where(total > 0, total, 1)).astype(scores.dtype).reshape(scores.shape)
 
 
-def masked_softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
-    inner = (probs * dprobs).sum(axis=-1, keepdims=True)
-    return (scale * probs * (dprobs - inner)).astype(probs.dtype)
-
-
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _softmax_rows(scores, scale, bias):
     """In place: scores (B, H_kv, R, Tk) becomes probs; row r reads the mask row bias[b, r % Tq]."""
-    n_batch, n_kv_head, n_rows, time_k = scores.shape
+    n_batch, n_kv_head, n_rows, _ = scores.shape
     time_q = bias.shape[1]
     for b in range(n_batch):
         for h in range(n_kv_head):
             for r in range(n_rows):
-                p = scores[b, h, r]
-                m = bias[b, r % time_q]
-                for j in range(time_k):
-                    p[j] = p[j] * scale + m[j]
-                peak = row_max(p)
-                if peak == -np.inf:  # no key allowed: the row stays all zeros
-                    p[:] = 0.0
-                    continue
-                total = np.float32(0.0)
-                for j in range(time_k):
-                    e = fast_exp(p[j] - peak)
-                    p[j] = e
-                    total += e
-                inv = np.float32(1.0) / total
-                for j in range(time_k):
-                    p[j] *= inv
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _softmax_backward_rows(probs, dprobs, scale):
-    """In place: dprobs becomes dscores."""
-    n_batch, n_kv_head, n_rows, time_k = probs.shape
-    for b in range(n_batch):
-        for h in range(n_kv_head):
-            for r in range(n_rows):
-                p, dp = probs[b, h, r], dprobs[b, h, r]
-                inner = np.float32(0.0)
-                for j in range(time_k):
-                    inner += p[j] * dp[j]
-                for j in range(time_k):
-                    dp[j] = scale * p[j] * (dp[j] - inner)
+                softmax_row(scores[b, h, r], scale, bias[b, r % time_q])
 
 
 def masked_softmax_forward_numba(scores: np.ndarray, scale: float, bias: np.ndarray) -> np.ndarray:
@@ -147,13 +113,6 @@ def masked_softmax_forward_numba(scores: np.ndarray, scale: float, bias: np.ndar
     probs = np.ascontiguousarray(scores)
     _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(bias, dtype=probs.dtype))
     return probs
-
-
-def masked_softmax_backward_numba(probs: np.ndarray, dprobs: np.ndarray, scale: float) -> np.ndarray:
-    """Overwrites `dprobs` with the score gradient (the backward hands over its temporary)."""
-    dscores = np.ascontiguousarray(dprobs, dtype=probs.dtype)
-    _softmax_backward_rows(probs, dscores, probs.dtype.type(scale))
-    return dscores
 
 
 def grouped_attention_forward_reference(
@@ -165,7 +124,7 @@ def grouped_attention_forward_reference(
 def grouped_attention_backward_reference(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return grouped_attention_backward(q, k, v, probs, dy, scale, masked_softmax_backward_reference)
+    return grouped_attention_backward(q, k, v, probs, dy, scale, softmax_backward_reference)
 
 
 def grouped_attention_forward_numba(
@@ -177,4 +136,4 @@ def grouped_attention_forward_numba(
 def grouped_attention_backward_numba(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return grouped_attention_backward(q, k, v, probs, dy, scale, masked_softmax_backward_numba)
+    return grouped_attention_backward(q, k, v, probs, dy, scale, softmax_backward_numba)
