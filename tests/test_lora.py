@@ -196,24 +196,3 @@ def test_targets_by_name_suffix_pattern_and_the_specs_llama_names(targets, patte
 @pytest.mark.parametrize("model", [MiniGPT(**LAB, rng=0), MLPLanguageModel(64, 32, hidden=[32, 16], rng=0)])
 def test_the_linear_layers_a_config_names_are_the_built_models(model):
     assert linear_module_paths(model.config) == linear_paths(model)
-
-
-def test_lora_update_is_the_composed_update_bit_for_bit_and_gradchecks():
-    """functional.lora_update is one tape node for linear(linear(x, A) * s, B): the same output and the same
-    gradients of x, A and B to the last bit (float32), and its own backward by central differences (float64)."""
-    rng = np.random.default_rng(3)
-    x0, a0, b0 = rng.standard_normal((2, 5, 12)), rng.standard_normal((12, 4)), rng.standard_normal((4, 7))
-    g = rng.standard_normal((2, 5, 7)).astype(np.float32)
-
-    def run(fused: bool) -> list[np.ndarray]:
-        x, a, b = (Tensor(v.astype(np.float32), requires_grad=True) for v in (x0, a0, b0))
-        u = F.lora_update(x, a, b, 0.5) if fused else F.linear(F.linear(x, a) * 0.5, b)
-        (u * g).sum().backward()
-        return [u.data, x.grad, a.grad, b.grad]
-
-    for fused, composed in zip(run(True), run(False), strict=True):
-        assert fused.dtype == np.float32 and fused.tobytes() == composed.tobytes()
-    x, a, b = (Tensor(v, requires_grad=True) for v in (x0, a0, b0))
-    assert gradcheck(lambda x, a, b: F.lora_update(x, a, b, 2.0), [x, a, b])
-    with pytest.raises(ValueError, match="do not chain"):
-        F.lora_update(x, a, Tensor(np.zeros((3, 7))), 1.0)

@@ -21,7 +21,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
     """y = x·W + b, or with activation="gelu" y = gelu(x·W + b) as one tape node (the MLP's first layer: the bias
     add and the GELU are one pass).  x (..., I), W (I, O), b (O,) -> y (..., O).
 
-    Backward, with x and g flattened to rows (g first times gelu'): dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g."""
+    Backward, with x and g flattened to rows (g first times gelu'): dx = g·Wᵀ, dW = xᵀ·g, db = Σ_rows g.
+    Small products run on one BLAS thread (`one_thread_below`: a LoRA adapter's rank-8 products, say)."""
     n_in, n_out = weight.shape
     if x.shape[-1] != n_in:
         raise ValueError(f"linear: input of shape {x.shape} does not match weight of shape {weight.shape}")
@@ -29,7 +30,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
         raise ValueError(f"linear: unknown activation {activation!r}; use None or 'gelu'")
     rows = x.data.reshape(-1, n_in)
     b = None if bias is None else bias.data
-    y = pre = rows @ weight.data  # for gelu: x·W without the bias, which the kernels add
+    macs = len(rows) * n_in * n_out
+    with one_thread_below(macs):
+        y = pre = rows @ weight.data  # for gelu: x·W without the bias, which the kernels add
     if activation == "gelu":
         y = kernels.active.gelu_forward(pre, b)
     elif b is not None:
@@ -39,45 +42,16 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
         g_rows = g.reshape(-1, n_out)
         if activation == "gelu":
             g_rows = kernels.active.gelu_backward(pre, g_rows, b)
-        if x.requires_grad:
-            x._accumulate((g_rows @ weight.data.T).reshape(x.shape))
-        if weight.requires_grad:
-            weight._accumulate_product(rows.T, g_rows)
+        with one_thread_below(macs):
+            if x.requires_grad:
+                x._accumulate((g_rows @ weight.data.T).reshape(x.shape))
+            if weight.requires_grad:
+                weight._accumulate_product(rows.T, g_rows)
         if bias is not None and bias.requires_grad:
             bias._accumulate_product(np.ones(len(g_rows), g_rows.dtype), g_rows)  # Σ_rows g by BLAS: 3x sum()
 
     parents = (x, weight) if bias is None else (x, weight, bias)
     return Tensor._from_op(y.reshape(*x.shape[:-1], n_out), parents, backward)
-
-
-def lora_update(x: Tensor, a: Tensor, b: Tensor, scaling: float) -> Tensor:
-    """LoRA's low-rank update u = ((x·A)·s)·B as one tape node (minitrain/nn/lora.py).  x (..., I), A (I, r),
-    B (r, O) -> u (..., O); s = alpha / rank is applied to the narrow (..., r) product.
-
-    The same products, in the same order and precision, as linear(linear(x, A) * s, B) (so the same bits), but
-    one node instead of three, and run on one BLAS thread when they are small (`one_thread_below`: at r = 8 every
-    product is a few million multiply-adds). Backward, with h = x·A:
-        dB = (h·s)ᵀ·g,   dh = (g·Bᵀ)·s,   dA = xᵀ·dh,   dx = dh·Aᵀ."""
-    (n_in, rank), n_out = a.shape, b.shape[1]
-    if x.shape[-1] != n_in or b.shape[0] != rank:
-        raise ValueError(f"lora_update: x {x.shape}, A {a.shape} and B {b.shape} do not chain")
-    rows = x.data.reshape(-1, n_in)
-    s = np.asarray(scaling, dtype=x.dtype)
-    macs = len(rows) * max(n_in, n_out) * rank
-    with one_thread_below(macs):
-        hs = (rows @ a.data) * s
-        u = hs @ b.data
-
-    def backward(g: np.ndarray) -> None:
-        g_rows = g.reshape(-1, n_out)
-        with one_thread_below(macs):
-            dh = (g_rows @ b.data.T) * s
-            b._accumulate_product(hs.T, g_rows)
-            if x.requires_grad:
-                x._accumulate((dh @ a.data.T).reshape(x.shape))
-            a._accumulate_product(rows.T, dh)
-
-    return Tensor._from_op(u.reshape(*x.shape[:-1], n_out), (x, a, b), backward)
 
 
 def gelu(x: Tensor) -> Tensor:

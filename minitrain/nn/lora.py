@@ -97,9 +97,8 @@ class LoRALinear(Module):
         return F.gelu(y) if self.activation == "gelu" else y
 
     def update(self, x: Tensor) -> Tensor:
-        """(alpha/rank)·dropout(x)·A·B; the scaling is applied to the narrow (..., rank) product (one tape node:
-        `functional.lora_update`)."""
-        return F.lora_update(self.lora_dropout(x), self.lora_A, self.lora_B, self.scaling)
+        """(alpha/rank)·dropout(x)·A·B; the scaling is applied to the narrow (..., rank) product."""
+        return F.linear(F.linear(self.lora_dropout(x), self.lora_A) * self.scaling, self.lora_B)
 
     def delta_weight(self) -> np.ndarray:
         """ΔW = (alpha/rank)·A·B (in, out): what merging adds to the base weight."""
