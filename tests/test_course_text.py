@@ -296,6 +296,8 @@ def committed_results() -> list[float]:
         if (folder / "report.md").is_file():
             found += [float(n) for n in re.findall(r"\d+\.\d+", (folder / "report.md").read_text(encoding="utf-8"))]
         for model_file in sorted(folder.glob("*.safetensors")):
+            if model_file.name == "adapter_model.safetensors":  # PEFT's layout (experiments/22): no minitrain metadata
+                continue
             found += _numbers_in(load_model_file(model_file)[2].get("evaluation", {}))
     return found
 
