@@ -103,12 +103,20 @@ def test_the_architecture_is_filled_from_the_base_and_a_given_key_must_equal_it(
 @pytest.mark.parametrize("model, data, where, message", [
     ("", ", vocab_path: data/processed/vocab.json", ("data", "vocab_path"), "never on character ids"),
     ("", ", loss_on: answer", ("data", "loss_on"), "answer counts the verb form"),
+    ("", ", dev_path: x.jsonl", ("data", "dev_path"), "read data.train_path and data.val_path only"),
+    ("", ", heldout_policy: verbs_4", ("data", "heldout_policy"), "the held-out verbs"),
+    ("", ", format: csv", ("data", "format"), "read by their extension"),
 ])
 def test_a_pretrained_base_refuses_character_keys(tmp_path, base, model, data, where, message):
     text = config_text(tmp_path, base, model=model, data=data).replace("loss_on: completion, loss_on", "loss_on")
     with pytest.raises(ConfigError) as info:
         load_config(write_config(tmp_path, text))
-    assert [p.path for p in info.value.problems] == [where] and message in str(info.value)
+    assert [p.path for p in info.value.problems] == [where] and message in info.value.problems[0].message
+
+
+def test_loss_on_left_out_counts_all_tokens_on_a_pretrained_base(tmp_path, base):
+    cfg = load_config(write_config(tmp_path, config_text(tmp_path, base).replace(", loss_on: completion", "")))
+    assert cfg.data.loss_on == "all"
 
 
 def test_packing_is_refused_for_minigpt_and_completion_for_verb_records(tmp_path):
