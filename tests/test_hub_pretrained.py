@@ -286,9 +286,9 @@ def test_rope_permutation_round_trips_and_moves_pairs_to_halves():
     assert np.array_equal(permute_rope_rows(w, 2)[[0, 1, 2, 3], 0], w[[0, 4, 1, 5], 0])
 
 
-def write_gguf(path: Path, hf: dict[str, np.ndarray], config: dict) -> None:
+def write_gguf(path: Path, hf: dict[str, np.ndarray], config: dict, f64: str | None = None) -> None:
     """A tiny llama GGUF as llama.cpp's converter writes one: short names, q/k rows permuted, attn_q of layer 0
-    in Q8_0, the tokenizer in the metadata."""
+    in Q8_0, the tokenizer in the metadata; the tensor named `f64` (a GGUF name) in F64."""
     import gguf
     from gguf.quants import quantize
 
@@ -330,7 +330,7 @@ def write_gguf(path: Path, hf: dict[str, np.ndarray], config: dict) -> None:
             writer.add_tensor(short, quantize(w, gguf.GGMLQuantizationType.Q8_0),
                               raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
-            writer.add_tensor(short, w)
+            writer.add_tensor(short, w.astype(np.float64) if short == f64 else w)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -353,6 +353,13 @@ def test_a_gguf_is_read_dequantized_unpermuted_with_its_tokenizer(tmp_path):
     assert np.array_equal(state[k], hf[k].T)
     assert tok.encode("hola hola") == PretrainedTokenizer.from_gguf_fields(**tiny_fields()).encode("hola hola")
     assert tok.apply_chat_template([{"role": "user", "content": "x"}]) == "<|im_start|>user\nx<|im_end|>\n"
+
+
+def test_a_gguf_tensor_type_the_reader_cannot_dequantize_is_named(tmp_path):
+    write_gguf(tmp_path / "tiny.gguf", random_hf_state(MINITRAIN), HF_CONFIG, f64="blk.1.ffn_up.weight")
+    with pytest.raises(UserError, match=r"tensor blk\.1\.ffn_up\.weight is stored as F64, a type the gguf package "
+                                        r"cannot dequantize"):
+        load_pretrained_base(tmp_path / "tiny.gguf")
 
 
 def test_a_gguf_of_another_architecture_or_not_a_gguf_is_refused(tmp_path):

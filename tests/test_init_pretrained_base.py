@@ -128,3 +128,11 @@ def test_data_without_a_validation_split_or_a_missing_base_is_refused(gguf, tmp_
     write_jsonl(tmp_path / "bad" / "val.jsonl", CHAT[:1])
     code, _, err = init(["--base", gguf, "--data", tmp_path / "bad"], capsys, tmp_path, monkeypatch)
     assert code == 2 and "train.jsonl:1" in err
+
+
+def test_data_paths_are_written_as_yaml_strings(gguf, chat, tmp_path, capsys, monkeypatch):
+    odd = chat.rename(tmp_path / "d #1: x")  # '#' starts a comment and ': ' a mapping, unless quoted
+    code, _, err = init(["--base", gguf, "--method", "lora", "--data", odd], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
+    assert cfg["data"]["train_path"] == str(odd / "train.jsonl") and cfg["data"]["val_path"] == str(odd / "val.jsonl")

@@ -210,6 +210,8 @@ def test_a_lora_run_exports_merged_as_a_plain_model_of_the_base(tmp_path, base):
     export_text_model(tmp_path / "run", tmp_path / "export")
     model_config, state, exported_tokenizer, _ = load_pretrained_base(tmp_path / "export")
     assert "lora" not in model_config and exported_tokenizer.encode("hola como") == tokenizer.encode("hola como")
+    # trained on rows of 48 positions, the model keeps the base's context of 64 (a published fine-tune is not cut)
+    assert adapted.config["max_seq_len"] == model_config["max_seq_len"] == 64
     assert (tmp_path / "export" / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
     plain = build_model(model_config)
     plain.load_state_dict(state)

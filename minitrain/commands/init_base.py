@@ -118,9 +118,9 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
     """The YAML text of the config (module docstring); `plan` holds the numbers init chose."""
     model_lines = [f"  {k}: {_value(v)}" for k, v in model.items() if k != "max_seq_len"]
     ceiling = min(model["max_seq_len"], MAX_ROW)
-    data_lines = [f"  train_path: {files['train']}", f"  val_path: {files['val']}"]
+    data_lines = [f"  train_path: {_scalar(files['train'])}", f"  val_path: {_scalar(files['val'])}"]
     if "test" in files:
-        data_lines.append(f"  test_path: {files['test']}   # scored once, after training")
+        data_lines.append(f"  test_path: {_scalar(files['test'])}   # scored once, after training")
     data_lines += [
         "  packing: pack          # several records per row, never attending across records (or: pad)",
         f"  loss_on: {plan['loss_on']}" + ("   # the assistant turns / completions only (or: all)"

@@ -38,6 +38,7 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.models import llama
+from minitrain.nn.rotary import LLAMA3_KEYS
 
 FAMILY = "llama"
 MODEL_TYPES = ("llama", "qwen2", "mistral")
@@ -46,7 +47,6 @@ ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mist
 DEFAULT_EPS = {"llama": 1e-6, "qwen2": 1e-6, "mistral": 1e-6}
 DEFAULT_TIE = {"llama": False, "qwen2": False, "mistral": False}
 DEFAULT_THETA = 10000.0
-LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
 
 def _refuse(where: str, key: str, value: Any, why: str) -> UserError:
@@ -119,7 +119,8 @@ def from_hf_config(config: Mapping[str, Any], where: str) -> tuple[dict[str, Any
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise _refuse(where, "rms_norm_eps", eps, "must be a small positive number")
     theta, scaling = _rope(config, where)
-    max_seq_len = _positive_int(config, "max_position_embeddings", where, 2048 if kind == "llama" else 32768)
+    default_context = {"llama": 2048, "qwen2": 32768, "mistral": 131072}[kind]  # transformers' config defaults
+    max_seq_len = _positive_int(config, "max_position_embeddings", where, default_context)
     facts: dict[str, Any] = {"hf_model_type": kind, "architectures": config.get("architectures"),
                              **{k: config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}}
     window = config.get("sliding_window")
