@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakehub import TOKEN, make_run
+from test_cli import run as cli_run
 from huggingface_hub.utils import _http
 
 from minitrain.common.errors import UserError
@@ -130,6 +131,16 @@ def test_a_malformed_repo_id_is_refused(hub, run, repo, dry_run):
     with pytest.raises(UserError, match="is not a Hub repo id") as err:
         publish(run, repo, dry_run=dry_run)  # a dry run refuses what the upload would
     assert err.value.exit_code == 2 and hub.requests == []
+
+
+def test_a_bare_model_file_publishes_with_its_vocab(hub, run, capsys):
+    model_file = run.parent / "models" / "minigpt-test.safetensors"  # records no vocabulary: --vocab gives it
+    code, _, err = cli_run(["publish", "--repo", REPO, model_file, "--dry-run"], capsys)
+    assert code == 2 and "pass it with --vocab" in err
+    code, out, err = cli_run(["publish", "--repo", REPO, model_file, "--vocab", run.parent / "data" / "vocab.json"],
+                             capsys)
+    assert code == 0 and f"Published: {hub.url}/{REPO}" in out, err
+    assert sorted(hub.repos[REPO].files) == sorted(EXPORT_FILES)
 
 
 @pytest.mark.parametrize(("status", "published"), [("completed", True), ("early_stopped", True),

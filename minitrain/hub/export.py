@@ -50,8 +50,7 @@ def run_tokenizer(info: RunInfo, vocab_path: str | Path | None = None) -> CharTo
     if found is None:
         raise UserError(
             f"{info.model_path}: cannot find the vocabulary this model was trained with "
-            f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab"
-        )
+            f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab", BAD_INPUT)
     tokenizer = CharTokenizer.load(found)
     if tokenizer.vocab_size > info.model_config["vocab_size"]:
         raise UserError(
