@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from fakehub import TOKEN, make_run
-from test_cli import run as cli_run
 from huggingface_hub.utils import _http
+from test_cli import run as cli_run
 
 from minitrain.common.errors import UserError
 from minitrain.config.schema import Config
