@@ -30,8 +30,12 @@ from minitrain.runs.run_files import problem_text, read_manifest
 from minitrain.training.engine import Checkpointing, LoopState
 
 
-def data_fingerprint(cfg: Config) -> dict[str, dict[str, str]]:
-    """{config key: {"path", "sha256"}} of the data files training reads: the splits and the vocabulary."""
+def data_fingerprint(cfg: Config, table_files: list[dict[str, str]] | None = None) -> dict[str, dict[str, str]]:
+    """{config key: {"path", "sha256"}} of the data files training reads: the splits and the vocabulary, or for a
+    table task `table_files` (the files data.source or the split paths named, as its manifest records them;
+    the text corpus's default paths are no file of a table run's)."""
+    if cfg.is_table_task:
+        return {f"data file {i + 1}": dict(file) for i, file in enumerate(table_files or [])}
     keys = ("train_path", "val_path", "vocab_path")  # a run on a pretrained base has no vocab_path
     return {f"data.{key}": {"path": str(getattr(cfg.data, key)), "sha256": sha256_of(getattr(cfg.data, key))}
             for key in keys if getattr(cfg.data, key) is not None}
