@@ -74,6 +74,7 @@ from minitrain.training.finetune import adapter_facts, after_training, load_init
 from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
 from minitrain.training.plan import configure_runtime, resolve_total_steps
 from minitrain.training.resume import (
+    check_run_files,
     data_fingerprint,
     keep_log_before,
     previous_manifest,
@@ -171,6 +172,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     runtime = configure_runtime(cfg)
 
     previous = previous_manifest(checkpoint_path, out_dir)
+    if checkpoint_path is not None:
+        check_run_files(checkpoint_path, cfg, previous, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
     parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
     books = _bookkeeping(cfg, out_dir, parts)
@@ -245,7 +248,7 @@ def _start(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Part
                                         books.alerts)
         if overwrite:
             run_dir.clear_run(out_dir)
-        keep_log_before(run_dir_of(checkpoint_path) or out_dir, books.log_path, books.start.step)
+        keep_log_before(run_dir_of(checkpoint_path) or out_dir, books.log_path, books.start, checkpoint_path)
         for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
             run_dir.remove_file(out_dir / name)
         return restored, None
