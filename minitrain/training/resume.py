@@ -135,26 +135,32 @@ def recorded_run(resume: str | os.PathLike) -> tuple[Path, Path]:
     return folder, folder / RECORDED_CONFIG
 
 
+def is_recorded_config(cfg: Config, run_folder: Path) -> bool:
+    """Whether `cfg` was loaded from `run_folder`'s own config.resolved.yaml (`recorded_run`)."""
+    path = cfg.source.path if cfg.source is not None else None
+    return path is not None and Path(path).name == RECORDED_CONFIG and same_folder(Path(path).parent, run_folder)
+
+
 def check_run_files(checkpoint: Path, cfg: Config, manifest: dict[str, Any], out_dir: Path) -> None:
     """Refuse (exit code 2, naming the file) a manifest or recorded config that belongs to another run than the
     checkpoint: a resume continues them, so another run's (another kind, another config) would be mixed in."""
     folder = run_dir_of(checkpoint) or out_dir
+    path = folder / RECORDED_CONFIG
+    if os.path.lexists(path):
+        recorded = load_yaml_file(path, "recorded config")
+        if not isinstance(recorded, dict):
+            raise UserError(f"{path}: not a resolved config (a mapping of sections)", 2)
+        differs = first_difference(hashed_part(recorded), hashed_part(resolved_dict(cfg)))
+        if differs is not None:
+            key, then, now = differs
+            raise UserError(f"{path}: the run was recorded with {key} = {then}, the config given has {now}; "
+                            f"continue it with its own config (minitrain train --resume {folder}) or start a new "
+                            "run", 2)
     this_hash = training_config_hash(cfg)
     if manifest and manifest.get("config_hash") not in (None, this_hash):
         raise UserError(f"{folder / 'manifest.json'}: belongs to another run (config hash "
-                        f"{str(manifest['config_hash'])[:12]}, this run's {this_hash[:12]}); move it away to "
-                        "resume with a new manifest", 2)
-    path = folder / RECORDED_CONFIG
-    if not os.path.lexists(path):
-        return
-    recorded = load_yaml_file(path, "recorded config")
-    if not isinstance(recorded, dict):
-        raise UserError(f"{path}: not a resolved config (a mapping of sections)", 2)
-    differs = first_difference(hashed_part(recorded), hashed_part(resolved_dict(cfg)))
-    if differs is not None:
-        key, then, now = differs
-        raise UserError(f"{path}: the run was recorded with {key} = {then}, the config given has {now}; continue "
-                        f"it with its own config (minitrain train --resume {folder}) or start a new run", 2)
+                        f"{str(manifest['config_hash'])[:12]}, the config given hashes to {this_hash[:12]}); move "
+                        "it away to resume with a new manifest", 2)
 
 
 def first_difference(recorded: Any, current: Any, key: str = "") -> tuple[str, str, str] | None:

@@ -76,6 +76,7 @@ from minitrain.training.plan import configure_runtime, resolve_total_steps
 from minitrain.training.resume import (
     check_run_files,
     data_fingerprint,
+    is_recorded_config,
     keep_log_before,
     previous_manifest,
     restore,
@@ -184,7 +185,10 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
     save_tokenizer(cfg, parts.tokenizer, out_dir)
 
-    _write_configs(cfg, out_dir, config_text)
+    if is_recorded_config(cfg, out_dir):  # `train --resume RUN` without a config: the run's files stay as they are
+        overrides = previous.get("overrides", overrides)
+    else:
+        _write_configs(cfg, out_dir, config_text)
     write_environment(out_dir)
     books.callbacks = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
                                 records=parts.val_records, run_dir=out_dir,
