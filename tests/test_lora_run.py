@@ -21,7 +21,6 @@ from minitrain.hub.sources import adapted_model, load_model
 from minitrain.lora.peft import CONFIG_FILE, WEIGHTS_FILE
 from minitrain.nn import inference
 from minitrain.runs.model_files import load_model_file
-from minitrain.training import artifacts
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +39,6 @@ lora:
 def base(tmp_path, monkeypatch):
     """A run folder with a tiny random model and its data (fakehub.make_run, its records as verb records, which
     training reads); the repo's models/ kept clean."""
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models-default")
     run_dir = make_run(tmp_path / "base")
     records = [make_record(verb, code[0], int(code[1]), form) for verb, code, form in (t.split("|") for t in RECORDS)]
     for split, chosen in (("train", records[:3]), ("val", records[3:])):

@@ -19,7 +19,6 @@ from minitrain.config.problems import ConfigError
 from minitrain.data.batch import Batch, trim_padding
 from minitrain.hub.pretrained_runs import complete_model_section, run_model
 from minitrain.models.llama import Llama
-from minitrain.training import artifacts
 from minitrain.training.run import run_training
 
 CHATS = [("hola", "hola hola"), ("como", "como hola"), ("hola como", "como"), ("como como", "hola"),
@@ -34,7 +33,6 @@ def chat_lines(pairs) -> str:
 @pytest.fixture
 def base(tmp_path, monkeypatch) -> Path:
     """A tiny Llama base folder (float32 weights, the tiny BPE tokenizer with its chat template) and chat data."""
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models-default")
     hf_folder(tmp_path / "base", bf16=False)
     (tmp_path / "train.jsonl").write_text(chat_lines(CHATS * 2), encoding="utf-8")
     (tmp_path / "val.jsonl").write_text(chat_lines(CHATS[:2]), encoding="utf-8")
