@@ -74,12 +74,13 @@ def _loss_on_fits_the_records(sections, raw):
 
 @rule("model", "data", "training", "quantize")
 def _pretrained_base_runs_what_it_can(sections, raw):
-    """A pretrained base reads train_path/val_path; no exact_match, cross-validation or quantize (yet)."""
+    """A pretrained base reads its text records from files or one data.source (split by ratios without
+    stratify); no exact_match, cross-validation or quantize (yet)."""
     if not on_pretrained_base(sections["model"]):
         return
-    if sections["data"].source is not None:
-        yield Problem(("data", "source"), "a run on a pretrained base reads data.train_path and data.val_path "
-                                          "(text, prompt/completion or chat records)")
+    split = sections["data"].split
+    if split is not None and split.stratify is not None:
+        yield Problem(("data", "split", "stratify"), "text records have no column to stratify by")
     training = sections["training"]
     if "exact_match" in training.val_metrics:
         yield Problem(("training", "val_metrics"), "exact_match decodes verb forms of the character corpus; a run "

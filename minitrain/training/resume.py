@@ -22,6 +22,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text, read_bytes, sha256_of
 from minitrain.config import Config, resolved_dict
 from minitrain.config.yaml_lines import load_yaml_file
+from minitrain.data.text_sources import source_files
 from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.report import log_row_problem
@@ -37,9 +38,12 @@ RECORDED_CONFIG = "config.resolved.yaml"
 def data_fingerprint(cfg: Config, table_files: list[dict[str, str]] | None = None) -> dict[str, dict[str, str]]:
     """{config key: {"path", "sha256"}} of the data files training reads: the splits and the vocabulary, or for a
     table task `table_files` (the files data.source or the split paths named, as its manifest records them;
-    the text corpus's default paths are no file of a table run's)."""
+    the text corpus's default paths are no file of a table run's), or every file of a text data.source."""
     if cfg.is_table_task:
         return {f"data file {i + 1}": dict(file) for i, file in enumerate(table_files or [])}
+    if cfg.data.source is not None:  # a pretrained base's text records from one source: every file it holds
+        return {f"data file {i + 1}": {"path": str(path), "sha256": sha256_of(path)}
+                for i, path in enumerate(source_files(cfg.data.source))}
     keys = ("train_path", "val_path", "vocab_path")  # a run on a pretrained base has no vocab_path
     return {f"data.{key}": {"path": str(getattr(cfg.data, key)), "sha256": sha256_of(getattr(cfg.data, key))}
             for key in keys if getattr(cfg.data, key) is not None}
