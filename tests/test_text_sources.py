@@ -45,11 +45,11 @@ def test_named_splits_are_kept_and_an_unsplit_source_needs_ratios(tmp_path):
 def test_only_a_train_file_is_split_and_a_kept_test_file_is_not_split_again(tmp_path):
     (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": f"t{i}"}) + "\n" for i in range(10)), "utf-8")
     (tmp_path / "test.jsonl").write_text(json.dumps({"text": "prueba"}) + "\n", "utf-8")
-    with pytest.raises(UserError, match="it has train, test files but no validation file; give data.split"):
+    with pytest.raises(UserError, match=r"it has train, test files but no validation file; give data\.split"):
         source_records(tmp_path, None, 0)
     split = source_records(tmp_path, {"train": 0.9, "val": 0.1}, 0)
     assert (len(split["train"]), len(split["val"]), texts(split["test"])) == (9, 1, ["prueba"])
-    with pytest.raises(UserError, match="it has a test file; leave data.split.test out"):
+    with pytest.raises(UserError, match=r"it has a test file; leave data\.split\.test out"):
         source_records(tmp_path, {"train": 0.8, "val": 0.1, "test": 0.1}, 0)
 
 

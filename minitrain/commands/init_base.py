@@ -12,8 +12,8 @@ What it does (the publish spec's smart init, §3.4), reading and never writing t
     4. the config: `model:` is `type: llama`, the base's keys and `init_from`, with max_seq_len the row length
        the records need (the base's context is a ceiling, not what a CPU run should pay for); `data:` the split
        files (one per split), else the folder as `source` (with `split: {train: 0.9, val: 0.1}` when it has no
-       validation file), `packing: pack`, `loss_on` (completion for chat and prompt/completion records: the model learns to
-       answer, not to write questions), `overflow`; `lora:` on the spec's Llama names (below); a commented
+       validation file), `packing: pack`, `loss_on` (completion for chat and prompt/completion records: the model
+       learns to answer, not to write questions), `overflow`; `lora:` on the spec's Llama names (below); a commented
        `publish:` placeholder
     5. the summary of the spec's §4.1 (model, method, data, optimizer, output) and the next command
 
@@ -212,8 +212,8 @@ def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) 
         f"  Tokenizer: the base's own ({tokenizer.vocab_size:,} tokens"
         f"{', chat template' if tokenizer.chat_template else ''})",
         f"  Method: {how}",
-        f"  Data: {files.get('source') or files['train_path']} ({data['samples']:,} samples detected: {splits}; {data['kind']} records, "
-        f"{data['format']})",
+        f"  Data: {files.get('source') or files['train_path']} ({data['samples']:,} samples detected: {splits}; "
+        f"{data['kind']} records, {data['format']})",
         f"  Tokens: {sum(lengths['train']):,} in train, longest record {plan['longest']}; rows of {plan['row']} "
         f"packed, loss on {'the answers' if plan['loss_on'] == 'completion' else 'every token'}"
         + (f"; {plan['too_long']} records split" if plan["too_long"] else ""),
