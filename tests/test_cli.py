@@ -158,9 +158,9 @@ def test_init_refuses_to_overwrite_and_needs_splits(tmp_path, capsys):
 def test_lock_then_strict_train_refuses_a_changed_data_file(tmp_path, capsys):
     folder = make_corpus(tmp_path / "d")
     path = config_for(folder)
-    code, out, _ = run(["lock", path], capsys)
+    code, out, err = run(["lock", path], capsys)
     lock_file = folder / "c.lock.yaml"
-    assert code == 0 and f"wrote {lock_file}" in out and "sha256 of 3 data files" in out
+    assert code == 0 and out == "" and f"wrote {lock_file}" in err and "sha256 of 3 data files" in err
     assert run(["validate", lock_file], capsys)[0] == 0  # a lock file is a loadable config
     with (folder / "val.jsonl").open("a", encoding="utf-8") as f:
         f.write(records_to_jsonl([make_record("bailar", "P", 1, "bailo")]))

@@ -1,27 +1,69 @@
-"""`minitrain lock CONFIG [--set k=v]... [-o FILE]`: pin the resolved config, the data files' sha256 and the
-library versions, for `train --strict`."""
+"""`minitrain lock CONFIG [--set k=v]... [-o FILE|-] [--force]`: pin the resolved config, the data files' sha256
+and the library versions, for `train --strict`.
+
+The lock goes to `<config stem>.lock.yaml` beside the config, to FILE, or (`-o -`) to stdout, which then holds the
+lock and nothing else (`minitrain lock c.yaml -o - > c.lock.yaml`). It never replaces the config it reads, and it
+replaces another file only when that file is an earlier lock (re-locking refreshes it), is empty (what a shell's
+`> FILE` leaves) or `--force` says so: a config written over by mistake is lost with its comments and templates."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from minitrain.commands.common import add_set, check_files, load
-from minitrain.commands.lock_file import data_files, lock_path_for, write_lock
+from minitrain.commands.lock_file import data_files, lock_contents, lock_path_for, lock_text, write_lock
+from minitrain.common.errors import UserError
+from minitrain.config.loader import is_lock
+from minitrain.config.yaml_lines import load_yaml_file
+
+STDOUT = "-"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     lock = subparsers.add_parser("lock", help="pin the resolved config, data hashes and library versions")
     lock.add_argument("config")
     add_set(lock)
-    lock.add_argument("-o", "--output", metavar="FILE", help="lock file (default: <config stem>.lock.yaml)")
+    lock.add_argument("-o", "--output", metavar="FILE",
+                      help="lock file (default: <config stem>.lock.yaml; -: print it to stdout)")
+    lock.add_argument("--force", action="store_true", help="replace FILE even if it holds something else")
     lock.set_defaults(handler=lock_command)
 
 
 def lock_command(args: argparse.Namespace) -> int:
+    out = Path(args.output) if args.output else lock_path_for(args.config)
+    if args.output != STDOUT:
+        check_target(Path(args.config), out, force=args.force)
     cfg = load(args)
     check_files(cfg)
-    out = Path(args.output) if args.output else lock_path_for(args.config)
+    if args.output == STDOUT:
+        sys.stdout.write(lock_text(lock_contents(cfg)))
+        return 0
     write_lock(cfg, out)
-    print(f"wrote {out}: resolved config, sha256 of {len(data_files(cfg))} data files, library versions")
+    print(f"wrote {out}: resolved config, sha256 of {len(data_files(cfg))} data files, library versions",
+          file=sys.stderr)  # stdout stays clean for `lock CONFIG > FILE` scripts
     return 0
+
+
+def check_target(config: Path, out: Path, *, force: bool) -> None:
+    """Refuse (exit 2) to write the lock over its own config, whatever --force says, or over a file that is not an
+    earlier lock and not empty unless `force`."""
+    if not os.path.lexists(out):
+        return
+    if out.is_dir():
+        raise UserError(f"-o {out}: is a folder; give the lock file's path", 2)
+    if config.exists() and os.path.samefile(config, out):
+        raise UserError(f"-o {out}: is the config being locked; writing the lock there would lose it (its comments "
+                        f"and templates); the default is {lock_path_for(config)}", 2)
+    if force or out.stat().st_size == 0 or _holds_a_lock(out):
+        return
+    raise UserError(f"-o {out}: exists and is not a lock file; pass --force to replace it", 2)
+
+
+def _holds_a_lock(path: Path) -> bool:
+    try:
+        return is_lock(load_yaml_file(path, "lock file"))
+    except UserError:  # unreadable or not YAML: not a lock
+        return False

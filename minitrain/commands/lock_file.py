@@ -1,6 +1,6 @@
 """Lock files: pin a config, its data and its libraries, and refuse a `--strict` run when any of them moved.
 
-`minitrain lock CONFIG` writes `<config stem>.lock.yaml` beside the config:
+`minitrain lock CONFIG` writes `<config stem>.lock.yaml` beside the config (minitrain/commands/lock.py):
 
     minitrain_lock: 1
     config:   {the resolved config: defaults filled, overrides and templates applied}
@@ -61,11 +61,16 @@ def lock_path_for(config_path: str | Path) -> Path:
     return path.with_name(f"{path.stem}.lock.yaml")
 
 
+def lock_text(contents: dict[str, Any]) -> str:
+    """A lock file's text, for `lock_contents(cfg)`."""
+    head = "# minitrain lock file: `minitrain train <this file> --strict` refuses to run if anything differs.\n"
+    return head + yaml.safe_dump(contents, sort_keys=False, allow_unicode=True)
+
+
 def write_lock(cfg: Config, out: str | Path) -> dict[str, Any]:
     """Write the lock file for `cfg` to `out` (atomically) and return what it holds."""
     contents = lock_contents(cfg)
-    text = "# minitrain lock file: `minitrain train <this file> --strict` refuses to run if anything differs.\n"
-    atomic_write_text(out, text + yaml.safe_dump(contents, sort_keys=False, allow_unicode=True))
+    atomic_write_text(out, lock_text(contents))
     return contents
 
 

@@ -1,0 +1,69 @@
+"""Config semantics and the lock command (issue 26): where a lock may be written, sections switched on by their
+presence, `seed: null`, the spec manifest's required fields and defaults, templates and tokens in values."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from test_config_data import config_for, make_corpus
+
+from minitrain import cli
+
+ROOT = Path(__file__).parents[1]
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- lock -o ------------------------------------------------------------------------------------------------------
+
+
+def test_lock_refuses_to_write_over_its_own_config(tmp_path, capsys):
+    path = config_for(make_corpus(tmp_path / "d"))
+    before = path.read_bytes()
+    for target in (path, path.parent / "link.yaml"):
+        if target != path:
+            target.symlink_to(path.name)
+        for force in ([], ["--force"]):
+            code, out, err = run(["lock", path, "-o", target, *force], capsys)
+            assert code == 2 and "is the config being locked" in err and err.startswith("error: ")
+    assert path.read_bytes() == before
+
+
+def test_lock_replaces_another_file_only_with_force(tmp_path, capsys):
+    path = config_for(make_corpus(tmp_path / "d"))
+    other = tmp_path / "notes.txt"
+    other.write_text("my notes\n", encoding="utf-8")
+    code, _, err = run(["lock", path, "-o", other], capsys)
+    assert code == 2 and f"-o {other}: exists and is not a lock file; pass --force" in err
+    assert other.read_text(encoding="utf-8") == "my notes\n"
+    assert run(["lock", path, "-o", other, "--force"], capsys)[0] == 0
+    assert "minitrain_lock" in yaml.safe_load(other.read_text(encoding="utf-8"))
+    assert run(["lock", path, "-o", other], capsys)[0] == 0  # now an earlier lock: re-locking refreshes it
+
+
+def test_lock_dash_prints_only_the_lock(tmp_path, capsys):
+    path = config_for(make_corpus(tmp_path / "d"))
+    code, out, err = run(["lock", path, "-o", "-"], capsys)
+    assert code == 0 and err == ""
+    assert yaml.safe_load(out)["minitrain_lock"] == 1
+    assert not (Path.cwd() / "-").exists() and not (path.parent / "c.lock.yaml").exists()
+
+
+def test_lock_redirected_as_the_spec_writes_it(tmp_path):
+    # The spec's §15.2: `entrenar lock config.yaml > config.lock.yaml`; the shell makes the file empty first.
+    path = config_for(make_corpus(tmp_path / "d"))
+    lock_file = path.parent / "c.lock.yaml"
+    with lock_file.open("w", encoding="utf-8") as stdout:
+        done = subprocess.run([sys.executable, "-m", "minitrain.cli", "lock", str(path)], stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    text = lock_file.read_text(encoding="utf-8")
+    assert "wrote" not in text and yaml.safe_load(text)["minitrain_lock"] == 1
+    assert f"wrote {lock_file}" in done.stderr
