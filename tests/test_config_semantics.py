@@ -31,7 +31,7 @@ def test_lock_refuses_to_write_over_its_own_config(tmp_path, capsys):
         if target != path:
             target.symlink_to(path.name)
         for force in ([], ["--force"]):
-            code, out, err = run(["lock", path, "-o", target, *force], capsys)
+            code, _, err = run(["lock", path, "-o", target, *force], capsys)
             assert code == 2 and "is the config being locked" in err and err.startswith("error: ")
     assert path.read_bytes() == before
 
@@ -67,3 +67,46 @@ def test_lock_redirected_as_the_spec_writes_it(tmp_path):
     text = lock_file.read_text(encoding="utf-8")
     assert "wrote" not in text and yaml.safe_load(text)["minitrain_lock"] == 1
     assert f"wrote {lock_file}" in done.stderr
+
+
+# --- sections switched on by their presence ---------------------------------------------------------------------
+
+BASE = {"training": {"total_steps": 10}, "model": {"init_from": "user/base"}}
+
+
+def test_a_section_given_without_enabled_is_on():
+    from minitrain.config import config_from_dict
+
+    lora = config_from_dict({**BASE, "lora": {"rank": 4, "alpha": 8}}).lora  # the publish spec's §3.3 example
+    assert lora.enabled and (lora.rank, lora.alpha) == (4, 8.0)
+    quantize = config_from_dict({"training": {"total_steps": 10}, "quantize": {"bits": 4}}).quantize
+    assert quantize.enabled and quantize.bits == 4 and not quantize.qat.enabled
+    qat = config_from_dict({"training": {"total_steps": 10}, "quantize": {"qat": {"observer": "histogram"}}}).quantize
+    assert qat.enabled and qat.qat.enabled
+    stop = config_from_dict({"training": {"total_steps": 10, "early_stopping": {"patience": 2}}}).training
+    assert stop.early_stopping is not None and stop.early_stopping.patience == 2
+
+
+def test_enabled_false_turns_a_present_section_off():
+    from minitrain.config import config_from_dict
+
+    cfg = config_from_dict({**BASE, "lora": {"enabled": False, "rank": 4}, "quantize": {"enabled": False},
+                            "training": {"total_steps": 10, "early_stopping": {"enabled": False}}})
+    assert not cfg.lora.enabled and not cfg.quantize.enabled and cfg.training.early_stopping is None
+
+
+def test_a_present_lora_section_without_a_base_says_why_it_is_on(tmp_path, capsys):
+    path = config_for(make_corpus(tmp_path / "d"), "lora: {rank: 4, alpha: 8}\n")
+    code, _, err = run(["validate", path, "--no-data"], capsys)
+    assert code == 2 and "lora.enabled: LoRA adapts a trained model" in err
+    assert "a lora: section is on unless it says enabled: false" in err
+
+
+def test_calibration_method_under_qat_is_said_to_have_no_effect(tmp_path, capsys):
+    body = "quantize: {bits: 4, qat: {observer: minmax}, calibration: {method: percentile}}\n"
+    path = config_for(make_corpus(tmp_path / "d"), body)
+    code, out, err = run(["validate", path, "--no-data"], capsys)
+    assert code == 0 and "config is valid." in out
+    assert "warning: quantize.calibration.method: 'percentile' has no effect: after QAT" in err
+    code, _, err = run(["validate", path, "--no-data", "--set", "quantize.calibration.method=minmax"], capsys)
+    assert code == 0 and "warning" not in err  # the default: nothing to say, so a resolved config loads quietly

@@ -152,6 +152,10 @@ def table_company(name: str) -> dict:
         return TABLE
     if name.startswith("model.architecture.layers"):
         return SEQUENTIAL
+    if name.startswith("lora"):  # a lora: section is on unless it says enabled: false, and LoRA adapts a model
+        return {"model": {"init_from": "user/base"}}
+    if name.startswith("training.mixed_precision."):  # present means on, and on is refused: these keys say off
+        return {"training": {"mixed_precision": {"enabled": False}}}
     return {}
 
 
@@ -178,6 +182,7 @@ CONTEXT: dict[str, tuple[dict, Any]] = {
        for k, v in (("epochs", 10), ("max_steps", 10000), ("duration", "2h"))},
     "monitoring.alerts": ({}, [{"condition": "loss > 10", "action": "warn", "message": "Loss explosion"}]),
     "training": ({}, {"max_steps": 10}),
+    "quantize.granularity=per_group": ({"quantize": {"group_size": 16}}, None),  # divides MiniGPT's 64 and 256
     "training.validation": ({}, {"every": 100, "metrics": ["loss", "token_accuracy"]}),
     "monitoring.terminal": ({}, {"enabled": True, "refresh_rate": 100}),
     "output.metrics": ({}, {"format": "csv"}),

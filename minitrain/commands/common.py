@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from minitrain.common.errors import UserError
 from minitrain.config.datacheck import DataSummary, check_data
@@ -30,7 +31,10 @@ def load(args: argparse.Namespace) -> Config:
         values["output.dir"] = args.out_dir
     if getattr(args, "models_dir", None) is not None:
         values["output.models_dir"] = args.models_dir
-    return load_config(args.config, args.overrides, values=values)
+    cfg = load_config(args.config, args.overrides, values=values)
+    for warning in cfg.source.warnings:  # stderr: stdout may be the thing asked for (`lock -o -`)
+        print(f"warning: {warning}", file=sys.stderr)
+    return cfg
 
 
 def check_files(cfg: Config) -> DataSummary:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from minitrain.config.finetune_sections import CalibrationConfig, QuantizeConfig
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook
 from minitrain.config.schema import ModelConfig
@@ -28,7 +29,8 @@ def _lora_adapts_a_trained_model(sections, raw):
     lora, model = sections["lora"], sections["model"]
     if lora.enabled and model.init_from is None:
         yield Problem(("lora", "enabled"), "LoRA adapts a trained model: set model.init_from to it (a run, a model "
-                                           "file, an export folder or a Hub id)")
+                                           "file, an export folder or a Hub id); a lora: section is on unless it "
+                                           "says enabled: false")
     if lora.enabled and model.freeze:
         yield Problem(("model", "freeze"), "LoRA already freezes every base weight (lora.bias chooses the biases "
                                            "that train); leave model.freeze out")
@@ -91,3 +93,19 @@ def _quantize_a_whole_model(sections, raw):
     if quantize.enabled and lora.enabled:
         yield Problem(("quantize", "enabled"), "a LoRA run ends with adapters, not a whole model: `minitrain merge` "
                                                "the run, then `minitrain quantize` the merged model")
+
+
+def calibration_warnings(quantize: QuantizeConfig) -> list[str]:
+    """The quantize.calibration keys set away from their defaults that change nothing: after QAT the file is
+    written with qat.observer's ranges (the weights QAT computed with), so calibration.method and samples are
+    not read; calibration.percentile is read by the percentile method (or observer) only."""
+    if not quantize.enabled:
+        return []
+    given, default = quantize.calibration, CalibrationConfig()
+    qat = quantize.qat.enabled
+    why = {"method": qat, "samples": qat,
+           "percentile": (quantize.qat.observer if qat else given.method) != "percentile"}
+    because = (f"after QAT the file is written with qat.observer's ranges ({quantize.qat.observer}), the weights QAT "
+               "computed with; choose them with qat.observer") if qat else "only method percentile reads it"
+    return [f"quantize.calibration.{key}: {getattr(given, key)!r} has no effect: {because}"
+            for key, unused in why.items() if unused and getattr(given, key) != getattr(default, key)]

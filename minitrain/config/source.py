@@ -39,7 +39,8 @@ class ConfigSource:
     `lines` maps a key path to the 1-based line of that key in the file; `origins` maps a key path set on the
     command line to the override that set it (`--set training.batch_size=16`, `--seed 3`). `renamed` maps a
     minitrain key to the spec key the user wrote for it (`training.batch_size` → `data.loader.batch_size`,
-    minitrain/config/spec.py), and `notes` lists the keys accepted with no effect.
+    minitrain/config/spec.py), and `notes` lists the keys accepted with no effect. `warnings` are what every
+    command that loads the config prints (to stderr) before it goes on: a value that changes nothing, a drawn seed.
     """
 
     path: str | None = None
@@ -49,6 +50,7 @@ class ConfigSource:
     origins: dict[KeyPath, str] = field(default_factory=dict)
     renamed: dict[KeyPath, KeyPath] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def spelled(self, path: KeyPath) -> KeyPath:
         """`path` as the user wrote it: under a moved spec key's own name (the longest renamed prefix wins)."""

@@ -87,6 +87,7 @@ def translate(data: dict, source: ConfigSource) -> list[Problem]:
     """
     t = _Translation(data, source)
     _headers(t)
+    _switch_on_present_sections(t)
     _refuse_and_note(t)
     for spec, home in RENAMED.items():
         for path in _concrete(t.data, key_path(spec)):
@@ -210,16 +211,32 @@ def _betas(t: _Translation) -> None:
         t.put(("optimizer", f"beta{i + 1}"), beta, ("optimizer", "betas", i))
 
 
-def _early_stopping_enabled(t: _Translation) -> None:
-    """training.early_stopping.enabled: false turns the section off; true is what the section's presence says."""
-    stop = t.data.get("training", {}).get("early_stopping") if isinstance(t.data.get("training"), dict) else None
-    if not isinstance(stop, dict) or "enabled" not in stop:
-        return
-    enabled = stop.pop("enabled")
-    if not isinstance(enabled, bool):
-        t.problem(("training", "early_stopping", "enabled"), f"must be true or false (got {enabled!r})")
-    elif not enabled:
-        del t.data["training"]["early_stopping"]
+# Sections with an `enabled` switch, and the one rule for them: a section that is present is on unless it says
+# `enabled: false` (the spec's own `lora: {rank: 4, alpha: 8}` means LoRA); a section left out is off.
+# training.early_stopping has no switch in minitrain's schema: its
+# presence is the switch, so `enabled: false` removes it.
+SWITCHED_SECTIONS = (("lora",), ("quantize",), ("quantize", "qat"), ("training", "early_stopping"),
+                     ("monitoring", "tracking"), ("monitoring", "system"), ("training", "mixed_precision"))
+_PRESENCE_SWITCHED = (("training", "early_stopping"),)
+
+
+def _switch_on_present_sections(t: _Translation) -> None:
+    """Give every section of SWITCHED_SECTIONS that is present and says nothing `enabled: true`."""
+    for path in SWITCHED_SECTIONS:
+        try:
+            node = t.get(path)
+        except KeyError:
+            continue
+        if not isinstance(node, dict):
+            continue  # not a mapping: the schema reports it
+        if path not in _PRESENCE_SWITCHED:
+            node.setdefault("enabled", True)
+        elif "enabled" in node:
+            enabled = node.pop("enabled")
+            if not isinstance(enabled, bool):
+                t.problem((*path, "enabled"), f"must be true or false (got {enabled!r})")
+            elif not enabled:
+                t.pop(path)
 
 
 def _seed(t: _Translation) -> None:
@@ -281,7 +298,7 @@ def _gpu_metrics(t: _Translation) -> None:
 
 
 CONVERTERS: list[Callable[[_Translation], None]] = [
-    _model_source, _betas, _early_stopping_enabled, _seed, _effective_batch_size, _callback_scripts, _gpu_metrics,
+    _model_source, _betas, _seed, _effective_batch_size, _callback_scripts, _gpu_metrics,
 ]
 
 
