@@ -110,3 +110,23 @@ def test_calibration_method_under_qat_is_said_to_have_no_effect(tmp_path, capsys
     assert "warning: quantize.calibration.method: 'percentile' has no effect: after QAT" in err
     code, _, err = run(["validate", path, "--no-data", "--set", "quantize.calibration.method=minmax"], capsys)
     assert code == 0 and "warning" not in err  # the default: nothing to say, so a resolved config loads quietly
+
+
+# --- seed: null -------------------------------------------------------------------------------------------------
+
+
+def test_seed_null_draws_a_seed_records_it_and_says_how_to_repeat_it(tmp_path, capsys):
+    from minitrain.config import load_config, resolved_dict
+
+    path = config_for(make_corpus(tmp_path / "d"), "seed: null\n")
+    drawn = [load_config(path) for _ in range(3)]
+    seeds = {cfg.training.rng_seed for cfg in drawn}
+    assert len(seeds) > 1 or seeds != {42}  # 42 every time was the bug; three equal draws of 2**31 do not happen
+    for cfg in drawn:
+        seed = cfg.training.rng_seed
+        assert cfg.training.data_seed == seed + 1 and resolved_dict(cfg)["training"]["rng_seed"] == seed
+        assert any(f"--seed {seed} repeats this run" in w for w in cfg.source.warnings)
+    code, out, err = run(["lock", path, "-o", "-"], capsys)
+    locked = yaml.safe_load(out)["config"]["training"]["rng_seed"]
+    assert code == 0 and f"warning: seed: null: drew seed {locked} " in err
+    assert load_config(path, values={"training.rng_seed": locked}).training.rng_seed == locked  # --seed repeats it

@@ -14,6 +14,7 @@ seed → both seeds; ...). `json_schema` adds the spec's accepted keys to minitr
 from __future__ import annotations
 
 import copy
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -239,13 +240,25 @@ def _switch_on_present_sections(t: _Translation) -> None:
                 t.pop(path)
 
 
+DRAWN_SEEDS = 2**31  # a drawn seed is one a person can read and type again
+
+
 def _seed(t: _Translation) -> None:
-    """The root seed is training.rng_seed, and seed + 1 is training.data_seed unless the data seed is given."""
+    """The root seed is training.rng_seed, and seed + 1 is training.data_seed unless the data seed is given.
+
+    `seed: null` is the spec's "random" (Appendix A): a seed drawn from the OS's entropy now, and then the same as
+    a seed written in the file, so config.resolved.yaml and manifest.json record it and `--seed N` repeats the run.
+    """
     if "seed" not in t.data:
         return
     seed = t.data.pop("seed")
+    training = t.data.get("training")
+    if seed is None and isinstance(training, dict) and training.get("rng_seed") is not None:
+        return  # null is "not set": the training seed given beside it is the seed
     if seed is None:
-        return
+        seed = secrets.randbelow(DRAWN_SEEDS)
+        t.source.warnings.append(f"seed: null: drew seed {seed} from the OS's entropy (recorded in the run's "
+                                 f"config.resolved.yaml); --seed {seed} repeats this run")
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63 - 1:
         t.problem(("seed",), f"must be an integer from 0 to 2**63 - 2 (got {seed!r})")
         return
