@@ -130,3 +130,79 @@ def test_seed_null_draws_a_seed_records_it_and_says_how_to_repeat_it(tmp_path, c
     locked = yaml.safe_load(out)["config"]["training"]["rng_seed"]
     assert code == 0 and f"warning: seed: null: drew seed {locked} " in err
     assert load_config(path, values={"training.rng_seed": locked}).training.rng_seed == locked  # --seed repeats it
+
+
+# --- spec manifests: required fields, LoRA's architecture, Appendix A defaults ------------------------------------
+
+
+def spec_problems(data: dict) -> list[str]:
+    from minitrain.config import ConfigError, config_from_dict
+
+    try:
+        config_from_dict(data)
+    except ConfigError as exc:
+        return [p.message for p in exc.problems]
+    return []
+
+
+def test_a_spec_manifest_needs_name_and_version():
+    found = spec_problems({"entrenar": "1.0", "training": {"total_steps": 5}})
+    assert [m for m in found if "required in a spec manifest" in m] == [
+        "required in a spec manifest (entrenar: ...): give the experiment's name",
+        "required in a spec manifest (entrenar: ...): give the experiment's version"]
+    assert spec_problems({"training": {"total_steps": 5}}) == []  # minitrain's own shape: name has a default
+
+
+def test_a_spec_manifests_lora_needs_the_architecture():
+    head = {"entrenar": "1.0", "name": "x", "version": "1", "lora": {"rank": 4}}
+    assert any("LoRA needs model.architecture" in m for m in spec_problems({**head, "model": {"init_from": "u/b"}}))
+    shaped = {"init_from": "u/b", "architecture": {"hidden_size": 64, "num_layers": 2, "num_heads": 4}}
+    assert spec_problems({**head, "model": shaped}) == []
+
+
+def test_a_spec_manifest_gets_appendix_a_defaults_and_a_minitrain_config_keeps_its_own():
+    from minitrain.config import config_from_dict
+
+    training = config_from_dict({"entrenar": "1.0", "name": "x", "version": "1"}).training
+    assert (training.batch_size, training.drop_last, training.epochs) == (32, False, 10)
+    assert (training.checkpoint.save_every, training.checkpoint.save_best) == (1000, True)
+    given = config_from_dict({"entrenar": "1.0", "name": "x", "version": "1", "training": {"max_steps": 5},
+                              "data": {"loader": {"batch_size": 4}}}).training
+    assert (given.batch_size, given.total_steps, given.epochs) == (4, 5, None)
+    lab = config_from_dict({"training": {"total_steps": 5}}).training
+    assert (lab.batch_size, lab.drop_last, lab.checkpoint.save_every, lab.checkpoint.save_best) == (8, True, 500, False)
+
+
+# --- templates and tokens ---------------------------------------------------------------------------------------
+
+HF_LIKE = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345678"  # the shape of a Hugging Face token, not a real one
+
+
+def test_a_yaml_flow_value_in_set_is_not_a_template():
+    from minitrain.config import config_from_dict
+
+    cfg = config_from_dict({"training": {"total_steps": 5}}, ["data.augmentation=[{random_swap: {probability: 0.1}}]"])
+    assert "random_swap" in str(cfg.data.augmentation) and "0.1" in str(cfg.data.augmentation)
+    cfg = config_from_dict({"training": {"total_steps": 5}}, ["name=run-{{ env.WHO }}"], env={"WHO": "ana"})
+    assert cfg.name == "run-ana"  # a template on the command line is still one
+
+
+def test_a_token_is_refused_whatever_the_variable_is_called_and_never_echoed(tmp_path, capsys):
+    from minitrain.config import ConfigError, config_from_dict
+
+    for name in ("HF_AUTH", "HF_PAT", "MY_THING"):
+        try:
+            config_from_dict({"training": {"total_steps": 5}, "name": f"{{{{ env.{name} }}}}"}, env={name: HF_LIKE})
+        except ConfigError as exc:
+            assert f"env.{name} holds what looks like an access token (hf_…(masked))" in str(exc)
+            assert HF_LIKE not in str(exc) and HF_LIKE[3:] not in str(exc)
+        else:
+            raise AssertionError(f"env.{name} holding a token was accepted")
+    pasted = config_for(make_corpus(tmp_path / "d"), f"description: {HF_LIKE}\n")
+    clean = config_for(tmp_path / "d", name="ok.yaml")
+    for argv, echoed in ((["validate", pasted], False), (["validate", clean, "--set", f"version={HF_LIKE}"], True),
+                         (["train", clean, "--set", f"training.batch_size={HF_LIKE}"], True)):
+        code, out, err = run(argv, capsys)
+        assert code == 2 and "looks like an access token" in err
+        assert HF_LIKE[3:] not in out + err  # the --set flag is named, with the token masked
+        assert (f"={HF_LIKE[:3]}…(masked)" in err) == echoed

@@ -24,7 +24,8 @@ from minitrain.config.yaml_lines import parse_yaml
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "tests" / "data" / "yaml_mode_spec_examples.yaml"
 DOC = ROOT / "docs" / "yaml-mode.md"
-BASE = {"training": {"total_steps": 100_000}}  # long enough for the spec's warm-ups
+BASE = {"training": {"total_steps": 100_000},  # long enough for the spec's warm-ups
+        "name": "spec-example", "version": "1.0.0"}  # what a spec manifest (entrenar: ...) must give
 ENV = {"DATA_PATH": "./data"}
 
 

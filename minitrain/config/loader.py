@@ -34,9 +34,10 @@ from minitrain.config.problems import ConfigError, Problem, from_validation_erro
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
-from minitrain.config.spec import translate
+from minitrain.config.spec import manifest_problems, translate
 from minitrain.config.spec_keys import SPEC_OUTPUT_DIR, aliases, refusal
 from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
+from minitrain.config.tokens import token_paths
 from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
 
 LOCK_KEY = "minitrain_lock"  # the top-level key that marks a lock file
@@ -134,10 +135,11 @@ def _build(data, source, problems, overrides, values, env, now, *, default_name)
         origin = _flag_origin(key, value)
         source.overrides += (origin,)
         problems += _set(data, source, _flag_home(data, key), value, origin, replaced)
+    problems += manifest_problems(data)  # before minitrain's own default name
     data.setdefault("name", default_name)
     spec_shaped = "entrenar" in data  # the spec's header; translate() removes it
     template_problems = _render_templates(data, source, env if env is not None else os.environ, now, replaced)
-    problems += template_problems + translate(data, source)
+    problems += template_problems + _token_problems(data) + translate(data, source)
     sections, schema_problems = _validate_sections(data)
     # A template that failed stays unrendered; what the schema says of that text would only repeat the problem.
     failed = {p.path for p in template_problems}
@@ -152,6 +154,13 @@ def _build(data, source, problems, overrides, values, env, now, *, default_name)
     cfg._source = source
     source.warnings += calibration_warnings(cfg.quantize)
     return cfg
+
+
+def _token_problems(data: dict) -> list[Problem]:
+    # Every value is copied into config.resolved.yaml, manifest.json and the trackers: a token must not be one.
+    return [Problem(path, "looks like an access token; a config's values are written to config.resolved.yaml and "
+                          "manifest.json, so minitrain reads tokens itself (HF_TOKEN for the Hub), never from a "
+                          "config") for path in token_paths(data)]
 
 
 def _flag_origin(key: str, value: Any) -> str:
@@ -189,11 +198,12 @@ def _override_value(raw: str) -> Any:
     """The value of `--set key=RAW`: RAW read as a YAML scalar, except that an unquoted template stays text.
 
     Unquoted, `{{ env.LR }}` is YAML for a nested mapping; in a file it must be quoted, but on a command line the
-    shell already ate one level of quotes, so `--set optimizer.lr_max={{ env.LR }}` is taken as the template.
+    shell already ate one level of quotes, so `--set optimizer.lr_max={{ env.LR }}` is taken as the template. A
+    value without `{{` is YAML, flow collections included (`--set 'data.augmentation=[{random_swap: {p: 1}}]'`).
     It is rendered with the others, and a value that is one whole template is read as YAML after rendering.
     """
     text = raw.strip()
-    if has_template(text) and not text.startswith(("'", '"')):
+    if "{{" in text and not text.startswith(("'", '"')):  # `}}` alone closes YAML flow: [{a: {b: 1}}]
         return text
     return parse_scalar(raw)
 

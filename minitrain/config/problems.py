@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from minitrain.common.errors import UserError
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.spec_keys import spec_keys_in
+from minitrain.config.tokens import mask_tokens
 
 UNION_TAGS = ("<rule>", "<mapping>")  # the tags of schema.AlertEntry, which pydantic puts in error locations
 
@@ -49,7 +50,8 @@ class ConfigError(UserError):
             + source.spell_message(p.message)
             for p in _ordered(problems, source)
         ]
-        super().__init__(f"{where} has {count}:\n" + "\n".join(lines), EXIT_INVALID_CONFIG)
+        # A token pasted into the config is refused (loader.py), and never echoed: not in a value, key or --set.
+        super().__init__(mask_tokens(f"{where} has {count}:\n" + "\n".join(lines)), EXIT_INVALID_CONFIG)
 
 
 def _ordered(problems: list[Problem], source: ConfigSource) -> list[Problem]:

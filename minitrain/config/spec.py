@@ -51,6 +51,7 @@ class _Translation:
     def __init__(self, data: dict, source: ConfigSource) -> None:
         self.data, self.source = data, source
         self.problems: list[Problem] = []
+        self.spec_shaped = False  # the file has the spec's `entrenar:` header
 
     def problem(self, path: KeyPath, message: str) -> None:
         self.problems.append(Problem(path, message))
@@ -96,6 +97,7 @@ def translate(data: dict, source: ConfigSource) -> list[Problem]:
     for convert in CONVERTERS:
         convert(t)
     _drop_spec_sections(t)
+    _appendix_a_defaults(t)
     return t.problems
 
 
@@ -122,8 +124,58 @@ def _move(t: _Translation, path: KeyPath, home_pattern: KeyPath, value_map: dict
     t.put(home, value, path)
 
 
+def manifest_problems(data: dict) -> list[Problem]:
+    """What a spec manifest (a file with the `entrenar:` header) must give, checked before minitrain fills in its
+    own defaults: the spec's required fields (§14 rule 1: entrenar, name, version), and its rule that LoRA
+    targets need the model's architecture (§14 rule 5: model.architecture, or minitrain's own shape keys)."""
+    if "entrenar" not in data:
+        return []
+    problems = [Problem((key,), f"required in a spec manifest (entrenar: ...): give the experiment's {key}")
+                for key in ("name", "version") if data.get(key) is None]
+    lora, model = data.get("lora"), data.get("model")
+    lora_on = isinstance(lora, dict) and lora.get("enabled", True) is not False
+    if lora_on and not (isinstance(model, dict) and any(key in model for key in SHAPE_KEYS)):
+        problems.append(Problem(("lora",), "a spec manifest's LoRA needs model.architecture (the base's shape, "
+                                           "which `minitrain init --base` writes), so its target_modules can be "
+                                           "checked"))
+    return problems
+
+
+SHAPE_KEYS = ("architecture", "d_model", "n_layer", "layers", "hidden")  # the spec's and minitrain's
+
+# The spec's Appendix A defaults where minitrain's own differ (docs/yaml-mode.md, "The spec's manifest shape"); a
+# spec manifest gets these, a minitrain config keeps lab 01's. The run's length: 10 epochs unless one is given.
+APPENDIX_A = {("training", "batch_size"): 32, ("training", "drop_last"): False,
+              ("training", "checkpoint", "save_every"): 1000, ("training", "checkpoint", "save_best"): True}
+RUN_LENGTHS = (("training", "total_steps"), ("training", "epochs"), ("training", "duration"),
+               ("scheduler", "total_steps"))
+
+
+def _appendix_a_defaults(t: _Translation) -> None:
+    """Give a spec manifest the spec's defaults (APPENDIX_A, 10 epochs) for the keys it leaves out."""
+    if not t.spec_shaped:
+        return
+    unset = [path for path in APPENDIX_A if _value_or_none(t, path) is None]
+    if all(_value_or_none(t, path) is None for path in RUN_LENGTHS):
+        unset.append(("training", "epochs"))
+    for path in unset:
+        node = t.data
+        for part in path[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else None
+        if isinstance(node, dict):  # not a mapping: the schema reports it
+            node[path[-1]] = APPENDIX_A.get(path, 10)
+
+
+def _value_or_none(t: _Translation, path: KeyPath) -> Any:
+    try:
+        return t.get(path)
+    except (KeyError, TypeError):
+        return None
+
+
 def _headers(t: _Translation) -> None:
     if "entrenar" in t.data:
+        t.spec_shaped = True
         version = t.data.pop("entrenar")
         if str(version) != SPEC_VERSION:
             t.problem(("entrenar",), f"this minitrain reads version {SPEC_VERSION} of the YAML-mode spec "

@@ -20,7 +20,8 @@ other text each value is written as YAML would (`true`, `null`, `0.001`).
 Errors, each reported at the key whose template fails: an unknown key (with a suggestion), a reference cycle
 (`a: "{{ b }}"`, `b: "{{ a }}"`), an unset environment variable, an environment variable whose name looks like a
 secret (`*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*KEY*`: its value would be copied into config.resolved.yaml and
-manifest.json), a result that is not a YAML scalar, and any expression error. Templates are rendered once, in
+manifest.json) or whose value looks like an access token whatever its name (`hf_...`, minitrain/config/tokens.py),
+a result that is not a YAML scalar, and any expression error. Templates are rendered once, in
 dependency order; nothing is ever passed to Python's eval.
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 from minitrain.config.expressions import ExpressionError, evaluate, parse
 from minitrain.config.problems import suggest
 from minitrain.config.source import KeyPath, dotted, value_at
+from minitrain.config.tokens import looks_like_token, mask_tokens
 from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar
 
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
@@ -151,6 +153,11 @@ class Renderer:
                                   "(HF_TOKEN for the Hub), never through the config")
         if name not in self.env:
             raise ExpressionError(f"environment variable {name} is not set")
+        if looks_like_token(self.env[name]):
+            raise ExpressionError(f"env.{name} holds what looks like an access token "
+                                  f"({mask_tokens(self.env[name])[:40]}), and a config's values are written to "
+                                  "config.resolved.yaml and manifest.json; minitrain reads tokens itself "
+                                  "(HF_TOKEN for the Hub), never through the config")
         return self.env[name]
 
     def _key(self, ref: tuple[str, ...]) -> Any:
