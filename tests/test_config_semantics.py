@@ -48,6 +48,13 @@ def test_lock_replaces_another_file_only_with_force(tmp_path, capsys):
     assert run(["lock", path, "-o", other], capsys)[0] == 0  # now an earlier lock: re-locking refreshes it
 
 
+def test_lock_refuses_a_path_through_a_file_before_any_work(tmp_path, capsys):
+    path = config_for(make_corpus(tmp_path / "d"))
+    (tmp_path / "plain").write_text("x", encoding="utf-8")
+    code, _, err = run(["lock", path, "-o", tmp_path / "plain" / "c.lock.yaml"], capsys)
+    assert code == 2 and f"{tmp_path / 'plain'} exists and is not a folder" in err  # was exit 1, found by the fuzz
+
+
 def test_lock_dash_prints_only_the_lock(tmp_path, capsys):
     path = config_for(make_corpus(tmp_path / "d"))
     code, out, err = run(["lock", path, "-o", "-"], capsys)

@@ -48,8 +48,13 @@ def lock_command(args: argparse.Namespace) -> int:
 
 
 def check_target(config: Path, out: Path, *, force: bool) -> None:
-    """Refuse (exit 2) to write the lock over its own config, whatever --force says, or over a file that is not an
-    earlier lock and not empty unless `force`."""
+    """Refuse (exit 2) a lock over its own config, whatever --force says; over a file that is neither an earlier
+    lock nor empty, unless `force`; and a path through a file."""
+    existing = out.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the folders missing below it are made by the write
+    if not existing.is_dir():
+        raise UserError(f"-o {out}: {existing} exists and is not a folder", 2)
     if not os.path.lexists(out):
         return
     if out.is_dir():
