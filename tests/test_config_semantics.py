@@ -213,3 +213,10 @@ def test_a_token_is_refused_whatever_the_variable_is_called_and_never_echoed(tmp
         assert code == 2 and "looks like an access token" in err
         assert HF_LIKE[3:] not in out + err  # the --set flag is named, with the token masked
         assert (f"={HF_LIKE[:3]}…(masked)" in err) == echoed
+
+
+def test_init_dash_prints_the_config_instead_of_writing_a_file_named_dash(tmp_path, capsys, monkeypatch):
+    folder = make_corpus(tmp_path / "d")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(["init", "--data", folder, "-o", "-"], capsys)
+    assert code == 0 and "model:" in out and not (tmp_path / "-").exists()

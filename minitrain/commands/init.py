@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="start from this model: its shape fills the model section, its weights model.init_from")
     init.add_argument("--method", choices=METHODS,
                       help="full: train every weight; lora/qlora: a lora: section for --base (qlora: 4-bit base)")
-    init.add_argument("-o", "--output", metavar="FILE", help="write here instead of printing")
+    init.add_argument("-o", "--output", metavar="FILE", help="write here instead of printing (-: print)")
     init.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     init.set_defaults(handler=init_command)
 
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def init_command(args: argparse.Namespace) -> int:
     if args.base is not None and _is_pretrained_base(args.base):
         return _init_on_pretrained_base(args)
-    out = Path(args.output) if args.output else None
+    out = Path(args.output) if args.output not in (None, "-") else None  # `-o -` prints, as lock's does
     if out is not None and out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it", 2)
     base = None
