@@ -206,7 +206,7 @@ def test_the_quantize_command_scores_against_float32_and_writes_a_loadable_file(
     ("quantize:\n  enabled: true\n  granularity: per_group\n  group_size: 12\n", "quantize.group_size"),
     ("quantize:\n  enabled: true\n  exclude: [lm_head]\n", "quantize.exclude[0]"),
     ("quantize:\n  enabled: true\n  scheme: dynamic\n", "quantize.scheme"),
-    ("quantize:\n  qat:\n    enabled: true\n", "quantize.qat.enabled"),
+    ("quantize:\n  enabled: false\n  qat:\n    enabled: true\n", "quantize.qat.enabled"),  # a present section is on
     (LORA + "quantize:\n  enabled: true\n", "quantize.enabled"),
 ])
 def test_bad_lora_and_quantize_keys_are_exit_2_naming_the_key_with_nothing_written(tmp_path, base, capsys, body,
