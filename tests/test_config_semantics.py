@@ -176,6 +176,9 @@ def test_a_spec_manifest_gets_appendix_a_defaults_and_a_minitrain_config_keeps_i
     given = config_from_dict({"entrenar": "1.0", "name": "x", "version": "1", "training": {"max_steps": 5},
                               "data": {"loader": {"batch_size": 4}}}).training
     assert (given.batch_size, given.total_steps, given.epochs) == (4, 5, None)
+    kept = config_from_dict({"entrenar": "1.0", "name": "x", "version": "1",
+                             "training": {"checkpoint": {"save_every": None}}}).training.checkpoint
+    assert kept.save_every is None  # null is a value here (only the last checkpoint), not "left out"
     lab = config_from_dict({"training": {"total_steps": 5}}).training
     assert (lab.batch_size, lab.drop_last, lab.checkpoint.save_every, lab.checkpoint.save_best) == (8, True, 500, False)
 
@@ -220,3 +223,14 @@ def test_init_dash_prints_the_config_instead_of_writing_a_file_named_dash(tmp_pa
     monkeypatch.chdir(tmp_path)
     code, out, _ = run(["init", "--data", folder, "-o", "-"], capsys)
     assert code == 0 and "model:" in out and not (tmp_path / "-").exists()
+
+
+def test_the_committed_spec_shaped_run_resolves_to_its_committed_config():
+    # experiments/digits-mlp is a spec manifest trained with minitrain's defaults, which its config now states:
+    # the spec's Appendix A defaults must not change what it resolves to (and so its results).
+    from minitrain.config import load_config, resolved_dict
+
+    experiment = ROOT / "experiments" / "digits-mlp"
+    committed = yaml.safe_load((experiment / "config.resolved.yaml").read_text(encoding="utf-8"))
+    now = resolved_dict(load_config(experiment / "config.yaml"))
+    assert now["training"] == committed["training"] and now["data"] == committed["data"]

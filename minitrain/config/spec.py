@@ -155,7 +155,7 @@ def _appendix_a_defaults(t: _Translation) -> None:
     """Give a spec manifest the spec's defaults (APPENDIX_A, 10 epochs) for the keys it leaves out."""
     if not t.spec_shaped:
         return
-    unset = [path for path in APPENDIX_A if _value_or_none(t, path) is None]
+    unset = [path for path in APPENDIX_A if not _given(t, path)]  # save_every: null (only the last) is given
     if all(_value_or_none(t, path) is None for path in RUN_LENGTHS):
         unset.append(("training", "epochs"))
     for path in unset:
@@ -164,6 +164,14 @@ def _appendix_a_defaults(t: _Translation) -> None:
             node = node.setdefault(part, {}) if isinstance(node, dict) else None
         if isinstance(node, dict):  # not a mapping: the schema reports it
             node[path[-1]] = APPENDIX_A.get(path, 10)
+
+
+def _given(t: _Translation, path: KeyPath) -> bool:
+    try:
+        t.get(path)
+    except (KeyError, TypeError):
+        return False
+    return True
 
 
 def _value_or_none(t: _Translation, path: KeyPath) -> Any:
