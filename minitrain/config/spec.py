@@ -155,8 +155,8 @@ def _appendix_a_defaults(t: _Translation) -> None:
     """Give a spec manifest the spec's defaults (APPENDIX_A, 10 epochs) for the keys it leaves out."""
     if not t.spec_shaped:
         return
-    unset = [path for path in APPENDIX_A if not _given(t, path)]  # save_every: null (only the last) is given
-    if all(_value_or_none(t, path) is None for path in RUN_LENGTHS):
+    unset = [path for path in APPENDIX_A if _at(t, path) is _MISSING]  # save_every: null (only the last) is given
+    if all(_at(t, path) in (None, _MISSING) for path in RUN_LENGTHS):
         unset.append(("training", "epochs"))
     for path in unset:
         node = t.data
@@ -166,19 +166,15 @@ def _appendix_a_defaults(t: _Translation) -> None:
             node[path[-1]] = APPENDIX_A.get(path, 10)
 
 
-def _given(t: _Translation, path: KeyPath) -> bool:
-    try:
-        t.get(path)
-    except (KeyError, TypeError):
-        return False
-    return True
+_MISSING = object()
 
 
-def _value_or_none(t: _Translation, path: KeyPath) -> Any:
+def _at(t: _Translation, path: KeyPath) -> Any:
+    """The value at `path`, or _MISSING where the document does not hold one."""
     try:
         return t.get(path)
     except (KeyError, TypeError):
-        return None
+        return _MISSING
 
 
 def _headers(t: _Translation) -> None:
@@ -274,8 +270,8 @@ def _betas(t: _Translation) -> None:
 
 # Sections with an `enabled` switch, and the one rule for them: a section that is present is on unless it says
 # `enabled: false` (the spec's own `lora: {rank: 4, alpha: 8}` means LoRA); a section left out is off.
-# training.early_stopping has no switch in minitrain's schema: its
-# presence is the switch, so `enabled: false` removes it.
+# training.early_stopping has no switch in minitrain's schema: its presence is the switch, so `enabled: false`
+# removes it.
 SWITCHED_SECTIONS = (("lora",), ("quantize",), ("quantize", "qat"), ("training", "early_stopping"),
                      ("monitoring", "tracking"), ("monitoring", "system"), ("training", "mixed_precision"))
 _PRESENCE_SWITCHED = (("training", "early_stopping"),)
