@@ -42,7 +42,6 @@ from minitrain.common.errors import UserError
 from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exists, read_json_object
 from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
-from minitrain.hub.export import weights_bytes
 from minitrain.hub.gguf_file import read_gguf
 from minitrain.hub.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
@@ -196,12 +195,12 @@ def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray],
     bos, eos, pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
     if is_llama(model_config):
         config = to_hf_config(model_config, bos, eos, pad, model_type)
-        weights = safetensors.numpy.save(to_hf_state(state, model_config), metadata={"format": "pt"})
+        hf_state = to_hf_state(state, model_config)
     else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export.py writes minitrain's own the same way)
         config = to_gpt2_config(model_config, pad, bos, eos)
-        weights = weights_bytes(dict(state))
+        hf_state = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
     atomic_write_json(folder / "config.json", config)
-    atomic_write_bytes(folder / WEIGHTS_FILE, weights)
+    atomic_write_bytes(folder / WEIGHTS_FILE, safetensors.numpy.save(hf_state, metadata={"format": "pt"}))
     tokenizer.save(folder)
     generation = {k: v for k, v in (("bos_token_id", bos), ("eos_token_id", eos), ("pad_token_id", pad))
                   if v is not None}
