@@ -198,3 +198,16 @@ def test_init_base_writes_a_minigpt_config_that_validates(tmp_path, base, capsys
     assert sorted(p.name for p in data.iterdir()) == ["train.jsonl", "val.jsonl"]
     code, _, err = run(["validate", out], capsys)
     assert code == 0, err
+
+
+def test_a_gpt2_base_on_the_hub_is_read_as_a_base(hub, tmp_path):
+    from fakehub import TOKEN
+    from huggingface_hub import HfApi
+
+    gpt2_folder(tmp_path / "gpt2", bpe_files=True)  # GPT-2's own files: vocab.json + merges.txt, no tokenizer.json
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    api.create_repo("alice/gpt2")
+    api.upload_folder(repo_id="alice/gpt2", folder_path=str(tmp_path / "gpt2"))
+    loaded = load_text_model("alice/gpt2")
+    tokenizer = loaded.tokenizer
+    assert loaded.kind == "pretrained" and tokenizer.encode("hola") == [tokenizer.tokenizer.token_to_id("hola")]
