@@ -1,5 +1,6 @@
-"""A GPT-2 base that brings its own BPE tokenizer is refused before training (never fed character ids); minitrain's
-own MiniGPT exports, with their character vocabulary, load as before."""
+"""A GPT-2 base that brings its own BPE tokenizer is never fed character ids: the character path (model.init_from of a
+character run, `load_pretrained`) refuses it, and it is read as a pretrained base instead (tests/test_gpt2_base.py);
+minitrain's own MiniGPT exports, with their character vocabulary, load as before."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import json
 import pytest
 from fakehub import TINY_MODEL
 from huggingface_hub import HfApi
-from test_cli import run as cli
 
 from minitrain.common.errors import UserError
+from minitrain.data.gpt2_base import is_gpt2_base, own_tokenizer
 from minitrain.hub.export import export_model
 from minitrain.hub.publish import publish
-from minitrain.hub.sources import foreign_tokenizer, load_pretrained
+from minitrain.hub.sources import load_pretrained
 from minitrain.models.minigpt import MiniGPT
 
 BPE = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}
@@ -25,8 +26,8 @@ def export(run, tmp_path):
     return tmp_path / "export"
 
 
-def test_minitrains_own_export_has_no_foreign_tokenizer_and_loads(export):
-    assert foreign_tokenizer(export) is None
+def test_minitrains_own_export_has_no_tokenizer_of_its_own_and_loads(export):
+    assert own_tokenizer(export) is None and not is_gpt2_base(str(export))
     pretrained = load_pretrained(str(export))
     assert pretrained.vocab_path == export / "vocab.json"
     MiniGPT(**TINY_MODEL, rng=0).load_state_dict(pretrained.state)
@@ -46,19 +47,9 @@ def test_a_gpt2_folder_with_its_own_bpe_tokenizer_is_refused_with_the_file(expor
         (export / "vocab.json").write_text(json.dumps(BPE["model"]["vocab"]))
     with pytest.raises(UserError, match="a GPT-2 model trained with its own tokenizer") as err:
         load_pretrained(str(export))
-    assert named in str(err.value) and "character ids" in str(err.value)
+    assert named in str(err.value) and "character ids" in str(err.value) and is_gpt2_base(str(export))
     with pytest.raises(UserError, match="its own tokenizer"):
         load_pretrained(str(export / "model.safetensors"))  # the weights file alone: its folder is looked at
-
-
-def test_init_base_refuses_a_bpe_gpt2_before_writing_anything(export, tmp_path, capsys):
-    (export / "merges.txt").write_text("#version: 0.2\na b\n")
-    data = tmp_path / "data"
-    data.mkdir()
-    out = tmp_path / "c.yaml"
-    code, _, err = cli(["init", "--base", export, "--data", data, "-o", out], capsys)
-    assert code == 2 and "its own tokenizer (merges.txt" in err and "Traceback" not in err
-    assert not out.exists() and list(data.iterdir()) == []
 
 
 def test_a_hub_gpt2_repo_with_merges_is_refused_and_an_export_repo_is_not(hub, run, export):
@@ -72,3 +63,4 @@ def test_a_hub_gpt2_repo_with_merges_is_refused_and_an_export_repo_is_not(hub, r
     api.upload_folder(repo_id="alice/gpt2-bpe", folder_path=str(export))
     with pytest.raises(UserError, match=r"its own tokenizer \(merges\.txt"):
         load_pretrained("alice/gpt2-bpe")
+    assert is_gpt2_base("alice/gpt2-bpe") and not is_gpt2_base("alice/minigpt")

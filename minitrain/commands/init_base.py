@@ -1,5 +1,5 @@
 """`minitrain init --base BASE --method full|lora|qlora --data DATA`: a config that fine-tunes a pretrained
-Llama-family base (a Hugging Face folder, a Hub id or a .gguf file) on text, prompt/completion or chat records.
+Llama-family or GPT-2 base (a Hugging Face folder, a Hub id or a .gguf file) on text, prompt/completion or chat records.
 
 What it does (the publish spec's smart init, §3.4), reading and never writing the data:
 
@@ -9,8 +9,9 @@ What it does (the publish spec's smart init, §3.4), reading and never writing t
     3. the data's format and kind and the number of samples (`data.text_records.describe_text_data`), each
        record encoded with the base's tokenizer to count its tokens; a record the run would refuse (malformed,
        a chat template that rewrites earlier turns) is refused here already, with its file and line
-    4. the config: `model:` is `type: llama`, the base's keys and `init_from`, with max_seq_len the row length
-       the records need (the base's context is a ceiling, not what a CPU run should pay for); `data:` the split
+    4. the config: `model:` is `type: llama` (a GPT-2: `type: minigpt`), the base's keys and `init_from`, with
+       max_seq_len the row length the records need (the base's context is a ceiling, not what a CPU run should
+       pay for; a GPT-2's learned position table is kept whole, its rows padded: `packing: pad`); `data:` the split
        files (one per split), else the folder as `source` (with `split: {train: 0.9, val: 0.1}` when it has no
        validation file), `packing: pack`, `loss_on` (completion for chat and prompt/completion records: the model
        learns to answer, not to write questions), `overflow`; `lora:` on the spec's Llama names (below); a commented
@@ -18,6 +19,7 @@ What it does (the publish spec's smart init, §3.4), reading and never writing t
     5. the summary of the spec's §4.1 (model, method, data, optimizer, output) and the next command
 
     LLAMA_TARGETS = q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj   (every linear layer of a block)
+    GPT2_TARGETS = c_attn, c_proj, c_fc                                              (the same, in GPT-2's names)
 
 Row length: the shortest power of two from 256 up that holds the longest record (a record of n tokens fills
 n - 1 positions: inputs ids[:-1], targets ids[1:]), at most the base's context and at most MAX_ROW. A longer record
@@ -36,6 +38,7 @@ from typing import Any
 from minitrain.commands.init_template import _scalar, suggested_rank
 
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+GPT2_TARGETS = ("c_attn", "c_proj", "c_fc")  # the same layers of a GPT-2 block (q/k/v fused in c_attn)
 MIN_ROW, MAX_ROW = 256, 2048
 BATCH_SIZE = 4
 MAX_STEPS = 500  # a first run on a CPU: the summary says how many steps one epoch is
@@ -104,12 +107,16 @@ def _name(base: str, folder: str) -> str:
     return f"{_slug(stem)}-{_slug(Path(folder.rstrip('/')).name)}"
 
 
-def _lora_lines(method: str, rank: int, width: int) -> list[str]:
+def _targets(model: dict[str, Any]) -> tuple[str, ...]:
+    return LLAMA_TARGETS if model["type"] == "llama" else GPT2_TARGETS
+
+
+def _lora_lines(method: str, rank: int, model: dict[str, Any]) -> list[str]:
     if method == "full":
         return []
     lines = ["", f"lora:   # {method}: the base stays frozen; only low-rank adapters train (docs/fine-tuning.md)",
-             "  enabled: true", f"  rank: {rank}             # suggested for width {width}", f"  alpha: {2 * rank}",
-             "  dropout: 0.05", f"  target_modules: [{', '.join(LLAMA_TARGETS)}]"]
+             "  enabled: true", f"  rank: {rank}             # suggested for width {model['d_model']}",
+             f"  alpha: {2 * rank}", "  dropout: 0.05", f"  target_modules: [{', '.join(_targets(model))}]"]
     if method == "qlora":
         lines += ["  quantize_base: true   # the frozen base in 4-bit NF4 blocks", "  quant_type: nf4",
                   "  double_quantize: true"]
@@ -121,6 +128,9 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
     """The YAML text of the config (module docstring); `plan` holds the numbers init chose."""
     model_lines = [f"  {k}: {_value(v)}" for k, v in model.items() if k != "max_seq_len"]
     ceiling = min(model["max_seq_len"], MAX_ROW)
+    rows = (f"positions per row: the longest record is {plan['longest']} tokens (the base reads up to "
+            f"{model['max_seq_len']}; at most {ceiling} here)" if plan["packing"] == "pack" else
+            f"GPT-2's learned positions: all {model['max_seq_len']} rows of the base's table")
     if "source" in files:
         data_lines = [f"  source: {_scalar(files['source'])}"]
         if "split" in files:
@@ -131,7 +141,8 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
         if "test_path" in files:
             data_lines.append(f"  test_path: {_scalar(files['test_path'])}   # scored once, after training")
     data_lines += [
-        "  packing: pack          # several records per row, never attending across records (or: pad)",
+        "  packing: pack          # several records per row, never attending across records (or: pad)"
+        if plan["packing"] == "pack" else "  packing: pad           # one record per row (MiniGPT has no segment ids)",
         f"  loss_on: {plan['loss_on']}" + ("   # the assistant turns / completions only (or: all)"
                                            if plan["loss_on"] == "completion" else ""),
         f"  overflow: {plan['overflow']}" + (f"   # {plan['too_long']} records are longer than a row"
@@ -144,8 +155,7 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
         f"name: {plan['name']}",
         f"model:   # the base's architecture ({plan['read_from']}); init_from loads its weights",
         *model_lines,
-        f"  max_seq_len: {plan['row']}   # positions per row: the longest record is {plan['longest']} tokens "
-        f"(the base reads up to {model['max_seq_len']}; at most {ceiling} here)",
+        f"  max_seq_len: {plan['row']}   # {rows}",
         f"  init_from: {_scalar(spec)}",
         "training:",
         f"  total_steps: {plan['steps']}   # one epoch is {plan['epoch_steps']} steps of batch_size x max_seq_len",
@@ -162,7 +172,7 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
         f"  warmup_steps: {warmup}",
         "data:",
         *data_lines,
-        *_lora_lines(method, plan["rank"], model["d_model"]),
+        *_lora_lines(method, plan["rank"], model),
         "",
         "# publish:                 # uncomment to upload to the Hugging Face Hub after training",
         "#   repo: user/name",
@@ -179,13 +189,15 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
 
     method = method or "lora"
     model, tokenizer, facts = describe_base(spec)
+    model = {"type": "minigpt", **model}  # a GPT-2's config has no type: say it
+    gpt2 = model["type"] == "minigpt"  # learned positions: the rows are the base's context; padded, not packed
     data = describe_text_data(folder)
     files = _data_section(data, folder)
     loss_on = "completion" if data["kind"] in ("chat", "prompt_completion") else "all"
     print(f"counting the tokens of {data['samples']:,} records with the base's tokenizer ...", file=sys.stderr)
     lengths = _lengths(files, tokenizer, loss_on)
     longest = max(max(v) for v in lengths.values())
-    row = row_length(longest, model["max_seq_len"])
+    row = model["max_seq_len"] if gpt2 else row_length(longest, model["max_seq_len"])
     too_long = sum(n - 1 > row for v in lengths.values() for n in v)
     train_tokens = sum(lengths["train"])
     epoch_steps = max(math.ceil(train_tokens / (BATCH_SIZE * row)), 1)
@@ -194,7 +206,7 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
     plan = {"name": _name(spec, folder), "row": row, "longest": longest, "loss_on": loss_on,
             "overflow": "split" if too_long else "error", "too_long": too_long,
             "rank": suggested_rank(model["d_model"]), "steps": min(epoch_steps, MAX_STEPS),
-            "epoch_steps": epoch_steps, "read_from": read_from}
+            "epoch_steps": epoch_steps, "read_from": read_from, "packing": "pad" if gpt2 else "pack"}
     text = base_config_text(spec, method, folder, model, data, files, plan)
     _validate(text)
     return text, _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan)
@@ -203,19 +215,21 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
 def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) -> list[str]:
     rank = plan["rank"]
     how = {"full": "full fine-tuning (every weight trains)",
-           "lora": f"LoRA (rank={rank}, alpha={2 * rank}, on {', '.join(LLAMA_TARGETS)})",
+           "lora": f"LoRA (rank={rank}, alpha={2 * rank}, on {', '.join(_targets(model))})",
            "qlora": f"QLoRA (rank={rank}, alpha={2 * rank}, 4-bit NF4 base)"}[method]
     splits = ", ".join(f"{split} {len(v):,}" for split, v in lengths.items())
     lines = [
         f"  Model: {spec} ({model['d_model']} hidden, {model['n_layer']} layers, {model['n_head']} heads / "
-        f"{model['n_kv_head']} key-value, {facts['parameters'] / 1e6:.1f}M parameters; from {plan['read_from']})",
+        f"{model.get('n_kv_head', model['n_head'])} key-value, {facts['parameters'] / 1e6:.1f}M parameters; from "
+        f"{plan['read_from']})",
         f"  Tokenizer: the base's own ({tokenizer.vocab_size:,} tokens"
         f"{', chat template' if tokenizer.chat_template else ''})",
         f"  Method: {how}",
         f"  Data: {files.get('source') or files['train_path']} ({data['samples']:,} samples detected: {splits}; "
         f"{data['kind']} records, {data['format']})",
         f"  Tokens: {sum(lengths['train']):,} in train, longest record {plan['longest']}; rows of {plan['row']} "
-        f"packed, loss on {'the answers' if plan['loss_on'] == 'completion' else 'every token'}"
+        f"{'packed' if plan['packing'] == 'pack' else 'padded'}, loss on "
+        f"{'the answers' if plan['loss_on'] == 'completion' else 'every token'}"
         + (f"; {plan['too_long']} records split" if plan["too_long"] else ""),
         f"  Optimizer: AdamW (lr={_rate(LR[method])}, warmup={warmup_steps(plan['steps'])} steps), "
         f"{plan['steps']} steps of {BATCH_SIZE} rows",

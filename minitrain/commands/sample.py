@@ -1,11 +1,12 @@
 """`minitrain sample SOURCE --prompt "comer|R1|" [--chat] [--temperature T] [--top-k K] [--top-p P] [--seed S]
 [-n N] [--max-new-tokens N] [--vocab PATH]`: generate text from a run folder, model file, export folder or Hub id,
-or from a pretrained base (a .gguf file, a Hugging Face folder or Hub id of a Llama-family model).
+or from a pretrained base (a .gguf file, a Hugging Face folder or Hub id of a Llama-family model or a GPT-2).
 
-A pretrained base, and a run that fine-tuned one (its RUN/tokenizer/), sample in the base's own tokens through the
-Llama KV cache (minitrain/hub/text_models.py loads the model with its tokenizer) and stop at its EOS; `--chat`
-sends the prompt as one user message through the tokenizer's chat template with the generation prompt, and prints
-the answer under it. A character model (MiniGPT) continues the prompt character by character, as before."""
+A pretrained base, and a run that fine-tuned one (its RUN/tokenizer/), sample in the base's own tokens (a Llama
+through its KV cache, a GPT-2 re-running the prefix as MiniGPT does; minitrain/hub/text_models.py loads the model
+with its tokenizer) and stop at its EOS; `--chat` sends the prompt as one user message through the tokenizer's chat
+template with the generation prompt, and prints the answer under it. A character model (MiniGPT) continues the
+prompt character by character, as before."""
 
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ def prompt_ids(tokenizer, prompt: str, chat: bool, where: str) -> list[int]:
 def _sample_text_model(args: argparse.Namespace) -> int:
     """A pretrained base or a run on one: its tokens, its KV cache, stopped at its EOS (module docstring)."""
     from minitrain.hub.text_models import load_text_model
+    from minitrain.models.sampling import continue_ids
 
     loaded = load_text_model(args.source)
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -94,8 +96,8 @@ def _sample_text_model(args: argparse.Namespace) -> int:
     max_new = min(args.max_new_tokens or TEXT_MAX_NEW, room)
     rng = np.random.default_rng(args.seed)
     for _ in range(args.n):
-        new = model.generate(ids, max_new, args.temperature, args.top_k, args.top_p, eos_id=tokenizer.eos_id,
-                             rng=rng, vocab_limit=tokenizer.vocab_size)[0]
+        new = continue_ids(model, ids, max_new, args.temperature, args.top_k, args.top_p, tokenizer.eos_id, rng,
+                           tokenizer.vocab_size)
         answer = tokenizer.decode(new, skip_special_tokens=True)
         print(f"{args.prompt}\n{answer}" if args.chat else args.prompt + answer)
     return 0

@@ -5,6 +5,7 @@ run reads (a language model on characters, a table task, a fine-tune of a pretra
     LANGUAGE_DATA_KEYS         the keys a table task does not read (loader.py leaves them out of its resolved config)
     CHARACTER_DATA_KEYS        the keys a run on a pretrained base does not read ...
     TEXT_DATA_DEFAULTS         ... and its defaults for the keys it does (`Config` puts them in)
+    text_data_defaults(model)  those defaults for a model section (MiniGPT's packing is pad)
     on_pretrained_base(model)  whether a model section fine-tunes a pretrained base
 """
 
@@ -17,6 +18,7 @@ from pydantic import Field, model_validator
 
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.table_sections import AugmentationStep, PreprocessingStep, SplitConfig
+from minitrain.data.gpt2_base import is_gpt2_base
 
 
 class DataConfig(Section):
@@ -47,7 +49,7 @@ class DataConfig(Section):
     test_path: str | None = Field(None, min_length=1, description="optional split scored once, after training")
     heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
     loss_on: Literal["answer", "all", "completion"] = Field("answer", description="pretrained base: all, completion")
-    packing: Literal["pack", "pad"] | None = Field(None, description="pretrained base: default pack")
+    packing: Literal["pack", "pad"] | None = Field(None, description="pretrained base: default pack (minigpt: pad)")
     overflow: Literal["error", "truncate", "split"] | None = Field(None, description="pretrained base: default error")
 
     @model_validator(mode="after")
@@ -71,5 +73,14 @@ TEXT_DATA_DEFAULTS = {"vocab_path": None, "dev_path": None, "heldout_policy": "n
 
 def on_pretrained_base(model: Any) -> bool:
     """A model section that fine-tunes a pretrained base: `type: llama` with `init_from` (a Hugging Face folder, a
-    Hub id or a .gguf file). Such a run reads text records with the base's own tokenizer, never characters."""
-    return model.type == "llama" and model.init_from is not None
+    Hub id or a .gguf file), or `type: minigpt` with `init_from` a GPT-2 that brings its own tokenizer
+    (minitrain/data/gpt2_base.py). Such a run reads text records with the base's own tokenizer, never characters."""
+    if model.init_from is None:
+        return False
+    return model.type == "llama" or (model.type == "minigpt" and is_gpt2_base(model.init_from))
+
+
+def text_data_defaults(model: Any) -> dict[str, Any]:
+    """TEXT_DATA_DEFAULTS for a run on `model`'s base: MiniGPT pads (it has no segment ids, so packed documents
+    would attend to each other)."""
+    return {**TEXT_DATA_DEFAULTS, "packing": "pad"} if model.type == "minigpt" else TEXT_DATA_DEFAULTS

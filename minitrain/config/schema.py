@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validato
 
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.config.data_section import TEXT_DATA_DEFAULTS, DataConfig, on_pretrained_base
+from minitrain.config.data_section import DataConfig, on_pretrained_base, text_data_defaults
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
 from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
@@ -323,7 +323,7 @@ class Config(Section):
         # A run on a pretrained base reads text records with the base's tokenizer: no character vocabulary, no
         # verb hold-out, and the text defaults for the keys left out (object.__setattr__: not what the user wrote).
         data = self.data
-        for key, value in TEXT_DATA_DEFAULTS.items() if on_pretrained_base(self.model) else ():
+        for key, value in text_data_defaults(self.model).items() if on_pretrained_base(self.model) else ():
             if key not in data.model_fields_set or (value is not None and getattr(data, key) is None):
                 object.__setattr__(data, key, value)
         return self
@@ -340,7 +340,7 @@ class Config(Section):
 
     @property
     def on_pretrained_base(self) -> bool:
-        """A fine-tune of a pretrained Llama-family base on text records (`on_pretrained_base`)."""
+        """A fine-tune of a pretrained base (Llama family, or GPT-2 with its own tokenizer) on text records."""
         return on_pretrained_base(self.model)
 
     @property

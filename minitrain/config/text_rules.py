@@ -1,13 +1,13 @@
-"""Rules about runs on a pretrained base (`model.type: llama` with `model.init_from`): text records read with the
-base's own tokenizer, packed or padded into rows, collected in `RULES` (minitrain/config/rule.py) like the others;
-each docstring's first line is documented in docs/yaml-mode.md.
+"""Rules about runs on a pretrained base (`model.type: llama` with `model.init_from`, or minigpt with a GPT-2
+base): text records read with the base's own tokenizer, packed or padded into rows, collected in `RULES`
+(minitrain/config/rule.py) like the others; each docstring's first line is documented in docs/yaml-mode.md.
 
 The data keys of the two kinds of language-model run, side by side:
 
-    key              character corpus (data.vocab_path)    pretrained base (model.init_from, type llama)
+    key              character corpus (data.vocab_path)    pretrained base (model.init_from)
     vocab_path       the character vocabulary               refused: the base's tokenizer is the only right one
     loss_on          answer (default) | all                 all (default) | completion
-    packing          refused (one record per row)           pack (default) | pad
+    packing          refused (one record per row)           pack (default; llama only) | pad (minigpt's default)
     overflow         refused                                error (default) | truncate | split
 """
 
@@ -23,7 +23,7 @@ rule = RULES.rule
 
 @rule("model", "data")
 def _pretrained_base_brings_its_tokenizer(sections, raw):
-    """A pretrained base (llama with model.init_from) trains on its own tokenizer's ids from train_path/val_path:
+    """A pretrained base (model.init_from) trains on its own tokenizer's ids from train_path/val_path:
     no data.vocab_path, and none of the character corpus's other keys (dev_path, heldout_policy, format)."""
     if not on_pretrained_base(sections["model"]):
         return
@@ -42,9 +42,12 @@ def _pretrained_base_brings_its_tokenizer(sections, raw):
 
 @rule("model", "data")
 def _packing_needs_a_pretrained_base(sections, raw):
-    """data.packing and data.overflow are for a pretrained base's text records (llama: packed rows)."""
+    """data.packing and data.overflow are for a pretrained base's text records (packed rows: llama only)."""
     model = sections["model"]
     if on_pretrained_base(model):
+        if model.type != "llama" and sections["data"].packing == "pack":
+            yield Problem(("data", "packing"), f"pack: model.type {model.type} has no segment ids, so the documents "
+                                               "packed into a row would attend to each other; use pad (its default)")
         return
     for key in ("packing", "overflow"):
         if not given(raw, "data", key):

@@ -9,7 +9,7 @@ Two places hold a tokenizer:
 
     a Hugging Face folder   tokenizer.json (the whole pipeline, read as it is) + tokenizer_config.json (which
                             tokens are BOS/EOS/pad, the chat template; older folders: special_tokens_map.json,
-                            chat_template.jinja)
+                            chat_template.jinja); or GPT-2's vocab.json + merges.txt, its byte-level BPE
     a GGUF file             `tokenizer.ggml.*` metadata: the token strings, the BPE merges, each token's type,
                             the special ids, `tokenizer.chat_template` (read by minitrain/hub/gguf_file.py and
                             handed here as plain lists)
@@ -38,6 +38,9 @@ from minitrain.data.chat_template import render_chat
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
+# What a folder's tokenizer is read from, and carried byte for byte into a run and its exports.
+FOLDER_FILES = (TOKENIZER_FILE, CONFIG_FILE, "special_tokens_map.json", "chat_template.jinja", "vocab.json",
+                "merges.txt")
 # GGUF token types (llama.cpp's llama_token_type): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
 CONTROL, USER_DEFINED = 3, 4
 
@@ -122,20 +125,36 @@ class PretrainedTokenizer:
     # --- reading ------------------------------------------------------------------------------------------------
 
     @classmethod
-    def from_folder(cls, path: str | Path) -> PretrainedTokenizer:
-        """The tokenizer of a Hugging Face model folder (tokenizer.json required), as transformers reads it."""
+    def from_folder(cls, path: str | Path, defaults: Mapping[str, str] | None = None) -> PretrainedTokenizer:
+        """The tokenizer of a Hugging Face model folder, as transformers reads it: tokenizer.json, or GPT-2's
+        vocab.json + merges.txt (a byte-level BPE). `defaults`: special tokens the folder's files do not name
+        (GPT-2's `<|endoftext|>`, transformers' GPT2Tokenizer default)."""
         folder = Path(path)
-        files = {name: read_bytes(folder / name, "tokenizer file")
-                 for name in (TOKENIZER_FILE, CONFIG_FILE, "special_tokens_map.json", "chat_template.jinja")
-                 if name == TOKENIZER_FILE or (folder / name).is_file()}
-        where = str(folder / TOKENIZER_FILE)
-        try:
-            tokenizer = Tokenizer.from_str(decode_utf8(files[TOKENIZER_FILE], where, "tokenizer file"))
-        except Exception as e:  # the Rust side raises a bare Exception for a malformed pipeline
-            raise UserError(f"{where}: not a tokenizer the `tokenizers` library can read ({e})", 2) from None
+        files = {name: read_bytes(folder / name, "tokenizer file") for name in FOLDER_FILES
+                 if (folder / name).is_file()}
         config = _json_object(files, CONFIG_FILE, folder)
         special_map = _json_object(files, "special_tokens_map.json", folder)
-        special = {name: _token_text(config.get(name, special_map.get(name))) for name in SPECIAL_NAMES}
+        special = {name: _token_text(config.get(name, special_map.get(name, (defaults or {}).get(name))))
+                   for name in SPECIAL_NAMES}
+        where = str(folder / TOKENIZER_FILE)
+        if TOKENIZER_FILE in files:
+            try:
+                tokenizer = Tokenizer.from_str(decode_utf8(files[TOKENIZER_FILE], where, "tokenizer file"))
+            except Exception as e:  # the Rust side raises a bare Exception for a malformed pipeline
+                raise UserError(f"{where}: not a tokenizer the `tokenizers` library can read ({e})", 2) from None
+        elif {"vocab.json", "merges.txt"} <= files.keys():
+            where = str(folder / "merges.txt")
+            vocab = _json_object(files, "vocab.json", folder)
+            if not all(isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()):
+                raise UserError(f"{folder / 'vocab.json'}: must map tokens to integer ids", 2)
+            lines = decode_utf8(files["merges.txt"], where, "merges file").splitlines()
+            tokenizer = byte_level_bpe(vocab, [m for m in lines if m and not m.startswith("#version")], where)
+            tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True)
+                                          for t in dict.fromkeys(special.values()) if t in vocab])
+        else:
+            raise UserError(f"{folder}: no tokenizer.json (nor GPT-2's vocab.json + merges.txt). A fine-tune must "
+                            "use the base's own tokenizer (save it with transformers' "
+                            "`AutoTokenizer.from_pretrained(...).save_pretrained(folder)`)", 2)
         template = config.get("chat_template")
         if isinstance(template, list):  # several named templates: transformers' default is "default"
             named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
@@ -166,25 +185,7 @@ class PretrainedTokenizer:
         for i, token in enumerate(tokens):
             key = token if set(token) <= alphabet else "".join(spelling[b] for b in token.encode("utf-8"))
             vocab[key] = i
-        pairs = []
-        for line, merge in enumerate(merges):
-            parts = merge.split(" ")
-            if len(parts) != 2:
-                raise UserError(f"{where}: merge {line} is {merge!r}, not two tokens separated by a space", 2)
-            pairs.append((parts[0], parts[1]))
-        try:
-            tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
-                                      end_of_word_suffix="", fuse_unk=False))
-        except Exception as e:  # the Rust side raises a bare Exception ("Token `x` out of vocabulary")
-            raise UserError(f"{where}: tokens and merges do not fit together ({e})", 2) from None
-        split = PRE_TOKENIZER_SPLITS.get(pre or "")
-        if split is None:
-            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        else:
-            tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-                pre_tokenizers.Split(Regex(split), behavior="isolated"),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        tokenizer.decoder = decoders.ByteLevel()
+        tokenizer = byte_level_bpe(vocab, merges, where, PRE_TOKENIZER_SPLITS.get(pre or ""))
         types = list(token_types) or [1] * len(tokens)  # no types given: every token is a normal one
         if len(types) != len(tokens):
             raise UserError(f"{where}: {len(types)} token types for {len(tokens)} tokens", 2)
@@ -229,6 +230,30 @@ class PretrainedTokenizer:
             if self.chat_template is not None:
                 config["chat_template"] = self.chat_template
             atomic_write_json(folder / CONFIG_FILE, config)
+
+
+def byte_level_bpe(vocab: dict[str, int], merges: Sequence[str], where: str, split: str | None = None) -> Tokenizer:
+    """A byte-level BPE over `vocab` and `merges` ("a b" lines) as transformers builds GPT-2's: no prefix space,
+    GPT-2's own split regex inside the byte-level step unless `split` replaces it, the byte-level decoder."""
+    pairs = []
+    for line, merge in enumerate(merges):
+        parts = merge.split(" ")
+        if len(parts) != 2:
+            raise UserError(f"{where}: merge {line} is {merge!r}, not two tokens separated by a space", 2)
+        pairs.append((parts[0], parts[1]))
+    try:
+        tokenizer = Tokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
+                                  end_of_word_suffix="", fuse_unk=False))
+    except Exception as e:  # the Rust side raises a bare Exception ("Token `x` out of vocabulary")
+        raise UserError(f"{where}: tokens and merges do not fit together ({e})", 2) from None
+    if split is None:
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
 
 
 def _json_object(files: Mapping[str, bytes], name: str, folder: Path) -> dict[str, Any]:

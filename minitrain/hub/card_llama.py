@@ -1,10 +1,12 @@
-"""The model card of a Llama-family model (a pretrained base exported as it is, or a run that fine-tuned one).
+"""The model card of a pretrained model, Llama-family or GPT-2 (a base exported as it is, or a run that fine-tuned
+one).
 
 minitrain/hub/card.py writes the cards of the models minitrain builds (MiniGPT's GPT-2 twin, the MLP, tables);
-a Llama-family model is another kind of subject: a base someone else pretrained, its own byte-level BPE
+a pretrained base is another kind of subject: a base someone else pretrained, its own byte-level BPE
 tokenizer (not characters), text or chat records counted in the base's tokens, and `LlamaForCausalLM` /
-`Qwen2ForCausalLM` as its transformers class. The card says exactly that, from what the run (or the base)
-recorded: a number that was not recorded is printed as "not recorded", never guessed; no dates.
+`Qwen2ForCausalLM` (a GPT-2 base: `GPT2LMHeadModel`) as its transformers class. The card says exactly that, from
+what the run (or the base) recorded: a number that was not recorded is printed as "not recorded", never guessed;
+no dates.
 """
 
 from __future__ import annotations
@@ -24,10 +26,16 @@ LICENSE_NOTE = "the base model's license applies (see its own model card)"
 
 def architecture_name(model_config: dict[str, Any]) -> str:
     """The transformers class an export of this config loads as (hub/hf_config.py `to_hf_config`)."""
+    if model_config.get("type") != "llama":
+        return "GPT2LMHeadModel"
     return ARCHITECTURES["qwen2" if model_config.get("attention_bias") else "llama"]
 
 
 def describe_architecture(mc: dict[str, Any]) -> str:
+    if mc.get("type") != "llama":
+        return (f"GPT-2 (GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP, output layer tied to the token "
+                f"embedding): {mc['n_layer']} layers, {mc['n_head']} heads, width {mc['d_model']}, MLP width "
+                f"{mc['d_ff']}, {mc['vocab_size']} embedding rows")
     head = "tied to the token embedding" if mc.get("tie_embeddings", True) else "its own output matrix"
     scaling = f", rope_scaling {mc['rope_scaling']['rope_type']}" if mc.get("rope_scaling") else ""
     bias = ", biases on q/k/v (Qwen2)" if mc.get("attention_bias") else ""
@@ -80,7 +88,8 @@ def llama_card(model_config: dict[str, Any], vocab_size: int, repo_id: str | Non
              f'minitrain sample {repo}{" --chat" if chat else ""} --prompt "Hola"',
              f"minitrain eval {repo} --data test.jsonl", "```", "",
              "## License", "", f"The weights derive from `{base}`: {LICENSE_NOTE}.", ""]
-    meta = ModelCardData(library_name="minitrain", tags=["minitrain", "llama", "text-generation"],
+    family = "llama" if model_config.get("type") == "llama" else "gpt2"
+    meta = ModelCardData(library_name="minitrain", tags=["minitrain", family, "text-generation"],
                          pipeline_tag="text-generation", base_model=base if _is_hub_id(base) else None,
                          model_name=name)
     return f"---\n{meta.to_yaml()}\n---\n\n" + "\n".join(line for line in body if line is not None)

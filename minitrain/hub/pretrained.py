@@ -1,15 +1,18 @@
-"""A pretrained Llama-family base from wherever a user has one, and the Hugging Face folder it exports to.
+"""A pretrained base (Llama family, or a GPT-2 with its own tokenizer) from wherever a user has one, and the Hugging
+Face folder it exports to.
 
     load_pretrained_base(spec)   spec is one of
         ./SmolLM2/                          a Hugging Face model folder: config.json, model.safetensors (or
                                             shards + model.safetensors.index.json), tokenizer.json (+ config)
+        ./gpt2/                             the same of a GPT-2 (`model_type: gpt2`, MiniGPT's config read by
+                                            hub/gpt2.py), tokenizer.json or vocab.json + merges.txt
         HuggingFaceTB/SmolLM2-135M          a Hub id: those files fetched with hf_hub_download into the standard
                                             Hugging Face cache (HF_HOME), so a second load is offline
         SmolLM2-135M-Instruct.Q4_1.gguf     a GGUF file: architecture, dequantized weights and the tokenizer
                                             from its metadata (minitrain/hub/gguf_file.py)
 
-returns `(model_config, state, tokenizer, facts)`: the minitrain Llama config (minitrain/hub/hf_config.py), the
-float32 weights under minitrain's names and layout ([in, out] projections), the base's own tokenizer
+returns `(model_config, state, tokenizer, facts)`: the minitrain Llama (minitrain/hub/hf_config.py) or MiniGPT
+config, the float32 weights under minitrain's names and layout ([in, out] projections), the base's own tokenizer
 (minitrain/data/pretrained_tokenizer.py) and what was found (source kind, files, dtypes, load time). Everything is
 checked before a weight is used: the architecture is one minitrain reproduces, every tensor is there with its
 shape, and the tokenizer's ids fit the embedding.
@@ -19,8 +22,8 @@ shape, and the tokenizer's ids fit the embedding.
         in facts["parameters"]; what `minitrain init --base` needs.
 
     export_hf_folder(model_config, state, tokenizer, folder)   config.json (LlamaForCausalLM, or
-        Qwen2ForCausalLM for q/k/v biases), model.safetensors (HF layout, float32), the tokenizer's files (byte
-        for byte those of the base when it had them), generation_config.json.
+        Qwen2ForCausalLM for q/k/v biases; GPT2LMHeadModel for MiniGPT), model.safetensors (HF layout, float32),
+        the tokenizer's files (byte for byte those of the base when it had them), generation_config.json.
 """
 
 from __future__ import annotations
@@ -38,14 +41,17 @@ from huggingface_hub.errors import EntryNotFoundError
 from minitrain.common.errors import UserError
 from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exists, read_json_object
-from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
+from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
 from minitrain.hub.gguf_file import read_gguf
+from minitrain.hub.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
+from minitrain.hub.sources import gpt2_state
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
-OPTIONAL_FILES = (*TOKENIZER_FILES[1:], "generation_config.json")
+TOKENIZER_FILES = FOLDER_FILES  # tokenizer.json (or GPT-2's vocab.json + merges.txt), its config, the template
+OPTIONAL_FILES = (*TOKENIZER_FILES, "generation_config.json")
+GPT2_SPECIALS = dict.fromkeys(("bos_token", "eos_token", "unk_token"), "<|endoftext|>")  # GPT2Tokenizer's defaults
 
 
 def is_gguf(spec: str | Path) -> bool:
@@ -97,11 +103,12 @@ def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer
         hub = kind == "hub"
         folder = download_base(spec, weights=False) if hub else Path(spec)
         model, facts = _folder_config(folder, spec)
-        tokenizer = _folder_tokenizer(folder)
+        tokenizer = _folder_tokenizer(folder, model)
         read = [str(folder / name) for name in ("config.json", *TOKENIZER_FILES) if (folder / name).is_file()]
         facts = {"source": kind, "path": str(folder), "read": read, **facts, **({"hub_id": spec} if hub else {})}
     _check_ids_fit(spec, tokenizer, model)
-    facts["parameters"] = sum(int(np.prod(shape)) for shape in hf_shapes(model).values())
+    shapes = hf_shapes(model) if is_llama(model) else expected_shapes(model)
+    facts["parameters"] = sum(int(np.prod(shape)) for shape in shapes.values())
     return model, tokenizer, facts
 
 
@@ -121,27 +128,36 @@ def _from_gguf(path: Path):
     return model, state, tokenizer, {"source": "gguf", "path": str(path), **facts, **contents.facts}
 
 
+def is_llama(model_config: dict[str, Any]) -> bool:
+    """A Llama-family config; else MiniGPT's (a GPT-2 base)."""
+    return model_config.get("type") == "llama"
+
+
 def _folder_config(folder: Path, spec: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(minitrain model config, facts) of config.json: the Llama family's, or MiniGPT's for a GPT-2 (hub/gpt2.py)."""
     config_path = folder / "config.json"
     config = read_json_object(config_path, "model config")
-    if config.get("model_type") == "gpt2":
-        raise UserError(f"{config_path}: a GPT-2 model: it loads into MiniGPT through model.init_from {spec}", 2)
-    return from_hf_config(config, str(config_path))
+    if config.get("model_type") != "gpt2":
+        return from_hf_config(config, str(config_path))
+    facts = {"hf_model_type": "gpt2", "architectures": config.get("architectures"),
+             **{k: config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}}
+    return from_gpt2_config(config, str(config_path)), facts
 
 
-def _folder_tokenizer(folder: Path) -> PretrainedTokenizer:
-    if not (folder / "tokenizer.json").is_file():
-        raise UserError(f"{folder}: no tokenizer.json. A fine-tune must use the base's own tokenizer, and minitrain "
-                        "reads it only from tokenizer.json (save it with transformers' "
-                        "`AutoTokenizer.from_pretrained(...).save_pretrained(folder)`)", 2)
-    return PretrainedTokenizer.from_folder(folder)
+def _folder_tokenizer(folder: Path, model: dict[str, Any]) -> PretrainedTokenizer:
+    return PretrainedTokenizer.from_folder(folder, None if is_llama(model) else GPT2_SPECIALS)
 
 
 def _from_folder(folder: Path, spec: str):
     model, facts = _folder_config(folder, spec)
-    tokenizer = _folder_tokenizer(folder)
-    raw, files = read_folder_weights(folder)
-    state = from_hf_state(raw, model, str(files[0] if len(files) == 1 else folder / INDEX_FILE))
+    tokenizer = _folder_tokenizer(folder, model)
+    if is_llama(model):
+        raw, files = read_folder_weights(folder)
+        state = from_hf_state(raw, model, str(files[0] if len(files) == 1 else folder / INDEX_FILE))
+    else:  # GPT-2 names and its Conv1D layout are MiniGPT's own
+        files = [folder / WEIGHTS_FILE]
+        state = gpt2_state(files[0])
+        check_state_dict(state, model, str(files[0]))
     generation = folder / "generation_config.json"
     if generation.is_file():
         facts["generation_config"] = read_json_object(generation, "generation config")
@@ -152,13 +168,12 @@ def _from_folder(folder: Path, spec: str):
 def download_base(repo_id: str, weights: bool = True) -> Path:
     """The files of a Hub model repo a base needs, fetched into the Hugging Face cache; the snapshot folder.
     `weights=False`: config.json and the tokenizer's files only (what `describe_base` reads)."""
-    needs = f"a file a base needs (config.json, {WEIGHTS_FILE} or {INDEX_FILE} and its shards, tokenizer.json)"
+    needs = f"a file a base needs (config.json, {WEIGHTS_FILE} or {INDEX_FILE} and its shards)"
     with hub_download_errors(f"base {repo_id}", needs):
         snapshot = Path(hf_hub_download(repo_id, "config.json")).parent
         if weights:
             _download_weights(repo_id)
-        hf_hub_download(repo_id, "tokenizer.json")
-        for name in OPTIONAL_FILES:
+        for name in OPTIONAL_FILES:  # the tokenizer's: reading the folder says which it lacks
             with contextlib.suppress(EntryNotFoundError):
                 hf_hub_download(repo_id, name)
     return snapshot
@@ -178,8 +193,12 @@ def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray],
     """Write a folder `transformers.AutoModelForCausalLM.from_pretrained(folder)` loads (see the module doc)."""
     folder = Path(folder)
     bos, eos, pad = tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
-    config = to_hf_config(model_config, bos, eos, pad, model_type)
-    hf_state = to_hf_state(state, model_config)
+    if is_llama(model_config):
+        config = to_hf_config(model_config, bos, eos, pad, model_type)
+        hf_state = to_hf_state(state, model_config)
+    else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export.py writes minitrain's own the same way)
+        config = to_gpt2_config(model_config, pad, bos, eos)
+        hf_state = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
     atomic_write_json(folder / "config.json", config)
     atomic_write_bytes(folder / WEIGHTS_FILE, safetensors.numpy.save(hf_state, metadata={"format": "pt"}))
     tokenizer.save(folder)

@@ -1,12 +1,14 @@
-"""A run on a pretrained Llama-family base (`model.type: llama` with `model.init_from`: a Hugging Face folder, a
-Hub id or a .gguf file; minitrain/hub/pretrained.py reads them).
+"""A run on a pretrained base (`model.type: llama` with `model.init_from`: a Hugging Face folder, a Hub id or a
+.gguf file; or `model.type: minigpt` with a GPT-2 that brings its own tokenizer; minitrain/hub/pretrained.py reads
+them).
 
     read_base(spec)                  the base's architecture and tokenizer without its weights (config.json or the
                                      GGUF metadata, read by `describe_base`; a Hub id is fetched into the Hugging
                                      Face cache first)
     complete_model_section(cfg)      the config with every architecture key of `model:` filled from the base; a key
-                                     the config gives must equal the base's, except max_seq_len, which may be
-                                     shorter than the base's context (RoPE has no position table to cut)
+                                     the config gives must equal the base's, except a Llama's max_seq_len, which
+                                     may be shorter than the base's context (RoPE has no position table to cut;
+                                     MiniGPT's learned positions are one: n_positions rows, all kept)
     load_base_weights(model, spec)   the base's float32 weights (a GGUF dequantized) into a built model
     run_model(run_dir)               a finished run's model (a LoRA run: the base rebuilt from model.init_from and
                                      its adapters put in) and the tokenizer the run saved in RUN/tokenizer/; its
@@ -29,16 +31,17 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config, ModelConfig
 from minitrain.config.source import ConfigSource
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
-from minitrain.hub.pretrained import base_kind, describe_base, download_base, load_pretrained_base
+from minitrain.hub.pretrained import base_kind, describe_base, download_base, is_llama, load_pretrained_base
 from minitrain.hub.run_folder import locate, read_run
 from minitrain.lora import add_adapters, load_adapter_state, settings_of, state_digest
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
 
 TOKENIZER_DIR = "tokenizer"  # RUN/tokenizer/: the base's tokenizer files, byte for byte
-# The base's architecture keys (the Llama constructor's, but dropout: a fine-tune may choose its own).
-ARCHITECTURE = ("n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "rope_theta",
-                "rope_scaling", "rms_norm_eps", "tie_embeddings", "attention_bias", "head_dim")
+# The base's architecture keys (each constructor's, but dropout: a fine-tune may choose its own).
+ARCHITECTURE = {"llama": ("n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "max_seq_len",
+                          "rope_theta", "rope_scaling", "rms_norm_eps", "tie_embeddings", "attention_bias", "head_dim"),
+                "minigpt": ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "attn_scale")}
 
 
 class BaseInfo(NamedTuple):
@@ -80,11 +83,11 @@ def complete_model_section(cfg: Config) -> Config:
     given = {k for k in model.model_fields_set if getattr(model, k) is not None}
     values = {k: _plain(getattr(model, k)) for k in given}
     problems = []
-    for key in ARCHITECTURE:
-        theirs = base.model_config[key]
+    for key in ARCHITECTURE[model.type]:
+        theirs = base.model_config.get(key)
         if key not in given:
             values[key] = theirs
-        elif key == "max_seq_len":
+        elif key == "max_seq_len" and model.type == "llama":
             if values[key] > theirs:
                 problems.append(Problem(("model", key), f"{values[key]} is longer than the context of the base "
                                                         f"{model.init_from} ({theirs} positions)"))
@@ -101,8 +104,9 @@ def load_base_weights(model: Module, spec: str) -> str:
     """Load the base's float32 weights into `model` (built from the completed config); return where they came
     from (the manifest's init_from)."""
     config, state, _, facts = load_pretrained_base(spec)
-    differ = [f"{k} {config[k]!r} (the model: {model.config.get(k)!r})" for k in ARCHITECTURE
-              if k != "max_seq_len" and config[k] != model.config.get(k)]
+    keys = ARCHITECTURE["llama" if is_llama(config) else "minigpt"]
+    differ = [f"{k} {config.get(k)!r} (the model: {model.config.get(k)!r})" for k in keys
+              if (k != "max_seq_len" or not is_llama(config)) and config.get(k) != model.config.get(k)]
     if differ:
         raise UserError(f"model.init_from {spec}: a base of another architecture: {', '.join(differ)}", 2)
     model.load_state_dict(state, source=f"model.init_from {spec}")

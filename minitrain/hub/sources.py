@@ -13,8 +13,9 @@ A source is one of
                                         one with HF_HUB_OFFLINE=1, reads the cached copy
 
 A GPT-2 model trained with its own tokenizer (a folder or repo holding GPT-2's BPE: merges.txt, a BPE
-tokenizer.json, or a vocab.json that is a token -> id table rather than minitrain's character vocabulary) is
-refused with that reason: MiniGPT is fed character ids, and they would mean other tokens to its embedding rows.
+tokenizer.json, or a vocab.json that is a token -> id table rather than minitrain's character vocabulary) is a
+pretrained base (minitrain/data/gpt2_base.py): runs, `sample`, `eval` and `export` read it with its own tokenizer
+(minitrain/hub/pretrained.py), and here, where character ids would be fed to it, it is refused with that reason.
 minitrain's own exports (character vocab.json, WordLevel tokenizer.json) load as before.
 
 A local path wins over a Hub id of the same spelling. Before anything is loaded, the source's architecture (its
@@ -40,7 +41,8 @@ from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import path_exists, read_bytes, read_json_object, regular_file_problem
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
-from minitrain.data.tokenizer import VOCAB_FORMAT, CharTokenizer
+from minitrain.data.gpt2_base import own_tokenizer
+from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.run_folder import locate, read_run
@@ -80,7 +82,7 @@ def download(repo_id: str) -> Path:
     return snapshot
 
 
-def _gpt2_state(path: Path) -> dict[str, np.ndarray]:
+def gpt2_state(path: Path) -> dict[str, np.ndarray]:
     """Weights of a GPT-2 safetensors file under MiniGPT's names.
 
     Files saved by transformers from a bare `GPT2Model` lack the `transformer.` prefix; old ones also carry
@@ -97,34 +99,17 @@ def _gpt2_state(path: Path) -> dict[str, np.ndarray]:
     return {name: a for name, a in state.items() if not name.endswith((".attn.bias", ".attn.masked_bias"))}
 
 
-def foreign_tokenizer(folder: Path) -> str | None:
-    """The file that says a GPT-2 folder's weights were trained on another tokenizer than minitrain's characters
-    (None for minitrain's own exports, and for a folder with no tokenizer at all)."""
-    if (folder / "merges.txt").is_file():
-        return "merges.txt, the merges of a byte-level BPE"
-    tokenizer = folder / "tokenizer.json"
-    if tokenizer.is_file():
-        model = read_json_object(tokenizer, "tokenizer").get("model")
-        kind = model.get("type") if isinstance(model, dict) else None
-        if kind != "WordLevel":  # minitrain writes its characters as a WordLevel tokenizer (hub/hf_tokenizer.py)
-            return f"tokenizer.json, a {kind or 'BPE'} tokenizer"
-    vocab = folder / "vocab.json"
-    if vocab.is_file() and read_json_object(vocab, "vocabulary", limit=None).get("format") != VOCAB_FORMAT:
-        return "vocab.json, a token -> id table (not minitrain's character vocabulary)"
-    return None
-
-
 def _export_folder(folder: Path, weights: Path) -> Pretrained:
     config_path = folder / "config.json"
-    found = foreign_tokenizer(folder)
-    if found is not None:
-        raise UserError(f"{folder}: a GPT-2 model trained with its own tokenizer ({found}). MiniGPT is fed "
-                        "minitrain's character ids, which would mean other tokens to its embedding rows, so it is "
-                        "refused rather than trained on wrong ids; minitrain fine-tunes Llama-family bases (Llama, "
-                        "Qwen2, Mistral, SmolLM) with their own tokenizers (docs/fine-tuning.md)", 2)
+    found = own_tokenizer(folder)
+    if found is not None:  # a pretrained base: hub/pretrained.py reads it with its tokenizer, for a text run
+        raise UserError(f"{folder}: a GPT-2 model trained with its own tokenizer ({found}), not on minitrain's "
+                        "character ids: it is a pretrained base, fine-tuned on text records with that tokenizer "
+                        "(model: {type: minigpt, init_from: ...}; docs/fine-tuning.md), and read by `minitrain "
+                        "sample`, `eval` and `export` as one; here it is refused rather than fed character ids", 2)
     config = from_gpt2_config(read_json_object(config_path, "model config"), str(config_path))
     vocab = folder / "vocab.json"
-    return Pretrained(_gpt2_state(weights), config, vocab if vocab.is_file() else None, str(weights))
+    return Pretrained(gpt2_state(weights), config, vocab if vocab.is_file() else None, str(weights))
 
 
 def _is_minitrain_file(path: Path) -> bool:

@@ -6,6 +6,7 @@
     base.gguf                              pretrained   the GGUF metadata's (minitrain/hub/pretrained.py)
     ./SmolLM2/ (config.json of a llama,    pretrained   tokenizer.json (+ tokenizer_config.json)
         qwen2 or mistral model)
+    ./gpt2/ (a GPT-2 with its own BPE)     pretrained   tokenizer.json, or vocab.json + merges.txt
     user/name (a Hub repo of such a model) pretrained   the same files, from the Hugging Face cache
     a run folder, model file, export       minitrain    the run's own: RUN/tokenizer/ when it was trained from a
         folder or Hub export of minitrain               pretrained base, else the character vocabulary
@@ -24,6 +25,7 @@ from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
+from minitrain.data.gpt2_base import is_gpt2_base
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.hf_config import MODEL_TYPES
 from minitrain.hub.hub_errors import hub_download_errors
@@ -43,8 +45,9 @@ class TextModel(NamedTuple):
 
 
 def is_pretrained_base(spec: str) -> bool:
-    """A .gguf file, or a Hugging Face folder or Hub repo whose config.json is a Llama-family model."""
-    if is_gguf(spec) and Path(spec).is_file():
+    """A .gguf file, or a Hugging Face folder or Hub repo whose config.json is a Llama-family model, or a GPT-2
+    with its own tokenizer (minitrain/data/gpt2_base.py)."""
+    if (is_gguf(spec) and Path(spec).is_file()) or is_gpt2_base(spec):
         return True
     config = Path(spec) / "config.json"
     if Path(spec).is_dir():

@@ -88,25 +88,31 @@ def generate(
     """
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    rng = np.random.default_rng(seed)
-    context = model.config["max_seq_len"]
     ids = [tokenizer.bos_id, *tokenizer.encode(prompt)]
+    new = continue_ids(model, ids, max_new_tokens, temperature, top_k, None, tokenizer.eos_id,
+                       np.random.default_rng(seed), tokenizer.vocab_size)
+    return tokenizer.decode(new)
+
+
+def continue_ids(model, ids: list[int], max_new_tokens: int, temperature: float, top_k: int | None,
+                 top_p: float | None, eos_id: int | None, rng: np.random.Generator, vocab_limit: int) -> list[int]:
+    """The new ids after `ids` (EOS not included), drawn from `rng`; only ids below `vocab_limit` are chosen."""
+    context = model.config["max_seq_len"]
     if hasattr(model, "generate") and len(ids) + max_new_tokens <= context:  # a KV cache: the same draws, faster
-        new = model.generate(ids, max_new_tokens, temperature, top_k, eos_id=tokenizer.eos_id, rng=rng,
-                             vocab_limit=tokenizer.vocab_size)[0]
-        return tokenizer.decode(new)
-    new: list[int] = []
+        return model.generate(ids, max_new_tokens, temperature, top_k, top_p, eos_id=eos_id, rng=rng,
+                              vocab_limit=vocab_limit)[0]
+    ids, new = list(ids), []
     with inference(model):
         for _ in range(max_new_tokens):
             window = np.asarray([ids[-context:]], dtype=np.int64)  # (1, T): learned positions stop at P
             logits, _ = model(window)  # (1, T, V)
-            # Embedding rows past the tokenizer's vocabulary (the lab pads V to 64) are no character.
-            token = next_token(logits.data[0, -1, : tokenizer.vocab_size], temperature, top_k, rng)
-            if token == tokenizer.eos_id:
+            # Embedding rows past the tokenizer's vocabulary (the lab pads V to 64) are no token.
+            token = next_token(logits.data[0, -1, :vocab_limit], temperature, top_k, rng, top_p)
+            if token == eos_id:
                 break
             ids.append(token)
             new.append(token)
-    return tokenizer.decode(new)
+    return new
 
 
 def next_log_probs_fn(model: Any, pad_id: int = 0) -> Callable[[list[list[int]]], np.ndarray]:
