@@ -53,6 +53,11 @@ def is_numeric(column: np.ndarray) -> bool:
     return column.dtype.kind in "fiub"
 
 
+def first_text(column: np.ndarray) -> int:
+    """The index of the first value of a non-numeric column that is not a number (nor missing)."""
+    return next(i for i, v in enumerate(column) if v is not None and not isinstance(v, int | float))
+
+
 def missing(column: np.ndarray) -> np.ndarray:
     """True where a value is missing (NaN in a numeric column, None in any other)."""
     if is_numeric(column):
@@ -170,7 +175,9 @@ def _fit_normalize(options: dict, columns: Columns, key: tuple) -> dict:
     for name in names:
         column = columns[name]
         if not is_numeric(column):
-            raise DataError(key, f"column {name!r} holds text; encode it before normalizing")
+            row = first_text(column)
+            raise DataError(key, f"column {name!r} holds text (row {row + 1} of the training split: "
+                                 f"{column[row]!r}); encode it before normalizing")
         x = column.astype(np.float64)
         if np.isnan(x).any():
             raise DataError(key, f"column {name!r} has missing values in the training split (row "
@@ -229,6 +236,10 @@ def _apply(step: Mapping[str, Any], columns: Columns, where: str) -> Columns:
             out[name] = column
     elif kind == "normalize":
         for name, (center, scale) in step["columns"].items():
+            if not is_numeric(columns[name]):  # numbers in training, text here (or the other way round)
+                row = first_text(columns[name])
+                raise DataError(KEY, f"{where}, row {row + 1}, column {name!r}: {columns[name][row]!r} is not a "
+                                     "number, and the normalize step was fitted on numbers")
             out[name] = (columns[name].astype(np.float64) - center) / scale
     else:
         out = _encode(step, columns, out, where)

@@ -47,7 +47,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -331,12 +331,19 @@ class _Loop:
             val_loss, val_ppl = evaluate(self.model, self.data.val)
             values = {"val_loss": val_loss, "val_ppl": val_ppl}
         self.eval_seconds += time.perf_counter() - eval_start
-        if not all(math.isfinite(values[key]) for key in ("val_loss", "val_ppl") if key in values):
-            shown = ", ".join(f"{key} {values[key]}" for key in ("val_loss", "val_ppl") if key in values)
+        scored = {key: values[key] for key in ("val_loss", "val_ppl") if key in values}
+        if any(math.isinf(v) for v in scored.values()) or (any(math.isnan(v) for v in scored.values())
+                                                           and self._val_has_rows()):
+            shown = ", ".join(f"{key} {value}" for key, value in scored.items())
             self.diverged(step, f"{shown} after the update of step {step}")
             return None
         self._log_val(step, values)
         return {**values, "loss": loss}
+
+    def _val_has_rows(self) -> bool:
+        """Whether validation scores anything: NaN is also the mean over no batches at all (nothing measured)."""
+        val = self.data.val
+        return self.data.validate is not None or not isinstance(val, Sized) or len(val) > 0
 
     def _log_val(self, step: int, values: dict[str, float]) -> None:
         state = self.state
