@@ -10,6 +10,7 @@ seeds, as in tests/test_damage.py).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import shutil
@@ -126,3 +127,148 @@ def test_an_unexpected_exception_leaves_status_failed_and_the_folder_free(work):
     recorded = manifest(work / "broken")
     assert recorded["status"] == "failed" and recorded["error"] == "RuntimeError: a bug in a callback"
     assert writer_of(work / "broken") is None
+
+
+# ------------------------------------------------------------------------------------------------------ tables
+
+REPO = Path(__file__).resolve().parents[1]
+FEATURES = ("a", "b", "c")
+TABLE_CONFIG = """\
+name: numbers-table
+model:
+  type: sequential
+  layers: [{{linear: {{out_features: 8}}}}, {{activation: relu}}, {{linear: {{out_features: 2}}}}]
+data:
+  source: {source}
+  split: {{train: 0.7, val: 0.15, test: 0.15}}
+  preprocessing: [{{normalize: {{method: minmax}}}}]
+optimizer: {{type: adamw, lr_max: 0.01}}
+training: {{epochs: 2, batch_size: 16, val_every: 2, log_every: 2}}
+monitoring: {{progress: none}}
+"""
+
+
+def table_text(rows: int = 80) -> str:
+    rng = np.random.default_rng(0)
+    lines = ["a,b,c,label"]
+    for a, b, c in rng.random((rows, 3)).round(4):
+        lines.append(f"{a},{b},{c},{int(a + b > 1)}")
+    return "\n".join(lines) + "\n"
+
+
+def table_config(folder: Path, source: Path) -> Path:
+    path = folder / f"{source.stem}.yaml"
+    path.write_text(TABLE_CONFIG.format(source=source), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> Path:
+    """A finished table run: base/t.csv (80 rows: a, b, c, label), base/run/, base/models/."""
+    base = tmp_path_factory.mktemp("numbers-table")
+    (base / "t.csv").write_text(table_text(), encoding="utf-8")
+    with contextlib.chdir(REPO):  # where the default (language-model) data paths a table run still hashes resolve
+        run_training(load_config(table_config(base, base / "t.csv")), base / "run", progress=False,
+                     models_dir=base / "models")
+    return base
+
+
+def rows_csv(folder: Path, cells: dict[tuple[int, str], bytes] = (), header: bytes | None = None) -> Path:
+    """The first 10 rows of the table as a CSV to predict, with `cells` {(row, column): raw bytes} replaced."""
+    lines = [line.split(",") for line in table_text(10).splitlines()]
+    raw = [[cell.encode() for cell in line] for line in lines]
+    for (row, column), value in dict(cells).items():
+        raw[row][lines[0].index(column)] = value
+    if header is not None:
+        raw[0][0] = header
+    path = folder / "rows.csv"
+    path.write_bytes(b"\n".join(b",".join(line) for line in raw) + b"\n")
+    return path
+
+
+def test_a_header_that_is_not_utf8_is_one_error_in_validate_train_and_predict(table, tmp_path):
+    bad = rows_csv(tmp_path, header=b"\xff\xfea")
+    config = table_config(tmp_path, bad)
+    with contextlib.chdir(REPO):
+        for argv in (["validate", str(config)], ["train", str(config), "--out-dir", str(tmp_path / "run"), "--quiet"],
+                     ["predict", str(table / "run"), str(bad), "-o", str(tmp_path / "out.csv")]):
+            code, _, err = run_cli(argv)
+            one_error(err)  # validate and train list the problem under the config's `error:` line
+            assert code == 2 and f"{bad}, the header: the name of column 1 is not UTF-8 text" in err, err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize(("cell", "message"), [
+    (b"xyz", "row 3, column 'b': 'xyz' is not a number, and the normalize step was fitted on numbers"),
+    (b"\xff\xfe", "row 3, column 'b': b'\\xff\\xfe' is not UTF-8 text"),
+    (b"inf", "row 3, column 'b': inf is not a finite number"),
+    (b"-1e308", "(after preprocessing) is past the largest float32 the model reads (3.4e+38)"),
+])
+def test_predict_refuses_a_bad_cell_naming_file_row_and_column(table, tmp_path, cell, message):
+    bad = rows_csv(tmp_path, {(3, "b"): cell})
+    code, out, err = run_cli(["predict", str(table / "run"), str(bad), "-o", str(tmp_path / "out.csv")])
+    assert code == 2 and one_error(err).startswith(f"error: {bad}, ") and message in err, err
+    assert not (tmp_path / "out.csv").exists() and not out
+
+
+# ------------------------------------------------------------------------------------------------ model files
+
+
+def replace_model(run: Path, change) -> Path:
+    """Rewrite the model file `run` names (a forger recomputing the checksum, and the sha256 the run records)."""
+    results = json.loads((run / "results.json").read_text())
+    model = Path(results["model_path"])
+    model.write_bytes(with_tensors(model.read_bytes(), change))
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    for name in ("results.json", "manifest.json"):
+        recorded = json.loads((run / name).read_text())
+        recorded["model_sha256"] = digest
+        (run / name).write_text(json.dumps(recorded))
+    return model
+
+
+def set_tensor(name: str, value=None, dtype=None):
+    def change(tensors):
+        a = tensors[name].copy() if dtype is None else tensors[name].astype(dtype)
+        if value is not None:
+            a.flat[0] = value
+        return {**tensors, name: a}
+    return change
+
+
+WEIGHT = "transformer.h.0.mlp.c_fc.weight"
+
+
+@pytest.mark.parametrize(("value", "dtype", "message"), [
+    (np.nan, None, f"tensor {WEIGHT!r} holds NaN or infinite values"),
+    (-np.inf, None, f"tensor {WEIGHT!r} holds NaN or infinite values"),
+    (None, np.int8, f"tensor {WEIGHT!r} is stored as int8; minitrain files hold float32 there"),
+    (None, np.bool_, f"tensor {WEIGHT!r} is stored as bool; minitrain files hold float32 there"),
+])
+def test_a_model_file_with_bad_weights_is_refused_naming_the_tensor(work, value, dtype, message):
+    model = replace_model(work / "run", set_tensor(WEIGHT, value, dtype))
+    for argv in (["sample", "run", "--prompt", "caminar|P1|", "--temperature", "1"],
+                 ["quantize", "run", "q.safetensors", "--bits", "8"], ["export", "run", "exported"]):
+        code, _, err = run_cli(argv)
+        assert code == 2 and one_error(err).startswith(f"error: {model}: {message}"), err
+    assert not (work / "q.safetensors").exists() and not (work / "exported").exists()
+
+
+def test_finite_weights_that_overflow_are_refused_by_sample_and_quantize(work):
+    replace_model(work / "run", lambda t: {name: a * np.float32(1e30) for name, a in t.items()})
+    code, _, err = run_cli(["sample", "run", "--prompt", "caminar|P1|", "--temperature", "1"])
+    assert code == 2 and "error: sample run: the model's next-token logits are NaN or infinite" in one_error(err)
+    code, _, err = run_cli(["quantize", "run", "q.safetensors", "--bits", "8"])
+    assert code == 2 and "val_ppl nan on the val split" in one_error(err) and not (work / "q.safetensors").exists()
+
+
+def test_predict_refuses_a_table_model_with_nan_weights(table, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(table / "run", run)
+    shutil.copytree(table / "models", tmp_path / "models")
+    for name in ("results.json", "manifest.json"):
+        (run / name).write_text((run / name).read_text().replace(str(table), str(tmp_path)))
+    model = replace_model(run, set_tensor("layers.0.weight", np.nan))
+    code, _, err = run_cli(["predict", str(run), str(rows_csv(tmp_path)), "-o", str(tmp_path / "out.csv")])
+    assert code == 2 and f"{model}: tensor 'layers.0.weight' holds NaN" in one_error(err), err
+    assert not (tmp_path / "out.csv").exists()

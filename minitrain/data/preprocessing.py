@@ -54,8 +54,15 @@ def is_numeric(column: np.ndarray) -> bool:
 
 
 def first_text(column: np.ndarray) -> int:
-    """The index of the first value of a non-numeric column that is not a number (nor missing)."""
-    return next(i for i, v in enumerate(column) if v is not None and not isinstance(v, int | float))
+    """The index of the first value of a non-numeric column that does not read as a number: one text cell makes
+    a reader keep the whole column as text, `'0.27'` included (when every value reads as one, the first value)."""
+    present = [i for i, v in enumerate(column) if v is not None]
+    for i in present:
+        try:
+            float(column[i])
+        except (TypeError, ValueError):
+            return i
+    return present[0]
 
 
 def missing(column: np.ndarray) -> np.ndarray:
@@ -176,8 +183,8 @@ def _fit_normalize(options: dict, columns: Columns, key: tuple) -> dict:
         column = columns[name]
         if not is_numeric(column):
             row = first_text(column)
-            raise DataError(key, f"column {name!r} holds text (row {row + 1} of the training split: "
-                                 f"{column[row]!r}); encode it before normalizing")
+            raise DataError(key, f"column {name!r} holds text; encode it before normalizing (row {row + 1} of the "
+                                 f"training split: {column[row]!r})")
         x = column.astype(np.float64)
         if np.isnan(x).any():
             raise DataError(key, f"column {name!r} has missing values in the training split (row "

@@ -323,7 +323,8 @@ def as_model_input(x: np.ndarray, dtype: type, ids: bool, features: Sequence[str
     `dtype`. A value past that dtype's range (1e308 in float32 is inf, and the model's output NaN) is a DataError
     naming the row and the feature."""
     if not ids:
-        out = np.ascontiguousarray(x, dtype=dtype)
+        with np.errstate(over="ignore"):  # checked just below, with the row and column
+            out = np.ascontiguousarray(x, dtype=dtype)
         if not np.isfinite(out).all():
             row, col = np.argwhere(~np.isfinite(out))[0]
             raise DataError(("data",), f"{where}, row {row + 1}, column {features[col]!r}: {x[row, col]:g} (after "
