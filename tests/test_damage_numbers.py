@@ -10,15 +10,22 @@ seeds, as in tests/test_damage.py).
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
+import io
 import json
 import math
+import os
 import shutil
+import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import safetensors.numpy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_damage import CONFIG, metadata_of, run_cli
 
 from minitrain.callbacks import Callback
@@ -31,6 +38,11 @@ from minitrain.training.run import run_training
 
 pytestmark = pytest.mark.slow
 
+EXAMPLES = int(os.environ.get("MINITRAIN_DAMAGE_EXAMPLES", "8"))
+FUZZ = "MINITRAIN_DAMAGE_EXAMPLES" in os.environ
+GENERATED = settings(max_examples=EXAMPLES, derandomize=not FUZZ, deadline=None, database=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+CASES: Counter = Counter()  # generated cases per surface (tables, model files)
 TRAIN = ["train", "config.yaml", "--models-dir", "models", "--quiet"]
 
 
@@ -272,3 +284,118 @@ def test_predict_refuses_a_table_model_with_nan_weights(table, tmp_path):
     code, _, err = run_cli(["predict", str(run), str(rows_csv(tmp_path)), "-o", str(tmp_path / "out.csv")])
     assert code == 2 and f"{model}: tensor 'layers.0.weight' holds NaN" in one_error(err), err
     assert not (tmp_path / "out.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------------ generated damage
+
+NOT_UTF8 = st.binary(min_size=1, max_size=4).filter(lambda b: not _decodes(b) and not set(b) & set(b',\r\n"'))
+BAD_NUMBERS = st.sampled_from([b"inf", b"-inf", b"nan", b"1e308", b"-1e308", b"3e38", b"1e39", b"-0.0"]) | st.floats(
+    allow_nan=True, allow_infinity=True).map(lambda x: repr(x).encode())
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@st.composite
+def damaged_rows(draw) -> tuple[str, dict, bytes | None]:
+    """(kind, {(row, column): bytes}, header bytes or None): one bad header, or one to three bad cells."""
+    kind = draw(st.sampled_from(["header", "not-utf8", "text", "number"]), label="kind")
+    if kind == "header":
+        return kind, {}, draw(NOT_UTF8) + b"a"
+    values = {"not-utf8": NOT_UTF8, "text": st.text("xyzq", min_size=1, max_size=6).map(str.encode),
+              "number": BAD_NUMBERS}[kind]
+    cells = draw(st.dictionaries(st.tuples(st.integers(1, 10), st.sampled_from(FEATURES)), values, min_size=1,
+                                 max_size=3), label="cells")
+    return kind, cells, None
+
+
+def finite_probabilities(path: Path) -> bool:
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    return all(math.isfinite(float(row[k])) for row in rows for k in row if k.startswith("p_"))
+
+
+@GENERATED
+@given(damaged_rows())
+def test_damaged_table_rows_give_one_error_line_through_validate_train_and_predict(table, damage):
+    kind, cells, header = damage
+    CASES["tables"] += 1
+    with tempfile.TemporaryDirectory(prefix="minitrain-numbers-") as tmp, contextlib.chdir(REPO):
+        folder = Path(tmp)
+        bad = rows_csv(folder, cells, header)
+        out = folder / "out.csv"
+        code, _, err = run_cli(["predict", str(table / "run"), str(bad), "-o", str(out)])
+        must_fail = kind != "number" or any(not math.isfinite(float(v)) or abs(float(v)) > 3.4e38
+                                            for v in cells.values())
+        assert code in ((2,) if must_fail else (0, 2)), f"{damage}: predict -> {code}\n{err}"
+        if code:
+            assert one_error(err).startswith(f"error: {bad}") and not out.exists(), f"{damage}\n{err}"
+        else:
+            assert finite_probabilities(out), damage  # honest output, or none
+        # The same damage in the training data (80 rows: 10 damaged): validate, then train when it passes.
+        source = folder / "train.csv"
+        source.write_bytes(bad.read_bytes() + table_text(80).split("\n", 1)[1].encode())
+        config = table_config(folder, source)
+        code, _, err = run_cli(["validate", str(config)])
+        assert code in (0, 2) and (code == 0 or one_error(err)), f"{damage}: validate -> {code}\n{err}"
+        if kind != "number":
+            assert code == 2, f"{damage}: validate passed\n{err}"
+        run = folder / "run"
+        code, _, err = run_cli(["train", str(config), "--out-dir", str(run), "--models-dir", str(folder / "models"),
+                                "--quiet"])
+        assert code in (0, 2, 3) and (code == 0 or one_error(err)), f"{damage}: train -> {code}\n{err}"
+        if code == 2:
+            assert not run.exists(), f"{damage}: a refused train left {sorted(run.iterdir())}"
+        elif code == 3:
+            assert manifest(run)["status"] == "diverged"
+
+
+BAD_WEIGHTS = st.sampled_from(["nan", "inf", "-inf", "int8", "bool", "float64", "float16", "int32", "uint8"])
+
+
+def damaged_weights(kind: str, name: str, index: int):
+    """A change to one tensor of a model file: one value NaN or infinite, or the whole tensor of another dtype."""
+    if kind in ("nan", "inf", "-inf"):
+        return lambda t: {**t, name: _with_value(t[name], index, float(kind))}
+    return set_tensor(name, dtype=np.dtype(kind))
+
+
+def _with_value(a: np.ndarray, index: int, value: float) -> np.ndarray:
+    a = a.copy()
+    a.flat[index % a.size] = value
+    return a
+
+
+@GENERATED
+@given(kind=BAD_WEIGHTS, pick=st.integers(0, 2**16), index=st.integers(0, 2**16))
+def test_crafted_model_files_are_refused_by_every_reader(tiny, table, kind, pick, index):
+    CASES["model files"] += 1
+    with tempfile.TemporaryDirectory(prefix="minitrain-numbers-") as tmp:
+        work = Path(tmp)
+        for name in ("lm", "tab"):
+            shutil.copytree(tiny if name == "lm" else table, work / name)
+            for recorded in ("run/results.json", "run/manifest.json"):
+                path = work / name / recorded
+                path.write_text(path.read_text().replace(str(tiny if name == "lm" else table), str(work / name)))
+        for name, commands in (("lm", [["sample", "run", "--prompt", "caminar|P1|", "--temperature", "1"],
+                                       ["quantize", "run", "q.safetensors", "--bits", "8"],
+                                       ["export", "run", "exported"], ["info", "run"]]),
+                               ("tab", [["predict", "run", str(rows_csv(work)), "-o", "out.csv"],
+                                        ["export", "run", "exported"], ["info", "run"]])):
+            run = work / name / "run"
+            tensors = sorted(safetensors.numpy.load_file(json.loads((run / "results.json").read_text())["model_path"]))
+            tensor = tensors[pick % len(tensors)]
+            model = replace_model(run, damaged_weights(kind, tensor, index))
+            with contextlib.chdir(work / name):
+                for argv in commands:
+                    code, _, err = run_cli(argv)
+                    if argv[0] == "info":  # reads the run's records, not its weights
+                        assert code in (0, 2) and (code == 0 or one_error(err)), f"{kind} {tensor}: {err}"
+                        continue
+                    assert code == 2, f"{kind} {tensor}: minitrain {' '.join(argv)} -> {code}\n{err}"
+                    assert one_error(err).startswith(f"error: {model}: tensor {tensor!r}"), err
+                assert not any(Path(p).exists() for p in ("q.safetensors", "exported", "out.csv"))
