@@ -247,7 +247,8 @@ def _apply(step: Mapping[str, Any], columns: Columns, where: str) -> Columns:
                 row = first_text(columns[name])
                 raise DataError(KEY, f"{where}, row {row + 1}, column {name!r}: {columns[name][row]!r} is not a "
                                      "number, and the normalize step was fitted on numbers")
-            out[name] = (columns[name].astype(np.float64) - center) / scale
+            with np.errstate(over="ignore", invalid="ignore"):  # a huge value: the model input check names it
+                out[name] = (columns[name].astype(np.float64) - center) / scale
     else:
         out = _encode(step, columns, out, where)
     return out
