@@ -95,7 +95,7 @@ def _gpt2_state(path: Path) -> dict[str, np.ndarray]:
     if not any(name.startswith("transformer.") for name in state):
         state = {f"transformer.{name}": a for name, a in state.items()}
     state = {name: a for name, a in state.items() if not name.endswith((".attn.bias", ".attn.masked_bias"))}
-    check_tensors(state, str(path))  # float32 and finite, as minitrain's own files
+    check_tensors(state, str(path))  # float and finite, as minitrain's own files
     return state
 
 

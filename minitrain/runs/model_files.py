@@ -14,9 +14,10 @@ Two guarantees beyond the format:
 - Corruption that still parses is caught: `sha256` in the metadata covers every other metadata entry and every
   tensor's name, dtype, shape and bytes.
 
-Every problem reading a file is one `UserError` naming the file. Weights are float32 and finite (a quantized
-file's codes and zero points uint8): a tensor of another dtype (int8, bool, float64, which loading would cast
-silently) or holding NaN or inf is refused, naming it, before anything samples, quantizes or predicts with it.
+Every problem reading a file is one `UserError` naming the file. Weights are float32 (float64 for a model.dtype
+float64 run) and finite, a quantized file's codes and zero points uint8: a tensor of another dtype (int8, bool,
+float16, which loading would cast silently) or holding NaN or inf is refused, naming it, before anything
+samples, quantizes or predicts with it.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from minitrain.runs.run_files import check_model_file_meta
 FORMAT = "minitrain"
 FORMAT_VERSION = 1
 OPTIMIZER_PREFIX = "optimizer."
-WEIGHT_DTYPE = np.dtype(np.float32)  # every tensor minitrain writes, but for a quantized file's integers
-CODE_SUFFIXES = (".codes", ".zero_point")  # those integers (minitrain/quant/qfile.py): uint8
+WEIGHT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # float64: a model.dtype float64 run's weights
+CODE_SUFFIXES = (".codes", ".zero_point")  # a quantized file's integers (minitrain/quant/qfile.py): uint8
 
 
 # ----------------------------------------------------------------------------------------------- hashing helpers
@@ -138,14 +139,15 @@ def read_file(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 
 
 def check_tensors(tensors: Mapping[str, np.ndarray], where: str, quantized: bool = False) -> None:
-    """Refuse, naming `where` and the tensor, one whose dtype minitrain does not write (float32; uint8 for the
-    codes and zero points of a `quantized` file) or whose values are not all finite."""
+    """Refuse, naming `where` and the tensor, one whose dtype minitrain does not write (float32 or float64; uint8
+    for the codes and zero points of a `quantized` file) or whose values are not all finite."""
     for name, a in tensors.items():
-        expected = np.dtype(np.uint8) if quantized and name.endswith(CODE_SUFFIXES) else WEIGHT_DTYPE
-        if a.dtype != expected:
-            raise UserError(f"{where}: tensor {name!r} is stored as {a.dtype}; minitrain files hold {expected} "
-                            "there", BAD_INPUT)
-        if expected == WEIGHT_DTYPE and not np.isfinite(a).all():
+        code = quantized and name.endswith(CODE_SUFFIXES)
+        expected = (np.dtype(np.uint8),) if code else WEIGHT_DTYPES
+        if a.dtype not in expected:
+            raise UserError(f"{where}: tensor {name!r} is stored as {a.dtype}; minitrain files hold "
+                            f"{' or '.join(map(str, expected))} there", BAD_INPUT)
+        if not code and not np.isfinite(a).all():
             raise UserError(f"{where}: tensor {name!r} holds NaN or infinite values; a model cannot be used "
                             "(or trained further) from it", BAD_INPUT)
 
