@@ -20,7 +20,6 @@ from minitrain.training import artifacts
 @pytest.mark.parametrize(("template", "steps_home"), [("minimal", "training"), ("lab01", "scheduler")])
 def test_init_validate_dry_run_train(tmp_path, capsys, monkeypatch, template, steps_home):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models")  # keep the repo's models/ clean
     make_corpus(tmp_path / "d")
     assert run(["init", "--template", template, "--data", "d", "-o", "c.yaml"], capsys)[0] == 0
     assert run(["validate", "c.yaml"], capsys)[0] == 0
@@ -55,7 +54,6 @@ def test_init_validate_dry_run_train(tmp_path, capsys, monkeypatch, template, st
 @pytest.mark.slow
 def test_models_dir_flag_puts_the_model_there_and_nowhere_else(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "default-models")
     monkeypatch.setenv("MINITRAIN_MODELS_DIR", str(tmp_path / "env-models"))
     config = write_tiny_run(tmp_path, "output: {models_dir: config-models}\n")  # the flag beats the config
     before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
@@ -75,12 +73,12 @@ def test_models_dir_flag_puts_the_model_there_and_nowhere_else(tmp_path, capsys,
 
 
 def test_models_dir_resolution_order(tmp_path, monkeypatch):
-    # Explicit argument (or --models-dir) > output.models_dir > $MINITRAIN_MODELS_DIR > the repository's models/.
+    # Explicit argument (or --models-dir) > output.models_dir > $MINITRAIN_MODELS_DIR > the run folder's models/.
     monkeypatch.delenv("MINITRAIN_MODELS_DIR", raising=False)
-    assert artifacts.models_dir() == artifacts.REPO_ROOT / "models"
+    assert artifacts.models_dir(None, "runs/x") == Path("runs/x/models")
     monkeypatch.setenv("MINITRAIN_MODELS_DIR", str(tmp_path / "env"))
-    assert artifacts.models_dir() == tmp_path / "env"
-    assert artifacts.models_dir("from-config") == Path("from-config")
+    assert artifacts.models_dir(None, "runs/x") == tmp_path / "env"
+    assert artifacts.models_dir("from-config", "runs/x") == Path("from-config")
     cfg = load_config(write_tiny_run(tmp_path, "output: {models_dir: cfg-models}\n"),
                       values={"output.models_dir": "flag-models"})
     assert cfg.output.models_dir == "flag-models" and "--models-dir flag-models" in cfg.source.overrides

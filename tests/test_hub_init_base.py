@@ -61,7 +61,6 @@ def test_init_from_an_export_folder_writes_its_model_section_and_validates(base,
 
 @pytest.mark.slow
 def test_the_config_trains_from_the_base_weights(base, data, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models")  # keep the repo's models/ clean
     monkeypatch.delenv("MINITRAIN_MODELS_DIR", raising=False)
     out = tmp_path / "c.yaml"
     assert run(["init", "--base", base, "--data", data, "-o", out], capsys)[0] == 0

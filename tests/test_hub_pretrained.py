@@ -194,11 +194,12 @@ def test_sharded_weights_are_joined_by_the_index(tmp_path):
         read_folder_weights(tmp_path)
 
 
-def hf_folder(folder: Path, bf16: bool = True) -> dict[str, np.ndarray]:
+def hf_folder(folder: Path, bf16: bool = True, tied: bool = True) -> dict[str, np.ndarray]:
     """A tiny Llama folder as transformers saves one (BF16 weights), with a tokenizer; returns the fp32 values."""
     folder.mkdir(parents=True, exist_ok=True)
-    hf = {n: bf16_to_float32(float32_to_bf16(a)) for n, a in random_hf_state(MINITRAIN).items()}
-    (folder / "config.json").write_text(json.dumps(HF_CONFIG))
+    model = {**MINITRAIN, "tie_embeddings": tied}
+    hf = {n: bf16_to_float32(float32_to_bf16(a)) for n, a in random_hf_state(model).items()}
+    (folder / "config.json").write_text(json.dumps({**HF_CONFIG, "tie_word_embeddings": tied}))
     write_safetensors(folder / "model.safetensors",
                       {n: ("BF16", float32_to_bf16(a)) if bf16 else ("F32", a) for n, a in hf.items()})
     PretrainedTokenizer.from_gguf_fields(**tiny_fields()).save(folder)
@@ -224,18 +225,26 @@ def test_a_hf_folder_loads_and_exports_back_byte_for_byte_tokenizer(tmp_path):
     assert again[0] == model and all(np.array_equal(again[1][n], state[n]) for n in state)
 
 
-def test_the_loaded_state_fits_minitrains_llama_model(tmp_path):
+@pytest.mark.parametrize("tied", [True, False])
+def test_the_loaded_state_fits_minitrains_llama_model_and_exports_back(tmp_path, tied):
     from minitrain.hub.gpt2 import check_state_dict
     from minitrain.models.registry import build_model
 
-    hf_folder(tmp_path / "base")
+    hf = hf_folder(tmp_path / "base", tied=tied)
     model_config, state, tok, _ = load_pretrained_base(tmp_path / "base")
     check_state_dict(state, model_config, "base")
     model = build_model(model_config)
     model.load_state_dict(state)
-    ids = tok.encode("hola como")
-    logits, _ = model(np.array([ids]))
-    assert logits.shape == (1, len(ids), VOCAB) and np.isfinite(logits.data).all()
+    ids = np.array([tok.encode("hola como")])
+    logits, _ = model(ids)
+    assert logits.shape == (1, ids.shape[1], VOCAB) and np.isfinite(logits.data).all()
+    # logits = h·lm_head: an untied HF head ([V, d]) is read transposed, and written back as it was
+    hidden = model.decode(ids, np.arange(ids.shape[1])[None], np.tril(np.ones((1, ids.shape[1], ids.shape[1]), bool)))
+    head = hf["model.embed_tokens.weight" if tied else "lm_head.weight"]
+    assert np.allclose(logits.data, hidden.data @ head.T, atol=1e-5)
+    export_hf_folder(model_config, dict(model.state_dict()), tok, tmp_path / "out")
+    saved = safetensors.numpy.load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert saved.keys() == hf.keys() and all(np.array_equal(saved[n], hf[n]) for n in hf)
 
 
 def test_a_folder_without_tokenizer_json_or_with_too_many_ids_is_refused(tmp_path):
@@ -277,9 +286,9 @@ def test_rope_permutation_round_trips_and_moves_pairs_to_halves():
     assert np.array_equal(permute_rope_rows(w, 2)[[0, 1, 2, 3], 0], w[[0, 4, 1, 5], 0])
 
 
-def write_gguf(path: Path, hf: dict[str, np.ndarray], config: dict) -> None:
+def write_gguf(path: Path, hf: dict[str, np.ndarray], config: dict, f64: str | None = None) -> None:
     """A tiny llama GGUF as llama.cpp's converter writes one: short names, q/k rows permuted, attn_q of layer 0
-    in Q8_0, the tokenizer in the metadata."""
+    in Q8_0, the tokenizer in the metadata; the tensor named `f64` (a GGUF name) in F64."""
     import gguf
     from gguf.quants import quantize
 
@@ -321,7 +330,7 @@ def write_gguf(path: Path, hf: dict[str, np.ndarray], config: dict) -> None:
             writer.add_tensor(short, quantize(w, gguf.GGMLQuantizationType.Q8_0),
                               raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
-            writer.add_tensor(short, w)
+            writer.add_tensor(short, w.astype(np.float64) if short == f64 else w)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -344,6 +353,13 @@ def test_a_gguf_is_read_dequantized_unpermuted_with_its_tokenizer(tmp_path):
     assert np.array_equal(state[k], hf[k].T)
     assert tok.encode("hola hola") == PretrainedTokenizer.from_gguf_fields(**tiny_fields()).encode("hola hola")
     assert tok.apply_chat_template([{"role": "user", "content": "x"}]) == "<|im_start|>user\nx<|im_end|>\n"
+
+
+def test_a_gguf_tensor_type_the_reader_cannot_dequantize_is_named(tmp_path):
+    write_gguf(tmp_path / "tiny.gguf", random_hf_state(MINITRAIN), HF_CONFIG, f64="blk.1.ffn_up.weight")
+    with pytest.raises(UserError, match=r"tensor blk\.1\.ffn_up\.weight is stored as F64, a type the gguf package "
+                                        r"cannot dequantize"):
+        load_pretrained_base(tmp_path / "tiny.gguf")
 
 
 def test_a_gguf_of_another_architecture_or_not_a_gguf_is_refused(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fakehub import TOKEN, make_run
 from huggingface_hub.utils import _http
+from test_cli import run as cli_run
 
 from minitrain.common.errors import UserError
 from minitrain.config.schema import Config
@@ -77,7 +78,7 @@ def test_a_rejected_token_is_a_clear_error_and_uploads_nothing(hub, run, monkeyp
     before = tree_digest(run.parent)
     with pytest.raises(UserError, match=r"rejected the token \(HTTP 401\)") as err:
         publish(run, REPO)
-    assert wrong not in str(err.value) and err.value.exit_code == 3
+    assert wrong not in str(err.value) and err.value.exit_code == 5  # a failed Hub request
     assert hub.repos == {} and hub.paths_requested("PUT") == []
     assert tree_digest(run.parent) == before
 
@@ -123,11 +124,23 @@ def test_the_token_never_reaches_a_file_or_the_output(hub, run, tmp_path, capsys
     assert len(texts) > 3 + len(EXPORT_FILES)  # the scan did read the run, the cache and the uploads
 
 
-@pytest.mark.parametrize("repo", ["minigpt", "alice/mini gpt", "alice/minigpt/extra", "../x"])
-def test_a_malformed_repo_id_is_refused(hub, run, repo):
-    with pytest.raises(UserError, match="expected a Hub model id 'user/name'"):
-        publish(run, repo)
-    assert hub.requests == []
+@pytest.mark.parametrize("repo", ["minigpt", "alice/mini gpt", "alice/minigpt/extra", "../x", "u/" + "a" * 120,
+                                  "a/b--c", "a/b.git", "a/-b"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_malformed_repo_id_is_refused(hub, run, repo, dry_run):
+    with pytest.raises(UserError, match="is not a Hub repo id") as err:
+        publish(run, repo, dry_run=dry_run)  # a dry run refuses what the upload would
+    assert err.value.exit_code == 2 and hub.requests == []
+
+
+def test_a_bare_model_file_publishes_with_its_vocab(hub, run, capsys):
+    model_file = run.parent / "models" / "minigpt-test.safetensors"  # records no vocabulary: --vocab gives it
+    code, _, err = cli_run(["publish", "--repo", REPO, model_file, "--dry-run"], capsys)
+    assert code == 2 and "pass it with --vocab" in err
+    code, out, err = cli_run(["publish", "--repo", REPO, model_file, "--vocab", run.parent / "data" / "vocab.json"],
+                             capsys)
+    assert code == 0 and f"Published: {hub.url}/{REPO}" in out, err
+    assert sorted(hub.repos[REPO].files) == sorted(EXPORT_FILES)
 
 
 @pytest.mark.parametrize(("status", "published"), [("completed", True), ("early_stopped", True),

@@ -14,7 +14,6 @@ from test_run import RUN_FILES
 
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.hub.export import EXPORT_FILES, export_model
-from minitrain.training import artifacts
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +24,6 @@ PUBLISH = f"publish: {{repo: {REPO}}}\n"
 
 @pytest.fixture(autouse=True)
 def models_kept_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models")  # keep the repo's models/ clean
     monkeypatch.delenv("MINITRAIN_MODELS_DIR", raising=False)
 
 

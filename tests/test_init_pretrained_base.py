@@ -119,12 +119,30 @@ def test_a_hub_base_is_described_from_its_config_and_tokenizer_without_its_weigh
     assert "config.json" in files and "tokenizer.json" in files and "model.safetensors" not in files
 
 
-def test_data_without_a_validation_split_or_a_missing_base_is_refused(gguf, tmp_path, capsys, monkeypatch):
-    write_jsonl(tmp_path / "only" / "train.jsonl", CHAT)
-    code, _, err = init(["--base", gguf, "--data", tmp_path / "only"], capsys, tmp_path, monkeypatch)
-    assert code == 2 and "needs a train file and a validation file" in err and "Traceback" not in err
-    assert not (tmp_path / "minitrain.yaml").exists() and os.listdir(tmp_path / "only") == ["train.jsonl"]
+def test_data_without_a_validation_file_is_the_source_with_a_tenth_held_out(gguf, tmp_path, capsys, monkeypatch):
+    write_jsonl(tmp_path / "only" / "train.jsonl", CHAT * 4)  # the spec's §4.1: ./data/train.jsonl and nothing else
+    code, out, err = init(["--base", gguf, "--data", tmp_path / "only"], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
+    assert cfg["data"]["source"] == str(tmp_path / "only") and cfg["data"]["split"] == {"train": 0.9, "val": 0.1}
+    assert "train 18, val 2;" in out and os.listdir(tmp_path / "only") == ["train.jsonl"]
+    (tmp_path / "docs").mkdir()
+    for i in range(10):
+        (tmp_path / "docs" / f"capitulo-{i}.txt").write_text(f"Capítulo {i}. Había una vez.", "utf-8")
+    code, out, err = init(["--base", gguf, "--data", tmp_path / "docs", "--force"], capsys, tmp_path, monkeypatch)
+    assert code == 0 and "train 9, val 1;" in out and "text records, documents" in out, err
+
+
+def test_a_bad_record_is_refused_with_its_file_and_line(gguf, tmp_path, capsys, monkeypatch):
     write_jsonl(tmp_path / "bad" / "train.jsonl", [{"messages": "hola"}])
     write_jsonl(tmp_path / "bad" / "val.jsonl", CHAT[:1])
     code, _, err = init(["--base", gguf, "--data", tmp_path / "bad"], capsys, tmp_path, monkeypatch)
     assert code == 2 and "train.jsonl:1" in err
+
+
+def test_data_paths_are_written_as_yaml_strings(gguf, chat, tmp_path, capsys, monkeypatch):
+    odd = chat.rename(tmp_path / "d #1: x")  # '#' starts a comment and ': ' a mapping, unless quoted
+    code, _, err = init(["--base", gguf, "--method", "lora", "--data", odd], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
+    assert cfg["data"]["train_path"] == str(odd / "train.jsonl") and cfg["data"]["val_path"] == str(odd / "val.jsonl")

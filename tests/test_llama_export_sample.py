@@ -72,6 +72,14 @@ def test_sample_continues_a_prompt_and_answers_a_chat_turn_with_the_kv_cache(fol
     assert code == code2 == 0 and out == out2 and out.count("\nhola") == 1 and out.startswith("hola")
 
 
+@pytest.mark.parametrize("top_p", ["0", "1.5", "nan"])
+def test_a_top_p_outside_0_1_is_a_bad_argument(folder, capsys, top_p):
+    with pytest.raises(SystemExit) as exit_:
+        cli(["sample", folder, "--prompt", "hola", "--top-p", top_p], capsys)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"must be a number in (0, 1], got {top_p}" in err and "Traceback" not in err
+
+
 def test_chat_and_top_p_are_refused_for_a_character_model(run, capsys):
     code, _, err = cli(["sample", run, "--chat", "--prompt", "comer|R1|"], capsys)
     assert code == 2 and "--chat and --top-p are for a pretrained model" in err

@@ -21,7 +21,6 @@ from minitrain.hub.sources import adapted_model, load_model
 from minitrain.lora.peft import CONFIG_FILE, WEIGHTS_FILE
 from minitrain.nn import inference
 from minitrain.runs.model_files import load_model_file
-from minitrain.training import artifacts
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +39,6 @@ lora:
 def base(tmp_path, monkeypatch):
     """A run folder with a tiny random model and its data (fakehub.make_run, its records as verb records, which
     training reads); the repo's models/ kept clean."""
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models-default")
     run_dir = make_run(tmp_path / "base")
     records = [make_record(verb, code[0], int(code[1]), form) for verb, code, form in (t.split("|") for t in RECORDS)]
     for split, chosen in (("train", records[:3]), ("val", records[3:])):
@@ -137,11 +135,16 @@ def test_merge_writes_a_plain_run_whose_model_computes_the_adapted_logits(tmp_pa
     assert run(["quantize", tmp_path / "merged", tmp_path / "q.safetensors", "--bits", "8"], capsys)[0] == 0
 
 
-def test_publish_sends_the_adapter_or_with_merge_adapters_the_merged_model(tmp_path, base, capsys, monkeypatch):
+def test_publish_sends_the_adapter_or_with_merge_adapters_the_merged_model(tmp_path, base, capsys, hub):
     train(lora_config(tmp_path, base), tmp_path / "run", capsys)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    code, out, _ = run(["publish", "--repo", "alice/lora", tmp_path / "run", "--dry-run"], capsys)
-    assert code == 0 and f"  {WEIGHTS_FILE} " in out and "  config.json " not in out
+    # PEFT loads an adapter's base by its Hub id: a local base is refused, with the two ways out
+    code, _, err = run(["publish", "--repo", "alice/lora", tmp_path / "run", "--dry-run"], capsys)
+    assert code == 2 and "names its base by Hub id" in err and "--base-model" in err and "--merge-adapters" in err
+    code, out, err = run(["publish", "--repo", "alice/lora", tmp_path / "run", "--base-model", "alice/base"], capsys)
+    assert code == 0, err
+    assert json.loads(hub.repos["alice/lora"].files[CONFIG_FILE])["base_model_name_or_path"] == "alice/base"
+    files = hub.repos["alice/lora"].files
+    assert "config.json" not in files and b"base `alice/base`" in files["README.md"]  # the card says it too
     code, out, _ = run(["publish", "--repo", "alice/lora", tmp_path / "run", "--dry-run", "--merge-adapters"], capsys)
     assert code == 0 and "  model.safetensors " in out and "  config.json " in out and WEIGHTS_FILE not in out
 

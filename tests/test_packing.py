@@ -102,6 +102,17 @@ def test_a_record_longer_than_a_row_is_an_error_naming_it_unless_asked():
     assert pieces.loss_mask.sum() == 10
 
 
+def test_a_cut_that_counts_nothing_is_refused_or_dropped():
+    """A long prompt, its completion (the counted targets) at the end: truncating leaves nothing to train on;
+    splitting drops the pieces that count nothing, so no row has a zero count."""
+    prompt_first = Example(list(range(1, 21)), [False] * 18 + [True] * 2, "data.jsonl:3")
+    with pytest.raises(UserError, match=r"^data\.jsonl:3: the record is 20 tokens and none of its first 5"):
+        pack([prompt_first], 4, "pad", PAD, overflow="truncate")
+    pieces = pack([prompt_first], 4, "pad", PAD, overflow="split")
+    assert pieces.input.tolist() == [[17, 18, 19, PAD]] and pieces.loss_mask.tolist() == [[False, True, True, False]]
+    assert pieces.loss_mask.any(axis=1).all()
+
+
 def test_bad_settings_and_examples_are_refused():
     one = [Example([1, 2], [False, True], "a")]
     with pytest.raises(UserError, match=r"packing mode must be one of \['pack', 'pad'\]"):

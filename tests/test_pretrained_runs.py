@@ -19,7 +19,6 @@ from minitrain.config.problems import ConfigError
 from minitrain.data.batch import Batch, trim_padding
 from minitrain.hub.pretrained_runs import complete_model_section, run_model
 from minitrain.models.llama import Llama
-from minitrain.training import artifacts
 from minitrain.training.run import run_training
 
 CHATS = [("hola", "hola hola"), ("como", "como hola"), ("hola como", "como"), ("como como", "hola"),
@@ -34,7 +33,6 @@ def chat_lines(pairs) -> str:
 @pytest.fixture
 def base(tmp_path, monkeypatch) -> Path:
     """A tiny Llama base folder (float32 weights, the tiny BPE tokenizer with its chat template) and chat data."""
-    monkeypatch.setattr(artifacts, "DEFAULT_MODELS_DIR", tmp_path / "models-default")
     hf_folder(tmp_path / "base", bf16=False)
     (tmp_path / "train.jsonl").write_text(chat_lines(CHATS * 2), encoding="utf-8")
     (tmp_path / "val.jsonl").write_text(chat_lines(CHATS[:2]), encoding="utf-8")
@@ -103,12 +101,20 @@ def test_the_architecture_is_filled_from_the_base_and_a_given_key_must_equal_it(
 @pytest.mark.parametrize("model, data, where, message", [
     ("", ", vocab_path: data/processed/vocab.json", ("data", "vocab_path"), "never on character ids"),
     ("", ", loss_on: answer", ("data", "loss_on"), "answer counts the verb form"),
+    ("", ", dev_path: x.jsonl", ("data", "dev_path"), "read data.train_path and data.val_path only"),
+    ("", ", heldout_policy: verbs_4", ("data", "heldout_policy"), "the held-out verbs"),
+    ("", ", format: csv", ("data", "format"), "read by their extension"),
 ])
 def test_a_pretrained_base_refuses_character_keys(tmp_path, base, model, data, where, message):
     text = config_text(tmp_path, base, model=model, data=data).replace("loss_on: completion, loss_on", "loss_on")
     with pytest.raises(ConfigError) as info:
         load_config(write_config(tmp_path, text))
-    assert [p.path for p in info.value.problems] == [where] and message in str(info.value)
+    assert [p.path for p in info.value.problems] == [where] and message in info.value.problems[0].message
+
+
+def test_loss_on_left_out_counts_all_tokens_on_a_pretrained_base(tmp_path, base):
+    cfg = load_config(write_config(tmp_path, config_text(tmp_path, base).replace(", loss_on: completion", "")))
+    assert cfg.data.loss_on == "all"
 
 
 def test_packing_is_refused_for_minigpt_and_completion_for_verb_records(tmp_path):
@@ -202,6 +208,8 @@ def test_a_lora_run_exports_merged_as_a_plain_model_of_the_base(tmp_path, base):
     export_text_model(tmp_path / "run", tmp_path / "export")
     model_config, state, exported_tokenizer, _ = load_pretrained_base(tmp_path / "export")
     assert "lora" not in model_config and exported_tokenizer.encode("hola como") == tokenizer.encode("hola como")
+    # trained on rows of 48 positions, the model keeps the base's context of 64 (a published fine-tune is not cut)
+    assert adapted.config["max_seq_len"] == model_config["max_seq_len"] == 64
     assert (tmp_path / "export" / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
     plain = build_model(model_config)
     plain.load_state_dict(state)

@@ -82,6 +82,14 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def probability(text: str) -> float:
+    """argparse type: a float in (0, 1] (a nucleus: top-p)."""
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """argparse type: a finite float >= 0 (NaN and infinity refused)."""
     value = float(text)

@@ -11,8 +11,9 @@ What it does (the publish spec's smart init, §3.4), reading and never writing t
        a chat template that rewrites earlier turns) is refused here already, with its file and line
     4. the config: `model:` is `type: llama`, the base's keys and `init_from`, with max_seq_len the row length
        the records need (the base's context is a ceiling, not what a CPU run should pay for); `data:` the split
-       files, `packing: pack`, `loss_on` (completion for chat and prompt/completion records: the model learns to
-       answer, not to write questions), `overflow`; `lora:` on the spec's Llama names (below); a commented
+       files (one per split), else the folder as `source` (with `split: {train: 0.9, val: 0.1}` when it has no
+       validation file), `packing: pack`, `loss_on` (completion for chat and prompt/completion records: the model
+       learns to answer, not to write questions), `overflow`; `lora:` on the spec's Llama names (below); a commented
        `publish:` placeholder
     5. the summary of the spec's §4.1 (model, method, data, optimizer, output) and the next command
 
@@ -33,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.commands.init_template import _scalar, suggested_rank
-from minitrain.common.errors import UserError
 
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 MIN_ROW, MAX_ROW = 256, 2048
@@ -41,6 +41,7 @@ BATCH_SIZE = 4
 MAX_STEPS = 500  # a first run on a CPU: the summary says how many steps one epoch is
 LR = {"full": 2e-5, "lora": 2e-4, "qlora": 2e-4}
 DEFAULT_OUTPUT = "minitrain.yaml"
+HOLD_OUT = {"train": 0.9, "val": 0.1}  # data.split of a folder without a validation file
 
 
 def row_length(longest: int, context: int) -> int:
@@ -49,21 +50,16 @@ def row_length(longest: int, context: int) -> int:
     return min(context, MAX_ROW, max(MIN_ROW, 2 ** math.ceil(math.log2(need))))
 
 
-def _splits(data: dict[str, Any], folder: str) -> dict[str, str]:
-    """{split: its one file}: a run reads data.train_path and data.val_path (and test_path), one file each."""
-    if "train" not in data["splits"] or "val" not in data["splits"]:
-        raise UserError(f"--data {folder}: a fine-tune needs a train file and a validation file (train.jsonl and "
-                        "val.jsonl, or validation.parquet ...: files named after their split); found "
-                        f"{', '.join(data['files'])}", 2)
+def _data_section(data: dict[str, Any], folder: str) -> dict[str, Any]:
+    """What `data:` names: the split files when the folder holds one per split, a validation one included
+    ({"train_path": ..., "val_path": ..., "test_path": ...}); else the folder as data.source, split by HOLD_OUT when
+    it has no validation file ({"source": folder, "split": HOLD_OUT})."""
     by_split: dict[str, list[str]] = {}
     for file in data["files"]:
         by_split.setdefault(_split_of(file), []).append(file)
-    many = {split: files for split, files in by_split.items() if len(files) > 1}
-    if many:
-        split, files = next(iter(many.items()))
-        raise UserError(f"--data {folder}: {len(files)} {split} files ({', '.join(files)}); a run reads one file "
-                        "per split: join them into one", 2)
-    return {split: files[0] for split, files in by_split.items()}
+    if "val" in by_split and all(len(files) == 1 for files in by_split.values()):
+        return {f"{split}_path": files[0] for split, files in by_split.items()}
+    return {"source": folder, **({} if "val" in by_split else {"split": HOLD_OUT})}
 
 
 def _split_of(file: str) -> str:
@@ -72,13 +68,20 @@ def _split_of(file: str) -> str:
     return split_of(Path(file)) or "all"
 
 
-def _lengths(files: dict[str, str], tokenizer: Any, loss_on: str) -> dict[str, list[int]]:
-    """Token count of every record of every split, encoded as the run encodes it."""
+def _lengths(section: dict[str, Any], tokenizer: Any, loss_on: str) -> dict[str, list[int]]:
+    """Token count of every record of every split, read and encoded as the run will (the same split)."""
     from minitrain.data.text_examples import encode_records
     from minitrain.data.text_records import read_file
+    from minitrain.data.text_sources import source_records
 
-    return {split: [len(e.ids) for e in encode_records(read_file(path), tokenizer, loss_on)]
-            for split, path in files.items()}
+    if "source" in section:
+        from minitrain.config.schema import TrainingConfig
+
+        seed = TrainingConfig.model_fields["data_seed"].default  # what the run splits data.source with
+        records = source_records(section["source"], section.get("split"), seed)
+    else:
+        records = {key.removesuffix("_path"): read_file(path) for key, path in section.items()}
+    return {split: [len(e.ids) for e in encode_records(found, tokenizer, loss_on)] for split, found in records.items()}
 
 
 def _value(value: Any) -> str:
@@ -118,9 +121,15 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
     """The YAML text of the config (module docstring); `plan` holds the numbers init chose."""
     model_lines = [f"  {k}: {_value(v)}" for k, v in model.items() if k != "max_seq_len"]
     ceiling = min(model["max_seq_len"], MAX_ROW)
-    data_lines = [f"  train_path: {files['train']}", f"  val_path: {files['val']}"]
-    if "test" in files:
-        data_lines.append(f"  test_path: {files['test']}   # scored once, after training")
+    if "source" in files:
+        data_lines = [f"  source: {_scalar(files['source'])}"]
+        if "split" in files:
+            data_lines.append(f"  split: {{train: {HOLD_OUT['train']}, val: {HOLD_OUT['val']}}}   # no validation "
+                              "file: a tenth of the records held out, at random (training.data_seed)")
+    else:
+        data_lines = [f"  train_path: {_scalar(files['train_path'])}", f"  val_path: {_scalar(files['val_path'])}"]
+        if "test_path" in files:
+            data_lines.append(f"  test_path: {_scalar(files['test_path'])}   # scored once, after training")
     data_lines += [
         "  packing: pack          # several records per row, never attending across records (or: pad)",
         f"  loss_on: {plan['loss_on']}" + ("   # the assistant turns / completions only (or: all)"
@@ -171,7 +180,7 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
     method = method or "lora"
     model, tokenizer, facts = describe_base(spec)
     data = describe_text_data(folder)
-    files = _splits(data, folder)
+    files = _data_section(data, folder)
     loss_on = "completion" if data["kind"] in ("chat", "prompt_completion") else "all"
     print(f"counting the tokens of {data['samples']:,} records with the base's tokenizer ...", file=sys.stderr)
     lengths = _lengths(files, tokenizer, loss_on)
@@ -203,8 +212,8 @@ def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) 
         f"  Tokenizer: the base's own ({tokenizer.vocab_size:,} tokens"
         f"{', chat template' if tokenizer.chat_template else ''})",
         f"  Method: {how}",
-        f"  Data: {files['train']} ({data['samples']:,} samples detected: {splits}; {data['kind']} records, "
-        f"{data['format']})",
+        f"  Data: {files.get('source') or files['train_path']} ({data['samples']:,} samples detected: {splits}; "
+        f"{data['kind']} records, {data['format']})",
         f"  Tokens: {sum(lengths['train']):,} in train, longest record {plan['longest']}; rows of {plan['row']} "
         f"packed, loss on {'the answers' if plan['loss_on'] == 'completion' else 'every token'}"
         + (f"; {plan['too_long']} records split" if plan["too_long"] else ""),

@@ -1,6 +1,7 @@
-"""`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run] [--merge-adapters] [--base-model SPEC]`
-(alias `push`): export a run and upload it to the Hub; without RUN_DIR, the latest finished run under runs/. A
-LoRA run uploads its adapter, or with --merge-adapters its base with the adapters merged in."""
+"""`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run] [--merge-adapters] [--base-model SPEC]
+[--vocab PATH]` (alias `push`): export a run or model file and upload it to the Hub; without RUN_DIR, the latest
+finished run under runs/. A LoRA run uploads its adapter (its base must be a Hub id), or with --merge-adapters its
+base with the adapters merged in."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ RUNS = Path("runs")
 def register(subparsers: argparse._SubParsersAction) -> None:
     push = subparsers.add_parser("publish", aliases=["push"], help="export a run and upload it to the Hub")
     push.add_argument("--repo", required=True, help="Hub model repo, user/name (created if needed)")
-    push.add_argument("run_dir", nargs="?", help="run folder (default: the latest finished run under runs/)")
+    push.add_argument("run_dir", nargs="?", help="run folder or model file (default: the latest finished run under "
+                                                 "runs/)")
     push.add_argument("--private", action="store_true", help="create the repo as private")
     push.add_argument("--dry-run", action="store_true", help="build the folder and list it; upload nothing")
     push.add_argument("--merge-adapters", action="store_true",
                       help="a LoRA run: publish its base with the adapters merged in (default: the adapter)")
     push.add_argument("--base-model", metavar="PATH|user/repo",
-                      help="the base the adapters were trained on, when the run does not record it (or it moved)")
+                      help="the base the adapters were trained on, when the run does not record it (or it moved); "
+                           "an adapter on the Hub names its base by this Hub id")
+    push.add_argument("--vocab", help="vocab.json, when the source (a bare model file) does not record it")
     push.set_defaults(handler=publish_command)
 
 
@@ -41,5 +45,5 @@ def publish_command(args: argparse.Namespace) -> int:
     if not args.run_dir:
         print(f"Publishing the latest run: {run_dir}")
     publish(run_dir, args.repo, private=args.private, dry_run=args.dry_run, merge_adapters=args.merge_adapters,
-            base_model=args.base_model)
+            base_model=args.base_model, vocab_path=args.vocab)
     return 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minitrain.commands.common import non_negative_float, non_negative_int, positive_int
+from minitrain.commands.common import non_negative_float, non_negative_int, positive_int, probability
 from minitrain.common.errors import ArgumentError, UserError
 
 TEXT_MAX_NEW = 256  # a pretrained model's default answer length (its context may be 8192 positions)
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "print the answer")
     sample.add_argument("--temperature", type=non_negative_float, default=0.0, help="0 = greedy (default)")
     sample.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest")
-    sample.add_argument("--top-p", type=non_negative_float, default=None,
+    sample.add_argument("--top-p", type=probability, default=None,
                         help="a pretrained model: sample from the smallest set of tokens whose probability is ≥ p")
     sample.add_argument("--seed", type=non_negative_int, default=None, help="seed for sampling (temperature > 0)")
     sample.add_argument("-n", type=positive_int, default=1, help="number of samples (default 1)")

@@ -19,7 +19,9 @@ from minitrain.config.yaml_lines import load_yaml_file
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     train = subparsers.add_parser("train", help="train from a YAML config")
-    train.add_argument("config", help="config YAML (or a lock file written by `minitrain lock`)")
+    train.add_argument("config", nargs="?",
+                       help="config YAML (or a lock file written by `minitrain lock`); left out with --resume RUN, "
+                            "the run's recorded config.resolved.yaml")
     add_set(train)
     train.add_argument("--out-dir", help="run folder (overrides output.dir)")
     train.add_argument("--models-dir", metavar="DIR",
@@ -47,12 +49,11 @@ def train_command(args: argparse.Namespace) -> int:
     problem = seam.check_lab_dir()
     if problem:
         raise UserError(problem, 2)
+    _resume_in_its_folder(args)
     cfg = load(args)
     summary = check_files(cfg)  # before the other checks; the run reuses it rather than reading the data again
     if args.strict:
         check_strict(cfg, _lock_file_for(args.config))
-    if args.resume is not None and not Path(args.resume).exists():
-        raise UserError(f"--resume {args.resume}: no such run folder or checkpoint", 2)
     from minitrain.training.plan import plan_run  # the engine loads numba kernels: import it only to train
     from minitrain.training.run import run_training
 
@@ -78,6 +79,25 @@ def train_command(args: argparse.Namespace) -> int:
     if cfg.publish is not None:
         _publish_run(cfg, results["status"], quiet=args.quiet)
     return 0
+
+
+def _resume_in_its_folder(args: argparse.Namespace) -> None:
+    """`--resume RUN` continues the run in its folder (unless --out-dir says another), with the config it recorded
+    when no CONFIG is given."""
+    if args.resume is None:
+        if args.config is None:
+            raise UserError("train needs a CONFIG, or --resume RUN to continue a run with its recorded config", 2)
+        return
+    if not Path(args.resume).exists():
+        raise UserError(f"--resume {args.resume}: no such run folder or checkpoint", 2)
+    from minitrain.training.resume import recorded_run, run_dir_of
+
+    folder = Path(args.resume) if Path(args.resume).is_dir() else run_dir_of(Path(args.resume))
+    if args.config is None:
+        folder, config = recorded_run(args.resume)
+        args.config = str(config)
+    if args.out_dir is None and folder is not None:
+        args.out_dir = str(folder)
 
 
 def _without_resume(command: list[str] | None) -> list[str] | None:

@@ -12,6 +12,9 @@ from __future__ import annotations
 # Exit code of a UserError about what minitrain was given: an invalid config, a bad command-line argument, or a
 # file it has to read (data, a run folder's files, a checkpoint) that is missing, of the wrong kind or damaged.
 BAD_INPUT = 2
+# Exit code of a request to the Hugging Face Hub that failed: the Hub out of reach, a refused token, no such repo or
+# file, any other HTTP error (publish, a download for `sample`/`eval`/`init --base`/`model.init_from`/`data.source`).
+HUB_FAILED = 5
 
 
 class UserError(Exception):

@@ -1,6 +1,5 @@
-"""Where minitrain's own checkout is: the committed experiments and models that defaults point at.
+"""Where minitrain's own checkout is: the committed experiments that a lab or a default reads (never writes).
 
-    REPO_ROOT / "models"                  the committed models (artifacts.DEFAULT_MODELS_DIR)
     REPO_ROOT / "experiments" / ...       the reference runs a lab or a default reads
 """
 

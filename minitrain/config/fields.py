@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from minitrain.common.hub_id import hub_id_problem
 from minitrain.evaluation.alerts import parse_alert
 
 # "90s", "1h30m", "2h", "1.5h", "45m10s", or ISO 8601 "PT1H30M".
@@ -39,13 +40,9 @@ def _check_alert(text: str) -> str:
     return text
 
 
-# A Hub repo id as `user/name`; hub/publish.py adds what the Hub itself refuses (`..`).
-REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
 def _check_repo_id(text: str) -> str:
-    if not REPO_ID.fullmatch(text):
-        raise ValueError(f"{text!r} is not a Hub repo id; write it as user/name (letters, digits, . _ -)")
+    if problem := hub_id_problem(text):  # the one Hub id check (minitrain/common/hub_id.py)
+        raise ValueError(problem)
     return text
 
 

@@ -34,7 +34,7 @@ from minitrain.config.rules import run_rules
 from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.spec import translate
-from minitrain.config.spec_keys import aliases, refusal
+from minitrain.config.spec_keys import SPEC_OUTPUT_DIR, aliases, refusal
 from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
 from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
 
@@ -134,6 +134,7 @@ def _build(data, source, problems, overrides, values, env, now, *, default_name)
         source.overrides += (origin,)
         problems += _set(data, source, _flag_home(data, key), value, origin, replaced)
     data.setdefault("name", default_name)
+    spec_shaped = "entrenar" in data  # the spec's header; translate() removes it
     template_problems = _render_templates(data, source, env if env is not None else os.environ, now, replaced)
     problems += template_problems + translate(data, source)
     sections, schema_problems = _validate_sections(data)
@@ -145,8 +146,8 @@ def _build(data, source, problems, overrides, values, env, now, *, default_name)
     if problems:
         raise ConfigError(problems, source)
     cfg = Config.model_validate(data)
-    if cfg.output.dir is None:
-        cfg.output.dir = cfg.output_dir
+    if cfg.output.dir is None:  # the spec's Appendix A default for its manifests; runs/<name> for minitrain's
+        cfg.output.dir = SPEC_OUTPUT_DIR if spec_shaped else cfg.output_dir
     cfg._source = source
     return cfg
 

@@ -60,13 +60,13 @@ class MonitoringConfig(Section):
 
 
 class OutputConfig(Section):
-    """Where the run folder goes (`train --out-dir` overrides it; null means runs/<name>) and where the final
-    model file goes (`train --models-dir` overrides it; null means $MINITRAIN_MODELS_DIR, else the repository's
-    models/)."""
+    """Where the run folder goes (`train --out-dir` overrides it; null means runs/<name>, ./output for a
+    spec-shaped manifest) and where the final model file goes (`train --models-dir` overrides it; null means
+    $MINITRAIN_MODELS_DIR, else the run folder's models/)."""
 
     dir: str | None = Field(None, min_length=1)
     models_dir: str | None = Field(
-        None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or models/",
+        None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or RUN/models",
     )
     metrics: MetricsOutput = Field(default_factory=MetricsOutput)
     report: ReportOutput = Field(default_factory=ReportOutput)

@@ -24,6 +24,7 @@ from minitrain.config.source import KeyPath, dotted
 
 SPEC_VERSION = "1.0"  # the `entrenar:` header this minitrain reads
 FORMAT_VERSION = 1  # minitrain's own header, `minitrain: 1`
+SPEC_OUTPUT_DIR = "./output"  # output.dir of a spec-shaped manifest that sets none (the spec's Appendix A)
 
 RENAMED: dict[str, str] = {
     "optimizer.name": "optimizer.type",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from minitrain.common.errors import DataError
+from minitrain.config.data_section import on_pretrained_base
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook, given, mode_fits
 from minitrain.config.schema import TASK_METRICS
@@ -152,14 +153,17 @@ def _split_ratios_sum_to_one(sections, raw):
 
 @rule("data", "model")
 def _table_keys_need_a_table_model(sections, raw):
-    """data.source, target, preprocessing, split and image augmentations need a sequential model; text ones an LM.
+    """data.source, target, preprocessing, split and image augmentations need a sequential model (source and split
+    also serve a pretrained base's text records); text augmentations an LM.
 
     Text augmentations are random_swap and random_delete; image augmentations random_crop, horizontal_flip,
     normalize."""
     data, kind = sections["data"], sections["model"].type
     table = kind == "sequential"
     if not table:
-        for key in ("source", "target", "preprocessing", "split"):
+        keys = ("target", "preprocessing") if on_pretrained_base(sections["model"]) else ("source", "target",
+                                                                                         "preprocessing", "split")
+        for key in keys:
             if given(raw, "data", key):
                 yield Problem(("data", key), f"is for tables (model.type sequential); a {kind} model reads its text "
                                              "from data.train and data.val")

@@ -23,11 +23,21 @@ rule = RULES.rule
 
 @rule("model", "data")
 def _pretrained_base_brings_its_tokenizer(sections, raw):
-    """A pretrained base (llama with model.init_from) trains on its own tokenizer's ids: no data.vocab_path."""
-    if on_pretrained_base(sections["model"]) and given(raw, "data", "vocab_path"):
-        yield Problem(("data", "vocab_path"), f"model.init_from {sections['model'].init_from} is a pretrained base: "
-                                              "it is trained on the ids of its own tokenizer, never on character "
-                                              "ids (its embedding rows mean its tokens); leave data.vocab_path out")
+    """A pretrained base (llama with model.init_from) trains on its own tokenizer's ids from train_path/val_path:
+    no data.vocab_path, and none of the character corpus's other keys (dev_path, heldout_policy, format)."""
+    if not on_pretrained_base(sections["model"]):
+        return
+    base = f"model.init_from {sections['model'].init_from} is a pretrained base"
+    if given(raw, "data", "vocab_path"):
+        yield Problem(("data", "vocab_path"), f"{base}: it is trained on the ids of its own tokenizer, never on "
+                                              "character ids (its embedding rows mean its tokens); leave "
+                                              "data.vocab_path out")
+    for key, why in (("dev_path", "its runs read data.train_path and data.val_path only"),
+                     ("heldout_policy", "the held-out verbs are the character corpus's split"),
+                     ("format", "its text files are read by their extension (.jsonl, .json, .txt, .md, .csv, "
+                                ".parquet, .arrow)")):
+        if given(raw, "data", key):
+            yield Problem(("data", key), f"{base}: {why}; leave data.{key} out")
 
 
 @rule("model", "data")
@@ -51,8 +61,8 @@ def _packing_needs_a_pretrained_base(sections, raw):
 @rule("model", "data")
 def _loss_on_fits_the_records(sections, raw):
     """data.loss_on: answer or all for a character run's verb records; all or completion for text records."""
-    loss_on = sections["data"].loss_on
-    if on_pretrained_base(sections["model"]) and loss_on == "answer":
+    loss_on = sections["data"].loss_on  # the schema's default is the character corpus's: answer
+    if on_pretrained_base(sections["model"]) and loss_on == "answer" and given(raw, "data", "loss_on"):
         yield Problem(("data", "loss_on"), "answer counts the verb form of the character corpus; text records of a "
                                            "pretrained base count all tokens (all) or the completion / assistant "
                                            "turns (completion)")
@@ -64,12 +74,13 @@ def _loss_on_fits_the_records(sections, raw):
 
 @rule("model", "data", "training", "quantize")
 def _pretrained_base_runs_what_it_can(sections, raw):
-    """A pretrained base reads train_path/val_path; no exact_match, cross-validation or quantize (yet)."""
+    """A pretrained base reads its text records from files or one data.source (split by ratios without
+    stratify); no exact_match, cross-validation or quantize (yet)."""
     if not on_pretrained_base(sections["model"]):
         return
-    if sections["data"].source is not None:
-        yield Problem(("data", "source"), "a run on a pretrained base reads data.train_path and data.val_path "
-                                          "(text, prompt/completion or chat records)")
+    split = sections["data"].split
+    if split is not None and split.stratify is not None:
+        yield Problem(("data", "split", "stratify"), "text records have no column to stratify by")
     training = sections["training"]
     if "exact_match" in training.val_metrics:
         yield Problem(("training", "val_metrics"), "exact_match decodes verb forms of the character corpus; a run "

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from minitrain.common.errors import DataError
+from minitrain.common.errors import HUB_FAILED, DataError
+from minitrain.common.hub_id import hub_id_problem
 from minitrain.data.formats import EXTENSIONS
 
 HF_PREFIX = "hf://"
@@ -38,7 +39,19 @@ def hub_parts(source: str) -> tuple[str, str]:
         parts = parts[1:]
     if len(parts) < 2 or not all(parts[:2]):
         raise DataError(KEY, f"{source!r} is not a Hub dataset; write hf://datasets/user/name[/path]")
-    return "/".join(parts[:2]), "/".join(parts[2:])
+    repo_id, inner = "/".join(parts[:2]), parts[2:]
+    if problem := hub_id_problem(repo_id):  # a revision (@main), a split (:train), a query: not part of an id
+        raise DataError(KEY, f"{source}: {problem} (hf://datasets/user/name[/path])")
+    if any(part in ("", ".", "..") for part in inner):  # the path stays inside the dataset's snapshot
+        raise DataError(KEY, f"{source}: the path inside the dataset may not hold '.', '..' or '//'")
+    return repo_id, "/".join(inner)
+
+
+def _hub_failed(message: str) -> DataError:
+    """A failed dataset download: about data.source, with the exit code of a failed Hub request."""
+    error = DataError(KEY, message)
+    error.exit_code = HUB_FAILED
+    return error
 
 
 def download_dataset(source: str) -> Path:
@@ -52,13 +65,13 @@ def download_dataset(source: str) -> Path:
     try:
         folder = Path(snapshot_download(repo_id, repo_type="dataset", allow_patterns=patterns))
     except LocalEntryNotFoundError:
-        raise DataError(KEY, f"{source}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub "
-                             f"at {constants.ENDPOINT} cannot be reached (offline mode or no network)") from None
+        raise _hub_failed(f"{source}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub "
+                          f"at {constants.ENDPOINT} cannot be reached (offline mode or no network)") from None
     except RepositoryNotFoundError:
-        raise DataError(KEY, f"{source}: no such dataset repo on {constants.ENDPOINT} (or it is private and no "
-                             "token with access is set)") from None
+        raise _hub_failed(f"{source}: no such dataset repo on {constants.ENDPOINT} (or it is private and no "
+                          "token with access is set)") from None
     except httpx2.HTTPError as e:
-        raise DataError(KEY, f"{source}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
+        raise _hub_failed(f"{source}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
     found = folder / inner if inner else folder
     if not found.exists():
         raise DataError(KEY, f"{source}: the dataset has no {inner!r}")

@@ -24,9 +24,13 @@ segment's first token, so a packed row computes what its k documents would, each
 A document longer than a row (more than T + 1 tokens), by `overflow`:
 
     "error"      (the default) a UserError naming the record's file and line: nothing is silently dropped
-    "truncate"   keep its first T + 1 tokens; the rest is not trained on
+    "truncate"   keep its first T + 1 tokens; the rest is not trained on (a UserError when no target it counts
+                 is left: a completion that starts after the cut)
     "split"      cut it into pieces of T + 1 tokens, each piece starting on the previous one's last token, so every
-                 token is still a target exactly once (the context before a cut is lost); each piece is a document
+                 token is still a target exactly once (the context before a cut is lost); each piece is a document,
+                 and a piece with no counted target (a long prompt's first pieces) is dropped: it adds no loss
+
+So every document, and every row, has at least one counted target: no batch is a division by zero.
 
 `TrainBatcher` and `EvalBatcher` (`batcher.py`) batch a PackedBatch as they do a Batch: rows are gathered whole.
 """
@@ -98,9 +102,13 @@ def _fit(example: Example, max_seq_len: int, overflow: str) -> list[Example]:
         raise UserError(f"{where}: the record is {len(ids)} tokens, more than a row holds (max_seq_len + 1 = "
                         f"{width}); shorten it, raise max_seq_len, or set overflow to truncate or split", BAD_INPUT)
     if overflow == "truncate":
+        if not any(mask[1:width]):
+            raise UserError(f"{where}: the record is {len(ids)} tokens and none of its first {width} (a row) is "
+                            "counted: truncated, nothing would be trained on; shorten its prompt, raise max_seq_len, "
+                            "or set overflow to split", BAD_INPUT)
         return [Example(ids[:width], mask[:width], where)]
     starts = range(0, len(ids) - 1, max_seq_len)  # piece k: tokens k·T .. k·T + T, sharing one token with piece k+1
-    return [Example(ids[s : s + width], mask[s : s + width], where) for s in starts]
+    return [Example(ids[s : s + width], mask[s : s + width], where) for s in starts if any(mask[s + 1 : s + width])]
 
 
 def best_fit(lengths: Sequence[int], capacity: int) -> list[list[int]]:

@@ -242,7 +242,7 @@ def text_files(folder: Path) -> list[Path]:
 
 def locate_text(source: str | Path) -> dict[str, list[Path]]:
     """{split: files}: {"all": [...]} for a file or a folder of unsplit files, else {"train": [...], "val": [...],
-    "test": [...]} for a folder whose table files are named after splits (only the splits present)."""
+    "test": [...]} for a folder whose files (records or documents) are named after splits (only the splits present)."""
     path = download_dataset(str(source)) if is_hub_source(str(source)) else Path(source)
     if path.is_file():
         return {"all": [path]}
@@ -253,7 +253,7 @@ def locate_text(source: str | Path) -> dict[str, list[Path]]:
         raise UserError(f"{source}: holds no text data file (known extensions: {', '.join(sorted(RECORD_FORMATS))})",
                         BAD_INPUT)
     named = {file: split_of(file) for file in files}
-    if not any(split for file, split in named.items() if format_of(file) != "documents"):
+    if not any(named.values()):
         return {"all": files}
     stray = [file for file, split in named.items() if split is None]
     if stray:

@@ -22,6 +22,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCardData
 
 from minitrain.common.errors import UserError
+from minitrain.common.hub_id import is_hub_id
 from minitrain.common.io import parse_json, path_exists, read_text
 from minitrain.hub.run_folder import RunInfo
 
@@ -137,14 +138,14 @@ def eval_results(info: RunInfo, subject: Subject | None = None) -> list[EvalResu
 def card_data(info: RunInfo, model_name: str, subject: Subject | None = None) -> ModelCardData:
     subject = subject or describe(info)
     init_from = info.section("model").get("init_from")
-    is_hub_id = isinstance(init_from, str) and not path_exists(init_from) and init_from.count("/") == 1
+    from_hub = isinstance(init_from, str) and not path_exists(init_from) and is_hub_id(init_from)
     return ModelCardData(
         library_name="minitrain",
         license=LICENSE,
         language=subject.language,
         tags=list(subject.tags),
         pipeline_tag=subject.task,
-        base_model=init_from if is_hub_id else None,
+        base_model=init_from if from_hub else None,
         model_name=model_name,
         eval_results=eval_results(info, subject) or None,
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from huggingface_hub import ModelCardData
 
+from minitrain.common.hub_id import is_hub_id
 from minitrain.common.io import path_exists
 from minitrain.hub.hf_config import ARCHITECTURES
 from minitrain.hub.run_folder import RunInfo
@@ -37,7 +38,7 @@ def describe_architecture(mc: dict[str, Any]) -> str:
 
 
 def _is_hub_id(spec: Any) -> bool:
-    return isinstance(spec, str) and not path_exists(spec) and spec.count("/") == 1 and not spec.endswith(".gguf")
+    return isinstance(spec, str) and not path_exists(spec) and is_hub_id(spec) and not spec.endswith(".gguf")
 
 
 def llama_card(model_config: dict[str, Any], vocab_size: int, repo_id: str | None, base: str | None,

@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import safetensors.numpy
 
-from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.hub_id import is_hub_id
+from minitrain.common.io import atomic_write_bytes, atomic_write_json, atomic_write_text, path_exists
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.card import build_card
 from minitrain.hub.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
@@ -49,8 +50,7 @@ def run_tokenizer(info: RunInfo, vocab_path: str | Path | None = None) -> CharTo
     if found is None:
         raise UserError(
             f"{info.model_path}: cannot find the vocabulary this model was trained with "
-            f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab"
-        )
+            f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab", BAD_INPUT)
     tokenizer = CharTokenizer.load(found)
     if tokenizer.vocab_size > info.model_config["vocab_size"]:
         raise UserError(
@@ -58,6 +58,17 @@ def run_tokenizer(info: RunInfo, vocab_path: str | Path | None = None) -> CharTo
             f"{info.model_config['vocab_size']} embedding rows; this is not the model's vocabulary"
         )
     return tokenizer
+
+
+def hub_base(info: RunInfo, base_model: str | None) -> str:
+    """The Hub id a published adapter names as its base: `base_model`, else the base the run records. PEFT loads
+    the base by that name, so a local file or folder is refused (minitrain does not upload the base itself)."""
+    base = base_model or info.adapter.base
+    if base and is_hub_id(base) and not path_exists(base):
+        return base
+    raise UserError(f"publish {info.model_path}: a LoRA adapter on the Hub names its base by Hub id, and this run's "
+                    f"base {base} is a local file or folder; publish the base first and pass its id with --base-model "
+                    "user/name, or publish the base with the adapters merged in with --merge-adapters", BAD_INPUT)
 
 
 def weights_bytes(state: dict[str, np.ndarray]) -> bytes:
@@ -73,12 +84,14 @@ def export_model(
     vocab_path: str | Path | None = None,
     merge_adapters: bool = False,
     base_model: str | None = None,
+    for_hub: bool = False,
 ) -> list[Path]:
     """Write the export folder for a run folder or model file; return the files written, sorted.
 
     `repo_id` only changes the model card (its title and loading snippet). A LoRA run exports its adapter in
     PEFT's layout (adapter_config.json, adapter_model.safetensors) with the tokenizer files and the card; with
     `merge_adapters`, its base with the adapters merged in (`base_model` replaces the base the run records).
+    `for_hub` (publish): an adapter must name its base by Hub id, PEFT's `base_model_name_or_path` (hub_base).
     The files are written into a temporary sibling folder and swapped in at the end, so a failure (a full disk)
     leaves the previous export, if any, as it was: never a new config.json beside old weights. OUT_DIR must be
     new, empty, or an earlier export.
@@ -93,6 +106,8 @@ def export_model(
 
         model, _ = merged_model(info, base_model)
         info = replace(info, state=model.state_dict(), model_config=dict(model.config), adapter=None)
+    elif info.adapter is not None and for_hub:
+        info = replace(info, adapter=replace(info.adapter, base=hub_base(info, base_model)))
     check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported
     tokenizer = run_tokenizer(info, vocab_path)
     out = Path(out_dir)

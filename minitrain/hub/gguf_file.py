@@ -157,7 +157,11 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
             name = hf_name(t.name)
             if name is None:
                 raise UserError(f"{path}: tensor {t.name} is not part of a {arch} model minitrain can build", 2)
-            w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+            try:
+                w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+            except NotImplementedError:  # the gguf package reads every llama.cpp weight format but a few
+                raise UserError(f"{path}: tensor {t.name} is stored as {t.tensor_type.name}, a type the gguf "
+                                "package cannot dequantize; convert the file to F16, Q8_0 or Q4_K first", 2) from None
             expected = tuple(int(n) for n in reversed(t.shape))
             if w.size != int(np.prod(expected)):
                 raise UserError(f"{path}: tensor {t.name} holds {w.size} values, its shape {list(t.shape)} needs "

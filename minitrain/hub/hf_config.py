@@ -25,8 +25,8 @@ only changes attention for sequences longer than the window, so the model is tak
 window: exactly the same network for every sequence it accepts (the facts returned say so).
 
 State dicts: HF stores a Linear's weight as [out, in]; minitrain's `nn.Linear` as [in, out] (x·W), so every
-`*_proj.weight` is transposed both ways. A tied model's `lm_head.weight` (some files carry the copy) is dropped on
-the way in and not written on the way out, as transformers saves it.
+`*_proj.weight` and an untied `lm_head.weight` are transposed both ways. A tied model's `lm_head.weight` (some files
+carry the copy) is dropped on the way in and not written on the way out, as transformers saves it.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
+from minitrain.models import llama
+from minitrain.nn.rotary import LLAMA3_KEYS
 
 FAMILY = "llama"
 MODEL_TYPES = ("llama", "qwen2", "mistral")
@@ -45,7 +47,6 @@ ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mist
 DEFAULT_EPS = {"llama": 1e-6, "qwen2": 1e-6, "mistral": 1e-6}
 DEFAULT_TIE = {"llama": False, "qwen2": False, "mistral": False}
 DEFAULT_THETA = 10000.0
-LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
 
 def _refuse(where: str, key: str, value: Any, why: str) -> UserError:
@@ -118,7 +119,8 @@ def from_hf_config(config: Mapping[str, Any], where: str) -> tuple[dict[str, Any
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise _refuse(where, "rms_norm_eps", eps, "must be a small positive number")
     theta, scaling = _rope(config, where)
-    max_seq_len = _positive_int(config, "max_position_embeddings", where, 2048 if kind == "llama" else 32768)
+    default_context = {"llama": 2048, "qwen2": 32768, "mistral": 131072}[kind]  # transformers' config defaults
+    max_seq_len = _positive_int(config, "max_position_embeddings", where, default_context)
     facts: dict[str, Any] = {"hf_model_type": kind, "architectures": config.get("architectures"),
                              **{k: config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}}
     window = config.get("sliding_window")
@@ -192,31 +194,14 @@ def to_hf_config(model: Mapping[str, Any], bos_id: int | None, eos_id: int | Non
 # --- state dicts -------------------------------------------------------------------------------------------------
 
 def hf_shapes(model: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Every tensor of the Hugging Face state dict of a minitrain Llama config, with its HF shape ([out, in])."""
-    d, f, v = model["d_model"], model["d_ff"], model["vocab_size"]
-    head_dim = model.get("head_dim") or d // model["n_head"]
-    q, kv = model["n_head"] * head_dim, (model.get("n_kv_head") or model["n_head"]) * head_dim
-    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (v, d)}
-    for i in range(model["n_layer"]):
-        p = f"model.layers.{i}."
-        shapes[p + "input_layernorm.weight"] = (d,)
-        for name, rows in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
-            shapes[f"{p}self_attn.{name}.weight"] = (rows, d)
-            if model.get("attention_bias"):
-                shapes[f"{p}self_attn.{name}.bias"] = (rows,)
-        shapes[p + "self_attn.o_proj.weight"] = (d, q)
-        shapes[p + "post_attention_layernorm.weight"] = (d,)
-        shapes[p + "mlp.gate_proj.weight"] = (f, d)
-        shapes[p + "mlp.up_proj.weight"] = (f, d)
-        shapes[p + "mlp.down_proj.weight"] = (d, f)
-    shapes["model.norm.weight"] = (d,)
-    if not model.get("tie_embeddings", True):
-        shapes["lm_head.weight"] = (v, d)
-    return shapes
+    """Every tensor of the Hugging Face state dict of a minitrain Llama config, with its HF shape: the model's own
+    parameter list, each Linear weight ([in, out] in minitrain) turned to [out, in]."""
+    return {name: shape[::-1] if _transposed(name) else shape for name, shape in llama.parameter_shapes(model)}
 
 
 def _transposed(name: str) -> bool:
-    return name.endswith("_proj.weight")
+    """A Linear weight: the projections and an untied lm_head."""
+    return name.endswith("_proj.weight") or name == "lm_head.weight"
 
 
 def check_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any], where: str) -> None:
@@ -232,7 +217,7 @@ def check_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any], wh
 
 
 def from_hf_state(state: dict[str, np.ndarray], model: Mapping[str, Any], where: str) -> dict[str, np.ndarray]:
-    """HF layout -> minitrain layout (float32, *_proj weights transposed to [in, out]), checked against `model`.
+    """HF layout -> minitrain layout (float32, Linear weights transposed to [in, out]), checked against `model`.
 
     `state` is emptied as its tensors are converted, so a big model is never held twice in memory (pass a copy,
     `dict(state)`, to keep the original dict filled; the arrays themselves are never modified)."""
@@ -249,7 +234,7 @@ def from_hf_state(state: dict[str, np.ndarray], model: Mapping[str, Any], where:
 
 
 def to_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """minitrain layout -> HF layout (float32, *_proj weights as [out, in]); a tied model gets no lm_head."""
+    """minitrain layout -> HF layout (float32, Linear weights as [out, in]); a tied model gets no lm_head."""
     out = {n: np.ascontiguousarray(a.T if _transposed(n) else a, dtype=np.float32) for n, a in state.items()
            if not (n == "lm_head.weight" and model.get("tie_embeddings", True))}
     check_hf_state(out, model, "export")

@@ -6,7 +6,8 @@ an exported model; hub/pretrained.py: a pretrained base).
         ...
 
 turns huggingface_hub's errors inside the block into one UserError naming the repo: not cached and the Hub out of
-reach, no such repo (or a private one), a file the repo lacks, any other HTTP failure.
+reach, no such repo (or a private one), a file the repo lacks, any other HTTP failure (exit code HUB_FAILED); and
+an id the client refuses to send (HFValidationError: exit code 2, though minitrain/common/hub_id.py checks first).
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from contextlib import contextmanager
 
 import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
 from huggingface_hub import constants
-from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    HFValidationError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+)
 
-from minitrain.common.errors import UserError
+from minitrain.common.errors import BAD_INPUT, HUB_FAILED, UserError
 
 
 @contextmanager
@@ -29,11 +35,14 @@ def hub_download_errors(where: str, needs: str) -> Iterator[None]:
         yield
     except LocalEntryNotFoundError:  # before EntryNotFoundError: it is one (a file not in the offline cache)
         raise UserError(f"{where}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub at "
-                        f"{constants.ENDPOINT} cannot be reached (offline mode or no network)") from None
+                        f"{constants.ENDPOINT} cannot be reached (offline mode or no network)", HUB_FAILED) from None
     except RepositoryNotFoundError:
         raise UserError(f"{where}: no such model repo on {constants.ENDPOINT} (or it is private and no token "
-                        "with access is set)") from None
+                        "with access is set)", HUB_FAILED) from None
     except EntryNotFoundError as e:
-        raise UserError(f"{where}: the repo lacks {needs}: {e}") from None
+        raise UserError(f"{where}: the repo lacks {needs}: {e}", HUB_FAILED) from None
     except httpx2.HTTPError as e:
-        raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})") from None
+        raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})",
+                        HUB_FAILED) from None
+    except HFValidationError as e:
+        raise UserError(f"{where}: not a Hub repo id the client accepts ({e})", BAD_INPUT) from None

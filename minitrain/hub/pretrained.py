@@ -36,8 +36,8 @@ from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
 
 from minitrain.common.errors import UserError
+from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exists, read_json_object
-from minitrain.config.fields import REPO_ID
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.hub.gguf_file import read_gguf
 from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
@@ -59,9 +59,10 @@ def base_kind(spec: str, prefix: str = "") -> Literal["gguf", "folder", "hub"]:
         return "gguf"
     if Path(spec).is_dir():
         return "folder"
-    if not path_exists(spec) and REPO_ID.fullmatch(spec) and not is_gguf(spec):
+    problem = hub_id_problem(spec)
+    if not path_exists(spec) and problem is None and not is_gguf(spec):
         return "hub"
-    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and not a Hub model id (user/name)", 2)
+    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and {problem or 'not a Hub model id'}", 2)
 
 
 def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer,

@@ -9,7 +9,9 @@ Hub id or a .gguf file; minitrain/hub/pretrained.py reads them).
                                      shorter than the base's context (RoPE has no position table to cut)
     load_base_weights(model, spec)   the base's float32 weights (a GGUF dequantized) into a built model
     run_model(run_dir)               a finished run's model (a LoRA run: the base rebuilt from model.init_from and
-                                     its adapters put in) and the tokenizer the run saved in RUN/tokenizer/
+                                     its adapters put in) and the tokenizer the run saved in RUN/tokenizer/; its
+                                     max_seq_len is the base's context again when the base can still be read (the
+                                     run's rows may have been shorter: the network is the same, RoPE has no table)
 
 The architecture filled in is what config.resolved.yaml records, so a run folder says exactly what was trained.
 """
@@ -107,6 +109,15 @@ def load_base_weights(model: Module, spec: str) -> str:
     return str(facts.get("path", spec))
 
 
+def _base_context(base: str | None, trained: int) -> int:
+    """The base's context (positions), or `trained` when the base is gone (a full fine-tune's model file stands
+    alone) or cannot be read."""
+    try:
+        return max(trained, int(read_base(base).model_config["max_seq_len"])) if base else trained
+    except (UserError, OSError):
+        return trained
+
+
 def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
     """A finished run's model and tokenizer (see the module docstring)."""
     info = read_run(run_dir)
@@ -114,13 +125,15 @@ def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
     if not (folder / "tokenizer.json").is_file():
         raise UserError(f"{run_dir}: no {TOKENIZER_DIR}/tokenizer.json: not a run on a pretrained base", 2)
     tokenizer = PretrainedTokenizer.from_folder(folder)
-    model = build_model(info.model_config)
     settings = settings_of(info.model_config)
+    recorded = settings.base if settings is not None else info.section("model").get("init_from")
+    found = locate(recorded, info.run_dir)
+    base = str(found) if found is not None else recorded
+    model = build_model({**info.model_config, "max_seq_len": _base_context(base, info.model_config["max_seq_len"])})
     if settings is None:
         model.load_state_dict(info.state, source=str(info.model_path))
         return model, tokenizer
-    found = locate(settings.base, info.run_dir)
-    load_base_weights(model, str(found) if found is not None else settings.base)
+    load_base_weights(model, base)
     digest = state_digest(model.state_dict())
     if settings.base_digest is not None and digest != settings.base_digest:
         raise UserError(f"{info.model_path}: its base {settings.base} holds other weights than the adapter was "

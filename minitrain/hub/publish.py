@@ -24,18 +24,17 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
-from minitrain.common.errors import UserError
+from minitrain.common.errors import BAD_INPUT, HUB_FAILED, UserError
+from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import read_json_object
-from minitrain.config.fields import REPO_ID
 from minitrain.hub.export import export_model
 from minitrain.runs.run_files import FINISHED
 
-EXIT_NETWORK = 3  # exit code for a failure on the way to or at the Hub (the export itself is fine)
-
 
 def check_repo_id(repo_id: str) -> None:
-    if not REPO_ID.fullmatch(repo_id) or ".." in repo_id:
-        raise UserError(f"--repo {repo_id!r}: expected a Hub model id 'user/name' (letters, digits, . _ -)")
+    """The same check with and without --dry-run: an id a dry run accepts is one the upload can use."""
+    if problem := hub_id_problem(repo_id):
+        raise UserError(f"publish --repo: {problem}", BAD_INPUT)
 
 
 def missing_token(repo_id: str) -> str | None:
@@ -51,15 +50,15 @@ def _hub_failure(err: httpx2.HTTPError, repo_id: str, endpoint: str) -> UserErro
     if status == 401:
         return UserError(
             f"publish to {repo_id}: the Hub at {endpoint} rejected the token (HTTP 401); check HF_TOKEN or "
-            "run `hf auth login` again", EXIT_NETWORK)
+            "run `hf auth login` again", HUB_FAILED)
     if status == 403:
-        return UserError(f"publish to {repo_id}: the token has no write access to this repo (HTTP 403)", EXIT_NETWORK)
+        return UserError(f"publish to {repo_id}: the token has no write access to this repo (HTTP 403)", HUB_FAILED)
     if status is not None:
         detail = str(err).strip().splitlines()[-1]
-        return UserError(f"publish to {repo_id}: the Hub answered HTTP {status}: {detail}", EXIT_NETWORK)
+        return UserError(f"publish to {repo_id}: the Hub answered HTTP {status}: {detail}", HUB_FAILED)
     return UserError(
         f"publish to {repo_id}: the connection to {endpoint} failed ({type(err).__name__}: {err}); the upload "
-        "did not finish, run the command again (files already uploaded are not sent twice)", EXIT_NETWORK)
+        "did not finish, run the command again (files already uploaded are not sent twice)", HUB_FAILED)
 
 
 def publish(
@@ -71,17 +70,21 @@ def publish(
     quiet: bool = False,
     merge_adapters: bool = False,
     base_model: str | None = None,
+    vocab_path: str | Path | None = None,
 ) -> str:
     """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go).
     `quiet`: no upload progress bars (`train --quiet`). A LoRA run uploads its adapter (PEFT's layout), or with
-    `merge_adapters` its base with the adapters merged in (`base_model` when the run does not record its base)."""
+    `merge_adapters` its base with the adapters merged in (`base_model` when the run does not record its base). An
+    adapter's base must be a Hub id (recorded, or `base_model`): PEFT loads it by that name. `vocab_path`: the
+    vocabulary of a model file that does not record it."""
     check_repo_id(repo_id)
     api = HfApi()
     if not dry_run and (problem := missing_token(repo_id)):
         raise UserError(f"{problem} (nothing was uploaded)")
     token = None if dry_run else get_token()
     with tempfile.TemporaryDirectory(prefix="minitrain-publish-") as tmp:
-        files = export_model(run_dir, tmp, repo_id=repo_id, merge_adapters=merge_adapters, base_model=base_model)
+        files = export_model(run_dir, tmp, repo_id=repo_id, vocab_path=vocab_path, merge_adapters=merge_adapters,
+                             base_model=base_model, for_hub=True)
         if dry_run:
             log(f"Dry run: would upload to {api.endpoint}/{repo_id} ({'private' if private else 'public'}):")
             for path in files:

@@ -35,9 +35,9 @@ import safetensors.numpy
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
 
-from minitrain.common.errors import ArgumentError, UserError
+from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
+from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import path_exists, read_bytes, read_json_object, regular_file_problem
-from minitrain.config.fields import REPO_ID
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
 from minitrain.data.tokenizer import VOCAB_FORMAT, CharTokenizer
@@ -64,7 +64,7 @@ class Pretrained(NamedTuple):
 
 def is_hub_id(spec: str) -> bool:
     """`user/name` that is not a local path (and does not look like a file)."""
-    return (not path_exists(spec) and REPO_ID.fullmatch(spec) is not None
+    return (not path_exists(spec) and hub_id_problem(spec) is None
             and not spec.endswith((".safetensors", ".json", ".gguf")))
 
 
@@ -169,7 +169,8 @@ def _read_source(spec: str, base: str | None) -> Pretrained:
     problem = regular_file_problem(path)
     if problem not in (None, "not found"):
         raise UserError(f"{KEY} {spec}: {problem}", 2)
-    raise UserError(f"{KEY} {spec}: no such file or folder, and not a Hub model id (user/name)")
+    raise UserError(f"{KEY} {spec}: no such file or folder, and {hub_id_problem(spec) or 'not a Hub model id'}",
+                    BAD_INPUT)
 
 
 def adapted_model(state: dict[str, np.ndarray], model_config: dict[str, Any], where: str, base: str | None = None,

@@ -26,6 +26,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.hf_config import MODEL_TYPES
+from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.pretrained import is_gguf, load_pretrained_base
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR as RUN_TOKENIZER_DIR
 from minitrain.hub.pretrained_runs import run_model
@@ -50,10 +51,11 @@ def is_pretrained_base(spec: str) -> bool:
         return config.is_file() and _model_type(config) in MODEL_TYPES
     if not is_hub_id(spec):
         return False
-    try:
-        return _model_type(Path(hf_hub_download(spec, "config.json"))) in MODEL_TYPES
-    except (EntryNotFoundError, LocalEntryNotFoundError):
-        return False  # load_model then says what is missing or unreachable
+    with hub_download_errors(spec, "config.json"):  # no such repo, the Hub out of reach: one error, exit 5
+        try:
+            return _model_type(Path(hf_hub_download(spec, "config.json"))) in MODEL_TYPES
+        except (EntryNotFoundError, LocalEntryNotFoundError):
+            return False  # load_model then says what is missing or unreachable
 
 
 def _model_type(config: Path) -> Any:

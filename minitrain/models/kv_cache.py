@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from minitrain.nn.rotary import rope_positions
+
 
 class LayerCache:
     """One layer's keys and values: (B, capacity, H_kv, D) each, the first `length` positions filled."""
@@ -56,7 +58,7 @@ class KVCache:
         if end > self.key_mask.shape[1]:
             raise ValueError(f"KV cache: {end} positions do not fit its capacity of {self.key_mask.shape[1]}")
         self.key_mask[:, self.length : end] = mask
-        positions = self.seen[:, None] + np.cumsum(mask, axis=1) - mask
+        positions = rope_positions(*mask.shape, mask, start=self.seen)
         self.seen += mask.sum(axis=1)
         self.length = end
         return positions, self.key_mask[:, :end]

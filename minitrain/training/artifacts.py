@@ -35,16 +35,16 @@ from minitrain.evaluation.metrics import perplexity
 from minitrain.monitor.report import read_log
 
 DEFAULT_BASELINE_PATH = REPO_ROOT / "experiments" / "14-ngram-baseline" / "results.json"
-DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 
 # The libraries whose behaviour shapes a run's numbers (manifest.json "versions").
 _LIBRARIES = ("numpy", "numba", "pydantic", "safetensors", "matplotlib", "pyyaml", "tqdm")
 
 
-def models_dir(configured: str | os.PathLike | None = None) -> Path:
+def models_dir(configured: str | os.PathLike | None, run_dir: str | os.PathLike) -> Path:
     """Where final model files go: `configured` (the config's output.models_dir, or `--models-dir`) if given,
-    else $MINITRAIN_MODELS_DIR if set (tests, scratch runs), else the repository's models/."""
-    return Path(configured or os.environ.get("MINITRAIN_MODELS_DIR") or DEFAULT_MODELS_DIR)
+    else $MINITRAIN_MODELS_DIR if set (tests, scratch runs), else the run folder's models/. Never the package's
+    own folder: a run started anywhere writes only where it was told or into its run folder."""
+    return Path(configured or os.environ.get("MINITRAIN_MODELS_DIR") or Path(run_dir) / "models")
 
 
 # ----------------------------------------------------------------------------------------------------------------

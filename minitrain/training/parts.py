@@ -120,9 +120,16 @@ def parameter_counts(model: Module) -> dict[str, int]:
 def training_config_hash(cfg: Config) -> str:
     """Hash of everything that shapes training: all but `_NOT_HASHED` and `_NOT_HASHED_TRAINING`, which a resume
     may change."""
-    data = {k: v for k, v in resolved_dict(cfg).items() if k not in _NOT_HASHED}
-    data["training"] = {k: v for k, v in data["training"].items() if k not in _NOT_HASHED_TRAINING}
-    return config_hash(data)
+    return config_hash(hashed_part(resolved_dict(cfg)))
+
+
+def hashed_part(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a resolved config (as config.resolved.yaml holds it) that the training config hash covers."""
+    data = {k: v for k, v in resolved.items() if k not in _NOT_HASHED}
+    training = data.get("training")
+    if isinstance(training, dict):
+        data["training"] = {k: v for k, v in training.items() if k not in _NOT_HASHED_TRAINING}
+    return data
 
 
 def validator_for(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]] | None:

@@ -94,6 +94,6 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
         "validations": n_val,
         "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
         "output_dir": cfg.output.dir,
-        "models_dir": str(artifacts.models_dir(cfg.output.models_dir)),
+        "models_dir": str(artifacts.models_dir(cfg.output.models_dir, cfg.output_dir)),
         **({"publish_to": cfg.publish.repo} if cfg.publish is not None else {}),
     }

@@ -20,7 +20,9 @@ from pydantic import TypeAdapter, ValidationError
 from minitrain.checkpoint import load_checkpoint
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text, read_bytes, sha256_of
-from minitrain.config import Config
+from minitrain.config import Config, resolved_dict
+from minitrain.config.yaml_lines import load_yaml_file
+from minitrain.data.text_sources import source_files
 from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.report import log_row_problem
@@ -28,10 +30,20 @@ from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.run_dir import LOG_FILE
 from minitrain.runs.run_files import problem_text, read_manifest
 from minitrain.training.engine import Checkpointing, LoopState
+from minitrain.training.parts import hashed_part, training_config_hash
+
+RECORDED_CONFIG = "config.resolved.yaml"
 
 
-def data_fingerprint(cfg: Config) -> dict[str, dict[str, str]]:
-    """{config key: {"path", "sha256"}} of the data files training reads: the splits and the vocabulary."""
+def data_fingerprint(cfg: Config, table_files: list[dict[str, str]] | None = None) -> dict[str, dict[str, str]]:
+    """{config key: {"path", "sha256"}} of the data files training reads: the splits and the vocabulary, or for a
+    table task `table_files` (the files data.source or the split paths named, as its manifest records them;
+    the text corpus's default paths are no file of a table run's), or every file of a text data.source."""
+    if cfg.is_table_task:
+        return {f"data file {i + 1}": dict(file) for i, file in enumerate(table_files or [])}
+    if cfg.data.source is not None:  # a pretrained base's text records from one source: every file it holds
+        return {f"data file {i + 1}": {"path": str(path), "sha256": sha256_of(path)}
+                for i, path in enumerate(source_files(cfg.data.source))}
     keys = ("train_path", "val_path", "vocab_path")  # a run on a pretrained base has no vocab_path
     return {f"data.{key}": {"path": str(getattr(cfg.data, key)), "sha256": sha256_of(getattr(cfg.data, key))}
             for key in keys if getattr(cfg.data, key) is not None}
@@ -115,14 +127,77 @@ def previous_manifest(checkpoint: Path | None, out_dir: Path) -> dict[str, Any]:
         raise UserError(f"{e}; a resume continues this manifest (move it away to start a new one)", 2) from None
 
 
-def keep_log_before(source_dir: Path, log_path: Path, step: int) -> None:
-    """Keep the log rows of steps before `step`, byte for byte; the resumed run appends the rest.
+def recorded_run(resume: str | os.PathLike) -> tuple[Path, Path]:
+    """(run folder, its config.resolved.yaml) of what `--resume` names, for `train --resume RUN` without a
+    config: the run continues in its folder with the config it recorded (overrides and templates applied)."""
+    path = Path(resume)
+    folder = path if path.is_dir() else run_dir_of(path)
+    if folder is None or not os.path.lexists(folder / RECORDED_CONFIG):
+        where = folder / RECORDED_CONFIG if folder is not None else f"{path} (a checkpoint outside a run folder)"
+        raise UserError(f"--resume {resume}: no recorded config {where}; give the config the run started with: "
+                        f"minitrain train CONFIG --resume {resume}", 2)
+    return folder, folder / RECORDED_CONFIG
+
+
+def is_recorded_config(cfg: Config, run_folder: Path) -> bool:
+    """Whether `cfg` was loaded from `run_folder`'s own config.resolved.yaml (`recorded_run`)."""
+    path = cfg.source.path if cfg.source is not None else None
+    return path is not None and Path(path).name == RECORDED_CONFIG and same_folder(Path(path).parent, run_folder)
+
+
+def check_run_files(checkpoint: Path, cfg: Config, manifest: dict[str, Any], out_dir: Path) -> None:
+    """Refuse (exit code 2, naming the file) a manifest or recorded config that belongs to another run than the
+    checkpoint: a resume continues them, so another run's (another kind, another config) would be mixed in."""
+    folder = run_dir_of(checkpoint) or out_dir
+    path = folder / RECORDED_CONFIG
+    if os.path.lexists(path):
+        recorded = load_yaml_file(path, "recorded config")
+        if not isinstance(recorded, dict):
+            raise UserError(f"{path}: not a resolved config (a mapping of sections)", 2)
+        differs = first_difference(hashed_part(recorded), hashed_part(resolved_dict(cfg)))
+        if differs is not None:
+            key, then, now = differs
+            raise UserError(f"{path}: the run was recorded with {key} = {then}, the config given has {now}; "
+                            f"continue it with its own config (minitrain train --resume {folder}) or start a new "
+                            "run", 2)
+    this_hash = training_config_hash(cfg)
+    if manifest and manifest.get("config_hash") not in (None, this_hash):
+        raise UserError(f"{folder / 'manifest.json'}: belongs to another run (config hash "
+                        f"{str(manifest['config_hash'])[:12]}, the config given hashes to {this_hash[:12]}); move "
+                        "it away to resume with a new manifest", 2)
+
+
+def first_difference(recorded: Any, current: Any, key: str = "") -> tuple[str, str, str] | None:
+    """(dotted key, recorded value, current value) of the first key, in order, where two configs differ."""
+    if isinstance(recorded, dict) and isinstance(current, dict):
+        for name in [*current, *(k for k in recorded if k not in current)]:
+            inner = f"{key}.{name}" if key else str(name)
+            found = first_difference(recorded.get(name, _ABSENT), current.get(name, _ABSENT), inner)
+            if found is not None:
+                return found
+        return None
+    if type(recorded) is type(current) and recorded == current:
+        return None
+    return key or "the whole config", _shown(recorded), _shown(current)
+
+
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is _ABSENT else repr(value)[:60]
+
+
+def keep_log_before(source_dir: Path, log_path: Path, start: LoopState, checkpoint: Path) -> None:
+    """Keep the log rows of steps before `start.step`, byte for byte; the resumed run appends the rest.
 
     Rows after the checkpoint (the run went on after it was saved, then died) would otherwise be written twice.
-    A torn last line, from a kill during an append, is dropped too, and so is any damaged line.
+    A torn last line, from a kill during an append, is dropped too, and so is any damaged line. A log that is not
+    the checkpoint's run's (its best validation row is not the one the checkpoint recorded: another run's, of
+    another kind) is refused, naming it: the resumed run would mix its rows with another run's.
     """
     source = source_dir / LOG_FILE
-    kept = []
+    kept, rows = [], []
     if source.is_file():
         text = read_bytes(source, "training log").decode("utf-8", errors="replace")  # a bad byte: a bad row
         for line in text.splitlines():
@@ -130,9 +205,28 @@ def keep_log_before(source_dir: Path, log_path: Path, step: int) -> None:
                 row = json.loads(line)
             except (ValueError, RecursionError):
                 continue
-            if log_row_problem(row) is None and row["step"] < step:
+            if log_row_problem(row) is None and row["step"] < start.step:
                 kept.append(line + "\n")
+                rows.append(row)
+        _check_log_is_this_runs(source, rows, start, checkpoint)
     atomic_write_text(log_path, "".join(kept))
+
+
+def _same(logged: Any, saved: Any) -> bool:
+    return logged == saved or (isinstance(logged, float) and isinstance(saved, float) and logged != logged
+                               and saved != saved)  # NaN, a diverged validation, is its own value here
+
+
+def _check_log_is_this_runs(source: Path, rows: list[dict[str, Any]], start: LoopState, checkpoint: Path) -> None:
+    val_rows = [row for row in rows if "val_loss" in row]
+    if start.best_val_step is None or start.best_val_step >= start.step:
+        found = not val_rows  # no validation before the checkpoint: the log has none either
+    else:
+        want = {"step": start.best_val_step, "val_loss": start.best_val_loss, "val_ppl": start.best_val_ppl}
+        found = any(all(_same(row.get(k), v) for k, v in want.items()) for row in val_rows)
+    if not found:
+        raise UserError(f"{source}: not the log of the run {checkpoint} continues (its validation rows do not "
+                        "match the checkpoint's); move it away to resume without the earlier rows", 2)
 
 
 def restore_loop_state(

@@ -12,7 +12,7 @@
       engine.train(...)  → train_log.jsonl, checkpoints/step-<N>.safetensors + latest
       final: train PPL (one pass over train), val exact match, dev and test (when present) scored, the model file
              <models dir>/<prefix>-<hash>.safetensors, prefix minigpt-phase18 or mlp-lm (output.models_dir /
-             --models-dir, default the repository's models/), results.json, loss_curve.png, dashboard.png,
+             --models-dir, default the run folder's models/), results.json, loss_curve.png, dashboard.png,
              metrics.csv, report.md, manifest.json completed
       beside them: environment.yaml, logs/train.log (the console output), and what the watchers of
              minitrain/callbacks/from_config.py write (tracking, system metrics, callbacks' files)
@@ -74,7 +74,9 @@ from minitrain.training.finetune import adapter_facts, after_training, load_init
 from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
 from minitrain.training.plan import configure_runtime, resolve_total_steps
 from minitrain.training.resume import (
+    check_run_files,
     data_fingerprint,
+    is_recorded_config,
     keep_log_before,
     previous_manifest,
     restore,
@@ -116,7 +118,7 @@ def run_training(
     `progress`: False prints nothing but warnings. `strict` and `overrides` (the `--set`/`--seed` flags) are
     recorded in the manifest; `config_path` is the YAML file copied as config.yaml when the config does not
     carry its own text. `models_dir` receives the final model file (default: the config's output.models_dir,
-    else $MINITRAIN_MODELS_DIR, else the repository's models/; see `artifacts.models_dir`);
+    else $MINITRAIN_MODELS_DIR, else `out_dir`/models; see `artifacts.models_dir`);
     `baseline_path` is the n-gram results.json (default experiments/14-ngram-baseline/results.json); it is
     compared with only when it scored the same corpus and positions (`artifacts.load_baseline_ppl`).
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
@@ -141,7 +143,7 @@ def run_training(
     summary = summary if summary is not None else data_summary(cfg)
     out_dir = Path(out_dir)
     checkpoint_path = resume_checkpoint(resume, out_dir, overwrite)
-    final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir)
+    final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir, out_dir)
     # Before any work: a folder that cannot be written fails now, not after training.
     _check_folders({"run folder": out_dir, "models folder": final_models_dir})
     missing = missing_extras(cfg)
@@ -171,9 +173,11 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     runtime = configure_runtime(cfg)
 
     previous = previous_manifest(checkpoint_path, out_dir)
+    if checkpoint_path is not None:
+        check_run_files(checkpoint_path, cfg, previous, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
     parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
-    books = _bookkeeping(cfg, out_dir)
+    books = _bookkeeping(cfg, out_dir, parts)
     # Read before any work and any write: a damaged baseline file then costs nothing.
     baseline = None if parts.table or cfg.on_pretrained_base else artifacts.load_baseline_ppl(
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
@@ -181,7 +185,10 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
     save_tokenizer(cfg, parts.tokenizer, out_dir)
 
-    _write_configs(cfg, out_dir, config_text)
+    if is_recorded_config(cfg, out_dir):  # `train --resume RUN` without a config: the run's files stay as they are
+        overrides = previous.get("overrides", overrides)
+    else:
+        _write_configs(cfg, out_dir, config_text)
     write_environment(out_dir)
     books.callbacks = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
                                 records=parts.val_records, run_dir=out_dir,
@@ -225,13 +232,14 @@ class _Run:
 # ------------------------------------------------------------------------------------------------- before the loop
 
 
-def _bookkeeping(cfg: Config, out_dir: Path) -> Bookkeeping:
+def _bookkeeping(cfg: Config, out_dir: Path, parts: Parts) -> Bookkeeping:
     """The loop's files and monitors in `out_dir`: manifest.json, train_log.jsonl, the checkpoints, early
     stopping and alerts when configured (the manifest, progress display, watchers and start come later)."""
     ckpt = cfg.training.checkpoint
+    table_files = None if parts.table is None else parts.table.info["files"]
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
-                                  data_sha256=data_fingerprint(cfg))
+                                  data_sha256=data_fingerprint(cfg, table_files))
     watch = cfg.training.early_stopping
     early_stopping = None if watch is None else EarlyStopping(watch.metric, watch.patience, watch.min_delta,
                                                               watch.mode)
@@ -250,7 +258,7 @@ def _start(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Part
                                         books.alerts)
         if overwrite:
             run_dir.clear_run(out_dir)
-        keep_log_before(run_dir_of(checkpoint_path) or out_dir, books.log_path, books.start.step)
+        keep_log_before(run_dir_of(checkpoint_path) or out_dir, books.log_path, books.start, checkpoint_path)
         for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
             run_dir.remove_file(out_dir / name)
         return restored, None

@@ -17,6 +17,7 @@ Hub id or a .gguf file). Against a character run (data.vocab_path, verb records,
     complete_config(cfg)       the config with the base's architecture filled in (other configs: as they are)
     data_summary(cfg)          the data checks of any run: check_text_data for such a run, in tokens
     save_tokenizer(...)        RUN/tokenizer/
+    text_records(cfg)          {split: records} of train, val (and test): the split files, or data.source split
     text_splits(cfg, tok)      {split: Batch} of train, val (and test)
     text_results(...)          results.json's language-model part for such a run
 """
@@ -38,7 +39,8 @@ from minitrain.data.batcher import EvalBatcher, TrainBatcher
 from minitrain.data.packing import pack, pad_id_of
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.text_examples import encode_records
-from minitrain.data.text_records import read_file
+from minitrain.data.text_records import TextRecord, read_file
+from minitrain.data.text_sources import source_records
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR, complete_model_section, read_base
 from minitrain.loop import evaluate
 from minitrain.training import artifacts
@@ -71,44 +73,59 @@ def base_tokenizer(cfg: Config) -> PretrainedTokenizer:
     return read_base(cfg.model.init_from).tokenizer
 
 
-def _splits(cfg: Config) -> list[str]:
-    return ["train", "val", *(["test"] if cfg.data.test_path else [])]
+def text_records(cfg: Config) -> dict[str, list[TextRecord]]:
+    """{split: records} of train, val (and test): data.source split by its file names or data.split
+    (minitrain/data/text_sources.py), else the files data.train_path, val_path and test_path name."""
+    data = cfg.data
+    if data.source is not None:
+        ratios = None if data.split is None else {"train": data.split.train, "val": data.split.val,
+                                                  "test": data.split.test}
+        seed = cfg.training.data_seed if data.split is None or data.split.seed is None else data.split.seed
+        return source_records(data.source, ratios, seed)
+    splits = ["train", "val", *(["test"] if data.test_path else [])]
+    return {split: read_file(getattr(data, f"{split}_path")) for split in splits}
 
 
 def text_splits(cfg: Config, tokenizer: PretrainedTokenizer) -> dict[str, Batch]:
     """{split: Batch} of rows of model.max_seq_len positions; packed rows carry segment ids in attn_pad_mask."""
-    return {split: text_splits_of(cfg, tokenizer, split) for split in _splits(cfg)}
+    return {split: _rows(cfg, tokenizer, records) for split, records in text_records(cfg).items()}
 
 
 def check_text_data(cfg: Config) -> DataSummary:
     """The data checks of a run on a pretrained base, all problems at once as one ConfigError: the files exist,
     every record reads, tokenizes and fits a row (data.overflow), a step fits the training rows. The summary counts
     packed rows as records (what a batch draws) and the longest row in tokens."""
-    problems = text_file_problems(cfg)
+    problems = [] if cfg.data.source is not None else text_file_problems(cfg)
     summary = DataSummary()
     if not problems:
         tokenizer = base_tokenizer(cfg)
         summary.tokenizer_size = tokenizer.vocab_size
-        for split in _splits(cfg):
+        try:
+            records = text_records(cfg)
+        except UserError as exc:
+            records, key = {}, "source" if cfg.data.source is not None else "train_path"
+            problems.append(Problem(("data", key), str(exc)))
+        for split, split_records in records.items():
+            key = ("data", "source" if cfg.data.source is not None else f"{split}_path")
             try:
-                batch = text_splits_of(cfg, tokenizer, split)
+                batch = _rows(cfg, tokenizer, split_records)
             except UserError as exc:
-                problems.append(Problem(("data", f"{split}_path"), str(exc)))
+                problems.append(Problem(key, str(exc)))
                 continue
             summary.records[split] = len(batch.input)
             longest = int(np.count_nonzero(batch.attn_pad_mask, axis=1).max())
             if longest > summary.longest_input:
-                summary.longest_input, summary.longest_where = longest, getattr(cfg.data, f"{split}_path")
+                summary.longest_input, summary.longest_where = longest, getattr(cfg.data, key[1])
         problems += check_batches(cfg, summary)
     if problems:
         raise ConfigError(problems, cfg.source or ConfigSource())
     return summary
 
 
-def text_splits_of(cfg: Config, tokenizer: PretrainedTokenizer, split: str) -> Batch:
-    """One split's rows (`text_splits`)."""
+def _rows(cfg: Config, tokenizer: PretrainedTokenizer, records: list[TextRecord]) -> Batch:
+    """One split's records as rows (`text_splits`)."""
     data = cfg.data
-    examples = encode_records(read_file(getattr(data, f"{split}_path")), tokenizer, data.loss_on)
+    examples = encode_records(records, tokenizer, data.loss_on)
     rows = pack(examples, cfg.model.max_seq_len, data.packing, pad_id_of(tokenizer), data.overflow)
     return Batch(rows.input, rows.target, rows.segment_ids if data.packing == "pack" else rows.attn_pad_mask,
                  rows.loss_mask)

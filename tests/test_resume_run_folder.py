@@ -1,0 +1,68 @@
+"""`--resume RUN` continues the run in its folder with its recorded config, and refuses a folder whose files are
+another run's (issue 26: item 4 and the resume deviation)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from test_cli import run
+
+from minitrain.course.fixtures import write_tiny_run
+
+pytestmark = pytest.mark.slow
+HALT = ["--set", "monitoring.alerts=['step >= 9: halt']"]
+TABLE_LOG = ('{"step": 0, "loss": 9.7, "lr": 0.005, "grad_norm": 37.9}\n{"step": 0, "val_loss": 5.89}\n'
+             '{"step": 5, "val_loss": 2.1}\n')
+
+
+@pytest.fixture
+def halted(tmp_path, monkeypatch, capsys) -> Path:
+    """A run halted at step 9 (checkpoint step-8 kept), trained with one --set that the config hash covers."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MINITRAIN_MODELS_DIR", raising=False)
+    write_tiny_run(tmp_path)
+    code, _, err = run(["train", "config.yaml", "--set", "optimizer.lr_max=2e-3", *HALT, "--out-dir", "run",
+                        "--quiet"], capsys)
+    assert code == 4, err
+    return tmp_path / "run"
+
+
+def test_resume_without_a_config_continues_the_run_in_its_folder(halted, capsys):
+    code, out, err = run(["train", "--resume", "run", "--set", "monitoring.alerts=[]", "--quiet"], capsys)
+    assert code == 0, err
+    assert "run folder: run" in out and not Path("runs").exists()  # no new folder
+    results = json.loads((halted / "results.json").read_text(encoding="utf-8"))
+    assert results["steps"] == 24 and Path(results["model_path"]).parent == (halted / "models").resolve()
+    manifest = json.loads((halted / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["overrides"][0] == "--set optimizer.lr_max=2e-3"  # the run's own record, kept
+    assert "# override: --set optimizer.lr_max=2e-3" in (halted / "config.resolved.yaml").read_text()
+
+
+def test_a_config_that_differs_from_the_recorded_one_is_refused_naming_the_key(halted, capsys):
+    code, _, err = run(["train", "config.yaml", "--resume", "run", "--quiet"], capsys)
+    assert code == 2
+    assert err.startswith("error: run/config.resolved.yaml: the run was recorded with optimizer.lr_max = 0.002")
+    assert err.count("\n") == 1 and not (halted / "results.json").exists()
+
+
+def test_a_foreign_log_is_refused_before_anything_is_written(halted, capsys):
+    (halted / "train_log.jsonl").write_text(TABLE_LOG, encoding="utf-8")  # a table run's: no val_ppl
+    before = {p.name: p.read_bytes() for p in halted.iterdir() if p.is_file()}
+    code, _, err = run(["train", "--resume", "run", "--quiet"], capsys)
+    assert code == 2 and err.startswith("error: run/train_log.jsonl: not the log of the run"), err
+    assert err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in halted.iterdir() if p.is_file()} == before
+
+
+def test_a_foreign_manifest_is_refused(halted, tmp_path, capsys):
+    manifest = json.loads((halted / "manifest.json").read_text(encoding="utf-8"))
+    manifest["config_hash"] = "0" * 64
+    (halted / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    code, _, err = run(["train", "--resume", "run", "--quiet"], capsys)
+    assert code == 2 and err.startswith("error: run/manifest.json: belongs to another run"), err
+    shutil.rmtree(halted / "checkpoints")
+    code, _, err = run(["train", "--resume", "run", "--quiet"], capsys)
+    assert code == 2 and "error: " in err
