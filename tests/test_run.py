@@ -300,14 +300,15 @@ def test_the_resume_command_is_the_command_that_started_the_run(tmp_path):
 
 
 def test_nan_run_raises_a_user_error_and_records_diverged(tmp_path):
-    # An absurd learning rate: the first update throws the weights to ~1e30, the second forward overflows.
+    # An absurd learning rate: the first update throws the weights to ~1e30, and the validation after it (step 0)
+    # overflows: the run stops there, before those weights are logged or saved.
     config = write_tiny_run(tmp_path, "")
     with pytest.raises(UserError) as info:
         train_tiny(config, tmp_path / "run", ["optimizer.lr_max=1.0e+30", "optimizer.clip=null",
                                               "scheduler.warmup_steps=0", "optimizer.lr_min=0.0"])
-    assert info.value.exit_code == 3 and "at step 1 (update not applied)" in str(info.value)
+    assert info.value.exit_code == 3 and "val_loss nan, val_ppl nan after the update of step 0" in str(info.value)
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["status"] == "diverged" and manifest["stopped_at"] == 1
+    assert manifest["status"] == "diverged" and manifest["stopped_at"] == 0
     assert not (tmp_path / "run" / "results.json").exists()
 
 

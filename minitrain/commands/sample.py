@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from minitrain.commands.common import non_negative_float, non_negative_int, positive_int, probability
-from minitrain.common.errors import UserError
+from minitrain.common.errors import ArgumentError, UserError
 
 TEXT_MAX_NEW = 256  # a pretrained model's default answer length (its context may be 8192 positions)
 
@@ -65,8 +65,11 @@ def sample_command(args: argparse.Namespace) -> int:
     room = model.config["max_seq_len"] - 1 - len(args.prompt)  # what is left of the context after BOS + prompt
     max_new = args.max_new_tokens or max(room, 1)
     rng = np.random.default_rng(args.seed)  # one generator: -n samples differ, yet the seed reproduces them all
-    for _ in range(args.n):
-        print(args.prompt + generate(model, tokenizer, args.prompt, max_new, args.temperature, args.top_k, rng))
+    try:
+        for _ in range(args.n):
+            print(args.prompt + generate(model, tokenizer, args.prompt, max_new, args.temperature, args.top_k, rng))
+    except ArgumentError as e:  # logits that are not numbers: say which model
+        raise UserError(f"sample {args.source}: {e}", 2) from None
     return 0
 
 

@@ -53,6 +53,18 @@ def is_numeric(column: np.ndarray) -> bool:
     return column.dtype.kind in "fiub"
 
 
+def first_text(column: np.ndarray) -> int:
+    """The index of the first value of a non-numeric column that does not read as a number: one text cell makes
+    a reader keep the whole column as text, `'0.27'` included (when every value reads as one, the first value)."""
+    present = [i for i, v in enumerate(column) if v is not None]
+    for i in present:
+        try:
+            float(column[i])
+        except (TypeError, ValueError):
+            return i
+    return present[0]
+
+
 def missing(column: np.ndarray) -> np.ndarray:
     """True where a value is missing (NaN in a numeric column, None in any other)."""
     if is_numeric(column):
@@ -170,7 +182,9 @@ def _fit_normalize(options: dict, columns: Columns, key: tuple) -> dict:
     for name in names:
         column = columns[name]
         if not is_numeric(column):
-            raise DataError(key, f"column {name!r} holds text; encode it before normalizing")
+            row = first_text(column)
+            raise DataError(key, f"column {name!r} holds text; encode it before normalizing (row {row + 1} of the "
+                                 f"training split: {column[row]!r})")
         x = column.astype(np.float64)
         if np.isnan(x).any():
             raise DataError(key, f"column {name!r} has missing values in the training split (row "
@@ -229,7 +243,12 @@ def _apply(step: Mapping[str, Any], columns: Columns, where: str) -> Columns:
             out[name] = column
     elif kind == "normalize":
         for name, (center, scale) in step["columns"].items():
-            out[name] = (columns[name].astype(np.float64) - center) / scale
+            if not is_numeric(columns[name]):  # numbers in training, text here (or the other way round)
+                row = first_text(columns[name])
+                raise DataError(KEY, f"{where}, row {row + 1}, column {name!r}: {columns[name][row]!r} is not a "
+                                     "number, and the normalize step was fitted on numbers")
+            with np.errstate(over="ignore", invalid="ignore"):  # a huge value: the model input check names it
+                out[name] = (columns[name].astype(np.float64) - center) / scale
     else:
         out = _encode(step, columns, out, where)
     return out

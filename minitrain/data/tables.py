@@ -36,6 +36,7 @@ from minitrain.data.locate import locate
 from minitrain.data.preprocessing import (
     Columns,
     Preprocessing,
+    first_text,
     is_numeric,
     missing,
     plain_value,
@@ -55,20 +56,51 @@ class TableBatch(NamedTuple):
     target: np.ndarray
 
 
-def columns_of(table: Any) -> Columns:
+def columns_of(table: Any, where: str = "the table") -> Columns:
     """A pyarrow Table as {name: NumPy column}: numbers (and booleans) as float64 with NaN for missing values,
-    anything else as Python objects with None."""
+    anything else as Python objects with None.
+
+    Refused with a DataError naming `where` (the file), the row and the column: a column name or a cell that is
+    not UTF-8 text (pyarrow's CSV reader keeps such cells as bytes), and an infinite number, which no
+    preprocessing step can turn into a feature (NaN is a missing value: fillna fills it)."""
     pa = pyarrow_module()
     columns = {}
-    for name, column in zip(table.column_names, table.columns, strict=True):
+    names = [_column_name(table.schema, index, where) for index in range(table.num_columns)]
+    for name, column in zip(names, table.columns, strict=True):
         kind = column.type
         if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
-            columns[name] = column.to_numpy(zero_copy_only=False).astype(np.float64)
+            values = column.to_numpy(zero_copy_only=False).astype(np.float64)
+            infinite = np.flatnonzero(np.isinf(values))
+            if infinite.size:
+                raise DataError(("data",), f"{where}, row {infinite[0] + 1}, column {name!r}: "
+                                           f"{values[infinite[0]]} is not a finite number")
+            columns[name] = values
         elif pa.types.is_null(kind):
             columns[name] = np.full(len(column), np.nan)
         else:
-            columns[name] = np.array(column.to_pylist(), dtype=object)
+            values = column.to_pylist()
+            row = next((i for i, v in enumerate(values) if isinstance(v, bytes) and not _is_utf8(v)), None)
+            if row is not None:
+                raise DataError(("data",), f"{where}, row {row + 1}, column {name!r}: {values[row]!r} is not UTF-8 "
+                                           "text")
+            columns[name] = np.array(values, dtype=object)
     return columns
+
+
+def _column_name(schema: Any, index: int, where: str) -> str:
+    try:
+        return schema.field(index).name
+    except UnicodeDecodeError:  # pyarrow keeps a header's bytes as they are and decodes them when asked
+        raise DataError(("data",), f"{where}, the header: the name of column {index + 1} is not UTF-8 "
+                                   "text") from None
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def columns_sha256(columns: Columns) -> str:
@@ -155,7 +187,7 @@ def feature_matrix(columns: Columns, where: str) -> np.ndarray:
     """(N, F) float64 from preprocessed columns; a text column or a missing value is an error naming it."""
     for name, column in columns.items():
         if not is_numeric(column):
-            row = next(i for i, v in enumerate(column) if v is not None and not isinstance(v, int | float))
+            row = first_text(column)
             raise DataError(("data", "preprocessing"), f"{where}, row {row + 1}, column {name!r}: {column[row]!r} is "
                                                        "not a number; encode the column (onehot, label, ordinal) or "
                                                        "drop it")
@@ -194,7 +226,8 @@ def read_splits(data: Any, seed: int, fold: tuple[int, int, bool, bool] | None =
     files = locate(data.source, {"train": data.train_path, "val": data.val_path, "test": data.test_path})
     # A format not written is each file's extension's (lab 01's default, jsonl, is about the verb corpus).
     fmt = data.format if "format" in data.model_fields_set and data.format != "auto" else None
-    raw = {split: _concat([columns_of(read_table(p, fmt)) for p in paths], paths) for split, paths in files.items()}
+    raw = {split: _concat([columns_of(read_table(p, fmt), str(p)) for p in paths], paths)
+           for split, paths in files.items()}
     target = data.target
     for split, columns in raw.items():
         if target not in columns:
@@ -277,16 +310,27 @@ def build_table_data(data: Any, task: str | None, seed: int, dtype: type = np.fl
     for split, columns in raw.items():
         where = f"the {split} split"
         x = pipeline.features_of(columns, where)
-        splits[split] = TableBatch(_as_input(x, dtype, ids, where), pipeline.targets_of(columns[data.target], where)
+        splits[split] = TableBatch(as_model_input(x, dtype, ids, pipeline.features, where),
+                                   pipeline.targets_of(columns[data.target], where)
                                    .astype(np.int64 if task == CLASSIFICATION else dtype))
     info.update(task=task, target=data.target, features=len(pipeline.features),
                 **({"classes": len(classes)} if classes else {}))
     return TableData(pipeline, splits, info)
 
 
-def _as_input(x: np.ndarray, dtype: type, ids: bool, where: str) -> np.ndarray:
+def as_model_input(x: np.ndarray, dtype: type, ids: bool, features: Sequence[str], where: str) -> np.ndarray:
+    """Preprocessed features `x` as the model reads them: int64 ids after an embedding, else floats of its
+    `dtype`. A value past that dtype's range (1e308 in float32 is inf, and the model's output NaN) is a DataError
+    naming the row and the feature."""
     if not ids:
-        return np.ascontiguousarray(x, dtype=dtype)
+        with np.errstate(over="ignore"):  # checked just below, with the row and column
+            out = np.ascontiguousarray(x, dtype=dtype)
+        if not np.isfinite(out).all():
+            row, col = np.argwhere(~np.isfinite(out))[0]
+            raise DataError(("data",), f"{where}, row {row + 1}, column {features[col]!r}: {x[row, col]:g} (after "
+                                       f"preprocessing) is past the largest {np.dtype(dtype).name} the model reads "
+                                       f"({np.finfo(dtype).max:.3g})")
+        return out
     bad = (x < 0) | (x != np.round(x))
     if bad.any():
         row, col = np.argwhere(bad)[0]

@@ -7,6 +7,9 @@ Perplexity. For the counted target positions i = 1..N (those where `loss_mask` i
 
     mean_nll = -(1/N) · Σ_i log p(target_i | prefix_i)        ppl = exp(mean_nll)
 
+`perplexity(mean_nll)` is that exp for every loss a run logs: past ln(float64 max) ≈ 709.78 it is inf, not an
+OverflowError, and the training engine stops such a run as diverged.
+
 The sum is accumulated in float64 across batches, so the result does not depend on how the split was cut into
 batches. Positions outside `loss_mask` (padding, and with `loss_on="answer"` the prompt) are ignored entirely:
 their log-probabilities may be anything, even NaN. Typical use, for any model that maps a batch's `input` to
@@ -35,6 +38,14 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 NextLogProbs = Callable[[list[list[int]]], np.ndarray]
+
+
+def perplexity(mean_nll: float) -> float:
+    """exp(mean_nll): inf where a float64 overflows (a loss above ≈ 709.78), NaN for a NaN loss."""
+    try:
+        return math.exp(mean_nll)
+    except OverflowError:  # math.exp raises where np.exp would return inf
+        return math.inf
 
 
 class PerplexityMeter:
@@ -75,8 +86,8 @@ class PerplexityMeter:
 
     @property
     def ppl(self) -> float:
-        """Perplexity exp(mean_nll)."""
-        return math.exp(self.mean_nll)
+        """Perplexity exp(mean_nll) (`perplexity`: inf when it overflows)."""
+        return perplexity(self.mean_nll)
 
 
 class TokenAccuracyMeter:

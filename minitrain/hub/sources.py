@@ -50,7 +50,7 @@ from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, set
 from minitrain.models.registry import DEFAULT_TYPE, build_model, model_keys, model_type
 from minitrain.nn import Module
 from minitrain.runs.model_files import FORMAT as MINITRAIN_FORMAT
-from minitrain.runs.model_files import load_model_file
+from minitrain.runs.model_files import check_tensors, load_model_file
 
 HUB_REQUIRED = ("config.json", WEIGHTS_FILE)
 HUB_OPTIONAL = ("vocab.json", "merges.txt")  # merges.txt: only to tell a BPE GPT-2 repo (refused) from an export
@@ -96,7 +96,9 @@ def gpt2_state(path: Path) -> dict[str, np.ndarray]:
     state.pop("lm_head.weight", None)
     if not any(name.startswith("transformer.") for name in state):
         state = {f"transformer.{name}": a for name, a in state.items()}
-    return {name: a for name, a in state.items() if not name.endswith((".attn.bias", ".attn.masked_bias"))}
+    state = {name: a for name, a in state.items() if not name.endswith((".attn.bias", ".attn.masked_bias"))}
+    check_tensors(state, str(path))  # float and finite, as minitrain's own files
+    return state
 
 
 def _export_folder(folder: Path, weights: Path) -> Pretrained:

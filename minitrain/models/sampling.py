@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from minitrain.common.errors import ArgumentError
 from minitrain.nn import inference
 
 
@@ -39,7 +40,10 @@ class Tokenizer(Protocol):
 def next_token(
     logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator, top_p: float | None = None
 ) -> int:
-    """Pick the next token id from one position's logits, shape (V,)."""
+    """Pick the next token id from one position's logits, shape (V,). A NaN or +inf logit (weights that overflow
+    float32) leaves no distribution to sample from, nor an argmax to trust: ArgumentError."""
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        raise ArgumentError("the model's next-token logits are NaN or infinite: its weights overflow float32")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_p is not None and not 0.0 < top_p <= 1.0:

@@ -14,7 +14,10 @@ Two guarantees beyond the format:
 - Corruption that still parses is caught: `sha256` in the metadata covers every other metadata entry and every
   tensor's name, dtype, shape and bytes.
 
-Every problem reading a file is one `UserError` naming the file.
+Every problem reading a file is one `UserError` naming the file. Weights are float32 (float64 for a model.dtype
+float64 run) and finite, a quantized file's codes and zero points uint8: a tensor of another dtype (int8, bool,
+float16, which loading would cast silently) or holding NaN or inf is refused, naming it, before anything
+samples, quantizes or predicts with it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from minitrain.runs.run_files import check_model_file_meta
 FORMAT = "minitrain"
 FORMAT_VERSION = 1
 OPTIMIZER_PREFIX = "optimizer."
+WEIGHT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))  # float64: a model.dtype float64 run's weights
+CODE_SUFFIXES = (".codes", ".zero_point")  # a quantized file's integers (minitrain/quant/qfile.py): uint8
 
 
 # ----------------------------------------------------------------------------------------------- hashing helpers
@@ -129,7 +134,22 @@ def read_file(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         )
     if "model_config" not in metadata:
         raise UserError(f"{path}: no model_config in its metadata", BAD_INPUT)
+    check_tensors(tensors, str(path), quantized=metadata.get("kind") == QUANTIZED_KIND)
     return tensors, check_model_file_meta(metadata, f"{path}: metadata")
+
+
+def check_tensors(tensors: Mapping[str, np.ndarray], where: str, quantized: bool = False) -> None:
+    """Refuse, naming `where` and the tensor, one whose dtype minitrain does not write (float32 or float64; uint8
+    for the codes and zero points of a `quantized` file) or whose values are not all finite."""
+    for name, a in tensors.items():
+        code = quantized and name.endswith(CODE_SUFFIXES)
+        expected = (np.dtype(np.uint8),) if code else WEIGHT_DTYPES
+        if a.dtype not in expected:
+            raise UserError(f"{where}: tensor {name!r} is stored as {a.dtype}; minitrain files hold "
+                            f"{' or '.join(map(str, expected))} there", BAD_INPUT)
+        if not code and not np.isfinite(a).all():
+            raise UserError(f"{where}: tensor {name!r} holds NaN or infinite values; a model cannot be used "
+                            "(or trained further) from it", BAD_INPUT)
 
 
 # ------------------------------------------------------------------------------------------------- model files

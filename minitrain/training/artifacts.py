@@ -31,6 +31,7 @@ from minitrain.common.paths import REPO_ROOT
 from minitrain.common.versions import library_versions
 from minitrain.data.build import MANIFEST
 from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
+from minitrain.evaluation.metrics import perplexity
 from minitrain.monitor.report import read_log
 
 DEFAULT_BASELINE_PATH = REPO_ROOT / "experiments" / "14-ngram-baseline" / "results.json"
@@ -203,6 +204,13 @@ def build_results(
     }
 
 
+def non_finite_scores(results: dict[str, Any]) -> str:
+    """The losses and perplexities in `results` that are NaN or infinite, as "key value, ..." ("" when none): a
+    model whose final scores these are diverged, whatever its training loop saw."""
+    return ", ".join(f"{key} {value}" for key, value in results.items()
+                     if key.endswith(("_loss", "_ppl")) and isinstance(value, float) and not math.isfinite(value))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # loss_curve.png
 
@@ -233,7 +241,7 @@ def plot_loss_curve(
     val = [r for r in rows if "val_loss" in r]
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=100)
     if train:
-        ax.plot([e["step"] for e in train], [math.exp(e["loss"]) for e in train],
+        ax.plot([e["step"] for e in train], [perplexity(e["loss"]) for e in train],
                 color="tab:blue", linewidth=1, alpha=0.8, label="train (one batch)")
     if val:
         ax.plot([e["step"] for e in val], [e["val_ppl"] for e in val],

@@ -11,12 +11,12 @@ so a student's own curves.py (the course seam) draws the student's dashboard. Ev
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from minitrain.common.figures import pyplot, save_figure
+from minitrain.evaluation.metrics import perplexity
 from minitrain.monitor.curves import moving_average, overfitting_onset, train_val_gap
 from minitrain.training.artifacts import baseline_line, log_axis
 
@@ -39,10 +39,10 @@ def plot_dashboard(
     fig, (ppl, norm, lr) = plt.subplots(3, 1, figsize=(8, 9), dpi=100, sharex=True,
                                         gridspec_kw={"height_ratios": [2, 1, 1]})
     if train:
-        ppl.plot(steps, [math.exp(r["loss"]) for r in train], color="tab:blue", linewidth=0.6, alpha=0.3,
+        ppl.plot(steps, [perplexity(r["loss"]) for r in train], color="tab:blue", linewidth=0.6, alpha=0.3,
                  label="train, one batch")
         smoothed = moving_average([r["loss"] for r in train], window)
-        ppl.plot(steps, [math.exp(v) for v in smoothed], color="tab:blue", linewidth=1.5,
+        ppl.plot(steps, [perplexity(v) for v in smoothed], color="tab:blue", linewidth=1.5,
                  label=f"train, last {window} logged batches")
     if gaps:
         ppl.plot([g["step"] for g in gaps], [g["val_ppl"] for g in gaps], color="tab:orange", linewidth=2,

@@ -7,7 +7,7 @@ of bookkeeping around them is a named method of `_Loop`:
         batches = [next(data.train) for _ in range(grad_accumulation)]
         lr = scheduler.lr                               # the rate this update uses: lr_at(step)
         loss, grad_norm = loop.gradients(batches)       # loop.py's train_step: forward, backward, clip
-        if loss or grad_norm is not finite: stop, "diverged"      # before the bad update
+        if loss or grad_norm is not finite (or exp(loss) is): stop, "diverged"      # before the bad update
         optimizer.step()
         log a train row every log_every steps, validate (loop.evaluate) every val_every steps
         scheduler.step(); save_best, callbacks
@@ -31,9 +31,11 @@ Step numbering (the same in train_log.jsonl, checkpoints and resume):
 Two RNGs, never mixed: the training RNG (`model.rng`: initial weights, dropout masks) and the data RNG inside
 the batcher (shuffling). Nothing here reads the clock to decide anything, except a `duration` budget.
 
-What the engine catches (lab 01's pitfalls): a NaN/inf loss or gradient norm halts the run before the bad update
-(status "diverged"); a loss still above 4.0 after the warm-up prints a warning; SIGINT/SIGTERM finish the
-current step, save a checkpoint and stop (status "interrupted"); alerts and early stopping may halt it too.
+What the engine catches (lab 01's pitfalls): a NaN/inf loss or gradient norm, or a language model's loss whose
+perplexity overflows a float64 (loss > 709.78), halts the run before the bad update (status "diverged"); so does
+such a val loss, after the update, which is then neither logged nor checkpointed; a loss still above 4.0 after
+the warm-up prints a warning; SIGINT/SIGTERM finish the current step, save a checkpoint and stop (status
+"interrupted"); alerts and early stopping may halt it too.
 
 Callbacks (minitrain/callbacks/) hear each step boundary, validation and epoch end, and every logged row; with
 none configured the loop does not build a single object for them.
@@ -45,7 +47,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,7 @@ import numpy as np
 from minitrain.callbacks.base import Actions, CallbackList
 from minitrain.common.io import append_line
 from minitrain.evaluation.alerts import AlertMonitor
+from minitrain.evaluation.metrics import perplexity
 from minitrain.loop import evaluate, train_step
 from minitrain.monitor.early_stopping import EarlyStopping, is_better
 from minitrain.monitor.progress import Progress
@@ -201,8 +204,8 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
             batches = [next(data.train) for _ in range(settings.grad_accumulation)]
             lr = scheduler.lr  # the rate this update uses: lr_at(step)
             loss, grad_norm = loop.gradients(batches)  # forward, backward, clip: the weights are not changed yet
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                loop.diverged(step, loss, grad_norm)  # the bad update is never applied
+            if loop.diverges(loss, grad_norm):
+                loop.diverged(step, f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
                 break
             optimizer.step()
             state.last_loss = loss
@@ -215,6 +218,8 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
             measured = None
             if step % settings.val_every == 0 or last:
                 measured = loop.validate(step, loss)  # on the weights after this update
+                if measured is None:  # diverged: the weights after this update are neither logged nor saved
+                    break
                 loop.check_early_stopping(step, measured)
             scheduler.step(None if measured is None else measured[settings.schedule_metric])
             state.step = step + 1  # a step boundary: everything below sees the state after update `step`
@@ -315,9 +320,10 @@ class _Loop:
             )
         self._alerts(step, row)
 
-    def validate(self, step: int, loss: float) -> dict[str, float]:
+    def validate(self, step: int, loss: float) -> dict[str, float] | None:
         """Score the model (`data.validate`, else loop.evaluate on `data.val`), write the val row, track the best
-        val so far and run the alerts on it; return the row's values plus this step's train `loss`."""
+        val so far and run the alerts on it; return the row's values plus this step's train `loss`. None when
+        the run diverged: a val loss that is not finite, or a perplexity that overflows."""
         eval_start = time.perf_counter()
         if self.data.validate is not None:
             values = self.data.validate(self.model)
@@ -325,8 +331,19 @@ class _Loop:
             val_loss, val_ppl = evaluate(self.model, self.data.val)
             values = {"val_loss": val_loss, "val_ppl": val_ppl}
         self.eval_seconds += time.perf_counter() - eval_start
+        scored = {key: values[key] for key in ("val_loss", "val_ppl") if key in values}
+        if any(math.isinf(v) for v in scored.values()) or (any(math.isnan(v) for v in scored.values())
+                                                           and self._val_has_rows()):
+            shown = ", ".join(f"{key} {value}" for key, value in scored.items())
+            self.diverged(step, f"{shown} after the update of step {step}")
+            return None
         self._log_val(step, values)
         return {**values, "loss": loss}
+
+    def _val_has_rows(self) -> bool:
+        """Whether validation scores anything: NaN is also the mean over no batches at all (nothing measured)."""
+        val = self.data.val
+        return self.data.validate is not None or not isinstance(val, Sized) or len(val) > 0
 
     def _log_val(self, step: int, values: dict[str, float]) -> None:
         state = self.state
@@ -360,10 +377,17 @@ class _Loop:
 
     # -------------------------------------------------------------------------------------- stopping
 
-    def diverged(self, step: int, loss: float, grad_norm: float) -> None:
+    def diverges(self, loss: float, grad_norm: float) -> bool:
+        """A NaN or infinite loss or gradient norm, or a language model's loss whose perplexity overflows."""
+        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            return True
+        return self.data.task is LANGUAGE_MODELING and math.isinf(perplexity(loss))
+
+    def diverged(self, step: int, what: str) -> None:
+        """Stop at `step` with status "diverged"; `what` the numbers that say so."""
         self.status, self.stopped_at = DIVERGED, step
         # Not printed: the caller turns the outcome into the one error line the user sees.
-        self.messages.append(f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
+        self.messages.append(what)
 
     def out_of_time(self) -> bool:
         """training.duration: whether the run has used its time (the one decision the clock makes)."""

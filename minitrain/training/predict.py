@@ -23,7 +23,7 @@ from minitrain.common.errors import DataError, UserError
 from minitrain.common.io import atomic_write, atomic_write_text
 from minitrain.data.formats import detect_format, pyarrow_module, read_table, table_from_rows
 from minitrain.data.preprocessing import plain_value
-from minitrain.data.tables import CLASSIFICATION, TablePipeline, columns_of
+from minitrain.data.tables import CLASSIFICATION, TablePipeline, as_model_input, columns_of
 from minitrain.evaluation.table_metrics import log_softmax_rows
 from minitrain.hub.run_folder import read_run
 from minitrain.models.registry import build_model
@@ -43,19 +43,24 @@ def predict(source: str | Path, input_path: str | Path, out_path: str | Path, fm
     pipeline = TablePipeline.from_dict(info.pipeline)
     model = build_model(info.model_config)
     model.load_state_dict(info.state, source=str(info.model_path))
-    columns = columns_of(read_table(input_path, fmt))
+    where = str(input_path)
     try:
-        features = pipeline.features_of(columns, str(input_path))
-        targets = pipeline.targets_of(columns[pipeline.target], str(input_path)) if pipeline.target in columns else None
+        columns = columns_of(read_table(input_path, fmt), where)
+        # The model reads ids after an embedding, else floats of its weights' dtype.
+        features = as_model_input(pipeline.features_of(columns, where), next(iter(info.state.values())).dtype,
+                                  model.embeds, pipeline.features, where)
+        targets = pipeline.targets_of(columns[pipeline.target], where) if pipeline.target in columns else None
     except DataError as exc:
         raise UserError(exc.detail, 2) from None
-    # The model reads ids after an embedding, else floats of its weights' dtype.
-    features = features.astype(np.int64 if model.embeds else next(iter(info.state.values())).dtype)
     outputs = []
     with inference(model):
         for start in range(0, len(features), BATCH_ROWS):
             outputs.append(model(features[start : start + BATCH_ROWS]).data)
     outputs = np.concatenate(outputs).astype(np.float64)
+    overflowed = np.flatnonzero(~np.isfinite(outputs).all(axis=1))
+    if overflowed.size:  # finite features far outside the training range can still overflow inside the model
+        raise UserError(f"{where}, row {overflowed[0] + 1}: the model's output overflows (its features are far "
+                        "outside what it was trained on); no predictions written", 2)
     table, summary = _prediction_table(pipeline, outputs, targets, columns.get(pipeline.target))
     write_table(out_path, table)
     return {"rows": len(outputs), "output": str(out_path), **summary}

@@ -33,6 +33,7 @@ from minitrain.quant.qat import detach_fake_quantizers
 from minitrain.quant.qfile import KIND, dequantized_state, quantized_tensors
 from minitrain.quant.scheme import Scheme
 from minitrain.runs.model_files import save_model_file
+from minitrain.training.artifacts import non_finite_scores
 from minitrain.training.scoring import EVAL_BATCH_SIZE, score_records
 
 
@@ -141,6 +142,10 @@ def quantize_run(
            "method": scheme.method, "float32_bytes": float32_bytes(model),
            "float32_val_ppl": before["ppl"], "val_ppl": after["ppl"],
            "float32_val_exact_match": before.get("exact_match"), "val_exact_match": after.get("exact_match")}
+    overflowing = non_finite_scores(row)
+    if overflowing:  # weights too large for float32 (a NaN or inf one is refused when the file is read)
+        raise UserError(f"quantize {source}: {overflowing} on the val split; a model whose perplexity is not a "
+                        "number is not quantized (nothing written)", 2)
     row["file_bytes"] = write_quantized(out, model, quantization, {"source": str(info.model_path),
                                                                    "evaluation": copy.deepcopy(row)})
     return row

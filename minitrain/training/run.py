@@ -63,7 +63,7 @@ from minitrain.nn import Module
 from minitrain.runs import run_dir
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import save_model_file
-from minitrain.runs.run_files import FINISHED, FINISHING, INTERRUPTED
+from minitrain.runs.run_files import DIVERGED, FINISHED, FINISHING, INTERRUPTED
 from minitrain.runs.run_lock import RunLock
 from minitrain.training import artifacts, scoring, stopping
 from minitrain.training.cross_validation import cross_validate
@@ -200,7 +200,13 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
                                init_from=init_from, strict=strict, overrides=overrides, runtime=runtime)
     run = _Run(cfg, out_dir, parts, books, final_models_dir, baseline, rerun, quiet=not progress,
                start_time=start_time, earlier_wall=float(books.manifest.get("wall_seconds") or 0.0))
-    return _finish(run, _run_loop(run, summary))
+    try:
+        return _finish(run, _run_loop(run, summary))
+    except UserError:
+        raise  # the manifest already says how the run ended
+    except Exception as e:  # a bug (or a refusal from the core): the manifest must not go on saying "running"
+        stopping.failed(e, out_dir, books.manifest, books.checkpointing.manager)
+        raise
 
 
 @dataclass
@@ -346,11 +352,13 @@ def _finish(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
         if finished:  # training is done; until the model file and results.json exist, the run is not
             artifacts.complete_manifest(books.manifest_path, books.manifest, status=FINISHING)
         rows = _write_curves(run)
+        results = _final_scores(run, outcome) if finished else None
+        finished = outcome["status"] in FINISHED  # a final score that is NaN or infinite: diverged after all
         if not finished:
             artifacts.complete_manifest(books.manifest_path, books.manifest, wall_seconds=run.wall_seconds())
             _train_end(books.callbacks, outcome, run.parts.model, quiet=run.quiet)
             raise stopping.stopped_error(outcome, run.rerun)
-        return _write_results(run, outcome, rows)
+        return _write_results(run, outcome, rows, results)
     except KeyboardInterrupt as stop:
         if not finished:
             raise
@@ -380,20 +388,35 @@ def _write_curves(run: _Run) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A finished run's model file, results.json, report.md (and report.html) and completed manifest; return
-    results.json's content."""
-    cfg, parts, out_dir, manifest = run.cfg, run.parts, run.out_dir, run.books.manifest
-    model_path, model_sha256 = _save_model(parts, run.models_dir, cfg, outcome["steps_done"])
+def _final_scores(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
+    """results.json's scores of a finished run, before its model file is written ("model_path" is filled in with
+    it). A loss or perplexity that is NaN or infinite (weights that overflow, say, resumed from a checkpoint)
+    makes the run a diverged one: `outcome` and the manifest say so, and no model file is written."""
+    cfg, parts, books = run.cfg, run.parts, run.books
     if parts.table is not None:
-        results = table_results(cfg, parts, outcome, out_dir, model_path)
+        results = table_results(cfg, parts, outcome, run.out_dir, model_path="")
     elif parts.text is not None:
-        results = text_results(cfg, parts.model, parts.text, outcome, model_path)
+        results = text_results(cfg, parts.model, parts.text, outcome, model_path="")
     else:
         results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
-                                                 parts.val_records, outcome, run.baseline, model_path)
+                                                 parts.val_records, outcome, run.baseline, model_path="")
+    bad = artifacts.non_finite_scores(results)
+    if bad:
+        step = outcome["steps_done"] - 1
+        outcome.update(status=DIVERGED, stopped_at=step)
+        outcome["messages"].append(f"{bad} in the final evaluation after step {step}")
+        artifacts.complete_manifest(books.manifest_path, books.manifest, status=DIVERGED, stopped_at=step)
+    return results
+
+
+def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]],
+                   results: dict[str, Any]) -> dict[str, Any]:
+    """A finished run's model file, results.json (`results`, its scores), report.md (and report.html) and
+    completed manifest; return results.json's content."""
+    cfg, parts, out_dir, manifest = run.cfg, run.parts, run.out_dir, run.books.manifest
+    model_path, model_sha256 = _save_model(parts, run.models_dir, cfg, outcome["steps_done"])
     wall = results["wall_seconds"] = run.wall_seconds()
-    results.update(run_id=manifest["run_id"], model_sha256=model_sha256)
+    results.update(model_path=model_path, run_id=manifest["run_id"], model_sha256=model_sha256)
     if parts.table is None:
         results.update(after_training(cfg, parts.model, out_dir, parts.tokenizer, parts.train_records,
                                       parts.val_records))

@@ -2,7 +2,8 @@
 
     stopped_error(outcome, rerun)  diverged (exit 3), interrupted (128 + the signal), halted by an alert (exit 4),
                                    with the command that resumes it: the one that started it, plus --resume
-    failed(error, ...)             an error the run cannot go on from (a full disk): the manifest records "failed"
+    failed(error, ...)             an error the run cannot go on from (a full disk, a bug): the manifest records
+                                   "failed" and the error
     sigterm_raises()               SIGTERM outside the training loop raised like a Ctrl-C (`Terminated`), so the
                                    same clean-up runs (the loop handles it itself, at a step boundary)
     catch_stop_signals()           inside the loop: SIGINT/SIGTERM remembered, so the loop stops at the next step
@@ -86,7 +87,10 @@ def catch_stop_signals() -> Iterator[StopSignal]:
 
 def failed(error: BaseException, out_dir: Path, manifest: dict[str, Any], manager: CheckpointManager) -> UserError:
     """Record status "failed" (and why) in the manifest; the error to raise, saying if even that was impossible."""
-    message = str(error) if isinstance(error, UserError) else f"out of memory ({error})"
+    if isinstance(error, UserError):
+        message = str(error)
+    else:
+        message = f"out of memory ({error})" if isinstance(error, MemoryError) else f"{type(error).__name__}: {error}"
     latest = manager.latest()
     try:
         artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FAILED, error=message,
