@@ -50,6 +50,22 @@ def test_random_draws_are_reproducible_and_inside_their_distributions():
 
 
 @pytest.mark.parametrize(("data", "message"), [
+    ({"grid": {f"model.k{i}": list(range(100)) for i in range(4)}},
+     r"the space has 100,000,000 trials, more than a sweep runs \(10,000\); shrink grid model.k0 \(100 values\)"),
+    ({"random": {"model.dropout": "uniform(0, 0.1)"}, "samples": 10**9, "seeds": [1, 2]},
+     r"the space has 2,000,000,000 trials, .* shrink samples \(1,000,000,000 values\)"),
+    ({"grid": {"model.dropout": [0.0, 0.1]}, "seeds": list(range(5001))}, r"shrink seeds \(5,001 values\)"),
+])
+def test_a_space_too_large_to_run_is_counted_and_refused_naming_what_to_shrink(data, message):
+    """The count is a product of the factors: nothing is built, so 10^9 draws are refused as fast as 3."""
+    with pytest.raises(ConfigError, match=message) as error:
+        spec_problems({"base": "c.yaml", **data}, ConfigSource(path="s.yaml"))
+    assert error.value.exit_code == 2
+    at_most = SweepSpec(base="c.yaml", grid={"model.dropout": [0.0, 0.1]}, seeds=list(range(5000)))
+    assert at_most.count() == 10_000 == len(expand(at_most))
+
+
+@pytest.mark.parametrize(("data", "message"), [
     ({"random": {"model.dropout": "normal(0, 1)"}, "samples": 2}, "is not a distribution"),
     ({"random": {"model.dropout": "uniform(0.3, 0.1)"}, "samples": 2}, "low must be below high"),
     ({"random": {"model.dropout": "uniform(0, 0.1)"}}, "random and samples go together"),
