@@ -4,9 +4,12 @@ local pool's table, bit for bit, and stops poor trials cleanly with ASHA."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from minitrain import cli
 from minitrain.common.errors import UserError
 from minitrain.config import ConfigError
 from minitrain.config.source import ConfigSource
+from minitrain.runs.run_lock import writer_of
 from minitrain.sweep import SweepSpec, expand, load_sweep_file, run_sweep
 from minitrain.sweep.results import best_trial, comparable
 from minitrain.sweep.space import draw, parse_distribution, spec_problems
@@ -97,6 +101,68 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
     assert "sweep.yaml:4: seed: unknown key — did you mean 'seeds'?" in capsys.readouterr().err
 
 
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_second_sweep_on_a_folder_in_use_is_refused_and_changes_nothing(tmp_path, capsys):
+    """A sweep holds its folder's writer lock (the run folders' lock), so a second one stops before it writes."""
+    from minitrain.runs.run_lock import RunLock
+
+    config = write_tiny_run(tmp_path)
+    sweep_dir = tmp_path / "s"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text('{"trials": []}')
+    before = _files(sweep_dir)
+    with RunLock(sweep_dir):  # what the first sweep holds from its first check to its last file
+        assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_max=1e-3", "--out-dir", str(sweep_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {sweep_dir} is in use by another minitrain process (PID " in err and err.count("\n") == 1
+    assert _files(sweep_dir) == {**before, Path(".run.lock"): (sweep_dir / ".run.lock").read_bytes()}
+    assert not (sweep_dir / "trials").exists()
+
+
+def test_a_folder_holding_another_sweeps_table_is_refused(tmp_path, capsys):
+    config = write_tiny_run(tmp_path)
+    sweep_dir = tmp_path / "s"
+    sweep_dir.mkdir()
+    other = {"base": str(config), "space": {"grid": {"optimizer.lr_max": [0.1]}}, "trials": []}
+    (sweep_dir / "sweep.json").write_text(json.dumps(other))
+    assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_max=1e-3", "--out-dir", str(sweep_dir)]) == 2
+    assert f"error: {sweep_dir} holds the table of another sweep (another base or space)" in capsys.readouterr().err
+    assert json.loads((sweep_dir / "sweep.json").read_text()) == other and not (sweep_dir / "trials").exists()
+
+
+def test_every_documented_sweep_command_writes_its_own_folder_under_runs():
+    """The sweep commands of README.md, docs/sweeps.md and experiments/: none writes into a committed folder, and no
+    two of them (another space or backend) share a folder, where the second would replace the first's table."""
+    import re
+    import shlex
+
+    from minitrain.commands.sweep import spec_data
+    from minitrain.config import load_config
+    from minitrain.sweep.runner import sweep_name
+
+    repo = Path(__file__).resolve().parents[1]
+    texts = [repo / "README.md", repo / "docs" / "sweeps.md", *sorted((repo / "experiments").glob("sweep-*/*.*"))]
+    lines = [line for path in texts if path.suffix in (".md", ".yaml")
+             for line in path.read_text().replace("\\\n", " ").splitlines()]
+    commands = [re.sub(r"^#\s*", "", line.split(" # ", 1)[0].strip()) for line in lines]
+    folders: dict[str, tuple] = {}
+    with contextlib.chdir(repo):
+        for text in [c for c in commands if c.startswith("minitrain sweep ")]:
+            args = cli.build_parser().parse_args(shlex.split(text)[1:])
+            if not Path(args.sweep).is_file() or args.address:  # a user's file (my.yaml); a cluster's shared path
+                continue
+            data, source, sweep_file = spec_data(args)
+            spec = spec_problems(data, source)
+            folder = spec.out_dir or f"runs/sweeps/{sweep_name(spec, sweep_file, load_config(spec.base))}"
+            assert Path(folder).parts[0] == "runs", text
+            what = (spec.model_dump_json(exclude={"workers", "out_dir"}),)
+            assert folders.setdefault(folder, what) == what, f"{text}: shares {folder} with another sweep"
+    assert len(folders) >= 3  # sweep-lr, its Ray twin, the sweep from flags
+
+
 # --- running it -------------------------------------------------------------------------------------------------
 
 GRID = {"optimizer.lr_max": [1e-3, 3e-3]}
@@ -108,13 +174,14 @@ def local_sweep(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sweep")
     config = write_tiny_run(folder)
     spec = SweepSpec(base=str(config), grid=GRID, seeds=[1, 2], workers=2, out_dir=str(folder / "local"))
-    summary, rows = run_sweep(spec)
-    return spec, summary, rows, folder
+    heard = []  # each progress line, and whether the sweep held its folder's lock when it came
+    summary, rows = run_sweep(spec, progress=lambda line: heard.append((line, writer_of(folder / "local"))))
+    return spec, summary, rows, folder, heard
 
 
 @pytest.mark.slow
 def test_a_local_sweep_writes_its_table_plots_and_ordinary_run_folders(local_sweep, capsys):
-    spec, summary, rows, folder = local_sweep
+    spec, summary, rows, folder, heard = local_sweep
     sweep_dir = folder / "local"
     assert [r["trial"] for r in rows] == [t.id for t in expand(spec)]
     assert all(r["status"] == "completed" and r["steps"] == 24 for r in rows)
@@ -134,11 +201,18 @@ def test_a_local_sweep_writes_its_table_plots_and_ordinary_run_folders(local_swe
     assert json.loads((trial / "results.json").read_text())["val_ppl"] == rows[3]["val_ppl"]
     assert cli.main(["info", str(trial)]) == 0 and "status: completed" in capsys.readouterr().out
     assert len(list((sweep_dir / "models").glob("minigpt-phase18-*.safetensors"))) == 4
+    # A line as it starts and one per trial as it ends, all while the sweep holds its folder; released after.
+    assert heard[0][0] == f"sweep {summary['name']}: 4 trials, 0 already done, 4 to train (local, folder {sweep_dir})"
+    by_trial = {line.split()[2].rstrip(":"): line for line, _ in heard[1:]}
+    assert sorted(line.split()[1] for line, _ in heard[1:]) == ["1/4", "2/4", "3/4", "4/4"]  # in the order they end
+    assert all(f"{r['trial']}: completed, val_ppl {r['val_ppl']:.4g}, 24 steps, " in by_trial[r["trial"]]
+               for r in rows) and len(by_trial) == 4
+    assert all(held == f"PID {os.getpid()}" for _, held in heard) and writer_of(sweep_dir) is None
 
 
 @pytest.mark.slow
 def test_a_restarted_sweep_trains_only_what_is_missing(local_sweep):
-    spec, _, rows, folder = local_sweep
+    spec, _, rows, folder, _ = local_sweep
     sweep_dir = folder / "restart"
     shutil.copytree(folder / "local", sweep_dir)
     trials = [sweep_dir / row["run_dir"] for row in rows]
@@ -159,9 +233,14 @@ def test_a_restarted_sweep_trains_only_what_is_missing(local_sweep):
     assert resumed["resumes"][-1]["step"] == 16 and resumed["status"] == "completed"
     assert (trials[3] / "train_log.jsonl").read_bytes() == (
         folder / "local" / rows[3]["run_dir"] / "train_log.jsonl").read_bytes()
-    # A sweep whose trials would differ from those in its folder is refused, before anything runs.
+    # A sweep whose trials would differ from those in its folder is refused, before anything runs: by the table
+    # (another space), and without a table by each trial's recorded config.
+    other = spec.model_copy(update={"out_dir": str(sweep_dir), "set": {"optimizer.weight_decay": 0.0}})
+    with pytest.raises(UserError, match=r"restart holds the table of another sweep \(another base or space\)"):
+        run_sweep(other)
+    (sweep_dir / "sweep.json").unlink()
     with pytest.raises(UserError, match=r"000-lr_max=0\.001-seed=1: .* holds a run of another config"):
-        run_sweep(spec.model_copy(update={"out_dir": str(sweep_dir), "set": {"optimizer.weight_decay": 0.0}}))
+        run_sweep(other)
 
 
 @pytest.mark.slow
@@ -199,7 +278,7 @@ def local_ray():
 
 @pytest.mark.slow
 def test_ray_runs_the_same_trials_to_the_same_table(local_sweep, local_ray):
-    spec, _, rows, folder = local_sweep
+    spec, _, rows, folder, _ = local_sweep
     summary, on_ray = run_sweep(spec.model_copy(update={"backend": "ray", "out_dir": str(folder / "ray")}))
     assert summary["backend"] == "ray"
     assert comparable(on_ray) == comparable(rows)
