@@ -288,6 +288,35 @@ def test_ray_runs_the_same_trials_to_the_same_table(local_sweep, local_ray):
     assert (folder / "ray" / "ray" / "tune").is_dir()  # Ray Tune's own records
 
 
+def test_ray_trials_report_the_sweeps_own_metric_to_tune(tmp_path, monkeypatch):
+    """Tune is told the sweep's metric, and every report carries it: val_ppl at each validation; dev_ppl, scored
+    only after training, in one report of the finished run's results (so Tune's best trial is the sweep's)."""
+    import dataclasses
+
+    from ray import tune
+
+    from minitrain.sweep import ray_backend
+    from minitrain.sweep.trials import TrialJob
+
+    config = write_tiny_run(tmp_path)  # 24 steps, validation every 5, a dev split
+    reports: list[dict] = []
+    monkeypatch.setattr(tune, "report", reports.append)
+
+    def reported(name: str, metric: str) -> tuple[list[dict], dict]:
+        job = TrialJob(name, str(config), (), {"output.dir": str(tmp_path / name),
+                                               "output.models_dir": str(tmp_path / "models")})
+        reports.clear()
+        ray_backend._trainable({"job": dataclasses.asdict(job), "metric": metric})
+        return list(reports), json.loads((tmp_path / name / "results.json").read_text())
+
+    on_val, results = reported("val", "val_ppl")
+    assert len(on_val) >= 4 and all("val_ppl" in r and "dev_ppl" not in r for r in on_val)
+    assert on_val[-1]["val_ppl"] == results["val_ppl"]
+    on_dev, results = reported("dev", "dev_ppl")
+    assert len(on_dev) == 1 and on_dev[0]["step"] == results["steps"] == 24
+    assert on_dev[0]["dev_ppl"] == results["dev_ppl"] and on_dev[0]["val_ppl"] == results["val_ppl"]
+
+
 @pytest.mark.slow
 def test_asha_stops_poor_trials_and_their_folders_are_complete(tmp_path, local_ray):
     config = write_tiny_run(tmp_path)
@@ -374,13 +403,48 @@ def test_a_trial_the_scheduler_stopped_is_finished_where_it_stopped_whatever_its
     assert (cut / "results.json").read_bytes() == done
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path):
-    import signal
-    import subprocess
-    import sys
+def _live(field: str, value: int) -> list[int]:
+    """The pids of the live (not zombie) processes whose /proc stat `field` (ppid or pgrp) is `value`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # ended while we looked
+        if state != "Z" and {"ppid": ppid, "pgrp": pgrp}[field] == str(value):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _status(pid: int) -> dict[str, str]:
+    return {key: value.strip() for key, _, value in
+            (line.partition(":") for line in Path(f"/proc/{pid}/status").read_text().splitlines())}
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP takes effect a moment after kill() returns)."""
+    return _status(pid)["State"].startswith("T")
+
+
+def _pending(pid: int, signum: int) -> bool:
+    """Whether signal `signum` waits to be delivered to process `pid` (a stopped process keeps it pending)."""
+    status = _status(pid)
+    return bool((int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)) >> (signum - 1) & 1)
+
+
+def _wait_until(condition, what: str, process=None) -> None:
+    """Poll `condition` until it holds; fail (not hang) if `process` ended first or after a 10-minute hang guard."""
     import time
 
+    deadline = time.monotonic() + 600
+    while not condition():
+        if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
+            pytest.fail(f"never saw {what}")
+        time.sleep(0.05)
+
+
+def _long_sweep(tmp_path) -> Path:
+    """Three trials of 1500 steps on two workers, a checkpoint every 500."""
     config = write_tiny_run(tmp_path)
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(textwrap.dedent(f"""\
@@ -390,28 +454,79 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path)
         workers: 2
         out_dir: {tmp_path / "s"}
         """))
+    return sweep
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads processes from /proc")
+
+
+@pytest.mark.slow
+@needs_proc
+def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path):
+    """Stopped at a chosen point, whatever the machine's speed: when both trials have written their first
+    checkpoint the workers are frozen (SIGSTOP), the driver gets SIGINT, and the workers are let go only once the
+    driver's SIGTERM waits in each of them, so neither can end its trial or start the third one first."""
+    import signal
+    import subprocess
+    import sys
+
+    sweep = _long_sweep(tmp_path)
     process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Both workers training (a worker's first run may still be compiling kernels when the other has logged).
-    logs = [tmp_path / "s" / "trials" / name / "train_log.jsonl" for name in ("000-lr_max=0.001", "001-lr_max=0.002")]
-    # However long that takes on a busy machine: the wait ends early only if the sweep itself ended (a hang guard
-    # of 10 minutes aside), and then the checks below say so.
-    deadline = time.monotonic() + 600
-    while not all(log.is_file() and len(log.read_text().splitlines()) >= 10 for log in logs) and (
-            process.poll() is None and time.monotonic() < deadline):
-        time.sleep(0.1)
+    trials = [tmp_path / "s" / "trials" / name for name in ("000-lr_max=0.001", "001-lr_max=0.002")]
+    _wait_until(lambda: all((t / "checkpoints" / "step-500.safetensors").is_file() for t in trials),
+                "both trials' checkpoint at step 500", process)
+    workers = [pid for pid in _live("ppid", process.pid)  # the pool's, not multiprocessing's resource tracker
+               if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(workers) == 2
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    # Until they are stopped, a SIGTERM would be taken first (the lower signal number) and then frozen with them.
+    _wait_until(lambda: all(_stopped(pid) for pid in workers), "the workers stopped", process)
     process.send_signal(signal.SIGINT)  # the driver only, as `kill -INT`; a terminal's Ctrl-C reaches all
-    _, err = process.communicate(timeout=120)
+    _wait_until(lambda: all(_pending(pid, signal.SIGTERM) for pid in workers), "the driver's SIGTERM in its workers",
+                process)
+    for pid in workers:
+        os.kill(pid, signal.SIGCONT)
+    _, err = process.communicate(timeout=600)  # a hang guard
     assert process.returncode == 130 and "error: interrupted: the sweep's table is" in err
     rows = json.loads((tmp_path / "s" / "sweep.json").read_text())["trials"]
     assert [r["status"] for r in rows] == ["interrupted", "interrupted", "not started"]
-    assert all(r["steps"] < 1500 for r in rows[:2])
+    assert all(500 <= r["steps"] < 1500 for r in rows[:2])
 
     _, again = run_sweep(load_sweep_file(sweep))
     assert [r["status"] for r in again] == ["completed"] * 3 and all(r["steps"] == 1500 for r in again)
     for row in again[:2]:  # resumed from the checkpoint the interrupt saved
         manifest = json.loads((tmp_path / "s" / row["run_dir"] / "manifest.json").read_text())
         assert manifest["resumes"][-1]["step"] == rows[again.index(row)]["steps"]
+
+
+@pytest.mark.slow
+@needs_proc
+def test_kill_9_of_a_sweep_takes_its_workers_with_it_and_frees_the_callers_pipes(tmp_path):
+    """Killed mid-trial, the driver cannot stop its workers: they notice it is gone and end, so no process of the
+    sweep's group outlives it and a caller reading its output reaches end-of-file."""
+    import signal
+    import subprocess
+    import sys
+
+    sweep = _long_sweep(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)], start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "s" / "trials" / "000-lr_max=0.001" / "train_log.jsonl"
+    _wait_until(lambda: log.is_file() and log.read_text().count("\n") >= 2, "trial 000 training", process)
+    assert _live("ppid", process.pid)  # its workers
+    os.kill(process.pid, signal.SIGKILL)
+    try:
+        out, _ = process.communicate(timeout=120)  # a hang guard: EOF on both pipes once nothing holds them
+        assert process.returncode == -signal.SIGKILL
+        _wait_until(lambda: not _live("pgrp", process.pid), "the sweep's process group end")
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the caller's pipes stayed open: processes {_live('pgrp', process.pid)} outlived the sweep")
+    finally:  # a failing run leaves no orphans behind either
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert writer_of(tmp_path / "s") is None and out.startswith("sweep ")  # the lock died with it
 
 
 def test_the_committed_sweep_is_the_table_of_its_sweep_file():
