@@ -279,8 +279,17 @@ def local_ray():
 @pytest.mark.slow
 def test_ray_runs_the_same_trials_to_the_same_table(local_sweep, local_ray):
     spec, _, rows, folder, _ = local_sweep
-    summary, on_ray = run_sweep(spec.model_copy(update={"backend": "ray", "out_dir": str(folder / "ray")}))
+    heard = []  # each progress line, and how many trials had finished their folder when it came
+
+    def hear(line: str) -> None:
+        heard.append((line, len(list((folder / "ray" / "trials").glob("*/results.json")))))
+
+    on = spec.model_copy(update={"backend": "ray", "out_dir": str(folder / "ray")})
+    summary, on_ray = run_sweep(on, progress=hear)
     assert summary["backend"] == "ray"
+    # A line per trial as Tune completes it: at the first, two trials (2 at a time) have not even started.
+    assert sorted(line.split()[1] for line, _ in heard[1:]) == ["1/4", "2/4", "3/4", "4/4"]
+    assert next(done for line, done in heard if line.startswith("trial 1/4")) <= 2
     assert comparable(on_ray) == comparable(rows)
     for row in rows:  # the runs themselves, byte for byte
         assert (folder / "ray" / row["run_dir"] / "train_log.jsonl").read_bytes() == (

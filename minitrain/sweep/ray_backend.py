@@ -105,6 +105,22 @@ def _recording_asha(stops: dict[str, int], **options: Any) -> Any:
     return RecordingASHA(**options)
 
 
+def _announcing(by_id: dict[str, TrialJob], stops: dict[str, int], on_done: Callable[[TrialJob, str | None], None],
+                announced: set[str]) -> Any:
+    """A Tune callback that hands each trial that completes to `on_done` at once (its table row and progress
+    line), rather than when the whole experiment ends; those the scheduler stopped wait for finish_stopped."""
+    from ray import tune
+
+    class Announce(tune.Callback):
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            trial_id = trial.config["job"]["trial_id"]
+            if trial_id not in stops:
+                announced.add(trial_id)
+                on_done(by_id[trial_id], None)
+
+    return Announce()
+
+
 def _trainable(config: dict[str, Any]) -> None:
     """One trial: the run, its validations reported; then, for a metric only the results have, those results."""
     from ray import tune
@@ -139,6 +155,7 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
         asha = None if scheduler is None else _recording_asha(
             stops, time_attr="step", max_t=total_steps, reduction_factor=scheduler.reduction_factor,
             grace_period=scheduler.grace_period or max(total_steps // 4, 1))
+        by_id, announced = {job.trial_id: job for job in jobs}, set()
         tuner = tune.Tuner(
             tune.with_resources(_trainable, {"cpu": 1}),
             param_space={"job": tune.grid_search([dataclasses.asdict(job) for job in jobs]), "metric": metric},
@@ -147,14 +164,14 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
                 max_concurrent_trials=workers, reuse_actors=False,
                 trial_name_creator=lambda trial: trial.config["job"]["trial_id"],
                 trial_dirname_creator=lambda trial: trial.config["job"]["trial_id"]),
-            run_config=tune.RunConfig(storage_path=str(storage.resolve()), name="tune", verbose=0),
+            run_config=tune.RunConfig(storage_path=str(storage.resolve()), name="tune", verbose=0,
+                                      callbacks=[_announcing(by_id, stops, on_done, announced)]),
         )
-        by_id = {job.trial_id: job for job in jobs}
         for result in tuner.fit():
             job = by_id[result.config["job"]["trial_id"]]
             if job.trial_id in stops:  # whatever became of its actor, the trial ends where the scheduler said
                 on_done(job, finish_stopped(job, stops[job.trial_id]))
-            else:
+            elif job.trial_id not in announced:  # failed (or announced on a cluster's controller, not here)
                 on_done(job, None if result.error is None else f"Ray Tune: {result.error}")
     finally:
         if started:
