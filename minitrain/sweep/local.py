@@ -7,10 +7,10 @@ that keeps queued trials from starting and sends each worker a SIGTERM, which th
 Running the sweep again resumes those trials.
 
 A worker dies with its driver, however the driver ends (`kill -9` included): a watchdog thread in each worker
-polls its parent's pid and ends the worker at once when the parent is gone. Otherwise an orphan would go on
-training, and waiting for its next trial forever (the pool's queue never reaches end-of-file: every worker holds
-its write end), with the caller's stdout and stderr still open, so a caller waiting for them to close would hang.
-The killed trial resumes from its last checkpoint when the sweep runs again.
+(common/lifeline.py) polls its parent's pid and ends the worker at once when the parent is gone. Otherwise an
+orphan would go on training, and then wait for its next trial forever (the pool's queue never reaches
+end-of-file: every worker holds its write end), with the caller's stdout and stderr still open, so a caller
+waiting for them to close would hang. The killed trial resumes from its last checkpoint when the sweep runs again.
 """
 
 from __future__ import annotations
@@ -18,17 +18,15 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from minitrain.common.lifeline import die_with
 from minitrain.sweep.trials import TrialJob, run_job
 
 NOT_STARTED = "not started: the sweep was interrupted"
-WATCH_SECONDS = 0.2  # how often a worker checks that its driver is alive
 _stop: Any = None  # in a worker: the driver's "stop" flag (a multiprocessing Event)
 
 
@@ -36,14 +34,7 @@ def _start_worker(stop: Any, driver: int) -> None:
     global _stop
     _stop = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_die_with, args=(driver,), name="die-with-driver", daemon=True).start()
-
-
-def _die_with(driver: int) -> None:
-    """End this worker once its parent is no longer `driver` (the driver died; the worker was re-parented)."""
-    while os.getppid() == driver:
-        time.sleep(WATCH_SECONDS)
-    os._exit(1)  # the whole process, now: nothing of the killed sweep is left to report to
+    die_with(driver)
 
 
 def _run_in_worker(job: TrialJob) -> str | None:
