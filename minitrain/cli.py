@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from minitrain import __version__
 from minitrain.commands import COMMANDS
 from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
+from minitrain.common.lifeline import die_with_parent_if_asked
 
 COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
 
@@ -77,6 +78,7 @@ def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = N
     `command` is the command line the user typed (`scripts/train_mini.py` passes its own), which messages
     such as "resume with: ..." repeat; by default it is worked out from sys.argv or `argv`.
     """
+    die_with_parent_if_asked()  # a `lab check` run: ends with the check, even a killed one
     try:
         args = build_parser().parse_args(argv)  # imports the command modules (pydantic...): Ctrl-C may land here
         args.command_line = list(command) if command is not None else _invocation(argv)

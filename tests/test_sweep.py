@@ -4,9 +4,12 @@ local pool's table, bit for bit, and stops poor trials cleanly with ASHA."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from minitrain import cli
 from minitrain.common.errors import UserError
 from minitrain.config import ConfigError
 from minitrain.config.source import ConfigSource
+from minitrain.runs.run_lock import writer_of
 from minitrain.sweep import SweepSpec, expand, load_sweep_file, run_sweep
 from minitrain.sweep.results import best_trial, comparable
 from minitrain.sweep.space import draw, parse_distribution, spec_problems
@@ -50,6 +54,22 @@ def test_random_draws_are_reproducible_and_inside_their_distributions():
 
 
 @pytest.mark.parametrize(("data", "message"), [
+    ({"grid": {f"model.k{i}": list(range(100)) for i in range(4)}},
+     r"the space has 100,000,000 trials, more than a sweep runs \(10,000\); shrink grid model.k0 \(100 values\)"),
+    ({"random": {"model.dropout": "uniform(0, 0.1)"}, "samples": 10**9, "seeds": [1, 2]},
+     r"the space has 2,000,000,000 trials, .* shrink samples \(1,000,000,000 values\)"),
+    ({"grid": {"model.dropout": [0.0, 0.1]}, "seeds": list(range(5001))}, r"shrink seeds \(5,001 values\)"),
+])
+def test_a_space_too_large_to_run_is_counted_and_refused_naming_what_to_shrink(data, message):
+    """The count is a product of the factors: nothing is built, so 10^9 draws are refused as fast as 3."""
+    with pytest.raises(ConfigError, match=message) as error:
+        spec_problems({"base": "c.yaml", **data}, ConfigSource(path="s.yaml"))
+    assert error.value.exit_code == 2
+    at_most = SweepSpec(base="c.yaml", grid={"model.dropout": [0.0, 0.1]}, seeds=list(range(5000)))
+    assert at_most.count() == 10_000 == len(expand(at_most))
+
+
+@pytest.mark.parametrize(("data", "message"), [
     ({"random": {"model.dropout": "normal(0, 1)"}, "samples": 2}, "is not a distribution"),
     ({"random": {"model.dropout": "uniform(0.3, 0.1)"}, "samples": 2}, "low must be below high"),
     ({"random": {"model.dropout": "uniform(0, 0.1)"}}, "random and samples go together"),
@@ -81,6 +101,68 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
     assert "sweep.yaml:4: seed: unknown key — did you mean 'seeds'?" in capsys.readouterr().err
 
 
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_second_sweep_on_a_folder_in_use_is_refused_and_changes_nothing(tmp_path, capsys):
+    """A sweep holds its folder's writer lock (the run folders' lock), so a second one stops before it writes."""
+    from minitrain.runs.run_lock import RunLock
+
+    config = write_tiny_run(tmp_path)
+    sweep_dir = tmp_path / "s"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text('{"trials": []}')
+    before = _files(sweep_dir)
+    with RunLock(sweep_dir):  # what the first sweep holds from its first check to its last file
+        assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_max=1e-3", "--out-dir", str(sweep_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {sweep_dir} is in use by another minitrain process (PID " in err and err.count("\n") == 1
+    assert _files(sweep_dir) == {**before, Path(".run.lock"): (sweep_dir / ".run.lock").read_bytes()}
+    assert not (sweep_dir / "trials").exists()
+
+
+def test_a_folder_holding_another_sweeps_table_is_refused(tmp_path, capsys):
+    config = write_tiny_run(tmp_path)
+    sweep_dir = tmp_path / "s"
+    sweep_dir.mkdir()
+    other = {"base": str(config), "space": {"grid": {"optimizer.lr_max": [0.1]}}, "trials": []}
+    (sweep_dir / "sweep.json").write_text(json.dumps(other))
+    assert cli.main(["sweep", str(config), "--grid", "optimizer.lr_max=1e-3", "--out-dir", str(sweep_dir)]) == 2
+    assert f"error: {sweep_dir} holds the table of another sweep (another base or space)" in capsys.readouterr().err
+    assert json.loads((sweep_dir / "sweep.json").read_text()) == other and not (sweep_dir / "trials").exists()
+
+
+def test_every_documented_sweep_command_writes_its_own_folder_under_runs():
+    """The sweep commands of README.md, docs/sweeps.md and experiments/: none writes into a committed folder, and no
+    two of them (another space or backend) share a folder, where the second would replace the first's table."""
+    import re
+    import shlex
+
+    from minitrain.commands.sweep import spec_data
+    from minitrain.config import load_config
+    from minitrain.sweep.runner import sweep_name
+
+    repo = Path(__file__).resolve().parents[1]
+    texts = [repo / "README.md", repo / "docs" / "sweeps.md", *sorted((repo / "experiments").glob("sweep-*/*.*"))]
+    lines = [line for path in texts if path.suffix in (".md", ".yaml")
+             for line in path.read_text().replace("\\\n", " ").splitlines()]
+    commands = [re.sub(r"^#\s*", "", line.split(" # ", 1)[0].strip()) for line in lines]
+    folders: dict[str, tuple] = {}
+    with contextlib.chdir(repo):
+        for text in [c for c in commands if c.startswith("minitrain sweep ")]:
+            args = cli.build_parser().parse_args(shlex.split(text)[1:])
+            if not Path(args.sweep).is_file() or args.address:  # a user's file (my.yaml); a cluster's shared path
+                continue
+            data, source, sweep_file = spec_data(args)
+            spec = spec_problems(data, source)
+            folder = spec.out_dir or f"runs/sweeps/{sweep_name(spec, sweep_file, load_config(spec.base))}"
+            assert Path(folder).parts[0] == "runs", text
+            what = (spec.model_dump_json(exclude={"workers", "out_dir"}),)
+            assert folders.setdefault(folder, what) == what, f"{text}: shares {folder} with another sweep"
+    assert len(folders) >= 3  # sweep-lr, its Ray twin, the sweep from flags
+
+
 # --- running it -------------------------------------------------------------------------------------------------
 
 GRID = {"optimizer.lr_max": [1e-3, 3e-3]}
@@ -92,13 +174,14 @@ def local_sweep(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sweep")
     config = write_tiny_run(folder)
     spec = SweepSpec(base=str(config), grid=GRID, seeds=[1, 2], workers=2, out_dir=str(folder / "local"))
-    summary, rows = run_sweep(spec)
-    return spec, summary, rows, folder
+    heard = []  # each progress line, and whether the sweep held its folder's lock when it came
+    summary, rows = run_sweep(spec, progress=lambda line: heard.append((line, writer_of(folder / "local"))))
+    return spec, summary, rows, folder, heard
 
 
 @pytest.mark.slow
 def test_a_local_sweep_writes_its_table_plots_and_ordinary_run_folders(local_sweep, capsys):
-    spec, summary, rows, folder = local_sweep
+    spec, summary, rows, folder, heard = local_sweep
     sweep_dir = folder / "local"
     assert [r["trial"] for r in rows] == [t.id for t in expand(spec)]
     assert all(r["status"] == "completed" and r["steps"] == 24 for r in rows)
@@ -118,11 +201,18 @@ def test_a_local_sweep_writes_its_table_plots_and_ordinary_run_folders(local_swe
     assert json.loads((trial / "results.json").read_text())["val_ppl"] == rows[3]["val_ppl"]
     assert cli.main(["info", str(trial)]) == 0 and "status: completed" in capsys.readouterr().out
     assert len(list((sweep_dir / "models").glob("minigpt-phase18-*.safetensors"))) == 4
+    # A line as it starts and one per trial as it ends, all while the sweep holds its folder; released after.
+    assert heard[0][0] == f"sweep {summary['name']}: 4 trials, 0 already done, 4 to train (local, folder {sweep_dir})"
+    by_trial = {line.split()[2].rstrip(":"): line for line, _ in heard[1:]}
+    assert sorted(line.split()[1] for line, _ in heard[1:]) == ["1/4", "2/4", "3/4", "4/4"]  # in the order they end
+    assert all(f"{r['trial']}: completed, val_ppl {r['val_ppl']:.4g}, 24 steps, " in by_trial[r["trial"]]
+               for r in rows) and len(by_trial) == 4
+    assert all(held == f"PID {os.getpid()}" for _, held in heard) and writer_of(sweep_dir) is None
 
 
 @pytest.mark.slow
 def test_a_restarted_sweep_trains_only_what_is_missing(local_sweep):
-    spec, _, rows, folder = local_sweep
+    spec, _, rows, folder, _ = local_sweep
     sweep_dir = folder / "restart"
     shutil.copytree(folder / "local", sweep_dir)
     trials = [sweep_dir / row["run_dir"] for row in rows]
@@ -143,9 +233,14 @@ def test_a_restarted_sweep_trains_only_what_is_missing(local_sweep):
     assert resumed["resumes"][-1]["step"] == 16 and resumed["status"] == "completed"
     assert (trials[3] / "train_log.jsonl").read_bytes() == (
         folder / "local" / rows[3]["run_dir"] / "train_log.jsonl").read_bytes()
-    # A sweep whose trials would differ from those in its folder is refused, before anything runs.
+    # A sweep whose trials would differ from those in its folder is refused, before anything runs: by the table
+    # (another space), and without a table by each trial's recorded config.
+    other = spec.model_copy(update={"out_dir": str(sweep_dir), "set": {"optimizer.weight_decay": 0.0}})
+    with pytest.raises(UserError, match=r"restart holds the table of another sweep \(another base or space\)"):
+        run_sweep(other)
+    (sweep_dir / "sweep.json").unlink()
     with pytest.raises(UserError, match=r"000-lr_max=0\.001-seed=1: .* holds a run of another config"):
-        run_sweep(spec.model_copy(update={"out_dir": str(sweep_dir), "set": {"optimizer.weight_decay": 0.0}}))
+        run_sweep(other)
 
 
 @pytest.mark.slow
@@ -183,14 +278,52 @@ def local_ray():
 
 @pytest.mark.slow
 def test_ray_runs_the_same_trials_to_the_same_table(local_sweep, local_ray):
-    spec, _, rows, folder = local_sweep
-    summary, on_ray = run_sweep(spec.model_copy(update={"backend": "ray", "out_dir": str(folder / "ray")}))
+    spec, _, rows, folder, _ = local_sweep
+    heard = []  # each progress line, and how many trials had finished their folder when it came
+
+    def hear(line: str) -> None:
+        heard.append((line, len(list((folder / "ray" / "trials").glob("*/results.json")))))
+
+    on = spec.model_copy(update={"backend": "ray", "out_dir": str(folder / "ray")})
+    summary, on_ray = run_sweep(on, progress=hear)
     assert summary["backend"] == "ray"
+    # A line per trial as Tune completes it: at the first, two trials (2 at a time) have not even started.
+    assert sorted(line.split()[1] for line, _ in heard[1:]) == ["1/4", "2/4", "3/4", "4/4"]
+    assert next(done for line, done in heard if line.startswith("trial 1/4")) <= 2
     assert comparable(on_ray) == comparable(rows)
     for row in rows:  # the runs themselves, byte for byte
         assert (folder / "ray" / row["run_dir"] / "train_log.jsonl").read_bytes() == (
             folder / "local" / row["run_dir"] / "train_log.jsonl").read_bytes()
     assert (folder / "ray" / "ray" / "tune").is_dir()  # Ray Tune's own records
+
+
+def test_ray_trials_report_the_sweeps_own_metric_to_tune(tmp_path, monkeypatch):
+    """Tune is told the sweep's metric, and every report carries it: val_ppl at each validation; dev_ppl, scored
+    only after training, in one report of the finished run's results (so Tune's best trial is the sweep's)."""
+    import dataclasses
+
+    from ray import tune
+
+    from minitrain.sweep import ray_backend
+    from minitrain.sweep.trials import TrialJob
+
+    config = write_tiny_run(tmp_path)  # 24 steps, validation every 5, a dev split
+    reports: list[dict] = []
+    monkeypatch.setattr(tune, "report", reports.append)
+
+    def reported(name: str, metric: str) -> tuple[list[dict], dict]:
+        job = TrialJob(name, str(config), (), {"output.dir": str(tmp_path / name),
+                                               "output.models_dir": str(tmp_path / "models")})
+        reports.clear()
+        ray_backend._trainable({"job": dataclasses.asdict(job), "metric": metric})
+        return list(reports), json.loads((tmp_path / name / "results.json").read_text())
+
+    on_val, results = reported("val", "val_ppl")
+    assert len(on_val) >= 4 and all("val_ppl" in r and "dev_ppl" not in r for r in on_val)
+    assert on_val[-1]["val_ppl"] == results["val_ppl"]
+    on_dev, results = reported("dev", "dev_ppl")
+    assert len(on_dev) == 1 and on_dev[0]["step"] == results["steps"] == 24
+    assert on_dev[0]["dev_ppl"] == results["dev_ppl"] and on_dev[0]["val_ppl"] == results["val_ppl"]
 
 
 @pytest.mark.slow
@@ -279,13 +412,48 @@ def test_a_trial_the_scheduler_stopped_is_finished_where_it_stopped_whatever_its
     assert (cut / "results.json").read_bytes() == done
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path):
-    import signal
-    import subprocess
-    import sys
+def _live(field: str, value: int) -> list[int]:
+    """The pids of the live (not zombie) processes whose /proc stat `field` (ppid or pgrp) is `value`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # ended while we looked
+        if state != "Z" and {"ppid": ppid, "pgrp": pgrp}[field] == str(value):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _status(pid: int) -> dict[str, str]:
+    return {key: value.strip() for key, _, value in
+            (line.partition(":") for line in Path(f"/proc/{pid}/status").read_text().splitlines())}
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP takes effect a moment after kill() returns)."""
+    return _status(pid)["State"].startswith("T")
+
+
+def _pending(pid: int, signum: int) -> bool:
+    """Whether signal `signum` waits to be delivered to process `pid` (a stopped process keeps it pending)."""
+    status = _status(pid)
+    return bool((int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)) >> (signum - 1) & 1)
+
+
+def _wait_until(condition, what: str, process=None) -> None:
+    """Poll `condition` until it holds; fail (not hang) if `process` ended first or after a 10-minute hang guard."""
     import time
 
+    deadline = time.monotonic() + 600
+    while not condition():
+        if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
+            pytest.fail(f"never saw {what}")
+        time.sleep(0.05)
+
+
+def _long_sweep(tmp_path) -> Path:
+    """Three trials of 1500 steps on two workers, a checkpoint every 500."""
     config = write_tiny_run(tmp_path)
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(textwrap.dedent(f"""\
@@ -295,28 +463,79 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path)
         workers: 2
         out_dir: {tmp_path / "s"}
         """))
+    return sweep
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads processes from /proc")
+
+
+@pytest.mark.slow
+@needs_proc
+def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path):
+    """Stopped at a chosen point, whatever the machine's speed: when both trials have written their first
+    checkpoint the workers are frozen (SIGSTOP), the driver gets SIGINT, and the workers are let go only once the
+    driver's SIGTERM waits in each of them, so neither can end its trial or start the third one first."""
+    import signal
+    import subprocess
+    import sys
+
+    sweep = _long_sweep(tmp_path)
     process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Both workers training (a worker's first run may still be compiling kernels when the other has logged).
-    logs = [tmp_path / "s" / "trials" / name / "train_log.jsonl" for name in ("000-lr_max=0.001", "001-lr_max=0.002")]
-    # However long that takes on a busy machine: the wait ends early only if the sweep itself ended (a hang guard
-    # of 10 minutes aside), and then the checks below say so.
-    deadline = time.monotonic() + 600
-    while not all(log.is_file() and len(log.read_text().splitlines()) >= 10 for log in logs) and (
-            process.poll() is None and time.monotonic() < deadline):
-        time.sleep(0.1)
+    trials = [tmp_path / "s" / "trials" / name for name in ("000-lr_max=0.001", "001-lr_max=0.002")]
+    _wait_until(lambda: all((t / "checkpoints" / "step-500.safetensors").is_file() for t in trials),
+                "both trials' checkpoint at step 500", process)
+    workers = [pid for pid in _live("ppid", process.pid)  # the pool's, not multiprocessing's resource tracker
+               if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(workers) == 2
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    # Until they are stopped, a SIGTERM would be taken first (the lower signal number) and then frozen with them.
+    _wait_until(lambda: all(_stopped(pid) for pid in workers), "the workers stopped", process)
     process.send_signal(signal.SIGINT)  # the driver only, as `kill -INT`; a terminal's Ctrl-C reaches all
-    _, err = process.communicate(timeout=120)
+    _wait_until(lambda: all(_pending(pid, signal.SIGTERM) for pid in workers), "the driver's SIGTERM in its workers",
+                process)
+    for pid in workers:
+        os.kill(pid, signal.SIGCONT)
+    _, err = process.communicate(timeout=600)  # a hang guard
     assert process.returncode == 130 and "error: interrupted: the sweep's table is" in err
     rows = json.loads((tmp_path / "s" / "sweep.json").read_text())["trials"]
     assert [r["status"] for r in rows] == ["interrupted", "interrupted", "not started"]
-    assert all(r["steps"] < 1500 for r in rows[:2])
+    assert all(500 <= r["steps"] < 1500 for r in rows[:2])
 
     _, again = run_sweep(load_sweep_file(sweep))
     assert [r["status"] for r in again] == ["completed"] * 3 and all(r["steps"] == 1500 for r in again)
     for row in again[:2]:  # resumed from the checkpoint the interrupt saved
         manifest = json.loads((tmp_path / "s" / row["run_dir"] / "manifest.json").read_text())
         assert manifest["resumes"][-1]["step"] == rows[again.index(row)]["steps"]
+
+
+@pytest.mark.slow
+@needs_proc
+def test_kill_9_of_a_sweep_takes_its_workers_with_it_and_frees_the_callers_pipes(tmp_path):
+    """Killed mid-trial, the driver cannot stop its workers: they notice it is gone and end, so no process of the
+    sweep's group outlives it and a caller reading its output reaches end-of-file."""
+    import signal
+    import subprocess
+    import sys
+
+    sweep = _long_sweep(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)], start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "s" / "trials" / "000-lr_max=0.001" / "train_log.jsonl"
+    _wait_until(lambda: log.is_file() and log.read_text().count("\n") >= 2, "trial 000 training", process)
+    assert _live("ppid", process.pid)  # its workers
+    os.kill(process.pid, signal.SIGKILL)
+    try:
+        out, _ = process.communicate(timeout=120)  # a hang guard: EOF on both pipes once nothing holds them
+        assert process.returncode == -signal.SIGKILL
+        _wait_until(lambda: not _live("pgrp", process.pid), "the sweep's process group end")
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the caller's pipes stayed open: processes {_live('pgrp', process.pid)} outlived the sweep")
+    finally:  # a failing run leaves no orphans behind either
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert writer_of(tmp_path / "s") is None and out.startswith("sweep ")  # the lock died with it
 
 
 def test_the_committed_sweep_is_the_table_of_its_sweep_file():

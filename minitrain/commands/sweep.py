@@ -84,7 +84,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     from minitrain.sweep.results import summary_text
     from minitrain.sweep.runner import run_sweep  # loads the engine: only once the sweep is known to be valid
 
-    summary, rows = run_sweep(spec, sweep_file)
+    summary, rows = run_sweep(spec, sweep_file, progress=lambda line: print(line, flush=True))
     workers = f"{summary['workers']} worker" + ("s" if summary["workers"] != 1 else "")
     print(f"sweep {summary['name']}: {len(rows)} trials, {summary['wall_seconds']:.1f} s ({summary['backend']}, "
           f"{workers}); table {summary['out_dir']}/sweep.json")

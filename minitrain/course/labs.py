@@ -27,6 +27,7 @@ from typing import Any
 from minitrain import seam
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text
+from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import REPO_ROOT
 from minitrain.course.checks import Checklist, Failed, Outcome
 from minitrain.course.starter import stub_module
@@ -180,13 +181,13 @@ class LabUnderTest:
 
     def python(self, *args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
         """Run `python ARGS` with the seam pointing at the workspace (unset for the library), from the
-        repository root unless `cwd` is given."""
+        repository root unless `cwd` is given; a `minitrain.cli` child dies with this check (common/lifeline.py)."""
         env = {k: v for k, v in os.environ.items() if k != seam.LAB_DIR_VARIABLE}
         if self.workspace is not None:
             env[seam.LAB_DIR_VARIABLE] = str(self.workspace)
         env["MINITRAIN_MODELS_DIR"] = str(self.scratch() / "models")  # never the repository's models/
-        return subprocess.run([sys.executable, *args], cwd=cwd or REPO_ROOT, env=env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run([sys.executable, *args], cwd=cwd or REPO_ROOT, env=child_environment(env),
+                              capture_output=True, text=True, timeout=timeout)
 
 
 def checklist(number: str) -> Checklist:

@@ -5,6 +5,12 @@ trial at a time with `trials.run_job`. Ctrl-C stops the sweep cleanly: a trainin
 finishes the step, saves a checkpoint and stops), the workers otherwise ignore it, and the driver raises a flag
 that keeps queued trials from starting and sends each worker a SIGTERM, which the loop answers like Ctrl-C.
 Running the sweep again resumes those trials.
+
+A worker dies with its driver, however the driver ends (`kill -9` included): a watchdog thread in each worker
+(common/lifeline.py) polls its parent's pid and ends the worker at once when the parent is gone. Otherwise an
+orphan would go on training, and then wait for its next trial forever (the pool's queue never reaches
+end-of-file: every worker holds its write end), with the caller's stdout and stderr still open, so a caller
+waiting for them to close would hang. The killed trial resumes from its last checkpoint when the sweep runs again.
 """
 
 from __future__ import annotations
@@ -17,16 +23,18 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from minitrain.common.lifeline import die_with
 from minitrain.sweep.trials import TrialJob, run_job
 
 NOT_STARTED = "not started: the sweep was interrupted"
 _stop: Any = None  # in a worker: the driver's "stop" flag (a multiprocessing Event)
 
 
-def _start_worker(stop: Any) -> None:
+def _start_worker(stop: Any, driver: int) -> None:
     global _stop
     _stop = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with(driver)
 
 
 def _run_in_worker(job: TrialJob) -> str | None:
@@ -40,7 +48,7 @@ def run_local(jobs: Sequence[TrialJob], workers: int, on_done: Callable[[TrialJo
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                               initializer=_start_worker, initargs=(stop,))
+                               initializer=_start_worker, initargs=(stop, os.getpid()))
     futures = {pool.submit(_run_in_worker, job): job for job in jobs}
     try:
         for future in as_completed(futures):

@@ -5,7 +5,10 @@
     tune.Tuner(trainable, param_space={"job": grid_search(jobs)}, TuneConfig(scheduler=ASHA...))
 
 The trainable is a function: it runs `trials.run_job` (so a trial is the same run folder as with the local
-backend, bit for bit) with one more callback, `TuneReporter`, which reports every validation to Tune. With
+backend, bit for bit) with one more callback, `TuneReporter`, which reports every validation to Tune. Every
+report carries the sweep's metric, which Tune is told (TuneConfig metric and mode), so Tune's own best trial is
+the sweep's: a validation metric (val_ppl) at each validation; a metric scored once after training (dev_ppl, a
+key of results.json) in one report of the finished run's results, since no validation has it. With
 `--scheduler asha`, Tune's ASHAScheduler compares the trials at those reports and stops the poor ones: Tune
 ends a function trainable by raising SystemExit inside `tune.report`; the reporter turns that into a clean stop
 of the loop after the step (status early_stopped, a checkpoint that remembers the stop).
@@ -34,8 +37,8 @@ from typing import Any
 from minitrain.callbacks import Callback, Context
 from minitrain.common.extras import require
 from minitrain.runs.run_lock import writer_of
-from minitrain.sweep.space import SchedulerSpec
-from minitrain.sweep.trials import TrialJob, run_job, trial_state
+from minitrain.sweep.space import VAL_ROW_METRICS, SchedulerSpec
+from minitrain.sweep.trials import RESULT_KEYS, TrialJob, read_json, run_job, trial_state
 
 ASHA_STOP = "stopped by the sweep's ASHA scheduler (Ray Tune)"
 # How long the driver waits for a stopped trial's actor to let go of the folder; after that the run lock's own
@@ -44,12 +47,18 @@ RELEASE_WAIT_SECONDS = 600.0
 
 
 class TuneReporter(Callback):
-    """Reports each validation's values, and the step, to Ray Tune; a stop from Tune becomes a clean stop."""
+    """Reports each validation's values, and the step, to Ray Tune when they include the sweep's `metric` (Tune
+    refuses a report without the metric it was told); a stop from Tune becomes a clean stop."""
+
+    def __init__(self, metric: str) -> None:
+        self.metric = metric
 
     def on_validation_end(self, ctx: Context) -> None:
         from ray import tune
 
         values = {key: value for key, value in ctx.metrics.items() if key.startswith("val_")}
+        if self.metric not in values:
+            return  # scored after training (dev_ppl): _trainable reports it with the results
         try:
             tune.report({"step": ctx.step, **values})
         except SystemExit:  # Tune's way of ending a function trainable (its scheduler said stop)
@@ -96,9 +105,33 @@ def _recording_asha(stops: dict[str, int], **options: Any) -> Any:
     return RecordingASHA(**options)
 
 
+def _announcing(by_id: dict[str, TrialJob], stops: dict[str, int], on_done: Callable[[TrialJob, str | None], None],
+                announced: set[str]) -> Any:
+    """A Tune callback that hands each trial that completes to `on_done` at once (its table row and progress
+    line), rather than when the whole experiment ends; those the scheduler stopped wait for finish_stopped."""
+    from ray import tune
+
+    class Announce(tune.Callback):
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            trial_id = trial.config["job"]["trial_id"]
+            if trial_id not in stops:
+                announced.add(trial_id)
+                on_done(by_id[trial_id], None)
+
+    return Announce()
+
+
 def _trainable(config: dict[str, Any]) -> None:
-    job = config["job"]
-    run_job(TrialJob(**{**job, "overrides": tuple(job["overrides"])}), callbacks=[TuneReporter()])
+    """One trial: the run, its validations reported; then, for a metric only the results have, those results."""
+    from ray import tune
+
+    job = TrialJob(**{**config["job"], "overrides": tuple(config["job"]["overrides"])})
+    metric = config["metric"]
+    run_job(job, callbacks=[TuneReporter(metric)])
+    results = read_json(job.run_dir / "results.json")
+    if metric not in VAL_ROW_METRICS and isinstance(results.get(metric), int | float):
+        numbers = {key: results[key] for key in RESULT_KEYS if isinstance(results.get(key), int | float)}
+        tune.report({"step": results["steps"], **numbers})
 
 
 def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | None, metric: str, mode: str,
@@ -122,22 +155,23 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
         asha = None if scheduler is None else _recording_asha(
             stops, time_attr="step", max_t=total_steps, reduction_factor=scheduler.reduction_factor,
             grace_period=scheduler.grace_period or max(total_steps // 4, 1))
+        by_id, announced = {job.trial_id: job for job in jobs}, set()
         tuner = tune.Tuner(
             tune.with_resources(_trainable, {"cpu": 1}),
-            param_space={"job": tune.grid_search([dataclasses.asdict(job) for job in jobs])},
+            param_space={"job": tune.grid_search([dataclasses.asdict(job) for job in jobs]), "metric": metric},
             tune_config=tune.TuneConfig(
-                metric=metric if asha else None, mode=mode if asha else None, scheduler=asha,
+                metric=metric, mode=mode, scheduler=asha,
                 max_concurrent_trials=workers, reuse_actors=False,
                 trial_name_creator=lambda trial: trial.config["job"]["trial_id"],
                 trial_dirname_creator=lambda trial: trial.config["job"]["trial_id"]),
-            run_config=tune.RunConfig(storage_path=str(storage.resolve()), name="tune", verbose=0),
+            run_config=tune.RunConfig(storage_path=str(storage.resolve()), name="tune", verbose=0,
+                                      callbacks=[_announcing(by_id, stops, on_done, announced)]),
         )
-        by_id = {job.trial_id: job for job in jobs}
         for result in tuner.fit():
             job = by_id[result.config["job"]["trial_id"]]
             if job.trial_id in stops:  # whatever became of its actor, the trial ends where the scheduler said
                 on_done(job, finish_stopped(job, stops[job.trial_id]))
-            else:
+            elif job.trial_id not in announced:  # failed (or announced on a cluster's controller, not here)
                 on_done(job, None if result.error is None else f"Ray Tune: {result.error}")
     finally:
         if started:

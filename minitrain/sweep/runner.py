@@ -8,9 +8,12 @@
     <out_dir>/mlflow.db, tensorboard/, tracking.jsonl   when the base config tracks: one experiment, a run per trial
     <out_dir>/ray/                Ray Tune's own records (--backend ray)
 
-Before any training, every trial's config is loaded and its data checked, so a typo in a swept key stops the
-sweep at once, naming the trial. The table is rewritten whenever a trial ends, so it is current even while the
-sweep runs or after it was stopped.
+A sweep folder has one writer, like a run folder: the sweep holds its `.run.lock` (runs/run_lock.py) from the
+first check to the last file, so a second sweep on the same folder is refused (exit 2) before it changes
+anything. A folder whose sweep.json is another sweep's table (another base or space) is refused too, rather
+than having its table replaced. Before any training, every trial's config is loaded and its data checked, so a
+typo in a swept key stops the sweep at once, naming the trial. The table is rewritten whenever a trial ends, so
+it is current even while the sweep runs or after it was stopped, and `progress` hears one line per trial.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ from minitrain.config.datacheck import check_data
 from minitrain.config.fields import default_name
 from minitrain.config.problems import ConfigError
 from minitrain.runs.run_files import FINISHING
+from minitrain.runs.run_lock import RunLock
 from minitrain.sweep.results import best_trial, plot_sweep, write_table
 from minitrain.sweep.space import SweepSpec, Trial, expand
 from minitrain.sweep.trials import TrialJob, read_json, run_job, trial_row, trial_state
@@ -111,22 +116,40 @@ def _prepare_mlflow(cfg: Config) -> None:
                 f"monitoring.tracking: the MLflow store {tracking.uri} cannot be used ({exc})", 2) from None
 
 
-def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Train the sweep's trials that are not done yet and write its results; returns (summary, rows)."""
+def run_sweep(spec: SweepSpec, sweep_file: str | None = None, progress: Callable[[str], None] | None = None
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Train the sweep's trials that are not done yet and write its results; returns (summary, rows).
+    `progress` (the command's print) hears a line per trial as it ends."""
     if spec.backend == "ray":  # before anything is written
         require("ray.tune", "ray", "--backend ray")
     base = load_config(spec.base)
     name = sweep_name(spec, sweep_file, base)
     sweep_dir = Path(spec.out_dir or f"runs/sweeps/{name}")
+    with RunLock(sweep_dir):  # a second sweep on this folder stops here; a refused one leaves no folder
+        return _run_locked(spec, base, name, sweep_dir, progress or (lambda line: None))
+
+
+def check_same_sweep(sweep_dir: Path, summary: dict[str, Any]) -> None:
+    """Refuse a folder whose table is another sweep's (its base or space differ): running there would replace
+    that table with this one's."""
+    recorded = read_json(sweep_dir / "sweep.json")
+    if recorded and (recorded.get("base"), recorded.get("space")) != (summary["base"], summary["space"]):
+        raise UserError(f"{sweep_dir} holds the table of another sweep (another base or space); give this sweep "
+                        f"another out_dir (--out-dir), or remove {sweep_dir / 'sweep.json'} to replace it", 2)
+
+
+def _run_locked(spec: SweepSpec, base: Config, name: str, sweep_dir: Path, progress: Callable[[str], None]
+                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    workers = spec.workers or os.cpu_count() or 1
+    space = spec.model_dump(mode="json", include={"grid", "random", "samples", "sampler_seed", "seeds", "set"})
+    summary = {"name": name, "out_dir": str(sweep_dir), "base": spec.base, "metric": spec.metric,
+               "mode": spec.mode, "backend": spec.backend, "workers": workers, "space": space}
+    check_same_sweep(sweep_dir, summary)
     trials = expand(spec)
     jobs = build_jobs(spec, trials, base, name, sweep_dir)
     configs = check_jobs(jobs)
     if configs:
         _prepare_mlflow(configs[0])
-    workers = spec.workers or os.cpu_count() or 1
-    space = spec.model_dump(mode="json", include={"grid", "random", "samples", "sampler_seed", "seeds", "set"})
-    summary = {"name": name, "out_dir": str(sweep_dir), "base": spec.base, "metric": spec.metric,
-               "mode": spec.mode, "backend": spec.backend, "workers": workers, "space": space}
     errors: dict[str, str] = {}
 
     def table() -> list[dict[str, Any]]:
@@ -135,9 +158,16 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
     def on_done(job: TrialJob, error: str | None) -> None:
         if error:
             errors[job.trial_id] = error
-        write_table(sweep_dir, summary, table())
+        rows = table()
+        write_table(sweep_dir, summary, rows)
+        ended.add(job.trial_id)
+        progress(progress_line(next(r for r in rows if r["trial"] == job.trial_id), spec.metric,
+                               len(ended) + len(jobs) - len(pending), len(jobs)))
 
     pending = [job for job in jobs if trial_state(job.run_dir) != "done"]
+    ended: set[str] = set()
+    progress(f"sweep {name}: {len(jobs)} trials, {len(jobs) - len(pending)} already done, {len(pending)} to train "
+             f"({spec.backend}, folder {sweep_dir})")
     start = time.perf_counter()
     write_table(sweep_dir, summary, table())
     try:
@@ -166,6 +196,15 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None) -> tuple[dict[str,
     write_table(sweep_dir, summary, rows)
     plot_sweep(sweep_dir, rows, spec.metric, name)
     return summary, rows
+
+
+def progress_line(row: dict[str, Any], metric: str, done: int, total: int) -> str:
+    """`trial 3/9 002-lr_max=0.001: completed, dev_ppl 1.204, 2000 steps, 61.2 s` (what is known of it)."""
+    value = row.get(metric)
+    parts = [row["status"], *([f"{metric} {value:.4g}"] if isinstance(value, int | float) else []),
+             *([f"{row['steps']} steps"] if row.get("steps") is not None else []),
+             *([f"{row['wall_seconds']:.1f} s"] if isinstance(row.get("wall_seconds"), int | float) else [])]
+    return f"trial {done}/{total} {row['trial']}: {', '.join(parts)}"
 
 
 def _trained_not_finished(run_dir: Path) -> bool:

@@ -16,6 +16,11 @@ generator (`sampler_seed`), so the same file always gives the same trials with t
 finds its trials again. A distribution is one of four written forms, parsed (never evaluated):
 `uniform(a, b)`, `loguniform(a, b)` (uniform in log space), `randint(a, b)` (integers a..b inclusive) and
 `choice(x, y, ...)`. Draws are rounded to 4 significant digits, so they read well in folder names.
+
+The number of trials is the product of the factors (each grid key's values, `samples`, the seeds), counted
+without building them: a space of more than MAX_TRIALS is refused before anything is drawn or written, naming
+the largest factor (4 grid keys of 100 values are 10^8 trials, not a sweep anyone can run). `expand` then
+makes the trials one at a time from the factors, never a product of lists.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from minitrain.config.source import ConfigSource
 from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar, read_yaml_text
 
 _DISTRIBUTION = re.compile(r"^\s*(uniform|loguniform|randint|choice)\s*\((.*)\)\s*$", re.DOTALL)
+MAX_TRIALS = 10_000  # each trial is a run folder and a training run; docs/sweeps.md says so
 VAL_ROW_METRICS = ("val_loss", "val_ppl", "val_token_accuracy", "val_exact_match")  # reported at validations
 
 
@@ -117,11 +123,25 @@ class SweepSpec(Section):
     address: str | None = Field(None, min_length=1, description="ray: an existing cluster (auto, ray://host:port)")
     scheduler: SchedulerSpec | None = None
 
+    def factors(self) -> dict[str, int]:
+        """How many values each part of the space contributes: `grid KEY`, `samples`, `seeds`."""
+        sizes = {f"grid {key}": len(values) for key, values in self.grid.items()}
+        return {**sizes, "samples": self.samples or 1, "seeds": len(self.seeds) or 1}
+
+    def count(self) -> int:
+        """The number of trials: the product of the factors (nothing is built)."""
+        return math.prod(self.factors().values())
+
     @model_validator(mode="after")
     def _consistent(self) -> SweepSpec:
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid {key} has no values")
+        if self.count() > MAX_TRIALS:
+            sizes = self.factors()
+            largest = max(sizes, key=lambda name: sizes[name])
+            raise ValueError(f"the space has {self.count():,} trials, more than a sweep runs ({MAX_TRIALS:,}); "
+                             f"shrink {largest} ({sizes[largest]:,} values)")
         if bool(self.random) != (self.samples is not None):
             raise ValueError("random and samples go together: `samples` draws from the `random` distributions")
         both = (set(self.grid) | set(self.random)) & ({"training.rng_seed", "seed"} if self.seeds else set())
@@ -199,11 +219,12 @@ def format_value(value: Any) -> str:
 
 
 def expand(spec: SweepSpec) -> list[Trial]:
-    """Every trial of the sweep, in order: grid points × random draws × seeds."""
+    """Every trial of the sweep, in order: grid points × random draws × seeds (spec.count() of them, at most
+    MAX_TRIALS: the spec's validation refused more)."""
     rng = np.random.Generator(np.random.PCG64(spec.sampler_seed))
     parsed = {key: parse_distribution(text) for key, text in spec.random.items()}
     draws = [{key: draw(*parsed[key], rng) for key in spec.random} for _ in range(spec.samples or 1)]
-    points = [dict(zip(spec.grid, values, strict=True)) for values in itertools.product(*spec.grid.values())]
     seeds: list[int | None] = list(spec.seeds) or [None]
-    combos = itertools.product(points, draws, seeds)
-    return [Trial(i, {**point, **sample}, seed) for i, (point, sample, seed) in enumerate(combos)]
+    combos = itertools.product(itertools.product(*spec.grid.values()), draws, seeds)  # lazy: one at a time
+    return [Trial(i, {**dict(zip(spec.grid, point, strict=True)), **sample}, seed)
+            for i, (point, sample, seed) in enumerate(combos)]
