@@ -53,6 +53,8 @@ def test_events_follow_the_loops_numbering_and_callbacks_change_no_number(tmp_pa
     assert (tmp_path / "watched" / "train_log.jsonl").read_bytes() == (
         tmp_path / "plain" / "train_log.jsonl").read_bytes()
     assert watched["model_path"] == plain["model_path"]  # the same weights, byte for byte
+    report = (tmp_path / "watched" / "report.md").read_text(encoding="utf-8")
+    assert "## Hyperparameters" in report and "| training.batch_size | " in report  # the resolved settings
 
     steps = [e for e in recorder.events if e[0] == "step"]
     assert [e[1] for e in steps] == list(range(24))
