@@ -154,6 +154,7 @@ def test_resume_without_dropping_the_last_batch_sees_the_same_batches():
     all_batches(first, 6)
     resumed = TrainBatcher(data, 5, data_seed=0, drop_last=False)
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    assert (resumed.epoch, resumed.position) == (first.epoch, first.position) == (1, 2)  # 6 = 4 + 2 batches
     assert same(all_batches(resumed, 7), expected[6:])
 
 
@@ -168,6 +169,10 @@ def test_resume_from_state_dict_sees_the_same_batches():
         state = json.loads(json.dumps(first.state_dict()))  # it must survive JSON
         resumed = TrainBatcher(data, 4, data_seed=12345)  # the seed is overridden by the state
         resumed.load_state_dict(state)
+        # Where the batcher stands: an epoch counts as begun at its first batch, so after 4 batches of 4 per
+        # epoch it is at position 4 of epoch 0, and the next batch starts epoch 1.
+        where = (0, 0) if stop == 0 else ((stop - 1) // 4, (stop - 1) % 4 + 1)
+        assert (resumed.epoch, resumed.position) == (first.epoch, first.position) == where, stop
         assert same(all_batches(resumed, 25 - stop), expected[stop:])
 
 

@@ -53,6 +53,8 @@ def test_events_follow_the_loops_numbering_and_callbacks_change_no_number(tmp_pa
     assert (tmp_path / "watched" / "train_log.jsonl").read_bytes() == (
         tmp_path / "plain" / "train_log.jsonl").read_bytes()
     assert watched["model_path"] == plain["model_path"]  # the same weights, byte for byte
+    report = (tmp_path / "watched" / "report.md").read_text(encoding="utf-8")
+    assert "## Hyperparameters" in report and "| training.batch_size | " in report  # the resolved settings
 
     steps = [e for e in recorder.events if e[0] == "step"]
     assert [e[1] for e in steps] == list(range(24))
@@ -266,3 +268,37 @@ def test_the_example_in_docs_callbacks_md_runs(tmp_path):
     train_tiny(config, tmp_path / "run", callbacks=[callback])
     assert callback.best == min(r["val_ppl"] for r in log_rows(tmp_path / "run") if "val_ppl" in r)
     assert callback.state_dict() == {"best": callback.best}
+
+
+def test_sample_predictions_on_a_table_model_is_refused_by_validate(tmp_path, capsys):
+    """Issue 26 item 5: a table model has no text to decode, so validate (not a TypeError mid-train) says so."""
+    from minitrain.config import ConfigError, config_from_dict
+
+    data = {"task": "classification", "model": {"type": "sequential", "layers": [{"linear": {"out_features": 2}}]},
+            "training": {"total_steps": 10}, "callbacks": [{"type": "lr_monitor"}, {"type": "sample_predictions"}]}
+    with pytest.raises(ConfigError) as error:
+        config_from_dict(data)
+    assert ("callbacks[1].type: a sample_predictions callback decodes a language model's answers; a sequential "
+            "model reads table rows") in str(error.value)
+
+
+class Broken(Callback):
+    def on_step_end(self, ctx):
+        if ctx.step == 7:
+            raise TypeError("object of type 'NoneType' has no len()")
+
+
+def test_a_callback_that_raises_ends_the_run_failed_with_one_error_line(tmp_path):
+    """A watcher that raises (not a custom entry point, which is switched off) ends the run: status failed, the
+    error names the callback and the step, the lock is released and the folder has its manifest."""
+    from minitrain.runs.run_lock import writer_of
+
+    config = write_tiny_run(tmp_path)
+    with pytest.raises(UserError) as error:
+        train_tiny(config, tmp_path / "run", callbacks=[Broken()])
+    assert error.value.exit_code == 1
+    message = str(error.value)
+    assert message.startswith("callback Broken failed at step 7 (step): TypeError: object of type")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["error"].startswith("callback Broken failed at step 7")
+    assert writer_of(tmp_path / "run") is None and not (tmp_path / "run" / "results.json").exists()

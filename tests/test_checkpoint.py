@@ -8,7 +8,6 @@ import json
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -459,8 +458,10 @@ def test_exception_during_write_leaves_previous_checkpoint(tmp_path, monkeypatch
 
 
 KEEP_SAVING = """
+import os
+import signal
 import sys
-import time
+import tempfile
 sys.path.insert(0, {tests!r})
 from test_checkpoint import HASH, CheckpointManager, Model, Optimizer, load_model_file, training_state
 
@@ -470,57 +471,73 @@ step = load_model_file(latest)[2]["step"] if latest else 0
 state = training_state()
 state["model"] = Model({{**state["model"].config, "vocab_size": 3000, "d_model": 128}})  # ~4.5 MB per save
 state["optimizer"] = Optimizer(state["model"])
-if {pause!r}:  # wait inside the first checkpoint write, its temp file just made: the kill lands mid-write
-    import tempfile
+saves = 0  # saves this child completed; it stops itself (SIGSTOP) at its chosen moment of the second one
 
-    make_temp = tempfile.mkstemp
 
-    def mkstemp(*args, **kwargs):
-        made = make_temp(*args, **kwargs)
-        if kwargs.get("prefix", "").startswith(".step-"):
-            print("writing", flush=True)
-            time.sleep(3600)
-        return made
+def stop_at(moment):
+    if moment == {stop!r} and saves == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
 
-    tempfile.mkstemp = mkstemp
-print("ready", flush=True)
+
+make_temp, real_replace = tempfile.mkstemp, os.replace
+
+
+def mkstemp(*args, **kwargs):
+    made = make_temp(*args, **kwargs)
+    if kwargs.get("prefix", "").startswith(".step-"):
+        stop_at("temp made")  # the temp file exists, empty
+    return made
+
+
+def replace(src, dst, *args, **kwargs):
+    name = os.path.basename(dst)
+    stop_at("before the rename" if name.startswith("step-") else "before latest" if name == "latest" else "")
+    return real_replace(src, dst, *args, **kwargs)
+
+
+tempfile.mkstemp, os.replace = mkstemp, replace
 while True:
     step += 1
     state["scheduler"].state["step"] = step
     state["model"].params["transformer.wte.weight"][0, 0] = step
     manager.save(step=step, config_hash=HASH, **state)
-    print("saved", flush=True)
+    stop_at("after the save")
+    saves += 1
 """
 
 
 @pytest.mark.slow
-def test_sigkill_at_any_moment_leaves_a_complete_latest_checkpoint(tmp_path):
-    rng = np.random.default_rng(0)
+def test_sigkill_at_each_moment_of_a_save_leaves_a_complete_latest_checkpoint(tmp_path):
+    """kill -9 at each moment of a checkpoint save, chosen (the child stops itself there) rather than hoped for:
+    `latest` always names a complete, checksummed checkpoint, the one before the save unless the save ended."""
+    from test_resume import wait_until_stopped
+
     folder = tmp_path / "checkpoints"
-    hit_mid_write = 0
-    last_step = 0
-    for kill in range(6):
-        # Odd kills land inside a checkpoint write (the child waits there); even ones at a random moment after
-        # the child's first save of its own, so the run always moves on, however busy the machine.
-        code = KEEP_SAVING.format(tests=str(Path(__file__).parent), run=str(tmp_path), pause=bool(kill % 2))
-        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-        assert child.stdout.readline() == "ready\n"
-        assert child.stdout.readline() == ("writing\n" if kill % 2 else "saved\n")
-        if not kill % 2:
-            time.sleep(rng.uniform(0.05, 0.4))
+    start = 0
+    # (the moment of the child's second save, the step `latest` then names, the temp file left, if any)
+    moments = [("after the save", 2, None), ("temp made", 1, ".step-{}.safetensors"),
+               ("before the rename", 1, ".step-{}.safetensors"), ("before latest", 1, ".latest")]
+    for moment, saved, temp in moments:
+        code = KEEP_SAVING.format(tests=str(Path(__file__).parent), run=str(tmp_path), stop=moment)
+        child = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+        wait_until_stopped(child)
         child.kill()
-        child.wait()
-        hit_mid_write += bool(list(folder.glob(".step-*.tmp")))
+        child.communicate()
+        temps = [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+        assert [p.name.rsplit(".", 2)[0] for p in temps] == ([] if temp is None else [temp.format(start + 2)])
+        if moment != "after the save":  # the temp file of a save cut short: empty until written, then complete
+            assert (temps[0].stat().st_size == 0) == (moment == "temp made")
         latest = CheckpointManager(tmp_path).latest()
         sd, _, meta = load_model_file(latest)  # complete and checksummed, or this raises
-        assert meta["step"] >= last_step and meta["scheduler"]["step"] == meta["step"]
+        assert meta["step"] == start + saved and meta["scheduler"]["step"] == meta["step"]
         assert sd["transformer.wte.weight"][0, 0] == meta["step"]
+        steps = [step for step, _ in CheckpointManager(tmp_path).step_files()]
+        # keep_last 2, pruned after `latest` moves; before it moves, the new step file sits beside them
+        assert steps == list(range(max(1, start + saved - 1), start + saved + 1)) + (
+            [start + 2] if moment == "before latest" else [])
         for _, path in CheckpointManager(tmp_path).step_files():
             load_model_file(path)
-        last_step = meta["step"]
-    print(f"{hit_mid_write} of 6 kills landed during a checkpoint write, last step {last_step}")
-    assert hit_mid_write >= 3  # the three that waited inside a write, and any random one that hit one
-    assert last_step >= 3  # each random kill came after a save of its own
+        start = meta["step"]
 
 
 # ------------------------------------------------------------------------------------ with the real objects

@@ -21,7 +21,7 @@ from minitrain.evaluation.metrics import PerplexityMeter
 from minitrain.ngram.add_k import AddKLM
 from minitrain.ngram.baseline import load_baseline_config, render_readme, run_baseline
 from minitrain.ngram.counts import NgramCounts, pad_sequences, suffix_keys
-from minitrain.ngram.kneser_ney import KneserNeyLM, estimate_discounts
+from minitrain.ngram.kneser_ney import KneserNeyLM
 from minitrain.ngram.tuning import evaluate, grid_search
 
 PAD, BOS, EOS = 0, 1, 2
@@ -94,6 +94,26 @@ def test_counts_match_brute_force_raw_and_continuation_counts():
 # --- a slow, plainly written Kneser–Ney to check the vectorised one against -------------------------------------
 
 
+def reference_discounts(adjusted_counts):
+    """Chen & Goodman (1998), eq. 26, written out from the paper, not taken from the code: with n_k the number
+    of grams whose adjusted count is k, Y = n1 / (n1 + 2·n2), D1 = 1 − 2·Y·n2/n1, D2 = 2 − 3·Y·n3/n2 and
+    D3+ = 3 − 4·Y·n4/n3. Where the paper's formula divides by zero (tiny corpora), D_k = Y, and Y = 0.5 when
+    n1 = n2 = 0 (minitrain/ngram/kneser_ney.py's documented fallback)."""
+    n1, n2, n3, n4 = (sum(1 for a in adjusted_counts if a == k) for k in (1, 2, 3, 4))
+    y = n1 / (n1 + 2 * n2) if n1 + n2 > 0 else 0.5
+    d1 = 1 - 2 * y * n2 / n1 if n1 else y
+    d2 = 2 - 3 * y * n3 / n2 if n2 else y
+    d3 = 3 - 4 * y * n4 / n3 if n3 else y
+    return [d1, d2, d3]
+
+
+def test_the_reference_discounts_follow_the_paper():
+    # n1 = 4, n2 = 2, n3 = 1, n4 = 1: Y = 4/8 = 0.5; D1 = 1 − 2·0.5·2/4 = 0.5; D2 = 2 − 3·0.5·1/2 = 1.25;
+    # D3+ = 3 − 4·0.5·1/1 = 1.0
+    assert reference_discounts([1, 1, 1, 1, 2, 2, 3, 4]) == [0.5, 1.25, 1.0]
+    assert reference_discounts([5, 7]) == [0.5, 0.5, 0.5]  # n1 = n2 = n3 = 0: every D falls back to Y = 0.5
+
+
 def reference_kneser_ney(sequences, vocab_size, order, scale, history):
     grams = brute_force_grams(sequences, order)
 
@@ -105,7 +125,7 @@ def reference_kneser_ney(sequences, vocab_size, order, scale, history):
     p = np.array([0.0, 0.0] + [1.0 / (vocab_size - 2)] * (vocab_size - 2))
     for j in range(1, order + 1):
         level = {g: adjusted(g) for g in grams if len(g) == j}
-        d = np.clip(scale * estimate_discounts(np.array(list(level.values()))), 0, [1, 2, 3])
+        d = [min(max(scale * dk, 0.0), k) for k, dk in enumerate(reference_discounts(level.values()), start=1)]
         if len(history) < j - 1:
             continue  # the window would reach left of BOS
         context = tuple(history[len(history) - (j - 1) :])

@@ -8,6 +8,7 @@ test_run.py resumes from checkpoints of a finished run; these tests stop runs fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from test_damage import Hang
 from test_run import train_tiny
 
 from minitrain.common.errors import UserError
@@ -30,7 +31,7 @@ pytestmark = [pytest.mark.lab02, pytest.mark.slow]
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_mini.py"
 # Not hashed, so a resume may drop them: the halt alert that stops a run at a chosen step.
 SHORT = ["model.dropout=0.1", "training.log_every=1", "training.checkpoint.save_every=5"]
-# A longer run that checkpoints after every step, so kills and signals often land during a save.
+# A longer run that checkpoints after every step: every step boundary is a save to stop the run in.
 LONG = ["model.dropout=0.1", "training.log_every=1", "scheduler.total_steps=40",
         "training.checkpoint.save_every=1", "training.checkpoint.keep_last=2"]  # fmt: skip
 
@@ -72,13 +73,59 @@ def test_a_run_stopped_after_k_steps_resumes_bit_exactly(tiny, k):
     assert manifest["status"] == "completed"
 
 
-def script(root: Path, run_dir: Path, *extra: str) -> subprocess.Popen:
-    """scripts/train_mini.py on the LONG config, in the background, as a student would start it."""
-    env = {**os.environ, "MINITRAIN_MODELS_DIR": str(root / "models")}
+# The child stops itself (SIGSTOP) at one chosen moment of its writes, so the test signals it exactly there, however
+# busy the machine. Every file a run writes lands by os.replace (common/io.atomic_write): MINITRAIN_TEST_STOP names
+# the file about to land (for `latest`, also the checkpoint it is to name). The child stops with the new file
+# complete and synced beside the old one, before the rename. Test code only: the run itself has no such hook.
+STOPPER = """
+import os, runpy, signal, sys
+target, _, names = os.environ.get("MINITRAIN_TEST_STOP", "").partition("=")
+real_replace = os.replace
+
+def replace(src, dst, *args, **kwargs):
+    if os.path.basename(dst) == target and (not names or open(src).read().strip() == names):
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return real_replace(src, dst, *args, **kwargs)
+
+os.replace = replace
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def script(root: Path, run_dir: Path, *extra: str, stop: str = "") -> subprocess.Popen:
+    """scripts/train_mini.py on the LONG config, in the background, as a student would start it; with `stop`
+    ("step-8.safetensors", "latest=step-15.safetensors"), it stops itself when that file is about to land."""
+    env = {**os.environ, "MINITRAIN_MODELS_DIR": str(root / "models"), "MINITRAIN_TEST_STOP": stop}
     sets = [arg for s in LONG for arg in ("--set", s)]
-    command = [sys.executable, str(SCRIPT), "--config", str(root / "config.yaml"), "--out-dir", str(run_dir),
-               "--quiet", *sets, *extra]  # fmt: skip
+    command = [sys.executable, "-c", STOPPER, str(SCRIPT), "--config", str(root / "config.yaml"), "--out-dir",
+               str(run_dir), "--quiet", *sets, *extra]  # fmt: skip
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: int, what: str):
+    """Fail with `what` if the block runs past `seconds` (SIGALRM): a hang guard, not a speed check, so a busy
+    machine passes and a hang fails instead of stalling the suite."""
+
+    def hang(signum, frame):
+        raise Hang(f"{what} ran past {seconds} s")  # a BaseException: no handler in minitrain swallows it
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def wait_until_stopped(process: subprocess.Popen) -> None:
+    """Wait until the child has stopped itself at its chosen write (a process that exits instead fails the test)."""
+    with hang_guard(600, "waiting for the child to reach its chosen write"):
+        _, status = os.waitpid(process.pid, os.WUNTRACED)
+    if not os.WIFSTOPPED(status):
+        raise AssertionError(f"the run ended (status {status}) before the chosen write: {process.stderr.read()}")
 
 
 def wait_for_new_checkpoint(process: subprocess.Popen, folder: Path, old: str | None) -> None:
@@ -93,47 +140,36 @@ def wait_for_new_checkpoint(process: subprocess.Popen, folder: Path, old: str | 
     raise AssertionError(f"no new checkpoint (exit {process.poll()}): {stderr}")
 
 
-def wait_for_a_write(folder: Path) -> None:
-    """Spin until a checkpoint is being written (its temp file exists): what comes next lands mid-save."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with os.scandir(folder) as entries:
-            if any(e.name.startswith(".step-") for e in entries):
-                return
+def checkpoint_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name != "latest")
 
 
-def pointer_text(folder: Path) -> str | None:
-    return (folder / "latest").read_text() if (folder / "latest").is_file() else None
-
-
-def test_sigkill_at_random_moments_then_resume_gives_the_same_weights(tiny):
+def test_sigkill_at_chosen_moments_of_a_save_then_resume_gives_the_same_weights(tiny):
+    """kill -9 with the new checkpoint written but not yet renamed, then with it renamed but not yet named by
+    `latest`: each time `latest` still names the previous, complete checkpoint, and the resumed run ends
+    byte-identical to the run that never stopped."""
     root = tiny["root"]
     run_dir, folder = root / "killed", root / "killed" / "checkpoints"
-    rng = np.random.default_rng(2024)
-    steps, mid_save = [], 0
-    for kill in range(6):
-        old = pointer_text(folder)
-        process = script(root, run_dir, *(["--resume", str(run_dir)] if kill else []))
-        wait_for_new_checkpoint(process, folder, old)
-        if kill % 2:
-            wait_for_a_write(folder)
-        else:
-            time.sleep(rng.uniform(0.0, 0.1))
-        assert process.poll() is None, "the run finished before it could be killed; make LONG longer"
+    moments = [  # (stop before this file lands, what `latest` names after the kill, the files then)
+        ("step-8.safetensors", "step-7", ["step-6.safetensors", "step-7.safetensors"]),
+        ("latest=step-15.safetensors", "step-14",
+         ["step-13.safetensors", "step-14.safetensors", "step-15.safetensors"]),  # the .step-8 temp file pruned
+    ]
+    for kill, (stop, latest, files) in enumerate(moments):
+        process = script(root, run_dir, *(["--resume", str(run_dir)] if kill else []), stop=stop)
+        wait_until_stopped(process)
         process.kill()
         process.communicate()
-        mid_save += any(p.name.startswith(".step-") for p in folder.iterdir())
-        # Whatever the moment, `latest` names a complete, checksummed checkpoint at or after the last one.
+        temp = [name for name in checkpoint_files(folder) if name.endswith(".tmp")]
+        assert [name for name in checkpoint_files(folder) if not name.endswith(".tmp")] == files
+        # the kill before the rename left the complete new file under its temporary name, nothing else
+        assert [name.rsplit(".", 2)[0] for name in temp] == ([".step-8.safetensors"] if kill == 0 else [".latest"])
         _, _, meta = load_model_file(CheckpointManager(run_dir).latest())
-        assert meta["kind"] == "checkpoint" and meta["step"] >= (steps[-1] if steps else 1)
-        steps.append(meta["step"])
+        assert meta["kind"] == "checkpoint" and f"step-{meta['step']}" == latest
 
     finished = script(root, run_dir, "--resume", str(run_dir))
-    _, stderr = finished.communicate(timeout=120)
+    _, stderr = finished.communicate(timeout=600)
     assert finished.returncode == 0, stderr
-    print(f"checkpoint steps after the kills: {steps}; {mid_save} kills landed during a save")
-    assert mid_save >= 1, "no kill landed during a checkpoint write"
-    assert steps[-1] < 40 and len(set(steps)) > 1, steps
     assert log_bytes(run_dir) == log_bytes(root / "long")
     results = json.loads((run_dir / "results.json").read_text())
     assert results["model_path"] == tiny["long"]["model_path"]
@@ -143,28 +179,29 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_weights(tiny):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_during_a_save_stops_cleanly_and_resumes_exactly(tiny, signum):
+    """The signal arrives while step-12.safetensors is being written: that save completes, and the loop stops
+    at the next step boundary, saves step-13.safetensors and says to resume from it."""
     root = tiny["root"]
-    run_dir, folder = root / f"signal-{signum.name}", root / f"signal-{signum.name}" / "checkpoints"
-    process = script(root, run_dir)
-    wait_for_new_checkpoint(process, folder, None)
-    wait_for_a_write(folder)
+    run_dir = root / f"signal-{signum.name}"
+    process = script(root, run_dir, stop="step-12.safetensors")
+    wait_until_stopped(process)
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=120)
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=600)
 
     assert process.returncode == 128 + signum.value, stderr
     assert "Traceback" not in stderr
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["status"] == "interrupted" and 0 < manifest["steps_done"] < 40
-    # The save under way finished, then the loop stopped at the next step boundary and saved that state.
+    assert manifest["status"] == "interrupted" and manifest["steps_done"] == 13
     checkpoint = Path(stderr.split("--resume ")[-1].strip())
-    assert checkpoint == CheckpointManager(run_dir).latest()
-    assert checkpoint.name == f"step-{manifest['steps_done']}.safetensors"
+    assert checkpoint == CheckpointManager(run_dir).latest() == run_dir / "checkpoints" / "step-13.safetensors"
+    assert checkpoint_files(run_dir / "checkpoints") == ["step-12.safetensors", "step-13.safetensors"]
     _, _, meta = load_model_file(checkpoint)
-    assert meta["step"] == manifest["steps_done"]
-    assert log_bytes(run_dir).decode().splitlines() == rows_before(root / "long", manifest["steps_done"])
+    assert meta["step"] == 13
+    assert log_bytes(run_dir).decode().splitlines() == rows_before(root / "long", 13)
 
     resumed = script(root, run_dir, "--resume", str(checkpoint))
-    _, stderr = resumed.communicate(timeout=120)
+    _, stderr = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, stderr
     assert log_bytes(run_dir) == log_bytes(root / "long")
     assert json.loads((run_dir / "results.json").read_text())["model_path"] == tiny["long"]["model_path"]

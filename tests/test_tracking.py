@@ -153,3 +153,16 @@ def test_an_mlflow_store_that_fails_stops_tracking_not_training(tmp_path, monkey
     err = capsys.readouterr().err
     assert err.count("warning: MLflow tracking stopped: sending metrics failed (ConnectionError: the server went "
                      "away); training goes on") == 1
+
+
+def test_the_mlflow_extra_installs_what_mlflow_ui_needs():
+    """Issue 26: `mlflow ui` needs the full mlflow package (its web UI's files, flask); mlflow-skinny has neither,
+    so the extra names mlflow (checked: with mlflow-skinny alone `mlflow ui` dies on `No module named 'flask'`)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    extra = pyproject["project"]["optional-dependencies"]["mlflow"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower() for requirement in extra}
+    assert "mlflow" in names and "mlflow-skinny" not in names

@@ -16,6 +16,9 @@ The events, in the loop's step numbering (minitrain/loop.py: step s is the s-th 
     on_train_end(ctx)        once, when the run is over and its files are written (ctx.status, ctx.results)
     on_log(row)              every row written to train_log.jsonl, as written (trackers pass them on)
 
+A callback that raises ends the run: status failed, with one error line naming the callback, the step and the
+event (a custom entry point's exception is reported and that callback switched off instead: custom.py).
+
 At one step they come in that order: step, validation, epoch. A callback sees the run through a `Context`, which
 is read-only: numbers, and `parameters()` / `gradients()` as arrays that cannot be written to. It may act through
 four doors only: `ctx.log(values)` adds a row to train_log.jsonl, `ctx.info(message)` shows a line on the
@@ -38,9 +41,12 @@ from typing import Any
 
 import numpy as np
 
+from minitrain.common.errors import UserError
+
 # The events a YAML callback's `trigger` can name, and the hook each one calls.
 TRIGGERS = {"step": "on_step_end", "validation": "on_validation_end", "epoch_end": "on_epoch_end",
             "train_end": "on_train_end"}
+EVENTS = {hook: trigger for trigger, hook in TRIGGERS.items()} | {"on_log": "log"}  # hook -> event, for errors
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -187,10 +193,13 @@ class CallbackList:
 
     The loop calls `start(batcher)` before its first step, `after_step(...)` at each step boundary and `logged`
     for each row it writes; the run calls `train_end(...)` when its files are written and `close()` last.
+    `names` label the callbacks in errors (default: their class names).
     """
 
-    def __init__(self, callbacks: Sequence[Callback] = (), run_dir: str | Path | None = None) -> None:
+    def __init__(self, callbacks: Sequence[Callback] = (), run_dir: str | Path | None = None,
+                 names: Sequence[str] | None = None) -> None:
         self.callbacks = list(callbacks)
+        self.names = list(names) if names is not None else [type(c).__name__ for c in self.callbacks]
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.stop_reason: str | None = None
         self.last_metrics: dict[str, float] = {}
@@ -220,18 +229,28 @@ class CallbackList:
         self.last_metrics.update(metrics)
         ctx = Context(step=step, total_steps=self._total_steps, epoch=epochs or 0,
                       metrics=MappingProxyType(dict(metrics)), run_dir=self.run_dir, _model=model, _actions=actions)
-        for callback in self.callbacks:
-            callback.on_step_end(ctx)
+        self._dispatch("on_step_end", ctx, step)
         if validated:
-            for callback in self.callbacks:
-                callback.on_validation_end(ctx)
+            self._dispatch("on_validation_end", ctx, step)
         if ended_epoch:
-            for callback in self.callbacks:
-                callback.on_epoch_end(ctx)
+            self._dispatch("on_epoch_end", ctx, step)
 
     def logged(self, row: Mapping[str, float]) -> None:
-        for callback in self.callbacks:
-            callback.on_log(row)
+        self._dispatch("on_log", row, int(row.get("step", -1)))
+
+    def _dispatch(self, hook: str, arg: Any, step: int) -> None:
+        """Call `hook(arg)` on each callback in order. An exception that is not already a UserError (a bug in a
+        watcher: nothing the run computes depends on it) becomes one (exit 1) naming the callback, the step and
+        the event, so the run ends failed with one error line and an honest manifest, not a traceback."""
+        for name, callback in zip(self.names, self.callbacks, strict=True):
+            try:
+                getattr(callback, hook)(arg)
+            except UserError:
+                raise
+            except Exception as exc:
+                event = EVENTS.get(hook, hook)
+                raise UserError(f"callback {name} failed at step {step} ({event}): {type(exc).__name__}: {exc}",
+                                1) from None
 
     def train_end(self, *, status: str, step: int, model: Any, results: Mapping[str, Any] | None = None,
                   quiet: bool = False) -> None:
@@ -246,8 +265,7 @@ class CallbackList:
         ctx = Context(step=step, total_steps=self._total_steps, epoch=self._epochs or 0,
                       metrics=MappingProxyType(dict(self.last_metrics)), run_dir=self.run_dir, status=status,
                       results=MappingProxyType(dict(results or {})), _model=model, _actions=actions)
-        for callback in self.callbacks:
-            callback.on_train_end(ctx)
+        self._dispatch("on_train_end", ctx, step)
 
     def report_lines(self) -> list[str]:
         lines: list[str] = []
@@ -258,7 +276,7 @@ class CallbackList:
 
     def close(self) -> None:
         """Close every callback (once: a second call does nothing)."""
-        callbacks, self.callbacks = self.callbacks, []
+        callbacks, self.callbacks, self.names = self.callbacks, [], []
         for callback in callbacks:
             callback.close()
 

@@ -88,6 +88,7 @@ def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, mod
     groups = cfg.optimizer.kwargs().get("groups", [])
     context = Context(model, tokenizer, records, groups, run_dir, tracker)
     watchers = [build_callback(entry, context) for entry in cfg.callbacks]
+    names = [f"callbacks[{i}] ({entry.type})" for i, entry in enumerate(cfg.callbacks)]
     watchers += list(extra)
     system = settings.system
     if system is not None and system.enabled:
@@ -99,7 +100,8 @@ def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, mod
         watchers.append(MeasuredThreads(ThreadChooser(announce=lambda m: print(m, file=sys.stderr, flush=True))))
     if not watchers:
         return None
-    watch = CallbackList(watchers, run_dir)
+    names += [type(watcher).__name__ for watcher in watchers[len(names):]]
+    watch = CallbackList(watchers, run_dir, names)
     cleanup.callback(watch.close)
     if tracker is not None:
         tags = {**{k: str(v) for k, v in (settings.tracking.tags or {}).items()},

@@ -362,6 +362,16 @@ def _train_end_is_for_callbacks_that_need_no_step(sections, raw):
                                                        "itself): use step, validation or epoch_end")
 
 
+@rule("callbacks", "model")
+def _sample_predictions_need_a_language_model(sections, raw):
+    """A sample_predictions callback needs a language model: it decodes answers, and a table model has none."""
+    kind = sections["model"].type
+    for i, entry in enumerate(sections["callbacks"]):
+        if entry.type == "sample_predictions" and FAMILIES[kind].reads != "text":
+            yield Problem(("callbacks", i, "type"), f"a sample_predictions callback decodes a language model's "
+                                                    f"answers; a {kind} model reads table rows, so it has none")
+
+
 @rule("callbacks", "training")
 def _one_best_checkpoint(sections, raw):
     """One rule keeps checkpoints/best.safetensors: training.checkpoint.save_best or one checkpoint callback's."""

@@ -1,33 +1,41 @@
-"""A training-quality score, 0–100, with a letter grade, computed from train_log.jsonl rows.
+"""A training-quality score, 0–100, with a letter grade: the yaml-mode spec's §16, from train_log.jsonl rows and
+results.json.
 
-Four components, each 0–100 (train rows carry `loss`, val rows `val_loss`; L₀ is the first logged train loss
-and L_end the mean of the last tenth of the logged train losses, at least one):
+The spec's five components, each 0–100 (train rows carry `loss` and `grad_norm`, val rows `val_loss`; L₀ is the
+first logged train loss and L_end the mean of the last tenth of the logged train losses, at least one):
 
-    convergence      100 · clamp(ln(L₀ / L_end) / ln 4, 0, 1)
-                     how far the loss fell: dividing it by 4 or more earns full marks.
-    stability        100 · (1 − setbacks / (n − 1)), and 0 if any logged loss is NaN or infinite.
+    convergence      loss reduction smoothness: 100 · (1 − setbacks / (n − 1)) if L_end < L₀, else 0.
                      A logged loss L_i is a setback when it climbs above the best loss so far, m, by more than
                      a quarter of the progress made so far plus 2 % of L₀:  L_i − m > 0.25·(L₀ − m) + 0.02·L₀.
-    generalisation   100 · min(1, exp(L_end − val_end)) = 100 · train PPL / val PPL  (val_end: last val_loss)
-                     a val loss as low as the train loss earns full marks; val PPL twice train PPL earns 50.
-    efficiency       100 · best_val_step / last_step
-                     the share of the run that was still improving val_loss; steps after the best
-                     validation bought nothing.
+                     How far the loss fell is not graded: a fine-tune starts near its floor.
+    stability        gradient stability: 100 · (1 − spikes / (n − 1)) over the logged grad norms g_i, and 0 if
+                     any loss or grad norm is NaN or infinite. g_i is a spike when it exceeds 4 × the median of
+                     the norms logged before it.
+    efficiency       samples/second: the run's samples/s over its whole wall time as a share of the samples/s
+                     of its training steps alone, 100 · steps · ms_per_step / (1000 · wall_seconds) (results.json);
+                     validation, checkpoints, setup and scoring are what it loses.
+    generalization   train/val gap: 100 · min(1, exp(L_end − val_end)) = 100 · train PPL / val PPL (val_end: the
+                     last val_loss); val PPL twice train PPL earns 50.
+    reproducibility  cross-run variance: one run has none to measure, so it is "not measured" (a re-run with
+                     the recorded seeds gives the same numbers bit for bit; tests/test_resume.py checks it).
 
-score = weighted mean with weights convergence 0.35, stability 0.20, generalisation 0.30, efficiency 0.15; a run
-without val rows has no generalisation or efficiency, and the other weights are renormalised. Grades: A+ ≥ 95,
-A ≥ 90, A- ≥ 85, B+ ≥ 80, B ≥ 75, B- ≥ 70, C+ ≥ 65, C ≥ 60, D ≥ 50, F below.
+score = the mean of the measured components (the spec weighs them alike), rounded to one decimal; a component a
+run cannot measure (no val rows, no grad norms, no results.json yet) is left out. Grades are the spec's §16.2:
+A+ ≥ 95, A ≥ 90, A- ≥ 85, B+ ≥ 80, B ≥ 75, B- ≥ 70, C+ ≥ 65, C ≥ 60, D ≥ 50, F below. The score grades how the
+training went, not how good the model is: report.md shows the task's metrics beside it.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-WEIGHTS = {"convergence": 0.35, "stability": 0.20, "generalisation": 0.30, "efficiency": 0.15}
+COMPONENTS = ("convergence", "stability", "efficiency", "generalization", "reproducibility")
 GRADES = ((95, "A+"), (90, "A"), (85, "A-"), (80, "B+"), (75, "B"), (70, "B-"), (65, "C+"), (60, "C"), (50, "D"))
+SPIKE = 4.0  # a grad norm above SPIKE × the median before it is a spike
 
 
 def grade_for(score: float) -> str:
@@ -42,7 +50,7 @@ def grade_for(score: float) -> str:
 class Quality:
     score: float
     grade: str
-    breakdown: dict[str, float | None]  # component -> 0–100, None when the log cannot measure it
+    breakdown: dict[str, float | None]  # component -> 0–100, None when the run cannot measure it
 
     def as_dict(self) -> dict[str, Any]:
         return {"score": self.score, "grade": self.grade, "breakdown": dict(self.breakdown)}
@@ -53,17 +61,8 @@ def _clamp(x: float) -> float:
 
 
 def convergence(losses: list[float]) -> float:
-    first, end = losses[0], _tail_mean(losses)
-    if first <= 0 or end <= 0:
-        return 100.0 if end <= 0 < first else 0.0
-    return 100 * _clamp(math.log(first / end) / math.log(4))
-
-
-def stability(losses: list[float]) -> float:
-    if any(not math.isfinite(v) for v in losses):
+    if len(losses) < 2 or not _tail_mean(losses) < losses[0]:
         return 0.0
-    if len(losses) < 2:
-        return 100.0
     first, best, setbacks = losses[0], losses[0], 0
     for value in losses[1:]:
         if value - best > 0.25 * (first - best) + 0.02 * abs(first):
@@ -72,13 +71,25 @@ def stability(losses: list[float]) -> float:
     return 100 * (1 - setbacks / (len(losses) - 1))
 
 
-def generalisation(train_end: float, val_end: float) -> float:
+def stability(norms: list[float]) -> float:
+    if len(norms) < 2:
+        return 100.0
+    seen, spikes = [norms[0]], 0
+    for value in norms[1:]:
+        spikes += value > SPIKE * seen[len(seen) // 2]  # the upper median, on a list kept sorted
+        bisect.insort(seen, value)
+    return 100 * (1 - spikes / (len(norms) - 1))
+
+
+def efficiency(results: Mapping[str, Any]) -> float | None:
+    steps, ms, wall = results.get("steps"), results.get("ms_per_step"), results.get("wall_seconds")
+    if not all(isinstance(v, int | float) and math.isfinite(v) for v in (steps, ms, wall)) or wall <= 0:
+        return None
+    return 100 * _clamp(steps * ms / (1000 * wall))
+
+
+def generalization(train_end: float, val_end: float) -> float:
     return 100 * math.exp(min(0.0, train_end - val_end))  # = 100 · min(1, exp(·)), and exp never overflows
-
-
-def efficiency(val_rows: list[tuple[int, float]], last_step: int) -> float:
-    best_step = min(val_rows, key=lambda r: r[1])[0]
-    return 100.0 if last_step <= 0 else 100 * _clamp(best_step / last_step)
 
 
 def _tail_mean(losses: list[float]) -> float:
@@ -86,29 +97,24 @@ def _tail_mean(losses: list[float]) -> float:
     return sum(tail) / len(tail)
 
 
-def quality_score(rows: Iterable[Mapping[str, Any]]) -> Quality:
-    """Score a run from its log rows (dicts with `step` and `loss` or `val_loss`)."""
+def quality_score(rows: Iterable[Mapping[str, Any]], results: Mapping[str, Any] | None = None) -> Quality:
+    """Score a run from its log rows (dicts with `step` and `loss`, `grad_norm` or `val_loss`) and, when it has
+    finished, its results.json (steps, ms_per_step, wall_seconds: the efficiency)."""
     rows = list(rows)
-    train = [(int(r["step"]), float(r["loss"])) for r in rows if r.get("loss") is not None]
-    val = [(int(r["step"]), float(r["val_loss"])) for r in rows if r.get("val_loss") is not None]
-    if not train:
+    losses = [float(r["loss"]) for r in rows if r.get("loss") is not None]
+    norms = [float(r["grad_norm"]) for r in rows if r.get("grad_norm") is not None]
+    val = [float(r["val_loss"]) for r in rows if r.get("val_loss") is not None]
+    if not losses:
         raise ValueError("no training losses in the log: nothing to score")
-    losses = [v for _, v in train]
-    finite = [v for v in losses if math.isfinite(v)] or [math.inf]
-    breakdown: dict[str, float | None] = {
-        "convergence": convergence(finite) if math.isfinite(finite[0]) else 0.0,
-        "stability": stability(losses),
-        "generalisation": None,
-        "efficiency": None,
-    }
-    finite_val = [(s, v) for s, v in val if math.isfinite(v)]
-    if finite_val:
-        breakdown["generalisation"] = generalisation(_tail_mean(finite), finite_val[-1][1])
-        last_step = max(s for s, _ in train + val)
-        breakdown["efficiency"] = efficiency(finite_val, last_step)
-    elif val:
-        breakdown["generalisation"] = breakdown["efficiency"] = 0.0
-    measured = {k: v for k, v in breakdown.items() if v is not None}
-    score = sum(WEIGHTS[k] * v for k, v in measured.items()) / sum(WEIGHTS[k] for k in measured)
-    score = round(score, 1)
+    finite = all(math.isfinite(v) for v in losses + norms)
+    breakdown: dict[str, float | None] = dict.fromkeys(COMPONENTS)
+    breakdown["convergence"] = convergence(losses) if finite else 0.0
+    if norms:
+        breakdown["stability"] = stability(norms) if finite else 0.0
+    breakdown["efficiency"] = efficiency(results or {})
+    if val:
+        ends = (_tail_mean(losses), val[-1])
+        breakdown["generalization"] = generalization(*ends) if all(map(math.isfinite, ends)) else 0.0
+    measured = [v for v in breakdown.values() if v is not None]
+    score = round(sum(measured) / len(measured), 1)
     return Quality(score, grade_for(score), {k: None if v is None else round(v, 1) for k, v in breakdown.items()})

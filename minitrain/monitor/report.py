@@ -24,7 +24,7 @@ from typing import Any
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import atomic_write_text, parse_json, read_text
 from minitrain.monitor.curves import overfitting_onset
-from minitrain.monitor.quality import WEIGHTS, Quality
+from minitrain.monitor.quality import COMPONENTS, Quality
 
 
 def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -122,12 +122,17 @@ def _show(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-_COMPONENT_MEANING = {
-    "convergence": "how far the train loss fell (÷4 or more = 100)",
-    "stability": "share of logged steps without a loss setback",
-    "generalisation": "train PPL / val PPL at the end",
-    "efficiency": "share of the run before the best val_loss",
+_COMPONENT_MEANING = {  # the spec's §16.1 reading of each, then how minitrain measures it
+    "convergence": "loss reduction smoothness: share of logged steps without a loss setback (0 if it did not fall)",
+    "stability": "gradient stability: share of logged grad norms without a spike (> 4 × the median before)",
+    "efficiency": "samples/second: whole-run throughput as a share of the training steps' throughput",
+    "generalization": "train/val gap: train PPL / val PPL at the end",
+    "reproducibility": "cross-run variance: one run has no other to compare with",
 }
+# The spec's §16.2 interpretation of each grade.
+_GRADE_MEANING = {"A+": "production-ready, optimal", "A": "production-ready", "A-": "near-optimal",
+                  "B+": "good, minor issues", "B": "acceptable", "B-": "needs improvement",
+                  "C+": "significant issues", "C": "major issues", "D": "critical issues", "F": "failed"}
 
 
 def report_markdown(
@@ -138,22 +143,30 @@ def report_markdown(
     plot: str = "loss_curve.png",
     gaps: Sequence[Mapping[str, float]] = (),
     sections: Sequence[str] = (),
+    hyperparameters: Mapping[str, Any] | None = None,
 ) -> str:
     """The text of report.md. `gaps` is `curves.train_val_gap` of the run's log (the "Train vs val" section);
-    `sections` are markdown lines added at the end (callbacks' sections)."""
+    `sections` are markdown lines added at the end (callbacks' sections); `hyperparameters` the resolved
+    settings the run trained with, by dotted key."""
     lines = [f"# Training report: {title}", "", f"![loss curve]({plot})", "", "## Results", ""]
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {key} | {_show(value)} |" for key, value in results.items()]
+    if hyperparameters:
+        lines += ["", "## Hyperparameters", "", "| setting | value |", "|---|---|"]
+        lines += [f"| {key} | {_show(value)} |" for key, value in hyperparameters.items()]
     if gaps:
         lines += ["", *_train_vs_val(gaps)]
     if quality is not None:
         lines += ["", f"## Training quality: {quality.score:.1f} / 100 — grade {quality.grade}", ""]
-        lines += ["| component | score | weight | measures |", "|---|---|---|---|"]
-        for name, weight in WEIGHTS.items():
+        lines += [f"Grade {quality.grade}: {_GRADE_MEANING[quality.grade]} (the spec's §16.2) — as training "
+                  "went; how good the model is, the task's metrics above say.", ""]
+        lines += ["| component | score | measures |", "|---|---|---|"]
+        for name in COMPONENTS:
             score = quality.breakdown.get(name)
             shown = "not measured" if score is None else f"{score:.1f}"
-            lines.append(f"| {name} | {shown} | {weight:.2f} | {_COMPONENT_MEANING[name]} |")
-        lines += ["", "Formulas: docs/yaml-mode.md, section \"Training quality score\"."]
+            lines.append(f"| {name} | {shown} | {_COMPONENT_MEANING[name]} |")
+        lines += ["", "The score is the mean of the measured components. Formulas: docs/yaml-mode.md, section "
+                      "\"Training quality score\"."]
     return "\n".join([*lines, *sections]) + "\n"
 
 
@@ -182,6 +195,7 @@ def write_report(
     plot: str = "loss_curve.png",
     gaps: Sequence[Mapping[str, float]] = (),
     sections: Sequence[str] = (),
+    hyperparameters: Mapping[str, Any] | None = None,
 ) -> None:
     atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot, gaps=gaps,
-                                            sections=sections))
+                                            sections=sections, hyperparameters=hyperparameters))

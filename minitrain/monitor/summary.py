@@ -81,7 +81,8 @@ def run_summary(run_dir: str | Path) -> str:
             lines.append(f"val: last {_fmt(val[-1]['val_loss'])} at step {val[-1]['step']}, "
                          f"best {_fmt(best['val_loss'])} at step {best['step']}")
         if train:
-            quality = quality_score(rows)
+            finished = read_results(run / RESULTS) if os.path.lexists(run / RESULTS) else None
+            quality = quality_score(rows, finished)  # efficiency needs results.json's timings
             lines.append(f"quality: {quality.score:.1f} / 100, grade {quality.grade}")
     if os.path.lexists(run / RESULTS):
         lines += ["results:", *_scalars(read_results(run / RESULTS))]

@@ -12,7 +12,7 @@ started (its id is kept in the run folder's tracking.json). Read a run back with
 
     MlflowClient("sqlite:///runs/x/mlflow.db").get_metric_history(run_id, "val_ppl")
 
-or browse them: `pip install mlflow` and `mlflow ui --backend-store-uri sqlite:///runs/x/mlflow.db`.
+or browse them: `mlflow ui --backend-store-uri sqlite:///runs/x/mlflow.db` (the extra installs the full mlflow).
 """
 
 from __future__ import annotations

@@ -232,9 +232,11 @@ def log_axis(ax: Any) -> None:
 
 
 def plot_loss_curve(
-    png_path: str | os.PathLike, log_path: str | os.PathLike, baseline_ppl: float | None, model_name: str = "MiniGPT"
+    png_path: str | os.PathLike, log_path: str | os.PathLike, baseline_ppl: float | None, model_name: str = "MiniGPT",
+    val_label: str = "val (held-out verbs)",
 ) -> None:
-    """Train and val perplexity against the step (log scale), with the n-gram baseline dashed."""
+    """Train and val perplexity against the step (log scale), with the n-gram baseline dashed; `val_label` names
+    what the val split holds."""
     plt = pyplot()
     rows = read_log(log_path)
     train = [r for r in rows if "loss" in r]
@@ -245,7 +247,7 @@ def plot_loss_curve(
                 color="tab:blue", linewidth=1, alpha=0.8, label="train (one batch)")
     if val:
         ax.plot([e["step"] for e in val], [e["val_ppl"] for e in val],
-                color="tab:orange", linewidth=2, marker="o", markersize=3, label="val (held-out verbs)")
+                color="tab:orange", linewidth=2, marker="o", markersize=3, label=val_label)
     if baseline_ppl is not None:
         baseline_line(ax, baseline_ppl)
     log_axis(ax)

@@ -30,8 +30,10 @@ def plot_dashboard(
     baseline_ppl: float | None = None,
     clip_norm: float | None = None,
     window: int = SMOOTHING_WINDOW,
+    val_label: str = "val (held-out verbs)",
 ) -> None:
-    """Draw the dashboard of a train_log.jsonl's `rows` into `png_path` (see the module docstring)."""
+    """Draw the dashboard of a train_log.jsonl's `rows` into `png_path` (see the module docstring); `val_label`
+    names what the val split holds."""
     plt = pyplot()
     train = [r for r in rows if "loss" in r]
     steps = [r["step"] for r in train]
@@ -46,7 +48,7 @@ def plot_dashboard(
                  label=f"train, last {window} logged batches")
     if gaps:
         ppl.plot([g["step"] for g in gaps], [g["val_ppl"] for g in gaps], color="tab:orange", linewidth=2,
-                 marker="o", markersize=3, label="val (held-out verbs)")
+                 marker="o", markersize=3, label=val_label)
         best = min(gaps, key=lambda g: g["val_ppl"])
         ppl.scatter([best["step"]], [best["val_ppl"]], s=60, color="tab:green", zorder=3,
                     label=f"best val {best['val_ppl']:.3g} (step {best['step']})")

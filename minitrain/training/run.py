@@ -65,6 +65,7 @@ from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import save_model_file
 from minitrain.runs.run_files import DIVERGED, FINISHED, FINISHING, INTERRUPTED
 from minitrain.runs.run_lock import RunLock
+from minitrain.tracking import flatten
 from minitrain.training import artifacts, scoring, stopping
 from minitrain.training.cross_validation import cross_validate
 from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
@@ -88,6 +89,7 @@ from minitrain.training.table_results import plot_table_curve, table_results
 from minitrain.training.text_run import complete_config, data_summary, save_tokenizer, text_results
 
 LOG_FILE = run_dir.LOG_FILE
+HYPERPARAMETERS = ("model", "optimizer", "scheduler", "training", "lora")  # report.md's resolved sections
 CONSOLE_LOG = Path("logs") / "train.log"
 
 
@@ -381,8 +383,11 @@ def _write_curves(run: _Run) -> list[dict[str, Any]]:
     rows = read_log(log_path)
     write_metrics(rows, run.out_dir, cfg.output.metrics)
     if parts.table is None:
-        artifacts.plot_loss_curve(run.out_dir / "loss_curve.png", log_path, run.baseline, type(parts.model).__name__)
-        plot_dashboard(run.out_dir / "dashboard.png", rows, baseline_ppl=run.baseline, clip_norm=cfg.clip_norm)
+        val = "val (held-out verbs)" if parts.text is None else "val (held-out lines)"  # what the split holds
+        artifacts.plot_loss_curve(run.out_dir / "loss_curve.png", log_path, run.baseline, type(parts.model).__name__,
+                                  val_label=val)
+        plot_dashboard(run.out_dir / "dashboard.png", rows, baseline_ppl=run.baseline, clip_norm=cfg.clip_norm,
+                       val_label=val)
     else:
         plot_table_curve(run.out_dir / "loss_curve.png", log_path, type(parts.model).__name__)
     return rows
@@ -421,10 +426,12 @@ def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]
         results.update(after_training(cfg, parts.model, out_dir, parts.tokenizer, parts.train_records,
                                       parts.val_records))
     artifacts.atomic_write_json(out_dir / "results.json", results)
-    quality = quality_score(rows) if any("loss" in row for row in rows) else None
+    quality = quality_score(rows, results) if any("loss" in row for row in rows) else None
     watch = run.books.callbacks
+    resolved = resolved_dict(cfg)
     write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
-                 gaps=train_val_gap(rows, SMOOTHING_WINDOW), sections=watch.report_lines() if watch else ())
+                 gaps=train_val_gap(rows, SMOOTHING_WINDOW), sections=watch.report_lines() if watch else (),
+                 hyperparameters=flatten({k: resolved[k] for k in HYPERPARAMETERS if k in resolved}))
     if cfg.output.report.format == "html":
         write_html_report(out_dir / "report.md", out_dir / "report.html")
     artifacts.complete_manifest(run.books.manifest_path, manifest, status=outcome["status"], wall_seconds=wall,
