@@ -47,7 +47,7 @@ def test_a_model_without_attention_or_a_prompt_too_long_is_one_clear_error(capsy
     model = MiniGPT(n_layer=1, n_head=2, d_model=8, d_ff=16, vocab_size=64, max_seq_len=8, rng=0)
     with pytest.raises(ValueError, match="the prompt is 10 positions with BOS, the model reads 8"):
         attention_line(model, TOKENIZER, "comer|P1|")
-    assert plot_attention.main(["no/such/run", "--prompt", "x"]) == 1
+    assert plot_attention.main(["no/such/run", "--prompt", "x"]) == 2  # a source that is not there is bad input
     assert capsys.readouterr().err.startswith("error: model.init_from no/such/run: no such file or folder")
     assert plot_attention.main([str(ROOT / "experiments" / "18-train-mini"), "--prompt", "comer|P1|" * 4]) == 2
     assert capsys.readouterr().err == "error: attention: the prompt is 37 positions with BOS, the model reads 32\n"

@@ -80,9 +80,17 @@ def pristine(tmp_path_factory) -> Path:
     return base
 
 
+def count(surface: str) -> None:
+    """One generated case of a damage suite (tests/test_damage*.py), under the surface it damages."""
+    STATS["cases"] += 1
+    STATS[f"surface:{surface}"] += 1
+
+
 def summary() -> str:
-    """The line the test session ends with (tests/conftest.py prints it)."""
-    return (f"damage suite: {STATS['cases']} damaged cases, {STATS['commands']} command runs, "
+    """The line the test session ends with (tests/conftest.py prints it): every damage suite's cases, by surface."""
+    surfaces = ", ".join(f"{key.removeprefix('surface:')} {n}" for key, n in sorted(STATS.items())
+                         if key.startswith("surface:"))
+    return (f"damage suite: {STATS['cases']} damaged cases ({surfaces}), {STATS['commands']} command runs, "
             f"{STATS['tracebacks']} tracebacks, {STATS['failed']} clean errors, "
             f"{STATS['slowest'] / 1000:.1f} s slowest command")
 
@@ -321,7 +329,7 @@ def test_damaged_run_artifacts_give_one_error_line_never_a_traceback(pristine, d
         path = model if target == "MODEL" else work / target
         kind, new = data.draw(damage(path.read_bytes() if path.is_file() else b"", path.name), label="damage")
         apply(path, kind, new)
-        STATS["cases"] += 1
+        count("run folders")
         what = f"{target}: {kind}"
         with contextlib.chdir(work):
             check(["info", "run"], what)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_damage import EXAMPLES, FUZZ, STATS
+from test_damage import EXAMPLES, FUZZ, STATS, count
 
 from minitrain.callbacks import Callback
 from minitrain.callbacks.base import TRIGGERS
@@ -46,7 +46,7 @@ def test_validate_refuses_each_callback_the_model_kind_cannot_run(kind, callback
     data = {"model": MODELS[kind], "training": {"total_steps": 10}, "callbacks": callbacks}
     if kind == "sequential":
         data["task"] = "classification"
-    STATS["cases"] += 1
+    count("callback lists")
     try:
         config_from_dict(data)
         problems = ""
@@ -113,7 +113,7 @@ def test_a_watcher_that_raises_ends_the_run_failed_with_one_error_line(tiny, dat
     event, steps = EVENTS[hook]
     step = data.draw(st.sampled_from(list(steps)), label="step")
     error = data.draw(st.sampled_from(ERRORS), label="error")
-    STATS["cases"] += 1
+    count("raising callbacks")
     with tempfile.TemporaryDirectory(prefix="minitrain-callback-") as tmp, contextlib.chdir(tiny):
         run = Path(tmp) / "run"
         with pytest.raises(UserError) as raised:

@@ -18,6 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_config_data import config_for, make_corpus
+from test_damage import count
 
 from minitrain import cli
 from minitrain.config import ConfigError, config_from_dict
@@ -57,6 +58,7 @@ def is_on(cfg, path: tuple) -> bool:
 @given(forms=st.fixed_dictionaries({path: st.sampled_from(FORMS) for path in SWITCHED_SECTIONS}),
        keys=st.fixed_dictionaries({path: st.booleans() for path in SWITCHED_SECTIONS}))
 def test_a_switched_section_is_on_exactly_when_present_without_enabled_false(forms, keys):
+    count("switched sections")
     data = {"training": {"total_steps": 10}, "model": {"init_from": "user/base"}}
     for path, form in sorted(forms.items(), key=lambda item: len(item[0])):  # quantize before quantize.qat
         if form == "absent":
@@ -152,6 +154,7 @@ def config_text(tmp_path_factory) -> str:
 @SETTINGS
 @given(kind=st.sampled_from(TARGET_KINDS), force=st.booleans(), junk=st.binary(min_size=1, max_size=64))
 def test_lock_never_loses_a_file_it_was_not_asked_to_replace(config_text, tmp_path_factory, kind, force, junk):
+    count("lock -o targets")
     folder = tmp_path_factory.mktemp("lock")
     config = folder / "c.yaml"
     config.write_text(config_text, encoding="utf-8")

@@ -12,6 +12,7 @@ import shutil
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_damage import count
 from test_gpt2_base import gpt2_folder
 
 from minitrain.common.errors import UserError
@@ -31,6 +32,7 @@ FILES = ("tokenizer.json", "tokenizer_config.json")
 @given(changes=st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=3),
        cut=st.one_of(st.none(), st.tuples(st.sampled_from(FILES), st.integers(0, 400))))
 def test_a_damaged_gpt2_base_loads_or_is_one_error(tmp_path_factory, changes, cut):
+    count("gpt-2 bases")
     folder = tmp_path_factory.mktemp("gpt2")
     shutil.rmtree(folder)
     gpt2_folder(folder)

@@ -17,7 +17,6 @@ like tests/test_damage.py.
 from __future__ import annotations
 
 import os
-from collections import Counter
 
 import pytest
 import yaml
@@ -27,6 +26,7 @@ from huggingface_hub.utils import validate_repo_id
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import run
+from test_damage import STATS, count
 
 from minitrain.common.errors import UserError
 from minitrain.common.hub_id import HUB_ID, is_hub_id
@@ -35,7 +35,6 @@ from minitrain.data.locate import download_dataset
 EXAMPLES = int(os.environ.get("MINITRAIN_DAMAGE_EXAMPLES", "12"))
 FUZZ = "MINITRAIN_DAMAGE_EXAMPLES" in os.environ
 EXIT_CODES = {0, 1, 2, 3, 4, 5, 130, 143}
-STATS: Counter = Counter()
 
 DAMAGES = ["@main", ":train", "?x=1", " ", "/../x", "/%2e%2e", "--", ".git", "..", "é", "\n", "\x00", "/c", "#", "\\"]
 
@@ -66,7 +65,7 @@ def client_accepts(repo_id: str) -> bool:
 @settings(max_examples=20 * EXAMPLES, derandomize=not FUZZ, deadline=None, database=None)
 @given(repo_id=hub_ids())
 def test_what_minitrain_accepts_the_client_accepts(repo_id):
-    STATS["ids"] += 1
+    count("hub ids vs the client")
     if is_hub_id(repo_id):
         assert client_accepts(repo_id), repo_id
 
@@ -110,7 +109,7 @@ def check(argv, capsys, hub, valid: bool, expected_ok: int | None = None) -> int
 @given(repo_id=hub_ids())
 def test_every_entry_point_refuses_a_bad_id_before_any_request(repo_id, hub, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    STATS["cases"] += 1
+    count("hub ids at every entry point")
     folder = tmp_path / "work" / "run"
     if not folder.exists():
         make_run(tmp_path / "work")

@@ -18,7 +18,6 @@ import math
 import os
 import shutil
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +25,16 @@ import pytest
 import safetensors.numpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_damage import CONFIG, metadata_of, run_cli
+from test_damage import CONFIG, count, metadata_of, run_cli
 
 from minitrain.callbacks import Callback
+from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.course.fixtures import write_tiny_data
 from minitrain.evaluation.metrics import PerplexityMeter, perplexity
 from minitrain.runs.model_files import _content_digest
 from minitrain.runs.run_lock import writer_of
+from minitrain.training import scoring
 from minitrain.training.run import run_training
 
 pytestmark = pytest.mark.slow
@@ -42,7 +43,6 @@ EXAMPLES = int(os.environ.get("MINITRAIN_DAMAGE_EXAMPLES", "8"))
 FUZZ = "MINITRAIN_DAMAGE_EXAMPLES" in os.environ
 GENERATED = settings(max_examples=EXAMPLES, derandomize=not FUZZ, deadline=None, database=None,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-CASES: Counter = Counter()  # generated cases per surface (tables, model files)
 TRAIN = ["train", "config.yaml", "--models-dir", "models", "--quiet"]
 
 
@@ -132,13 +132,26 @@ class Broken(Callback):
             raise RuntimeError("a bug in a callback")
 
 
-def test_an_unexpected_exception_leaves_status_failed_and_the_folder_free(work):
-    with pytest.raises(RuntimeError, match="a bug in a callback"):
+def test_an_unexpected_exception_leaves_status_failed_and_the_folder_free(work, monkeypatch):
+    """A bug in minitrain itself (here: scoring the finished run) keeps its traceback, and the folder says failed."""
+    def broken_scoring(*args, **kwargs):
+        raise RuntimeError("a bug in scoring")
+
+    monkeypatch.setattr(scoring, "score_held_out_splits", broken_scoring)
+    with pytest.raises(RuntimeError, match="a bug in scoring"):
+        run_training(load_config("config.yaml"), "broken", progress=False, models_dir="models",
+                     config_path="config.yaml", baseline_path="baseline.json")
+    recorded = manifest(work / "broken")
+    assert recorded["status"] == "failed" and recorded["error"] == "RuntimeError: a bug in scoring"
+    assert writer_of(work / "broken") is None
+
+
+def test_a_callback_that_raises_is_one_error_and_leaves_status_failed(work):
+    failed = r"callback Broken failed at step 2 \(step\): RuntimeError: a bug in a callback"
+    with pytest.raises(UserError, match=failed):
         run_training(load_config("config.yaml"), "broken", progress=False, models_dir="models",
                      config_path="config.yaml", baseline_path="baseline.json", callbacks=[Broken()])
-    recorded = manifest(work / "broken")
-    assert recorded["status"] == "failed" and recorded["error"] == "RuntimeError: a bug in a callback"
-    assert writer_of(work / "broken") is None
+    assert manifest(work / "broken")["status"] == "failed" and writer_of(work / "broken") is None
 
 
 # ------------------------------------------------------------------------------------------------------ tables
@@ -323,7 +336,7 @@ def finite_probabilities(path: Path) -> bool:
 @given(damaged_rows())
 def test_damaged_table_rows_give_one_error_line_through_validate_train_and_predict(table, damage):
     kind, cells, header = damage
-    CASES["tables"] += 1
+    count("table rows")
     with tempfile.TemporaryDirectory(prefix="minitrain-numbers-") as tmp, contextlib.chdir(REPO):
         folder = Path(tmp)
         bad = rows_csv(folder, cells, header)
@@ -373,7 +386,7 @@ def _with_value(a: np.ndarray, index: int, value: float) -> np.ndarray:
 @GENERATED
 @given(kind=BAD_WEIGHTS, pick=st.integers(0, 2**16), index=st.integers(0, 2**16))
 def test_crafted_model_files_are_refused_by_every_reader(tiny, table, kind, pick, index):
-    CASES["model files"] += 1
+    count("model files")
     with tempfile.TemporaryDirectory(prefix="minitrain-numbers-") as tmp:
         work = Path(tmp)
         for name in ("lm", "tab"):

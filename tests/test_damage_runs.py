@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_damage import EXAMPLES, FUZZ, REPO, STATS, fingerprint, run_cli
+from test_damage import EXAMPLES, FUZZ, REPO, STATS, count, fingerprint, run_cli
 
 from minitrain.config import load_config
 from minitrain.course.fixtures import write_tiny_data
@@ -84,8 +84,10 @@ def test_another_runs_file_in_place_of_each_file_resume_reads_is_refused(runs, d
         if name != "second writer":
             shutil.copyfile(_path(runs[other] / "run", name), _path(work / "run", name))
         before = fingerprint(work / "run")
-        STATS["cases"] += 1
-        argv = ["train", "--resume", "run", "--quiet"]
+        count("foreign run files")
+        # a finished run resumes from its latest checkpoint: the foreign step-4 is read when --resume names it
+        resume = "run/checkpoints/step-4.safetensors" if name == "checkpoints/step-4" else "run"
+        argv = ["train", "--resume", resume, "--quiet"]
         with contextlib.chdir(work), (RunLock(work / "run") if name == "second writer" else contextlib.nullcontext()):
             code, _, err = run_cli(argv if name != "config.resolved.yaml" else [argv[0], "config.yaml", *argv[1:]])
         errors = [line for line in err.splitlines() if line.startswith("error:")]

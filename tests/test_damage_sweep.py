@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_damage import EXAMPLES, FUZZ, STATS, run_cli
+from test_damage import EXAMPLES, FUZZ, STATS, count, run_cli
 
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.runs.run_lock import RunLock
@@ -60,29 +60,29 @@ sizes = st.one_of(st.integers(1, 12), st.integers(1, 200))  # the issue's case: 
 @given(grid=st.lists(sizes, max_size=6), samples=st.one_of(st.none(), st.integers(1, 10**12)),
        seeds=st.integers(0, 60))
 def test_a_space_of_any_size_is_counted_and_expanded_or_refused(config, grid, samples, seeds):
-    STATS["cases"] += 1
+    count("sweep spaces")
     keys = [f"model.k{i}" for i in range(len(grid))]
     factors = {**{f"grid {key}": n for key, n in zip(keys, grid, strict=True)}, "samples": samples or 1,
                "seeds": seeds or 1}
-    count = math.prod(factors.values())
+    expected = math.prod(factors.values())
     argv = ["sweep", str(config), *(f"--grid={key}={','.join(map(str, range(n)))}" for key, n in zip(keys, grid,
                                                                                                   strict=True))]
     argv += [*(["--random", "model.dropout=uniform(0, 0.2)", "--samples", str(samples)] if samples else []),
              *(["--seeds", ",".join(map(str, range(seeds)))] if seeds else [])]
     with tempfile.TemporaryDirectory(prefix="minitrain-damage-sweep-") as tmp:
         out = Path(tmp) / "s"
-        if count > MAX_TRIALS:
-            err = refused([*argv, "--out-dir", str(out)], f"{count} trials")
+        if expected > MAX_TRIALS:
+            err = refused([*argv, "--out-dir", str(out)], f"{expected} trials")
             largest = max(factors, key=lambda name: factors[name])
-            assert f"the space has {count:,} trials" in err and f"shrink {largest} ({factors[largest]:,}" in err
+            assert f"the space has {expected:,} trials" in err and f"shrink {largest} ({factors[largest]:,}" in err
             assert not out.exists()
             return
     spec = SweepSpec(base=str(config), grid={key: list(range(n)) for key, n in zip(keys, grid, strict=True)},
                      random={"model.dropout": "uniform(0, 0.2)"} if samples else {}, samples=samples,
                      seeds=list(range(seeds)))
     trials = expand(spec)
-    assert spec.count() == count == len(trials) == len({t.id for t in trials})
-    assert [t.index for t in trials] == list(range(count))
+    assert spec.count() == expected == len(trials) == len({t.id for t in trials})
+    assert [t.index for t in trials] == list(range(expected))
     assert trials[-1].params.keys() >= set(keys) and all(trials[-1].params[k] == n - 1 for k, n in
                                                           zip(keys, grid, strict=True))
 
@@ -111,7 +111,7 @@ def prepare(out: Path, state: str, config: Path, junk: bytes) -> None:
 @given(state=st.sampled_from(STATES), junk=st.binary(max_size=64), flags=st.lists(st.sampled_from(
     [["--seeds", "1,2"], ["--workers", "1"], ["--metric", "dev_ppl"], ["--name", "x"]]), max_size=2))
 def test_a_second_writer_on_a_sweep_folder_is_refused_and_changes_nothing(config, state, junk, flags):
-    STATS["cases"] += 1
+    count("sweep folders")
     with tempfile.TemporaryDirectory(prefix="minitrain-damage-sweep-") as tmp:
         out = Path(tmp) / "s"
         prepare(out, state, config, junk)

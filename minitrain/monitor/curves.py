@@ -16,10 +16,9 @@ of the exps. Overfitting shows as val PPL turning up after its best validation w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-from minitrain.evaluation.metrics import perplexity
 
 
 def moving_average(values: Sequence[float], window: int) -> list[float]:
@@ -53,7 +52,7 @@ def train_val_gap(rows: Sequence[Mapping[str, Any]], window: int = 10) -> list[d
             seen += 1
         if seen == 0:
             continue
-        train_ppl = perplexity(smoothed[seen - 1])
+        train_ppl = math.exp(smoothed[seen - 1])
         gaps.append({"step": row["step"], "train_ppl": train_ppl, "val_ppl": row["val_ppl"],
                      "gap": row["val_ppl"] / train_ppl})
     return gaps
