@@ -100,7 +100,8 @@ def script(root: Path, run_dir: Path, *extra: str, stop: str = "") -> subprocess
     sets = [arg for s in LONG for arg in ("--set", s)]
     command = [sys.executable, "-c", STOPPER, str(SCRIPT), "--config", str(root / "config.yaml"), "--out-dir",
                str(run_dir), "--quiet", *sets, *extra]  # fmt: skip
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group: what it starts can be found
 
 
 @contextlib.contextmanager
@@ -160,6 +161,8 @@ def test_sigkill_at_chosen_moments_of_a_save_then_resume_gives_the_same_weights(
         wait_until_stopped(process)
         process.kill()
         process.communicate()
+        with pytest.raises(ProcessLookupError):  # no process the run started outlives it
+            os.killpg(process.pid, 0)
         temp = [name for name in checkpoint_files(folder) if name.endswith(".tmp")]
         assert [name for name in checkpoint_files(folder) if not name.endswith(".tmp")] == files
         # the kill before the rename left the complete new file under its temporary name, nothing else
