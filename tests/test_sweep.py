@@ -480,8 +480,11 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path)
     import sys
 
     sweep = _long_sweep(tmp_path)
+    # SIGINT as a terminal leaves it: a pytest-xdist worker ignores SIGINT, and an ignored SIGINT is inherited (Python
+    # then installs no KeyboardInterrupt handler, as for a job started with nohup)
     process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     trials = [tmp_path / "s" / "trials" / name for name in ("000-lr_max=0.001", "001-lr_max=0.002")]
     _wait_until(lambda: all((t / "checkpoints" / "step-500.safetensors").is_file() for t in trials),
                 "both trials' checkpoint at step 500", process)
