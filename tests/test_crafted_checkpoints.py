@@ -3,12 +3,10 @@ only the schema and the consistency checks stand between the file and a tracebac
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 
 import pytest
-from test_damage import DELETE, Hang, metadata_of, with_metadata
+from test_damage import DELETE, hang_guard, metadata_of, with_metadata
 from test_run import train_tiny, write_tiny_run
 
 from minitrain.cli import main
@@ -24,23 +22,6 @@ def trained(tmp_path_factory):
     config = write_tiny_run(root)
     train_tiny(config, root / "run", ["monitoring.alerts=['val_loss > 100: warn']"])
     return root, config
-
-
-@contextlib.contextmanager
-def hang_guard(seconds: int, what: str):
-    """Fail with `what` if the block runs past `seconds` (SIGALRM): a hang guard, not a speed check, so a slow or
-    busy machine passes and a hang (a million layers built took minutes) fails instead of stalling the suite."""
-
-    def hang(signum, frame):
-        raise Hang(f"{what} ran past {seconds} s")  # a BaseException: no handler in minitrain swallows it
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def forge(path, changes):

@@ -279,25 +279,35 @@ def apply(path: Path, kind: str, new: bytes | None) -> None:
 # ----------------------------------------------------------------------------------------------------- commands
 
 
+@contextlib.contextmanager
+def hang_guard(seconds: int, what: str):
+    """Fail with `what` if the block runs past `seconds` (SIGALRM): a hang guard, not a speed check, so a slow or
+    busy machine passes and a hang fails instead of stalling the suite."""
+
+    def hang(signum, frame):
+        raise Hang(f"{what} ran past {seconds} s")  # a BaseException: no handler in minitrain swallows it
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     """`minitrain ARGV` in-process: (exit code, stdout, stderr); a traceback fails the example."""
     out, err = io.StringIO(), io.StringIO()
-
-    def hang(signum, frame):
-        raise Hang(f"minitrain {' '.join(argv)} ran past {TIMEOUT} s")
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(TIMEOUT)
     start = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with hang_guard(TIMEOUT, f"minitrain {' '.join(argv)}"), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
             code = cli.main(argv)
     except BaseException:
         STATS["tracebacks"] += 1
         raise
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         STATS["commands"] += 1
         STATS["slowest"] = max(STATS["slowest"], int(1000 * (time.perf_counter() - start)))
     return code, out.getvalue(), err.getvalue()

@@ -8,9 +8,7 @@ MINITRAIN_DAMAGE_EXAMPLES runs that many, from random seeds. Each command runs i
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -18,15 +16,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_config_data import config_for, make_corpus
-from test_damage import count
+from test_damage import count, run_cli
 
-from minitrain import cli
 from minitrain.config import ConfigError, config_from_dict
 from minitrain.config.spec import SWITCHED_SECTIONS
 
 EXAMPLES = int(os.environ.get("MINITRAIN_DAMAGE_EXAMPLES", "25"))
 FUZZ = "MINITRAIN_DAMAGE_EXAMPLES" in os.environ
-TIMEOUT = 60  # seconds per command; a lock of the tiny corpus takes milliseconds
 SETTINGS = settings(max_examples=EXAMPLES, derandomize=not FUZZ, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -95,27 +91,6 @@ def test_a_switched_section_is_on_exactly_when_present_without_enabled_false(for
 TARGET_KINDS = ["the config", "a link to the config", "a hard link to the config", "a text file", "a binary file",
                 "an empty file", "an earlier lock", "a folder", "stdout", "a new file", "a file in a missing folder",
                 "a path through a file"]
-
-
-class Hang(BaseException):
-    """A command ran past TIMEOUT (a BaseException, so no handler in minitrain can swallow it)."""
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-
-    def hang(signum, frame):
-        raise Hang(f"minitrain {' '.join(argv)} ran past {TIMEOUT} s")
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(TIMEOUT)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(argv)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    return code, out.getvalue(), err.getvalue()
 
 
 def make_target(kind: str, folder: Path, config: Path, junk: bytes) -> Path | str:

@@ -8,7 +8,6 @@ test_run.py resumes from checkpoints of a finished run; these tests stop runs fo
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_damage import Hang
+from test_damage import hang_guard
 from test_run import train_tiny
 
 from minitrain.common.errors import UserError
@@ -102,23 +101,6 @@ def script(root: Path, run_dir: Path, *extra: str, stop: str = "") -> subprocess
                str(run_dir), "--quiet", *sets, *extra]  # fmt: skip
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # its own process group: what it starts can be found
-
-
-@contextlib.contextmanager
-def hang_guard(seconds: int, what: str):
-    """Fail with `what` if the block runs past `seconds` (SIGALRM): a hang guard, not a speed check, so a busy
-    machine passes and a hang fails instead of stalling the suite."""
-
-    def hang(signum, frame):
-        raise Hang(f"{what} ran past {seconds} s")  # a BaseException: no handler in minitrain swallows it
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def wait_until_stopped(process: subprocess.Popen) -> None:
