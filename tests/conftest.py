@@ -17,6 +17,17 @@ import pytest
 from fakehub import TOKEN, FakeHub, make_run, serving
 
 
+@pytest.fixture(autouse=True)
+def offline_hub(monkeypatch) -> None:
+    """No test reaches huggingface.co: the Hub client is offline unless a test serves the stand-in Hub (the `hub`
+    fixture turns it back on), so a Hub id a config names is answered from the cache at once instead of after
+    the client's connection timeouts (23 s each on a machine without internet), in this process and its children."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
 @pytest.fixture
 def hub(monkeypatch, tmp_path) -> Iterator[FakeHub]:
     """The stand-in Hub, with the client pointed at it, HF_HOME in tmp_path/hf and HF_TOKEN = TOKEN (alice's)."""
