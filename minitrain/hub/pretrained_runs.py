@@ -103,6 +103,11 @@ def complete_model_section(cfg: Config) -> Config:
 def load_base_weights(model: Module, spec: str) -> str:
     """Load the base's float32 weights into `model` (built from the completed config); return where they came
     from (the manifest's init_from)."""
+    return _load_base(model, spec)[1]
+
+
+def _load_base(model: Module, spec: str) -> tuple[dict[str, Any], str]:
+    """`load_base_weights`, and the base's model config it read (its context among it)."""
     config, state, _, facts = load_pretrained_base(spec)
     keys = ARCHITECTURE["llama" if is_llama(config) else "minigpt"]
     differ = [f"{k} {config.get(k)!r} (the model: {model.config.get(k)!r})" for k in keys
@@ -110,7 +115,7 @@ def load_base_weights(model: Module, spec: str) -> str:
     if differ:
         raise UserError(f"model.init_from {spec}: a base of another architecture: {', '.join(differ)}", 2)
     model.load_state_dict(state, source=f"model.init_from {spec}")
-    return str(facts.get("path", spec))
+    return config, str(facts.get("path", spec))
 
 
 def _base_context(base: str | None, trained: int) -> int:
@@ -133,11 +138,14 @@ def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
     recorded = settings.base if settings is not None else info.section("model").get("init_from")
     found = locate(recorded, info.run_dir)
     base = str(found) if found is not None else recorded
-    model = build_model({**info.model_config, "max_seq_len": _base_context(base, info.model_config["max_seq_len"])})
+    trained = info.model_config["max_seq_len"]
+    model = build_model(info.model_config)
     if settings is None:
         model.load_state_dict(info.state, source=str(info.model_path))
+        model.config["max_seq_len"] = _base_context(base, trained)
         return model, tokenizer
-    load_base_weights(model, base)
+    base_config, _ = _load_base(model, base)  # the base is read once: its weights and its context
+    model.config["max_seq_len"] = max(trained, int(base_config["max_seq_len"]))
     digest = state_digest(model.state_dict())
     if settings.base_digest is not None and digest != settings.base_digest:
         raise UserError(f"{info.model_path}: its base {settings.base} holds other weights than the adapter was "
