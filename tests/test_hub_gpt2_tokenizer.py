@@ -64,3 +64,23 @@ def test_a_hub_gpt2_repo_with_merges_is_refused_and_an_export_repo_is_not(hub, r
     with pytest.raises(UserError, match=r"its own tokenizer \(merges\.txt"):
         load_pretrained("alice/gpt2-bpe")
     assert is_gpt2_base("alice/gpt2-bpe") and not is_gpt2_base("alice/minigpt")
+
+
+def test_a_cached_repo_is_answered_from_the_cache_without_a_request(hub, run, export, monkeypatch):
+    from fakehub import TOKEN
+
+    from minitrain.data import gpt2_base
+
+    gpt2_base._is_base_repo.cache_clear()  # answers of earlier tests' stand-in Hubs
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    api.create_repo("alice/gpt2-bpe")
+    (export / "merges.txt").write_text("#version: 0.2\na b\n")
+    api.upload_folder(repo_id="alice/gpt2-bpe", folder_path=str(export))
+    assert is_gpt2_base("alice/gpt2-bpe")  # fetched into this test's cache
+    gpt2_base._is_base_repo.cache_clear()
+
+    def no_request(*args, **kwargs):
+        raise AssertionError("asked the Hub for a file the cache holds")
+
+    monkeypatch.setattr(gpt2_base, "hf_hub_download", no_request)
+    assert is_gpt2_base("alice/gpt2-bpe")

@@ -8,16 +8,16 @@ records encoded with that tokenizer, never on character ids (minitrain/hub/pretr
 
     own_tokenizer(folder)   the file that shows a folder's tokenizer is not minitrain's characters, or None
     is_gpt2_base(spec)      a Hugging Face folder or Hub repo with a GPT-2 config.json and its own tokenizer
+    hub_file_cache_first(repo_id, name)   a repo's file, from the cache when it holds it
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from pathlib import Path
 
 import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
-from huggingface_hub import hf_hub_download
+from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
 from huggingface_hub.errors import EntryNotFoundError, HFValidationError, RepositoryNotFoundError
 
 from minitrain.common.hub_id import hub_id_problem
@@ -62,14 +62,31 @@ def _is_base_folder(folder: Path) -> bool:
             and own_tokenizer(folder) is not None)
 
 
-@functools.lru_cache(maxsize=8)  # a config is validated several times; the cache answers offline anyway
+@functools.lru_cache(maxsize=8)  # a config is validated several times
 def _is_base_repo(repo_id: str) -> bool:
     try:
-        folder = Path(hf_hub_download(repo_id, "config.json")).parent
+        config = hub_file_cache_first(repo_id, "config.json")
+        if config is None or read_json_object(config, "model config").get("model_type") != "gpt2":
+            return False  # a Llama base, say: its tokenizer files need not be fetched to know
         for name in TOKENIZER_FILES:
-            with contextlib.suppress(EntryNotFoundError):
-                hf_hub_download(repo_id, name)
-    except (EntryNotFoundError, RepositoryNotFoundError, HFValidationError, httpx2.HTTPError, OSError):
-        # not reachable, no such repo, no config.json: not a base; reading it as a source reports why
+            hub_file_cache_first(repo_id, name)
+    except (RepositoryNotFoundError, HFValidationError, httpx2.HTTPError, OSError):
+        # not reachable, no such repo: not a base; reading it as a source reports why
         return False
-    return _is_base_folder(folder)
+    return _is_base_folder(config.parent)
+
+
+def hub_file_cache_first(repo_id: str, name: str) -> Path | None:
+    """A repo's file from the Hugging Face cache when it is there, else downloaded into it; None when the repo has
+    no such file. For questions a cached copy answers as well as a fresh one (which family a repo holds, asked
+    when a config is validated): offline, a download first waits out the client's connection timeouts (about
+    23 s) before it falls back to the cache. Loading a model downloads first, so a newer upload is seen."""
+    cached = try_to_load_from_cache(repo_id, name)
+    if isinstance(cached, str):
+        return Path(cached)
+    if cached is _CACHED_NO_EXIST:
+        return None
+    try:
+        return Path(hf_hub_download(repo_id, name))
+    except EntryNotFoundError:
+        return None

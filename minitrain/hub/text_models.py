@@ -20,12 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from huggingface_hub import hf_hub_download
-from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
-
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
-from minitrain.data.gpt2_base import is_gpt2_base
+from minitrain.data.gpt2_base import hub_file_cache_first, is_gpt2_base
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.hf_config import MODEL_TYPES
 from minitrain.hub.hub_errors import hub_download_errors
@@ -55,10 +52,8 @@ def is_pretrained_base(spec: str) -> bool:
     if not is_hub_id(spec):
         return False
     with hub_download_errors(spec, "config.json"):  # no such repo, the Hub out of reach: one error, exit 5
-        try:
-            return _model_type(Path(hf_hub_download(spec, "config.json"))) in MODEL_TYPES
-        except (EntryNotFoundError, LocalEntryNotFoundError):
-            return False  # load_model then says what is missing or unreachable
+        config = hub_file_cache_first(spec, "config.json")  # None: no such file, or offline and not cached
+        return config is not None and _model_type(config) in MODEL_TYPES  # if not, load_model says why
 
 
 def _model_type(config: Path) -> Any:
