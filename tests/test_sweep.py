@@ -67,6 +67,10 @@ def test_a_space_too_large_to_run_is_counted_and_refused_naming_what_to_shrink(d
     assert error.value.exit_code == 2
     at_most = SweepSpec(base="c.yaml", grid={"model.dropout": [0.0, 0.1]}, seeds=list(range(5000)))
     assert at_most.count() == 10_000 == len(expand(at_most))
+    grown = at_most.model_copy(update={"seeds": list(range(10**8))})  # pydantic does not validate an update
+    with pytest.raises(UserError, match=r"sweep: the space has 200,000,000 trials, .* shrink seeds") as error:
+        expand(grown)  # refused before a single draw is made
+    assert error.value.exit_code == 2
 
 
 @pytest.mark.parametrize(("data", "message"), [

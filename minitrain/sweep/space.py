@@ -37,6 +37,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
+from minitrain.common.errors import UserError
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.loader import parse_with_source
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, suggest
@@ -132,16 +133,22 @@ class SweepSpec(Section):
         """The number of trials: the product of the factors (nothing is built)."""
         return math.prod(self.factors().values())
 
+    def too_big(self) -> str | None:
+        """Why the space is more than a sweep runs (MAX_TRIALS trials), or None."""
+        if self.count() <= MAX_TRIALS:
+            return None
+        sizes = self.factors()
+        largest = max(sizes, key=lambda name: sizes[name])
+        return (f"the space has {self.count():,} trials, more than a sweep runs ({MAX_TRIALS:,}); "
+                f"shrink {largest} ({sizes[largest]:,} values)")
+
     @model_validator(mode="after")
     def _consistent(self) -> SweepSpec:
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid {key} has no values")
-        if self.count() > MAX_TRIALS:
-            sizes = self.factors()
-            largest = max(sizes, key=lambda name: sizes[name])
-            raise ValueError(f"the space has {self.count():,} trials, more than a sweep runs ({MAX_TRIALS:,}); "
-                             f"shrink {largest} ({sizes[largest]:,} values)")
+        if self.too_big():
+            raise ValueError(self.too_big())
         if bool(self.random) != (self.samples is not None):
             raise ValueError("random and samples go together: `samples` draws from the `random` distributions")
         both = (set(self.grid) | set(self.random)) & ({"training.rng_seed", "seed"} if self.seeds else set())
@@ -220,7 +227,10 @@ def format_value(value: Any) -> str:
 
 def expand(spec: SweepSpec) -> list[Trial]:
     """Every trial of the sweep, in order: grid points × random draws × seeds (spec.count() of them, at most
-    MAX_TRIALS: the spec's validation refused more)."""
+    MAX_TRIALS). Validation refuses a bigger space; checked again here for a spec changed since, by
+    `model_copy(update=...)` say, which pydantic does not validate."""
+    if spec.too_big():
+        raise UserError(f"sweep: {spec.too_big()}", 2)
     rng = np.random.Generator(np.random.PCG64(spec.sampler_seed))
     parsed = {key: parse_distribution(text) for key, text in spec.random.items()}
     draws = [{key: draw(*parsed[key], rng) for key in spec.random} for _ in range(spec.samples or 1)]
