@@ -248,6 +248,23 @@ def test_a_restarted_sweep_trains_only_what_is_missing(local_sweep):
 
 
 @pytest.mark.slow
+def test_a_base_with_seed_null_draws_one_seed_for_the_whole_sweep_and_keeps_it_when_run_again(tmp_path):
+    """A seed drawn per trial would mix the seed's effect into every comparison of the space."""
+    config = write_tiny_run(tmp_path)
+    config.write_text(config.read_text().replace("  rng_seed: 42\n", "") + "seed: null\n")
+    spec = SweepSpec(base=str(config), grid=GRID, workers=1, out_dir=str(tmp_path / "sweep"))
+    heard: list[str] = []
+    summary, rows = run_sweep(spec, progress=heard.append)
+    drawn = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["drawn_seed"]
+    seeds = {json.loads((tmp_path / "sweep" / r["run_dir"] / "manifest.json").read_text())["config"]["training"]
+             ["rng_seed"] for r in rows}
+    assert seeds == {drawn} and summary["drawn_seed"] == drawn and all(r["status"] == "completed" for r in rows)
+    assert f"every trial without a seed of its own trains with seed {drawn}, drawn once for this sweep" in heard[0]
+    again, rows_again = run_sweep(spec)  # a new draw at load; the folder's recorded seed wins, nothing retrains
+    assert again["drawn_seed"] == drawn and comparable(rows_again) == comparable(rows)
+
+
+@pytest.mark.slow
 def test_a_tracked_sweep_is_one_mlflow_experiment_with_a_run_per_trial(tmp_path):
     from mlflow.tracking import MlflowClient
 

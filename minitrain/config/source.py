@@ -51,6 +51,7 @@ class ConfigSource:
     renamed: dict[KeyPath, KeyPath] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    drawn_seed: int | None = None  # `seed: null`'s seed, drawn at load (a sweep draws once for all its trials)
 
     def spelled(self, path: KeyPath) -> KeyPath:
         """`path` as the user wrote it: under a moved spec key's own name (the longest renamed prefix wins)."""

@@ -312,7 +312,7 @@ def _seed(t: _Translation) -> None:
     if seed is None and isinstance(training, dict) and training.get("rng_seed") is not None:
         return  # null is "not set": the training seed given beside it is the seed
     if seed is None:
-        seed = secrets.randbelow(DRAWN_SEEDS)
+        seed = t.source.drawn_seed = secrets.randbelow(DRAWN_SEEDS)
         t.source.warnings.append(f"seed: null: drew seed {seed} from the OS's entropy (recorded in the run's "
                                  f"config.resolved.yaml); --seed {seed} repeats this run")
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63 - 1:

@@ -31,6 +31,7 @@ from minitrain.config import Config, load_config
 from minitrain.config.datacheck import check_data
 from minitrain.config.fields import default_name
 from minitrain.config.problems import ConfigError
+from minitrain.config.spec import DRAWN_SEEDS
 from minitrain.runs.run_files import FINISHING
 from minitrain.runs.run_lock import RunLock
 from minitrain.sweep.results import best_trial, plot_sweep, write_table
@@ -65,14 +66,18 @@ def _tracking_overrides(base: Config, trial: Trial, name: str, sweep_dir: Path) 
     return sets
 
 
-def build_jobs(spec: SweepSpec, trials: list[Trial], base: Config, name: str, sweep_dir: Path) -> list[TrialJob]:
+def build_jobs(spec: SweepSpec, trials: list[Trial], base: Config, name: str, sweep_dir: Path,
+               drawn_seed: int | None = None) -> list[TrialJob]:
+    """Each trial's config: the base, the sweep's `set`, the trial's values and seed (else `drawn_seed`, the one
+    seed a base with `seed: null` drew for the whole sweep), its folder and the tracking placement."""
     shared = [f"{key}={_yaml(value)}" for key, value in spec.set.items()]
     jobs = []
     for trial in trials:
         values: dict[str, Any] = {"output.dir": str(sweep_dir / "trials" / trial.id),
                                   "output.models_dir": str(sweep_dir / "models")}
-        if trial.seed is not None:
-            values["training.rng_seed"] = trial.seed
+        seed = trial.seed if trial.seed is not None else drawn_seed
+        if seed is not None:
+            values["training.rng_seed"] = seed
         overrides = (*shared, *trial.overrides(), *_tracking_overrides(base, trial, name, sweep_dir))
         jobs.append(TrialJob(trial.id, spec.base, overrides, values, os.getcwd()))
     return jobs
@@ -129,6 +134,16 @@ def run_sweep(spec: SweepSpec, sweep_file: str | None = None, progress: Callable
         return _run_locked(spec, base, name, sweep_dir, progress or (lambda line: None))
 
 
+def sweep_seed(base: Config, sweep_dir: Path) -> int | None:
+    """The seed of a base whose `seed: null` drew one: drawn once per sweep, so trials differ only by the space
+    (a seed per trial would mix the seed's effect into every comparison); a sweep run again in its folder keeps
+    the one its table records. None when the base's seed is written."""
+    if base.source.drawn_seed is None:
+        return None
+    recorded = read_json(sweep_dir / "sweep.json").get("drawn_seed")
+    return recorded if type(recorded) is int and 0 <= recorded < DRAWN_SEEDS else base.source.drawn_seed
+
+
 def check_same_sweep(sweep_dir: Path, summary: dict[str, Any]) -> None:
     """Refuse a folder whose table is another sweep's (its base or space differ): running there would replace
     that table with this one's."""
@@ -145,8 +160,13 @@ def _run_locked(spec: SweepSpec, base: Config, name: str, sweep_dir: Path, progr
     summary = {"name": name, "out_dir": str(sweep_dir), "base": spec.base, "metric": spec.metric,
                "mode": spec.mode, "backend": spec.backend, "workers": workers, "space": space}
     check_same_sweep(sweep_dir, summary)
+    drawn = sweep_seed(base, sweep_dir)
+    if drawn is not None:
+        summary["drawn_seed"] = drawn
+        progress(f"sweep {name}: seed: null: every trial without a seed of its own trains with seed {drawn}, "
+                 f"drawn once for this sweep (recorded in {sweep_dir / 'sweep.json'})")
     trials = expand(spec)
-    jobs = build_jobs(spec, trials, base, name, sweep_dir)
+    jobs = build_jobs(spec, trials, base, name, sweep_dir, drawn)
     configs = check_jobs(jobs)
     if configs:
         _prepare_mlflow(configs[0])
