@@ -355,6 +355,24 @@ def test_a_gguf_is_read_dequantized_unpermuted_with_its_tokenizer(tmp_path):
     assert tok.apply_chat_template([{"role": "user", "content": "x"}]) == "<|im_start|>user\nx<|im_end|>\n"
 
 
+@pytest.mark.parametrize("kind", ["folder", "gguf"])
+def test_a_base_holding_nan_or_inf_weights_is_refused_naming_the_tensor(tmp_path, kind):
+    """Legitimate BF16/F16 dtypes are widened, so only the values can be wrong; a NaN would train to NaN."""
+    hf = random_hf_state(MINITRAIN)
+    hf["model.layers.1.mlp.up_proj.weight"][3, 5] = np.inf if kind == "gguf" else np.nan
+    if kind == "gguf":
+        write_gguf(tmp_path / "tiny.gguf", hf, HF_CONFIG)
+        spec = tmp_path / "tiny.gguf"
+    else:
+        spec = tmp_path / "base"
+        spec.mkdir()
+        (spec / "config.json").write_text(json.dumps(HF_CONFIG))
+        write_safetensors(spec / "model.safetensors", {n: ("F32", a) for n, a in hf.items()})
+        PretrainedTokenizer.from_gguf_fields(**tiny_fields()).save(spec)
+    with pytest.raises(UserError, match=r"tensor 'model\.layers\.1\.mlp\.up_proj\.weight' holds NaN or infinite"):
+        load_pretrained_base(spec)
+
+
 def test_a_gguf_tensor_type_the_reader_cannot_dequantize_is_named(tmp_path):
     write_gguf(tmp_path / "tiny.gguf", random_hf_state(MINITRAIN), HF_CONFIG, f64="blk.1.ffn_up.weight")
     with pytest.raises(UserError, match=r"tensor blk\.1\.ffn_up\.weight is stored as F64, a type the gguf package "

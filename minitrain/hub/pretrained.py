@@ -48,6 +48,7 @@ from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
 from minitrain.hub.sources import gpt2_state
+from minitrain.runs.model_files import check_tensors
 
 TOKENIZER_FILES = FOLDER_FILES  # tokenizer.json (or GPT-2's vocab.json + merges.txt), its config, the template
 OPTIONAL_FILES = (*TOKENIZER_FILES, "generation_config.json")
@@ -85,6 +86,7 @@ def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np
         model, state, tokenizer, facts = _from_folder(download_base(spec), spec)
         facts["hub_id"] = spec
     _check_ids_fit(spec, tokenizer, model)
+    check_tensors(state, spec)  # float32 by now (BF16/F16 widened, GGUF blocks dequantized): NaN/inf refused
     facts["load_seconds"] = round(time.perf_counter() - start, 3)
     return model, state, tokenizer, facts
 
