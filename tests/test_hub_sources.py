@@ -151,3 +151,23 @@ def test_gpt2_configs_minigpt_cannot_represent_are_refused(run, tmp_path, key, v
     config = json.loads((tmp_path / "export" / "config.json").read_text())
     with pytest.raises(UserError, match=rf"config.json: {key} = .*{message}"):
         from_gpt2_config({**config, key: value}, "config.json")
+
+
+
+@pytest.mark.parametrize("place", ["checkpoints/best.safetensors", "models/minigpt-x.safetensors"])
+def test_a_model_file_in_its_run_folder_brings_the_runs_vocabulary_and_a_copy_elsewhere_does_not(run, tmp_path,
+                                                                                               place, capsys):
+    import shutil
+
+    from minitrain import cli
+
+    model_file = next((run.parent / "models").glob("*.safetensors"))
+    inside, loose = run / place, tmp_path / "loose.safetensors"
+    inside.parent.mkdir(exist_ok=True)
+    shutil.copy(model_file, inside)
+    shutil.copy(model_file, loose)
+    assert load_pretrained(str(inside)).vocab_path == run.parent / "data" / "vocab.json"
+    assert load_pretrained(str(loose)).vocab_path is None
+    assert cli.main(["sample", str(inside), "--prompt", "comer|P1|", "--max-new-tokens", "2"]) == 0  # no --vocab
+    assert cli.main(["sample", str(loose), "--prompt", "comer|P1|"]) == 2
+    assert "pass --vocab" in capsys.readouterr().err

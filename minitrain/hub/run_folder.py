@@ -100,6 +100,23 @@ def locate(recorded: str | None, run_dir: Path | None) -> Path | None:
     return next((c for c in candidates if path_exists(c)), None)
 
 
+def run_of(path: Path) -> Path | None:
+    """The run folder a model or checkpoint file sits in (RUN/checkpoints/ or RUN/models/, beside its
+    manifest.json), or None."""
+    parent = path.parent
+    return parent.parent if parent.name in ("checkpoints", "models") and (parent.parent / MANIFEST).is_file() else None
+
+
+def run_vocab(path: Path) -> Path | None:
+    """The character vocabulary of the run a model or checkpoint file sits in, when the run names one that exists:
+    `sample RUN/checkpoints/best.safetensors` needs no --vocab."""
+    run_dir = run_of(path)
+    if run_dir is None:
+        return None
+    data = _run_config(run_dir, read_manifest(run_dir / MANIFEST)).get("data") or {}
+    return locate(data.get("vocab_path"), run_dir) if isinstance(data, dict) else None
+
+
 def _run_config(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     resolved = run_dir / RESOLVED_CONFIG
     if os.path.lexists(resolved):
@@ -152,9 +169,7 @@ def read_run(source: str | Path) -> RunInfo:
         if (writer := writer_of(source)) is not None:
             raise UserError(f"{source}: a run is being written there now ({writer}); wait for it to finish", 2)
     elif source.is_file():
-        parent = source.parent
-        is_checkpoint = parent.name == "checkpoints" and (parent.parent / MANIFEST).is_file()
-        run_dir = parent.parent if is_checkpoint else None
+        run_dir = run_of(source)
     else:
         problem = regular_file_problem(source)
         raise UserError(f"{source}: no such run folder or model file" if problem == "not found" else

@@ -45,7 +45,7 @@ from minitrain.data.gpt2_base import own_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
 from minitrain.hub.hub_errors import hub_download_errors
-from minitrain.hub.run_folder import locate, read_run
+from minitrain.hub.run_folder import locate, read_run, run_of, run_vocab
 from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, settings_of, state_digest
 from minitrain.models.registry import DEFAULT_TYPE, build_model, model_keys, model_type
 from minitrain.nn import Module
@@ -145,9 +145,10 @@ def _read_source(spec: str, base: str | None) -> Pretrained:
     if path.is_file() and path.suffix == ".safetensors":
         if _is_minitrain_file(path):
             state, model_config, _ = load_model_file(path)
+            vocab = run_vocab(path)  # a file in a run's checkpoints/ or models/: the run's vocabulary
             if settings_of(model_config) is not None:
-                return _merged(adapted_model(state, model_config, str(path), base), None, str(path))
-            return Pretrained(state, dict(model_config), None, str(path))
+                return _merged(adapted_model(state, model_config, str(path), base, run_of(path)), vocab, str(path))
+            return Pretrained(state, dict(model_config), vocab, str(path))
         if (path.parent / "config.json").is_file():
             return _export_folder(path.parent, path)
         raise UserError(f"{KEY} {spec}: a GPT-2 safetensors file needs its config.json beside it")
