@@ -171,3 +171,9 @@ def test_a_model_file_in_its_run_folder_brings_the_runs_vocabulary_and_a_copy_el
     assert cli.main(["sample", str(inside), "--prompt", "comer|P1|", "--max-new-tokens", "2"]) == 0  # no --vocab
     assert cli.main(["sample", str(loose), "--prompt", "comer|P1|"]) == 2
     assert "pass --vocab" in capsys.readouterr().err
+
+
+def test_a_file_that_holds_no_model_is_named_as_such_not_as_missing(run):
+    with pytest.raises(UserError, match=r"results\.json: not a model: give a run folder") as error:
+        load_pretrained(str(run / "results.json"))
+    assert error.value.exit_code == 2

@@ -153,7 +153,10 @@ def _read_source(spec: str, base: str | None) -> Pretrained:
             return _export_folder(path.parent, path)
         raise UserError(f"{KEY} {spec}: a GPT-2 safetensors file needs its config.json beside it")
     problem = regular_file_problem(path)
-    if problem not in (None, "not found"):
+    if problem is None:  # a file, but not one that holds a model (results.json, say)
+        raise UserError(f"{KEY} {spec}: not a model: give a run folder, a model or checkpoint .safetensors file, "
+                        "an export folder or a Hub id", 2)
+    if problem != "not found":
         raise UserError(f"{KEY} {spec}: {problem}", 2)
     raise UserError(f"{KEY} {spec}: no such file or folder, and {hub_id_problem(spec) or 'not a Hub model id'}",
                     BAD_INPUT)
