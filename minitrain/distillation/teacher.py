@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.data.tokenizer import CharTokenizer
+from minitrain.data.tokenizer import SPECIALS, CharTokenizer
 from minitrain.distillation.loss import soft_targets
 from minitrain.hub.sources import KEY as INIT_FROM
 from minitrain.hub.sources import load_model
@@ -58,12 +58,15 @@ def load_teacher(source: str, student: dict[str, Any], vocab_path: str | Path | 
         raise UserError(f"{KEY} {source}: the teacher predicts over {theirs} ids, the student over {ours}: both "
                         "must share one vocabulary", BAD_INPUT)
     if teacher_vocab is not None and vocab_path is not None and Path(vocab_path).is_file():
-        their_chars, our_chars = CharTokenizer.load(teacher_vocab).chars, CharTokenizer.load(vocab_path).chars
-        if their_chars != our_chars:
-            first = next(i for i, (a, b) in enumerate(zip(their_chars, our_chars, strict=True)) if a != b)
+        theirs_chars, ours_chars = CharTokenizer.load(teacher_vocab).chars, CharTokenizer.load(vocab_path).chars
+        if theirs_chars != ours_chars:
+            # The first character that differs (or is missing from the shorter list), shown with its token id.
+            first = next((i for i, (a, b) in enumerate(zip(theirs_chars, ours_chars, strict=False)) if a != b),
+                         min(len(theirs_chars), len(ours_chars)))
+            shown = [repr(chars[first]) if first < len(chars) else "nothing" for chars in (theirs_chars, ours_chars)]
             raise UserError(f"{KEY} {source}: its vocabulary ({teacher_vocab}) differs from data.vocab_path "
-                            f"({vocab_path}) first at id {first} ({their_chars[first]!r} against "
-                            f"{our_chars[first]!r}): the same ids must mean the same characters", BAD_INPUT)
+                            f"({vocab_path}) first at id {first + len(SPECIALS)} ({shown[0]} against {shown[1]}): "
+                            "the same ids must mean the same characters", BAD_INPUT)
     context, needed = model.config.get("max_seq_len"), student.get("max_seq_len")
     if context is not None and needed is not None and context < needed:
         raise UserError(f"{KEY} {source}: the teacher reads at most {context} positions, the student's rows hold "
