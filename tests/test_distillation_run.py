@@ -97,26 +97,33 @@ def test_a_distilled_run_stopped_after_k_steps_resumes_bit_exactly(setup, k):
 
 
 def train_error(config: Path, tmp_path: Path, *sets: str) -> str:
-    """`minitrain train` with `sets`: the one error line (exit code 2, no traceback, no run folder)."""
+    """`minitrain validate` and `minitrain train` with `sets`: the problem both report under the key
+    (exit code 2, one `error:` line, no traceback, no run folder)."""
     out = tmp_path / "refused"
-    code, _, err = run_cli(["train", str(config), "--out-dir", str(out), "--quiet",
-                            *(a for s in sets for a in ("--set", s))])
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
-    assert not (out / "results.json").exists()
-    return errors[0]
+    overrides = [a for s in sets for a in ("--set", s)]
+    found = []
+    for argv in (["validate", str(config), *overrides], ["train", str(config), "--out-dir", str(out), "--quiet",
+                                                          *overrides]):
+        code, _, err = run_cli(argv)
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+        assert errors[0] == f"error: {config} has 1 problem:", err
+        found.append(err.splitlines()[1].split(": ", 1)[1])  # after the --set that gave the key
+    assert not out.exists()
+    assert found[0] == found[1]
+    return found[0]
 
 
 def test_a_missing_teacher_is_one_error_line(setup, tmp_path):
     line = train_error(setup["config"], tmp_path, f"distillation.teacher={tmp_path / 'nowhere'}")
-    assert line.startswith(f"error: distillation.teacher {tmp_path / 'nowhere'}: no such file or folder")
+    assert line.startswith(f"distillation.teacher: {tmp_path / 'nowhere'}: no such file or folder")
 
 
 def test_a_damaged_teacher_is_one_error_line(setup, tmp_path):
     damaged = tmp_path / "teacher.safetensors"
     damaged.write_bytes((setup["teacher"] / "results.json").read_bytes()[:40])
     line = train_error(setup["config"], tmp_path, f"distillation.teacher={damaged}")
-    assert line.startswith(f"error: distillation.teacher {damaged}: ") and "safetensors" in line
+    assert line.startswith(f"distillation.teacher: {damaged}: ") and "safetensors" in line
 
 
 def test_a_teacher_of_another_vocabulary_size_is_refused(setup, tmp_path):

@@ -16,7 +16,9 @@ from typing import Any
 
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.config import Config
+from minitrain.config.problems import Problem
 from minitrain.distillation.loss import distillation_loss, soft_loss
+from minitrain.distillation.teacher import KEY as TEACHER_KEY
 from minitrain.distillation.teacher import Teachers, load_teacher
 from minitrain.training.tasks import LanguageModeling
 
@@ -35,6 +37,17 @@ class Distillation(LanguageModeling):
             return hard
         soft = soft_loss(logits, self.teachers.targets(batch), batch.loss_mask, self.teachers.temperature)
         return distillation_loss(hard, soft, self.alpha)
+
+
+def teacher_problems(cfg: Config) -> list[Problem]:
+    """What `distillation_task` would refuse in `cfg`, as config problems (so `minitrain validate` names a
+    missing, damaged or mismatched teacher, exit code 2, before `train` loads it)."""
+    try:
+        distillation_task(cfg)
+    except UserError as exc:
+        key = ("distillation", "teacher" if cfg.distillation.teacher else "teachers")
+        return [Problem(key, str(exc).removeprefix(f"{TEACHER_KEY} "))]
+    return []
 
 
 def distillation_task(cfg: Config) -> Distillation:
