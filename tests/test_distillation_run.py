@@ -171,3 +171,15 @@ def test_experiment_24_runs_end_to_end_on_3_step_runs(tmp_path):
         runs = results["main"][name]["runs"]
         assert set(runs) == {"42", "43"} and all(r["steps"] == 3 and r["parameters"] == 56256 for r in runs.values())
     assert results["main"]["student"]["runs"]["42"]["val_ppl"] != results["main"]["distill"]["runs"]["42"]["val_ppl"]
+
+
+def test_validate_lists_the_teachers_and_the_loss(setup):
+    config, teacher = str(setup["config"]), setup["teacher"]
+    code, out, err = run_cli(["validate", config, "--set", f"distillation.teacher={teacher}", "--set",
+                              "distillation.alpha=0.25"])
+    assert code == 0, err
+    assert f"✓ distillation from {teacher}: T 2, loss 0.25 · hard + 0.75 · T² · KL(teacher ‖ student)\n" in out
+    code, out, err = run_cli(["validate", config, "--set",
+                              f"distillation.teachers=[{{model: {teacher}, weight: 3}}, {{model: {teacher}}}]"])
+    assert code == 0, err
+    assert f"✓ distillation from {teacher} (weight 0.75), {teacher} (weight 0.25): T 2," in out
