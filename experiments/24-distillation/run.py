@@ -12,6 +12,9 @@
 4. longer   seed 42, both configs at three times the steps (6000, the schedule stretched with them): is the
             result a matter of a student that has not converged?
 
+5. strong   a stronger teacher: lab 01's config trained 6000 steps (seed 42), then the 2000-step student
+            distilled from it at T 2 and T 1 (alpha 0.5), seeds 42, 43, 44: is the teacher the limit?
+
 `--stages longer` runs only the stages named and replaces only their part of results.json.
 
 Each run is `minitrain train` in its own process. Run from the repository root.
@@ -44,7 +47,8 @@ TEMPERATURES = (1.0, 2.0, 4.0)
 ALPHAS = (0.1, 0.5, 0.9)
 LONGER = 3
 SOFTNESS_RECORDS = 2000  # the first training records: enough for the means to settle
-STAGES = ("teacher", "main", "grid", "longer")
+STAGES = ("teacher", "main", "grid", "longer", "strong")
+LAB01_CONFIG = Path("experiments/18-train-mini/config.yaml")
 KEPT = ("val_ppl", "val_loss", "val_exact_match", "dev_ppl", "dev_exact_match", "train_ppl", "best_val_ppl",
         "ms_per_step", "wall_seconds", "steps")
 
@@ -116,7 +120,26 @@ def main() -> None:
         results["grid"] = grid_runs(root, quick)
     if "longer" in stages:
         results["longer"] = longer_runs(root, quick)
+    if "strong" in stages:
+        results["strong"] = strong_teacher_runs(root, quick)
     out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def strong_teacher_runs(root: Path, quick: bool) -> dict:
+    """Lab 01's model trained LONGER times as long, and the student distilled from it at T 2 and T 1."""
+    steps = 6 if quick else 2000 * LONGER
+    teacher_dir = root / "strong-teacher"
+    strong = {"teacher": train(LAB01_CONFIG, teacher_dir, SEEDS[0], False,
+                               (f"scheduler.total_steps={steps}", *(("scheduler.warmup_steps=1",) if quick else ())))}
+    print("strong teacher", round(strong["teacher"]["val_ppl"], 4), flush=True)
+    seeds = SEEDS[:1] if quick else SEEDS
+    for t in (2.0, 1.0):
+        runs = [train(HERE / "distill.yaml", root / f"strong-T{t:g}-s{seed}", seed, quick,
+                      (f"distillation.teacher={teacher_dir}", f"distillation.temperature={t}")) for seed in seeds]
+        strong[f"T{t:g}"] = {"runs": dict(zip(map(str, seeds), runs, strict=True)),
+                             **{key: spread(runs, key) for key in ("val_ppl", "val_exact_match")}}
+        print("strong", t, [round(r["val_ppl"], 4) for r in runs], flush=True)
+    return strong
 
 
 def main_runs(root: Path, quick: bool) -> dict:
