@@ -183,3 +183,11 @@ def test_validate_lists_the_teachers_and_the_loss(setup):
                               f"distillation.teachers=[{{model: {teacher}, weight: 3}}, {{model: {teacher}}}]"])
     assert code == 0, err
     assert f"✓ distillation from {teacher} (weight 0.75), {teacher} (weight 0.25): T 2," in out
+
+
+def test_a_teacher_of_another_family_teaches(setup, tmp_path):
+    """The committed MLP-LM (experiment 16) teaching the tiny MiniGPT: the teacher's forward is the family's own."""
+    mlp = REPO / "models" / "mlp-lm-f01987eef0d24fef.safetensors"
+    taught = train_tiny(setup["config"], tmp_path / "taught", [*DROPOUT, f"distillation.teacher={mlp}"])
+    plain = train_tiny(setup["config"], tmp_path / "plain", DROPOUT)
+    assert taught["status"] == "completed" and taught["val_ppl"] != plain["val_ppl"]

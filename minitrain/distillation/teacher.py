@@ -1,5 +1,6 @@
-"""The teacher(s) of a distillation run: loaded once, frozen, and asked for their softened predictions on each
-training batch in eval mode (no dropout) without a tape (no graph is built, no gradient reaches them).
+"""The teacher(s) of a distillation run: loaded when the run starts, never updated, and asked for their softened
+predictions on each training batch in eval mode (no dropout) without a tape (no graph is built, no gradient
+reaches them).
 
 A teacher is any source `model.init_from` reads (minitrain/hub/sources.py): a run folder, a model file, an
 export folder, a Hub id, a LoRA run (merged into its base). It must predict over the student's ids: the same
@@ -28,7 +29,7 @@ KEY = "distillation.teacher"
 
 
 class Teachers:
-    """Frozen teacher models and their weights (summing to 1); `targets(batch)` is their softened mixture."""
+    """The teacher models and their weights (summing to 1); `targets(batch)` is their softened mixture."""
 
     def __init__(self, models: Sequence[Module], weights: Sequence[float], temperature: float) -> None:
         self.models, self.weights, self.temperature = list(models), list(weights), temperature
