@@ -191,3 +191,22 @@ def test_a_teacher_of_another_family_teaches(setup, tmp_path):
     taught = train_tiny(setup["config"], tmp_path / "taught", [*DROPOUT, f"distillation.teacher={mlp}"])
     plain = train_tiny(setup["config"], tmp_path / "plain", DROPOUT)
     assert taught["status"] == "completed" and taught["val_ppl"] != plain["val_ppl"]
+
+
+def test_a_resume_refuses_a_teacher_whose_weights_changed_under_the_same_path(setup, tmp_path):
+    config = setup["config"]
+    first = build_model(dict(n_layer=1, n_head=2, d_model=16, d_ff=32, vocab_size=64, max_seq_len=32),
+                        rng=np.random.default_rng(1))
+    teacher = tmp_path / "teacher.safetensors"
+    save_model_file(teacher, first.state_dict(), first.config)
+    run_dir = tmp_path / "run"
+    sets = [f"distillation.teacher={teacher}", "training.checkpoint.save_every=4"]
+    with pytest.raises(UserError, match="halted after step 8"):  # the first train row at or after step 7
+        train_tiny(config, run_dir, [*sets, "monitoring.alerts=['step >= 7: halt']"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["data_sha256"]["distillation.teacher"]["path"] == str(teacher)
+
+    other = build_model(first.config, rng=np.random.default_rng(2))  # other weights, the same file name
+    save_model_file(teacher, other.state_dict(), other.config)
+    with pytest.raises(UserError, match=r"\(distillation.teacher\) has changed since .*step-9.safetensors was saved"):
+        train_tiny(config, run_dir, sets, resume=run_dir)

@@ -20,6 +20,7 @@ from minitrain.config.problems import Problem
 from minitrain.distillation.loss import distillation_loss, soft_loss
 from minitrain.distillation.teacher import KEY as TEACHER_KEY
 from minitrain.distillation.teacher import Teachers, load_teacher
+from minitrain.lora import state_digest
 from minitrain.training.tasks import LanguageModeling
 
 
@@ -37,6 +38,19 @@ class Distillation(LanguageModeling):
             return hard
         soft = soft_loss(logits, self.teachers.targets(batch), batch.loss_mask, self.teachers.temperature)
         return distillation_loss(hard, soft, self.alpha)
+
+
+def teacher_fingerprint(task: Any) -> dict[str, dict[str, str]]:
+    """{key: {"path", "sha256"}} of a distillation task's teachers (nothing for another task), the sha256 a digest
+    of the weights (`state_digest`). Checkpoints keep it beside the data files' (minitrain/training/resume.py), so a
+    resume refuses a teacher whose weights changed under the same source: the config hash sees only the source."""
+    if not isinstance(task, Distillation):
+        return {}
+    teachers = task.teachers
+    several = len(teachers.models) > 1
+    return {f"distillation.teachers[{i}]" if several else "distillation.teacher":
+            {"path": source, "sha256": state_digest(model.state_dict())}
+            for i, (source, model) in enumerate(zip(teachers.sources, teachers.models, strict=True))}
 
 
 def teacher_problems(cfg: Config) -> list[Problem]:
@@ -58,8 +72,6 @@ def distillation_task(cfg: Config) -> Distillation:
                         "minitrain's character ids (MiniGPT, mlp_lm, ...)", BAD_INPUT)
     section = cfg.distillation
     student = cfg.model.architecture()
-    models, weights = [], []
-    for source, weight in section.sources():
-        models.append(load_teacher(source, student, cfg.data.vocab_path))
-        weights.append(weight)
-    return Distillation(Teachers(models, weights, section.temperature), section.alpha)
+    sources, weights = zip(*section.sources(), strict=True)
+    models = [load_teacher(source, student, cfg.data.vocab_path) for source in sources]
+    return Distillation(Teachers(models, weights, section.temperature, sources), section.alpha)

@@ -29,10 +29,13 @@ KEY = "distillation.teacher"
 
 
 class Teachers:
-    """The teacher models and their weights (summing to 1); `targets(batch)` is their softened mixture."""
+    """The teacher models and their weights (summing to 1); `targets(batch)` is their softened mixture. `sources`:
+    where each came from, for messages and fingerprints."""
 
-    def __init__(self, models: Sequence[Module], weights: Sequence[float], temperature: float) -> None:
+    def __init__(self, models: Sequence[Module], weights: Sequence[float], temperature: float,
+                 sources: Sequence[str] = ()) -> None:
         self.models, self.weights, self.temperature = list(models), list(weights), temperature
+        self.sources = list(sources) or [f"teacher {i + 1}" for i in range(len(self.models))]
 
     def targets(self, batch: Any) -> np.ndarray:
         """p_T = Σ_i w_i softmax(z_i / T) at every position of `batch` (already trimmed of padding): (B, T, V)
