@@ -39,8 +39,9 @@ def load(args: argparse.Namespace) -> Config:
 
 def check_files(cfg: Config) -> DataSummary:
     """Every check that reads files: the data (config/datacheck.py), model.init_from, whose source must be
-    readable and of the config's architecture, the optional packages the config needs (minitrain.common.extras), and
-    custom callbacks' entry points, which must import. All problems at once, as one ConfigError (exit code 2)."""
+    readable and of the config's architecture, distillation's teachers (readable, over the student's vocabulary),
+    the optional packages the config needs (minitrain.common.extras), and custom callbacks' entry points, which
+    must import. All problems at once, as one ConfigError (exit code 2)."""
     problems, summary = [], None
     if cfg.on_pretrained_base:  # the base's architecture and tokenizer, then the data counted in its tokens
         from minitrain.training.text_run import check_text_data, complete_config
@@ -60,6 +61,10 @@ def check_files(cfg: Config) -> DataSummary:
         from minitrain.hub.sources import init_from_problems  # the Hub client is only needed here
 
         problems += init_from_problems(cfg)
+    if cfg.distillation.enabled:
+        from minitrain.distillation.task import teacher_problems
+
+        problems += teacher_problems(cfg)
     problems += missing_extras(cfg)
     if any(entry.type == "custom" for entry in cfg.callbacks):
         from minitrain.callbacks.custom import entry_point_problems  # imports the user's modules

@@ -78,4 +78,9 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
         q = cfg.quantize
         lines.append(f"✓ quantize: int{q.bits} {q.scheme} {q.granularity} after training"
                      + (f", trained for it (QAT, {q.qat.observer} observer)" if q.qat.enabled else ""))
+    if cfg.distillation.enabled:
+        d, several = cfg.distillation, len(cfg.distillation.teachers) > 1
+        teachers = ", ".join(f"{source} (weight {w:.3g})" if several else source for source, w in d.sources())
+        lines.append(f"✓ distillation from {teachers}: T {d.temperature:g}, loss {d.alpha:g} · hard + "
+                     f"{1 - d.alpha:g} · T² · KL(teacher ‖ student)")
     return "\n".join(lines) + "\nconfig is valid."

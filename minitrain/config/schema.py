@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validato
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.data_section import DataConfig, on_pretrained_base, text_data_defaults
+from minitrain.config.distillation_section import DistillationConfig
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
 from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
@@ -310,6 +311,7 @@ class Config(Section):
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     quantize: QuantizeConfig = Field(default_factory=QuantizeConfig)
+    distillation: DistillationConfig = Field(default_factory=DistillationConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     publish: PublishConfig | None = None
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
@@ -450,6 +452,7 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("publish", "merge_adapters"): False,
     ("lora",): LoraConfig().model_dump(mode="json"),
     ("quantize",): QuantizeConfig().model_dump(mode="json"),
+    ("distillation",): DistillationConfig().model_dump(mode="json"),
     ("monitoring", "tracking"): None,
     ("monitoring", "system"): None,
     ("output", "metrics"): MetricsOutput().model_dump(mode="json"),

@@ -273,7 +273,8 @@ def _betas(t: _Translation) -> None:
 # training.early_stopping has no switch in minitrain's schema: its presence is the switch, so `enabled: false`
 # removes it.
 SWITCHED_SECTIONS = (("lora",), ("quantize",), ("quantize", "qat"), ("training", "early_stopping"),
-                     ("monitoring", "tracking"), ("monitoring", "system"), ("training", "mixed_precision"))
+                     ("monitoring", "tracking"), ("monitoring", "system"), ("training", "mixed_precision"),
+                     ("distillation",))
 _PRESENCE_SWITCHED = (("training", "early_stopping"),)
 
 

@@ -19,6 +19,7 @@ from minitrain.data.batch import Batch
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.distillation.task import distillation_task
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
 from minitrain.optim import build_optimizer
@@ -100,6 +101,8 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
     model.pack_parameters()
+    if cfg.distillation.enabled:  # the teachers' soft targets join the loss (minitrain/distillation/task.py)
+        task = distillation_task(cfg)
     optimizer = build_optimizer(cfg.optimizer.type, model.trainable_parameters(), buffer=model.buffer,
                                 **cfg.optimizer.kwargs())
     scheduler = build_scheduler(cfg.scheduler.type, optimizer, **cfg.scheduler_kwargs(total_steps))

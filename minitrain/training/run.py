@@ -49,6 +49,7 @@ from minitrain.config.extras import missing_extras
 from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_check import Fold
+from minitrain.distillation.task import teacher_fingerprint
 from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.models.registry import FAMILIES
 from minitrain.monitor.console_log import console_log
@@ -241,7 +242,7 @@ def _bookkeeping(cfg: Config, out_dir: Path, parts: Parts) -> Bookkeeping:
     table_files = None if parts.table is None else parts.table.info["files"]
     checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
                                   ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
-                                  data_sha256=data_fingerprint(cfg, table_files))
+                                  data_sha256=data_fingerprint(cfg, table_files) | teacher_fingerprint(parts.task))
     watch = cfg.training.early_stopping
     early_stopping = None if watch is None else EarlyStopping(watch.metric, watch.patience, watch.min_delta,
                                                               watch.mode)

@@ -1,0 +1,10 @@
+"""Knowledge distillation: a student trained on the data and on one or more teachers' softened predictions.
+
+    loss.py     the KD loss: T² · KL(p_teacher ‖ p_student) over the counted positions, mixed with the hard loss
+    teacher.py  the frozen teachers, run in eval mode without a tape, checked to share the student's vocabulary
+    task.py     the training task the engine runs when the config has a `distillation:` section
+"""
+
+from minitrain.distillation.loss import distillation_loss, soft_loss, soft_targets
+
+__all__ = ["distillation_loss", "soft_loss", "soft_targets"]
