@@ -47,7 +47,7 @@ def prunable_paths(model: Module, exclude: Sequence[str] = ()) -> tuple[list[str
 
 def pruned_count(shape: tuple[int, ...], sparsity: float) -> int:
     """How many of a layer's weights sparsity `s` prunes: round(s · size), the same for every method."""
-    return int(round(sparsity * int(np.prod(shape))))
+    return round(sparsity * int(np.prod(shape)))
 
 
 def keep_mask(scores: np.ndarray, sparsity: float, structure: str = UNSTRUCTURED, group: str = "layer",
@@ -76,7 +76,7 @@ def _layer_mask(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 def _output_mask(scores: np.ndarray, k: int) -> np.ndarray:
-    n_in, n_out = scores.shape
+    n_out = scores.shape[1]
     per_column, extra = divmod(k, n_out)
     order = np.argsort(scores, axis=0, kind="stable")  # each column ascending, ties by input index
     keep = np.ones_like(scores, dtype=bool)

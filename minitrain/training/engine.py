@@ -180,6 +180,7 @@ class Bookkeeping:
     progress: Progress | None = None
     callbacks: CallbackList | None = None
     start: LoopState | None = None
+    pruning: Any = None  # a GradualPruner (minitrain/pruning/gradual.py): after every update; its masks checkpointed
 
 
 # ------------------------------------------------------------------------------------------------ the loop
@@ -208,6 +209,8 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
                 loop.diverged(step, f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
                 break
             optimizer.step()
+            if loop.books.pruning is not None:  # gradual pruning (minitrain/pruning/): the pruned weights stay 0
+                loop.books.pruning.after_update(step + 1, model)
             state.last_loss = loss
             out_of_time = loop.out_of_time()
             last = step == loop.total_steps - 1 or out_of_time
@@ -465,6 +468,8 @@ class _Loop:
             extra["alerts"] = books.alerts.state_dict()
         if books.callbacks:
             extra["callbacks"] = books.callbacks.state_dict()
+        if books.pruning is not None:
+            extra["pruning"] = books.pruning.state_dict()
         return {
             "model": self.model,
             "optimizer": self.optimizer,
