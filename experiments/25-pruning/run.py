@@ -49,7 +49,8 @@ def one_shot(root: Path) -> dict:
             for sparsity in sparsities:
                 name = f"{method}-{structure.replace(':', 'of')}-{round(100 * sparsity)}"
                 row = prune_run(LAB01_MODEL, root / f"{name}.safetensors", method, sparsity, structure)
-                row["exact"] = all(layer["zeros"] == round(sparsity * layer["size"]) for layer in row["layers"].values())
+                layers = row["layers"].values()
+                row["exact"] = all(layer["zeros"] == round(sparsity * layer["size"]) for layer in layers)
                 rows[name] = row
     return rows
 
