@@ -10,6 +10,9 @@
               process; the mask after the fine-tune checked against the file's, weight for weight
 3. controls   the same 300 steps from the dense model, nothing pruned (what the extra training alone does), and
               from the dense model with the sparsity rising on Zhu & Gupta's cubic schedule over steps 0..200
+4. ablation   which half of Wanda does the work: magnitude compared per output, and |W|·‖X‖ compared over the
+              whole layer; and how uneven the inputs are (max / median of ‖X_i‖ per layer: the outlier features
+              the Wanda paper finds in LLMs)
 
 Run from the repository root; about 5 minutes of one core.
 """
@@ -25,8 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
+from minitrain.config.datacheck import load_split
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.hub.run_folder import read_run
+from minitrain.models.registry import build_model
+from minitrain.pruning.masks import apply_masks, keep_mask, prunable_paths
+from minitrain.pruning.scores import input_norms, magnitude_scores, wanda_scores
 from minitrain.runs.model_files import load_model_file
 from minitrain.training.prune import prune_run
+from minitrain.training.quantize import calibration_batches
+from minitrain.training.scoring import score_records
 
 HERE = Path(__file__).resolve().parent
 LAB01_MODEL = "models/minigpt-phase18-64ab16764a406b88.safetensors"
@@ -89,6 +100,34 @@ def recovery(root: Path, quick: bool) -> dict:
     return rows
 
 
+def ablation() -> dict:
+    """Step 4: val PPL and exact match of the two crossed variants at each sparsity, and the inputs' spread. The
+    calibration records are prune_run's (128 of train, seed 0)."""
+    info = read_run(LAB01_MODEL)
+    data = info.data_config()
+    tokenizer = CharTokenizer.load(data.vocab_path)
+    dense = build_model(info.model_config)
+    dense.load_state_dict(info.state)
+    paths = prunable_paths(dense)[0]
+    batches = calibration_batches(load_split(data, "train"), tokenizer, dense.config["max_seq_len"], data.loss_on,
+                                  128, seed=0)
+    norms = input_norms(dense, batches, paths)
+    val = load_split(data, "val")
+    rows = {"input_norm_max_over_median": {p: float(n.max() / np.median(n)) for p, n in norms.items()}}
+    variants = {"magnitude-per-output": (lambda w, p: magnitude_scores(w), "output"),
+                "wanda-per-layer": (lambda w, p: wanda_scores(w, norms[p]), "layer")}
+    for name, (score, group) in variants.items():
+        for sparsity in SPARSITIES:
+            model = build_model(info.model_config)
+            model.load_state_dict(info.state)
+            apply_masks(model, {p: keep_mask(score(model.get_submodule(p).weight.data, p), sparsity, group=group)
+                                for p in paths})
+            scores = score_records(model, tokenizer, val, data.loss_on)
+            rows[f"{name}-{round(100 * sparsity)}"] = {"val_ppl": scores["ppl"],
+                                                       "val_exact_match": scores["exact_match"]}
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", metavar="DIR", help="3-step fine-tunes into DIR (the pipeline's test)")
@@ -98,11 +137,13 @@ def main() -> int:
     started = time.time()
     results = {"one_shot": one_shot(root)}
     results["recovery"] = recovery(root, args.quick is not None)
+    results["ablation"] = ablation()
     results["wall_seconds"] = round(time.time() - started, 1)
     target = root / "results.json" if args.quick else HERE / "results.json"
     target.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(json.dumps({name: {k: v for k, v in row.items() if k != "layers"}
-                      for part in ("one_shot", "recovery") for name, row in results[part].items()}, indent=1))
+                      for part in ("one_shot", "recovery", "ablation") for name, row in results[part].items()},
+                     indent=1))
     return 0
 
 
