@@ -149,10 +149,15 @@ def test_bad_pruning_keys_are_exit_2_naming_the_key_with_nothing_written(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
-def test_a_schedule_that_ends_after_the_run_is_refused(tmp_path, base, capsys):
-    config = lora_config(tmp_path, base, "pruning:\n  end_step: 6\n")  # 6 steps: boundaries 0..5 are pruned after
+def test_a_schedule_that_ends_after_the_run_is_refused_before_anything_is_written(tmp_path, base, capsys):
+    config = lora_config(tmp_path, base, "pruning:\n  end_step: 7\n")  # 6 steps: the last boundary is 6
     code, _, err = run(["train", config, "--out-dir", tmp_path / "run", "--quiet"], capsys)
-    assert code == 2 and "pruning.end_step 6: the run has 6 steps" in err
+    assert code == 2 and "pruning.end_step: 7 is after the run's end (total_steps 6)" in err
+    # with epochs, the steps are known only once the data is counted: refused then, still before any file
+    code, _, err = run(["train", config, "--out-dir", tmp_path / "run", "--quiet", "--set", "training.epochs=1",
+                        "--set", "training.total_steps=null", "--set", "pruning.end_step=2"], capsys)
+    assert code == 2 and "pruning.end_step 2 is after the run's end (total steps 1)" in err, err
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("damage", [
@@ -176,3 +181,10 @@ def test_the_prune_command_prints_what_it_wrote(tmp_path, base, capsys):
     rows = [line.split() for line in printed.splitlines()[4:-1]]
     assert rows and all(row[3] == "50.00%" for row in rows)
     assert json.loads(json.dumps(load_model_file(out)[2]["evaluation"]))["sparsity"] == 0.5
+
+
+def test_a_schedule_ending_at_the_last_step_prunes_after_the_last_update(tmp_path, base, capsys):
+    config = lora_config(tmp_path, base, "pruning:\n  sparsity: 0.4\n  start_step: 6\n")  # 6 steps: boundary 6
+    results = train(config, tmp_path / "run", capsys)
+    for name, w in linear_weights(Path(results["model_path"])).items():
+        assert int((w == 0).sum()) == round(0.4 * w.size), name

@@ -11,8 +11,9 @@
 3. controls   the same 300 steps from the dense model, nothing pruned (what the extra training alone does), and
               from the dense model with the sparsity rising on Zhu & Gupta's cubic schedule over steps 0..200
 4. ablation   which half of Wanda does the work: magnitude compared per output, and |W|·‖X‖ compared over the
-              whole layer; and how uneven the inputs are (max / median of ‖X_i‖ per layer: the outlier features
-              the Wanda paper finds in LLMs)
+              whole layer; Wanda with two other draws of its 128 calibration records (seeds 1, 2); and how
+              uneven the inputs are (max / median of ‖X_i‖ per layer: the outlier features the Wanda paper finds
+              in LLMs)
 
 Run from the repository root; about 5 minutes of one core.
 """
@@ -72,7 +73,7 @@ def fine_tune(out: Path, init_from: str, quick: bool, extra: tuple[str, ...]) ->
     if quick:
         sets += ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
     args = [sys.executable, "-m", "minitrain.cli", "train", str(HERE / "recovery.yaml"), "--out-dir", str(out),
-            "--models-dir", str(out / "models"), "--quiet", *(a for s in sets for a in ("--set", s))]
+            "--models-dir", str(out / "models"), "--quiet", "--overwrite", *(a for s in sets for a in ("--set", s))]
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
     return json.loads((out / "results.json").read_text())
 
@@ -116,6 +117,11 @@ def ablation() -> dict:
     rows = {"input_norm_max_over_median": {p: float(n.max() / np.median(n)) for p, n in norms.items()}}
     variants = {"magnitude-per-output": (lambda w, p: magnitude_scores(w), "output"),
                 "wanda-per-layer": (lambda w, p: wanda_scores(w, norms[p]), "layer")}
+    for seed in (1, 2):
+        drawn = calibration_batches(load_split(data, "train"), tokenizer, dense.config["max_seq_len"], data.loss_on,
+                                    128, seed=seed)
+        other = input_norms(dense, drawn, paths)
+        variants[f"wanda-calibration-seed-{seed}"] = (lambda w, p, n=other: wanda_scores(w, n[p]), "output")
     for name, (score, group) in variants.items():
         for sparsity in SPARSITIES:
             model = build_model(info.model_config)

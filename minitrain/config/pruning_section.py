@@ -36,33 +36,34 @@ class PruningConfig(Section):
     exclude: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="linear layers left dense (names as lora.target_modules)")
 
-    def pruner(self, model: Module, total_steps: int, saved: dict | None) -> GradualPruner | None:
-        """The run's pruner (None when the section is off): fresh, it prunes boundary 0 now; `saved`, a checkpoint's
-        record, gives the masks back (a resume)."""
+    def pruner(self, model: Module, total_steps: int) -> GradualPruner | None:
+        """The run's pruner (None when the section is off), before anything is written: a schedule that would end
+        after the run (of `total_steps`, resolved from epochs or a duration too) is refused here."""
         if not self.enabled:
             return None
         end = self.start_step if self.end_step is None else self.end_step
-        if end >= total_steps:
-            raise UserError(f"pruning.end_step {end}: the run has {total_steps} steps; the schedule must end "
-                            "before the last one", 2)
-        pruner = GradualPruner(prunable_paths(model, self.exclude)[0], self.sparsity, self.initial_sparsity,
-                               self.start_step, end, self.every)
-        if saved is None:
-            pruner.begin(model)
-        else:
-            pruner.load_state_dict(saved, model)
-        return pruner
+        if end > total_steps:
+            raise UserError(f"pruning.end_step {end} is after the run's end (total steps {total_steps}): the "
+                            "schedule would never reach its sparsity", 2)
+        return GradualPruner(prunable_paths(model, self.exclude)[0], self.sparsity, self.initial_sparsity,
+                             self.start_step, end, self.every)
 
 
 RULES = RuleBook()
 
 
-@RULES.rule("pruning", "model", "lora")
+@RULES.rule("pruning", "model", "lora", "scheduler", "training")
 def _pruning_fits(sections, raw):
-    """pruning: initial_sparsity ≤ sparsity, end_step ≥ start_step, exclude names linear layers, and no LoRA."""
+    """pruning needs initial_sparsity ≤ sparsity, start_step ≤ end_step ≤ total steps, known exclude names, no LoRA."""
     pruning = sections["pruning"]
     if not pruning.enabled:
         return
+    total = sections["training"].total_steps or sections["scheduler"].total_steps  # None: epochs or a duration
+    end = pruning.start_step if pruning.end_step is None else pruning.end_step
+    if total is not None and end > total:
+        key = "start_step" if pruning.end_step is None else "end_step"
+        yield Problem(("pruning", key), f"{end} is after the run's end (total_steps {total}): the schedule would "
+                                        "never reach its sparsity")
     if pruning.initial_sparsity > pruning.sparsity:
         yield Problem(("pruning", "initial_sparsity"), f"{pruning.initial_sparsity} is above sparsity "
                                                        f"{pruning.sparsity}: the schedule only ever prunes more")

@@ -53,9 +53,13 @@ class GradualPruner:
         """Whether boundary t is one of the schedule's: t₀, t₀ + Δt, ..., and t_end itself."""
         return self.start <= t <= self.end and ((t - self.start) % self.every == 0 or t == self.end)
 
-    def begin(self, model: Module) -> None:
-        """A fresh run: boundary 0, before the first update (prunes only when t₀ = 0)."""
-        self.after_update(0, model)
+    def begin(self, model: Module, saved: Mapping[str, Any] | None) -> None:
+        """Before the first step: a resume takes back the checkpoint's `saved` masks; a fresh run is at boundary 0,
+        before the first update (it prunes only when t₀ = 0)."""
+        if saved is None:
+            self.after_update(0, model)
+        else:
+            self.load_state_dict(saved, model)
 
     def after_update(self, t: int, model: Module) -> None:
         """At boundary t (t updates done): new masks if the schedule prunes here, then W ← W ⊙ mask."""
