@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_cli import run
+from test_damage import metadata_of, with_metadata
 from test_lora_run import LORA, lora_config, train
 from test_lora_run import base as base  # the fixture: a tiny run folder with verb records
 
@@ -112,6 +113,22 @@ def test_gradual_pruning_reaches_its_sparsity_keeps_masks_in_checkpoints_and_res
     assert Path(resumed["model_path"]).read_bytes() == Path(whole["model_path"]).read_bytes()
     assert (tmp_path / "resumed" / "train_log.jsonl").read_bytes() == (tmp_path / "whole" /
                                                                          "train_log.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("record", [None, {"masks": {"transformer.h.0.attn.c_attn": {"shape": [8, 24], "bits": ""}}}])
+def test_a_checkpoint_without_its_masks_or_with_damaged_ones_does_not_resume(tmp_path, base, capsys, record):
+    config = lora_config(tmp_path, base, GRADUAL)
+    train(config, tmp_path / "whole", capsys)
+    data = (tmp_path / "whole" / "checkpoints" / "step-3.safetensors").read_bytes()
+    extra = json.loads(metadata_of(data)["extra"])
+    if record is None:
+        del extra["pruning"]
+    else:
+        extra["pruning"] = record
+    crafted = tmp_path / "crafted.safetensors"
+    crafted.write_bytes(with_metadata(data, {"extra": extra}))
+    code, _, err = run(["train", config, "--out-dir", tmp_path / "resumed", "--quiet", "--resume", crafted], capsys)
+    assert code == 2 and err.startswith(f"error: {crafted}: its pruning ") and "Traceback" not in err
 
 
 def test_a_pruned_file_fine_tuned_with_its_own_sparsity_keeps_exactly_its_mask(tmp_path, base, capsys):

@@ -53,13 +53,13 @@ class GradualPruner:
         """Whether boundary t is one of the schedule's: t₀, t₀ + Δt, ..., and t_end itself."""
         return self.start <= t <= self.end and ((t - self.start) % self.every == 0 or t == self.end)
 
-    def begin(self, model: Module, saved: Mapping[str, Any] | None) -> None:
-        """Before the first step: a resume takes back the checkpoint's `saved` masks; a fresh run is at boundary 0,
-        before the first update (it prunes only when t₀ = 0)."""
+    def begin(self, model: Module, saved: Mapping[str, Any] | None, source: object = "the checkpoint") -> None:
+        """Before the first step: a resume takes back the `saved` masks of the checkpoint `source`; a fresh run
+        (`saved` None) is at boundary 0, before the first update (it prunes only when t₀ = 0)."""
         if saved is None:
             self.after_update(0, model)
         else:
-            self.load_state_dict(saved, model)
+            self.load_state_dict(saved, model, source)
 
     def after_update(self, t: int, model: Module) -> None:
         """At boundary t (t updates done): new masks if the schedule prunes here, then W ← W ⊙ mask."""
@@ -76,11 +76,13 @@ class GradualPruner:
         return {"masks": {path: {"shape": list(mask.shape), "bits": base64.b64encode(np.packbits(mask)).decode()}
                           for path, mask in self.masks.items()}}
 
-    def load_state_dict(self, state: Mapping[str, Any], model: Module) -> None:
-        """Take back `state_dict()`'s masks, each checked against its layer (a damaged record: one UserError)."""
+    def load_state_dict(self, state: Mapping[str, Any], model: Module, source: object = "the checkpoint") -> None:
+        """Take back `state_dict()`'s masks, each checked against its layer (a damaged record: one UserError naming
+        `source` and the layer)."""
         masks = state.get("masks") if isinstance(state, Mapping) else None
         if not isinstance(masks, Mapping) or not set(masks) <= set(self.paths):
-            raise UserError("the checkpoint's pruning record is damaged or names layers this run does not prune", 2)
+            raise UserError(f"{source}: its pruning record is missing, damaged or names layers this run does not "
+                            "prune", 2)
         restored = {}
         for path, saved in masks.items():
             shape = tuple(model.get_submodule(path).weight.shape)
@@ -90,6 +92,6 @@ class GradualPruner:
             except (TypeError, KeyError, ValueError):
                 ok = False
             if not ok:
-                raise UserError(f"the checkpoint's pruning mask of {path} is damaged or not of shape {shape}", 2)
+                raise UserError(f"{source}: its pruning mask of {path} is damaged or not of shape {shape}", 2)
             restored[path] = np.unpackbits(bits, count=int(np.prod(shape))).astype(bool).reshape(shape)
         self.masks = restored

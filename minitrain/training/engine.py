@@ -8,7 +8,7 @@ of bookkeeping around them is a named method of `_Loop`:
         lr = scheduler.lr                               # the rate this update uses: lr_at(step)
         loss, grad_norm = loop.gradients(batches)       # loop.py's train_step: forward, backward, clip
         if loss or grad_norm is not finite (or exp(loss) is): stop, "diverged"      # before the bad update
-        optimizer.step()
+        optimizer.step()                                # then a pruning: section's masks again (pruning/gradual.py)
         log a train row every log_every steps, validate (loop.evaluate) every val_every steps
         scheduler.step(); save_best, callbacks
         stop? (early stopping, a callback, an alert's halt, Ctrl-C, training.duration); checkpoint every save_every

@@ -185,8 +185,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
         data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
     restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
-    if books.pruning is not None:  # the masks a checkpoint saved, or boundary 0 of the schedule
-        books.pruning.begin(parts.model, restored.get("pruning"))
+    if books.pruning is not None:  # the masks the checkpoint saved (refused when it has none), or boundary 0
+        books.pruning.begin(parts.model, restored.get("pruning", {} if checkpoint_path else None), checkpoint_path)
     save_tokenizer(cfg, parts.tokenizer, out_dir)
 
     if is_recorded_config(cfg, out_dir):  # `train --resume RUN` without a config: the run's files stay as they are
