@@ -67,6 +67,18 @@ def test_prune_writes_the_same_bytes_twice(tmp_path, base, capsys):
     assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
 
 
+def test_wanda_reads_its_calibration_records_from_the_file_given(tmp_path, base, capsys):
+    val = base.parent / "data" / "val.jsonl"  # 2 records; the training split has 3
+    outs = {}
+    for name, extra in (("train", []), ("val", ["--calibration", val])):
+        outs[name] = tmp_path / f"{name}.safetensors"
+        assert run(["prune", base, outs[name], "--method", "wanda", "--sparsity", "0.5", *extra], capsys)[0] == 0
+    assert load_model_file(outs["train"])[2]["pruning"]["calibration_samples"] == 3
+    assert load_model_file(outs["val"])[2]["pruning"]["calibration_samples"] == 2
+    masks = {name: {k: w == 0 for k, w in linear_weights(path).items()} for name, path in outs.items()}
+    assert any(not np.array_equal(masks["train"][k], masks["val"][k]) for k in masks["train"])  # other norms
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--method", "magnitude", "--sparsity", "1.2"], "--sparsity must be in [0, 1)"),
     (["--method", "magnitude"], "--sparsity is needed"),
