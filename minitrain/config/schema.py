@@ -33,6 +33,7 @@ from minitrain.config.distillation_section import DistillationConfig
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
 from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
+from minitrain.config.pruning_section import PruningConfig
 from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig, RuntimeConfig
 from minitrain.config.section import Metric, fill_defaults
 from minitrain.config.source import ConfigSource
@@ -312,6 +313,7 @@ class Config(Section):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     quantize: QuantizeConfig = Field(default_factory=QuantizeConfig)
     distillation: DistillationConfig = Field(default_factory=DistillationConfig)
+    pruning: PruningConfig = Field(default_factory=PruningConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     publish: PublishConfig | None = None
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
@@ -453,6 +455,7 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("lora",): LoraConfig().model_dump(mode="json"),
     ("quantize",): QuantizeConfig().model_dump(mode="json"),
     ("distillation",): DistillationConfig().model_dump(mode="json"),
+    ("pruning",): PruningConfig().model_dump(mode="json"),
     ("monitoring", "tracking"): None,
     ("monitoring", "system"): None,
     ("output", "metrics"): MetricsOutput().model_dump(mode="json"),

@@ -272,7 +272,7 @@ def _betas(t: _Translation) -> None:
 # `enabled: false` (the spec's own `lora: {rank: 4, alpha: 8}` means LoRA); a section left out is off.
 # training.early_stopping has no switch in minitrain's schema: its presence is the switch, so `enabled: false`
 # removes it.
-SWITCHED_SECTIONS = (("lora",), ("quantize",), ("quantize", "qat"), ("training", "early_stopping"),
+SWITCHED_SECTIONS = (("lora",), ("quantize",), ("quantize", "qat"), ("pruning",), ("training", "early_stopping"),
                      ("monitoring", "tracking"), ("monitoring", "system"), ("training", "mixed_precision"),
                      ("distillation",))
 _PRESENCE_SWITCHED = (("training", "early_stopping"),)

@@ -8,7 +8,7 @@ of bookkeeping around them is a named method of `_Loop`:
         lr = scheduler.lr                               # the rate this update uses: lr_at(step)
         loss, grad_norm = loop.gradients(batches)       # loop.py's train_step: forward, backward, clip
         if loss or grad_norm is not finite (or exp(loss) is): stop, "diverged"      # before the bad update
-        optimizer.step()
+        optimizer.step()                                # then a pruning: section's masks again (pruning/gradual.py)
         log a train row every log_every steps, validate (loop.evaluate) every val_every steps
         scheduler.step(); save_best, callbacks
         stop? (early stopping, a callback, an alert's halt, Ctrl-C, training.duration); checkpoint every save_every
@@ -180,6 +180,7 @@ class Bookkeeping:
     progress: Progress | None = None
     callbacks: CallbackList | None = None
     start: LoopState | None = None
+    pruning: Any = None  # a GradualPruner (minitrain/pruning/gradual.py): after every update; its masks checkpointed
 
 
 # ------------------------------------------------------------------------------------------------ the loop
@@ -208,6 +209,8 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
                 loop.diverged(step, f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
                 break
             optimizer.step()
+            if loop.books.pruning is not None:  # gradual pruning (minitrain/pruning/): the pruned weights stay 0
+                loop.books.pruning.after_update(step + 1, model)
             state.last_loss = loss
             out_of_time = loop.out_of_time()
             last = step == loop.total_steps - 1 or out_of_time
@@ -465,6 +468,8 @@ class _Loop:
             extra["alerts"] = books.alerts.state_dict()
         if books.callbacks:
             extra["callbacks"] = books.callbacks.state_dict()
+        if books.pruning is not None:
+            extra["pruning"] = books.pruning.state_dict()
         return {
             "model": self.model,
             "optimizer": self.optimizer,

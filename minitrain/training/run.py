@@ -186,6 +186,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
         data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
     restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
+    if books.pruning is not None:  # the masks the checkpoint saved (refused when it has none), or boundary 0
+        books.pruning.begin(parts.model, restored.get("pruning", {} if checkpoint_path else None), checkpoint_path)
     save_tokenizer(cfg, parts.tokenizer, out_dir)
 
     if is_recorded_config(cfg, out_dir):  # `train --resume RUN` without a config: the run's files stay as they are
@@ -248,7 +250,8 @@ def _bookkeeping(cfg: Config, out_dir: Path, parts: Parts) -> Bookkeeping:
                                                               watch.mode)
     alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
     return Bookkeeping(out_dir / "manifest.json", log_path=out_dir / LOG_FILE, checkpointing=checkpointing,
-                       early_stopping=early_stopping, alerts=alerts)
+                       early_stopping=early_stopping, alerts=alerts,
+                       pruning=cfg.pruning.pruner(parts.model, parts.total_steps))
 
 
 def _start(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Parts, books: Bookkeeping,

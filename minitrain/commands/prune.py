@@ -1,0 +1,71 @@
+"""`minitrain prune SOURCE OUT --method magnitude|wanda --sparsity S [--structure unstructured|2:4] [--exclude NAME
+...] [--calibration FILE] [--calibration-samples N]`: zero the least important share of a trained model's linear
+weights, write the pruned model file and score it on the run's val split against the dense model
+(minitrain/training/prune.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from minitrain.commands.common import positive_int
+from minitrain.common.errors import UserError
+from minitrain.pruning.masks import STRUCTURES, TWO_FOUR
+from minitrain.pruning.scores import METHODS
+
+DEFAULT_CALIBRATION_SAMPLES = 128  # Wanda's paper calibrates with 128 sequences
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("prune", help="prune a trained model's linear weights and score it against the dense one")
+    p.add_argument("source", help="run folder or model file")
+    p.add_argument("out", help="the pruned model file to write (.safetensors)")
+    p.add_argument("--method", choices=METHODS, required=True,
+                   help="magnitude: |W| per layer; wanda: |W|·‖X‖ per output, X from calibration records")
+    p.add_argument("--sparsity", type=float, default=None,
+                   help="the share of each layer's weights set to zero, in [0, 1) (2:4: 0.5, the default)")
+    p.add_argument("--structure", choices=STRUCTURES, default="unstructured",
+                   help="2:4: 2 of every 4 consecutive inputs kept")
+    p.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="linear layers left dense")
+    p.add_argument("--calibration", metavar="FILE", help="wanda: records to read the inputs from (default: the "
+                                                         "run's training split)")
+    p.add_argument("--calibration-samples", type=positive_int, default=None, metavar="N",
+                   help="wanda: records drawn (seeded) from the calibration data (default 128)")
+    p.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    p.set_defaults(handler=prune_command)
+
+
+def prune_command(args: argparse.Namespace) -> int:
+    from minitrain.training.prune import prune_run
+
+    sparsity = args.sparsity
+    if args.structure == TWO_FOUR:
+        if sparsity not in (None, 0.5):
+            raise UserError(f"--structure 2:4 prunes exactly 0.5 of each layer; leave --sparsity {sparsity} out", 2)
+        sparsity = 0.5
+    elif sparsity is None:
+        raise UserError("--sparsity is needed with --structure unstructured (e.g. --sparsity 0.5)", 2)
+    if not 0 <= sparsity < 1:
+        raise UserError(f"--sparsity must be in [0, 1), got {sparsity}", 2)
+    if args.method == "magnitude" and (args.calibration, args.calibration_samples) != (None, None):
+        raise UserError("--calibration: magnitude pruning reads the weights alone; calibration records are for "
+                        "--method wanda", 2)
+    row = prune_run(args.source, args.out, args.method, sparsity, args.structure, args.exclude,
+                    args.calibration_samples or DEFAULT_CALIBRATION_SAMPLES, args.calibration, args.vocab)
+    print(format_row(row))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def format_row(row: dict) -> str:
+    """What `prune` prints: val PPL and exact match, dense against pruned, then each layer's zeros."""
+    def em(value):
+        return "-" if value is None else f"{100 * value:.1f} %"
+
+    name = f"{row['method']} {row['structure']} {100 * row['sparsity']:g} %"
+    lines = [f"{'':32}{'val PPL':>10}{'exact match':>13}",
+             f"{'dense':32}{row['dense_val_ppl']:>10.3f}{em(row['dense_val_exact_match']):>13}",
+             f"{name:32}{row['val_ppl']:>10.3f}{em(row['val_exact_match']):>13}",
+             f"{'layer':32}{'zeros':>10}{'of':>9}{'sparsity':>10}"]
+    for path, layer in row["layers"].items():
+        lines.append(f"{path:32}{layer['zeros']:>10,}{layer['size']:>9,}{100 * layer['sparsity']:>9.2f}%")
+    return "\n".join(lines)

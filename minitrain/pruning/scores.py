@@ -1,0 +1,84 @@
+"""How much each weight matters: the scores the pruning methods rank by, and one-shot pruning of a model.
+
+    magnitude   S_ij = |W_ij|, compared over the whole layer (Han et al. 2015)
+    wanda       S_ij = |W_ij| · ‖X_i‖₂, compared within each output (Sun et al. 2023, "A Simple and Effective
+                Pruning Approach for Large Language Models"): X (N, in) is every input the layer saw over the
+                calibration tokens, so ‖X_i‖₂ = √(Σ_n X_ni²) is how strongly input i is driven. In the paper's
+                (out, in) layout the score is |W| · ‖X‖ broadcast along rows and each row is compared; in
+                minitrain's (in, out) layout that row is a column, the norm multiplies row i.
+
+A weight that is small but fed a large input (LLMs have a few such outlier features) matters more than its
+magnitude says: that is what Wanda adds. ‖X_i‖₂² is the diagonal of XᵀX, which minitrain/quant/ptq.py already
+gathers for the mse quantizer (`calibration_grams`, padded positions left out), so Wanda reads it from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minitrain.nn import Module
+from minitrain.pruning.masks import UNSTRUCTURED, apply_masks, keep_mask
+from minitrain.quant.ptq import calibration_grams
+
+METHODS = ("magnitude", "wanda")
+GROUP_OF = {"magnitude": "layer", "wanda": "output"}  # each method's comparison group, as its paper prunes
+
+
+def magnitude_scores(weight: np.ndarray) -> np.ndarray:
+    """|W| (in, out)."""
+    return np.abs(weight.astype(np.float64))
+
+
+def wanda_scores(weight: np.ndarray, input_norm: np.ndarray) -> np.ndarray:
+    """|W_ij| · ‖X_i‖₂: weight (in, out), input_norm (in,) -> (in, out)."""
+    return np.abs(weight.astype(np.float64)) * np.asarray(input_norm, dtype=np.float64)[:, None]
+
+
+def input_norms(model: Module, batches: list, paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """{path: ‖X_i‖₂ (in,)} of the inputs each layer sees over the calibration `batches` (real positions only)."""
+    grams = calibration_grams(model, batches, paths)
+    return {path: np.sqrt(np.diag(gram)) for path, gram in grams.items()}
+
+
+@dataclass
+class Pruning:
+    """One-shot pruning of a model's linear layers: the settings and each layer's mask (True: kept)."""
+
+    method: str
+    sparsity: float
+    structure: str
+    paths: list[str]
+    masks: dict[str, np.ndarray] = field(default_factory=dict)
+    calibration_samples: int = 0
+    exclude: list[str] = field(default_factory=list)
+
+    def metadata(self) -> dict:
+        """What the pruned model file records under "pruning"."""
+        return {"method": self.method, "sparsity": self.sparsity, "structure": self.structure,
+                "group": GROUP_OF[self.method], "calibration_samples": self.calibration_samples,
+                "exclude": self.exclude,
+                "layers": {p: int(np.count_nonzero(~m)) for p, m in self.masks.items()}}
+
+
+def prune_model(model: Module, method: str, sparsity: float, paths: Sequence[str], structure: str = UNSTRUCTURED,
+                calibration: list | None = None) -> dict[str, np.ndarray]:
+    """Prune `model`'s layers at `paths` in place, one shot; return their masks. Wanda needs `calibration`
+    batches (the inputs' norms); magnitude reads the weights alone."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "wanda" and not calibration:
+        raise ValueError("wanda weighs each weight by its input's norm: it needs calibration batches")
+    norms = input_norms(model, calibration, paths) if method == "wanda" else {}
+    masks = {}
+    for path in paths:
+        weight = model.get_submodule(path).weight.data
+        scores = wanda_scores(weight, norms[path]) if method == "wanda" else magnitude_scores(weight)
+        try:
+            masks[path] = keep_mask(scores, sparsity, structure, GROUP_OF[method])
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+    apply_masks(model, masks)
+    return masks
