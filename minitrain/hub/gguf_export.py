@@ -26,7 +26,7 @@ import numpy as np
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.gguf_vocab import bpe_fields, char_fields
-from minitrain.hub.gguf_write import DTYPES, write_gguf_model
+from minitrain.hub.gguf_write import DTYPES, check_writable, write_gguf_model
 from minitrain.models.registry import model_type
 
 
@@ -50,6 +50,7 @@ def check_gguf_family(model_config: dict[str, Any], source: str) -> None:
     if kind == "minigpt" and model_config.get("attn_scale") is not None:
         raise UserError(f"export --format gguf {source}: attn_scale {model_config['attn_scale']:g}: llama.cpp's "
                         "gpt2 scales attention by 1/sqrt(head size) only", BAD_INPUT)
+    check_writable(model_config)
 
 
 def _gguf_file(path: Path) -> GGUFSource:

@@ -51,12 +51,16 @@ def llama_arch(model_config: Mapping[str, Any]) -> str:
     return "qwen2" if model_config.get("attention_bias") else "llama"
 
 
-def llama_tensors(model_config: Mapping[str, Any], state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
-    """(GGUF name, NumPy (out, in) array) of a minitrain Llama state dict, q/k permuted for llama."""
+def check_writable(model_config: Mapping[str, Any]) -> None:
+    """UserError for what this writer cannot express in a GGUF minitrain also reads back."""
     if model_config.get("rope_scaling"):
         raise UserError("export --format gguf: a model with Llama 3 RoPE scaling: llama.cpp keeps it as a "
                         "rope_freqs tensor, which minitrain neither writes nor reads; export a Hugging Face folder "
                         "(--format hf)", 2)
+
+
+def llama_tensors(model_config: Mapping[str, Any], state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+    """(GGUF name, NumPy (out, in) array) of a minitrain Llama state dict, q/k permuted for llama."""
     permute = llama_arch(model_config) == "llama"
     n_head, n_kv = model_config["n_head"], model_config.get("n_kv_head") or model_config["n_head"]
     for hf, w in to_hf_state(state, model_config).items():
@@ -143,6 +147,7 @@ def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: M
 
     if dtype not in DTYPES:
         raise UserError(f"export --dtype {dtype}: a GGUF is written as {', '.join(DTYPES)}", 2)
+    check_writable(model_config)
     llama = model_config.get("type") == "llama"
     arch = llama_arch(model_config) if llama else "gpt2"
     writer = gguf.GGUFWriter(None, arch)
