@@ -232,7 +232,7 @@ def test_permute_and_unpermute_are_inverse(shape, heads):
 
 @pytest.mark.parametrize(("source", "message"), [
     (TABLE, "a sequential table model; GGUF holds language models"),
-    (MLP_LM, "a mlp_lm model; llama.cpp has layouts for the Llama family and GPT-2 (MiniGPT) only"),
+    (MLP_LM, "model.type mlp_lm: llama.cpp has layouts for the Llama family and GPT-2 (MiniGPT) only"),
 ])
 def test_a_model_llama_cpp_has_no_layout_for_is_refused_with_the_reason(tmp_path, capsys, source, message):
     code, _, err = cli(["export", source, tmp_path / "x.gguf", "--format", "gguf", "--vocab", VOCAB], capsys)

@@ -42,10 +42,10 @@ def check_gguf_family(model_config: dict[str, Any], source: str) -> None:
     kind = model_type(model_config)
     if kind == "sequential":
         raise UserError(f"export --format gguf {source}: a sequential table model; GGUF holds language models "
-                        "(llama.cpp runs text), and the run folder already holds everything `minitrain predict` "
-                        "needs", BAD_INPUT)
+                        "(llama.cpp runs text); its run folder and model file hold everything `minitrain "
+                        "predict` needs", BAD_INPUT)
     if kind not in ("minigpt", "llama"):
-        raise UserError(f"export --format gguf {source}: a {kind} model; llama.cpp has layouts for the Llama family "
+        raise UserError(f"export --format gguf {source}: model.type {kind}: llama.cpp has layouts for the Llama family "
                         "and GPT-2 (MiniGPT) only", BAD_INPUT)
     if kind == "minigpt" and model_config.get("attn_scale") is not None:
         raise UserError(f"export --format gguf {source}: attn_scale {model_config['attn_scale']:g}: llama.cpp's "
