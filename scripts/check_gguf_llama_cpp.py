@@ -71,6 +71,7 @@ def minitrain_side(folder: Path, smollm2: Path) -> dict:
     from minitrain.hub.sources import load_model
     from minitrain.hub.text_models import load_text_model
     from minitrain.models.registry import build_model
+    from minitrain.nn import inference
 
     fields = read_gguf(smollm2, with_tensors=False).tokenizer
     fields.pop("where")
@@ -80,7 +81,8 @@ def minitrain_side(folder: Path, smollm2: Path) -> dict:
     def record(name: str, model, ids: list[int], text: str, family: str) -> None:
         """minitrain's logits of `ids`: from the source model, and from each exported file read back."""
         def logits(m) -> np.ndarray:
-            return m(np.array([ids]))[0].data[0].astype(np.float32)
+            with inference(m):
+                return m(np.array([ids]))[0].data[0].astype(np.float32)
 
         np.save(folder / f"{name}.minitrain.npy", logits(model))
         for dtype in DTYPES:

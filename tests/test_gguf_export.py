@@ -25,6 +25,7 @@ from minitrain.hub.pretrained import load_pretrained_base
 from minitrain.hub.sources import load_model
 from minitrain.hub.text_models import load_text_model
 from minitrain.models.registry import build_model
+from minitrain.nn import inference
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB01 = ROOT / "models" / "minigpt-phase18-64ab16764a406b88.safetensors"  # lab 01's committed model (d_model 64)
@@ -46,7 +47,9 @@ def tensors(reader: gguf.GGUFReader) -> dict[str, np.ndarray]:
 
 
 def logits(model, ids: list[int]) -> np.ndarray:
-    return model(np.array([ids]))[0].data[0]
+    """The model's logits for one sequence, in eval mode (no dropout) and without a tape."""
+    with inference(model):
+        return model(np.array([ids]))[0].data[0]
 
 
 # --- MiniGPT: llama.cpp's gpt2 layout ---------------------------------------------------------------------------
