@@ -360,7 +360,7 @@ def test_a_spec_shaped_config_lands_on_minitrains_keys(tmp_path):
     assert cfg.monitoring.alert_rules()[0].message == "loss exploded"
     assert sorted(note.split(":")[0] for note in cfg.source.notes) == [
         "data.loader.num_workers", "model.device", "training.deterministic"]
-    assert data["output"]["model_format"] == "safetensors"  # output.model.format is a setting: gguf writes a GGUF
+    assert cfg.output.model_format == "safetensors"  # output.model.format is a setting: gguf writes a GGUF
     assert "type" not in data["model"]  # architecture.type transformer is model.type minigpt, the default
     # the resolved config is a lab-01-shaped config that loads to the same values
     again = load_config(write(tmp_path, yaml.safe_dump(data), "again.yaml"))

@@ -314,6 +314,8 @@ def test_output_model_format_gguf_of_a_table_model_is_refused_before_training(tm
     from test_table_runs import CONFIG, write_config
 
     config = write_config(tmp_path, {**CONFIG, "output": {"model_format": "gguf"}})
+    code, _, err = cli(["validate", config], capsys)
+    assert code == 2 and "output.model_format: gguf: llama.cpp has layouts for the Llama family and GPT-2" in err
     code, _, err = cli(["train", config, "--out-dir", tmp_path / "run", "--quiet"], capsys)
-    assert code == 2 and "(output.model_format: gguf): a sequential table model" in err
+    assert code == 2 and "model.type sequential" in err  # the same rule, before anything is trained
     assert not (tmp_path / "run").exists()

@@ -64,10 +64,6 @@ def train_command(args: argparse.Namespace) -> int:
         print(f"training with your lab files from {seam.lab_dir()}: {', '.join(seam.replaced())}", file=sys.stderr)
     if cfg.publish is not None:
         _warn_if_no_token(cfg.publish.repo)
-    if cfg.output.model_format == "gguf":  # a model llama.cpp cannot run is refused before training, not after
-        from minitrain.hub.gguf_export import check_gguf_output
-
-        check_gguf_output(cfg.model.architecture())
     # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
     results = run_training(
         cfg, cfg.output.dir, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, strict=args.strict,

@@ -114,11 +114,6 @@ def export_gguf(source: str | Path, out: str | Path, dtype: str = "f32", vocab_p
     return out, kinds
 
 
-def check_gguf_output(model_section: dict[str, Any]) -> None:
-    """`output.model_format: gguf` of a model llama.cpp has no layout for: refused before training starts."""
-    check_gguf_family(model_section, "(output.model_format: gguf)")
-
-
 def gguf_after_training(run_dir: str | Path, results: dict[str, Any], dtype: str) -> Path | None:
     """`output.model_format: gguf`: a finished run's final model also as a GGUF, the model file's path with the
     suffix .gguf; None (nothing written) when the run has no final model (it did not finish, or cross-validated)."""
