@@ -85,11 +85,10 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
             model_config, state = dict(model.config), dict(model.state_dict())
         else:
             model_config, state, tokenizer, _ = load_pretrained_base(source)
-        check_gguf_family(model_config, source)
         found = GGUFSource(model_config, state, bpe_fields(tokenizer, int(model_config["vocab_size"])), name)
     else:  # a character model: a run folder, model file or export (a LoRA run merged by load_model)
         model, vocab = load_model(source, base_model)
-        check_gguf_family(dict(model.config), source)
+        check_gguf_family(dict(model.config), source)  # before asking for a vocabulary a table model has not
         vocab = vocab_path or vocab
         if vocab is None:
             raise UserError(f"export --format gguf {source}: the source does not record its vocabulary; pass it "

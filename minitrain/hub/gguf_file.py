@@ -85,7 +85,7 @@ def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _float32_value(value: float) -> float:
+def float32_value(value: float) -> float:
     """A GGUF float32 as the decimal its writer meant: 1e-05, not 9.999999747378752e-06."""
     return float(str(np.float32(value)))
 
@@ -189,8 +189,8 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
         "num_attention_heads": n_head,
         "num_key_value_heads": n_kv,
         "max_position_embeddings": int(need("context_length")),
-        "rms_norm_eps": _float32_value(need("attention.layer_norm_rms_epsilon")),
-        "rope_theta": _float32_value(field(f"{arch}.rope.freq_base", 10000.0)),
+        "rms_norm_eps": float32_value(need("attention.layer_norm_rms_epsilon")),
+        "rope_theta": float32_value(field(f"{arch}.rope.freq_base", 10000.0)),
         "vocab_size": int(field(f"{arch}.vocab_size") or len(tokens)),
         "hidden_act": "silu",
         "tie_word_embeddings": "output.weight" not in names,

@@ -17,7 +17,7 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gguf_file import dequantized, field_value, open_gguf, tokenizer_fields
+from minitrain.hub.gguf_file import dequantized, field_value, float32_value, open_gguf, tokenizer_fields
 from minitrain.hub.gguf_vocab import char_vocab
 from minitrain.hub.gguf_write import CONV1D, GPT2_GLOBAL, GPT2_LAYER
 from minitrain.hub.gpt2 import check_state_dict, from_gpt2_config
@@ -39,8 +39,7 @@ def _hf_config(reader, path: Path) -> dict[str, Any]:
     return {"model_type": "gpt2", "vocab_size": int(field_value(reader, "gpt2.vocab_size") or len(tokens)),
             "n_positions": need("context_length"), "n_embd": need("embedding_length"), "n_layer": need("block_count"),
             "n_head": need("attention.head_count"), "n_inner": need("feed_forward_length"),
-            "layer_norm_epsilon": float(str(np.float32(field_value(reader, "gpt2.attention.layer_norm_epsilon",
-                                                                   1e-5))))}
+            "layer_norm_epsilon": float32_value(field_value(reader, "gpt2.attention.layer_norm_epsilon", 1e-5))}
 
 
 def _minigpt_name(path: Path, short: str) -> str:

@@ -84,7 +84,7 @@ def bpe_fields(tokenizer: PretrainedTokenizer, vocab_size: int) -> dict[str, Any
                         "byte-level step; minitrain writes byte-level BPE vocabularies (tokenizer.ggml.model gpt2) "
                         "only: export a Hugging Face folder instead (--format hf)", 2)
     vocab = tokenizer.tokenizer.get_vocab(with_added_tokens=True)
-    tokens: list[str | None] = [None] * max(vocab.values(), default=-1) + [None]
+    tokens: list[str | None] = [None] * (max(vocab.values(), default=-1) + 1)
     for token, i in vocab.items():
         tokens[i] = token
     added = {t["content"]: t.get("special", False) for t in spec.get("added_tokens") or []}
