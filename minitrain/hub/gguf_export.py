@@ -71,7 +71,7 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
     """The model, state and tokenizer fields of any source (module docstring), checked to fit a GGUF."""
     from minitrain.hub.export_text import is_text_source
     from minitrain.hub.pretrained import is_gguf, load_pretrained_base
-    from minitrain.hub.pretrained_runs import run_model
+    from minitrain.hub.pretrained_runs import TOKENIZER_DIR, run_model
     from minitrain.hub.sources import load_model
     from minitrain.lora import merge_adapters
 
@@ -79,7 +79,7 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
     if is_gguf(source) and Path(source).is_file():
         found = _gguf_file(Path(source))
     elif is_text_source(source):  # a pretrained base, or a run on one: the base's own tokenizer
-        if (Path(source) / "tokenizer" / "tokenizer.json").is_file():
+        if (Path(source) / TOKENIZER_DIR / "tokenizer.json").is_file():
             model, tokenizer = run_model(source)
             model = merge_adapters(model)
             model_config, state = dict(model.config), dict(model.state_dict())
