@@ -319,3 +319,15 @@ def test_output_model_format_gguf_of_a_table_model_is_refused_before_training(tm
     code, _, err = cli(["train", config, "--out-dir", tmp_path / "run", "--quiet"], capsys)
     assert code == 2 and "model.type sequential" in err  # the same rule, before anything is trained
     assert not (tmp_path / "run").exists()
+
+
+def test_publish_format_gguf_uploads_the_one_file_export_writes(run, tmp_path, monkeypatch, capsys):
+    from fakehub import serving
+
+    token = "hf_ggufPublishToken7Zq"
+    with serving(monkeypatch, tmp_path / "hf", token, {token: "alice"}) as hub:
+        code, out, err = cli(["publish", "--repo", "alice/tiny", run, "--format", "gguf", "--dtype", "f16"], capsys)
+    assert code == 0, err
+    assert f"Published: {hub.url}/alice/tiny" in out
+    export_gguf(run, tmp_path / "local.gguf", "f16")
+    assert hub.repos["alice/tiny"].files == {"tiny-f16.gguf": (tmp_path / "local.gguf").read_bytes()}
