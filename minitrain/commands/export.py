@@ -16,7 +16,6 @@ from minitrain.hub.gguf_write import DTYPES as GGUF_DTYPES
 FORMATS = ("hf", "gguf")
 
 
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     export = subparsers.add_parser("export", help="write a run or a pretrained base as a Hugging Face folder or a "
                                                   "GGUF file")
