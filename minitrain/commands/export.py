@@ -1,30 +1,54 @@
-"""`minitrain export SOURCE OUT_DIR [--repo user/name] [--vocab PATH] [--merge-adapters] [--base-model SPEC]`: a
-run as a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer, model card); a LoRA run as its
-adapter in PEFT's layout, or merged into its base. A pretrained Llama-family base (.gguf, Hugging Face folder, Hub
-id), or a run that fine-tuned one, as a LlamaForCausalLM / Qwen2ForCausalLM folder with the base's tokenizer."""
+"""`minitrain export SOURCE OUT [--format hf|gguf] [--dtype f32|f16|q8_0] [--repo user/name] [--vocab PATH]
+[--merge-adapters] [--base-model SPEC]`: a run as a Hugging Face GPT-2 folder (config.json, model.safetensors,
+tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or merged into its base. A pretrained
+Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned one, as a LlamaForCausalLM /
+Qwen2ForCausalLM folder with the base's tokenizer. `--format gguf`: any of these as one GGUF file for llama.cpp
+(minitrain/hub/gguf_export.py), its matrices in --dtype."""
 
 from __future__ import annotations
 
 import argparse
 
+from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.hub.export import export_model
+from minitrain.hub.gguf_write import DTYPES as GGUF_DTYPES
+
+FORMATS = ("hf", "gguf")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    export = subparsers.add_parser("export", help="write a run or a pretrained base as a Hugging Face folder")
+    export = subparsers.add_parser("export", help="write a run or a pretrained base as a Hugging Face folder or a "
+                                                  "GGUF file")
     export.add_argument("source", help="run folder, checkpoint or model file; or a .gguf file, Hugging Face folder "
                                        "or Hub id of a Llama-family base")
-    export.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md)")
+    export.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md); "
+                                        "with --format gguf, the .gguf file")
+    export.add_argument("--format", choices=FORMATS, default="hf",
+                        help="hf: a Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
+    export.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
+                        help="--format gguf: how the matrices are stored (default f32; norms and biases stay f32)")
     export.add_argument("--repo", help="user/name the model card's loading snippet refers to")
     export.add_argument("--vocab", help="vocab.json, when the source does not record it")
     export.add_argument("--merge-adapters", action="store_true",
-                        help="a LoRA run: export its base with the adapters merged in (default: the adapter)")
+                        help="a LoRA run: export its base with the adapters merged in (default: the adapter; a GGUF "
+                             "is always merged)")
     export.add_argument("--base-model", metavar="PATH|user/repo",
                         help="the base the adapters were trained on, when the run does not record it")
     export.set_defaults(handler=export_command)
 
 
 def export_command(args: argparse.Namespace) -> int:
+    if args.format == "gguf":
+        from minitrain.hub.gguf_export import export_gguf
+
+        if args.repo:
+            raise UserError("export --format gguf: --repo names the repo of a model card; a GGUF has none", BAD_INPUT)
+        path, kinds = export_gguf(args.source, args.out_dir, args.dtype or "f32", args.vocab, args.base_model)
+        print(f"{path}  ({', '.join(f'{n} {kind}' for kind, n in kinds.items())} tensors)")
+        return 0
+    if args.dtype is not None:
+        raise UserError("export --dtype: only a GGUF export (--format gguf) stores other dtypes than float32",
+                        BAD_INPUT)
     for path in export_model(args.source, args.out_dir, repo_id=args.repo, vocab_path=args.vocab,
                              merge_adapters=args.merge_adapters, base_model=args.base_model):
         print(path)

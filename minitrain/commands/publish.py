@@ -1,14 +1,16 @@
 """`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run] [--merge-adapters] [--base-model SPEC]
-[--vocab PATH]` (alias `push`): export a run or model file and upload it to the Hub; without RUN_DIR, the latest
-finished run under runs/. A LoRA run uploads its adapter (its base must be a Hub id), or with --merge-adapters its
-base with the adapters merged in."""
+[--vocab PATH] [--format hf|gguf] [--dtype f32|f16|q8_0]` (alias `push`): export a run or model file and upload it
+to the Hub; without RUN_DIR, the latest finished run under runs/. A LoRA run uploads its adapter (its base must be a
+Hub id), or with --merge-adapters its base with the adapters merged in. `--format gguf` uploads one GGUF file
+(REPO-NAME-DTYPE.gguf, a LoRA run merged) instead of the Hugging Face folder."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from minitrain.common.errors import UserError
+from minitrain.commands.export import FORMATS, GGUF_DTYPES
+from minitrain.common.errors import BAD_INPUT, UserError
 
 RUNS = Path("runs")
 
@@ -26,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="the base the adapters were trained on, when the run does not record it (or it moved); "
                            "an adapter on the Hub names its base by this Hub id")
     push.add_argument("--vocab", help="vocab.json, when the source (a bare model file) does not record it")
+    push.add_argument("--format", choices=FORMATS, default="hf",
+                      help="hf: the Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
+    push.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
+                      help="--format gguf: how the matrices are stored (default f32)")
     push.set_defaults(handler=publish_command)
 
 
@@ -41,9 +47,11 @@ def latest_run(root: Path = RUNS) -> Path:
 def publish_command(args: argparse.Namespace) -> int:
     from minitrain.hub.publish import publish  # the Hub client is only needed here
 
+    if args.dtype is not None and args.format != "gguf":
+        raise UserError("publish --dtype: only a GGUF (--format gguf) stores other dtypes than float32", BAD_INPUT)
     run_dir = Path(args.run_dir) if args.run_dir else latest_run()
     if not args.run_dir:
         print(f"Publishing the latest run: {run_dir}")
     publish(run_dir, args.repo, private=args.private, dry_run=args.dry_run, merge_adapters=args.merge_adapters,
-            base_model=args.base_model, vocab_path=args.vocab)
+            base_model=args.base_model, vocab_path=args.vocab, model_format=args.format, dtype=args.dtype or "f32")
     return 0

@@ -47,12 +47,8 @@ def sample_command(args: argparse.Namespace) -> int:
 
     if is_pretrained_base(args.source) or (Path(args.source) / RUN_TOKENIZER_DIR / "tokenizer.json").is_file():
         return _sample_text_model(args)
-    if args.chat or args.top_p is not None:
-        raise UserError(f"sample {args.source}: --chat and --top-p are for a pretrained model or a run on one (its "
-                        "tokenizer has the chat template); a character model continues the prompt", 2)
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.sources import load_model
-    from minitrain.models.sampling import generate
 
     model, vocab = load_model(args.source)
     if model.config.get("type") == "sequential":
@@ -61,7 +57,16 @@ def sample_command(args: argparse.Namespace) -> int:
     vocab = args.vocab or vocab
     if vocab is None:
         raise UserError(f"sample {args.source}: the source does not say which vocabulary it uses; pass --vocab", 2)
-    tokenizer = CharTokenizer.load(vocab)
+    return _sample_chars(args, model, CharTokenizer.load(vocab))
+
+
+def _sample_chars(args: argparse.Namespace, model, tokenizer) -> int:
+    """A character model continues the prompt (BOS + its characters)."""
+    from minitrain.models.sampling import generate
+
+    if args.chat or args.top_p is not None:
+        raise UserError(f"sample {args.source}: --chat and --top-p are for a pretrained model or a run on one (its "
+                        "tokenizer has the chat template); a character model continues the prompt", 2)
     room = model.config["max_seq_len"] - 1 - len(args.prompt)  # what is left of the context after BOS + prompt
     max_new = args.max_new_tokens or max(room, 1)
     rng = np.random.default_rng(args.seed)  # one generator: -n samples differ, yet the seed reproduces them all
@@ -86,11 +91,14 @@ def prompt_ids(tokenizer, prompt: str, chat: bool, where: str) -> list[int]:
 
 def _sample_text_model(args: argparse.Namespace) -> int:
     """A pretrained base or a run on one: its tokens, its KV cache, stopped at its EOS (module docstring)."""
+    from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.text_models import load_text_model
     from minitrain.models.sampling import continue_ids
 
     loaded = load_text_model(args.source)
     model, tokenizer = loaded.model, loaded.tokenizer
+    if isinstance(tokenizer, CharTokenizer):  # a MiniGPT GGUF minitrain wrote: its character vocabulary
+        return _sample_chars(args, model, tokenizer)
     ids = prompt_ids(tokenizer, args.prompt, args.chat, args.source)
     room = model.config["max_seq_len"] - len(ids)
     if room < 1:

@@ -76,6 +76,8 @@ def train_command(args: argparse.Namespace) -> int:
             print(f"  {key}: {value}")
     for key, mean in results.get("mean", {}).items():  # a cross-validation: each metric over the folds
         print(f"  {key}: {mean:.4f} ± {results['std'][key]:.4f}")
+    if cfg.output.model_format == "gguf":
+        _write_gguf(cfg, results)
     if cfg.publish is not None:
         _publish_run(cfg, results["status"], quiet=args.quiet)
     return 0
@@ -137,6 +139,19 @@ def _publish_run(cfg: Config, status: str, quiet: bool) -> None:
         later = f"minitrain publish --repo {cfg.publish.repo} {cfg.output.dir}"
         raise UserError(f"{exc}. Training finished and its run folder {cfg.output.dir} is complete; publish it "
                         f"later with: {later}", exc.exit_code) from None
+
+
+def _write_gguf(cfg: Config, results: dict) -> None:
+    """`output.model_format: gguf`: the final model as a GGUF too. A failure leaves the run folder complete."""
+    from minitrain.hub.gguf_export import gguf_after_training
+
+    try:
+        path = gguf_after_training(cfg.output.dir, results, cfg.output.gguf_dtype)
+    except UserError as exc:
+        later = f"minitrain export {cfg.output.dir} OUT.gguf --format gguf --dtype {cfg.output.gguf_dtype}"
+        raise UserError(f"{exc}. Training finished and its run folder {cfg.output.dir} is complete; write the GGUF "
+                        f"later with: {later}", exc.exit_code) from None
+    print(f"  gguf: {path}" if path else "  gguf: not written (the run has no final model)")
 
 
 def format_plan(plan: dict) -> str:

@@ -412,6 +412,20 @@ def _included_metrics_are_logged(sections, raw):
                                                                 f"{', '.join(columns)}")
 
 
+@rule("output", "model")
+def _gguf_output_has_a_llama_cpp_layout(sections, raw):
+    """output.model_format gguf needs a model llama.cpp runs: minigpt (attention by 1/sqrt(head size)) or llama."""
+    model = sections["model"]
+    if sections["output"].model_format != "gguf":
+        return
+    if model.type not in ("minigpt", "llama"):
+        yield Problem(("output", "model_format"), f"gguf: llama.cpp has layouts for the Llama family and GPT-2 "
+                                                  f"(MiniGPT) only, and this model is model.type {model.type}")
+    elif model.type == "minigpt" and model.attn_scale is not None:
+        yield Problem(("output", "model_format"), f"gguf: llama.cpp's gpt2 scales attention by 1/sqrt(head size) "
+                                                  f"only, and model.attn_scale is {model.attn_scale:g}")
+
+
 # Every rule, in the order they run and docs/yaml-mode.md lists them: these, the fine-tuning sections', the tables',
 # those of runs on a pretrained base.
 RULES: tuple[Rule, ...] = (*CORE_RULES, *finetune_rules.RULES, *pruning_section.RULES, *table_rules.RULES,

@@ -70,6 +70,10 @@ class OutputConfig(Section):
     )
     metrics: MetricsOutput = Field(default_factory=MetricsOutput)
     report: ReportOutput = Field(default_factory=ReportOutput)
+    model_format: Literal["safetensors", "gguf"] = Field(
+        "safetensors", description="gguf: a finished run also writes its final model as a GGUF beside the model file "
+                                   "(minitrain export --format gguf)")
+    gguf_dtype: Literal["f32", "f16", "q8_0"] = Field("f32", description="the GGUF's matrices (model_format gguf)")
 
 
 class PublishConfig(Section):

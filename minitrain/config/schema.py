@@ -460,6 +460,8 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("monitoring", "system"): None,
     ("output", "metrics"): MetricsOutput().model_dump(mode="json"),
     ("output", "report"): ReportOutput().model_dump(mode="json"),
+    ("output", "model_format"): "safetensors",
+    ("output", "gguf_dtype"): "f32",
     ("callbacks",): [],
     ("runtime",): RuntimeConfig().model_dump(mode="json"),
 }

@@ -47,6 +47,7 @@ RENAMED: dict[str, str] = {
     "training.validation.metrics": "training.val_metrics",
     "training.validation.cross_validation": "training.cross_validation",
     "model.source": "model.init_from",
+    "output.model.format": "output.model_format",
     "model.architecture.type": "model.type",
     "model.architecture.hidden_size": "model.d_model",
     "model.architecture.num_layers": "model.n_layer",
@@ -77,7 +78,10 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "data.loader.prefetch_factor": ("int>=1", "batches are gathered from arrays in memory by the training process"),
     "model.device=auto": ("", "minitrain always runs on the CPU"),
     "model.device=cpu": ("", "minitrain always runs on the CPU"),
-    "model.format=safetensors": ("", "model.source is read as safetensors whatever this says"),
+    "model.format=safetensors": ("", "model.source is read by what it is: a .gguf file as GGUF, a model file or "
+                                     "folder as safetensors"),
+    "model.format=gguf": ("", "model.source is read by what it is: a .gguf file (llama, qwen2, or a gpt2 GGUF "
+                              "minitrain exported) as GGUF, a model file or folder as safetensors"),
     "training.deterministic": ("bool", "minitrain is always deterministic: the same config and seeds give the "
                                        "same bytes"),
     "training.benchmark=false": ("", "there is no cuDNN autotuner to turn off"),
@@ -85,7 +89,6 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "training.mixed_precision.dtype": ("", "mixed precision is not used"),
     "training.mixed_precision.loss_scale": ("", "mixed precision is not used"),
     "monitoring.terminal.refresh_rate": ("number>0", "the progress bar redraws at most 10 times a second"),
-    "output.model.format=safetensors": ("", "safetensors is the format of every model file minitrain writes"),
     "output.model.save_optimizer": ("bool", "checkpoints always hold the optimizer state (resuming needs it); "
                                             "the final model file holds the weights"),
     "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
@@ -105,7 +108,8 @@ NOT_YET: dict[str, str] = {
 
 _EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
 _PICKLE = "pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors only"
-_OTHER_FORMAT = "minitrain reads and writes safetensors; `minitrain export` writes a Hugging Face folder to convert"
+_OTHER_FORMAT = ("apr is entrenar's own format; minitrain reads and writes safetensors and GGUF (`minitrain export "
+                 "--format hf|gguf` converts)")
 CANNOT: dict[str, str] = {
     "training.distributed": f"minitrain trains in one process on one CPU; for a model that needs more, {_EXPORT}",
     "training.mixed_precision.enabled=true": "float16/bfloat16 mixed precision needs a GPU's half-precision units "
@@ -122,10 +126,8 @@ CANNOT: dict[str, str] = {
     "model.dtype=float16": "float16 training needs loss scaling and a GPU to pay off; use float32 (or float64)",
     "model.dtype=bfloat16": "NumPy has no bfloat16; use float32 (or float64)",
     "model.format=pt": _PICKLE,
-    "model.format=gguf": _OTHER_FORMAT,
     "model.format=apr": _OTHER_FORMAT,
     "output.model.format=pt": _PICKLE,
-    "output.model.format=gguf": _OTHER_FORMAT,
     "output.model.format=apr": _OTHER_FORMAT,
     "output.report.format=pdf": "report.md is markdown and format html writes report.html; print that to PDF",
     "monitoring.tracking.backend=trueno-db": "trueno-db is entrenar's own database; use mlflow (a local SQLite "

@@ -60,13 +60,32 @@ def hf_name(name: str) -> str | None:
     return None
 
 
+def gguf_name(hf: str) -> str:
+    """The llama.cpp name of a Hugging Face Llama-family tensor name (the inverse of `hf_name`)."""
+    for short, long in _GLOBAL_NAMES.items():
+        if hf == long:
+            return short
+    match = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", hf)
+    short = {long: short for short, long in _LAYER_NAMES.items()}.get(match[2]) if match else None
+    if short is None:
+        raise UserError(f"export: tensor {hf} has no llama.cpp name", 2)
+    return f"blk.{match[1]}.{short}"
+
+
+def permute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's q/k row permutation (HF's rotate-half layout -> interleaved RoPE pairs); w is (out, ...).
+    `unpermute_rope_rows(permute_rope_rows(w, H), H)` is `w` exactly: a reshape and a swap, no arithmetic."""
+    half = w.shape[0] // n_heads // 2
+    return w.reshape(n_heads, 2, half, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
 def unpermute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     """Undo llama.cpp's q/k row permutation (interleaved RoPE pairs -> HF's rotate-half layout); w is (out, ...)."""
     half = w.shape[0] // n_heads // 2
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _float32_value(value: float) -> float:
+def float32_value(value: float) -> float:
     """A GGUF float32 as the decimal its writer meant: 1e-05, not 9.999999747378752e-06."""
     return float(str(np.float32(value)))
 
@@ -80,7 +99,8 @@ class GGUFContents:
         self.config, self.state, self.tokenizer, self.facts = config, state, tokenizer, facts
 
 
-def _reader(path: Path):
+def open_gguf(path: Path):
+    """A `gguf.GGUFReader` of `path`; UserError when it is no GGUF."""
     import gguf  # imported here: only a GGUF source needs it
 
     try:
@@ -89,20 +109,62 @@ def _reader(path: Path):
         raise UserError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})", 2) from None
 
 
-def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
-    """Read and dequantize a Llama or Qwen2 GGUF (see the module docstring); UserError for anything else."""
+def field_value(reader, key: str, default: Any = None) -> Any:
+    """The value of metadata `key` (a string, number or list), `default` when the file lacks it."""
+    f = reader.fields.get(key)
+    return default if f is None else f.contents()
+
+
+def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
+    """The `tokenizer.*` metadata as `PretrainedTokenizer.from_gguf_fields`' keyword arguments."""
+    def field(key: str, default: Any = None) -> Any:
+        return field_value(reader, key, default)
+
+    return {
+        "tokens": field("tokenizer.ggml.tokens") or [], "merges": field("tokenizer.ggml.merges") or [],
+        "token_types": field("tokenizer.ggml.token_type") or [],
+        "bos_id": field("tokenizer.ggml.bos_token_id"), "eos_id": field("tokenizer.ggml.eos_token_id"),
+        "pad_id": field("tokenizer.ggml.padding_token_id"), "unk_id": field("tokenizer.ggml.unknown_token_id"),
+        "chat_template": field("tokenizer.chat_template"),
+        "model": field("tokenizer.ggml.model"), "pre": field("tokenizer.ggml.pre"),
+        "add_bos": bool(field("tokenizer.ggml.add_bos_token", False)), "where": f"{path} (tokenizer)",
+    }
+
+
+def gguf_architecture(path: str | Path) -> Any:
+    """general.architecture of a GGUF file (None when it lacks the key)."""
+    return field_value(open_gguf(Path(path)), "general.architecture")
+
+
+def dequantized(path: Path, tensor) -> np.ndarray:
+    """A reader tensor as float32 in NumPy's row-major (out, in) shape: GGUF lists dimensions fastest-first."""
     from gguf.quants import dequantize
 
+    try:
+        w = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+    except NotImplementedError:  # the gguf package reads every llama.cpp weight format but a few
+        raise UserError(f"{path}: tensor {tensor.name} is stored as {tensor.tensor_type.name}, a type the gguf "
+                        "package cannot dequantize; convert the file to F16, Q8_0 or Q4_K first", 2) from None
+    expected = tuple(int(n) for n in reversed(tensor.shape))
+    if w.size != int(np.prod(expected)):
+        raise UserError(f"{path}: tensor {tensor.name} holds {w.size} values, its shape {list(tensor.shape)} needs "
+                        f"{int(np.prod(expected))}", 2)
+    return w.reshape(expected)
+
+
+def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
+    """Read and dequantize a Llama or Qwen2 GGUF (see the module docstring); UserError for anything else."""
     path = Path(path)
-    reader = _reader(path)
+    reader = open_gguf(path)
 
     def field(key: str, default: Any = None) -> Any:
-        f = reader.fields.get(key)
-        return default if f is None else f.contents()
+        return field_value(reader, key, default)
 
     arch = field("general.architecture")
     if arch not in ARCHITECTURES:
-        raise UserError(f"{path}: general.architecture = {arch!r}: minitrain reads llama and qwen2 GGUF files", 2)
+        raise UserError(f"{path}: general.architecture = {arch!r}: minitrain reads llama and qwen2 GGUF files as "
+                        "a pretrained base (a gpt2 GGUF that minitrain exported is read by sample, eval and "
+                        "export)", 2)
 
     def need(key: str) -> Any:
         value = field(f"{arch}.{key}")
@@ -127,8 +189,8 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
         "num_attention_heads": n_head,
         "num_key_value_heads": n_kv,
         "max_position_embeddings": int(need("context_length")),
-        "rms_norm_eps": _float32_value(need("attention.layer_norm_rms_epsilon")),
-        "rope_theta": _float32_value(field(f"{arch}.rope.freq_base", 10000.0)),
+        "rms_norm_eps": float32_value(need("attention.layer_norm_rms_epsilon")),
+        "rope_theta": float32_value(field(f"{arch}.rope.freq_base", 10000.0)),
         "vocab_size": int(field(f"{arch}.vocab_size") or len(tokens)),
         "hidden_act": "silu",
         "tie_word_embeddings": "output.weight" not in names,
@@ -139,15 +201,7 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
     head_dim = field(f"{arch}.rope.dimension_count") if arch == "llama" else None
     if head_dim is not None:
         config["head_dim"] = int(head_dim)
-    tokenizer = {
-        "tokens": tokens, "merges": field("tokenizer.ggml.merges") or [],
-        "token_types": field("tokenizer.ggml.token_type") or [],
-        "bos_id": config["bos_token_id"], "eos_id": config["eos_token_id"], "pad_id": config["pad_token_id"],
-        "unk_id": field("tokenizer.ggml.unknown_token_id"),
-        "chat_template": field("tokenizer.chat_template"),
-        "model": field("tokenizer.ggml.model"), "pre": field("tokenizer.ggml.pre"),
-        "add_bos": bool(field("tokenizer.ggml.add_bos_token", False)), "where": f"{path} (tokenizer)",
-    }
+    tokenizer = tokenizer_fields(reader, path)
     kinds = sorted({t.tensor_type.name for t in reader.tensors})
     facts = {"gguf_architecture": arch, "gguf_name": field("general.name"), "tensor_types": kinds,
              "file_type": field("general.file_type")}
@@ -157,16 +211,7 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
             name = hf_name(t.name)
             if name is None:
                 raise UserError(f"{path}: tensor {t.name} is not part of a {arch} model minitrain can build", 2)
-            try:
-                w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
-            except NotImplementedError:  # the gguf package reads every llama.cpp weight format but a few
-                raise UserError(f"{path}: tensor {t.name} is stored as {t.tensor_type.name}, a type the gguf "
-                                "package cannot dequantize; convert the file to F16, Q8_0 or Q4_K first", 2) from None
-            expected = tuple(int(n) for n in reversed(t.shape))
-            if w.size != int(np.prod(expected)):
-                raise UserError(f"{path}: tensor {t.name} holds {w.size} values, its shape {list(t.shape)} needs "
-                                f"{int(np.prod(expected))}", 2)
-            w = w.reshape(expected)
+            w = dequantized(path, t)
             if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
                 w = unpermute_rope_rows(w, n_head if "q_proj" in name else n_kv)
             state[name] = np.ascontiguousarray(w)

@@ -71,20 +71,29 @@ def publish(
     merge_adapters: bool = False,
     base_model: str | None = None,
     vocab_path: str | Path | None = None,
+    model_format: str = "hf",
+    dtype: str = "f32",
 ) -> str:
     """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go).
     `quiet`: no upload progress bars (`train --quiet`). A LoRA run uploads its adapter (PEFT's layout), or with
     `merge_adapters` its base with the adapters merged in (`base_model` when the run does not record its base). An
     adapter's base must be a Hub id (recorded, or `base_model`): PEFT loads it by that name. `vocab_path`: the
-    vocabulary of a model file that does not record it."""
+    vocabulary of a model file that does not record it. `model_format` "gguf": the repo gets one file,
+    REPO-NAME-DTYPE.gguf (hub/gguf_export.py; a LoRA run merged), instead of the Hugging Face folder."""
     check_repo_id(repo_id)
     api = HfApi()
     if not dry_run and (problem := missing_token(repo_id)):
         raise UserError(f"{problem} (nothing was uploaded)")
     token = None if dry_run else get_token()
     with tempfile.TemporaryDirectory(prefix="minitrain-publish-") as tmp:
-        files = export_model(run_dir, tmp, repo_id=repo_id, vocab_path=vocab_path, merge_adapters=merge_adapters,
-                             base_model=base_model, for_hub=True)
+        if model_format == "gguf":
+            from minitrain.hub.gguf_export import export_gguf
+
+            name = f"{repo_id.rsplit('/', 1)[-1]}-{dtype}.gguf"
+            files = [export_gguf(run_dir, Path(tmp) / name, dtype, vocab_path, base_model)[0]]
+        else:
+            files = export_model(run_dir, tmp, repo_id=repo_id, vocab_path=vocab_path,
+                                 merge_adapters=merge_adapters, base_model=base_model, for_hub=True)
         if dry_run:
             log(f"Dry run: would upload to {api.endpoint}/{repo_id} ({'private' if private else 'public'}):")
             for path in files:
@@ -108,6 +117,8 @@ def publish(
 def _what(folder: str) -> str:
     """What the export in `folder` holds, for the commit message: its transformers class, or a PEFT adapter."""
     config = Path(folder) / "config.json"
+    if any(Path(folder).glob("*.gguf")):
+        return "a GGUF"
     if not config.is_file():
         return "a LoRA adapter"
     architectures = read_json_object(config, "model config").get("architectures") or ["MiniGPT"]

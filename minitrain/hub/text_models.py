@@ -4,6 +4,8 @@
 
     spec                                   kind         tokenizer
     base.gguf                              pretrained   the GGUF metadata's (minitrain/hub/pretrained.py)
+    minigpt.gguf (gpt2 layout, exported)   minitrain    its character vocabulary (hub/gguf_gpt2.py; a GPT-2
+                                                        base's BPE: pretrained)
     ./SmolLM2/ (config.json of a llama,    pretrained   tokenizer.json (+ tokenizer_config.json)
         qwen2 or mistral model)
     ./gpt2/ (a GPT-2 with its own BPE)     pretrained   tokenizer.json, or vocab.json + merges.txt
@@ -24,6 +26,8 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
 from minitrain.data.gpt2_base import hub_file_cache_first, is_gpt2_base
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.hub.gguf_file import gguf_architecture
+from minitrain.hub.gguf_gpt2 import load_gpt2_gguf
 from minitrain.hub.hf_config import MODEL_TYPES
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.pretrained import is_gguf, load_pretrained_base
@@ -63,6 +67,10 @@ def _model_type(config: Path) -> Any:
 def load_text_model(spec: str, vocab_path: str | None = None) -> TextModel:
     """The model `spec` names with its own tokenizer (module docstring); `vocab_path` is the character vocabulary
     of a minitrain model file that does not record it."""
+    if is_gguf(spec) and Path(spec).is_file() and gguf_architecture(spec) == "gpt2":  # MiniGPT, exported
+        model, tokenizer = load_gpt2_gguf(spec)
+        kind = "minitrain" if isinstance(tokenizer, CharTokenizer) else "pretrained"
+        return TextModel(model, tokenizer, kind, spec)
     if is_pretrained_base(spec):
         model_config, state, tokenizer, facts = load_pretrained_base(spec)
         model = build_model(model_config)

@@ -1,0 +1,176 @@
+"""Write a model as one GGUF file (llama.cpp's format) with the `gguf` package, the llama.cpp project's own writer.
+
+Two layouts, the ones llama.cpp's `convert_hf_to_gguf.py` writes for these networks:
+
+    Llama family (general.architecture llama, or qwen2 with q/k/v biases): HF names shortened as
+        hub/gguf_file.py lists (token_embd, blk.N.attn_q, ...), every Linear as NumPy (out, in) = GGUF [in, out],
+        q/k rows permuted per head for llama (`permute_rope_rows`: llama.cpp rotates interleaved pairs), the
+        lm_head as output.weight only when untied.
+    GPT-2 (MiniGPT; general.architecture gpt2):
+        transformer.wte / wpe               token_embd / position_embd     (V, D) / (P, D)
+        h.N.ln_1, ln_2 (weight, bias)       blk.N.attn_norm, blk.N.ffn_norm
+        h.N.attn.c_attn, attn.c_proj        blk.N.attn_qkv, blk.N.attn_output   (q, k, v stacked as GPT-2 does)
+        h.N.mlp.c_fc, mlp.c_proj            blk.N.ffn_up, blk.N.ffn_down
+        ln_f                                output_norm
+        wte again                           output.weight (GPT-2 ties it; the converter writes the copy)
+      MiniGPT keeps GPT-2's Conv1D layout [in, out] (x·W), so each of its four projections is transposed to (out, in).
+
+dtypes (`general.file_type`): f32 (0) every tensor F32; f16 (1) every matrix F16; q8_0 (7) every matrix whose rows
+are a multiple of 32 long in Q8_0 (blocks of 32 int8 with one f16 scale: x ≈ d·q, d = max|x|/127), the others F16.
+Vectors (norms, biases) stay F32 in all three, as llama.cpp keeps them.
+
+The file is written through `common.io.atomic_write`: a temporary sibling renamed over OUT at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write
+from minitrain.hub.gguf_file import gguf_name, permute_rope_rows
+from minitrain.hub.gpt2 import LAYER_NORM_EPS
+from minitrain.hub.hf_config import to_hf_state
+
+DTYPES = ("f32", "f16", "q8_0")
+FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7}  # llama.cpp's LlamaFileType
+GPT2_LAYER = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+              "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+GPT2_GLOBAL = {"transformer.wte.weight": "token_embd.weight", "transformer.wpe.weight": "position_embd.weight",
+               "transformer.ln_f.weight": "output_norm.weight", "transformer.ln_f.bias": "output_norm.bias"}
+CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # GPT-2's [in, out] projections
+Q8_BLOCK = 32
+
+
+def llama_arch(model_config: Mapping[str, Any]) -> str:
+    """The GGUF architecture of a minitrain Llama config: qwen2 when it has q/k/v biases (hub/hf_config.py)."""
+    return "qwen2" if model_config.get("attention_bias") else "llama"
+
+
+def check_writable(model_config: Mapping[str, Any]) -> None:
+    """UserError for what this writer cannot express in a GGUF minitrain also reads back."""
+    if model_config.get("rope_scaling"):
+        raise UserError("export --format gguf: a model with Llama 3 RoPE scaling: llama.cpp keeps it as a "
+                        "rope_freqs tensor, which minitrain neither writes nor reads; export a Hugging Face folder "
+                        "(--format hf)", 2)
+
+
+def llama_tensors(model_config: Mapping[str, Any], state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+    """(GGUF name, NumPy (out, in) array) of a minitrain Llama state dict, q/k permuted for llama."""
+    permute = llama_arch(model_config) == "llama"
+    n_head, n_kv = model_config["n_head"], model_config.get("n_kv_head") or model_config["n_head"]
+    for hf, w in to_hf_state(state, model_config).items():
+        if permute and hf.endswith("q_proj.weight"):
+            w = permute_rope_rows(w, n_head)
+        elif permute and hf.endswith("k_proj.weight"):
+            w = permute_rope_rows(w, n_kv)
+        yield gguf_name(hf), w
+
+
+def gpt2_tensors(state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
+    """(GGUF name, NumPy array) of a MiniGPT state dict in llama.cpp's gpt2 layout (module docstring)."""
+    for name, w in state.items():
+        if name in GPT2_GLOBAL:
+            yield GPT2_GLOBAL[name], w
+            continue
+        layer, rest = name.removeprefix("transformer.h.").split(".", 1)
+        part, kind = rest.rsplit(".", 1)
+        if part in CONV1D and kind == "weight":
+            w = w.T
+        yield f"blk.{layer}.{GPT2_LAYER[part]}.{kind}", w
+    yield "output.weight", state["transformer.wte.weight"]
+
+
+def encoded(w: np.ndarray, dtype: str) -> tuple[np.ndarray, Any]:
+    """The array the writer stores for `w` in `dtype` (module docstring), and its raw GGML type (None: by dtype)."""
+    import gguf
+    from gguf.quants import quantize
+
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    if w.ndim == 1 or dtype == "f32":
+        return w, None
+    if dtype == "q8_0" and w.shape[-1] % Q8_BLOCK == 0:
+        return quantize(w, gguf.GGMLQuantizationType.Q8_0), gguf.GGMLQuantizationType.Q8_0
+    return w.astype(np.float16), None
+
+
+def _llama_metadata(writer, model_config: Mapping[str, Any]) -> None:
+    head_dim = model_config.get("head_dim") or model_config["d_model"] // model_config["n_head"]
+    writer.add_context_length(int(model_config["max_seq_len"]))
+    writer.add_embedding_length(int(model_config["d_model"]))
+    writer.add_block_count(int(model_config["n_layer"]))
+    writer.add_feed_forward_length(int(model_config["d_ff"]))
+    writer.add_head_count(int(model_config["n_head"]))
+    writer.add_head_count_kv(int(model_config.get("n_kv_head") or model_config["n_head"]))
+    writer.add_rope_freq_base(float(model_config.get("rope_theta", 10000.0)))
+    writer.add_layer_norm_rms_eps(float(model_config.get("rms_norm_eps", 1e-5)))
+    writer.add_rope_dimension_count(int(head_dim))
+    if head_dim * model_config["n_head"] != model_config["d_model"]:  # llama.cpp's default is D / H
+        writer.add_key_length(int(head_dim))
+        writer.add_value_length(int(head_dim))
+
+
+def _gpt2_metadata(writer, model_config: Mapping[str, Any]) -> None:
+    writer.add_context_length(int(model_config["max_seq_len"]))
+    writer.add_embedding_length(int(model_config["d_model"]))
+    writer.add_block_count(int(model_config["n_layer"]))
+    writer.add_feed_forward_length(int(model_config["d_ff"]))
+    writer.add_head_count(int(model_config["n_head"]))
+    writer.add_layer_norm_eps(LAYER_NORM_EPS)
+
+
+def _tokenizer_metadata(writer, fields: Mapping[str, Any]) -> None:
+    writer.add_tokenizer_model(fields["model"])
+    if fields.get("pre"):
+        writer.add_tokenizer_pre(fields["pre"])
+    writer.add_token_list(list(fields["tokens"]))
+    writer.add_token_merges(list(fields["merges"]))
+    writer.add_token_types(list(fields["token_types"]))
+    for key, add in (("bos_id", writer.add_bos_token_id), ("eos_id", writer.add_eos_token_id),
+                     ("pad_id", writer.add_pad_token_id), ("unk_id", writer.add_unk_token_id)):
+        if fields.get(key) is not None:
+            add(int(fields[key]))
+    writer.add_add_bos_token(bool(fields.get("add_bos", False)))
+    if fields.get("chat_template"):
+        writer.add_chat_template(fields["chat_template"])
+
+
+def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: Mapping[str, np.ndarray],
+                     fields: Mapping[str, Any], dtype: str = "f32", name: str = "minitrain model") -> dict[str, int]:
+    """Write `state` (minitrain names and layout, a Llama or MiniGPT config) with the tokenizer `fields`
+    (hub/gguf_vocab.py) as a GGUF at `path`; return how many tensors of each GGML type it holds."""
+    import gguf
+
+    if dtype not in DTYPES:
+        raise UserError(f"export --dtype {dtype}: a GGUF is written as {', '.join(DTYPES)}", 2)
+    check_writable(model_config)
+    llama = model_config.get("type") == "llama"
+    arch = llama_arch(model_config) if llama else "gpt2"
+    writer = gguf.GGUFWriter(None, arch)
+    writer.add_name(name)
+    writer.add_file_type(FILE_TYPES[dtype])
+    if dtype == "q8_0":
+        writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    writer.add_vocab_size(int(model_config["vocab_size"]))
+    (_llama_metadata if llama else _gpt2_metadata)(writer, model_config)
+    _tokenizer_metadata(writer, fields)
+    kinds: dict[str, int] = {}
+    for short, w in (llama_tensors(model_config, state) if llama else gpt2_tensors(state)):
+        data, raw = encoded(w, dtype)
+        writer.add_tensor(short, data, raw_dtype=raw)
+        kind = raw.name if raw is not None else ("F16" if data.dtype == np.float16 else "F32")
+        kinds[kind] = kinds.get(kind, 0) + 1
+
+    def write(f: IO[bytes]) -> None:
+        # The writer opens its own file by name; handing it the temporary file keeps the write atomic.
+        writer.fout, writer.state = [f], gguf.gguf_writer.WriterState.EMPTY
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+
+    atomic_write(path, write)
+    return dict(sorted(kinds.items()))
