@@ -29,8 +29,11 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text
 from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import REPO_ROOT
-from minitrain.course.checks import Checklist, Failed, Outcome
+from minitrain.course.checks import Checklist, Failed, Interrupted, Outcome
+from minitrain.course.sandbox import Limits, Sandbox
 from minitrain.course.starter import stub_module
+
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ class LabUnderTest:
     workspace: Path | None  # None: the library's own files and the committed reference run
     run_dir: Path | None
     shown: str = ""  # the workspace as the student named it, for commands printed back
+    broken: dict[str, str] = field(default_factory=dict)  # lab file -> why it cannot be imported (sandbox.py)
     _modules: dict[str, ModuleType] = field(default_factory=dict)
     _scratch: Path | None = None
 
@@ -152,6 +156,8 @@ class LabUnderTest:
         if self.workspace is None and seam.module_name(path) is not None:
             return importlib.import_module(seam.module_name(path))
         file = self.file(path)
+        if path in self.broken:  # its import hung or crashed an earlier child process: do not wait again
+            raise Failed(f"{file} does not import: {self.broken[path]}")
         if not file.is_file():
             raise Failed(f"{file}: no such file; `minitrain lab start {self.lab.number}` writes it")
         name = f"_minitrain_lab{self.lab.number}_{Path(path).stem}"
@@ -160,6 +166,9 @@ class LabUnderTest:
         sys.modules[name] = module  # dataclasses and pickling look a module up by name
         try:
             spec.loader.exec_module(module)
+        except MemoryError:  # the memory limit (worker.py) says it better than "does not import"
+            del sys.modules[name]
+            raise
         except Exception as error:  # a syntax error, a bad import: the file cannot be used at all
             del sys.modules[name]
             raise Failed(f"{file} does not import: {type(error).__name__}: {error}") from None
@@ -196,12 +205,15 @@ def checklist(number: str) -> Checklist:
 
 
 def grade(
-    number: str, workspace: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None, **keys: Any
+    number: str, workspace: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None,
+    limits: Limits | None = DEFAULT_LIMITS, **keys: Any
 ) -> tuple[str, list[Outcome]]:
     """Run lab `number`'s checks on `workspace` (None: the library and its reference run); (title, outcomes).
 
     `run_dir` is the run folder whose stop conditions are checked (default: `workspace/run`, or the lab's
-    committed reference run). `keys` go to `Checklist.run` (`only=`, to run some checks).
+    committed reference run). The checks run in a child process under `limits` (sandbox.py; None: in this
+    process, with no limits). `keys` go to `Checklist.run` (`only=`, to run some checks). Ctrl-C raises
+    `Interrupted`, holding the title and the outcomes so far.
     """
     lab = get_lab(number)
     folder = None if workspace is None else Path(workspace).resolve()
@@ -211,9 +223,19 @@ def grade(
                                                                  if lab.reference_run else None)
     subject = LabUnderTest(lab, folder, Path(run_dir).resolve() if run_dir else default_run,
                            shown=str(workspace or "").rstrip("/"))
+    checked = f"{workspace}" if workspace is not None else "the library's own files"
+    title = f"lab {lab.number} · {lab.title}: checking {checked}"
     try:
-        outcomes = checklist(lab.number).run(subject, **keys)
+        if limits is None:
+            outcomes = checklist(lab.number).run(subject, **keys)
+        else:
+            setup = {"lab": lab.number, "workspace": str(folder) if folder else None, "shown": subject.shown,
+                     "run_dir": str(subject.run_dir) if subject.run_dir else None, "scratch": str(subject.scratch())}
+            with Sandbox(setup, limits) as sandbox:
+                outcomes = checklist(lab.number).run(subject, runner=sandbox.run, **keys)
+    except Interrupted as stop:
+        stop.title = title
+        raise
     finally:
         subject.close()
-    checked = f"{workspace}" if workspace is not None else "the library's own files"
-    return f"lab {lab.number} · {lab.title}: checking {checked}", outcomes
+    return title, outcomes
