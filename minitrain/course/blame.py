@@ -39,13 +39,11 @@ def innermost(frame: FrameType | None, files: dict[str, str]) -> dict | None:
 
 def innermost_in_traceback(error: BaseException, files: dict[str, str]) -> dict | None:
     """The deepest frame of `error`'s traceback that runs a lab file."""
-    found, tb = None, error.__traceback__
-    while tb is not None:
-        path = files.get(str(Path(tb.tb_frame.f_code.co_filename).resolve()))
-        if path is not None:
-            found = {"path": path, "line": tb.tb_lineno, "function": tb.tb_frame.f_code.co_qualname}
-        tb = tb.tb_next
-    return found
+    found = seam.innermost_frame(error.__traceback__, files)
+    if found is None:
+        return None
+    file, line, function = found
+    return {"path": files[str(Path(file).resolve())], "line": line, "function": function}
 
 
 _DUMP_LINE = re.compile(r'^\s*File "(?P<file>.*)", line (?P<line>\d+) in (?P<function>\S+)', re.MULTILINE)
