@@ -8,7 +8,7 @@
     minitrain lock CONFIG              minitrain info RUN_DIR
     minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR] [--merge-adapters]
     minitrain sample SOURCE --prompt TEXT       minitrain eval SOURCE --data FILE [--json]
-    minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR]
+    minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR] [--timeout S] [--memory-mb MB]
     minitrain predict SOURCE INPUT -o OUT   (a table model's predictions)
     minitrain merge LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
 

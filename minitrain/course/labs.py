@@ -8,6 +8,8 @@ A workspace holds the lab's files at the paths the lab names (`labs/01/minitrain
 `labs/01/scripts/train_mini.py`); its run folder is `labs/01/run` unless told otherwise. The checks call the
 student's functions directly, loaded from the workspace, and train short runs in a subprocess with
 MINITRAIN_LAB_DIR pointing at the workspace (minitrain/seam.py), so the library runs on the student's pieces.
+`grade` runs the checks in a child process under a time and a memory limit (sandbox.py): the student's code
+never runs in the process that prints the verdicts.
 """
 
 from __future__ import annotations

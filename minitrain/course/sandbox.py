@@ -134,7 +134,10 @@ class Sandbox:
                      "checked function must return or raise, never end the program"
         elif returncode is not None and returncode < 0:
             number = -returncode
-            name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+            try:
+                name = signal.Signals(number).name
+            except ValueError:  # a real-time signal, say: no name
+                name = f"signal {number}"
             where = innermost_in_dump(self._crash_dump(), self.files)
             reason = f"the process running the check crashed with {name} ({_SIGNALS.get(number, 'a signal')})" + \
                 (f" in {describe(where)}" if where else "")
@@ -152,9 +155,11 @@ class Sandbox:
         theirs_in, ours_out = os.pipe()  # requests: this process -> child
         ours_in, theirs_out = os.pipe()  # replies: child -> this process
         env = {k: v for k, v in os.environ.items() if k != "MINITRAIN_LAB_DIR"}
+        # What the student's code prints goes to this process's stderr (file descriptor 2, whatever sys.stderr
+        # is now): stdout is the checklist's.
         process = subprocess.Popen(
             [sys.executable, "-m", "minitrain.course.worker", str(theirs_in), str(theirs_out)],
-            cwd=REPO_ROOT, env=child_environment(env), stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+            cwd=REPO_ROOT, env=child_environment(env), stdin=subprocess.DEVNULL, stdout=2,
             pass_fds=(theirs_in, theirs_out), start_new_session=True)
         os.close(theirs_in)
         os.close(theirs_out)
