@@ -220,11 +220,12 @@ def pattern(reason: str, function: str, path: str, lines: list[int]) -> str:
     return re.escape(reason).replace(re.escape("{where}"), where)
 
 
-@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(target=st.sampled_from(FUNCTIONS), misbehaviour=st.sampled_from(sorted(MISBEHAVIOURS)))
-def test_any_lab_function_misbehaving_fails_only_the_item_that_ran_it(target, misbehaviour):
+@pytest.mark.parametrize("misbehaviour", sorted(MISBEHAVIOURS))
+@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(target=st.sampled_from(FUNCTIONS))
+def test_any_lab_function_misbehaving_fails_only_the_item_that_ran_it(misbehaviour, target):
     """Only the first call misbehaves: the item that made it fails with the misbehaviour's reason, every other
-    item (in the same child process or a fresh one) passes."""
+    item (in the same child process or a fresh one) passes, unless it needs the failed one."""
     lab, path, name = target
     code, reason = MISBEHAVIOURS[misbehaviour]
     with tempfile.TemporaryDirectory() as folder:
@@ -232,6 +233,7 @@ def test_any_lab_function_misbehaving_fails_only_the_item_that_ran_it(target, mi
         lines = misbehave_once(ws / path, name, code, Path(folder) / "misbehaved")
         _, outcomes = grade(lab, ws, limits=LIMITS, only=quick)
         assert [o.name for o in outcomes] == [c.name for c in checklist(lab).checks if quick(c.name)]
-        failed = [o for o in outcomes if not o.passed]
-        assert len(failed) == 1, [(o.name, o.reason) for o in failed]
-        assert re.fullmatch(pattern(reason, name, path, lines), failed[0].reason), failed[0].reason
+        first, *others = [o for o in outcomes if not o.passed]
+        assert re.fullmatch(pattern(reason, name, path, lines), first.reason), first.reason
+        for outcome in others:  # only the items that need the failed one (lab 02's chain) are not run
+            assert outcome.reason.startswith("not run: fix first: "), (outcome.name, outcome.reason)
