@@ -143,7 +143,8 @@ def test_the_limits_are_refused_when_they_make_no_sense(tmp_path):
 
 def test_ctrl_c_prints_the_items_done_and_the_function_that_was_running(tmp_path):
     """SIGINT once the student's overfitting_onset is running (it says so by writing its pid to a file, then
-    waits forever): the four items before it are printed, then the interrupted one, and the child is gone."""
+    waits forever): the four items before it were printed as each was done, the interrupted one follows, and the
+    child process is gone."""
     marker = tmp_path / "running"
     code = ("    import os, time\n"
             f"    open({str(marker)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
@@ -157,8 +158,10 @@ def test_ctrl_c_prints_the_items_done_and_the_function_that_was_running(tmp_path
         time.sleep(0.05)
     assert marker.exists(), checker.communicate()
     worker = int(marker.read_text())
+    early = [checker.stdout.readline() for _ in range(6)]  # printed while the checker still runs
     checker.send_signal(signal.SIGINT)
     out, err = checker.communicate(timeout=120)
+    out = "".join(early) + out
     line = line_of(ws / CURVES, "        time.sleep(0.05)")
     running = f"your overfitting_onset (minitrain/monitor/curves.py, line {line}) was running"
     assert checker.returncode == 130

@@ -12,8 +12,8 @@ import sys
 
 from minitrain import seam
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.course.checks import Interrupted, Outcome, format_checklist
-from minitrain.course.labs import LABS, grade, start
+from minitrain.course.checks import Interrupted, Outcome, format_count, format_outcome
+from minitrain.course.labs import LABS, checklist_title, grade, start
 from minitrain.course.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits
 
 
@@ -49,13 +49,23 @@ def check_command(args: argparse.Namespace) -> int:
     if not args.timeout > 0 or args.memory_mb < 1:
         raise UserError(f"--timeout must be above 0 and --memory-mb at least 1; got {args.timeout:g} and "
                         f"{args.memory_mb}", BAD_INPUT)
+    shown: list[Outcome] = []
+
+    def show(outcome: Outcome) -> None:  # each item as soon as it is known: a long check is no silent wait
+        if not shown:  # the title once the workspace is found good (grade checks it)
+            print(checklist_title(args.lab, args.dir) + "\n")
+        shown.append(outcome)
+        print(format_outcome(outcome), flush=True)
+
     try:
-        title, outcomes = grade(args.lab, args.dir, args.run, Limits(args.timeout, args.memory_mb))
+        _, outcomes = grade(args.lab, args.dir, args.run, Limits(args.timeout, args.memory_mb), report=show)
     except Interrupted as stop:
         running = f"interrupted (Ctrl-C) while {stop.where} was running" if stop.where else "interrupted (Ctrl-C)"
         hint = "a check that runs long may be a loop that never ends: look there, or give it time with --timeout"
-        print(format_checklist(stop.title, [*stop.done, Outcome(stop.item, False, running, hint)]), flush=True)
+        interrupted = Outcome(stop.item, False, running, hint)
+        show(interrupted)
+        print("\n" + format_count([*stop.done, interrupted]), flush=True)
         print(f"error: {stop}", file=sys.stderr)
         return 130
-    print(format_checklist(title, outcomes))
+    print("\n" + format_count(outcomes))
     return 0 if all(o.passed for o in outcomes) else 1

@@ -65,10 +65,11 @@ class Checklist:
         return register
 
     def run(self, subject: Any, only: Callable[[str], bool] = lambda name: True,
-            runner: Callable[[Check], Outcome] | None = None) -> list[Outcome]:
+            runner: Callable[[Check], Outcome] | None = None,
+            report: Callable[[Outcome], None] = lambda outcome: None) -> list[Outcome]:
         """Run every check (or those `only` accepts) on `subject`, in this process unless `runner` runs each
-        one (the sandbox's child process); one Outcome each, in order. On Ctrl-C, the `Interrupted` raised
-        carries the outcomes so far."""
+        one (the sandbox's child process); one Outcome each, in order, each also given to `report` as soon as
+        it is known (`lab check` prints it). On Ctrl-C, the `Interrupted` raised carries the outcomes so far."""
         runner = runner or (lambda item: run_one(item, subject))
         outcomes: dict[str, Outcome] = {}
         for item in self.checks:
@@ -77,12 +78,13 @@ class Checklist:
             blocked = [n for n in item.needs if n in outcomes and not outcomes[n].passed]
             if blocked:
                 outcomes[item.name] = Outcome(item.name, False, "not run: fix first: " + "; ".join(blocked), item.hint)
-                continue
-            try:
-                outcomes[item.name] = runner(item)
-            except Interrupted as stop:
-                stop.done = list(outcomes.values())
-                raise
+            else:
+                try:
+                    outcomes[item.name] = runner(item)
+                except Interrupted as stop:
+                    stop.done = list(outcomes.values())
+                    raise
+            report(outcomes[item.name])
         return list(outcomes.values())
 
 
@@ -117,12 +119,17 @@ def run_one(item: Check, subject: Any) -> Outcome:
 
 def format_checklist(title: str, outcomes: Sequence[Outcome]) -> str:
     """The printed checklist: ✓/✗ per item, the reason and a hint under each ✗, and a count."""
-    lines = [title, ""]
-    for outcome in outcomes:
-        lines.append(f"  {'✓' if outcome.passed else '✗'} {outcome.name}")
-        if not outcome.passed:
-            lines.append(f"      {outcome.reason}")
-            lines.append(f"      hint: {outcome.hint}")
-    passed = sum(o.passed for o in outcomes)
-    lines += ["", f"{passed} of {len(outcomes)} passed" + (": done." if passed == len(outcomes) else ".")]
+    return "\n".join([title, "", *(format_outcome(o) for o in outcomes), "", format_count(outcomes)])
+
+
+def format_outcome(outcome: Outcome) -> str:
+    """One item of the checklist: its ✓ line, or its ✗ line with the reason and the hint under it."""
+    lines = [f"  {'✓' if outcome.passed else '✗'} {outcome.name}"]
+    if not outcome.passed:
+        lines += [f"      {outcome.reason}", f"      hint: {outcome.hint}"]
     return "\n".join(lines)
+
+
+def format_count(outcomes: Sequence[Outcome]) -> str:
+    passed = sum(o.passed for o in outcomes)
+    return f"{passed} of {len(outcomes)} passed" + (": done." if passed == len(outcomes) else ".")

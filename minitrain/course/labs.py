@@ -206,6 +206,13 @@ def checklist(number: str) -> Checklist:
     return importlib.import_module(f"minitrain.course.lab{get_lab(number).number}").CHECKS
 
 
+def checklist_title(number: str, workspace: str | os.PathLike | None) -> str:
+    """`lab 03 · Overfitting and the training dashboard: checking labs/03`: the checklist's first line."""
+    lab = get_lab(number)
+    checked = f"{workspace}" if workspace is not None else "the library's own files"
+    return f"lab {lab.number} · {lab.title}: checking {checked}"
+
+
 def grade(
     number: str, workspace: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None,
     limits: Limits | None = DEFAULT_LIMITS, **keys: Any
@@ -225,8 +232,7 @@ def grade(
                                                                  if lab.reference_run else None)
     subject = LabUnderTest(lab, folder, Path(run_dir).resolve() if run_dir else default_run,
                            shown=str(workspace or "").rstrip("/"))
-    checked = f"{workspace}" if workspace is not None else "the library's own files"
-    title = f"lab {lab.number} · {lab.title}: checking {checked}"
+    title = checklist_title(lab.number, workspace)
     try:
         if limits is None:
             outcomes = checklist(lab.number).run(subject, **keys)

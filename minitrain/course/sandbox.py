@@ -41,7 +41,7 @@ from minitrain.common.paths import REPO_ROOT
 from minitrain.course.blame import describe, innermost_in_dump, lab_files
 from minitrain.course.checks import Check, Interrupted, Outcome
 
-DEFAULT_TIMEOUT = 300.0  # seconds per item: a check's own training run takes ~20 s on a busy 2-core machine
+DEFAULT_TIMEOUT = 120.0  # seconds per item: a check's own training run takes ~20 s on a busy 2-core machine
 DEFAULT_MEMORY_MB = 2048  # a check needs ~300 MB; this stops a runaway list long before the machine swaps
 STARTUP_SECONDS = 300.0  # for the child to import the library: not the student's time
 ANSWER_SECONDS = 5.0  # for the child to say where it is, once asked; a child stuck in C code never answers
