@@ -129,8 +129,10 @@ class Sandbox:
 
     def _lost(self, item: Check, note: dict | None, returncode: int | None) -> Outcome:
         """The item's outcome when the child ended without giving one (`note`: what it said first)."""
+        where = None
         if note is not None:
-            reason = f"your code ended the checker's process with {note['exit']} in {describe(note['where'])}: a " \
+            where = note["where"]
+            reason = f"your code ended the checker's process with {note['exit']} in {describe(where)}: a " \
                      "checked function must return or raise, never end the program"
         elif returncode is not None and returncode < 0:
             number = -returncode
@@ -141,11 +143,11 @@ class Sandbox:
             where = innermost_in_dump(self._crash_dump(), self.files)
             reason = f"the process running the check crashed with {name} ({_SIGNALS.get(number, 'a signal')})" + \
                 (f" in {describe(where)}" if where else "")
-            if where is not None and where["function"] == "<module>":
-                self.broken[where["path"]] = f"importing it crashed the process with {name} in {describe(where)}"
         else:
             reason = f"the process running the check ended (exit code {returncode}) before giving a verdict: does " \
                      "your code call os._exit or end the process another way?"
+        if where is not None and where["function"] == "<module>":  # every later import would end the same way
+            self.broken[where["path"]] = f"importing it ended the process: {reason}"
         return Outcome(item.name, False, reason, item.hint)
 
     # ------------------------------------------------------------------------------------------- the child
