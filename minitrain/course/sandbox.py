@@ -191,7 +191,10 @@ class Sandbox:
                 return None
             child.buffer += chunk
         line, child.buffer = child.buffer.split(b"\n", 1)
-        message = json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:  # a line cut by the child's death: what it said is lost, the death is not
+            return self._receive(child, deadline)
         if "exit" in message:
             child.exit_note = message
         return message

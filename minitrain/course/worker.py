@@ -40,14 +40,17 @@ from minitrain.course.labs import LabUnderTest, checklist, get_lab
 
 
 class _Replies:
-    """The replies pipe: one JSON object per line, flushed at once (the parent may kill this process next)."""
+    """The replies pipe: one JSON object per line, written at once (the parent may kill this process next).
+    Unbuffered `os.write`, because the SIGUSR1 handler sends too, and a buffered stream refuses a reentrant
+    write."""
 
     def __init__(self, fd: int) -> None:
-        self.stream = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+        self.fd = fd
 
     def send(self, **message: Any) -> None:
-        self.stream.write(json.dumps(message) + "\n")
-        self.stream.flush()
+        data = (json.dumps(message) + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(self.fd, data):]
 
 
 def _verdict(item: Check, subject: LabUnderTest, memory_mb: int, files: dict[str, str]) -> Outcome:
