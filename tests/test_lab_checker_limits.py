@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from test_course_labs import workspace_with_reference
 
 from minitrain import seam
-from minitrain.course.labs import checklist, grade
+from minitrain.course.labs import checklist, grade, start
 from minitrain.course.sandbox import Limits
 
 REPO = Path(__file__).resolve().parents[1]
@@ -240,3 +240,9 @@ def test_any_lab_function_misbehaving_fails_only_the_item_that_ran_it(misbehavio
         assert re.fullmatch(pattern(reason, name, path, lines), first.reason), first.reason
         for outcome in others:  # only the items that need the failed one (lab 02's chain) are not run
             assert outcome.reason.startswith("not run: fix first: "), (outcome.name, outcome.reason)
+
+
+def test_the_child_process_gives_the_outcomes_this_process_would(tmp_path):
+    """The sandbox changes where the checks run, not what they find: a starter's checklist, item for item."""
+    start("04", tmp_path / "ws")
+    assert grade("04", tmp_path / "ws", limits=LIMITS) == grade("04", tmp_path / "ws", limits=None)

@@ -89,14 +89,13 @@ class Checklist:
 
 
 class Interrupted(Exception):
-    """Ctrl-C while the check `item` ran: `where` says what the student's code was doing (or ""), `done` holds
-    the outcomes of the items before it, and `title` the checklist's title (set by `grade`)."""
+    """Ctrl-C while the check `item` ran: `where` says what the student's code was doing (or ""), and `done`
+    holds the outcomes of the items before it."""
 
     def __init__(self, item: str, where: str) -> None:
         super().__init__(f"interrupted while checking {item!r}" + (f": {where} was running" if where else ""))
         self.item, self.where = item, where
         self.done: list[Outcome] = []
-        self.title = ""
 
 
 def run_one(item: Check, subject: Any) -> Outcome:

@@ -31,7 +31,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text
 from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import REPO_ROOT
-from minitrain.course.checks import Checklist, Failed, Interrupted, Outcome
+from minitrain.course.checks import Checklist, Failed, Outcome
 from minitrain.course.sandbox import Limits, Sandbox
 from minitrain.course.starter import stub_module
 
@@ -221,8 +221,8 @@ def grade(
 
     `run_dir` is the run folder whose stop conditions are checked (default: `workspace/run`, or the lab's
     committed reference run). The checks run in a child process under `limits` (sandbox.py; None: in this
-    process, with no limits). `keys` go to `Checklist.run` (`only=`, to run some checks). Ctrl-C raises
-    `Interrupted`, holding the title and the outcomes so far.
+    process, with no limits). `keys` go to `Checklist.run` (`only=`, to run some checks; `report=`, to see
+    each outcome at once). Ctrl-C raises `Interrupted`, holding the outcomes so far.
     """
     lab = get_lab(number)
     folder = None if workspace is None else Path(workspace).resolve()
@@ -241,9 +241,6 @@ def grade(
                      "run_dir": str(subject.run_dir) if subject.run_dir else None, "scratch": str(subject.scratch())}
             with Sandbox(setup, limits) as sandbox:
                 outcomes = checklist(lab.number).run(subject, runner=sandbox.run, **keys)
-    except Interrupted as stop:
-        stop.title = title
-        raise
     finally:
         subject.close()
     return title, outcomes
