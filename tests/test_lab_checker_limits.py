@@ -191,6 +191,8 @@ TRAINS = ("a short training run works with this batcher",
 
 def quick(name: str) -> bool:
     return not name.startswith("run folder") and name not in TRAINS
+
+
 # misbehaviour -> (its code, the reason it must give: {where} is "NAME (PATH, line N)")
 MISBEHAVIOURS = {
     "loop": ("while True:\n    pass", "took longer than 5 s — look for a loop that never ends in {where}"),
