@@ -8,7 +8,7 @@
     minitrain lock CONFIG              minitrain info RUN_DIR
     minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR] [--merge-adapters]
     minitrain sample SOURCE --prompt TEXT       minitrain eval SOURCE --data FILE [--json]
-    minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR]
+    minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR] [--timeout S] [--memory-mb MB]
     minitrain predict SOURCE INPUT -o OUT   (a table model's predictions)
     minitrain merge LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
 
@@ -18,10 +18,12 @@ command is one line: write a module with a `register(subparsers)` function that 
 `minitrain.commands.COMMANDS`.
 
 A UserError anywhere (a bad config, a missing file) prints `error: <message>` on stderr and exits with the
-error's exit code (2 for an invalid config); no traceback. So do Ctrl-C outside training (exit 130) and running
-out of memory (exit 1). The teaching core (autograd, nn, models, optim) knows nothing of exit codes: it refuses a
-bad argument with an `ArgumentError` (a ValueError), which a config check usually catches first; one that gets
-here is its `error:` line, exit code 2. Any other ValueError is a bug and keeps its traceback.
+error's exit code (2 for an invalid config); no traceback. So do Ctrl-C outside training (exit 130), running out
+of memory (exit 1), and an exception raised from a lab workspace's file (MINITRAIN_LAB_DIR): one line naming the
+file, function and line (exit 1; minitrain/seam.py). The teaching core (autograd, nn, models, optim) knows nothing
+of exit codes: it refuses a bad argument with an `ArgumentError` (a ValueError), which a config check usually
+catches first; one that gets here is its `error:` line, exit code 2. Any other ValueError is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from minitrain import __version__
+from minitrain import __version__, seam
 from minitrain.commands import COMMANDS
 from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
 from minitrain.common.lifeline import die_with_parent_if_asked
@@ -101,6 +103,13 @@ def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = N
     except BrokenPipeError:
         # The reader went away (`minitrain schema | head`); stop quietly, as other command-line tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:
+        # Raised from a lab workspace's file (MINITRAIN_LAB_DIR): the student's code, one line naming where.
+        line = seam.lab_error_line(exc)
+        if line is None:
+            raise  # a bug of the library's: its traceback
+        print(f"error: {line}", file=sys.stderr)
         return 1
 
 

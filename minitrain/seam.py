@@ -16,6 +16,10 @@ works with it unchanged:
 
 Scripts the labs ask for (`scripts/train_mini.py`) are run from the workspace directly; only modules under
 `minitrain/` are looked up here. `minitrain/__init__.py` installs the seam before any lab module is imported.
+
+An exception raised from a workspace file (a TODO stub's NotImplementedError, a student's bug) is the student's
+to fix, not a bug of the library's: `lab_error_line` says it in one line naming the file, function and line,
+which the CLI prints instead of a traceback, and a run that failed that way records the file in its manifest.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
+from types import TracebackType
 
 LAB_DIR_VARIABLE = "MINITRAIN_LAB_DIR"
 
@@ -99,3 +105,31 @@ def check_lab_dir() -> str | None:
         named = os.environ[LAB_DIR_VARIABLE]
         return f"{LAB_DIR_VARIABLE}={named}: no such folder (a workspace is made by `minitrain lab start NN DIR`)"
     return None
+
+
+def innermost_frame(tb: TracebackType | None, files: Collection[str]) -> tuple[str, int, str] | None:
+    """(file, line, function) of the deepest frame of the traceback `tb` that runs one of `files` (absolute,
+    resolved paths); None when none does. The function is its qualified name (`EvalBatcher.__iter__`)."""
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if str(Path(code.co_filename).resolve()) in files:
+            found = (code.co_filename, tb.tb_lineno, code.co_qualname)
+        tb = tb.tb_next
+    return found
+
+
+def lab_error_line(error: BaseException) -> str | None:
+    """`NotImplementedError in save_checkpoint (labs/02/minitrain/checkpoint.py, line 63): TODO lab 02: ...`
+    when `error` was raised from a file of the workspace MINITRAIN_LAB_DIR names; None otherwise."""
+    root = lab_dir()
+    if root is None:
+        return None
+    files = {str(root / path) for pieces in LAB_PIECES.values() for path in pieces}
+    frame = innermost_frame(error.__traceback__, files)
+    if frame is None:
+        return None
+    file, line, function = frame
+    shown = os.path.relpath(file) if not os.path.relpath(file).startswith("..") else file
+    detail = f": {error}" if str(error) else ""
+    return f"{type(error).__name__} in {function} ({shown}, line {line}){detail}"

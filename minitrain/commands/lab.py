@@ -1,14 +1,20 @@
-"""`minitrain lab start NN DIR` and `minitrain lab check NN [DIR] [--run RUN_DIR]`: a lab's workspace and its
-checker (minitrain/course/)."""
+"""`minitrain lab start NN DIR` and `minitrain lab check NN [DIR] [--run RUN_DIR] [--timeout S] [--memory-mb MB]`:
+a lab's workspace and its checker (minitrain/course/).
+
+The checks run in a child process (minitrain/course/sandbox.py), each item under the time and memory limits:
+an item past them is a ✗ and the others still run. Exit codes: 0 all passed, 1 an item failed, 2 bad input,
+130 Ctrl-C (the items done so far are printed, and which function of the student's was running)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from minitrain import seam
-from minitrain.common.errors import UserError
-from minitrain.course.checks import format_checklist
-from minitrain.course.labs import LABS, grade, start
+from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.course.checks import Interrupted, Outcome, format_count, format_outcome
+from minitrain.course.labs import LABS, checklist_title, grade, start
+from minitrain.course.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("lab", choices=list(LABS), metavar="NN", help=f"the lab ({', '.join(LABS)})")
     check.add_argument("dir", nargs="?", help="the workspace; without it, the library and its reference run")
     check.add_argument("--run", metavar="RUN_DIR", help="the run folder to check (default: DIR/run)")
+    check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                       help=f"seconds each item may take before it fails (default {DEFAULT_TIMEOUT:g})")
+    check.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
+                       help=f"memory each item may use before it fails (default {DEFAULT_MEMORY_MB})")
     check.set_defaults(handler=check_command)
 
 
@@ -36,6 +46,26 @@ def check_command(args: argparse.Namespace) -> int:
     if seam.lab_dir() is not None:
         # The checker compares with the library's own pieces, and sets the variable itself for its runs.
         raise UserError(f"unset {seam.LAB_DIR_VARIABLE} before `minitrain lab check`; give the workspace as DIR", 2)
-    title, outcomes = grade(args.lab, args.dir, args.run)
-    print(format_checklist(title, outcomes))
+    if not args.timeout > 0 or args.memory_mb < 1:
+        raise UserError(f"--timeout must be above 0 and --memory-mb at least 1; got {args.timeout:g} and "
+                        f"{args.memory_mb}", BAD_INPUT)
+    shown: list[Outcome] = []
+
+    def show(outcome: Outcome) -> None:  # each item as soon as it is known: a long check is no silent wait
+        if not shown:  # the title once the workspace is found good (grade checks it)
+            print(checklist_title(args.lab, args.dir) + "\n")
+        shown.append(outcome)
+        print(format_outcome(outcome), flush=True)
+
+    try:
+        _, outcomes = grade(args.lab, args.dir, args.run, Limits(args.timeout, args.memory_mb), report=show)
+    except Interrupted as stop:
+        running = f"interrupted (Ctrl-C) while {stop.where} was running" if stop.where else "interrupted (Ctrl-C)"
+        hint = "a check that runs long may be a loop that never ends: look there, or give it time with --timeout"
+        interrupted = Outcome(stop.item, False, running, hint)
+        show(interrupted)
+        print("\n" + format_count([*stop.done, interrupted]), flush=True)
+        print(f"error: {stop}", file=sys.stderr)
+        return 130
+    print("\n" + format_count(outcomes))
     return 0 if all(o.passed for o in outcomes) else 1

@@ -3,6 +3,9 @@
     labs.py       the labs (title, text, files and names to write), `start` a workspace, `grade` it
     starter.py    a lab file's starter, made from the library's own file (contract kept, code stubbed)
     checks.py     a checklist of named checks: ✓, or ✗ with the reason and a hint
+    sandbox.py    runs each check in a child process (worker.py) under a time and a memory limit, so that a
+                  student's code that hangs, fills the memory, exits or crashes is a ✗ with its reason
+    blame.py      where in the student's code that happened: the function and line named in the reason
     lab00.py ...  each lab's checks: its functions called directly, short runs through the seam
                   (minitrain/seam.py), and the lab's stop conditions on the run folder (runs.py)
     fixtures.py   the committed corpus, a tiny model and a tiny run folder, which the checks use

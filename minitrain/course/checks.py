@@ -10,6 +10,10 @@ TODO stub) fails it with "not written yet"; any other exception fails it with th
 code may break in any way. A check may depend on earlier ones (`needs=(their functions)`): when one of those
 failed, it is not run and fails with "not run: fix first: ...", which keeps a fresh starter from starting a
 training run for nothing.
+
+`lab check` runs each check in a child process (sandbox.py), under a time and a memory limit, so that a
+student's code that never returns, fills the memory, exits or crashes is a ✗ with its reason; a MemoryError
+and a SystemExit are left to that runner (worker.py), which knows the limit.
 """
 
 from __future__ import annotations
@@ -60,8 +64,13 @@ class Checklist:
 
         return register
 
-    def run(self, subject: Any, only: Callable[[str], bool] = lambda name: True) -> list[Outcome]:
-        """Run every check (or those `only` accepts) on `subject`; one Outcome each, in order."""
+    def run(self, subject: Any, only: Callable[[str], bool] = lambda name: True,
+            runner: Callable[[Check], Outcome] | None = None,
+            report: Callable[[Outcome], None] = lambda outcome: None) -> list[Outcome]:
+        """Run every check (or those `only` accepts) on `subject`, in this process unless `runner` runs each
+        one (the sandbox's child process); one Outcome each, in order, each also given to `report` as soon as
+        it is known (`lab check` prints it). On Ctrl-C, the `Interrupted` raised carries the outcomes so far."""
+        runner = runner or (lambda item: run_one(item, subject))
         outcomes: dict[str, Outcome] = {}
         for item in self.checks:
             if not only(item.name):
@@ -69,12 +78,28 @@ class Checklist:
             blocked = [n for n in item.needs if n in outcomes and not outcomes[n].passed]
             if blocked:
                 outcomes[item.name] = Outcome(item.name, False, "not run: fix first: " + "; ".join(blocked), item.hint)
-                continue
-            outcomes[item.name] = _run_one(item, subject)
+            else:
+                try:
+                    outcomes[item.name] = runner(item)
+                except Interrupted as stop:
+                    stop.done = list(outcomes.values())
+                    raise
+            report(outcomes[item.name])
         return list(outcomes.values())
 
 
-def _run_one(item: Check, subject: Any) -> Outcome:
+class Interrupted(Exception):
+    """Ctrl-C while the check `item` ran: `where` says what the student's code was doing (or ""), and `done`
+    holds the outcomes of the items before it."""
+
+    def __init__(self, item: str, where: str) -> None:
+        super().__init__(f"interrupted while checking {item!r}" + (f": {where} was running" if where else ""))
+        self.item, self.where = item, where
+        self.done: list[Outcome] = []
+
+
+def run_one(item: Check, subject: Any) -> Outcome:
+    """One check's outcome; MemoryError and SystemExit go up to the caller (see the module docstring)."""
     try:
         item.function(subject)
     except Failed as failed:
@@ -82,6 +107,8 @@ def _run_one(item: Check, subject: Any) -> Outcome:
     except NotImplementedError as stub:
         where = f" ({stub})" if str(stub) else ""
         return Outcome(item.name, False, f"not written yet: it raises NotImplementedError{where}", item.hint)
+    except MemoryError:
+        raise
     except Exception as error:  # a student's code may fail in any way: say how, never crash
         frame = traceback.extract_tb(error.__traceback__)[-1]
         place = f" at {frame.filename}:{frame.lineno}"
@@ -91,12 +118,17 @@ def _run_one(item: Check, subject: Any) -> Outcome:
 
 def format_checklist(title: str, outcomes: Sequence[Outcome]) -> str:
     """The printed checklist: ✓/✗ per item, the reason and a hint under each ✗, and a count."""
-    lines = [title, ""]
-    for outcome in outcomes:
-        lines.append(f"  {'✓' if outcome.passed else '✗'} {outcome.name}")
-        if not outcome.passed:
-            lines.append(f"      {outcome.reason}")
-            lines.append(f"      hint: {outcome.hint}")
-    passed = sum(o.passed for o in outcomes)
-    lines += ["", f"{passed} of {len(outcomes)} passed" + (": done." if passed == len(outcomes) else ".")]
+    return "\n".join([title, "", *(format_outcome(o) for o in outcomes), "", format_count(outcomes)])
+
+
+def format_outcome(outcome: Outcome) -> str:
+    """One item of the checklist: its ✓ line, or its ✗ line with the reason and the hint under it."""
+    lines = [f"  {'✓' if outcome.passed else '✗'} {outcome.name}"]
+    if not outcome.passed:
+        lines += [f"      {outcome.reason}", f"      hint: {outcome.hint}"]
     return "\n".join(lines)
+
+
+def format_count(outcomes: Sequence[Outcome]) -> str:
+    passed = sum(o.passed for o in outcomes)
+    return f"{passed} of {len(outcomes)} passed" + (": done." if passed == len(outcomes) else ".")

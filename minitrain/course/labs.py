@@ -8,6 +8,8 @@ A workspace holds the lab's files at the paths the lab names (`labs/01/minitrain
 `labs/01/scripts/train_mini.py`); its run folder is `labs/01/run` unless told otherwise. The checks call the
 student's functions directly, loaded from the workspace, and train short runs in a subprocess with
 MINITRAIN_LAB_DIR pointing at the workspace (minitrain/seam.py), so the library runs on the student's pieces.
+`grade` runs the checks in a child process under a time and a memory limit (sandbox.py): the student's code
+never runs in the process that prints the verdicts.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from minitrain.common.io import atomic_write_text
 from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import REPO_ROOT
 from minitrain.course.checks import Checklist, Failed, Outcome
+from minitrain.course.sandbox import Limits, Sandbox
 from minitrain.course.starter import stub_module
+
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,7 @@ class LabUnderTest:
     workspace: Path | None  # None: the library's own files and the committed reference run
     run_dir: Path | None
     shown: str = ""  # the workspace as the student named it, for commands printed back
+    broken: dict[str, str] = field(default_factory=dict)  # lab file -> why it cannot be imported (sandbox.py)
     _modules: dict[str, ModuleType] = field(default_factory=dict)
     _scratch: Path | None = None
 
@@ -152,6 +158,8 @@ class LabUnderTest:
         if self.workspace is None and seam.module_name(path) is not None:
             return importlib.import_module(seam.module_name(path))
         file = self.file(path)
+        if path in self.broken:  # its import hung or crashed an earlier child process: do not wait again
+            raise Failed(f"{file} does not import: {self.broken[path]}")
         if not file.is_file():
             raise Failed(f"{file}: no such file; `minitrain lab start {self.lab.number}` writes it")
         name = f"_minitrain_lab{self.lab.number}_{Path(path).stem}"
@@ -160,6 +168,9 @@ class LabUnderTest:
         sys.modules[name] = module  # dataclasses and pickling look a module up by name
         try:
             spec.loader.exec_module(module)
+        except MemoryError:  # the memory limit (worker.py) says it better than "does not import"
+            del sys.modules[name]
+            raise
         except Exception as error:  # a syntax error, a bad import: the file cannot be used at all
             del sys.modules[name]
             raise Failed(f"{file} does not import: {type(error).__name__}: {error}") from None
@@ -195,13 +206,23 @@ def checklist(number: str) -> Checklist:
     return importlib.import_module(f"minitrain.course.lab{get_lab(number).number}").CHECKS
 
 
+def checklist_title(number: str, workspace: str | os.PathLike | None) -> str:
+    """`lab 03 · Overfitting and the training dashboard: checking labs/03`: the checklist's first line."""
+    lab = get_lab(number)
+    checked = f"{workspace}" if workspace is not None else "the library's own files"
+    return f"lab {lab.number} · {lab.title}: checking {checked}"
+
+
 def grade(
-    number: str, workspace: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None, **keys: Any
+    number: str, workspace: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None,
+    limits: Limits | None = DEFAULT_LIMITS, **keys: Any
 ) -> tuple[str, list[Outcome]]:
     """Run lab `number`'s checks on `workspace` (None: the library and its reference run); (title, outcomes).
 
     `run_dir` is the run folder whose stop conditions are checked (default: `workspace/run`, or the lab's
-    committed reference run). `keys` go to `Checklist.run` (`only=`, to run some checks).
+    committed reference run). The checks run in a child process under `limits` (sandbox.py; None: in this
+    process, with no limits). `keys` go to `Checklist.run` (`only=`, to run some checks; `report=`, to see
+    each outcome at once). Ctrl-C raises `Interrupted`, holding the outcomes so far.
     """
     lab = get_lab(number)
     folder = None if workspace is None else Path(workspace).resolve()
@@ -211,9 +232,15 @@ def grade(
                                                                  if lab.reference_run else None)
     subject = LabUnderTest(lab, folder, Path(run_dir).resolve() if run_dir else default_run,
                            shown=str(workspace or "").rstrip("/"))
+    title = checklist_title(lab.number, workspace)
     try:
-        outcomes = checklist(lab.number).run(subject, **keys)
+        if limits is None:
+            outcomes = checklist(lab.number).run(subject, **keys)
+        else:
+            setup = {"lab": lab.number, "workspace": str(folder) if folder else None, "shown": subject.shown,
+                     "run_dir": str(subject.run_dir) if subject.run_dir else None, "scratch": str(subject.scratch())}
+            with Sandbox(setup, limits) as sandbox:
+                outcomes = checklist(lab.number).run(subject, runner=sandbox.run, **keys)
     finally:
         subject.close()
-    checked = f"{workspace}" if workspace is not None else "the library's own files"
-    return f"lab {lab.number} · {lab.title}: checking {checked}", outcomes
+    return title, outcomes

@@ -14,7 +14,9 @@
 
 A new run never mixes with an old one: `check_new_run` refuses a folder that holds another run's files unless
 `--overwrite` is given, and then `clear_run` deletes exactly those files (and nothing else the folder holds,
-such as the README.md of an experiment folder). config.yaml counts as another run's only when it differs from
+such as the README.md of an experiment folder). A run that failed on an exception from a lab workspace's file
+(its manifest says `failed_in_lab_file`) is replaced without --overwrite: the student fixed the file and trains
+again. config.yaml counts as another run's only when it differs from
 the config about to be written: the lab's experiment folder holds its own config.yaml and is a fine place to
 train.
 
@@ -32,6 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from minitrain.common.errors import UserError
+from minitrain.common.io import read_json
 
 CONFIG_FILE, LOG_FILE = "config.yaml", "train_log.jsonl"
 RUN_FILES = ("manifest.json", "config.resolved.yaml", LOG_FILE, "metrics.csv", "results.json", "report.md",
@@ -69,10 +72,21 @@ def _holds(path: Path, text: str | None) -> bool:
 def check_new_run(out_dir: Path, config_text: str | None, overwrite: bool) -> None:
     """Refuse (exit code 2) to start a run in a folder that holds another run's files, unless `overwrite`."""
     found = run_files_in(out_dir, config_text)
-    if found and not overwrite:
+    if found and not overwrite and not failed_in_lab_file(out_dir):
         shown = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
         raise UserError(f"{out_dir} holds another run ({shown}); pass --overwrite to replace it, "
                         f"--resume {out_dir} to continue it, or choose another --out-dir", 2)
+
+
+def failed_in_lab_file(out_dir: Path) -> bool:
+    """Whether the run in `out_dir` failed on an exception from a lab workspace's file (its manifest says so):
+    the student fixes the file and trains again into the same folder, with no --overwrite to remember."""
+    try:
+        manifest = read_json(out_dir / "manifest.json", "manifest", limit=16 << 20)
+    except UserError:
+        return False
+    return isinstance(manifest, dict) and manifest.get("status") == "failed" and \
+        manifest.get("failed_in_lab_file") is True
 
 
 def clear_run(out_dir: Path) -> None:

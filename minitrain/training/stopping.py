@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from minitrain import seam
 from minitrain.common.errors import UserError
 from minitrain.config import Config
 from minitrain.runs.checkpoint_manager import CheckpointManager
@@ -92,9 +93,12 @@ def failed(error: BaseException, out_dir: Path, manifest: dict[str, Any], manage
     else:
         message = f"out of memory ({error})" if isinstance(error, MemoryError) else f"{type(error).__name__}: {error}"
     latest = manager.latest()
+    # Raised from a lab workspace's file: the student's code, named; run_dir lets the next run replace this one.
+    in_lab_file = None if isinstance(error, UserError) else seam.lab_error_line(error)
     try:
-        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FAILED, error=message,
-                                    checkpoint=None if latest is None else str(latest))
+        artifacts.complete_manifest(out_dir / "manifest.json", manifest, status=FAILED, error=in_lab_file or message,
+                                    checkpoint=None if latest is None else str(latest),
+                                    **({"failed_in_lab_file": True} if in_lab_file else {}))
     except UserError as again:
         message += f"; {out_dir / 'manifest.json'} could not record the failure either ({again})"
     if latest is not None:
