@@ -21,20 +21,18 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.hub.pretrained import export_hf_folder, is_llama
 from minitrain.merging.methods import METHODS
-from minitrain.merging.parents import Parent, check_compatible, load_parent
+from minitrain.merging.parents import Parent, check_compatible, load_parent, tensor_order
 from minitrain.merging.spec import MergeSpec, read_spec
 from minitrain.runs.model_files import save_model_file
 
 
 def merge_states(spec: MergeSpec, base: dict[str, np.ndarray] | None,
                  others: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Every tensor merged by spec.merge_method, in the order of the first model's state dict (base_model's, when
-    there is one)."""
+    """Every tensor merged by spec.merge_method, in `tensor_order` of base_model's (or the first model's) names."""
     merge = METHODS[spec.merge_method]
     entries = spec.others() if base is not None else spec.models
-    order = base if base is not None else others[0]
     merged = {}
-    for name in order:
+    for name in tensor_order(base if base is not None else others[0]):
         tensors = [state[name] for state in others]
         try:
             merged[name] = np.ascontiguousarray(merge(spec, name, None if base is None else base[name], tensors,

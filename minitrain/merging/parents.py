@@ -62,12 +62,19 @@ def merge_run_model(spec: str):
     return merge_adapters(model), tokenizer
 
 
+def tensor_order(state: dict[str, np.ndarray]) -> list[str]:
+    """The tensor names in reading order: by name, with the layer numbers compared as numbers (h.2 before h.10),
+    so "the first tensor that differs" is the one nearest the input, whatever order a file stored them in."""
+    return sorted(state, key=lambda name: [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in name.split(".")])
+
+
 def check_compatible(parents: list[Parent], names: list[str]) -> None:
     """UserError (exit code 2) naming the first tensor, config key or tokenizer that differs from the first model's
     (`names`: how the config names each model)."""
     first, name0 = parents[0], names[0]
     for parent, name in zip(parents[1:], names[1:], strict=True):
-        for tensor, a in first.state.items():
+        for tensor in tensor_order(first.state):
+            a = first.state[tensor]
             b = parent.state.get(tensor)
             if b is None:
                 raise UserError(f"merge: {name} has no tensor {tensor} (shape {a.shape} in {name0}): not the same "
@@ -75,7 +82,7 @@ def check_compatible(parents: list[Parent], names: list[str]) -> None:
             if b.shape != a.shape:
                 raise UserError(f"merge: tensor {tensor} is {b.shape} in {name} but {a.shape} in {name0}: not the "
                                 f"same architecture", 2)
-        extra = [t for t in parent.state if t not in first.state]
+        extra = [t for t in tensor_order(parent.state) if t not in first.state]
         if extra:
             raise UserError(f"merge: {name} has a tensor {name0} lacks ({extra[0]}, shape "
                             f"{parent.state[extra[0]].shape}): not the same architecture", 2)
