@@ -1,0 +1,192 @@
+"""The merging experiment (README.md): every number of results.json, from the committed corpus and lab 01's model.
+
+    python experiments/23-merging/run.py               everything, into runs/23-merging/, then results.json here
+    python experiments/23-merging/run.py --quick DIR   the same pipeline with 3-step fine-tunes into DIR (the tests)
+
+1. data     data/processed's present (P) and subjunctive (S) forms, each split as the corpus is (train verbs to
+            train, dev verbs, the four val verbs to report): lab 01's model is weakest on these two tenses
+2. tune     present.yaml and subjunctive.yaml: a LoRA fine-tune of lab 01's model on each tense alone, each in its
+            own process; a LoRA run is read as its base with the adapters folded in
+3. merge    every config of merges/ through `minitrain merge-models` (the same code path as the command)
+4. score    lab 01's model, both fine-tunes and every merge on both tenses' held-out forms (val verbs; dev too) and
+            on the four other tenses' (what merging costs elsewhere): PPL over the answer and greedy exact match
+5. tune     each method's parameters (GRID) on the dev verbs only: the grid point with the best mean exact match of
+            the two tenses (then the lower mean PPL) is scored once on the val verbs
+6. deltas   how large the fine-tunes' task vectors are, against the weights they change (DARE's noise is that size)
+
+Run from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from minitrain.data.corpus import load_records, records_to_jsonl
+from minitrain.data.tokenizer import CharTokenizer
+from minitrain.hub.sources import load_model, load_pretrained
+from minitrain.merging import merge_models
+from minitrain.merging.slerp import DOT_THRESHOLD
+from minitrain.training.scoring import score_records
+
+HERE = Path(__file__).resolve().parent
+DATA = Path("data/processed")
+ROOT = "runs/23-merging"
+LAB01_MODEL = "models/minigpt-phase18-64ab16764a406b88.safetensors"
+TENSES = {"present": "P", "subjunctive": "S"}
+METHODS = ("linear", "task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
+GRID = {  # top-level `parameters` tried on the dev verbs; each replaces the committed config's
+    "task_arithmetic": [{"weight": w} for w in (0.3, 0.5, 0.7, 1.0)],
+    "ties": [{"weight": 1.0, "density": d, "lambda": lam} for d in (0.2, 0.5, 0.8) for lam in (0.5, 1.0)],
+    "dare_linear": [{"weight": w, "density": d} for d in (0.7, 0.9) for w in (0.5, 1.0)],
+    "dare_ties": [{"weight": 1.0, "density": d, "lambda": lam} for d in (0.7, 0.9) for lam in (0.5, 1.0)],
+    "slerp": [{"t": t} for t in (0.3, 0.5, 0.7)],
+}
+
+
+def make_data(root: Path) -> dict[str, int]:
+    """root/data/{present,subjunctive,other}/{train,dev,val}.jsonl; returns each file's record count."""
+    counts = {}
+    for split in ("train", "dev", "val"):
+        records = load_records(DATA / f"{split}.jsonl")
+        groups = {name: [r for r in records if r["tense"] == code] for name, code in TENSES.items()}
+        groups["other"] = [r for r in records if r["tense"] not in TENSES.values()]
+        for name, group in groups.items():
+            path = root / "data" / name / f"{split}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(records_to_jsonl(group), encoding="utf-8")
+            counts[f"{name}/{split}"] = len(group)
+    return counts
+
+
+def moved(text: str, root: Path) -> str:
+    return text.replace(ROOT, str(root))
+
+
+def fine_tune(name: str, root: Path, quick: bool) -> dict:
+    """`minitrain train` of NAME.yaml in its own process, its data paths moved under root; results.json's facts."""
+    config = root / "configs" / f"{name}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(moved((HERE / f"{name}.yaml").read_text(encoding="utf-8"), root), encoding="utf-8")
+    sets = ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"] if quick else []
+    out = root / name
+    subprocess.run([sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir", str(out),
+                    "--models-dir", str(out / "models"), "--quiet", *(a for s in sets for a in ("--set", s))],
+                   check=True, stdout=subprocess.DEVNULL)
+    results = json.loads((out / "results.json").read_text())
+    return {k: results[k] for k in ("val_ppl", "val_exact_match", "steps", "wall_seconds") if k in results}
+
+
+def merge_all(root: Path) -> dict[str, dict]:
+    """Each merges/METHOD.yaml (paths moved under root) through merge_models; the facts it records."""
+    facts = {}
+    for method in METHODS:
+        config = root / "configs" / f"merge-{method}.yaml"
+        config.write_text(moved((HERE / "merges" / f"{method}.yaml").read_text(encoding="utf-8"), root),
+                          encoding="utf-8")
+        done = merge_models(config, root / "merged" / f"{method}.safetensors")
+        facts[method] = {k: done[k] for k in ("merge_method", "parameters", "seed", "tensors", "weights")}
+    return facts
+
+
+def slerp_fallbacks(root: Path) -> dict[str, int]:
+    """How many tensors SLERP merged by its lerp fallback: the two fine-tunes are one small step from the same base,
+    so most of their tensors point the same way (cos Ω > DOT_THRESHOLD)."""
+    a, b = (load_pretrained(str(root / name)).state for name in TENSES)
+    cosines = {n: float(a[n].ravel() @ b[n].ravel() / (np.linalg.norm(a[n]) * np.linalg.norm(b[n]) or 1.0))
+               for n in a}
+    return {"tensors": len(a), "lerp_fallback": sum(abs(c) > DOT_THRESHOLD for c in cosines.values()),
+            "min_cos": round(min(cosines.values()), 6)}
+
+
+def splits_of(root: Path, which: tuple[str, ...] = ("dev", "val")) -> dict[str, list[dict]]:
+    return {f"{name}_{split}": load_records(root / "data" / name / f"{split}.jsonl")
+            for name in (*TENSES, "other") for split in which}
+
+
+def score(source: str, splits: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
+    """{split: {ppl, exact_match}} of the model at `source`."""
+    tokenizer = CharTokenizer.load(DATA / "vocab.json")
+    model, _ = load_model(source)
+    return {split: {k: round(v, 4) for k, v in score_records(model, tokenizer, records).items() if k != "loss"}
+            for split, records in splits.items()}
+
+
+def score_all(root: Path) -> dict[str, dict]:
+    """{model: {split: {ppl, exact_match}}} for lab 01's model, the two fine-tunes and every merge."""
+    sources = {"base": LAB01_MODEL, **{name: str(root / name) for name in TENSES},
+               **{method: str(root / "merged" / f"{method}.safetensors") for method in METHODS}}
+    return {row: score(source, splits_of(root)) for row, source in sources.items()}
+
+
+def tune(root: Path, quick: bool) -> dict[str, dict]:
+    """Each method's GRID on the dev verbs of both tenses; the chosen point scored on every split."""
+    dev = {k: v for k, v in splits_of(root, ("dev",)).items() if not k.startswith("other")}
+    chosen = {}
+    for method, grid in GRID.items():
+        committed = yaml.safe_load(moved((HERE / "merges" / f"{method}.yaml").read_text(encoding="utf-8"), root))
+        tried = []
+        for i, parameters in enumerate(grid[:1] if quick else grid):
+            config = root / "configs" / "grid" / f"{method}-{i}.yaml"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text(yaml.safe_dump({**committed, "parameters": parameters}, sort_keys=False))
+            out = root / "grid" / f"{method}-{i}.safetensors"
+            merge_models(config, out)
+            scores = score(str(out), dev)
+            em = float(np.mean([s["exact_match"] for s in scores.values()]))
+            ppl = float(np.mean([s["ppl"] for s in scores.values()]))
+            tried.append({"parameters": parameters, "dev": scores, "mean_dev_exact_match": round(em, 4),
+                          "mean_dev_ppl": round(ppl, 4), "file": str(out)})
+        best = max(tried, key=lambda t: (t["mean_dev_exact_match"], -t["mean_dev_ppl"]))
+        chosen[method] = {"parameters": best["parameters"], "grid": [{k: v for k, v in t.items() if k != "file"}
+                                                                       for t in tried],
+                          "scores": score(best["file"], splits_of(root))}
+    return chosen
+
+
+def delta_sizes(root: Path) -> dict[str, dict[str, float]]:
+    """Per fine-tune: ‖τ‖/‖θ_base‖ over the tensors it changed, and the mean |τ| and |θ_base| there."""
+    base = load_pretrained(LAB01_MODEL).state
+    sizes = {}
+    for name in TENSES:
+        state = load_pretrained(str(root / name)).state
+        changed = [n for n in base if not np.array_equal(base[n], state[n])]
+        tau = np.concatenate([(state[n] - base[n]).ravel() for n in changed]).astype(np.float64)
+        theta = np.concatenate([base[n].ravel() for n in changed]).astype(np.float64)
+        sizes[name] = {"changed_tensors": len(changed), "relative_norm": round(float(np.linalg.norm(tau)
+                                                                                   / np.linalg.norm(theta)), 4),
+                       "mean_abs_delta": round(float(np.abs(tau).mean()), 5),
+                       "mean_abs_weight": round(float(np.abs(theta).mean()), 5)}
+    return sizes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", metavar="DIR", help="3-step fine-tunes into DIR (the pipeline's test)")
+    args = parser.parse_args()
+    root = Path(args.quick or ROOT)
+    quick = args.quick is not None
+    started = time.time()
+    results = {"data": make_data(root)}
+    results["fine_tunes"] = {name: fine_tune(name, root, quick) for name in TENSES}
+    results["merges"] = merge_all(root)
+    results["slerp"] = slerp_fallbacks(root)
+    results["scores"] = score_all(root)
+    results["tuned"] = tune(root, quick)
+    results["deltas"] = delta_sizes(root)
+    results["total_seconds"] = round(time.time() - started, 1)
+    target = root / "results.json" if quick else HERE / "results.json"
+    target.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
