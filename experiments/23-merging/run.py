@@ -3,6 +3,10 @@
     python experiments/23-merging/run.py               everything, into runs/23-merging/, then results.json here
     python experiments/23-merging/run.py --quick DIR   the same pipeline with 3-step fine-tunes into DIR (the tests)
 
+Steps 2 to 6 run twice (SETTINGS): the fine-tunes trained with experiment 21's LoRA learning rate, and with one
+ten times smaller, whose task vectors are smaller: merging is expected to work better on small task vectors.
+Each setting's runs and merges are in runs/23-merging/SETTING/.
+
 1. data     data/processed's present (P) and subjunctive (S) forms, each split as the corpus is (train verbs to
             train, dev verbs, the four val verbs to report): lab 01's model is weakest on these two tenses
 2. tune     present.yaml and subjunctive.yaml: a LoRA fine-tune of lab 01's model on each tense alone, each in its
@@ -10,7 +14,7 @@
 3. merge    every config of merges/ through `minitrain merge-models` (the same code path as the command)
 4. score    lab 01's model, both fine-tunes and every merge on both tenses' held-out forms (val verbs; dev too) and
             on the four other tenses' (what merging costs elsewhere): PPL over the answer and greedy exact match
-5. tune     each method's parameters (GRID) on the dev verbs only: the grid point with the best mean exact match of
+5. tune     each method's parameters (GRID) on the dev verbs only: the grid point with the most dev forms right in
             the two tenses (then the lower mean PPL) is scored once on the val verbs
 6. deltas   how large the fine-tunes' task vectors are, against the weights they change (DARE's noise is that size)
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -42,6 +47,10 @@ ROOT = "runs/23-merging"
 LAB01_MODEL = "models/minigpt-phase18-64ab16764a406b88.safetensors"
 TENSES = {"present": "P", "subjunctive": "S"}
 METHODS = ("linear", "task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
+SETTINGS = {  # how the two fine-tunes are trained: experiment 21's LoRA lr, and one 10x gentler (smaller τ)
+    "lr1e-2": (),
+    "lr1e-3": ("optimizer.lr_max=1e-3", "optimizer.lr_min=1e-4"),
+}
 GRID = {  # top-level `parameters` tried on the dev verbs; each replaces the committed config's
     "task_arithmetic": [{"weight": w} for w in (0.3, 0.5, 0.7, 1.0)],
     "ties": [{"weight": 1.0, "density": d, "lambda": lam} for d in (0.2, 0.5, 0.8) for lam in (0.5, 1.0)],
@@ -67,18 +76,24 @@ def make_data(root: Path) -> dict[str, int]:
 
 
 def moved(text: str, root: Path) -> str:
-    return text.replace(ROOT, str(root))
+    """A committed config's paths moved: runs/23-merging/data to the top folder's data (root's parent), the
+    fine-tunes of the first setting (runs/23-merging/lr1e-2/...) to the setting's folder `root`."""
+    return re.sub(f"{re.escape(ROOT)}/(data|lr1e-2)",
+                  lambda m: str(root.parent / "data") if m.group(1) == "data" else str(root), text)
 
 
-def fine_tune(name: str, root: Path, quick: bool) -> dict:
-    """`minitrain train` of NAME.yaml in its own process, its data paths moved under root; results.json's facts."""
+def fine_tune(name: str, root: Path, quick: bool, settings: tuple[str, ...]) -> dict:
+    """`minitrain train` of NAME.yaml with the setting's --set in its own process, into root/NAME; results.json's
+    facts."""
     config = root / "configs" / f"{name}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(moved((HERE / f"{name}.yaml").read_text(encoding="utf-8"), root), encoding="utf-8")
-    sets = ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"] if quick else []
+    sets = [*settings, *(["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
+                         if quick else [])]
     out = root / name
     subprocess.run([sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir", str(out),
-                    "--models-dir", str(out / "models"), "--quiet", *(a for s in sets for a in ("--set", s))],
+                    "--models-dir", str(out / "models"), "--quiet", "--overwrite",
+                    *(a for s in sets for a in ("--set", s))],
                    check=True, stdout=subprocess.DEVNULL)
     results = json.loads((out / "results.json").read_text())
     return {k: results[k] for k in ("val_ppl", "val_exact_match", "steps", "wall_seconds") if k in results}
@@ -107,7 +122,7 @@ def slerp_fallbacks(root: Path) -> dict[str, int]:
 
 
 def splits_of(root: Path, which: tuple[str, ...] = ("dev", "val")) -> dict[str, list[dict]]:
-    return {f"{name}_{split}": load_records(root / "data" / name / f"{split}.jsonl")
+    return {f"{name}_{split}": load_records(root.parent / "data" / name / f"{split}.jsonl")
             for name in (*TENSES, "other") for split in which}
 
 
@@ -140,11 +155,12 @@ def tune(root: Path, quick: bool) -> dict[str, dict]:
             out = root / "grid" / f"{method}-{i}.safetensors"
             merge_models(config, out)
             scores = score(str(out), dev)
-            em = float(np.mean([s["exact_match"] for s in scores.values()]))
+            # forms right, counted (not a mean of rounded shares, whose last digit would break ties)
+            right = sum(round(scores[k]["exact_match"] * len(dev[k])) for k in dev)
             ppl = float(np.mean([s["ppl"] for s in scores.values()]))
-            tried.append({"parameters": parameters, "dev": scores, "mean_dev_exact_match": round(em, 4),
-                          "mean_dev_ppl": round(ppl, 4), "file": str(out)})
-        best = max(tried, key=lambda t: (t["mean_dev_exact_match"], -t["mean_dev_ppl"]))
+            tried.append({"parameters": parameters, "dev": scores, "dev_forms_right": right,
+                          "dev_forms": sum(map(len, dev.values())), "mean_dev_ppl": round(ppl, 4), "file": str(out)})
+        best = max(tried, key=lambda t: (t["dev_forms_right"], -t["mean_dev_ppl"]))
         chosen[method] = {"parameters": best["parameters"], "grid": [{k: v for k, v in t.items() if k != "file"}
                                                                        for t in tried],
                           "scores": score(best["file"], splits_of(root))}
@@ -175,12 +191,15 @@ def main() -> int:
     quick = args.quick is not None
     started = time.time()
     results = {"data": make_data(root)}
-    results["fine_tunes"] = {name: fine_tune(name, root, quick) for name in TENSES}
-    results["merges"] = merge_all(root)
-    results["slerp"] = slerp_fallbacks(root)
-    results["scores"] = score_all(root)
-    results["tuned"] = tune(root, quick)
-    results["deltas"] = delta_sizes(root)
+    for setting, settings in SETTINGS.items():
+        where = root / setting
+        results[setting] = {"fine_tune_settings": list(settings),
+                            "fine_tunes": {name: fine_tune(name, where, quick, settings) for name in TENSES}}
+        results[setting]["merges"] = merge_all(where)
+        results[setting]["slerp"] = slerp_fallbacks(where)
+        results[setting]["scores"] = score_all(where)
+        results[setting]["tuned"] = tune(where, quick)
+        results[setting]["deltas"] = delta_sizes(where)
     results["total_seconds"] = round(time.time() - started, 1)
     target = root / "results.json" if quick else HERE / "results.json"
     target.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
