@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "23-merging"
 METHODS = ("linear", "task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
-SETTINGS = ("lr1e-2", "lr1e-3")
+SETTINGS = ("lr1e-2", "lr1e-3", "replay")
 
 
 def test_the_pipeline_runs_and_its_structural_facts_match_the_committed_results(tmp_path):

@@ -77,7 +77,7 @@ class ModelEntry(Section):
 
 
 class MergeSpec(Section):
-    merge_method: Literal["linear", "task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp"]
+    merge_method: Literal[METHOD_NAMES]  # a Literal of a tuple: each name one choice
     base_model: str | None = None
     models: list[ModelEntry] = Field(min_length=1)
     parameters: Parameters = Parameters()
