@@ -3,8 +3,10 @@
     python experiments/23-merging/run.py               everything, into runs/23-merging/, then results.json here
     python experiments/23-merging/run.py --quick DIR   the same pipeline with 3-step fine-tunes into DIR (the tests)
 
-Steps 2 to 6 run twice (SETTINGS): the fine-tunes trained with experiment 21's LoRA learning rate, and with one
-ten times smaller, whose task vectors are smaller: merging is expected to work better on small task vectors.
+Steps 2 to 6 run three times (SETTINGS): the fine-tunes trained with experiment 21's LoRA learning rate; with one
+ten times smaller, whose task vectors are smaller; and with replay (each tense's training records mixed with as
+many of the four other tenses', never the other fine-tune's tense), so that a fine-tune learns its tense without
+learning to answer every prompt in it.
 Each setting's runs and merges are in runs/23-merging/SETTING/.
 
 1. data     data/processed's present (P) and subjunctive (S) forms, each split as the corpus is (train verbs to
@@ -13,7 +15,8 @@ Each setting's runs and merges are in runs/23-merging/SETTING/.
             own process; a LoRA run is read as its base with the adapters folded in
 3. merge    every config of merges/ through `minitrain merge-models` (the same code path as the command)
 4. score    lab 01's model, both fine-tunes and every merge on both tenses' held-out forms (val verbs; dev too) and
-            on the four other tenses' (what merging costs elsewhere): PPL over the answer and greedy exact match
+            on the four other tenses' (what merging costs elsewhere): PPL over the answer and greedy exact match;
+            and how many of each tense's answers are the other tense's form (a fine-tune's forgetting, named)
 5. tune     each method's parameters (GRID) on the dev verbs only: the grid point with the most dev forms right in
             the two tenses (then the lower mean PPL) is scored once on the val verbs
 6. deltas   how large the fine-tunes' task vectors are, against the weights they change (DARE's noise is that size)
@@ -47,9 +50,11 @@ ROOT = "runs/23-merging"
 LAB01_MODEL = "models/minigpt-phase18-64ab16764a406b88.safetensors"
 TENSES = {"present": "P", "subjunctive": "S"}
 METHODS = ("linear", "task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
-SETTINGS = {  # how the two fine-tunes are trained: experiment 21's LoRA lr, and one 10x gentler (smaller τ)
+SETTINGS = {  # how the two fine-tunes are trained: experiment 21's LoRA lr; one 10x gentler (smaller τ); and with
+    # replay, each tense's records mixed with as many of the four other tenses (so that a fine-tune need not forget)
     "lr1e-2": (),
     "lr1e-3": ("optimizer.lr_max=1e-3", "optimizer.lr_min=1e-4"),
+    "replay": ("data.train_path={data}/{name}+replay/train.jsonl",),
 }
 GRID = {  # top-level `parameters` tried on the dev verbs; each replaces the committed config's
     "task_arithmetic": [{"weight": w} for w in (0.3, 0.5, 0.7, 1.0)],
@@ -67,6 +72,8 @@ def make_data(root: Path) -> dict[str, int]:
         records = load_records(DATA / f"{split}.jsonl")
         groups = {name: [r for r in records if r["tense"] == code] for name, code in TENSES.items()}
         groups["other"] = [r for r in records if r["tense"] not in TENSES.values()]
+        if split == "train":  # replay: the tense with as many records again of the four others (every 4th)
+            groups.update({f"{name}+replay": groups[name] + groups["other"][::4] for name in TENSES})
         for name, group in groups.items():
             path = root / "data" / name / f"{split}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +95,8 @@ def fine_tune(name: str, root: Path, quick: bool, settings: tuple[str, ...]) -> 
     config = root / "configs" / f"{name}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(moved((HERE / f"{name}.yaml").read_text(encoding="utf-8"), root), encoding="utf-8")
-    sets = [*settings, *(["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
+    sets = [*(s.format(data=root.parent / "data", name=name) for s in settings),
+            *(["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
                          if quick else [])]
     out = root / name
     subprocess.run([sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir", str(out),
@@ -134,11 +142,23 @@ def score(source: str, splits: dict[str, list[dict]]) -> dict[str, dict[str, flo
             for split, records in splits.items()}
 
 
+def crossed(root: Path) -> dict[str, list[dict]]:
+    """Each tense's val prompts with the *other* tense's form as the answer (`vender|S1|` -> `vendo`): the exact
+    match on these is the share of answers given in the wrong tense, what a fine-tune on one tense does."""
+    val = {name: load_records(root.parent / "data" / name / "val.jsonl") for name in TENSES}
+    swapped = {}
+    for name, other in (("present", "subjunctive"), ("subjunctive", "present")):
+        form = {(r["verb"], r["person"]): r["form"] for r in val[other]}
+        swapped[f"{name}_val_answered_in_{other}"] = [{**r, "form": form[r["verb"], r["person"]]} for r in val[name]]
+    return swapped
+
+
 def score_all(root: Path) -> dict[str, dict]:
-    """{model: {split: {ppl, exact_match}}} for lab 01's model, the two fine-tunes and every merge."""
+    """{model: {split: {ppl, exact_match}}} for lab 01's model, the two fine-tunes and every merge; the crossed
+    splits' exact match is the share of answers in the other tense."""
     sources = {"base": LAB01_MODEL, **{name: str(root / name) for name in TENSES},
                **{method: str(root / "merged" / f"{method}.safetensors") for method in METHODS}}
-    return {row: score(source, splits_of(root)) for row, source in sources.items()}
+    return {row: score(source, {**splits_of(root), **crossed(root)}) for row, source in sources.items()}
 
 
 def tune(root: Path, quick: bool) -> dict[str, dict]:
