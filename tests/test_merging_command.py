@@ -123,6 +123,7 @@ def test_models_with_another_vocabulary_are_refused(runs, tmp_path, capsys):
 
 @pytest.mark.parametrize("change, message", [
     ({"merge_methd": "ties"}, "merge_methd: unknown key"),
+    ({"parameters": {"lamda": 1.0}}, "parameters.lamda: unknown key — did you mean 'lambda'?"),  # its YAML name
     ({"merge_method": "tie"}, "merge_method: must be one of linear, task_arithmetic, ties, dare_linear, dare_ties, "
                               "slerp (got 'tie') — did you mean 'ties'?"),
     ({"dtype": "bfloat16"}, "dtype: must be one of float32"),
