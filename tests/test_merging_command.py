@@ -178,3 +178,29 @@ def test_llama_folders_merge_into_a_hugging_face_folder_with_the_base_tokenizer(
     assert (tmp_path / "merged" / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
     with pytest.raises(UserError, match="not an empty folder"):
         merge_models(config, tmp_path / "merged")
+
+
+def test_gpt2_bases_merge_into_a_gpt2_folder_and_other_special_tokens_are_refused(tmp_path):
+    from test_gpt2_base import GPT2_SPECIALS, gpt2_folder
+    from test_pretrained_tokenizer import tiny_fields
+
+    from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
+
+    first = gpt2_folder(tmp_path / "a")
+    gpt2_folder(tmp_path / "b")
+    second = {n: (a * 0.5 + 0.1).astype(np.float32) for n, a in first.items()}
+    write_safetensors(tmp_path / "b" / "model.safetensors", {n: ("F32", a) for n, a in second.items()})
+    config = write(tmp_path / "m.yaml", {"merge_method": "linear", "models": [
+        {"model": str(tmp_path / "a"), "parameters": {"weight": 3.0}}, {"model": str(tmp_path / "b")}]})
+    merge_models(config, tmp_path / "merged")
+    assert json.loads((tmp_path / "merged" / "config.json").read_text())["model_type"] == "gpt2"
+    merged = load_pretrained_base(tmp_path / "merged")[1]
+    a, b = load_parent(str(tmp_path / "a")).state, load_parent(str(tmp_path / "b")).state
+    assert merged.keys() == a.keys()
+    for name in a:
+        np.testing.assert_allclose(merged[name], (3 * a[name] + b[name]) / 4, rtol=1e-6, atol=1e-7)
+    llama_specials = PretrainedTokenizer.from_gguf_fields(**tiny_fields())
+    gpt2_specials = PretrainedTokenizer.from_gguf_fields(**{**tiny_fields(), **GPT2_SPECIALS})
+    assert "special tokens" in tokenizer_difference(llama_specials, gpt2_specials)
+    assert tokenizer_difference(gpt2_specials, PretrainedTokenizer.from_gguf_fields(
+        **{**tiny_fields(), **GPT2_SPECIALS})) is None
