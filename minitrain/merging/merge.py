@@ -27,18 +27,15 @@ from minitrain.runs.model_files import save_model_file
 
 
 def merge_states(spec: MergeSpec, base: dict[str, np.ndarray] | None,
-                 others: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Every tensor merged by spec.merge_method, in `tensor_order` of base_model's (or the first model's) names."""
+                 inputs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every tensor merged by spec.merge_method (`inputs`: the states of spec.inputs(), in order), in
+    `tensor_order` of the base's names (or the first input's)."""
     merge = METHODS[spec.merge_method]
-    entries = spec.others() if base is not None else spec.models
     merged = {}
-    for name in tensor_order(base if base is not None else others[0]):
-        tensors = [state[name] for state in others]
-        try:
-            merged[name] = np.ascontiguousarray(merge(spec, name, None if base is None else base[name], tensors,
-                                                      entries))
-        except ValueError as e:  # slerp's t list without an entry for this tensor
-            raise UserError(f"merge: {e}", 2) from None
+    for name in tensor_order(base if base is not None else inputs[0]):
+        tensors = [state[name] for state in inputs]
+        merged[name] = np.ascontiguousarray(merge(spec, name, None if base is None else base[name], tensors,
+                                                  spec.inputs()))
     return merged
 
 
@@ -46,18 +43,15 @@ def merge_models(config: str | Path, out: str | Path) -> dict[str, Any]:
     """Write OUT (module docstring) for the merge config at `config`; returns the facts recorded with it."""
     spec = read_spec(config)
     out = Path(out)
-    base_name = spec.base_model if spec.merge_method != "linear" else None
-    entries = spec.others() if base_name is not None else spec.models
-    names = ([base_name] if base_name else []) + [e.model for e in entries]
+    names = ([spec.base()] if spec.base() else []) + [e.model for e in spec.inputs()]
     parents = [load_parent(name) for name in names]
     check_compatible(parents, names)
-    base_state = parents[0].state if base_name else None
-    others = [p.state for p in (parents[1:] if base_name else parents)]
-    merged = merge_states(spec, base_state, others)
+    states = [p.state for p in parents]
+    merged = merge_states(spec, states[0], states[1:]) if spec.base() else merge_states(spec, None, states)
     facts = {
-        "merge_method": spec.merge_method, "base_model": base_name,
+        "merge_method": spec.merge_method, "base_model": spec.base(),
         "models": [{"model": e.model, "weight": spec.value(e, "weight", 1.0),
-                    "density": spec.value(e, "density", 1.0)} for e in entries],
+                    "density": spec.value(e, "density", 1.0)} for e in spec.inputs()],
         "parameters": spec.parameters.model_dump(by_alias=True, exclude_none=True), "seed": spec.seed,
     }
     _write(parents[0], merged, out, facts)
@@ -65,12 +59,13 @@ def merge_models(config: str | Path, out: str | Path) -> dict[str, Any]:
             "kind": parents[0].kind}
 
 
-def _write(first: Parent, state: dict[str, np.ndarray], out: Path, facts: dict[str, Any] | None = None) -> None:
+def _write(first: Parent, state: dict[str, np.ndarray], out: Path, facts: dict[str, Any]) -> None:
+    """OUT as the first model's kind of file: a minitrain model file, or a Hugging Face folder (module docstring)."""
     if first.kind == "minitrain":
         if out.is_dir() or out.suffix != ".safetensors":
             raise UserError(f"merge -o {out}: the models are minitrain's, so the merge is a model file: give a path "
                             f"ending in .safetensors", 2)
-        save_model_file(out, state, first.model_config, {"merged_from": facts or {}})
+        save_model_file(out, state, first.model_config, {"merged_from": facts})
         return
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"merge -o {out}: exists and is not an empty folder; a merge of pretrained models is "

@@ -33,6 +33,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from minitrain.common.errors import UserError
 from minitrain.common.strict import Section
 from minitrain.config.loader import parse_with_source
 from minitrain.config.problems import ConfigError, Problem, from_validation_error
@@ -110,6 +111,14 @@ class MergeSpec(Section):
         """The models merged into the base: `models` without an entry naming base_model itself."""
         return [m for m in self.models if m.model != self.base_model]
 
+    def base(self) -> str | None:
+        """The base the task vectors are taken from: base_model, except for linear, which reads none."""
+        return None if self.merge_method == "linear" else self.base_model
+
+    def inputs(self) -> list[ModelEntry]:
+        """The models whose tensors are merged (with the base's, when there is one)."""
+        return self.others() if self.base() is not None else self.models
+
     def value(self, entry: ModelEntry, key: str, default: float) -> float:
         """A model's `weight` or `density`: its own, else the top-level parameters', else `default`."""
         own = getattr(entry.parameters, key)
@@ -124,7 +133,8 @@ class MergeSpec(Section):
         for entry in t:
             if entry.filter is None or entry.filter in name:
                 return entry.value
-        raise ValueError(f"parameters.t: no entry matches tensor {name}; end the list with one without filter")
+        raise UserError(f"merge: parameters.t: no entry matches tensor {name}; end the list with one without "
+                        "filter", 2)
 
 
 def read_spec(path: str | Path) -> MergeSpec:
