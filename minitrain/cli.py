@@ -11,6 +11,7 @@
     minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR] [--timeout S] [--memory-mb MB]
     minitrain predict SOURCE INPUT -o OUT   (a table model's predictions)
     minitrain merge LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
+    minitrain merge-models MERGE.yaml -o OUT   (linear, task arithmetic, TIES, DARE, SLERP)
 
 Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it). Adding a
 command is one line: write a module with a `register(subparsers)` function that adds its subcommand (with

@@ -10,4 +10,4 @@ Nothing below `minitrain/commands/` imports from it: configuration, training and
 
 # The order `minitrain --help` lists them in.
 COMMANDS = ["train", "validate", "schema", "init", "lock", "info", "export", "publish", "sample", "eval", "predict",
-            "merge", "quantize", "prune", "sweep", "lab"]
+            "merge", "merge_models", "quantize", "prune", "sweep", "lab"]

@@ -140,7 +140,7 @@ def unknown_key_message(root: type[BaseModel], path: KeyPath) -> str:
     """'unknown key — did you mean X?' for the last part of `path`, or where the key belongs instead."""
     key = str(path[-1])
     parent = model_at(root, path[:-1])
-    valid = list(parent.model_fields) if parent else []
+    valid = [field.alias or name for name, field in parent.model_fields.items()] if parent else []  # as spelled
     if key in FOREIGN_KEYS:  # another tool's name for one of ours: surer than a spelling guess (n_embd, not d_embed)
         return f"unknown key — minitrain calls this {FOREIGN_KEYS[key]}"
     close = suggest(key, [*valid, *spec_keys_in(path[:-1])])

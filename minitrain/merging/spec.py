@@ -1,0 +1,151 @@
+"""The merge config: mergekit's YAML shape, checked strictly (an unknown key is refused by name, with its line).
+
+    merge_method: ties                 # linear | task_arithmetic | ties | dare_linear | dare_ties | slerp
+    base_model: models/base.safetensors
+    models:
+      - model: runs/lora-imperfect     # any source minitrain reads (run folder, model file, export, HF folder)
+        parameters: {weight: 1.0, density: 0.5}
+      - model: runs/lora-future
+        parameters: {weight: 1.0, density: 0.5}
+    parameters: {lambda: 1.0}          # defaults for every model's weight/density, and the method's own keys
+    dtype: float32
+    seed: 0                            # DARE's drop masks
+
+A model's own `parameters` win over the top-level ones. Which keys each method reads:
+
+    linear            weight (default 1), normalize (default true)
+    task_arithmetic   weight (1), lambda (1), normalize (false)           base_model required
+    ties              weight (1), density (1), lambda (1)                  base_model required
+    dare_linear       weight (1), density (1), lambda (1), normalize (false), seed   base_model required
+    dare_ties         weight (1), density (1), lambda (1), seed            base_model required
+    slerp             t: a number, or [{filter: NAME_PART, value: T}, ..., {value: T}]   base_model (t = 0)
+                      and exactly one other model (t = 1)
+
+linear averages `models` and reads no base_model (as mergekit's). A key the method does not read is refused
+rather than ignored. An entry of `models` naming base_model itself
+(mergekit allows it) adds nothing: its task vector is zero, so it is left out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from minitrain.common.errors import UserError
+from minitrain.common.strict import Section
+from minitrain.config.loader import parse_with_source
+from minitrain.config.problems import ConfigError, Problem, from_validation_error
+from minitrain.config.yaml_lines import read_yaml_text
+
+METHOD_NAMES = ("linear", "task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
+NEEDS_BASE = ("task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
+READS = {  # the parameters each method reads (module docstring)
+    "linear": {"weight", "normalize"},
+    "task_arithmetic": {"weight", "lambda_", "normalize"},
+    "ties": {"weight", "density", "lambda_"},
+    "dare_linear": {"weight", "density", "lambda_", "normalize"},
+    "dare_ties": {"weight", "density", "lambda_"},
+    "slerp": {"t"},
+}
+Density = Annotated[float, Field(gt=0.0, le=1.0)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class TFilter(Section):
+    """One entry of slerp's `t` list: `value` for the tensors whose name contains `filter` (the first entry that
+    matches wins; an entry without `filter` matches every tensor)."""
+
+    filter: str | None = None
+    value: Fraction
+
+
+class ModelParameters(Section):
+    weight: float | None = None
+    density: Density | None = None
+
+
+class Parameters(ModelParameters):
+    lambda_: float | None = Field(default=None, alias="lambda")
+    normalize: bool | None = None
+    t: Fraction | list[TFilter] | None = None
+
+
+class ModelEntry(Section):
+    model: str
+    parameters: ModelParameters = ModelParameters()
+
+
+class MergeSpec(Section):
+    merge_method: Literal[METHOD_NAMES]  # a Literal of a tuple: each name one choice
+    base_model: str | None = None
+    models: list[ModelEntry] = Field(min_length=1)
+    parameters: Parameters = Parameters()
+    dtype: Literal["float32"] = "float32"  # minitrain computes in float32; a half-precision merge is not offered
+    seed: Annotated[int, Field(ge=0)] = 0
+
+    @model_validator(mode="after")
+    def _method_keys(self) -> MergeSpec:
+        method = self.merge_method
+        if method in NEEDS_BASE and self.base_model is None:
+            raise ValueError(f"merge_method {method} needs base_model (the model the task vectors are taken from)")
+        given = {k for k, v in self.parameters if v is not None}
+        given |= {k for m in self.models for k, v in m.parameters if v is not None}
+        extra = sorted(given - READS[method])
+        if extra:
+            names = ", ".join("lambda" if k == "lambda_" else k for k in extra)
+            raise ValueError(f"merge_method {method} does not read {names} (it reads "
+                             f"{', '.join(sorted('lambda' if k == 'lambda_' else k for k in READS[method]))})")
+        if method == "slerp":
+            if self.parameters.t is None:
+                raise ValueError("merge_method slerp needs parameters.t (0: base_model, 1: the other model)")
+            if len(self.others()) != 1:
+                raise ValueError(f"merge_method slerp interpolates two models: base_model and exactly one other "
+                                 f"under models (got {len(self.others())} others)")
+        elif method != "linear" and not self.others():
+            raise ValueError(f"merge_method {method}: models names no model other than base_model")
+        return self
+
+    def others(self) -> list[ModelEntry]:
+        """The models merged into the base: `models` without an entry naming base_model itself."""
+        return [m for m in self.models if m.model != self.base_model]
+
+    def base(self) -> str | None:
+        """The base the task vectors are taken from: base_model, except for linear, which reads none."""
+        return None if self.merge_method == "linear" else self.base_model
+
+    def inputs(self) -> list[ModelEntry]:
+        """The models whose tensors are merged (with the base's, when there is one)."""
+        return self.others() if self.base() is not None else self.models
+
+    def value(self, entry: ModelEntry, key: str, default: float) -> float:
+        """A model's `weight` or `density`: its own, else the top-level parameters', else `default`."""
+        own = getattr(entry.parameters, key)
+        top = getattr(self.parameters, key)
+        return own if own is not None else top if top is not None else default
+
+    def t_for(self, name: str) -> float:
+        """slerp's t for tensor `name` (TFilter); 0.5 is never guessed: a list must end with a default entry."""
+        t = self.parameters.t
+        if not isinstance(t, list):
+            return float(t)
+        for entry in t:
+            if entry.filter is None or entry.filter in name:
+                return entry.value
+        raise UserError(f"merge: parameters.t: no entry matches tensor {name}; end the list with one without "
+                        "filter", 2)
+
+
+def read_spec(path: str | Path) -> MergeSpec:
+    """The merge config at `path`, validated; every problem at once as a ConfigError (exit code 2) naming the key
+    and its line."""
+    parsed, source = parse_with_source(read_yaml_text(path, "merge config"), path)
+    source.lines.update(parsed.lines)
+    data = parsed.data
+    if not isinstance(data, dict):
+        raise ConfigError([Problem((), "the top level must be a mapping (merge_method:, models:, ...)")], source)
+    try:
+        return MergeSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(from_validation_error(MergeSpec, exc), source) from None
