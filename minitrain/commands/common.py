@@ -105,3 +105,8 @@ def non_negative_float(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
+
+
+def percent(share: float | None) -> str:
+    """An exact-match share as the score tables print it: `61.8 %`, or `-` for a model with none (a table model)."""
+    return "-" if share is None else f"{100 * share:.1f} %"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from minitrain.commands.common import positive_int
+from minitrain.commands.common import percent, positive_int
 from minitrain.common.errors import UserError
 from minitrain.pruning.masks import STRUCTURES, TWO_FOUR
 from minitrain.pruning.scores import METHODS
@@ -58,13 +58,10 @@ def prune_command(args: argparse.Namespace) -> int:
 
 def format_row(row: dict) -> str:
     """What `prune` prints: val PPL and exact match, dense against pruned, then each layer's zeros."""
-    def em(value):
-        return "-" if value is None else f"{100 * value:.1f} %"
-
     name = f"{row['method']} {row['structure']} {100 * row['sparsity']:g} %"
     lines = [f"{'':32}{'val PPL':>10}{'exact match':>13}",
-             f"{'dense':32}{row['dense_val_ppl']:>10.3f}{em(row['dense_val_exact_match']):>13}",
-             f"{name:32}{row['val_ppl']:>10.3f}{em(row['val_exact_match']):>13}",
+             f"{'dense':32}{row['dense_val_ppl']:>10.3f}{percent(row['dense_val_exact_match']):>13}",
+             f"{name:32}{row['val_ppl']:>10.3f}{percent(row['val_exact_match']):>13}",
              f"{'layer':32}{'zeros':>10}{'of':>9}{'sparsity':>10}"]
     for path, layer in row["layers"].items():
         lines.append(f"{path:32}{layer['zeros']:>10,}{layer['size']:>9,}{100 * layer['sparsity']:>9.2f}%")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from minitrain.commands.common import positive_int
+from minitrain.commands.common import percent, positive_int
 from minitrain.common.errors import UserError
 from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
 
@@ -50,13 +50,10 @@ def quantize_command(args: argparse.Namespace) -> int:
 
 def format_row(row: dict) -> str:
     """The comparison `quantize` prints: size, val PPL and exact match, float32 against the quantized file."""
-    def em(value):
-        return "-" if value is None else f"{100 * value:.1f} %"
-
     name = f"int{row['bits']} {row['scheme']} {row['granularity']}" + (
         f" (group {row['group_size']})" if "group_size" in row else "")
     return "\n".join([
         f"{'':28}{'bytes':>10}{'val PPL':>10}{'exact match':>13}",
-        f"{'float32':28}{row['float32_bytes']:>10,}{row['float32_val_ppl']:>10.3f}{em(row['float32_val_exact_match']):>13}",
-        f"{name:28}{row['file_bytes']:>10,}{row['val_ppl']:>10.3f}{em(row['val_exact_match']):>13}",
+        f"{'float32':28}{row['float32_bytes']:>10,}{row['float32_val_ppl']:>10.3f}{percent(row['float32_val_exact_match']):>13}",
+        f"{name:28}{row['file_bytes']:>10,}{row['val_ppl']:>10.3f}{percent(row['val_exact_match']):>13}",
     ])

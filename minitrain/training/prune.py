@@ -17,14 +17,11 @@ from typing import Any
 
 from minitrain.common.errors import UserError
 from minitrain.config.datacheck import load_split
-from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.run_folder import read_run
-from minitrain.models.registry import build_model
 from minitrain.pruning.masks import layer_sparsity, prunable_paths
 from minitrain.pruning.scores import Pruning, prune_model
 from minitrain.runs.model_files import save_model_file
 from minitrain.training.artifacts import non_finite_scores
-from minitrain.training.quantize import calibration_batches
+from minitrain.training.quantize import calibration_batches, whole_model
 from minitrain.training.scoring import score_records
 
 
@@ -41,17 +38,10 @@ def prune_run(
 ) -> dict[str, Any]:
     """Prune the model of a run folder or model file into the file `out` and score both on the run's val split;
     returns the row `minitrain prune` prints (val PPL and exact match of each, every layer's zeros)."""
-    info = read_run(source)
-    if info.adapter is not None:
-        raise UserError(f"prune {source}: a LoRA run holds adapters, not a whole model; `minitrain merge` it "
-                        "first, then prune the merged run folder", 2)
-    model = build_model(info.model_config)
-    model.load_state_dict(info.state, source=str(info.model_path))
+    info, model, data, tokenizer = whole_model(source, "prune", vocab_path)
     paths, unmatched = prunable_paths(model, exclude)
     if unmatched:
         raise UserError(f"prune: --exclude {', '.join(unmatched)} names no linear layer", 2)
-    data = info.data_config()
-    tokenizer = CharTokenizer.load(vocab_path or info.find(data.vocab_path) or data.vocab_path)
     batches = []
     if method == "wanda":
         split = data if calibration is None else data.model_copy(update={"train_path": str(calibration)})

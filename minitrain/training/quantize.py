@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
+from minitrain.config.data_section import DataConfig
 from minitrain.config.datacheck import load_split
 from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.run_folder import read_run
+from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.lora import settings_of
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
@@ -110,6 +111,20 @@ def calibration_batches(records: list[dict], tokenizer: CharTokenizer, seq_len: 
     return list(EvalBatcher(encoded, EVAL_BATCH_SIZE))
 
 
+def whole_model(source: str | Path, command: str, vocab_path: str | Path | None = None
+                ) -> tuple[RunInfo, Module, DataConfig, CharTokenizer]:
+    """What `quantize` and `prune` start from: the whole model of a run folder or model file (a LoRA run, which
+    holds adapters, is refused), the run's data section and its vocabulary (`vocab_path` when given)."""
+    info = read_run(source)
+    if info.adapter is not None:
+        raise UserError(f"{command} {source}: a LoRA run holds adapters, not a whole model; `minitrain merge` it "
+                        f"first, then {command} the merged run folder", 2)
+    model = build_model(info.model_config)
+    model.load_state_dict(info.state, source=str(info.model_path))
+    data = info.data_config()
+    return info, model, data, CharTokenizer.load(vocab_path or info.find(data.vocab_path) or data.vocab_path)
+
+
 def quantize_run(
     source: str | Path,
     out: str | Path,
@@ -120,14 +135,7 @@ def quantize_run(
 ) -> dict[str, Any]:
     """Quantize the model of a run folder or model file into the file `out` and score both on the run's val
     split; returns the row `minitrain quantize` prints (sizes in bytes, val PPL and exact match of each)."""
-    info = read_run(source)
-    if info.adapter is not None:
-        raise UserError(f"quantize {source}: a LoRA run holds adapters, not a whole model; `minitrain merge` it "
-                        "first, then quantize the merged run folder", 2)
-    model = build_model(info.model_config)
-    model.load_state_dict(info.state, source=str(info.model_path))
-    data = info.data_config()
-    tokenizer = CharTokenizer.load(vocab_path or info.find(data.vocab_path) or data.vocab_path)
+    info, model, data, tokenizer = whole_model(source, "quantize", vocab_path)
     loss_on = data.loss_on
     calibration = []
     if calibration_samples:
