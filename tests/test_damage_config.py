@@ -31,6 +31,7 @@ KEYS = {("lora",): {"rank": 4, "alpha": 8.0, "dropout": 0.0},
         ("quantize",): {"bits": 4, "scheme": "asymmetric"},
         ("quantize", "qat"): {"observer": "histogram"},
         ("pruning",): {"sparsity": 0.3, "every": 2},
+        ("distillation",): {"teacher": "user/teacher", "temperature": 2.0},
         ("training", "early_stopping"): {"patience": 2, "min_delta": 0.01},
         ("monitoring", "tracking"): {"backend": "jsonl"},
         ("monitoring", "system"): {"interval": 500},
@@ -73,7 +74,8 @@ def test_a_switched_section_is_on_exactly_when_present_without_enabled_false(for
         assert all(p.path for p in exc.problems) and str(exc).count("\n") == len(exc.problems)
         if any(form == "enabled not a bool" for form in forms.values()):
             return
-        refused = {("training", "mixed_precision"), ("quantize", "qat"), ("quantize",), ("lora",), ("pruning",)}
+        refused = {("training", "mixed_precision"), ("quantize", "qat"), ("quantize",), ("lora",), ("pruning",),
+                   ("distillation",)}  # a distillation section on without a teacher, say
         assert any(p.path[: len(s)] == s for p in exc.problems for s in refused), exc
         return
     for path, form in forms.items():

@@ -24,16 +24,19 @@ def test_kill_9_of_lab_check_ends_the_training_run_it_started():
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = None
     try:
-        _wait_until(lambda: _live("ppid", process.pid), "lab check's first training run", process)
-        child = _live("ppid", process.pid)[0]
+        # lab check runs the lab's items in a worker process (course/sandbox.py), which starts the training runs
+        _wait_until(lambda: _training_run(process.pid), "lab check's first training run", process)
+        child = _training_run(process.pid)
         os.kill(child, signal.SIGSTOP)
         _wait_until(lambda: _stopped(child), "the training run stopped")
         argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
         out = Path(argv[argv.index("--out-dir") + 1])
+        workers = _live("ppid", process.pid)
         os.kill(process.pid, signal.SIGKILL)
         process.communicate(timeout=120)  # a hang guard
-        os.kill(child, signal.SIGCONT)
-        _wait_until(lambda: not _live("pgrp", process.pid), "the training run end")
+        _wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "the worker's end")
+        os.kill(child, signal.SIGCONT)  # its parent, the worker, is gone now: it must not train on
+        _wait_until(lambda: not Path(f"/proc/{child}").exists(), "the training run's end")
         assert not (out / "results.json").exists()  # it died with the check, not at the end of its run
     finally:  # a failing run leaves no orphans behind either
         with contextlib.suppress(ProcessLookupError):
@@ -41,3 +44,12 @@ def test_kill_9_of_lab_check_ends_the_training_run_it_started():
         if out is not None and out.parent.name.startswith("minitrain-lab02-"):  # the killed check's scratch
             _wait_until(lambda: not _live("pgrp", process.pid), "the check's processes gone")
             shutil.rmtree(out.parent, ignore_errors=True)
+
+
+def _training_run(check: int) -> int | None:
+    """The first training run among the check's children and grandchildren (one with --out-dir), or None."""
+    for pid in [*_live("ppid", check), *(g for c in _live("ppid", check) for g in _live("ppid", c))]:
+        with contextlib.suppress(OSError):
+            if "--out-dir" in Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0"):
+                return pid
+    return None

@@ -317,3 +317,14 @@ def test_the_loss_curve_names_the_val_split_by_what_it_holds(tmp_path, monkeypat
     log.write_text('{"step": 0, "loss": 2.0}\n{"step": 0, "val_loss": 2.1, "val_ppl": 8.17}\n', encoding="utf-8")
     plot_loss_curve(tmp_path / "curve.png", log, None, val_label="val (held-out lines)")
     assert labels == ["train (one batch)", "val (held-out lines)"]
+
+
+def test_the_dashboard_draws_a_log_whose_rows_lack_a_key(tmp_path):
+    """Found by `make fuzz`: a run resumed from a log whose first train row had lost its `lr` died drawing it."""
+    from minitrain.training.dashboard import plot_dashboard
+
+    rows = [{"step": 0, "loss": 4.18, "grad_norm": 2.35}, {"step": 0, "val_loss": 4.16, "val_ppl": 64.2},
+            {"step": 2, "loss": 4.04, "lr": 3e-3}, {"step": 4, "loss": 3.87, "lr": 2e-3, "grad_norm": 1.5},
+            {"step": 4, "val_loss": 3.99, "val_ppl": 54.3}]
+    plot_dashboard(tmp_path / "dashboard.png", rows)
+    assert (tmp_path / "dashboard.png").read_bytes()[:4] == b"\x89PNG"

@@ -64,14 +64,18 @@ def plot_dashboard(
     ppl.set_title("Training dashboard")
     ppl.legend(fontsize="small")
 
-    norm.plot(steps, [r["grad_norm"] for r in train], color="tab:purple", linewidth=0.8, label="before clipping")
+    # A log resumed from damaged rows may lack a key on some of them: each panel draws the rows that have its key.
+    norms = [r for r in train if "grad_norm" in r]
+    norm.plot([r["step"] for r in norms], [r["grad_norm"] for r in norms], color="tab:purple", linewidth=0.8,
+              label="before clipping")
     if clip_norm is not None:
         norm.axhline(clip_norm, color="tab:gray", linestyle="--", linewidth=1.2, label=f"clip at {clip_norm:g}")
     log_axis(norm)
     norm.set_ylabel("gradient norm")
     norm.legend(fontsize="small")
 
-    lr.plot(steps, [r["lr"] for r in train], color="tab:brown", linewidth=1.2)
+    rates = [r for r in train if "lr" in r]
+    lr.plot([r["step"] for r in rates], [r["lr"] for r in rates], color="tab:brown", linewidth=1.2)
     lr.set_ylabel("learning rate")
     lr.set_xlabel("step (optimizer updates)")
     lr.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
