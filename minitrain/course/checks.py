@@ -5,7 +5,8 @@
         ...
         raise Failed("your evaluate() counted padding positions: expected 1,299 tokens, got 4,608")
 
-A check that returns passed. `Failed(reason)` fails it with that reason; a `NotImplementedError` (a starter's
+A check that returns passed. `Failed(reason)` fails it with that reason (`Failed(reason, hint=...)` with
+another item's hint, when that item's mistake is the cause); a `NotImplementedError` (a starter's
 TODO stub) fails it with "not written yet"; any other exception fails it with the exception, since a student's
 code may break in any way. A check may depend on earlier ones (`needs=(their functions)`): when one of those
 failed, it is not run and fails with "not run: fix first: ...", which keeps a fresh starter from starting a
@@ -25,7 +26,16 @@ from typing import Any
 
 
 class Failed(Exception):
-    """A check's verdict: `reason` says what was found, in words a student can act on."""
+    """A check's verdict: `reason` says what was found, in words a student can act on.
+
+    `hint` replaces the check's own hint when the check recognises a mistake that another item is about (an
+    item's numbers can be off because of a bug the item does not teach): the hint under the first ✗ must name
+    the cause, not the item.
+    """
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason)
+        self.hint = hint
 
 
 @dataclass
@@ -103,7 +113,7 @@ def run_one(item: Check, subject: Any) -> Outcome:
     try:
         item.function(subject)
     except Failed as failed:
-        return Outcome(item.name, False, str(failed), item.hint)
+        return Outcome(item.name, False, str(failed), failed.hint or item.hint)
     except NotImplementedError as stub:
         where = f" ({stub})" if str(stub) else ""
         return Outcome(item.name, False, f"not written yet: it raises NotImplementedError{where}", item.hint)

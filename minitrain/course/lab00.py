@@ -85,9 +85,9 @@ def _loss_mask_answer(lab):
         raise Failed(f"loss_mask of caminar|P1|camino is True at {got}; expected targets 11–17 (camino + EOS)")
 
 
-@CHECKS.check("encode_split: loss_on='all' counts every real target, and the whole val split has 1,299 "
-              "counted tokens", hint="with loss_on='all' the loss mask equals attn_pad_mask; with 'answer', "
-                                     "each of the 144 val records counts its form's characters plus EOS")
+@CHECKS.check("encode_split: loss_on='all' counts every real target; with 'answer' the whole val split counts "
+              "1,299 tokens", hint="with loss_on='all' the loss mask equals attn_pad_mask; with 'answer', "
+                                   "each of the 144 val records counts its form's characters plus EOS")
 def _loss_mask_all(lab):
     every = _encode(lab, [CAMINO], loss_on="all")
     if _positions(np.asarray(every.loss_mask)[0]) != "0–17":
@@ -222,7 +222,8 @@ def _eval_pass(lab):
 
 
 @CHECKS.check("a short training run works with this batcher",
-              hint="the run's own error line is above; run it yourself with MINITRAIN_LAB_DIR=<your folder> "
+              hint="the reason above says how the run went wrong; to see all of its output, run it yourself with "
+                   "MINITRAIN_LAB_DIR=<your folder> "
                    ".venv/bin/minitrain train experiments/18-train-mini/config.yaml --out-dir runs/try",
               needs=(_inputs_and_targets, _loss_mask_answer, _train_epoch, _train_resume, _eval_pass))
 def _short_run(lab):

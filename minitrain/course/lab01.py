@@ -74,6 +74,20 @@ def _step_loss(lab):
         raise Failed(f"your train_step returned loss {loss:.6g}; the batch's token-mean loss is {expected:.6g}")
 
 
+@CHECKS.check("train_step fills the gradient: backward() on the loss",
+              hint="call loss.backward() on each micro-batch's loss (Block A): it fills model.buffer.grad, which "
+                   "the norm, the clipping and the optimizer all read; without it they see zeros")
+def _step_backward(lab):
+    batch = take(_split(), slice(0, 8))
+    _, g = _gradient(fixtures.tiny_model(0), batch)
+    _, _, got = _step(lab, fixtures.tiny_model(0), [batch])
+    if not got.any():
+        raise Failed("after your train_step, model.buffer.grad is all zeros: loss.backward() was never called")
+    if not _arrays_close(got, g):
+        raise Failed(f"after your train_step the gradient has norm {_norm(got):.4g}; the batch's gradient has "
+                     f"norm {_norm(g):.4g}")
+
+
 @CHECKS.check("train_step returns the gradient norm measured before clipping",
               hint="norm = clip_grad_norm_(model.buffer, clip_norm) returns the norm BEFORE it clips; log that "
                    "one, or the log would sit at clip_norm and hide the spikes (theory 02)")
@@ -280,9 +294,9 @@ def _parse_args(lab):
 
 
 @CHECKS.check("scripts/train_mini.py trains a short run end to end on these pieces",
-              hint="the run's error line is above; try the script yourself on experiments/18-train-mini/config.yaml "
-                   "with MINITRAIN_LAB_DIR set",
-              needs=(_step_loss, _step_norm, _step_no_update, _evaluate_counts, _parse_args))
+              hint="the reason above says how the run went wrong; to see all of its output, run the script yourself "
+                   "on experiments/18-train-mini/config.yaml with MINITRAIN_LAB_DIR set",
+              needs=(_step_loss, _step_backward, _step_norm, _step_no_update, _evaluate_counts, _parse_args))
 def _script_runs(lab):
     out = tiny_run(lab, str(lab.file(SCRIPT)))
     missing = [name for name in run_files() if not (out / name).is_file()]

@@ -125,7 +125,9 @@ _STATE_FAILURES = {
                                   "differs from the saved run's (a resume would see other batches)"),
 }
 _model_state = _state_check("model", "the model's weights come back",
-                            "save model.state_dict() as tensors; load with model.load_state_dict(state)")
+                            "save model.state_dict() as tensors; load with model.load_state_dict(state), which "
+                            "copies into the model's own arrays (rebinding `p.data = ...` leaves the flat buffer "
+                            "behind)")
 _optimizer_state = _state_check("optimizer", "the optimizer's moments and step count come back",
                                 "save optimizer.state_dict(): its buffers as tensors `optimizer.<name>`, the rest "
                                 "(type, step, lr) as metadata; load it all back with optimizer.load_state_dict")

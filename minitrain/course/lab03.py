@@ -54,6 +54,10 @@ def _trailing(lab):
                  + (f": it {found}" if found else ""))
 
 
+NO_FUTURE = ("for the val row at step s, average the last `window` train rows with step <= s; rows after s are the "
+             "future")
+
+
 @CHECKS.check("train_val_gap averages the losses of the last `window` train rows, then takes exp",
               hint="train_ppl = exp(mean of the `loss` values), never the mean of exp(loss): a perplexity is the "
                    "exponential of a MEAN loss")
@@ -67,14 +71,16 @@ def _gap_means_losses(lab):
     if math.isclose(got, (math.exp(LOSSES[3]) + math.exp(LOSSES[4])) / 2, rel_tol=1e-9):
         raise Failed(f"at step 40 your train_ppl is {got:.6g}, the mean of the two rows' perplexities; exp of the "
                      f"mean loss is {want:.6g}")
+    if math.isclose(got, math.exp((LOSSES[4] + LOSSES[5]) / 2), rel_tol=1e-9):  # the rows of steps 40 and 50
+        raise Failed(f"at step 40 (window 2) your train_ppl is {got:.6g}, the mean loss of the rows of steps 40 "
+                     f"and 50: the row of step 50 was logged after the validation; expected {want:.6g}",
+                     hint=NO_FUTURE)
     if not math.isclose(got, want, rel_tol=1e-9):
         raise Failed(f"at step 40 (window 2: the train rows of steps 30 and 40) train_ppl is {got:.6g}; expected "
                      f"exp((1.6 + 1.2) / 2) = {want:.6g}")
 
 
-@CHECKS.check("train_val_gap uses only train rows logged at or before each validation",
-              hint="for the val row at step s, average the last `window` train rows with step <= s; rows after s "
-                   "are the future")
+@CHECKS.check("train_val_gap uses only train rows logged at or before each validation", hint=NO_FUTURE)
 def _gap_no_future(lab):
     at = {g["step"]: g for g in lab.module(CURVES).train_val_gap(ROWS, window=3)}
     want = math.exp((LOSSES[0] + LOSSES[1] + LOSSES[2]) / 3)  # steps 0, 10, 20

@@ -28,7 +28,8 @@ def _stops_at(lab, values, **keys):
 
 
 @CHECKS.check("is_better: lower wins in mode 'min', higher in 'max', by more than min_delta",
-              hint="min: value < best − min_delta; max: value > best + min_delta; with no best yet (None) any "
+              hint="min: value < best − min_delta; max: value > best + min_delta (strictly: a tie is not better, "
+                   "and min_delta is subtracted in 'min', added in 'max'); with no best yet (None) any "
                    "value but NaN is better; NaN never is")
 def _is_better(lab):
     better = lab.module(STOPPING).is_better

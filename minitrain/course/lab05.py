@@ -220,13 +220,22 @@ def _units() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return units, np.array([[0.1, 0.2, 1.0]], dtype=np.float32), np.zeros((1, 3), dtype=np.int32)
 
 
+AXIS = "units are (G, g, C) and scales (G, C): divide by scale[:, None, :], so column c of group i uses scale[i, c]"
+
+
 @CHECKS.check("quantize_units rounds to the nearest level, clamps to [qmin, qmax], stores q − qmin as uint8",
               hint="q = clip(round(w / s) + z, qmin, qmax) (np.round, not int(): 0.26 / 0.1 is 3, not 2), then "
                    "(q − qmin).astype(np.uint8)")
 def _quantize(lab):
     units, scale, zero = _units()
     scheme = Scheme(4, "symmetric")
-    codes = np.asarray(lab.module(GRID).quantize_units(units, scale, zero, scheme))
+    try:
+        codes = np.asarray(lab.module(GRID).quantize_units(units, scale, zero, scheme))
+    except ValueError as error:  # the scales indexed along the wrong axis: the next item's mistake, not rounding
+        if "broadcast" not in str(error):
+            raise
+        raise Failed(f"units (G, g, C) = {units.shape} and scales (G, C) = {scale.shape} did not broadcast in your "
+                     f"quantize_units: {error}", hint=AXIS) from None
     want = quantize_units(units, scale, zero, scheme)
     if codes.dtype != np.uint8:
         raise Failed(f"the codes are {codes.dtype}; expected uint8, the stored bytes")
@@ -245,8 +254,7 @@ def _quantize(lab):
 
 
 @CHECKS.check("each unit's scale applies to its own values: (G, C) scales broadcast over the unit's g rows",
-              hint="units are (G, g, C) and scales (G, C): divide by scale[:, None, :], so column c of group i "
-                   "uses scale[i, c]")
+              hint=AXIS)
 def _axis(lab):
     rng = np.random.default_rng(3)
     units = rng.normal(0.0, 1.0, (2, 4, 4)) * np.array([0.1, 1.0, 10.0, 100.0])  # a scale per column

@@ -1,0 +1,80 @@
+"""The hint under the FIRST ✗ item names the bug that caused it (issue 28, item 4): each typical bug of
+test_course_labs.BUGS, plus a forgotten loss.backward(), is injected into the library's own files and the
+checklist is run until its first failure."""
+
+from __future__ import annotations
+
+import pytest
+from test_course_labs import BUGS, LOOP, workspace_with_reference
+
+from minitrain.course.labs import grade
+
+FORGOTTEN_BACKWARD = ("01", (LOOP, ("            loss.backward()\n", ""),
+                             ("            loss.backward(np.asarray(weight, dtype=loss.dtype))\n", "")),
+                      "train_step fills the gradient: backward() on the loss", "loss.backward() was never called")
+
+# the bug's reason words (BUGS' last field) -> words the first ✗ item's hint must hold: the cause, by name
+HINT_NAMES = {
+    "marks where the INPUT holds the form (positions 12–17)": "TARGET positions",
+    "counts padding positions after EOS": "Everything after the",
+    "Saving the RNG state after the permutation makes a resume draw the NEXT epoch's order": "BEFORE the current",
+    "(the last, partial batch was dropped)": "the last batch keeps what is left",
+    "returned the norm AFTER clipping": "returns the norm BEFORE it clips",
+    "summed the micro-batch losses": "weight n_i / N",
+    "the gradient left from before the step was still in .grad": "optimizer.zero_grad()",
+    "your evaluate() counted padding positions: expected the mean over 1,299 counted tokens, got the mean over "
+    "all 4,608 positions": "where loss_mask is True",
+    "counted the prompt too": "where loss_mask is True",
+    "operations on the tape": "minitrain.nn.inference",
+    "dropout was on": "model.eval()",
+    "after loading, the next batch differs": "batcher.load_state_dict",
+    "AdamW's bias correction restarts": "step",
+    "is no longer a view of the model's flat buffer": "rebinding `p.data = ...`",
+    "left a changed file behind": "io.atomic_write_bytes",
+    "must be refused": "config_hash",
+    "is centred": "only values up to i",
+    "the mean of the two rows' perplexities": "never the mean of exp(loss)",
+    "it used the row of step 30, after the validation": "rows after s are the future",
+    "(the last step)": "lowest val_ppl",
+    "ties are not improvements": "a tie is not better",
+    "each improvement (2.0, 1.5) starts": "the count of bad evaluations back to 0",
+    "neither drop beats 2.0 by more than 0.1": "min_delta is subtracted in 'min'",
+    "did not stop at the third evaluation without improvement": "the count",
+    "lora_B is not all zeros": "lora_B (rank, out) all zeros",
+    "your update was scaled by alpha (6), not alpha/rank (3)": "alpha / rank",
+    "the scale alpha/rank is missing": "forgetting the scale",
+    "the update was computed off the tape": "never on their .data",
+    "divided by 2^(bits−1) = 8": "qmax = 2^(bits−1) − 1",
+    "you truncated w / s": "np.round, not int()",
+    "the scale of column c was applied to row c": "scale[:, None, :]",
+    "you left out the zero point": "zero point",
+    "loss.backward() was never called": "call loss.backward()",
+}
+CASES = [*BUGS, FORGOTTEN_BACKWARD]
+
+
+class _First(Exception):
+    """Stops the checklist at its first ✗ (the items after it cost time and say nothing here)."""
+
+
+def first_failure(lab: str, workspace):
+    def stop(outcome):
+        if not outcome.passed:
+            raise _First(outcome)
+
+    try:
+        grade(lab, workspace, limits=None, report=stop, only=lambda name: not name.startswith("run folder"))
+    except _First as first:
+        return first.args[0]
+    return None
+
+
+def test_every_bug_has_the_words_its_hint_must_hold():
+    assert sorted(HINT_NAMES) == sorted(words for *_, words in CASES)
+
+
+@pytest.mark.parametrize(("lab", "bug", "check", "words"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_the_first_failed_items_hint_names_the_bug(lab, bug, check, words, tmp_path):
+    outcome = first_failure(lab, workspace_with_reference(lab, tmp_path / "ws", bug))
+    assert outcome is not None, f"no item caught {bug}"
+    assert HINT_NAMES[words] in outcome.hint, (outcome.name, outcome.reason, outcome.hint)
