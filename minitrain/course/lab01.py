@@ -38,6 +38,12 @@ def _gradient(model, batch: Batch) -> tuple[float, np.ndarray]:
     return loss.item(), model.buffer.grad.astype(np.float64)
 
 
+def _reference() -> tuple[Batch, float, np.ndarray]:
+    """The batch the train_step checks use (the split's first 8 records) with its plain (loss, gradient)."""
+    batch = take(_split(), slice(0, 8))
+    return (batch, *_gradient(fixtures.tiny_model(0), batch))
+
+
 def _norm(g: np.ndarray) -> float:
     return float(np.sqrt((g.astype(np.float64) ** 2).sum()))
 
@@ -63,8 +69,7 @@ def _arrays_close(a: np.ndarray, b: np.ndarray) -> bool:
               hint="_, loss = model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask) is already "
                    "the mean over counted tokens; return loss.item() (Block A)")
 def _step_loss(lab):
-    batch = take(_split(), slice(0, 8))
-    expected, _ = _gradient(fixtures.tiny_model(0), batch)
+    batch, expected, _ = _reference()
     loss, _, _ = _step(lab, fixtures.tiny_model(0), [batch])
     counted = int(batch.loss_mask.sum())
     if _close(loss, expected * counted):
@@ -78,8 +83,7 @@ def _step_loss(lab):
               hint="call loss.backward() on each micro-batch's loss (Block A): it fills model.buffer.grad, which "
                    "the norm, the clipping and the optimizer all read; without it they see zeros")
 def _step_backward(lab):
-    batch = take(_split(), slice(0, 8))
-    _, g = _gradient(fixtures.tiny_model(0), batch)
+    batch, _, g = _reference()
     _, _, got = _step(lab, fixtures.tiny_model(0), [batch])
     if not got.any():
         raise Failed("after your train_step, model.buffer.grad is all zeros: loss.backward() was never called")
@@ -92,8 +96,8 @@ def _step_backward(lab):
               hint="norm = clip_grad_norm_(model.buffer, clip_norm) returns the norm BEFORE it clips; log that "
                    "one, or the log would sit at clip_norm and hide the spikes (theory 02)")
 def _step_norm(lab):
-    batch = take(_split(), slice(0, 8))
-    norm = _norm(_gradient(fixtures.tiny_model(0), batch)[1])
+    batch, _, g = _reference()
+    norm = _norm(g)
     _, got, _ = _step(lab, fixtures.tiny_model(0), [batch], clip_norm=norm / 10)
     if _close(got, norm / 10, 1e-3):
         raise Failed(f"your train_step returned the norm AFTER clipping ({got:.6g} = clip_norm); before clipping "
@@ -107,8 +111,7 @@ def _step_norm(lab):
               hint="after backward: clip_grad_norm_(model.buffer, clip_norm) scales the whole gradient so its "
                    "norm is at most clip_norm; skip it when clip_norm is None")
 def _step_clips(lab):
-    batch = take(_split(), slice(0, 8))
-    _, g = _gradient(fixtures.tiny_model(0), batch)
+    batch, _, g = _reference()
     norm = _norm(g)
     _, _, clipped = _step(lab, fixtures.tiny_model(0), [batch], clip_norm=norm / 10)
     if _close(_norm(clipped), norm, 1e-4):
@@ -126,8 +129,7 @@ def _step_clips(lab):
               hint="call optimizer.zero_grad() first: backward() ADDS into .grad, so without it each step also "
                    "carries every earlier step's gradient")
 def _step_zeroes(lab):
-    batch = take(_split(), slice(0, 8))
-    _, g = _gradient(fixtures.tiny_model(0), batch)
+    batch, _, g = _reference()
     model = fixtures.tiny_model(0)
     model.buffer.grad[...] = 1.0  # what an earlier step left behind
     optimizer, _ = fixtures.adamw(model)
