@@ -40,6 +40,7 @@ from minitrain import __version__, seam
 from minitrain.commands import COMMANDS
 from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
 from minitrain.common.lifeline import die_with_parent_if_asked
+from minitrain.common.paths import recorded_path
 
 COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
 
@@ -54,13 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def shown_path(path: str | os.PathLike) -> str:
-    """A path as a user would type it here: relative to the current folder when inside it, else absolute."""
-    absolute = os.path.abspath(path)
-    relative = os.path.relpath(absolute)
-    return absolute if relative.startswith("..") else relative
-
-
 def _invocation(argv: Sequence[str] | None) -> list[str]:
     """The command line as typed: sys.argv for a real command line (`minitrain` when that is on PATH), else
     `minitrain ARGV` for a call from Python."""
@@ -71,7 +65,7 @@ def _invocation(argv: Sequence[str] | None) -> list[str]:
     if on_path is not None and os.path.exists(program) and os.path.samefile(on_path, program):
         program = os.path.basename(program)  # `minitrain`, as typed with the venv active
     else:
-        program = shown_path(program)  # `.venv/bin/minitrain`
+        program = recorded_path(program)  # `.venv/bin/minitrain`
     return [program, *sys.argv[1:]]
 
 

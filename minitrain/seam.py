@@ -24,6 +24,7 @@ which the CLI prints instead of a traceback, and a run that failed that way reco
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.util
 import os
@@ -96,6 +97,13 @@ def replaced() -> list[str]:
     if root is None:
         return []
     return sorted(path for path in REPLACEABLE.values() if (root / path).is_file())
+
+
+def file_digests(root: Path, paths: Collection[str]) -> dict[str, str]:
+    """{path: sha256 of root/path's bytes} for the `paths` that exist: what a run records of the lab files it
+    trained with, so a checker can tell a run made with the files as they are now from one made before an edit."""
+    return {path: hashlib.sha256((root / path).read_bytes()).hexdigest()
+            for path in paths if (root / path).is_file()}
 
 
 def check_lab_dir() -> str | None:

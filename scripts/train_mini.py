@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Loading minitrain (NumPy, the numba kernels) takes a moment; Ctrl-C then is no error to trace.
         from minitrain.cli import main as minitrain_main
-        from minitrain.cli import shown_path
+        from minitrain.common.paths import recorded_path
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    typed = [shown_path(sys.executable), shown_path(__file__), *(sys.argv[1:] if argv is None else argv)]
+    typed = [recorded_path(sys.executable), recorded_path(__file__), *(sys.argv[1:] if argv is None else argv)]
     return minitrain_main(to_cli_args(args), command=typed)
 
 

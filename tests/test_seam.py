@@ -64,7 +64,8 @@ def test_a_run_trains_with_the_workspace_and_records_it(tmp_path):
     assert f"training with your lab files from {tmp_path / 'ws'}: minitrain/loop.py" in done.stderr
     assert count.read_text() == "x" * 24  # one train_step per step of the tiny 24-step run
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["lab_files"] == {"lab_dir": str(tmp_path / "ws"), "files": ["minitrain/loop.py"]}
+    assert manifest["lab_files"] == {"lab_dir": str(tmp_path / "ws"), "files": ["minitrain/loop.py"],
+                                     "sha256": seam.file_digests(tmp_path / "ws", ["minitrain/loop.py"])}
     assert manifest["status"] == "completed"
 
 

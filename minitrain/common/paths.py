@@ -1,8 +1,21 @@
-"""Where minitrain's own checkout is: the committed experiments that a lab or a default reads (never writes).
+"""Where minitrain's own checkout is, and how a path is written into a file or shown to a user.
 
     REPO_ROOT / "experiments" / ...       the reference runs a lab or a default reads
+    recorded_path("/home/ana/mt/runs/base/models/x.safetensors")  ->  "runs/base/models/x.safetensors"
+                                                                       (run from /home/ana/mt)
 """
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def recorded_path(path: str | os.PathLike) -> str:
+    """A path as a user would type it here: relative to the current folder when inside it, else absolute.
+
+    Run folders record where their weights came from this way, so a committed run folder names its sources
+    relative to the checkout it was made in, never one machine's absolute path."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    return absolute if relative.startswith("..") else relative

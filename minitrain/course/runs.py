@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from minitrain import seam
 from minitrain.course.checks import Failed
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.monitor.report import read_log
@@ -60,9 +61,15 @@ def check_manifest(lab: Any, files: tuple[str, ...], statuses: tuple[str, ...] =
     if manifest["status"] not in statuses:
         raise Failed(f"manifest.json says status {manifest['status']!r}; expected {' or '.join(statuses)}")
     if lab.workspace is not None:
-        used = manifest.get("lab_files", {}).get("files", [])
-        absent = [f for f in files if f not in used]
+        used = manifest.get("lab_files", {})
+        absent = [f for f in files if f not in used.get("files", [])]
         if absent:
             raise Failed(f"the run did not train with your {', '.join(absent)}: set MINITRAIN_LAB_DIR to the "
                          "workspace when you train (the README's command)")
+        now = seam.file_digests(lab.workspace, files)
+        edited = [f for f in files if used.get("sha256", {}).get(f) != now.get(f)]
+        if edited:
+            train = lab.lab.train.format(dir=lab.shown) if lab.lab.train else "the lab's training command"
+            raise Failed(f"the run trained with an earlier {', '.join(edited)}: the file changed after the run "
+                         f"(its checks above grade the file as it is now); train again: {train}")
     return manifest

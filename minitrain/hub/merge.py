@@ -21,6 +21,7 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_json
+from minitrain.common.paths import recorded_path
 from minitrain.config.datacheck import load_split
 from minitrain.data.batcher import encode_split
 from minitrain.data.tokenizer import CharTokenizer
@@ -57,7 +58,7 @@ def merge_run(source: str | Path, out_dir: str | Path, base: str | None = None) 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out}: exists and is not an empty folder; merge writes a new run folder", 2)
     model, facts = merged_model(info, base)
-    facts = {"source": str(info.model_path), **facts}
+    facts = {"source": recorded_path(info.model_path), **facts}
     digest = save_model_file(out / MERGED_FILE, model.state_dict(), model.config, {"merged_from": facts})
     for name in COPIED:
         if info.run_dir is not None and (info.run_dir / name).is_file():

@@ -119,9 +119,11 @@ def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_pat
     """The manifest as it is before training: everything needed to say what ran, status "running".
 
     A run that trained with a student's lab files (MINITRAIN_LAB_DIR, minitrain/seam.py) says which, under
-    "lab_files": {"lab_dir", "files"}.
+    "lab_files": {"lab_dir", "files", "sha256": {file: digest of its bytes}}.
     """
     lab_files = seam.replaced()
+    recorded = {"lab_dir": str(seam.lab_dir()), "files": lab_files,
+                "sha256": seam.file_digests(seam.lab_dir(), lab_files)} if lab_files else None
     return {
         "seed": seed,
         "data_seed": data_seed,
@@ -130,7 +132,7 @@ def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_pat
         "git_sha": git_sha(),
         "data_manifest_hash": data_manifest_hash(train_path),
         "hardware": hardware_info(),
-        **({"lab_files": {"lab_dir": str(seam.lab_dir()), "files": lab_files}} if lab_files else {}),
+        **({"lab_files": recorded} if recorded else {}),
         "status": "running",
     }
 

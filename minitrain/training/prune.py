@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.common.errors import UserError
+from minitrain.common.paths import recorded_path
 from minitrain.config.datacheck import load_split
 from minitrain.pruning.masks import layer_sparsity, prunable_paths
 from minitrain.pruning.scores import Pruning, prune_model
@@ -64,5 +65,6 @@ def prune_run(
         raise UserError(f"prune {source}: {overflowing} on the val split; a model whose perplexity is not a "
                         "number is not written", 2)
     save_model_file(out, model.state_dict(), model.config,
-                    {"source": str(info.model_path), "pruning": pruning.metadata(), "evaluation": copy.deepcopy(row)})
+                    {"source": recorded_path(info.model_path), "pruning": pruning.metadata(),
+                     "evaluation": copy.deepcopy(row)})
     return row

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
+from minitrain.common.paths import recorded_path
 from minitrain.config.data_section import DataConfig
 from minitrain.config.datacheck import load_split
 from minitrain.data.batcher import EvalBatcher, encode_split
@@ -154,6 +155,6 @@ def quantize_run(
     if overflowing:  # weights too large for float32 (a NaN or inf one is refused when the file is read)
         raise UserError(f"quantize {source}: {overflowing} on the val split; a model whose perplexity is not a "
                         "number is not quantized (nothing written)", 2)
-    row["file_bytes"] = write_quantized(out, model, quantization, {"source": str(info.model_path),
+    row["file_bytes"] = write_quantized(out, model, quantization, {"source": recorded_path(info.model_path),
                                                                    "evaluation": copy.deepcopy(row)})
     return row

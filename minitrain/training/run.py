@@ -42,7 +42,7 @@ from minitrain.callbacks import Callback, CallbackList
 from minitrain.callbacks.from_config import watch_run
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text, cannot_write, read_text
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import REPO_ROOT, recorded_path
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary
 from minitrain.config.extras import missing_extras
@@ -294,7 +294,7 @@ def _manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[str,
     for stale in ("error", "signal"):
         manifest.pop(stale, None)
     if init_from is not None:
-        manifest["init_from"] = init_from
+        manifest["init_from"] = recorded_path(init_from) if isinstance(init_from, str) else init_from
     if parts.table is not None:
         # A table's files and splits are hashed one by one; the corpus manifest beside train_path is not its data.
         manifest.update(data_manifest_hash=None, data=parts.table.info)
