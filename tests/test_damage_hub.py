@@ -119,6 +119,7 @@ def check(argv, capsys, hub, valid: bool, expected_ok: int | None = None) -> int
 def test_every_entry_point_refuses_a_bad_id_before_any_request(repo_id, hub, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     count("hub ids at every entry point")
+    hub.repos.clear()  # the examples share one stand-in Hub: an id an earlier one published must not exist here
     folder = tmp_path / "work" / "run"
     if not folder.exists():
         make_run(tmp_path / "work")
