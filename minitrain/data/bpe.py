@@ -57,12 +57,16 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 class BPETokenizer:
-    """Special tokens, the 256 bytes and the merges; `vocab[i]` is the bytes of id i.
+    """Special tokens, the 256 bytes and the merges (the ids in the module docstring).
 
-    `merges[k] = (left_id, right_id)` made id `S + 256 + k`; `vocab_size = S + 256 + len(merges)`.
+    Attributes (minitrain/data/bpe_json.py and the checker read them): `special_tokens`, the list given;
+    `vocab[i]`, the bytes of id i (a special token's: its UTF-8 text); `merges[k] = (left_id, right_id)`, the
+    pair that made id `S + 256 + k`; `vocab_size = S + 256 + len(merges)`.
     """
 
     def __init__(self, merges: Sequence[tuple[int, int]], special_tokens: Sequence[str] = ()) -> None:
+        """A tokenizer with these `merges` (in the order learned) and `special_tokens`; a merge must name ids
+        that exist before it (bytes or earlier merges), and the specials must be distinct and non-empty."""
         self.special_tokens = list(special_tokens)
         if len(set(self.special_tokens)) != len(self.special_tokens) or "" in self.special_tokens:
             raise UserError(f"special tokens must be distinct and non-empty, got {self.special_tokens!r}")
@@ -135,14 +139,17 @@ class BPETokenizer:
 
     @property
     def pad_id(self) -> int:
+        """The id of the special token `<pad>` (a UserError when there is none)."""
         return self._special_id("<pad>")
 
     @property
     def bos_id(self) -> int:
+        """The id of the special token `<bos>` (a UserError when there is none)."""
         return self._special_id("<bos>")
 
     @property
     def eos_id(self) -> int:
+        """The id of the special token `<eos>` (a UserError when there is none)."""
         return self._special_id("<eos>")
 
     def _special_id(self, token: str) -> int:
