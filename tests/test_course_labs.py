@@ -225,7 +225,7 @@ BUGS = [
     ("06", (BPE, ("best = min(pairs, key=lambda pair: (-pairs[pair], pair))",
                   "best = min(pairs, key=lambda pair: (-pairs[pair], [tokenizer.vocab[i] for i in pair]))")),
      "train breaks a tie by the smallest (left id, right id), as tokenizers does", "as bytes C3 A0 < C3 A9"),
-    ("06", (BPE, ("for pair in zip(word, word[1:]):", "for pair in set(zip(word, word[1:])):")),
+    ("06", (BPE, ("for pair in pairwise(word):", "for pair in set(pairwise(word)):")),
      "train counts overlapping pairs (aaa holds a + a twice) and merges left to right",
      "counted once per word they tie"),
     ("06", (BPE, ("best = min(ranked, key=self.rank.__getitem__)", "best = ranked[0]")),

@@ -20,7 +20,6 @@ from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.table_sections import AugmentationStep, PreprocessingStep, SplitConfig
 from minitrain.data.gpt2_base import is_gpt2_base
 
-
 BPE_SPECIALS = 3  # <pad>, <bos>, <eos>: the ids of minitrain/data/tokenizer.py, before bpe.py's 256 bytes
 
 

@@ -30,8 +30,8 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
 from minitrain.data.batch import batches_per_epoch
-from minitrain.data.corpus import load_records
 from minitrain.data.bpe import BPETokenizer
+from minitrain.data.corpus import load_records
 from minitrain.data.language_tokenizer import language_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
 

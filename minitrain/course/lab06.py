@@ -132,7 +132,7 @@ def _ties(lab):
 
 
 @CHECKS.check("train counts overlapping pairs (aaa holds a + a twice) and merges left to right", needs=(_fresh,),
-              hint="count every adjacent pair, zip(word, word[1:]), so `aaa` adds 2 to (a, a); merge left to right "
+              hint="count every adjacent pair, pairwise(word), so `aaa` adds 2 to (a, a); merge left to right "
                    "without overlap, so `aaa` becomes `aa a`")
 def _overlap(lab):
     got, want = _first_merge(lab, ["aaa AB"])
@@ -185,9 +185,9 @@ def _like_tokenizers(lab):
         want = _merges_of(reference_tokenizer(texts, size))
         if got != want:
             k = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), min(len(got), len(want)))
-            raise Failed(f"on {name} ({len(texts)} lines, vocab_size {size}) your merge {k} is "
-                         f"{got[k] if k < len(got) else 'missing'}; tokenizers' is {want[k] if k < len(want) else 'none'}"
-                         f" ({len(got)} merges against {len(want)})")
+            yours, theirs = (got[k] if k < len(got) else "missing"), (want[k] if k < len(want) else "none")
+            raise Failed(f"on {name} ({len(texts)} lines, vocab_size {size}) your merge {k} is {yours}; tokenizers' "
+                         f"is {theirs} ({len(got)} merges against {len(want)})")
 
 
 @cache
@@ -206,7 +206,8 @@ def _with_verb_merges(lab):
 def _specials(lab):
     tokenizer = _with_verb_merges(lab)
     ordinary = tokenizer.encode  # the text between specials: the encode item grades it
-    for text, parts in [("<bos>hablo<eos>", [1, "hablo", 2]), ("a<pad><pad>b", ["a", 0, 0, "b"]), ("<eos", ["<", "eos"])]:
+    for text, parts in [("<bos>hablo<eos>", [1, "hablo", 2]), ("a<pad><pad>b", ["a", 0, 0, "b"]),
+                        ("<eos", ["<", "eos"])]:
         want = [i for part in parts for i in (ordinary(part) if isinstance(part, str) else [part])]
         got = list(tokenizer.encode(text))
         if got != want:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 from minitrain.common.errors import UserError
 
@@ -100,7 +101,7 @@ class BPETokenizer:
         while tokenizer.vocab_size + len(merges) < vocab_size:
             pairs: Counter[tuple[int, int]] = Counter()
             for word, n in zip(words, frequency, strict=True):
-                for pair in zip(word, word[1:]):
+                for pair in pairwise(word):
                     pairs[pair] += n
             if not pairs:
                 break
@@ -125,7 +126,7 @@ class BPETokenizer:
         for word in pretokenize(text):
             symbols = [self._byte_id[b] for b in word.encode()]
             while len(symbols) > 1:
-                ranked = [pair for pair in zip(symbols, symbols[1:]) if pair in self.rank]
+                ranked = [pair for pair in pairwise(symbols) if pair in self.rank]
                 if not ranked:
                     break
                 best = min(ranked, key=self.rank.__getitem__)

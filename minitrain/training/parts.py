@@ -16,8 +16,8 @@ from minitrain.config.datacheck import load_split
 from minitrain.config.table_check import Fold, load_table
 from minitrain.data.augmentation import AugmentedBatcher, augmenter
 from minitrain.data.batch import Batch
-from minitrain.data.bpe import BPETokenizer
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
+from minitrain.data.bpe import BPETokenizer
 from minitrain.data.language_tokenizer import language_tokenizer
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
