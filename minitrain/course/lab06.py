@@ -45,6 +45,11 @@ def _names(tokenizer, pairs) -> list[str]:
                        else repr("".join(spell[b] for b in tokenizer.vocab[i])) for i in pair) for pair in pairs]
 
 
+def _shown(pairs) -> list[str]:
+    """First merges (bytes only) as `'a' + 'b'`, with the library's ids (the fresh-vocabulary item passed)."""
+    return _names(Reference([], SPECIALS), pairs)
+
+
 def _first_merge(lab, texts: list[str], merges: int = 1) -> tuple[list, list]:
     """The student's first `merges` merges on `texts`, and the library's."""
     theirs = _tokenizer(lab).train(texts, BASE + merges, SPECIALS)
@@ -97,7 +102,7 @@ def _fresh(lab):
 def _inside_words(lab):
     got, want = _first_merge(lab, ["x|x|x|x", "ab ab"])
     if got != want:
-        shown = _names(Reference([], SPECIALS), got)
+        shown = _shown(got)
         why = ": it joins `x` and `|`, two words" if any("|" in name for name in shown) else ""
         raise Failed(f"on ['x|x|x|x', 'ab ab'] the first merge is {shown}; expected 'a' + 'b', the only pair inside "
                      f"a word{why}")
@@ -111,7 +116,7 @@ def _weighted(lab):
     if got != want:
         once = [(_byte(ord("a")), _byte(ord("b")))]
         why = ": 'yz' occurs 3 times and 'ab' once, so your counts took each distinct word once" if got == once else ""
-        raise Failed(f"on 'yz yz yz ab' the first merge is {_names(Reference([], SPECIALS), got)}; expected 'y' + "
+        raise Failed(f"on 'yz yz yz ab' the first merge is {_shown(got)}; expected 'y' + "
                      f"'z'{why}")
 
 
@@ -128,7 +133,7 @@ def _ties(lab):
         got, want = _first_merge(lab, [text])
         if got != want:
             raise Failed(f"on {text!r} both pairs occur once and your first merge is "
-                         f"{_names(Reference([], SPECIALS), got)}; expected {first}: {why}")
+                         f"{_shown(got)}; expected {first}: {why}")
 
 
 @CHECKS.check("train counts overlapping pairs (aaa holds a + a twice) and merges left to right", needs=(_fresh,),
@@ -137,11 +142,11 @@ def _ties(lab):
 def _overlap(lab):
     got, want = _first_merge(lab, ["aaa AB"])
     if got != want:
-        raise Failed(f"on 'aaa AB' the first merge is {_names(Reference([], SPECIALS), got)}; expected 'a' + 'a': "
+        raise Failed(f"on 'aaa AB' the first merge is {_shown(got)}; expected 'a' + 'a': "
                      "(a, a) occurs twice in 'aaa', (A, B) once; counted once per word they tie and (A, B) wins")
     got, want = _first_merge(lab, ["aaa"], merges=2)
     if got != want:
-        raise Failed(f"on 'aaa' the merges are {_names(Reference([], SPECIALS), got)}; expected 'a' + 'a', then "
+        raise Failed(f"on 'aaa' the merges are {_shown(got)}; expected 'a' + 'a', then "
                      "'aa' + 'a': merging left to right makes 'aaa' into 'aa a'")
 
 
