@@ -45,6 +45,7 @@ LAB_PIECES: dict[str, dict[str, tuple[str, ...]]] = {
     "04": {"minitrain/monitor/early_stopping.py": ("EarlyStopping", "is_better")},
     "05": {"minitrain/nn/lora.py": ("LoRALinear",),
            "minitrain/quant/grid.py": ("scale_and_zero", "quantize_units", "dequantize_units")},
+    "06": {"minitrain/data/bpe.py": ("pretokenize", "bytes_to_unicode", "BPETokenizer")},
 }
 
 

@@ -113,6 +113,7 @@ def test_lab01_in_a_workspace_trains_through_the_seam_and_its_run_folder_passes(
 LOOP, BATCHER, CHECKPOINT = "minitrain/loop.py", "minitrain/data/batcher.py", "minitrain/checkpoint.py"
 CURVES, STOPPING = "minitrain/monitor/curves.py", "minitrain/monitor/early_stopping.py"
 LORA, GRID = "minitrain/nn/lora.py", "minitrain/quant/grid.py"
+BPE = "minitrain/data/bpe.py"
 # (lab, the bug as (file, text, replaced by), the check that must catch it, words of its reason)
 BUGS = [
     ("00", (BATCHER, ('text.rindex("|") + 1', 'text.rindex("|") + 2')),
@@ -215,6 +216,26 @@ BUGS = [
     ("05", (GRID, ("q = codes.astype(np.int32) + scheme.qmin - zero[:, None, :]",
                    "q = codes.astype(np.int32) + scheme.qmin")),
      "dequantize_units gives (q − z)·s: a round trip is off by at most s/2", "you left out the zero point"),
+    ("06", (BPE, ("counts = Counter(word for text in texts for word in pretokenize(text))", "counts = Counter(texts)")),
+     "train merges only inside words: it pretokenizes first", "it joins `x` and `|`, two words"),
+    ("06", (BPE, ("pairs[pair] += n", "pairs[pair] += 1")),
+     "train weights each word's pairs by how often the word occurs", "your counts took each distinct word once"),
+    ("06", (BPE, ("best = min(pairs, key=lambda pair: (-pairs[pair], pair))", "best = max(pairs, key=pairs.get)")),
+     "train breaks a tie by the smallest (left id, right id), as tokenizers does", "'b' + 'a' was seen first"),
+    ("06", (BPE, ("best = min(pairs, key=lambda pair: (-pairs[pair], pair))",
+                  "best = min(pairs, key=lambda pair: (-pairs[pair], [tokenizer.vocab[i] for i in pair]))")),
+     "train breaks a tie by the smallest (left id, right id), as tokenizers does", "as bytes C3 A0 < C3 A9"),
+    ("06", (BPE, ("for pair in pairwise(word):", "for pair in set(pairwise(word)):")),
+     "train counts overlapping pairs (aaa holds a + a twice) and merges left to right",
+     "counted once per word they tie"),
+    ("06", (BPE, ("best = min(ranked, key=self.rank.__getitem__)", "best = ranked[0]")),
+     "encode applies the merges by rank inside each word and gives tokenizers' ids", "; tokenizers gives"),
+    ("06", (BPE, ('"|".join(map(re.escape, longest_first))) if self.special_tokens', '"|".join(map(re.escape, '
+                  'longest_first))) if False')),
+     "special tokens are whole: never split, never merged, wherever they are in the text", "encode('<bos>hablo<eos>')"),
+    ("06", (BPE, ('b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")',
+                  '"".join(self.vocab[i].decode("utf-8", errors="replace") for i in ids)')),
+     "decode(encode(s)) == s for 300 random UTF-8 strings: bytes are joined, then decoded once", "decode(encode("),
 ]
 
 

@@ -7,7 +7,8 @@ of the tracked files with `.venv` linked in. Two things differ from a student's 
   the student had written them, so that the commands after it (training with the workspace, `lab check`) run;
 - runs of lab 01's config are cut short (`--set scheduler.total_steps=N`): to 700 steps for the workspace run
   that lab 01's checker reads (enough for val PPL to go below the n-gram baseline: 4.39 at step 699, where the
-  2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it). Labs 03,
+  2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it), to 20 for
+  lab 06's four runs (`--steps 20`). Labs 03,
   04 and 05's configs run as they are: they take seconds (lab 05's base, 2000 steps, about 20).
 
 A command ending in a comment `# exit code N` must exit with N; every other command with 0. Labs that share no
@@ -37,7 +38,8 @@ CHECKED_RUN, CHECKED_STEPS, OTHER_STEPS = "--out-dir labs/01/run", 700, 200
 # file, which lab 03 rewrites; the others write only their own folders (lab 05 also runs/21-lora/, and
 # build_corpus.py rewrites data/processed/ atomically, with the same bytes).
 GROUPS = [("00-data-and-batcher.md", "01-train-mini.md"), ("02-checkpoint-roundtrip.md",),
-          ("03-overfitting-and-dashboard.md", "04-early-stopping.md"), ("05-lora-and-quantization.md",)]
+          ("03-overfitting-and-dashboard.md", "04-early-stopping.md"), ("05-lora-and-quantization.md",),
+          ("06-bpe-tokenizer.md",)]
 START = re.compile(r"minitrain lab start (\d\d) (\S+)")
 EXIT = re.compile(r"#\s*exit code (\d+)")
 
@@ -62,7 +64,10 @@ def commands(page: Path) -> list[tuple[str, int]]:
 
 
 def shortened(command: str) -> str:
-    """A run of lab 01's config with `--set scheduler.total_steps=N` appended (before a trailing comment)."""
+    """A run of lab 01's config with `--set scheduler.total_steps=N` appended (before a trailing comment); lab
+    06's experiment (four runs of lab 01's config) with `--steps 20`."""
+    if "experiments/26-bpe-verbs/run.py" in command:
+        return f"{command} --steps 20"
     if "experiments/18-train-mini/config.yaml" not in command or "validate" in command:
         return command
     steps = CHECKED_STEPS if CHECKED_RUN in command else OTHER_STEPS

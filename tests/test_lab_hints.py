@@ -49,6 +49,14 @@ HINT_NAMES = {
     "the scale of column c was applied to row c": "scale[:, None, :]",
     "you left out the zero point": "zero point",
     "loss.backward() was never called": "call loss.backward()",
+    "it joins `x` and `|`, two words": "never over a whole line",
+    "your counts took each distinct word once": "counting each distinct word once",
+    "'b' + 'a' was seen first": "not the pair seen first",
+    "as bytes C3 A0 < C3 A9": "ids, not byte values",
+    "counted once per word they tie": "`aaa` adds 2 to (a, a)",
+    "; tokenizers gives": "LEARNED EARLIEST",
+    "encode('<bos>hablo<eos>')": "find the special tokens first",
+    "decode(encode(": "decoding each token on its own",
 }
 CASES = [*BUGS, FORGOTTEN_BACKWARD]
 

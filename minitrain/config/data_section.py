@@ -20,6 +20,27 @@ from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.table_sections import AugmentationStep, PreprocessingStep, SplitConfig
 from minitrain.data.gpt2_base import is_gpt2_base
 
+BPE_SPECIALS = 3  # <pad>, <bos>, <eos>: the ids of minitrain/data/tokenizer.py, before bpe.py's 256 bytes
+
+
+class TokenizerSection(Section):
+    """`data.tokenizer`: how a language model on the verb corpus reads text. `char` (the default): one id per
+    character, from data.vocab_path. `bpe`: a byte-level BPE (minitrain/data/bpe.py) trained on data.train_path
+    up to `vocab_size` ids (the 3 specials and 256 bytes, then one per merge), so at least 259."""
+
+    type: Literal["char", "bpe"] = "char"
+    vocab_size: PositiveInt | None = Field(None, description="bpe: the ids to train up to, at least 259")
+
+    @model_validator(mode="after")
+    def _size_for_bpe(self) -> TokenizerSection:
+        least = BPE_SPECIALS + 256
+        if self.type == "bpe" and (self.vocab_size is None or self.vocab_size < least):
+            got = "none" if self.vocab_size is None else self.vocab_size
+            raise ValueError(f"a bpe tokenizer needs vocab_size >= {least} (3 special tokens + 256 bytes), got {got}")
+        if self.type == "char" and self.vocab_size is not None:
+            raise ValueError("a char tokenizer's ids come from data.vocab_path; leave vocab_size out")
+        return self
+
 
 class DataConfig(Section):
     """Where the splits and the vocabulary live and which target positions count in the loss.
@@ -27,6 +48,8 @@ class DataConfig(Section):
     Paths are relative to the working directory. dev_path and vocab_path default to `dev<ext>` and `vocab.json`
     beside train_path (data/processed/dev.jsonl and data/processed/vocab.json for the defaults). The dev split is
     optional: training does not read it, and it is checked only when the file exists.
+
+    `tokenizer` (TokenizerSection) chooses characters or a BPE trained on the training split.
 
     Tables (model.type sequential): `source` (a file, a folder or hf://datasets/user/name) split by `split`, or
     train_path/val_path/test_path; `target` names the column to predict; `preprocessing` and `augmentation` are
@@ -47,6 +70,7 @@ class DataConfig(Section):
     dev_path: str | None = Field(None, min_length=1, description="default: dev<ext> beside train_path")
     vocab_path: str | None = Field(None, min_length=1, description="default: vocab.json beside train_path")
     test_path: str | None = Field(None, min_length=1, description="optional split scored once, after training")
+    tokenizer: TokenizerSection | None = Field(None, description="char (default, vocab_path) or bpe with vocab_size")
     heldout_policy: Literal["verbs_4", "none"] = "verbs_4"
     loss_on: Literal["answer", "all", "completion"] = Field("answer", description="pretrained base: all, completion")
     packing: Literal["pack", "pad"] | None = Field(None, description="pretrained base: default pack (minigpt: pad)")

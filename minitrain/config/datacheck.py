@@ -30,7 +30,9 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
 from minitrain.data.batch import batches_per_epoch
+from minitrain.data.bpe import BPETokenizer
 from minitrain.data.corpus import load_records
+from minitrain.data.language_tokenizer import language_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
 
 SPLITS = ("train", "val", "dev", "test")
@@ -84,25 +86,28 @@ def check_data(cfg: Config) -> DataSummary:
     data, problems, summary = cfg.data, [], DataSummary()
     # dev is optional (checked when its file exists); test only when given
     wanted = [s for s in SPLITS if (s != "dev" or os.path.lexists(data.dev_path)) and (s != "test" or data.test_path)]
-    for key in [f"{s}_path" for s in wanted] + ["vocab_path"]:
+    bpe = data.tokenizer is not None and data.tokenizer.type == "bpe"  # trained on train_path: no vocab file
+    for key in [f"{s}_path" for s in wanted] + ([] if bpe else ["vocab_path"]):
         path = getattr(data, key)
         problem = regular_file_problem(path)
         if problem is not None:  # a folder, a FIFO or a link loop is named as what it is
             shown = f"file not found: {path}" if problem == "not found" else f"{path} {problem}"
             problems.append(Problem(("data", key), shown))
     tokenizer = None
-    if regular_file_problem(data.vocab_path) is None:
+    source = ("train_path", data.train_path) if bpe else ("vocab_path", data.vocab_path)
+    if regular_file_problem(source[1]) is None:
         try:
-            tokenizer = CharTokenizer.load(data.vocab_path)
+            tokenizer = language_tokenizer(data)
         except UserError as exc:
-            problems.append(Problem(("data", "vocab_path"), str(exc)))
+            problems.append(Problem(("data", source[0]), str(exc)))
     if tokenizer is not None:
         summary.tokenizer_size = tokenizer.vocab_size
         if cfg.model.vocab_size < tokenizer.vocab_size:
+            made = f"the BPE trained on {data.train_path}" if bpe else data.vocab_path
             problems.append(Problem(
                 ("model", "vocab_size"),
                 f"vocab_size {cfg.model.vocab_size} is smaller than the tokenizer's {tokenizer.vocab_size} ids "
-                f"({data.vocab_path})",
+                f"({made})",
             ))
         verbs = {}
         for split in wanted:
@@ -135,7 +140,7 @@ def text_file_problems(cfg: Config) -> list[Problem]:
     return problems
 
 
-def _check_split(cfg: Config, split: str, tokenizer: CharTokenizer,
+def _check_split(cfg: Config, split: str, tokenizer: CharTokenizer | BPETokenizer,
                  summary: DataSummary) -> tuple[list[Problem], set[str]]:
     """The split's problems, and the verbs its records conjugate (none for plain text)."""
     key = ("data", f"{split}_path")

@@ -437,6 +437,7 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("data", "image_shape"): None,
     ("data", "packing"): None,
     ("data", "overflow"): None,
+    ("data", "tokenizer"): None,
     ("optimizer", "amsgrad"): False,
     ("optimizer", "groups", "*", "lr"): None,
     ("scheduler", "warmup_ratio"): None,

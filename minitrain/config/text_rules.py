@@ -32,7 +32,8 @@ def _pretrained_base_brings_its_tokenizer(sections, raw):
         yield Problem(("data", "vocab_path"), f"{base}: it is trained on the ids of its own tokenizer, never on "
                                               "character ids (its embedding rows mean its tokens); leave "
                                               "data.vocab_path out")
-    for key, why in (("dev_path", "its runs read data.train_path and data.val_path only"),
+    for key, why in (("tokenizer", "it reads text with its own tokenizer"),
+                     ("dev_path", "its runs read data.train_path and data.val_path only"),
                      ("heldout_policy", "the held-out verbs are the character corpus's split"),
                      ("format", "its text files are read by their extension (.jsonl, .json, .txt, .md, .csv, "
                                 ".parquet, .arrow)")):

@@ -74,6 +74,7 @@ LABS = {
         Lab("05", "LoRA and quantization", "lab/05-lora-and-quantization.md", "experiments/21-lora/lab05",
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/21-lora/lora.yaml"),
             prepare=".venv/bin/python experiments/21-lora/run.py --base-only"),
+        Lab("06", "A byte-level BPE tokenizer", "lab/06-bpe-tokenizer.md", None, None),
     )
 }
 

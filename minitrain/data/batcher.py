@@ -61,8 +61,9 @@ def encode_split(
         inputs[row, :steps] = line[:-1]
         targets[row, :steps] = line[1:]
         attn_pad_mask[row, :steps] = True
-        # Target t is token t+1 of the line; the form's first character is line token len(prompt) + 1.
-        first = 0 if loss_on == "all" else text.rindex("|") + 1
+        # Target t is token t+1 of the line; the form's first token is line token len(prompt) + 1 (a prompt of
+        # characters, or of BPE tokens: `|` is a word of its own, so the form's tokens start after it).
+        first = 0 if loss_on == "all" else len(tokenizer.encode(text[: text.rindex("|") + 1]))
         loss_mask[row, first:steps] = True
     for array in (inputs, targets, attn_pad_mask, loss_mask):
         array.setflags(write=False)  # eval batches are views: nobody may scribble on the split

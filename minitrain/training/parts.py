@@ -17,6 +17,8 @@ from minitrain.config.table_check import Fold, load_table
 from minitrain.data.augmentation import AugmentedBatcher, augmenter
 from minitrain.data.batch import Batch
 from minitrain.data.batcher import EvalBatcher, TrainBatcher, encode_split
+from minitrain.data.bpe import BPETokenizer
+from minitrain.data.language_tokenizer import language_tokenizer
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.distillation.task import distillation_task
@@ -44,7 +46,7 @@ class Parts:
     """Everything a run is made of, built from a config. A table task (model.type sequential) has no tokenizer
     or records: `table` holds its splits and the pipeline that made them, and `task` scores it."""
 
-    tokenizer: CharTokenizer | PretrainedTokenizer | None  # a pretrained base's own, or the character one
+    tokenizer: CharTokenizer | BPETokenizer | PretrainedTokenizer | None  # a pretrained base's own, chars or BPE
     train_records: list[dict] | None
     val_records: list[dict] | None
     train_split: Any  # Batch, or a table's TableBatch
@@ -80,7 +82,7 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
         train_split, val_split = text["train"], text["val"]
         architecture = cfg.model.architecture()
     else:
-        tokenizer = CharTokenizer.load(cfg.data.vocab_path)
+        tokenizer = language_tokenizer(cfg.data)  # characters, or a BPE trained on the training split
         train_records, val_records = load_split(cfg.data, "train"), load_split(cfg.data, "val")
         seq_len = cfg.model.max_seq_len
         train_split = encode_split(train_records, tokenizer, seq_len, cfg.data.loss_on)

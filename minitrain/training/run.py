@@ -181,8 +181,11 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
     parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
     books = _bookkeeping(cfg, out_dir, parts)
-    # Read before any work and any write: a damaged baseline file then costs nothing.
-    baseline = None if parts.table or cfg.on_pretrained_base else artifacts.load_baseline_ppl(
+    # Read before any work and any write: a damaged baseline file then costs nothing. The n-gram baseline's PPL
+    # is per character: a BPE run's per-token PPL is not comparable with it (experiments/26-bpe-verbs compares
+    # tokenizers in bits per character).
+    per_character = cfg.data.tokenizer is None or cfg.data.tokenizer.type == "char"
+    baseline = None if parts.table or cfg.on_pretrained_base or not per_character else artifacts.load_baseline_ppl(
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
         data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
     restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)

@@ -36,6 +36,8 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.source import ConfigSource
 from minitrain.data.batch import Batch, take
 from minitrain.data.batcher import EvalBatcher, TrainBatcher
+from minitrain.data.bpe import BPETokenizer
+from minitrain.data.bpe_json import save_bpe
 from minitrain.data.packing import pack, pad_id_of
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.text_examples import encode_records
@@ -63,9 +65,12 @@ def data_summary(cfg: Config) -> DataSummary:
 
 def save_tokenizer(cfg: Config, tokenizer: Any, out_dir: Path) -> None:
     """RUN/tokenizer/: a run on a pretrained base keeps the base's tokenizer files (byte for byte where it came
-    from a tokenizer.json), which `minitrain sample RUN` and an export read."""
+    from a tokenizer.json), which `minitrain sample RUN` and an export read. A run with `data.tokenizer: bpe`
+    keeps the BPE it trained as RUN/tokenizer.json (`tokenizers` reads it too)."""
     if cfg.on_pretrained_base:
         tokenizer.save(out_dir / TOKENIZER_DIR)
+    elif isinstance(tokenizer, BPETokenizer):
+        save_bpe(tokenizer, out_dir / "tokenizer.json")
 
 
 def base_tokenizer(cfg: Config) -> PretrainedTokenizer:
