@@ -38,7 +38,9 @@ def train_step(
       that of ONE batch holding all micro-batches: micro-batch i, with n_i of the N counted tokens, is weighted
       n_i / N (backward with a seed of that weight), because Σ_i (n_i/N)·mean_i = (1/N)·Σ over all tokens.
       A plain sum of the micro-batch losses would scale the gradient by k and weight short batches too much.
-      The returned loss is the same weighted mean.
+      The returned loss is the same weighted mean. Each micro-batch's gradient is computed from zero and the
+      step's gradient is their sum in micro-batch order, so N data-parallel workers reduced in worker order
+      give the same bytes as k = N micro-batches here.
     - `grad_norm` is the global L2 norm of the whole gradient, sqrt(Σ (g·g).sum()) over every parameter,
       measured BEFORE clipping (that is what the log shows). With `clip_norm` set, the gradient is then scaled
       so its norm is at most `clip_norm` (`minitrain.optim.clip.clip_grad_norm_` measures and clips in one call).
@@ -50,15 +52,24 @@ def train_step(
     counts = [int(np.count_nonzero(b.loss_mask)) for b in batches]
     total = sum(counts)
     loss_value = 0.0
-    for batch, count in zip(batches, counts, strict=True):
+    summed = None  # the step's gradient so far: g_0 + g_1 + ... in micro-batch order
+    for i, (batch, count) in enumerate(zip(batches, counts, strict=True)):
         _, loss = model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask)
         if len(batches) == 1:
             loss.backward()
             loss_value = loss.item()
         else:
             weight = count / total
+            if i > 0:
+                optimizer.zero_grad()
             loss.backward(np.asarray(weight, dtype=loss.dtype))
+            # Each micro-batch's gradient is computed from zero, then added: (g_0 + g_1) + g_2 is then exactly
+            # what data-parallel workers (one micro-batch each, reduced in worker order) give, bit for bit.
+            # Backward adding into a gradient that already holds g_0 would round differently.
+            summed = model.buffer.grad.copy() if summed is None else np.add(summed, model.buffer.grad, out=summed)
             loss_value += weight * loss.item()
+    if summed is not None:
+        model.buffer.grad[...] = summed
     if clip_norm is not None:
         return loss_value, clip_grad_norm_(model.buffer, clip_norm)
     return loss_value, global_grad_norm([model.buffer.grad])

@@ -268,3 +268,21 @@ def test_early_stopping_stops_at_the_patience_th_evaluation_without_improvement(
                 LoopSettings(100, 5, 5, 0), Bookkeeping(early_stopping=stopper))
     # val at 0 sets the best; 5 and 10 do not improve by min_delta: stop after step 10.
     assert out["status"] == EARLY_STOPPED and out["stopped_at"] == 10 and out["steps_done"] == 11
+
+
+def test_accumulation_is_the_ordered_sum_of_per_micro_batch_gradients(split):
+    """The summation order data-parallel training relies on: k micro-batches give, bit for bit, the sum in order
+    0..k-1 of k gradients each computed from zero in its own model copy (as k workers would), weighted n_i/N."""
+    batches = [take(split, np.arange(8 * i, 8 * i + 8)) for i in range(3)]
+    model = tiny_model()
+    train_step(model, adamw(model)[0], batches)
+    counts = [int(np.count_nonzero(trim_padding(b).loss_mask)) for b in batches]
+    summed = None
+    for batch, count in zip(batches, counts, strict=True):
+        worker = tiny_model()
+        adamw(worker)[0].zero_grad()
+        b = trim_padding(batch)
+        _, loss = worker(b.input, b.target, b.attn_pad_mask, b.loss_mask)
+        loss.backward(np.asarray(count / sum(counts), dtype=loss.dtype))
+        summed = worker.buffer.grad.copy() if summed is None else summed + worker.buffer.grad
+    assert summed.tobytes() == model.buffer.grad.tobytes()
