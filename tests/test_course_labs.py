@@ -140,7 +140,7 @@ BUGS = [
     ("01", (LOOP, ("weight = count / total", "weight = 1.0")),
      "train_step weights micro-batches by their counted tokens (gradient accumulation)",
      "summed the micro-batch losses"),
-    ("01", (LOOP, ("    optimizer.zero_grad()\n", "")), "train_step starts from a zero gradient",
+    ("01", (LOOP, ("    optimizer.zero_grad()\n    batches =", "    batches =")), "train_step starts from a zero gradient",
      "the gradient left from before the step was still in .grad"),
     ("01", (LOOP, ("for batch in map(trim_padding, val_iter):", "for batch in val_iter:"),
             ("batch.target, batch.loss_mask)", "batch.target, np.ones_like(batch.loss_mask))")),
