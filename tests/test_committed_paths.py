@@ -56,3 +56,4 @@ def test_recorded_path_is_relative_inside_the_current_folder_and_absolute_outsid
     monkeypatch.chdir(tmp_path / "here")
     target = tmp_path / "here" / "runs" / "m.safetensors" if inside else tmp_path / "elsewhere" / "m.safetensors"
     assert recorded_path(target) == ("runs/m.safetensors" if inside else str(target))
+    assert recorded_path("hf://user/model") == "hf://user/model" and recorded_path("user/model") == "user/model"

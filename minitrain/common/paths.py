@@ -16,6 +16,8 @@ def recorded_path(path: str | os.PathLike) -> str:
 
     Run folders record where their weights came from this way, so a committed run folder names its sources
     relative to the checkout it was made in, never one machine's absolute path."""
+    if "://" in str(path):  # a URL or hf:// id is no file path; abspath would fold its "//"
+        return str(path)
     absolute = os.path.abspath(path)
     relative = os.path.relpath(absolute)
     return absolute if relative.startswith("..") else relative

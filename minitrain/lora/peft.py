@@ -24,6 +24,7 @@ import numpy as np
 import safetensors.numpy
 
 from minitrain.common.io import atomic_write_bytes, atomic_write_json
+from minitrain.common.paths import recorded_path
 from minitrain.lora.adapter import LoraSettings, adapter_state, settings_of
 from minitrain.nn import Module
 
@@ -52,7 +53,7 @@ def peft_config(settings: LoraSettings, fan_in_fan_out: bool = True) -> dict[str
     return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": settings.base,
+        "base_model_name_or_path": recorded_path(settings.base) if settings.base else settings.base,
         "r": settings.rank,
         "lora_alpha": settings.alpha,
         "lora_dropout": settings.dropout,
