@@ -88,6 +88,12 @@ class DataConfig(Section):
             object.__setattr__(self, "vocab_path", str(train.with_name("vocab.json")))
         return self
 
+    @property
+    def uses_bpe(self) -> bool:
+        """`data.tokenizer: bpe`: ids from a BPE trained on train_path, so no vocab_path is read and a perplexity
+        is per BPE token, not per character."""
+        return self.tokenizer is not None and self.tokenizer.type == "bpe"
+
 
 LANGUAGE_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy", "loss_on")  # what a table task does not read
 CHARACTER_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy")  # what a run on a pretrained base does not read

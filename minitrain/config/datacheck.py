@@ -86,7 +86,7 @@ def check_data(cfg: Config) -> DataSummary:
     data, problems, summary = cfg.data, [], DataSummary()
     # dev is optional (checked when its file exists); test only when given
     wanted = [s for s in SPLITS if (s != "dev" or os.path.lexists(data.dev_path)) and (s != "test" or data.test_path)]
-    bpe = data.tokenizer is not None and data.tokenizer.type == "bpe"  # trained on train_path: no vocab file
+    bpe = data.uses_bpe  # trained on train_path: no vocab file
     for key in [f"{s}_path" for s in wanted] + ([] if bpe else ["vocab_path"]):
         path = getattr(data, key)
         problem = regular_file_problem(path)

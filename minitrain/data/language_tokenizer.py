@@ -22,7 +22,7 @@ from minitrain.data.tokenizer import SPECIALS, CharTokenizer
 
 def language_tokenizer(data: Any) -> CharTokenizer | BPETokenizer:
     """The tokenizer `data` (a DataConfig) names; a UserError names the file that cannot be read."""
-    if data.tokenizer is None or data.tokenizer.type == "char":
+    if not data.uses_bpe:
         return CharTokenizer.load(data.vocab_path)
     return _trained(data.train_path, sha256_of(data.train_path), data.tokenizer.vocab_size)
 

@@ -44,8 +44,8 @@ def data_fingerprint(cfg: Config, table_files: list[dict[str, str]] | None = Non
     if cfg.data.source is not None:  # a pretrained base's text records from one source: every file it holds
         return {f"data file {i + 1}": {"path": str(path), "sha256": sha256_of(path)}
                 for i, path in enumerate(source_files(cfg.data.source))}
-    bpe = cfg.data.tokenizer is not None and cfg.data.tokenizer.type == "bpe"  # trained on train_path: no vocab
-    keys = ("train_path", "val_path") + (() if bpe else ("vocab_path",))  # nor has a run on a pretrained base
+    # a BPE is trained on train_path: no vocab_path (nor has a run on a pretrained base)
+    keys = ("train_path", "val_path") + (() if cfg.data.uses_bpe else ("vocab_path",))
     return {f"data.{key}": {"path": str(getattr(cfg.data, key)), "sha256": sha256_of(getattr(cfg.data, key))}
             for key in keys if getattr(cfg.data, key) is not None}
 

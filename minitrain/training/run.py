@@ -184,8 +184,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     # Read before any work and any write: a damaged baseline file then costs nothing. The n-gram baseline's PPL
     # is per character: a BPE run's per-token PPL is not comparable with it (experiments/26-bpe-verbs compares
     # tokenizers in bits per character).
-    per_character = cfg.data.tokenizer is None or cfg.data.tokenizer.type == "char"
-    baseline = None if parts.table or cfg.on_pretrained_base or not per_character else artifacts.load_baseline_ppl(
+    baseline = None if parts.table or cfg.on_pretrained_base or cfg.data.uses_bpe else artifacts.load_baseline_ppl(
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
         data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
     restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
