@@ -34,11 +34,15 @@ def tiny_run(lab: Any, *entry: str) -> Path:
     return out
 
 
+def _train_command(lab: Any) -> str:
+    """The command that trains the workspace's run folder, as its README prints it."""
+    return lab.lab.train.format(dir=lab.shown) if lab.lab.train and lab.workspace else "the lab's run"
+
+
 def read_run(lab: Any, name: str) -> Any:
     """A file of the run folder under check: JSON decoded, train_log.jsonl as rows, anything else as bytes."""
     if lab.run_dir is None or not lab.run_dir.is_dir():
-        train = lab.lab.train.format(dir=lab.shown) if lab.lab.train and lab.workspace else "the lab's run"
-        raise Failed(f"no run folder at {lab.run_dir} yet; train first: {train}")
+        raise Failed(f"no run folder at {lab.run_dir} yet; train first: {_train_command(lab)}")
     path = lab.run_dir / name
     if not path.is_file():
         raise Failed(f"{path} does not exist: the run did not finish, or wrote elsewhere")
@@ -69,7 +73,6 @@ def check_manifest(lab: Any, files: tuple[str, ...], statuses: tuple[str, ...] =
         now = seam.file_digests(lab.workspace, files)
         edited = [f for f in files if used.get("sha256", {}).get(f) != now.get(f)]
         if edited:
-            train = lab.lab.train.format(dir=lab.shown) if lab.lab.train else "the lab's training command"
             raise Failed(f"the run trained with an earlier {', '.join(edited)}: the file changed after the run "
-                         f"(its checks above grade the file as it is now); train again: {train}")
+                         f"(its checks above grade the file as it is now); train again: {_train_command(lab)}")
     return manifest
