@@ -44,7 +44,7 @@ def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, 
     from minitrain.common.runtime import set_blas_threads
 
     set_blas_threads(1)
-    block = SharedBlock.attach(name, layout)
+    block, code = SharedBlock.attach(name, layout), 0
     try:
         replica = Replica(spec)
         conn.send_bytes(_READY)
@@ -60,8 +60,12 @@ def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, 
         pass
     except Exception as e:  # a bug: said once, in the training process's error line
         conn.send_bytes(_FAILED + f"{type(e).__name__}: {e}".encode())
+        code = 1
     finally:
         block.close()
+    # Now, without the interpreter's teardown (numba's and LLVM's take seconds on a busy machine): nothing is
+    # left to flush, and the training process is waiting for this worker to be gone.
+    os._exit(code)
 
 
 class LocalWorkers:
