@@ -24,7 +24,7 @@ from minitrain.config import load_config
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.training.run import run_training
 
-STEPS = 8  # checkpoints every 4 (the tiny config's save_every)
+STEPS = 6  # a checkpoint at step 4 (the tiny config's save_every)
 
 
 def _config(folder: Path, name: str, k: int, runtime: str = "{threads: 1}") -> Path:
@@ -92,11 +92,11 @@ class _KillWorker(Callback):
 
 
 def test_a_killed_worker_stops_the_run_with_one_error_and_the_resume_is_bit_exact(tiny, accumulated):
-    """Worker 1 killed after step 5: step 6's update is never applied, the run fails naming the worker, the
+    """Worker 1 killed after step 4: step 5's update is never applied, the run fails naming the worker, the
     manifest says failed, and resuming the folder (from step 4's checkpoint, workers again) gives the bytes an
     uninterrupted accumulation run gives."""
     config = _config(tiny, "killed", 2, "{threads: 1, data_parallel: {workers: 2}}")
-    run, killer = tiny / "killed", _KillWorker(at=5, worker=1)
+    run, killer = tiny / "killed", _KillWorker(at=4, worker=1)
     with pytest.raises(UserError) as info:
         _train(config, run, callbacks=[killer])
     message = str(info.value)
