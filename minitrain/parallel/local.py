@@ -21,6 +21,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -76,6 +77,7 @@ class LocalWorkers:
             raise ValueError(f"data parallel: {n} workers do not divide {layout.slots} micro-batches")
         self.block = SharedBlock.create(layout)
         self.processes: list[Any] = []
+        self.seconds: dict[str, float] = {}  # the last step's: handoff (params, batches written), wait, reduce
         self.conns: list[Connection] = []
         context = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads and numba state
         per = layout.slots // n
@@ -101,6 +103,7 @@ class LocalWorkers:
 
     def gradients(self, model: Any, batches: Sequence[Any], clip_norm: float | None) -> tuple[float, float]:
         """One step's (loss, grad_norm), the summed (and clipped) gradient in model.buffer.grad."""
+        start = time.perf_counter()
         step = split_step(batches)
         block = self.block
         block.params[...] = model.buffer.data
@@ -109,8 +112,12 @@ class LocalWorkers:
         go = _GO + (b"1" if step.alone else b"")
         for conn in self.conns:
             conn.send_bytes(go)
+        sent = time.perf_counter()
         self._collect(_OK, "during a step (its update was not applied)")
-        return combine(model, block.grads, [loss[0] for loss in block.losses], step, clip_norm)
+        answered = time.perf_counter()
+        out = combine(model, block.grads, [loss[0] for loss in block.losses], step, clip_norm)
+        self.seconds = {"handoff": sent - start, "wait": answered - sent, "reduce": time.perf_counter() - answered}
+        return out
 
     def _collect(self, expected: bytes, during: str) -> None:
         """Read every worker's answer, in worker order; a worker that died or failed is one UserError."""
