@@ -5,6 +5,7 @@ workers' compute plus the pipe round trip) and the reduction (the ordered sum an
 
     python benchmarks/bench_data_parallel.py            # 5 rounds of 10 steps each way (alternating)
     python benchmarks/bench_data_parallel.py --rounds 2
+    python benchmarks/bench_data_parallel.py --backend ray   # the workers as actors of a local Ray
 
 Both sides at 1 BLAS thread (the bytes are then the same: tests/test_data_parallel.py). Rounds alternate the
 contestants, so background load on a shared machine hits both alike; medians are printed as one JSON line.
@@ -33,10 +34,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="steps per contestant per round")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
     args = parser.parse_args()
     os.chdir(LAB.parents[2])  # the config's data paths are relative to the checkout
     cfg = complete_config(load_config(LAB, ["training.grad_accumulation=2", "runtime.threads=1",
-                                            "runtime.data_parallel.workers=2"]))
+                                            "runtime.data_parallel.workers=2",
+                                            f"runtime.data_parallel.backend={args.backend}"]))
     set_blas_threads(1)
     one, two = build_parts(cfg, 2000), build_parts(cfg, 2000)
     times: dict[str, list[float]] = {k: [] for k in ("one_process", "two_workers", "micro_batch", "optimizer",
@@ -65,11 +68,11 @@ def main() -> None:
                 two.optimizer.step()
                 if keep:
                     times["two_workers"].append(time.perf_counter() - start)
-                    for key, seconds in workers.seconds.items():
+                    for key, seconds in getattr(workers, "seconds", {}).items():  # the local backend's
                         times[key].append(seconds)
-    ms = {key: round(1000 * statistics.median(v), 3) for key, v in times.items()}
+    ms = {key: round(1000 * statistics.median(v), 3) for key, v in times.items() if v}
     ideal = ms["micro_batch"] + ms["optimizer"]  # perfect parallelism: one micro-batch's time, then the update
-    print(json.dumps({"config": str(LAB.relative_to(LAB.parents[2])), "steps_each": len(times["one_process"]),
+    print(json.dumps({"config": str(LAB.relative_to(LAB.parents[2])), "backend": args.backend, "steps_each": len(times["one_process"]),
                       "median_ms": ms, "speedup": round(ms["one_process"] / ms["two_workers"], 3),
                       "overhead_ms": round(ms["two_workers"] - ideal, 3),
                       "load_average_1min": os.getloadavg()[0], "cpus": os.cpu_count()}))
