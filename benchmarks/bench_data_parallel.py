@@ -72,7 +72,8 @@ def main() -> None:
                         times[key].append(seconds)
     ms = {key: round(1000 * statistics.median(v), 3) for key, v in times.items() if v}
     ideal = ms["micro_batch"] + ms["optimizer"]  # perfect parallelism: one micro-batch's time, then the update
-    print(json.dumps({"config": str(LAB.relative_to(LAB.parents[2])), "backend": args.backend, "steps_each": len(times["one_process"]),
+    print(json.dumps({"config": str(LAB.relative_to(LAB.parents[2])), "backend": args.backend,
+                      "steps_each": len(times["one_process"]),
                       "median_ms": ms, "speedup": round(ms["one_process"] / ms["two_workers"], 3),
                       "overhead_ms": round(ms["two_workers"] - ideal, 3),
                       "load_average_1min": os.getloadavg()[0], "cpus": os.cpu_count()}))

@@ -124,6 +124,9 @@ def test_bad_data_parallel_settings_are_one_error_line(tiny, capsys):
     dropout.write_text(dropout.read_text().replace("max_seq_len: 32}", "max_seq_len: 32, dropout: 0.1}"))
     assert cli.main(["validate", str(dropout)]) == 2
     assert "data-parallel workers need model.dropout 0 (got 0.1)" in capsys.readouterr().err
+    # train --address names the Ray cluster (backend ray); the workers must still be given
+    assert cli.main(["train", str(_config(tiny, "bad", 3)), "--address", "auto", "--dry-run"]) == 2
+    assert "runtime.data_parallel.workers: required key is missing" in capsys.readouterr().err
 
 
 @pytest.mark.slow
