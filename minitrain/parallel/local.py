@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -36,6 +36,25 @@ _GO, _OK, _QUIT, _READY, _FAILED = b"go", b"ok", b"quit", b"ready", b"failed: "
 STOP_SECONDS = 5.0  # how long close() waits for a worker to leave before killing it
 
 
+_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _one_thread_environment() -> Iterator[None]:
+    """This process's environment with 1 thread for BLAS, OpenMP and numba, while workers are started: a spawned
+    worker reads it before it imports NumPy, so its libraries never start thread pools that would only contend."""
+    saved = {name: os.environ.get(name) for name in _ONE_THREAD}
+    os.environ.update(dict.fromkeys(_ONE_THREAD, "1"))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, Any], slots: list[int],
                  conn: Connection, parent: int) -> None:
     """A worker's life: build the replica, then compute its micro-batches each time it hears "go"."""
@@ -44,7 +63,7 @@ def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, 
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from minitrain.common.runtime import set_blas_threads
 
-    set_blas_threads(1)
+    set_blas_threads(1)  # and in case NumPy was imported before the environment said so
     block, code = SharedBlock.attach(name, layout), 0
     try:
         replica = Replica(spec)
@@ -82,16 +101,17 @@ class LocalWorkers:
         context = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads and numba state
         per = layout.slots // n
         try:
-            for w in range(n):
-                ours, theirs = context.Pipe()
-                process = context.Process(
-                    target=_worker_main, name=f"minitrain-dp-worker-{w}", daemon=True,
-                    args=(w, self.block.name, layout.to_dict(), spec.to_dict(), list(range(w * per, (w + 1) * per)),
-                          theirs, os.getpid()))
-                process.start()
-                theirs.close()  # only the worker holds its end: its death is an end-of-file here
-                self.processes.append(process)
-                self.conns.append(ours)
+            with _one_thread_environment():
+                for w in range(n):
+                    ours, theirs = context.Pipe()
+                    process = context.Process(
+                        target=_worker_main, name=f"minitrain-dp-worker-{w}", daemon=True,
+                        args=(w, self.block.name, layout.to_dict(), spec.to_dict(),
+                              list(range(w * per, (w + 1) * per)), theirs, os.getpid()))
+                    process.start()
+                    theirs.close()  # only the worker holds its end: its death is an end-of-file here
+                    self.processes.append(process)
+                    self.conns.append(ours)
             self._collect(_READY, "while starting")
         except BaseException:
             self.close()
