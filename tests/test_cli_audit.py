@@ -171,7 +171,7 @@ def test_expressions_reach_keys_under_either_name(tmp_path):
     ('training:\n  total_steps: "{{ 99999999999999999999 * 99999999999999999999 * 99999999999999999999 * '
      '99999999999999999999 * 99999999999999999999 * 99999999999999999999 }}"', "a result out of range"),
     ('training:\n  total_steps: "{{ training.distributed.x }}"',
-         "training.distributed is not supported: minitrain trains in one process"),
+         "training.distributed is not supported: these are PyTorch DDP's keys"),
 ])
 def test_expression_mistakes_are_validation_errors_with_the_key(tmp_path, body, fragment):
     message = problems(tmp_path, body + "\n" + ("" if "total_steps" in body else "training:\n  total_steps: 10\n"))

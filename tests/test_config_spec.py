@@ -401,7 +401,7 @@ def test_a_spec_shaped_config_validates_and_lists_what_has_no_effect(tmp_path, c
     ("entrenar: '2.0'\n", 1, "entrenar", "this minitrain reads version 1.0 of the YAML-mode spec"),
     ("data:\n  loader:\n    num_workers: -1\n", 3, "data.loader.num_workers", "must be an integer >= 0 (got -1)"),
     ("training:\n  distributed: {strategy: ddp}\n", 2, "training.distributed",
-     "`minitrain export` the model to a Hugging Face folder"),
+     "minitrain's data parallelism is runtime.data_parallel"),
     ("monitoring:\n  alerts:\n    - {condition: 'gpu_memory > 0.95', action: halt}\n", 3, "monitoring.alerts[0]",
      "gpu_memory is never logged, so this alert could never fire; logged: step, loss, lr, grad_norm, val_loss"),
     ("monitoring:\n  alerts: ['los > 0: halt']\n", 2, "monitoring.alerts[0]", "— did you mean 'loss'?"),

@@ -31,6 +31,9 @@ def load(args: argparse.Namespace) -> Config:
         values["output.dir"] = args.out_dir
     if getattr(args, "models_dir", None) is not None:
         values["output.models_dir"] = args.models_dir
+    if getattr(args, "data_parallel_address", None) is not None:  # train --address
+        values["runtime.data_parallel.address"] = args.data_parallel_address
+        values["runtime.data_parallel.backend"] = "ray"
     cfg = load_config(args.config, args.overrides, values=values)
     for warning in cfg.source.warnings:  # stderr: stdout may be the thing asked for (`lock -o -`)
         print(f"warning: {warning}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """`minitrain train CONFIG [--set k=v]... [--out-dir] [--models-dir] [--seed] [--resume] [--overwrite] [--dry-run]
-[--strict] [--quiet]`: validate, check the data, then train into a run folder
+[--strict] [--quiet] [--address]`: validate, check the data, then train into a run folder
 (minitrain.training.run) and publish if asked."""
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     train.add_argument("--strict", action="store_true", help="refuse to run if the lock file does not match")
     train.add_argument("--quiet", action="store_true", help="no progress display")
+    train.add_argument("--address", dest="data_parallel_address", metavar="ADDRESS",
+                       help="the Ray cluster data-parallel workers run on (auto, ray://head:10001): sets "
+                            "runtime.data_parallel.address and backend ray")
     train.add_argument("--devices", metavar="IDS", help="the spec's GPU list: refused, minitrain trains on one CPU")
     train.set_defaults(handler=train_command)
 

@@ -22,6 +22,9 @@ def missing_extras(cfg: Any) -> list[Problem]:
         wanted += [(("monitoring", "tracking", "backend"), m, extra, f"backend {tracking.backend}") for m in modules]
     if cfg.monitoring.system is not None and cfg.monitoring.system.enabled:
         wanted.append((("monitoring", "system"), "psutil", "system", "system metrics"))
+    parallel = cfg.runtime.data_parallel
+    if parallel is not None and parallel.backend == "ray":
+        wanted.append((("runtime", "data_parallel", "backend"), "ray", "ray", "backend ray"))
     if cfg.output.metrics.format == "parquet":
         wanted.append((("output", "metrics", "format"), "pyarrow", "parquet", "parquet"))
     problems: dict[tuple, Problem] = {}  # one per setting: the first of its packages that is missing

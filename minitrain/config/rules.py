@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from minitrain.config import finetune_rules, pruning_section, table_rules, text_rules
+from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
 from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
@@ -427,9 +427,9 @@ def _gguf_output_has_a_llama_cpp_layout(sections, raw):
 
 
 # Every rule, in the order they run and docs/yaml-mode.md lists them: these, the fine-tuning sections', the tables',
-# those of runs on a pretrained base.
+# those of runs on a pretrained base, data parallelism's.
 RULES: tuple[Rule, ...] = (*CORE_RULES, *finetune_rules.RULES, *pruning_section.RULES, *table_rules.RULES,
-                           *text_rules.RULES)
+                           *text_rules.RULES, *parallel_rules.RULES)
 
 
 def run_rules(sections: Mapping[str, BaseModel], raw: Mapping[str, Any]) -> list[Problem]:

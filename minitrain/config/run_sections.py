@@ -84,12 +84,30 @@ class PublishConfig(Section):
     merge_adapters: bool = Field(False, description="a LoRA run: publish the base with the adapters merged in")
 
 
+class DataParallelConfig(Section):
+    """Data parallelism (minitrain/parallel/): each step's `training.grad_accumulation` micro-batches are computed
+    by `workers` processes, grad_accumulation / workers each, and their gradients summed in micro-batch order, so
+    the run's bytes are those of one process at 1 BLAS thread. `backend` local: processes on this machine with
+    shared memory; ray: Ray actors, on the cluster at `address` (none: a Ray started on this machine)."""
+
+    workers: PositiveInt = Field(description="worker processes; must divide training.grad_accumulation")
+    backend: Literal["local", "ray"] = Field("local", description="local (processes, shared memory) or ray (actors)")
+    address: str | None = Field(None, min_length=1, description="ray only: the cluster (auto, ray://host:10001)")
+
+    @model_validator(mode="after")
+    def _address_is_ray_s(self) -> DataParallelConfig:
+        if self.address is not None and self.backend != "ray":
+            raise ValueError(f"address is the Ray cluster's: it needs backend ray (got backend {self.backend})")
+        return self
+
+
 class RuntimeConfig(Section):
-    """How the process computes, not what: BLAS threads. `rule` (the default) picks them from the model's size
-    (minitrain/common/runtime.py); a number fixes them; `measure` times a few training steps on each count and
-    measures again when the step time drifts (minitrain/callbacks/thread_choice.py). Thread counts change a product's
-    last bits, so `measure` makes a run's numbers depend on the machine's load: its logs and weights are not
-    byte-reproducible."""
+    """How the process computes, not what: BLAS threads and data parallelism. `threads: rule` (the default) picks
+    them from the model's size (minitrain/common/runtime.py); a number fixes them; `measure` times a few training
+    steps on each count and measures again when the step time drifts (minitrain/callbacks/thread_choice.py). Thread
+    counts change a product's last bits, so `measure` makes a run's numbers depend on the machine's load: its logs
+    and weights are not byte-reproducible. `data_parallel` (above) spreads each step's micro-batches over workers."""
 
     threads: Literal["rule", "measure"] | PositiveInt = Field(
         "rule", description="rule (by model size), measure (timed steps, not byte-reproducible) or a count")
+    data_parallel: DataParallelConfig | None = None

@@ -111,7 +111,8 @@ _PICKLE = "pt files are pickles, which run code when they are loaded; minitrain 
 _OTHER_FORMAT = ("apr is entrenar's own format; minitrain reads and writes safetensors and GGUF (`minitrain export "
                  "--format hf|gguf` converts)")
 CANNOT: dict[str, str] = {
-    "training.distributed": f"minitrain trains in one process on one CPU; for a model that needs more, {_EXPORT}",
+    "training.distributed": "these are PyTorch DDP's keys; minitrain's data parallelism is runtime.data_parallel "
+                            "{workers: N, backend: local | ray} (docs/distributed.md)",
     "training.mixed_precision.enabled=true": "float16/bfloat16 mixed precision needs a GPU's half-precision units "
                                              "(NumPy computes float16 slower than float32); use model.dtype float32",
     "training.benchmark=true": "there is no cuDNN autotuner on the CPU; minitrain's kernels are fixed",

@@ -112,12 +112,15 @@ class LoopData:
     the validation batches, scored with `loop.evaluate`, unless `validate(model)` is given: it returns the val
     row's values, `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy,
     ...); a table task's validation has no `val_ppl`. `task` turns batches into losses (`step_gradients`).
+    `workers`: data-parallel workers (minitrain/parallel/) that compute each step's gradient in place of
+    train_step, with the same bytes: `workers.gradients(model, batches, clip_norm)` -> (loss, grad_norm).
     """
 
     train: Iterator
     val: Iterable = ()
     validate: Callable[[Any], dict[str, float]] | None = None
     task: Any = LANGUAGE_MODELING
+    workers: Any = None
 
 
 @dataclass
@@ -303,7 +306,10 @@ class _Loop:
         """(loss, grad_norm) of this step's batches, the gradient in `model.buffer.grad`: clipped to `clip_norm`
         (grad_norm is the norm before), then each element to ±`clip_value`."""
         settings = self.settings
-        loss, grad_norm = step_gradients(self.model, self.optimizer, batches, settings.clip_norm, self.data.task)
+        if self.data.workers is not None:
+            loss, grad_norm = self.data.workers.gradients(self.model, batches, settings.clip_norm)
+        else:
+            loss, grad_norm = step_gradients(self.model, self.optimizer, batches, settings.clip_norm, self.data.task)
         if settings.clip_value is not None:
             clip_grad_value_(self.model.buffer, settings.clip_value)
         return float(loss), float(grad_norm)

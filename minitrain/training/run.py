@@ -61,6 +61,7 @@ from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_report
 from minitrain.nn import Module
+from minitrain.parallel.workers import start_workers
 from minitrain.runs import run_dir
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import save_model_file
@@ -329,9 +330,12 @@ def _run_loop(run: _Run, summary: DataSummary) -> dict[str, Any]:
     cfg, parts, books = run.cfg, run.parts, run.books
     books.progress = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
                               quiet=run.quiet, start_step=books.start.step if books.start else 0)
-    data = LoopData(parts.batcher, parts.val_batches, validator_for(cfg, parts), parts.task)
     try:
-        return train(parts.model, parts.optimizer, parts.scheduler, data, _loop_settings(cfg, parts, summary), books)
+        with start_workers(cfg.runtime.data_parallel, parts.model, cfg.training.grad_accumulation,
+                           cfg.training.batch_size, parts.train_split.input.shape[1]) as workers:
+            data = LoopData(parts.batcher, parts.val_batches, validator_for(cfg, parts), parts.task, workers)
+            return train(parts.model, parts.optimizer, parts.scheduler, data, _loop_settings(cfg, parts, summary),
+                         books)
     except KeyboardInterrupt:
         # A second Ctrl-C stops at once, mid-step: the manifest must not go on saying "running"; the last
         # checkpoint saved (`--resume` the run folder) is where the run can go on.

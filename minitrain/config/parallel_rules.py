@@ -1,0 +1,55 @@
+"""Rules about `runtime.data_parallel` (minitrain/parallel/), collected in `RULES` (minitrain/config/rule.py) like the
+others; each docstring's first line is documented in docs/yaml-mode.md.
+
+A worker computes whole micro-batches of a language model's loss with the model rebuilt from its config, so what a
+worker cannot reproduce bit for bit is refused: a worker count that does not divide the step's micro-batches,
+dropout (its masks come from the one training RNG, drawn in micro-batch order), and the runs whose loss or model
+is more than the model's config (adapters, QAT, teachers, tables).
+"""
+
+from __future__ import annotations
+
+from minitrain.config.problems import Problem
+from minitrain.config.rule import RuleBook
+
+RULES = RuleBook()
+rule = RULES.rule
+
+_WHERE = ("runtime", "data_parallel", "workers")
+
+
+@rule("runtime", "training")
+def _workers_divide_the_micro_batches(sections, raw):
+    """runtime.data_parallel.workers must divide training.grad_accumulation: each worker computes
+    grad_accumulation / workers micro-batches of every step (workers 2 with grad_accumulation 2: one each)."""
+    parallel = sections["runtime"].data_parallel
+    k = sections["training"].grad_accumulation
+    if parallel is not None and k % parallel.workers:
+        yield Problem(_WHERE, f"{parallel.workers} workers do not divide training.grad_accumulation {k}: each worker "
+                              f"computes grad_accumulation / workers micro-batches of a step; set "
+                              f"grad_accumulation to a multiple of {parallel.workers}")
+
+
+@rule("runtime", "model")
+def _workers_draw_no_dropout(sections, raw):
+    """runtime.data_parallel needs model.dropout 0: the masks are drawn from the one training RNG in micro-batch
+    order, which workers computing their micro-batches at once cannot follow bit for bit."""
+    if sections["runtime"].data_parallel is not None and sections["model"].dropout > 0:
+        yield Problem(_WHERE, f"data-parallel workers need model.dropout 0 (got {sections['model'].dropout:g}): "
+                              "dropout masks come from the one training RNG in micro-batch order, so workers would "
+                              "change the run's bytes; use grad_accumulation alone for a run with dropout")
+
+
+@rule("runtime", "model", "lora", "quantize", "distillation")
+def _workers_train_plain_language_models(sections, raw):
+    """runtime.data_parallel trains a language model built from model: alone: not with LoRA adapters, QAT,
+    distillation teachers or a table's sequential model."""
+    if sections["runtime"].data_parallel is None:
+        return
+    refused = [name for name, on in (("lora.enabled", sections["lora"].enabled),
+                                     ("quantize.qat.enabled", sections["quantize"].qat.enabled),
+                                     ("distillation.enabled", sections["distillation"].enabled),
+                                     ("model.type sequential", sections["model"].type == "sequential")) if on]
+    if refused:
+        yield Problem(_WHERE, f"data-parallel workers rebuild the model from model: alone, so they cannot train "
+                              f"with {', '.join(refused)} yet; leave runtime.data_parallel out")

@@ -1,0 +1,207 @@
+"""Data-parallel training (minitrain/parallel/, docs/distributed.md): N workers write the same train_log.jsonl and
+model file, byte for byte, as grad_accumulation N in one process (at 1 BLAS thread), on the local backend and on
+Ray; a worker that dies stops the run with one error naming it and the run resumes bit for bit; no worker outlives
+its run (`kill -9` of the training process, Ctrl-C); bad settings are one `error:` line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_sweep import _live, needs_proc
+
+from minitrain import cli
+from minitrain.callbacks import Callback
+from minitrain.common.errors import UserError
+from minitrain.config import load_config
+from minitrain.course.fixtures import write_tiny_run
+from minitrain.training.run import run_training
+
+STEPS = 6  # a checkpoint at step 4 (the tiny config's save_every)
+
+
+def _config(folder: Path, name: str, k: int, runtime: str = "{threads: 1}") -> Path:
+    """The tiny config at `k` micro-batches per step and STEPS steps, with `runtime` as its runtime section."""
+    path = folder / f"{name}.yaml"
+    text = (folder / "config.yaml").read_text().replace("warmup_steps: 6, total_steps: 24",
+                                                         f"warmup_steps: 2, total_steps: {STEPS}")
+    path.write_text(text.replace("batch_size: 4", f"batch_size: 4\n  grad_accumulation: {k}")
+                    + f"runtime: {runtime}\n")
+    return path
+
+
+def _train(config: Path, run: Path, **keys) -> dict:
+    return run_training(load_config(config), run, progress=False, models_dir=run / "models", **keys)
+
+
+def _outputs(run: Path) -> tuple[bytes, dict[str, bytes]]:
+    """The run's train_log.jsonl and its model files (name: bytes)."""
+    models = {p.name: p.read_bytes() for p in sorted((run / "models").glob("*.safetensors"))}
+    return (run / "train_log.jsonl").read_bytes(), models
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("dp")
+    write_tiny_run(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def accumulated(tiny) -> dict[int, tuple[bytes, dict[str, bytes]]]:
+    """{k: the outputs of grad_accumulation k in one process}, for k = 2 and 3."""
+    out = {}
+    for k in (2, 3):
+        _train(_config(tiny, f"acc{k}", k), tiny / f"acc{k}")
+        out[k] = _outputs(tiny / f"acc{k}")
+    return out
+
+
+class _KillWorker(Callback):
+    """After step `at`, SIGKILL data-parallel worker `worker` (as the OOM killer or a crash would)."""
+
+    def __init__(self, at: int, worker: int) -> None:
+        super().__init__()
+        self.at, self.worker, self.pid = at, worker, None
+
+    def on_step_end(self, ctx) -> None:
+        if ctx.step == self.at:
+            import multiprocessing
+
+            (process,) = [p for p in multiprocessing.active_children()
+                          if p.name == f"minitrain-dp-worker-{self.worker}"]
+            self.pid = process.pid
+            os.kill(process.pid, signal.SIGKILL)
+
+
+def test_a_killed_worker_is_one_error_and_two_workers_resumed_write_the_bytes_of_accumulation_2(tiny, accumulated):
+    """2 workers, worker 1 killed after step 4: step 5's update is never applied, the run fails naming the
+    worker, the manifest says failed, and resuming the folder (from step 4's checkpoint, 2 workers again) gives
+    the bytes grad_accumulation 2 writes in one process, the rows before the kill and those after."""
+    config = _config(tiny, "killed", 2, "{threads: 1, data_parallel: {workers: 2}}")
+    run, killer = tiny / "killed", _KillWorker(at=4, worker=1)
+    with pytest.raises(UserError) as info:
+        _train(config, run, callbacks=[killer])
+    message = str(info.value)
+    assert f"data-parallel worker 1 (pid {killer.pid}) died during a step" in message
+    assert "killed by SIGKILL" in message and "step-4.safetensors" in message and "\n" not in message
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "worker 1" in manifest["error"]
+    assert not any(p.name.startswith("minitrain-dp-worker") for p in __import__("multiprocessing").active_children())
+    _train(config, run, resume=run)
+    assert _outputs(run) == accumulated[2]
+    assert json.loads((run / "manifest.json").read_text())["resumes"][-1]["step"] == 4
+
+
+def test_bad_data_parallel_settings_are_one_error_line(tiny, capsys):
+    for runtime, fragment in [
+        ("{data_parallel: {workers: 2}}", "2 workers do not divide training.grad_accumulation 3"),
+        ("{data_parallel: {workers: 0}}", "runtime.data_parallel.workers: must be greater than or equal to 1"),
+        ("{data_parallel: {workers: 3, backend: mpi}}", "runtime.data_parallel.backend: must be one of local, ray"),
+        ("{data_parallel: {workers: 3, address: auto}}", "address is the Ray cluster's: it needs backend ray"),
+    ]:
+        assert cli.main(["validate", str(_config(tiny, "bad", 3, runtime))]) == 2
+        err = capsys.readouterr().err
+        assert fragment in err and err.startswith("error:") and "Traceback" not in err
+    dropout = _config(tiny, "bad", 3, "{data_parallel: {workers: 3}}")
+    dropout.write_text(dropout.read_text().replace("max_seq_len: 32}", "max_seq_len: 32, dropout: 0.1}"))
+    assert cli.main(["validate", str(dropout)]) == 2
+    assert "data-parallel workers need model.dropout 0 (got 0.1)" in capsys.readouterr().err
+    # train --address names the Ray cluster (backend ray); the workers must still be given
+    assert cli.main(["train", str(_config(tiny, "bad", 3)), "--address", "auto", "--dry-run"]) == 2
+    assert "runtime.data_parallel.workers: required key is missing" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_proc
+def test_kill_9_of_the_training_process_takes_its_workers_with_it(tiny):
+    """The training process killed mid-run cannot stop its workers: they notice it is gone (common/lifeline.py)
+    and end within seconds, leaving no orphan."""
+    config = _config(tiny, "long", 2, "{threads: 1, data_parallel: {workers: 2}}")
+    config.write_text(config.read_text().replace("val_every: 5", "val_every: 100000")
+                      .replace(f"total_steps: {STEPS}", "total_steps: 100000"))
+    process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir",
+                                str(tiny / "long")], start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        log, deadline = tiny / "long" / "train_log.jsonl", time.monotonic() + 120
+        while not (log.is_file() and log.read_text().count("\n") >= 2 and len(_workers_of(process.pid)) == 2):
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
+            time.sleep(0.05)
+        workers = _workers_of(process.pid)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"workers {workers} outlived their run"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The live multiprocessing children of `pid` (not its resource tracker)."""
+    return [child for child in _live("ppid", pid) if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class _CtrlC(Callback):
+    """After step `at`, SIGINT to the workers and the training process: what a terminal's Ctrl-C sends the group."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.workers = at, []
+
+    def on_step_end(self, ctx) -> None:
+        if ctx.step == self.at:
+            import multiprocessing
+
+            self.workers = [p for p in multiprocessing.active_children() if p.name.startswith("minitrain-dp-worker")]
+            for process in self.workers:
+                os.kill(process.pid, signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_three_workers_then_ctrl_c_then_one_process_write_the_bytes_of_accumulation_3(tiny, accumulated):
+    """3 workers, Ctrl-C after step 2: the workers ignore the SIGINT (a KeyboardInterrupt would end them
+    mid-step), the training process finishes the step, saves a checkpoint and stops them (each leaves with exit
+    code 0). Resumed without workers (runtime is not hashed: a resume may drop them), the run then holds, byte for
+    byte, what grad_accumulation 3 writes in one process: the 3 workers' rows and state before the interrupt were
+    the same bytes."""
+    config = _config(tiny, "local3", 3, "{threads: 1, data_parallel: {workers: 3}}")
+    run, ctrl_c = tiny / "local3", _CtrlC(at=2)
+    with pytest.raises(UserError, match="interrupted"):
+        _train(config, run, callbacks=[ctrl_c])
+    assert len(ctrl_c.workers) == 3 and [p.exitcode for p in ctrl_c.workers] == [0, 0, 0]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["steps_done"] == 3
+    assert manifest["config"]["runtime"]["data_parallel"]["workers"] == 3
+    _train(_config(tiny, "local3-alone", 3), run, resume=run)
+    log, models = _outputs(run)
+    assert len(models) == 1 and log.count(b"\n") > STEPS // 2
+    assert (log, models) == accumulated[3]
+
+
+@pytest.mark.slow
+def test_two_ray_workers_write_the_bytes_of_the_local_backend(tiny, accumulated):
+    """Ray actors on a local Ray instance, gradients through the object store: the bytes of accumulation 2, which
+    the local backend's test shows its workers give."""
+    pytest.importorskip("ray")
+    run = tiny / "ray2"
+    _train(_config(tiny, "ray2", 2, "{threads: 1, data_parallel: {workers: 2, backend: ray}}"), run)
+    assert _outputs(run) == accumulated[2]
