@@ -46,6 +46,8 @@ LAB_PIECES: dict[str, dict[str, tuple[str, ...]]] = {
     "05": {"minitrain/nn/lora.py": ("LoRALinear",),
            "minitrain/quant/grid.py": ("scale_and_zero", "quantize_units", "dequantize_units")},
     "06": {"minitrain/data/bpe.py": ("pretokenize", "bytes_to_unicode", "BPETokenizer")},
+    "07": {"minitrain/nn/rms_norm.py": ("RMSNorm",), "minitrain/nn/apply_rotary.py": ("apply_rotary",),
+           "minitrain/nn/llama_mlp.py": ("LlamaMLP",), "minitrain/nn/llama_attention.py": ("LlamaAttention",)},
 }
 
 

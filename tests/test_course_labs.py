@@ -63,6 +63,20 @@ def test_the_starter_is_the_contract_without_the_code(lab, tmp_path):
             assert command.format(dir=tmp_path / "ws") in readme
 
 
+@pytest.mark.parametrize("lab", [number for number, lab in LABS.items() if lab.solution])
+def test_a_solution_folder_keeps_the_librarys_contract(lab):
+    """A lab whose solution lives apart from the library's files (lab 07) states the same contract: its starter,
+    made from either, is the same text but for the imports (the module docstring, signatures, docstrings)."""
+    from minitrain.course.starter import stub_module
+
+    def contract(folder: str, path: str, names) -> list[str]:
+        text = stub_module((REPO / folder / path).read_text(encoding="utf-8"), names, lab, "x")
+        return [line for line in text.splitlines() if not line.startswith(("from ", "import "))]
+
+    for path, names in LABS[lab].pieces.items():
+        assert contract(LABS[lab].solution, path, names) == contract("", path, names), path
+
+
 def test_start_never_overwrites_a_students_work(tmp_path):
     start("01", tmp_path / "ws")
     mine = tmp_path / "ws" / "minitrain" / "loop.py"
@@ -73,11 +87,12 @@ def test_start_never_overwrites_a_students_work(tmp_path):
 
 
 def workspace_with_reference(lab: str, folder: Path, bug: tuple | None = None) -> Path:
-    """A workspace holding the library's own files for the lab; `bug` = (path, (text, replacement), ...) edits
-    one of them, each text found exactly once."""
+    """A workspace holding the library's own files for the lab (its `solution` folder's, where it has one: lab 07);
+    `bug` = (path, (text, replacement), ...) edits one of them, each text found exactly once."""
+    source = REPO / (LABS[lab].solution or "")
     for path in LABS[lab].pieces:
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / path, folder / path)
+        shutil.copy(source / path, folder / path)
     if bug is not None:
         path, *edits = bug
         text = (folder / path).read_text(encoding="utf-8")
@@ -88,7 +103,7 @@ def workspace_with_reference(lab: str, folder: Path, bug: tuple | None = None) -
     return folder
 
 
-@pytest.mark.parametrize("lab", ["00", "02", "03", "04", "05"])
+@pytest.mark.parametrize("lab", ["00", "02", "03", "04", "05", "07"])
 def test_the_library_files_in_a_workspace_pass_every_check_but_the_run_folder(lab, tmp_path):
     ws = workspace_with_reference(lab, tmp_path / "ws")
     _, outcomes = grade(lab, ws, only=lambda name: not name.startswith("run folder"))
@@ -114,6 +129,8 @@ LOOP, BATCHER, CHECKPOINT = "minitrain/loop.py", "minitrain/data/batcher.py", "m
 CURVES, STOPPING = "minitrain/monitor/curves.py", "minitrain/monitor/early_stopping.py"
 LORA, GRID = "minitrain/nn/lora.py", "minitrain/quant/grid.py"
 BPE = "minitrain/data/bpe.py"
+NORM, ROTARY = "minitrain/nn/rms_norm.py", "minitrain/nn/apply_rotary.py"
+SWIGLU, ATTENTION = "minitrain/nn/llama_mlp.py", "minitrain/nn/llama_attention.py"
 # (lab, the bug as (file, text, replaced by), the check that must catch it, words of its reason)
 BUGS = [
     ("00", (BATCHER, ('text.rindex("|") + 1', 'text.rindex("|") + 2')),
@@ -236,6 +253,43 @@ BUGS = [
     ("06", (BPE, ('b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")',
                   '"".join(self.vocab[i].decode("utf-8", errors="replace") for i in ids)')),
      "decode(encode(s)) == s for 300 random UTF-8 strings: bytes are joined, then decoded once", "decode(encode("),
+    ("07", (NORM, ("mean_square = (x * x)", "x = x - x.mean(axis=-1, keepdims=True)\n        mean_square = (x * x)")),
+     "RMSNorm divides each row by √(mean(x²) + eps) and multiplies by weight", "your rows are centred first"),
+    ("07", (NORM, ("(mean_square + self.eps) ** -0.5", "mean_square ** -0.5")),
+     "RMSNorm divides each row by √(mean(x²) + eps) and multiplies by weight", "eps is missing"),
+    ("07", (NORM, ("mean_square = (x * x).mean(axis=-1, keepdims=True)  # no centring: that is LayerNorm",
+                   "from minitrain.autograd import functional as F\n        return F.rms_norm(x, self.weight, "
+                   "self.eps)")),
+     "RMSNorm divides each row by √(mean(x²) + eps) and multiplies by weight", "calls functional.rms_norm"),
+    ("07", (ROTARY, ("concat([-x[..., half:], x[..., :half]], axis=-1)", "concat([x[..., half:], -x[..., :half]], "
+                                                                        "axis=-1)")),
+     "apply_rotary rotates each pair (x₁[i], x₂[i]) by its angle: x·cos + rotate_half(x)·sin",
+     "every pair turned the other way"),
+    ("07", (ATTENTION, ("v = self.v_proj(x).reshape(batch, time, self.n_kv_head, self.head_dim)",
+                        "v = apply_rotary(self.v_proj(x).reshape(batch, time, self.n_kv_head, self.head_dim), cos, "
+                        "sin)")),
+     "LlamaAttention with H_kv = H: rotary q and k, causal softmax(q·k/√D)·v, o_proj, as the library's",
+     "v was rotated too"),
+    ("07", (SWIGLU, ("gate = self.gate_proj(x)", "gate = self.up_proj(x)"),
+            ("* self.up_proj(x)))", "* self.gate_proj(x)))")),
+     "LlamaMLP is down_proj(silu(gate_proj(x)) · up_proj(x)), SwiGLU", "gate and up are swapped"),
+    ("07", (ATTENTION, ("q.reshape(batch, time, self.n_kv_head, group, self.head_dim).transpose(0, 2, 3, 1, 4)",
+                        "q.reshape(batch, time, group, self.n_kv_head, self.head_dim).transpose(0, 3, 2, 1, 4)"),
+            ("heads = (weights @ v).transpose(0, 3, 1, 2, 4)", "heads = (weights @ v).transpose(0, 3, 2, 1, 4)")),
+     "grouped-query attention, H = 4 query heads over H_kv = 2 and 1 key/value heads", "(tiled)"),
+    ("07", (ATTENTION, ("            keys, values = cache.update(k.data, v.data)\n", "            keys, values = "
+                        "k.data, v.data\n            cache.update(k.data, v.data)\n")),
+     "with a KV cache, feeding tokens one at a time gives the logits of one pass over the whole sequence",
+     "new token 1 (5 cached) raised"),
+    ("07", (ATTENTION, ("  keys, values = cache.update(k.data, v.data)", "  keys, values = cache.update(self.k_proj("
+                        "x).reshape(batch, time, self.n_kv_head, self.head_dim).data, v.data)"),
+            ("k, v = Tensor(keys, dtype=keys.dtype), Tensor(values",
+             "k, v = apply_rotary(Tensor(keys, dtype=keys.dtype), cos, sin), Tensor(values")),
+     "with a KV cache, feeding tokens one at a time gives the logits of one pass over the whole sequence",
+     "each rotated at its own position"),
+    ("07", (ATTENTION, ("masked_fill(scores, blocked, -1e9)", "masked_fill(scores, blocked, -np.inf)")),
+     "with a KV cache, feeding tokens one at a time gives the logits of one pass over the whole sequence",
+     "a softmax over a row of −inf is 0/0"),
 ]
 
 

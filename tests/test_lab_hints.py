@@ -57,6 +57,16 @@ HINT_NAMES = {
     "; tokenizers gives": "LEARNED EARLIEST",
     "encode('<bos>hablo<eos>')": "find the special tokens first",
     "decode(encode(": "decoding each token on its own",
+    "your rows are centred first": "subtracts no mean",
+    "eps is missing": "eps goes inside the root",
+    "calls functional.rms_norm": "from Tensor ops",
+    "every pair turned the other way": "the minus on the SECOND half",
+    "v was rotated too": "rotate q and k only, never v",
+    "gate and up are swapped": "silu goes on gate_proj's output, not up_proj's",
+    "(tiled)": "h // (H/H_kv)",
+    "new token 1 (5 cached) raised": "attend over what it returns, every position so far",
+    "each rotated at its own position": "the cache stores ROTATED keys",
+    "a softmax over a row of −inf is 0/0": "not −inf",
 }
 CASES = [*BUGS, FORGOTTEN_BACKWARD]
 

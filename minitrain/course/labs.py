@@ -48,6 +48,9 @@ class Lab:
     reference_run: str | None  # the committed run its stop conditions are checked on when grading the library
     train: str | None  # the command that makes a workspace's run folder ({dir}: the workspace)
     prepare: str | None = None  # a command to run once before training (what the run starts from)
+    # a folder holding the pieces as the lab asks for them, where the library's own files are not that answer
+    # (lab 07's use fused ops, which its checker refuses in a workspace): what the suite copies into a workspace
+    solution: str | None = None
 
     @property
     def pieces(self) -> dict[str, tuple[str, ...]]:
@@ -75,6 +78,9 @@ LABS = {
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/21-lora/lora.yaml"),
             prepare=".venv/bin/python experiments/21-lora/run.py --base-only"),
         Lab("06", "A byte-level BPE tokenizer", "lab/06-bpe-tokenizer.md", None, None),
+        Lab("07", "From GPT-2 to Llama", "lab/07-gpt2-to-llama.md", "experiments/27-llama-verbs",
+            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/27-llama-verbs/config.yaml"),
+            solution="solutions/07"),
     )
 }
 

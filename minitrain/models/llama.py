@@ -44,7 +44,7 @@ from minitrain.models.kv_cache import KVCache
 from minitrain.models.sampling import next_token
 from minitrain.nn import Embedding, Linear, LlamaDecoderLayer, Module, ModuleDict, ModuleList, RMSNorm, inference
 from minitrain.nn.dropout import Dropout
-from minitrain.nn.llama_blocks import LLAMA_INIT_STD
+from minitrain.nn.llama_shared import LLAMA_INIT_STD
 from minitrain.nn.rotary import RotaryEmbedding, inverse_frequencies, rope_positions
 
 

@@ -4,13 +4,18 @@
                       train/eval, freezing, packing into one flat ParameterBuffer), Parameter, inference()
     linear.py         Linear           y = x·W + b (optionally fused with GELU)
     embedding.py      Embedding        y = W[idx]
-    normalization.py  LayerNorm        y = (x − μ)/σ · w + b;  RMSNorm  y = x/rms(x) · w
+    normalization.py  LayerNorm        y = (x − μ)/σ · w + b
+    rms_norm.py       RMSNorm          y = x/rms(x) · w
     rotary.py         RotaryEmbedding  the cos/sin of rotary positions (θ, Llama 3 scaling), rope_positions
+    apply_rotary.py   apply_rotary     x·cos + rotate_half(x)·sin: queries and keys rotated by their position
     dropout.py        Dropout          random zeros while training (the training RNG)
     activation.py     GELU, ReLU, Tanh, Sigmoid, Softmax
     container.py      Sequential, ModuleList, ModuleDict
     transformer.py    CausalSelfAttention, MLP, Block (GPT-2's)
-    llama_blocks.py   LlamaAttention (grouped-query, rotary), LlamaMLP (SwiGLU), LlamaDecoderLayer
+    llama_attention.py LlamaAttention  grouped-query attention, rotary positions, the KV cache
+    llama_mlp.py      LlamaMLP         down(silu(gate(x)) · up(x)), SwiGLU
+    llama_blocks.py   LlamaDecoderLayer  pre-RMSNorm residual layer around the two
+    llama_shared.py   LLAMA_INIT_STD, KeyValueStore (what the Llama layers share)
     lora.py           LoRALinear       y = base(x) + (alpha/rank)·dropout(x)·A·B, the base frozen
     quantized.py      Linear4Bit       y = x·deq(W₄) + b, a frozen weight in 4-bit blocks (QLoRA's base)
 
@@ -25,11 +30,14 @@ from minitrain.nn.container import ModuleDict, ModuleList, Sequential
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.embedding import Embedding
 from minitrain.nn.linear import Linear
-from minitrain.nn.llama_blocks import LlamaAttention, LlamaDecoderLayer, LlamaMLP
+from minitrain.nn.llama_attention import LlamaAttention
+from minitrain.nn.llama_blocks import LlamaDecoderLayer
+from minitrain.nn.llama_mlp import LlamaMLP
 from minitrain.nn.lora import LoRALinear
 from minitrain.nn.module import Module, Parameter, inference
-from minitrain.nn.normalization import LayerNorm, RMSNorm
+from minitrain.nn.normalization import LayerNorm
 from minitrain.nn.quantized import Linear4Bit
+from minitrain.nn.rms_norm import RMSNorm
 from minitrain.nn.rotary import RotaryEmbedding
 from minitrain.nn.transformer import MLP, Block, CausalSelfAttention
 

@@ -1,5 +1,5 @@
-"""`LayerNorm`: each position's vector rescaled to mean 0 and variance 1, then given a learned gain and shift;
-`RMSNorm`: only rescaled to root-mean-square 1, then given a learned gain."""
+"""`LayerNorm`: each position's vector rescaled to mean 0 and variance 1, then given a learned gain and shift
+(GPT-2's norm; the Llama family's RMSNorm is in rms_norm.py)."""
 
 from __future__ import annotations
 
@@ -29,21 +29,3 @@ class LayerNorm(Module):
     def extra_repr(self) -> str:
         return f"{self.dim}" + ("" if self.eps == 1e-5 else f", eps={self.eps:g}")
 
-
-class RMSNorm(Module):
-    """y = x/√(mean(x²) + eps) · w over the last axis.  x (..., C) -> y (..., C); w = 1 at init.
-
-    LayerNorm without the centring and the shift (Zhang & Sennrich 2019, the Llama family's norm): only the
-    vector's scale is normalised, which is what keeps the residual stream stable, at one reduction per row.
-    """
-
-    def __init__(self, dim: int, eps: float = 1e-6, *, dtype: type = np.float32) -> None:
-        super().__init__()
-        self.dim, self.eps = dim, eps
-        self.weight = Parameter(np.ones(dim), dtype=dtype)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.rms_norm(x, self.weight, self.eps)
-
-    def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps:g}"
