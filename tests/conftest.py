@@ -8,6 +8,7 @@ the worker that ran those tests; each worker hands its counts to the controller,
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -15,6 +16,13 @@ from pathlib import Path
 
 import pytest
 from fakehub import TOKEN, FakeHub, make_run, serving
+
+from minitrain.common.runtime import set_blas_threads
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _SHARE = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    os.environ["OPENBLAS_NUM_THREADS"] = str(_SHARE)
+    set_blas_threads(_SHARE)
 
 
 @pytest.fixture(autouse=True)
