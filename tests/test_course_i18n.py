@@ -1,0 +1,124 @@
+"""The course in Spanish (minitrain/course/i18n.py): the language is chosen as documented, a translation carries
+the values of its message across, every message a checker can print has a Spanish entry, and `lab start` /
+`lab check` speak Spanish when asked."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from minitrain import cli
+from minitrain.course.i18n import Translator, catalogue, language, translator
+from minitrain.course.labs import LABS, checklist, grade, start
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+import lab_messages  # noqa: E402
+
+_FIELD = re.compile(r"\{(\d*)\}")
+_CODE = re.compile(r"`[^`]*`")
+_LETTERS = re.compile(r"[A-Za-z]{2,}")
+
+
+def _code(text: str) -> list[str]:
+    """The code spans of a message, placeholders aside (`<this folder>`, `SECONDS` may be translated)."""
+    return sorted(re.sub(r"<[^>]*>|\b[A-Z]{2,}\b", "…", _FIELD.sub("{}", c)) for c in _CODE.findall(text))
+
+
+def translated(tr, text: str) -> bool:
+    """True when `text` reads in Spanish: it has an entry, or holds no word to translate."""
+    return tr(text) != text or not _LETTERS.search(text)
+
+
+@pytest.mark.parametrize(("flag", "variables", "expected"), [
+    (None, {}, "en"),
+    ("es", {"MINITRAIN_LANG": "en"}, "es"),
+    ("en", {"MINITRAIN_LANG": "es"}, "en"),
+    (None, {"MINITRAIN_LANG": "es", "LANG": "en_US.UTF-8"}, "es"),
+    (None, {"LANG": "es_ES.UTF-8"}, "es"),
+    (None, {"LC_MESSAGES": "es_AR.UTF-8", "LANG": "en_GB.UTF-8"}, "es"),
+    (None, {"LC_ALL": "C.UTF-8", "LC_MESSAGES": "es_ES.UTF-8"}, "en"),  # LC_ALL wins, as in POSIX
+    (None, {"LC_ALL": "es_MX.UTF-8", "LANG": "C"}, "es"),
+    (None, {"MINITRAIN_LANG": "fr"}, "en"),
+])
+def test_the_language_is_the_flag_then_the_variable_then_the_locale(flag, variables, expected, monkeypatch):
+    for name in ("MINITRAIN_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert language(flag) == expected
+
+
+def test_a_translation_carries_the_values_across_and_translates_those_that_are_messages():
+    tr = Translator({"not run: fix first: {}": "no se ha comprobado: corrige antes: {}",
+                     "{} ({}, line {})": "{} ({}, línea {})",
+                     "the step {} of {}": "el paso {1} de {0}",  # another order
+                     "item one": "punto uno", "item two": "punto dos",
+                     "took longer than {} s": "tardó más de {} s",
+                     "{} — look for a loop in {}": "{}: busca un bucle en {}"})
+    assert tr("not run: fix first: item one; item two") == "no se ha comprobado: corrige antes: punto uno; punto dos"
+    assert tr("the step 3 of 40") == "el paso 40 de 3"
+    assert tr("took longer than 2.5 s — look for a loop in f (a.py, line 7)") == \
+        "tardó más de 2.5 s: busca un bucle en f (a.py, línea 7)"
+    assert tr("something no entry knows") == "something no entry knows"
+    assert translator("en", "lab03")("took longer than 2 s") == "took longer than 2 s"
+
+
+def test_every_message_a_checker_can_print_has_a_spanish_entry_and_no_entry_is_stale():
+    missing, stale = {}, {}
+    for name, texts in lab_messages.catalogue_templates().items():
+        have = catalogue(name)
+        missing[name] = [t for t in texts if t not in have]
+        stale[name] = [t for t in have if t not in texts]
+    assert not any(missing.values()), {k: v for k, v in missing.items() if v}
+    assert not any(stale.values()), {k: v for k, v in stale.items() if v}
+    assert {f"lab{n}" for n in LABS} <= set(missing), "a lab's checker was not read"
+
+
+@pytest.mark.parametrize("name", sorted(lab_messages.sources()))
+def test_each_entry_keeps_the_values_and_the_code_of_its_message(name):
+    for en, es in catalogue(name).items():
+        fields = _FIELD.findall(es)
+        assert isinstance(es, str) and es.strip(), (en, es)
+        assert len(fields) == en.count("{}"), (en, es)
+        numbered = sorted(int(f) for f in fields if f)
+        assert not numbered or numbered == list(range(en.count("{}"))), (en, es)
+        assert _code(en) == _code(es), (en, es)
+        assert re.findall(r"\d+", _FIELD.sub("", en)) == re.findall(r"\d+", _FIELD.sub("", es)), (en, es)
+
+
+def test_a_fresh_starters_checklist_reads_in_spanish_line_by_line(tmp_path):
+    for lab in LABS:
+        tr = translator("es", f"lab{lab}")
+        workspace = tmp_path / lab
+        start(lab, workspace)
+        title, outcomes = grade(lab, workspace, limits=None)
+        for text in (title, *(t for o in outcomes for t in (o.name, o.reason, o.hint))):
+            assert translated(tr, text), f"lab {lab}: no Spanish for {text!r}"
+
+
+def test_lab_start_and_check_speak_spanish_when_asked(tmp_path, capsys, monkeypatch):
+    assert cli.main(["lab", "start", "03", str(tmp_path / "ws"), "--lang", "es"]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("lab 03: escritos ") and "siguiente paso: lee " in said
+    readme = (tmp_path / "ws" / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith("# Lab 03 · El sobreajuste y el panel de entrenamiento: tu espacio de trabajo")
+    assert "El texto del lab es `lab/03-overfitting-and-dashboard.es.md`" in readme
+    assert f"minitrain lab check 03 {tmp_path / 'ws'}" in readme
+    stub = (tmp_path / "ws" / "minitrain/monitor/curves.py").read_text(encoding="utf-8")
+    assert stub.startswith("# Punto de partida del lab 03: escribe cada función marcada con TODO.")
+    monkeypatch.setenv("MINITRAIN_LANG", "es")
+    assert cli.main(["lab", "check", "03", str(tmp_path / "ws"), "--timeout", "60"]) == 1
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert lines[0] == f"lab 03 · El sobreajuste y el panel de entrenamiento: comprobando {tmp_path / 'ws'}"
+    assert lines[-1] == f"0 de {len(checklist('03').checks)} superados."
+    assert any(line.startswith("✗ moving_average es") for line in lines), lines
+    assert any(line.startswith("pista: ") for line in lines)
+    assert any(line.startswith("aún sin escribir: lanza NotImplementedError (TODO lab 03") for line in lines)
+    tr = translator("es", "lab03")
+    for line in lines:  # an English line would have a translation: each one printed is already in Spanish
+        content = re.sub(r"^(✓|✗|pista:) ", "", line)
+        assert tr(content) == content, f"an English line: {line!r}"
