@@ -4,7 +4,8 @@
     .venv/bin/python scripts/lab_messages.py --missing 07  # lab 07's missing entries, as YAML to fill in
 
 A message is a string literal, f-string, `str.format` template or `+` chain of them, outside docstrings, whose
-text holds two words in a row (`"val PPL ended within 25 % of its best"`), or any string given to `tr(...)`
+text holds two words in a row (`"val PPL ended within 25 % of its best"`; a test corpus such as "ba ab" is
+none: its words have two letters at most), or any string given to `tr(...)`
 (a single word such as "hint"). Its template is the text with `{}` where a value goes, the key of its entry in
 minitrain/course/es/ (minitrain/course/i18n.py). Commands and paths are no prose: a string holding `.venv/`,
 `--` or `MINITRAIN_LAB_DIR` is left out. tests/test_course_i18n.py checks that every template has an entry.
@@ -69,6 +70,9 @@ def _fields(node: ast.expr) -> list[ast.expr]:
 
 
 def _is_prose(text: str) -> bool:
+    """Two words in a row, and not a command, code, or a tiny corpus ("ba ab", "aaa AB": words of two letters)."""
+    if "{}" not in text and all(len(set(word.lower())) <= 2 for word in text.split()):
+        return False
     return bool(_PROSE.search(text)) and not text.lstrip().startswith(_COMMANDS) and not any(c in text for c in _CODE)
 
 

@@ -28,6 +28,11 @@ def _code(text: str) -> list[str]:
     return sorted(re.sub(r"<[^>]*>|\b[A-Z]{2,}\b", "…", _FIELD.sub("{}", c)) for c in _CODE.findall(text))
 
 
+def _numbers(text: str) -> list[str]:
+    """The numbers a message writes itself (1,299 and 1299 alike): a translation keeps every one."""
+    return sorted(re.findall(r"\d+", re.sub(r"(?<=\d),(?=\d{3})", "", _FIELD.sub("", text))))
+
+
 def translated(tr, text: str) -> bool:
     """True when `text` reads in Spanish: it has an entry, or holds no word to translate."""
     return tr(text) != text or not _LETTERS.search(text)
@@ -87,7 +92,7 @@ def test_each_entry_keeps_the_values_and_the_code_of_its_message(name):
         numbered = sorted(int(f) for f in fields if f)
         assert not numbered or numbered == list(range(en.count("{}"))), (en, es)
         assert _code(en) == _code(es), (en, es)
-        assert re.findall(r"\d+", _FIELD.sub("", en)) == re.findall(r"\d+", _FIELD.sub("", es)), (en, es)
+        assert _numbers(en) == _numbers(es), (en, es)
 
 
 def test_a_fresh_starters_checklist_reads_in_spanish_line_by_line(tmp_path):
