@@ -127,3 +127,64 @@ def test_lab_start_and_check_speak_spanish_when_asked(tmp_path, capsys, monkeypa
     for line in lines:  # an English line would have a translation: each one printed is already in Spanish
         content = re.sub(r"^(✓|✗|pista:) ", "", line)
         assert tr(content) == content, f"an English line: {line!r}"
+
+
+# ------------------------------------------------------------------------------------------------ the glossary
+
+GLOSSARY = REPO / "lab" / "GLOSSARY.md"
+
+
+def glossary_rows(path: Path) -> list[tuple[str, str, str]]:
+    """(English, Spanish, rejected variants) per row of the glossary's table, header aside."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+    return [tuple(cell.strip() for cell in line.strip("| ").split(" | ")) for line in lines[2:]]
+
+
+def rejected() -> dict[str, str]:
+    """{rejected variant: the Spanish term used instead}."""
+    return {variant.strip(): spanish for _, spanish, variants in glossary_rows(GLOSSARY)
+            for variant in variants.split(",") if variant.strip() != "—"}
+
+
+def spanish_prose(text: str) -> str:
+    """A Spanish text without what is never translated: code blocks, code spans, link targets, comments."""
+    for pattern in (r"```.*?```", r"`[^`]*`", r"\]\([^)]*\)", r"<!--.*?-->"):
+        text = re.sub(pattern, " ", text, flags=re.DOTALL)
+    return text
+
+
+def spanish_texts() -> dict[str, str]:
+    """{where: Spanish prose} of every Spanish page of the course and every Spanish checker message."""
+    pages = {str(p.relative_to(REPO)): spanish_prose(p.read_text(encoding="utf-8"))
+             for folder in ("lab", "theory", "solutions") for p in sorted((REPO / folder).glob("*.es.md"))
+             if p.name != "GLOSSARY.es.md"}
+    for name in lab_messages.sources():
+        for en, es in catalogue(name).items():
+            pages[f"minitrain/course/es/{name}.yaml: {en[:40]}"] = spanish_prose(es)
+    return pages
+
+
+def test_the_two_glossaries_have_the_same_rows_and_every_term_once():
+    rows = glossary_rows(GLOSSARY)
+    assert rows == glossary_rows(GLOSSARY.with_name("GLOSSARY.es.md"))
+    assert len(rows) >= 30 and all(len(row) == 3 and all(row) for row in rows), rows
+    assert len({en for en, _, _ in rows}) == len(rows)
+    assert not set(rejected()) & {spanish for _, spanish, _ in rows}, "a term rejected in one row is used in another"
+    for page in ("README.md", "README.es.md"):
+        assert "GLOSSARY." in (REPO / "lab" / page).read_text(encoding="utf-8"), f"lab/{page} does not link it"
+
+
+def test_no_spanish_text_uses_a_rejected_variant():
+    found = []
+    for where, text in spanish_texts().items():
+        for variant, instead in rejected().items():
+            for match in re.finditer(rf"(?<![\w/.-]){re.escape(variant)}(?![\w/.-])", text, re.IGNORECASE):
+                line = text[: match.start()].count("\n") + 1
+                found.append(f"{where}:{line}: {match[0]!r} (the glossary says {instead!r})")
+    assert not found, "\n".join(found)
+
+
+def test_the_variant_check_can_fail():
+    text = spanish_prose("La `early stopping` de código vale; el early stopping en prosa, no. ```\nbaseline\n```")
+    hits = [v for v in rejected() if re.search(rf"(?<![\w/.-]){re.escape(v)}(?![\w/.-])", text, re.IGNORECASE)]
+    assert hits == ["early stopping"]
