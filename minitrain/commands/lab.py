@@ -20,8 +20,6 @@ from minitrain.course.i18n import LANGUAGES, VARIABLE, language, translator
 from minitrain.course.labs import LABS, checklist_title, grade, start
 from minitrain.course.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits
 
-_LANG_HELP = f"the language to print in (default: ${VARIABLE}, else the locale; English unless it is es_*)"
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     lab = subparsers.add_parser("lab", help="start a lab's workspace, or check it")
@@ -29,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     begin = actions.add_parser("start", help="write the lab's files, with TODO stubs, into a new workspace")
     begin.add_argument("lab", choices=list(LABS), metavar="NN", help=f"the lab ({', '.join(LABS)})")
     begin.add_argument("dir", help="the workspace folder, e.g. labs/01")
-    begin.add_argument("--lang", choices=LANGUAGES, help=_LANG_HELP)
+    begin.add_argument("--lang", choices=LANGUAGES, help=f"the README's language (default: ${VARIABLE}, else the "
+                       "locale; English unless it is es_*)")
     begin.set_defaults(handler=start_command)
     check = actions.add_parser("check", help="grade a workspace (or, without DIR, the library's own files)")
     check.add_argument("lab", choices=list(LABS), metavar="NN", help=f"the lab ({', '.join(LABS)})")
@@ -39,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"seconds each item may take before it fails (default {DEFAULT_TIMEOUT:g})")
     check.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
                        help=f"memory each item may use before it fails (default {DEFAULT_MEMORY_MB})")
-    check.add_argument("--lang", choices=LANGUAGES, help=_LANG_HELP)
+    check.add_argument("--lang", choices=LANGUAGES, help=f"the checklist's language (default: ${VARIABLE}, else "
+                       "the locale; English unless it is es_*)")
     check.set_defaults(handler=check_command)
 
 

@@ -103,7 +103,8 @@ class Interrupted(Exception):
     holds the outcomes of the items before it."""
 
     def __init__(self, item: str, where: str) -> None:
-        super().__init__(f"interrupted while checking {item!r}" + (f": {where} was running" if where else ""))
+        super().__init__(f"interrupted while checking {item!r}: {where} was running" if where else
+                         f"interrupted while checking {item!r}")
         self.item, self.where = item, where
         self.done: list[Outcome] = []
 

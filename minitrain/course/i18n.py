@@ -61,20 +61,33 @@ class Translator:
     def __init__(self, entries: dict[str, str]) -> None:
         self.entries = entries
         by_length = sorted(entries, key=lambda en: -len(en.replace("{}", "")))
-        self.patterns = [(re.compile("(.*?)".join(map(re.escape, en.split("{}"))), re.DOTALL), entries[en])
+        self.patterns = [(re.compile("(.*?)".join(map(re.escape, en.split("{}"))), re.DOTALL), entries[en],
+                          [i for i, literal in enumerate(en.split("{}")[1:-1], 1) if not literal])
                          for en in by_length if "{}" in en]
+        # How a message that fills a `{}{}` can start: its own first words (": it ", " (the last step)").
+        self.starts = tuple({en.split("{}")[0] for en in entries} - {""})
 
     def __call__(self, text: str, depth: int = _DEPTH) -> str:
         if not self.entries or not text:
             return text
         if text in self.entries:
             return self.entries[text]
-        for pattern, translation in self.patterns:
+        for pattern, translation, adjacent in self.patterns:
             match = pattern.fullmatch(text)
             if match is not None:
-                values = [self._value(v, depth - 1) for v in match.groups()]
-                return _fill(translation, values)
+                values = list(match.groups())
+                for i in adjacent:  # `{}{}`: the second value is an optional message added at the end, or ""
+                    values[i - 1], values[i] = self._split(values[i - 1] + values[i])
+                return _fill(translation, [self._value(v, depth - 1) for v in values])
         return text
+
+    def _split(self, joined: str) -> tuple[str, str]:
+        """Two values written side by side: the longest tail that is a message of its own goes second."""
+        for k in range(len(joined)):
+            tail = joined[k:]
+            if tail.startswith(self.starts) and self(tail, 1) != tail:
+                return joined[:k], tail
+        return joined, ""
 
     def _value(self, value: str, depth: int) -> str:
         """A value found in a message: translated when it is a message, or a `; ` list of them."""
@@ -84,10 +97,25 @@ class Translator:
         if translated != value:  # " in moving_average (...)": an entry of its own, spaces included
             return translated
         before, core, after = _EDGES.fullmatch(value).groups()
+        if len(core) > 1 and core[0] == core[-1] and core[0] in "'\"":  # a quoted message: 'item name'
+            before, core, after = before + core[0], core[1:-1], core[-1] + after
         translated = self(core, depth)
         if translated == core and "; " in core:
-            translated = "; ".join(self(part, depth) for part in core.split("; "))
+            translated = "; ".join(self._list(core.split("; "), depth))
         return before + translated + after
+
+    def _list(self, parts: list[str], depth: int) -> list[str]:
+        """The items of a `; ` list translated, an item that holds `; ` itself included (the longest first)."""
+        out, i = [], 0
+        while i < len(parts):
+            for j in range(len(parts), i, -1):
+                item = "; ".join(parts[i:j])
+                translated = self(item, depth)
+                if translated != item or j == i + 1:
+                    out.append(translated)
+                    i = j
+                    break
+        return out
 
 
 def _fill(translation: str, values: list[str]) -> str:
