@@ -24,7 +24,7 @@ COURSE = ROOT / "minitrain" / "course"
 # The files whose messages the `common` catalogue translates: the checker's machinery and the `lab` command.
 COMMON = ("checks.py", "sandbox.py", "worker.py", "runs.py", "labs.py", "blame.py", "starter.py")
 COMMAND = ROOT / "minitrain" / "commands" / "lab.py"
-_PROSE = re.compile(r"[A-Za-z']{2,}[,;:]? [A-Za-z('{]")
+_PROSE = re.compile(r"[A-Za-z']+[,;:]? [A-Za-z('{]")
 _COMMANDS = (".venv/", "MINITRAIN_LAB_DIR=", "experiments/")  # a string starting so is a command line
 _CODE = ("raise NotImplementedError(", "__name__", "TYPE_CHECKING")  # a string holding one of these is code
 # Calls whose strings no student reads in the checker's output: programming errors, patterns, the CLI's --help.

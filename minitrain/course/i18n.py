@@ -2,7 +2,7 @@
 
     tr = translator(language(), "lab03")   # "es" from MINITRAIN_LANG=es, LC_ALL, LC_MESSAGES or LANG = es_*
     tr("val PPL ended within 25 % of its best: this run does not overfit")
-    # -> "la PPL de validación terminó a menos del 25 % de su mínimo: esta ejecución no sobreajusta"
+    # -> "la PPL de val terminó a menos de un 25 % de su mejor valor: esta ejecución no sobreajusta"
 
 The English text stays in the code, where it is written, and is the key: the checks raise, and `grade`
 returns, English; only what is printed is translated, in the process that prints it. A catalogue is
@@ -10,13 +10,14 @@ minitrain/course/<language>/<name>.yaml (`common` for the checker's machinery an
 for each lab), a list of entries
 
     - en: "val PPL ended within {} % of its best: this run does not overfit"
-      es: "la PPL de validación terminó a menos del {} % de su mínimo: esta ejecución no sobreajusta"
+      es: "la PPL de val terminó a menos de un {} % de su mejor valor: esta ejecución no sobreajusta"
 
 where `{}` stands for a value the code puts in (a number, a path, another message). A printed text is matched
-against the English templates (the longest literal text wins), and each value found in it is translated in
-turn when it is a message too, so "not run: fix first: <item>; <item>" names the items in Spanish. In the
-translation `{}` takes the values in order; `{0}`, `{1}`... take them in another order, when Spanish needs it.
-A text no template matches is printed as it is (scripts/lab_messages.py lists what a catalogue lacks).
+against the English templates, and each value found in it is translated in turn when it is a message too, so
+"not run: fix first: <item>; <item>" names the items in Spanish. Of the templates that match, the first
+(longest literal text first) that leaves no value in English wins. In the translation `{}` takes the values
+in order; `{0}`, `{1}`... take them in another order, when Spanish needs it. A text no template matches is
+printed as it is (scripts/lab_messages.py lists what a catalogue lacks).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ LANGUAGES = ("en", "es")
 VARIABLE = "MINITRAIN_LANG"
 _FIELD = re.compile(r"\{(\d*)\}")
 _EDGES = re.compile(r"(\s*)(.*?)(\s*)", re.DOTALL)
+_WORDS = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")  # a value that holds words may be a message left in English
 _DEPTH = 4  # how deeply values are translated inside values: messages nest two or three levels at most
 
 
@@ -67,51 +69,64 @@ class Translator:
         # How a message that fills a `{}{}` can start: its own first words (": it ", " (the last step)").
         self.starts = tuple({en.split("{}")[0] for en in entries} - {""})
 
-    def __call__(self, text: str, depth: int = _DEPTH) -> str:
-        if not self.entries or not text:
-            return text
+    def __call__(self, text: str) -> str:
+        return self._translate(text, _DEPTH)[0] if self.entries and text else text
+
+    def _translate(self, text: str, depth: int) -> tuple[str, int]:
+        """(`text` translated, how many of the values in it are left in English); unchanged when no template
+        matches. Of the templates that match, the first (longest literal text first) that leaves the fewest
+        values in English wins: "<path> does not import: <message>" must not be read as "<...> — look for ..."."""
         if text in self.entries:
-            return self.entries[text]
+            return self.entries[text], 0
+        best, left = text, None
         for pattern, translation, adjacent in self.patterns:
             match = pattern.fullmatch(text)
-            if match is not None:
-                values = list(match.groups())
-                for i in adjacent:  # `{}{}`: the second value is an optional message added at the end, or ""
-                    values[i - 1], values[i] = self._split(values[i - 1] + values[i])
-                return _fill(translation, [self._value(v, depth - 1) for v in values])
-        return text
+            if match is None:
+                continue
+            values = list(match.groups())
+            for i in adjacent:  # `{}{}`: the second value is an optional message added at the end, or ""
+                values[i - 1], values[i] = self._split(values[i - 1] + values[i])
+            translated = [self._value(v, depth - 1) for v in values]
+            english = sum(n for _, n in translated)
+            if left is None or english < left:
+                best, left = _fill(translation, [t for t, _ in translated]), english
+            if not english:
+                break
+        return best, (1 if left is None and _WORDS.search(text) else left or 0)
 
     def _split(self, joined: str) -> tuple[str, str]:
         """Two values written side by side: the longest tail that is a message of its own goes second."""
         for k in range(len(joined)):
             tail = joined[k:]
-            if tail.startswith(self.starts) and self(tail, 1) != tail:
+            if tail.startswith(self.starts) and self._translate(tail, 1)[0] != tail:
                 return joined[:k], tail
         return joined, ""
 
-    def _value(self, value: str, depth: int) -> str:
-        """A value found in a message: translated when it is a message, or a `; ` list of them."""
+    def _value(self, value: str, depth: int) -> tuple[str, int]:
+        """A value found in a message, translated when it is a message or a `; ` list of them; (text, how many
+        pieces of it are left in English)."""
         if depth <= 0:
-            return value
-        translated = self(value, depth)
+            return value, 0
+        translated, english = self._translate(value, depth)
         if translated != value:  # " in moving_average (...)": an entry of its own, spaces included
-            return translated
+            return translated, english
         before, core, after = _EDGES.fullmatch(value).groups()
         if len(core) > 1 and core[0] == core[-1] and core[0] in "'\"":  # a quoted message: 'item name'
             before, core, after = before + core[0], core[1:-1], core[-1] + after
-        translated = self(core, depth)
+        translated, english = self._translate(core, depth)
         if translated == core and "; " in core:
-            translated = "; ".join(self._list(core.split("; "), depth))
-        return before + translated + after
+            items = self._list(core.split("; "), depth)
+            translated, english = "; ".join(t for t, _ in items), sum(n for _, n in items)
+        return before + translated + after, english
 
-    def _list(self, parts: list[str], depth: int) -> list[str]:
+    def _list(self, parts: list[str], depth: int) -> list[tuple[str, int]]:
         """The items of a `; ` list translated, an item that holds `; ` itself included (the longest first)."""
         out, i = [], 0
         while i < len(parts):
             for j in range(len(parts), i, -1):
                 item = "; ".join(parts[i:j])
-                translated = self(item, depth)
-                if translated != item or j == i + 1:
+                translated = self._translate(item, depth)
+                if translated[0] != item or j == i + 1:
                     out.append(translated)
                     i = j
                     break
