@@ -71,14 +71,14 @@ def test_the_language_is_the_flag_then_the_variable_then_the_locale(flag, variab
 
 
 def test_a_translation_carries_the_values_across_and_translates_those_that_are_messages():
-    tr = Translator({"not run: fix first: {}": "no se ha comprobado: corrige antes: {}",
+    tr = Translator({"not run: fix first: {}": "sin comprobar: corrige primero: {}",
                      "{} ({}, line {})": "{} ({}, línea {})",
                      "the step {} of {}": "el paso {1} de {0}",  # another order
                      "item one": "punto uno", "item two": "punto dos", "item; three": "punto; tres",
                      "took longer than {} s": "tardó más de {} s",
                      "{} — look for a loop in {}": "{}: busca un bucle en {}"})
     assert tr("not run: fix first: item one; item; three; item two") == \
-        "no se ha comprobado: corrige antes: punto uno; punto; tres; punto dos"
+        "sin comprobar: corrige primero: punto uno; punto; tres; punto dos"
     assert tr("the step 3 of 40") == "el paso 40 de 3"
     assert tr("took longer than 2.5 s — look for a loop in f (a.py, line 7)") == \
         "tardó más de 2.5 s: busca un bucle en f (a.py, línea 7)"
@@ -130,7 +130,7 @@ def test_a_fresh_starters_checklist_reads_in_spanish_line_by_line(tmp_path):
 def test_lab_start_and_check_speak_spanish_when_asked(tmp_path, capsys, monkeypatch):
     assert cli.main(["lab", "start", "03", str(tmp_path / "ws"), "--lang", "es"]) == 0
     said = capsys.readouterr().out
-    assert said.startswith("lab 03: escritos ") and "siguiente paso: lee " in said
+    assert said.startswith("lab 03: se han escrito ") and "siguiente paso: lee " in said
     readme = (tmp_path / "ws" / "README.md").read_text(encoding="utf-8")
     assert readme.startswith("# Lab 03 · El sobreajuste y el panel de entrenamiento: tu espacio de trabajo")
     assert "El texto del lab es `lab/03-overfitting-and-dashboard.es.md`" in readme
