@@ -106,6 +106,22 @@ def test_every_message_a_checker_can_print_has_a_spanish_entry_and_no_entry_is_s
     assert {f"lab{n}" for n in LABS} <= set(missing), "a lab's checker was not read"
 
 
+def test_the_collector_reads_every_kind_of_message_and_no_code(tmp_path):
+    source = tmp_path / "labxx.py"
+    source.write_text('''"""A docstring is no message."""
+@CHECKS.check("an item name", hint="a hint, " + "joined")
+def _item(lab):
+    """Nor is this one."""
+    why = f" (it used {step})" if step else ""
+    lab.python("-m", "minitrain.cli", "train", ".venv/bin/python x --out-dir y")
+    raise Failed(f"got {got:.3g}; expected {want}{why}", hint=tr("words"))
+    raise Failed("{} of {} passed".format(1, 2) + "; ab ab")
+    raise ValueError("a programming error")
+''', encoding="utf-8")
+    assert sorted(lab_messages.templates(source)) == sorted([
+        "an item name", "a hint, joined", " (it used {})", "words", "got {}; expected {}{}", "{} of {} passed; ab ab"])
+
+
 @pytest.mark.parametrize("name", sorted(lab_messages.sources()))
 def test_each_entry_keeps_the_values_and_the_code_of_its_message(name):
     for en, es in catalogue(name).items():
@@ -145,6 +161,9 @@ def test_lab_start_and_check_speak_spanish_when_asked(tmp_path, capsys, monkeypa
     assert any(line.startswith("✗ moving_average es") for line in lines), lines
     assert any(line.startswith("pista: ") for line in lines)
     assert any(line.startswith("aún sin escribir: lanza NotImplementedError (TODO lab 03") for line in lines)
+    assert cli.main(["lab", "check", "03", str(tmp_path / "nowhere")]) == 2  # a refusal's one error: line too
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nowhere'}: no existe esa carpeta; `minitrain lab start " \
+        f"03 {tmp_path / 'nowhere'}` la crea\n"
     tr = translator("es", "lab03")
     for line in lines:  # an English line would have a translation: each one printed is already in Spanish
         content = re.sub(r"^(✓|✗|pista:) ", "", line)
