@@ -36,6 +36,13 @@ def offline_hub(monkeypatch) -> None:
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
 
 
+@pytest.fixture(autouse=True)
+def english(monkeypatch) -> None:
+    """Every test sees the course's messages in English, whatever the machine's locale (minitrain/course/i18n.py);
+    a test of the Spanish ones sets the language itself."""
+    monkeypatch.setenv("MINITRAIN_LANG", "en")
+
+
 @pytest.fixture
 def hub(monkeypatch, tmp_path) -> Iterator[FakeHub]:
     """The stand-in Hub, with the client pointed at it, HF_HOME in tmp_path/hf and HF_TOKEN = TOKEN (alice's)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_course_i18n import english_left
 from test_course_labs import workspace_with_reference
 
 from minitrain import seam
@@ -116,6 +117,7 @@ def test_a_loop_at_import_time_waits_out_the_limit_once(tmp_path):
     for outcome in others:
         assert re.fullmatch(f"{re.escape(str(ws / CURVES))} does not import: it did not finish importing within 5 s "
                             f"— look for a loop that never ends in {place}", outcome.reason), outcome.reason
+        assert not english_left("03", outcome.reason), outcome.reason  # and in Spanish, all of it
 
 
 def lab_check(*args: str, **popen) -> subprocess.Popen:
@@ -240,6 +242,7 @@ def test_any_lab_function_misbehaving_fails_only_the_item_that_ran_it(misbehavio
         assert [o.name for o in outcomes] == [c.name for c in checklist(lab).checks if quick(c.name)]
         first, *others = [o for o in outcomes if not o.passed]
         assert re.fullmatch(pattern(reason, name, path, lines), first.reason), first.reason
+        assert not english_left(lab, first.reason), first.reason  # and in Spanish, all of it
         for outcome in others:  # only the items that need the failed one (lab 02's chain) are not run
             assert outcome.reason.startswith("not run: fix first: "), (outcome.name, outcome.reason)
 

@@ -5,6 +5,7 @@ checklist is run until its first failure."""
 from __future__ import annotations
 
 import pytest
+from test_course_i18n import english_left
 from test_course_labs import BUGS, LOOP, workspace_with_reference
 
 from minitrain.course.labs import grade
@@ -96,3 +97,5 @@ def test_the_first_failed_items_hint_names_the_bug(lab, bug, check, words, tmp_p
     outcome = first_failure(lab, workspace_with_reference(lab, tmp_path / "ws", bug))
     assert outcome is not None, f"no item caught {bug}"
     assert HINT_NAMES[words] in outcome.hint, (outcome.name, outcome.reason, outcome.hint)
+    for text in (outcome.name, outcome.reason, outcome.hint):  # and the Spanish checker says it all too
+        assert not english_left(lab, text), (text, english_left(lab, text))

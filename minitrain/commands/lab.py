@@ -1,5 +1,6 @@
 """`minitrain lab start NN DIR` and `minitrain lab check NN [DIR] [--run RUN_DIR] [--timeout S] [--memory-mb MB]`:
-a lab's workspace and its checker (minitrain/course/).
+a lab's workspace and its checker (minitrain/course/). Both speak Spanish with `--lang es`, MINITRAIN_LANG=es or
+a Spanish locale (minitrain/course/i18n.py): the checklist, the workspace README, the starters' header.
 
 The checks run in a child process (minitrain/course/sandbox.py), each item under the time and memory limits:
 an item past them is a ✗ and the others still run. Exit codes: 0 all passed, 1 an item failed, 2 bad input,
@@ -8,11 +9,14 @@ an item past them is a ✗ and the others still run. Exit codes: 0 all passed, 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 
 from minitrain import seam
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.course.checks import Interrupted, Outcome, format_count, format_outcome
+from minitrain.course.i18n import LANGUAGES, VARIABLE, language, translator
 from minitrain.course.labs import LABS, checklist_title, grade, start
 from minitrain.course.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits
 
@@ -23,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     begin = actions.add_parser("start", help="write the lab's files, with TODO stubs, into a new workspace")
     begin.add_argument("lab", choices=list(LABS), metavar="NN", help=f"the lab ({', '.join(LABS)})")
     begin.add_argument("dir", help="the workspace folder, e.g. labs/01")
+    begin.add_argument("--lang", choices=LANGUAGES, help=f"the README's language (default: ${VARIABLE}, else the "
+                       "locale; English unless it is es_*)")
     begin.set_defaults(handler=start_command)
     check = actions.add_parser("check", help="grade a workspace (or, without DIR, the library's own files)")
     check.add_argument("lab", choices=list(LABS), metavar="NN", help=f"the lab ({', '.join(LABS)})")
@@ -32,17 +38,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"seconds each item may take before it fails (default {DEFAULT_TIMEOUT:g})")
     check.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, metavar="MB",
                        help=f"memory each item may use before it fails (default {DEFAULT_MEMORY_MB})")
+    check.add_argument("--lang", choices=LANGUAGES, help=f"the checklist's language (default: ${VARIABLE}, else "
+                       "the locale; English unless it is es_*)")
     check.set_defaults(handler=check_command)
 
 
 def start_command(args: argparse.Namespace) -> int:
-    written = start(args.lab, args.dir)
-    print(f"lab {args.lab}: wrote {', '.join(str(p) for p in written)}")
-    print(f"next: read {args.dir}/README.md, write the TODOs, then `minitrain lab check {args.lab} {args.dir}`")
+    lang = language(args.lang)
+    tr = translator(lang, f"lab{args.lab}")
+    with _translated(tr):
+        written = start(args.lab, args.dir, lang)
+    print(tr(f"lab {args.lab}: wrote {', '.join(str(p) for p in written)}"))
+    print(tr(f"next: read {args.dir}/README.md, write the TODOs, then `minitrain lab check {args.lab} {args.dir}`"))
     return 0
 
 
+@contextlib.contextmanager
+def _translated(tr: Callable[[str], str]) -> Iterator[None]:
+    """A UserError raised inside, with its message through `tr`."""
+    try:
+        yield
+    except UserError as error:
+        raise UserError(tr(str(error)), error.exit_code) from None
+
+
 def check_command(args: argparse.Namespace) -> int:
+    tr = translator(language(args.lang), f"lab{args.lab}")
+    with _translated(tr):
+        return _check(args, tr)
+
+
+def _check(args: argparse.Namespace, tr: Callable[[str], str]) -> int:
     if seam.lab_dir() is not None:
         # The checker compares with the library's own pieces, and sets the variable itself for its runs.
         raise UserError(f"unset {seam.LAB_DIR_VARIABLE} before `minitrain lab check`; give the workspace as DIR", 2)
@@ -53,9 +79,9 @@ def check_command(args: argparse.Namespace) -> int:
 
     def show(outcome: Outcome) -> None:  # each item as soon as it is known: a long check is no silent wait
         if not shown:  # the title once the workspace is found good (grade checks it)
-            print(checklist_title(args.lab, args.dir) + "\n")
+            print(tr(checklist_title(args.lab, args.dir)) + "\n")
         shown.append(outcome)
-        print(format_outcome(outcome), flush=True)
+        print(format_outcome(outcome, tr), flush=True)
 
     try:
         _, outcomes = grade(args.lab, args.dir, args.run, Limits(args.timeout, args.memory_mb), report=show)
@@ -64,8 +90,8 @@ def check_command(args: argparse.Namespace) -> int:
         hint = "a check that runs long may be a loop that never ends: look there, or give it time with --timeout"
         interrupted = Outcome(stop.item, False, running, hint)
         show(interrupted)
-        print("\n" + format_count([*stop.done, interrupted]), flush=True)
-        print(f"error: {stop}", file=sys.stderr)
+        print("\n" + format_count([*stop.done, interrupted], tr), flush=True)
+        print(f"error: {tr(str(stop))}", file=sys.stderr)
         return 130
-    print("\n" + format_count(outcomes))
+    print("\n" + format_count(outcomes, tr))
     return 0 if all(o.passed for o in outcomes) else 1

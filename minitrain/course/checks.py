@@ -103,7 +103,8 @@ class Interrupted(Exception):
     holds the outcomes of the items before it."""
 
     def __init__(self, item: str, where: str) -> None:
-        super().__init__(f"interrupted while checking {item!r}" + (f": {where} was running" if where else ""))
+        super().__init__(f"interrupted while checking {item!r}: {where} was running" if where else
+                         f"interrupted while checking {item!r}")
         self.item, self.where = item, where
         self.done: list[Outcome] = []
 
@@ -121,24 +122,25 @@ def run_one(item: Check, subject: Any) -> Outcome:
         raise
     except Exception as error:  # a student's code may fail in any way: say how, never crash
         frame = traceback.extract_tb(error.__traceback__)[-1]
-        place = f" at {frame.filename}:{frame.lineno}"
-        return Outcome(item.name, False, f"{type(error).__name__}: {error}{place}", item.hint)
+        return Outcome(item.name, False, f"{type(error).__name__}: {error} at {frame.filename}:{frame.lineno}",
+                       item.hint)
     return Outcome(item.name, True)
 
 
-def format_checklist(title: str, outcomes: Sequence[Outcome]) -> str:
-    """The printed checklist: ✓/✗ per item, the reason and a hint under each ✗, and a count."""
-    return "\n".join([title, "", *(format_outcome(o) for o in outcomes), "", format_count(outcomes)])
+def format_checklist(title: str, outcomes: Sequence[Outcome], tr: Callable[[str], str] = str) -> str:
+    """The printed checklist: ✓/✗ per item, the reason and a hint under each ✗, and a count; every text
+    through `tr` (minitrain/course/i18n.py; `str`: as written, in English)."""
+    return "\n".join([tr(title), "", *(format_outcome(o, tr) for o in outcomes), "", format_count(outcomes, tr)])
 
 
-def format_outcome(outcome: Outcome) -> str:
+def format_outcome(outcome: Outcome, tr: Callable[[str], str] = str) -> str:
     """One item of the checklist: its ✓ line, or its ✗ line with the reason and the hint under it."""
-    lines = [f"  {'✓' if outcome.passed else '✗'} {outcome.name}"]
+    lines = [f"  {'✓' if outcome.passed else '✗'} {tr(outcome.name)}"]
     if not outcome.passed:
-        lines += [f"      {outcome.reason}", f"      hint: {outcome.hint}"]
+        lines += [f"      {tr(outcome.reason)}", f"      {tr('hint')}: {tr(outcome.hint)}"]
     return "\n".join(lines)
 
 
-def format_count(outcomes: Sequence[Outcome]) -> str:
-    passed = sum(o.passed for o in outcomes)
-    return f"{passed} of {len(outcomes)} passed" + (": done." if passed == len(outcomes) else ".")
+def format_count(outcomes: Sequence[Outcome], tr: Callable[[str], str] = str) -> str:
+    passed, total = sum(o.passed for o in outcomes), len(outcomes)
+    return tr(f"{passed} of {total} passed: done.") if passed == total else tr(f"{passed} of {total} passed.")

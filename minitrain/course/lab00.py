@@ -209,14 +209,14 @@ def _train_refuses(lab):
 def _eval_pass(lab):
     split = encode_split(list(fixtures.records("val")), fixtures.tokenizer(), 32)
     batcher = lab.module(BATCHER).EvalBatcher(split, 20)  # 144 records: 7 batches of 20 and one of 4
-    for attempt in ("first", "second"):
+    for attempt in ("the first pass", "the second pass"):
         batches = list(batcher)
         sizes = [len(np.asarray(b.input)) for b in batches]
         if sizes != [20] * 7 + [4]:
             hint = " (the last, partial batch was dropped)" if sizes == [20] * 7 else ""
-            raise Failed(f"the {attempt} pass over 144 records in batches of 20 gave batch sizes {sizes}{hint}")
+            raise Failed(f"{attempt} over 144 records in batches of 20 gave batch sizes {sizes}{hint}")
         if not np.array_equal(np.concatenate([np.asarray(b.input) for b in batches]), np.asarray(split.input)):
-            raise Failed(f"the {attempt} pass is not the split's rows in file order")
+            raise Failed(f"{attempt} is not the split's rows in file order")
     if len(batcher) != 8:
         raise Failed(f"len() of the val batcher is {len(batcher)}; 144 records in batches of 20 make 8 batches")
 

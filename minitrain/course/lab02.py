@@ -278,9 +278,9 @@ def _resume_run(lab):
                      f"{halted.stderr.strip()[-300:]}")
     resumed = lab.python(*train, "--out-dir", str(lab.scratch() / "resumed"), "--resume",
                          str(lab.scratch() / "resumed"))
-    for name, done in (("uninterrupted", straight), ("resumed", resumed)):
+    for name, done in (("the uninterrupted run", straight), ("the resumed run", resumed)):
         if done.returncode != 0:
-            raise Failed(f"the {name} run failed (exit {done.returncode}): {done.stderr.strip()[-300:]}")
+            raise Failed(f"{name} failed (exit {done.returncode}): {done.stderr.strip()[-300:]}")
     logs = [(lab.scratch() / d / "train_log.jsonl").read_bytes() for d in ("straight", "resumed")]
     if logs[0] != logs[1]:
         raise Failed("the resumed run's train_log.jsonl differs from the uninterrupted run's")

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -32,6 +33,7 @@ from minitrain.common.io import atomic_write_text
 from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import REPO_ROOT
 from minitrain.course.checks import Checklist, Failed, Outcome
+from minitrain.course.i18n import translator
 from minitrain.course.sandbox import Limits, Sandbox
 from minitrain.course.starter import stub_module
 
@@ -95,17 +97,20 @@ def get_lab(number: str) -> Lab:
 # ------------------------------------------------------------------------------------------------ workspace
 
 
-def start(number: str, workspace: str | os.PathLike) -> list[Path]:
+def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[Path]:
     """Write lab `number`'s files into `workspace` as TODO stubs, plus README.md; return the paths written.
+    The README and the stubs' header comment are in `lang` (minitrain/course/i18n.py).
 
     Refuses (a UserError, nothing written) when the workspace already holds any of them: a student's work is
     never overwritten.
     """
     lab = get_lab(number)
     root = Path(workspace)
-    targets = {root / path: stub_module((REPO_ROOT / path).read_text(encoding="utf-8"), names, lab.number, lab.text)
+    tr = translator(lang, f"lab{lab.number}")
+    text = lab.text if lang == "en" else f"{lab.text[:-3]}.{lang}.md"
+    targets = {root / path: stub_module((REPO_ROOT / path).read_text(encoding="utf-8"), names, lab.number, text, tr)
                for path, names in lab.pieces.items()}
-    targets[root / "README.md"] = _readme(lab, str(workspace).rstrip("/"))
+    targets[root / "README.md"] = _readme(lab, str(workspace).rstrip("/"), tr)
     existing = sorted(str(p) for p in targets if p.exists())
     if existing:
         raise UserError(f"{', '.join(existing)} already exist; start the lab in an empty folder", 2)
@@ -115,23 +120,24 @@ def start(number: str, workspace: str | os.PathLike) -> list[Path]:
     return list(targets)
 
 
-def _readme(lab: Lab, folder: str) -> str:
+def _readme(lab: Lab, folder: str, tr: Callable[[str], str] = str) -> str:
+    """The workspace's README.md, its prose through `tr` (minitrain/course/i18n.py)."""
     files = "\n".join(f"- `{path}`: {', '.join(f'`{n}`' for n in names)}" for path, names in lab.pieces.items())
     lines = [
-        f"# Lab {lab.number} · {lab.title}: your workspace", "",
-        f"The lab's text is `{lab.text}` (Spanish: `{lab.text[:-3]}.es.md`). Write the functions marked TODO in:",
+        tr(f"# Lab {lab.number} · {lab.title}: your workspace"), "",
+        tr(f"The lab's text is `{lab.text}` (Spanish: `{lab.text[:-3]}.es.md`). Write the functions marked TODO in:"),
         "", files, "",
-        "Each one's docstring states what it receives and what it must return. Run every command from the "
-        "repository root.", "", "Check your work at any time:", "",
+        tr("Each one's docstring states what it receives and what it must return. Run every command from the "
+           "repository root."), "", tr("Check your work at any time:"), "",
         f"    .venv/bin/minitrain lab check {lab.number} {folder}", "",
     ]
     if lab.prepare:
-        lines += ["Once, before training (the lab's text says what it makes):", "", "    " + lab.prepare, ""]
+        lines += [tr("Once, before training (the lab's text says what it makes):"), "", "    " + lab.prepare, ""]
     if lab.train:
-        lines += ["Train with your files (the checker then also reads this run folder):", "",
+        lines += [tr("Train with your files (the checker then also reads this run folder):"), "",
                   "    " + lab.train.format(dir=folder), ""]
-    lines += [f"With `MINITRAIN_LAB_DIR={folder}` set, every minitrain command uses your files in place of the "
-              "library's (minitrain/seam.py); without it, the library's own.", ""]
+    lines += [tr(f"With `MINITRAIN_LAB_DIR={folder}` set, every minitrain command uses your files in place of the "
+                 "library's (minitrain/seam.py); without it, the library's own."), ""]
     return "\n".join(lines)
 
 

@@ -13,23 +13,25 @@ checker grades.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Sequence
 
 _KEPT_DUNDERS = ("__init__", "__iter__", "__next__", "__len__")
 
 
-def stub_module(source: str, names: Sequence[str], lab: str, lab_text: str) -> str:
-    """The starter text of the module `source` for the lab's listed `names` (see the module docstring)."""
+def stub_module(source: str, names: Sequence[str], lab: str, lab_text: str,
+                tr: Callable[[str], str] = str) -> str:
+    """The starter text of the module `source` for the lab's listed `names` (see the module docstring); its
+    header comment through `tr` (minitrain/course/i18n.py; `str`: in English)."""
     lines = source.splitlines()
     tree = ast.parse(source)
     missing = set(names) - {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     if missing:
         raise ValueError(f"the reference defines no {sorted(missing)}")
-    out = [
-        f"# Lab {lab} starter: write every function marked TODO. Each docstring is the contract the checker",
-        f"# grades; the lab's text is {lab_text}. Check with `.venv/bin/minitrain lab check {lab} <this folder>`.",
-        "",
-    ]
+    header = tr(f"Lab {lab} starter: write every function marked TODO. Each docstring is the contract the checker "
+                f"grades; the lab's text is {lab_text}. Check with `.venv/bin/minitrain lab check {lab} <this "
+                "folder>`.")
+    out = [*(f"# {line}" for line in textwrap.wrap(header, 110, break_on_hyphens=False)), ""]
     imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     if _is_docstring(tree.body[0]):
         out += [*lines[: tree.body[0].end_lineno], ""]
@@ -41,9 +43,9 @@ def stub_module(source: str, names: Sequence[str], lab: str, lab_text: str) -> s
         elif isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
             out += ["", "", *lines[node.lineno - 1 : node.end_lineno]]
         elif isinstance(node, ast.FunctionDef) and node.name in names:
-            out += ["", "", *_stub_function(lines, node, lab)]
+            out += ["", "", *_stub_function(lines, node, lab, tr)]
         elif isinstance(node, ast.ClassDef) and node.name in names:
-            out += ["", "", *_stub_class(lines, node, lab)]
+            out += ["", "", *_stub_class(lines, node, lab, tr)]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -58,16 +60,17 @@ def _head(lines: list[str], node: ast.FunctionDef | ast.ClassDef) -> list[str]:
     return lines[start - 1 : end]
 
 
-def _stub_function(lines: list[str], node: ast.FunctionDef, lab: str, owner: str = "") -> list[str]:
+def _stub_function(lines: list[str], node: ast.FunctionDef, lab: str, tr: Callable[[str], str],
+                   owner: str = "") -> list[str]:
     indent = " " * (node.col_offset + 4)
     what = f"{owner}.{node.name}" if owner else node.name
-    return [*_head(lines, node), f'{indent}raise NotImplementedError("TODO lab {lab}: write {what}")']
+    return [*_head(lines, node), f'{indent}raise NotImplementedError("{tr(f"TODO lab {lab}: write {what}")}")']
 
 
-def _stub_class(lines: list[str], node: ast.ClassDef, lab: str) -> list[str]:
+def _stub_class(lines: list[str], node: ast.ClassDef, lab: str, tr: Callable[[str], str]) -> list[str]:
     out = _head(lines, node)
     methods = [m for m in node.body if isinstance(m, ast.FunctionDef)
                and (not m.name.startswith("_") or m.name in _KEPT_DUNDERS)]
     for method in methods:
-        out += ["", *_stub_function(lines, method, lab, owner=node.name)]
+        out += ["", *_stub_function(lines, method, lab, tr, owner=node.name)]
     return out
