@@ -219,7 +219,11 @@ def test_no_spanish_text_uses_a_rejected_variant():
     found = []
     for where, text in spanish_texts().items():
         for variant, instead in rejected().items():
-            for match in re.finditer(rf"(?<![\w/.-]){re.escape(variant)}(?![\w/.-])", text, re.IGNORECASE):
+            # a one-word variant in the plural too (archivos, comandos), but not the `tokenizers` library's name
+            plural = "" if " " in variant else "(?:e?s)?"
+            for match in re.finditer(rf"(?<![\w/.-]){re.escape(variant)}{plural}(?![\w/.-])", text, re.IGNORECASE):
+                if match[0].lower() == "tokenizers":
+                    continue
                 line = text[: match.start()].count("\n") + 1
                 found.append(f"{where}:{line}: {match[0]!r} (the glossary says {instead!r})")
     assert not found, "\n".join(found)
