@@ -46,6 +46,8 @@ LAB_PIECES: dict[str, dict[str, tuple[str, ...]]] = {
     "05": {"minitrain/nn/lora.py": ("LoRALinear",),
            "minitrain/quant/grid.py": ("scale_and_zero", "quantize_units", "dequantize_units")},
     "06": {"minitrain/data/bpe.py": ("pretokenize", "bytes_to_unicode", "BPETokenizer")},
+    "08": {"minitrain/data/answer_mask.py": ("answer_mask",),
+           "minitrain/evaluation/answers.py": ("answer_scores", "exact_match")},
 }
 
 

@@ -75,6 +75,10 @@ LABS = {
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/21-lora/lora.yaml"),
             prepare=".venv/bin/python experiments/21-lora/run.py --base-only"),
         Lab("06", "A byte-level BPE tokenizer", "lab/06-bpe-tokenizer.md", None, None),
+        Lab("08", "Teach a real model Spanish verbs", "lab/08-capstone-real-model.md",
+            "experiments/22-smollm2-verbs/short",
+            "MINITRAIN_LAB_DIR={dir} .venv/bin/python experiments/22-smollm2-verbs/run.py --config short.yaml "
+            "--out {dir}/run"),
     )
 }
 
