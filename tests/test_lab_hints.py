@@ -57,6 +57,15 @@ HINT_NAMES = {
     "; tokenizers gives": "LEARNED EARLIEST",
     "encode('<bos>hablo<eos>')": "find the special tokens first",
     "decode(encode(": "decoding each token on its own",
+    "it counted the question (the system and user turns) too": "every context piece",
+    "it missed the first token of each answer": "from its FIRST token",
+    "it missed the end token <|im_end|>": "the model must learn to stop",
+    "it counted the newline after <|im_end|>": "not the template's newline",
+    "it skipped answer 2": "three turns has three answers",
+    "you averaged the records' losses": "never the mean of per-record losses",
+    "without the +1 for each end": "the +1 is the end",
+    "you compared without stripping": ".strip()",
+    "are not the chat template's generation prompt": "add_generation_prompt=True",
 }
 CASES = [*BUGS, FORGOTTEN_BACKWARD]
 

@@ -78,10 +78,15 @@ def train(config: Path, base: Path, out: Path, sets: list[str]) -> dict:
     if done.returncode != 0:  # the run's own error line (a lab file's mistake is one line naming it)
         sys.exit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"error: training exited "
                  f"{done.returncode}")
+    return trained(config, out, sets[1:])
+
+
+def trained(config: Path, out: Path, sets: list[str]) -> dict:
+    """What results.json says of the training: the run's size, time and memory, and its last val loss."""
     results = json.loads((out / "results.json").read_text())
     manifest = json.loads((out / "manifest.json").read_text())
     keys = ("parameters", "trainable_parameters", "trainable_share")
-    return {"config": config.name, "set": sets[1:], **{k: manifest[k] for k in keys if k in manifest},
+    return {"config": config.name, "set": sets, **{k: manifest[k] for k in keys if k in manifest},
             **{k: v for k, v in results.items() if k in (
                 "steps", "wall_seconds", "ms_per_step", "peak_rss_mb", "tokens_seen", "loss_tokens_seen",
                 "tokens_per_second", "val_loss", "val_ppl", "train_loss")}}

@@ -19,7 +19,7 @@ import random
 
 import numpy as np
 
-from minitrain.autograd import functional as F
+from minitrain.autograd.tensor import Tensor
 from minitrain.common.paths import REPO_ROOT
 from minitrain.course import chat_fixtures as chat
 from minitrain.course.checks import Checklist, Failed
@@ -27,7 +27,7 @@ from minitrain.course.runs import check_manifest, read_run
 from minitrain.data.answer_mask import answer_mask as reference_mask  # the library's: the yardstick
 from minitrain.data.text_examples import chat_pieces, encode_records
 from minitrain.data.text_records import TextRecord
-from minitrain.nn import Module, inference
+from minitrain.nn import Module
 
 CHECKS = Checklist()
 MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
@@ -68,9 +68,15 @@ def _mask_mistake(got: list[bool], want: list[bool], pieces) -> str:
         return f": your mask has {len(got)} entries for {flat_len} tokens (one per token of the pieces joined)"
     if got[0]:
         return ": mask[0] is True, but nothing predicts the first token"
-    if sum(got) > sum(want) and all(got[1:]):
+    starts = [sum(map(len, pieces[:k])) for k in range(len(pieces))]
+    context = [i for k in range(0, len(pieces), 2) for i in range(starts[k], starts[k] + len(pieces[k])) if i]
+    if any(got[i] for i in context):
         return ": it counted the question (the system and user turns) too; only the assistant's answer counts"
-    starts = [sum(map(len, pieces[:k])) for k in range(1, len(pieces), 2)]
+    for turn, k in enumerate(range(1, len(pieces), 2), 1):
+        span = range(starts[k], starts[k] + len(pieces[k]))
+        if turn > 1 and any(want[i] for i in span) and not any(got[i] for i in span):
+            return f": it skipped answer {turn}; every assistant turn counts, not only the first"
+    starts = starts[1::2]
     if any(want[s] and not got[s] for s in starts) and sum(want) - sum(got) == sum(want[s] for s in starts):
         return ": it missed the first token of each answer (an answer piece counts from its first token)"
     eos = chat.tokenizer().eos_id
@@ -86,8 +92,9 @@ def _mask_mistake(got: list[bool], want: list[bool], pieces) -> str:
 
 
 @CHECKS.check("answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
-              hint="for each answer piece (the odd ones) True up to and with its LAST end token, False after it "
-                   "(ChatML's newline after <|im_end|>) and False on every context piece; mask[0] is False")
+              hint="an answer piece (the odd ones) counts from its FIRST token up to and with its LAST end token "
+                   "<|im_end|> (the model must learn to stop), not the template's newline after it; every context "
+                   "piece (system, user, the `assistant\\n` header) counts nothing; mask[0] is False")
 def _one_conversation(lab):
     messages = chat.held_out()[0].data["messages"]
     pieces = _pieces(messages)
@@ -149,19 +156,34 @@ def _records() -> list[TextRecord]:
     return [chat.held_out()[i] for i in (0, 5, 30, 47, 77, 138)]
 
 
-def _reference_scores(model, records) -> dict[str, float]:
-    """answer_scores computed record by record, without packing: Σ −log p over each record's counted targets."""
+class _Bigram(Module):
+    """A stand-in language model whose every prediction can be written down: the logits at a position are the
+    row of a fixed random table for the token there (a bigram model). Called as a model is,
+    `model(input, attn_pad_mask=...) -> (logits, None)`."""
+
+    def __init__(self, seed: int = 3) -> None:
+        super().__init__()
+        vocab = chat.tokenizer().vocab_size
+        self.table = np.random.default_rng(seed).normal(0.0, 3.0, (vocab, vocab)).astype(np.float32)
+        self.config = {"vocab_size": vocab, "max_seq_len": 128}
+
+    def forward(self, input, attn_pad_mask=None, **ignored):
+        return Tensor(self.table[np.asarray(input)]), None
+
+
+def _reference_scores(model: _Bigram, records) -> dict[str, float]:
+    """answer_scores by hand, record by record: Σ −log softmax(table[previous token])[token] over each record's
+    counted tokens (the library's answer mask), in float64."""
+    table = model.table.astype(np.float64)
+    top = table.max(axis=1, keepdims=True)
+    log_p = table - top - np.log(np.exp(table - top).sum(axis=1, keepdims=True))
     total, count, per_record = 0.0, 0, []
-    with inference(model):
-        for example in encode_records(records, chat.tokenizer(), "completion"):
-            ids = np.array([example.ids])
-            logits, _ = model(ids[:, :-1])
-            logp = F.log_softmax(logits).data[0].astype(np.float64)
-            counted = np.array(example.loss_mask[1:])
-            nll = -logp[np.arange(len(ids[0]) - 1), ids[0, 1:]][counted]
-            total, count = total + nll.sum(), count + int(counted.sum())
-            per_record.append(nll.mean())
+    for example in encode_records(records, chat.tokenizer(), "completion"):
+        nll = [-log_p[example.ids[i - 1], example.ids[i]] for i in range(1, len(example.ids)) if example.loss_mask[i]]
+        total, count = total + sum(nll), count + len(nll)
+        per_record.append(sum(nll) / len(nll))
     characters = sum(len(r.data["messages"][-1]["content"]) + 1 for r in records)
+    total = float(total)
     return {"answer_loss": total / count, "answer_ppl": math.exp(total / count), "answer_tokens": count,
             "answer_loss_per_char": total / characters, "answer_ppl_per_char": math.exp(total / characters),
             "mean_of_records": float(np.mean(per_record)), "characters": characters,
@@ -169,7 +191,7 @@ def _reference_scores(model, records) -> dict[str, float]:
 
 
 def _student_scores(lab) -> tuple[dict, dict]:
-    model, records = chat.tiny_model(seed=1), _records()
+    model, records = _Bigram(), _records()
     got = lab.module(ANSWERS).answer_scores(model, chat.tokenizer(), records)
     missing = [k for k in KEYS if k not in got]
     if missing:
@@ -197,7 +219,7 @@ def _per_token(lab):
         why = ": you averaged the records' losses; each token must weigh the same"
     elif math.isclose(got["answer_loss"], want["answer_loss"], rel_tol=1e-4):
         why = ": the loss is right, the perplexity is not exp(answer_loss)"
-    raise Failed(f"on 6 held-out questions and a tiny random Llama, answer_loss {got['answer_loss']:.6g} and "
+    raise Failed(f"on 6 held-out questions and a bigram stand-in model, answer_loss {got['answer_loss']:.6g} and "
                  f"answer_ppl {got['answer_ppl']:.6g}; expected {want['answer_loss']:.6g} and "
                  f"{want['answer_ppl']:.6g}{why}")
 
