@@ -244,10 +244,6 @@ BUGS = [
                    "mask += [False] + [True] * (counted - 1) + [False] * (len(piece) - counted)")),
      "answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
      "it missed the first token of each answer"),
-    ("08", (MASK, ("counted = len(piece) - list(piece)[::-1].index(eos_id)",
-                   "counted = len(piece) - list(piece)[::-1].index(eos_id) - 1")),
-     "answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
-     "it missed the end token <|im_end|>"),
     ("08", (MASK, ("        if eos_id is not None and eos_id in piece:", "        if False:")),
      "answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
      "it counted the newline after <|im_end|>"),
@@ -263,17 +259,9 @@ BUGS = [
                       '    scores["ppl"] = math.exp(scores["loss"])\n')),
      "answer_scores: the mean −log p per counted answer token over all the records, and its exp",
      "you averaged the records' losses"),
-    ("08", (ANSWERS, ('characters = sum(len(r.data["messages"][-1]["content"]) + 1 for r in records)',
-                      'characters = sum(len(r.data["messages"][-1]["content"]) for r in records)')),
-     "answer_scores per character: the same total −log p over the answers' characters + 1 each",
-     "without the +1 for each end"),
     ("08", (ANSWERS, (".strip() for ids in new]", " for ids in new]")),
      "exact_match: the greedy answer to the generation prompt, stripped, equals the answer",
      "you compared without stripping"),
-    ("08", (ANSWERS, ('r.data["messages"][:-1], add_generation_prompt=True',
-                      'r.data["messages"], add_generation_prompt=True')),
-     "exact_match: the greedy answer to the generation prompt, stripped, equals the answer",
-     "are not the chat template's generation prompt"),
 ]
 
 

@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -119,6 +120,8 @@ def main() -> int:
     base = args.base or gguf_path()
     if not base.exists():
         sys.exit(f"error: {base}: no such base model")
+    if not os.path.relpath(base).startswith(".."):  # the run folder then names it as the checkout does
+        base = Path(os.path.relpath(base))
     held_out = read_file(CHAT / "test.jsonl")[: args.records]
     results = {"base": str(base.name), "held_out_records": len(held_out), "before": score(str(base), held_out)}
     results["training"] = train(config, base, args.out, args.set)
