@@ -21,6 +21,7 @@ from minitrain.data.answer_mask import answer_mask
 from minitrain.evaluation.answers import answer_scores, exact_match
 from minitrain.hub.text_models import load_text_model
 
+pytestmark = pytest.mark.lab08
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "22-smollm2-verbs"
 EOS = 2

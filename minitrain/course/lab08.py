@@ -2,11 +2,11 @@
 chat model on held-out questions (minitrain/evaluation/answers.py: `answer_scores`, `exact_match`), then the
 student's short LoRA run of SmolLM2-135M-Instruct (experiments/22-smollm2-verbs/run.py --config short.yaml).
 
-The unit checks use a tiny tokenizer with SmolLM2's chat template and a tiny random Llama (chat_fixtures.py), so
-they take a second and never load the real model. The mask is compared with the library's on a ChatML
-conversation of the held-out verbs, then on seeded random conversations (several turns, system messages, empty
-and multi-line answers); the scores with a reference computed here record by record, without packing; exact
-match with a scripted model whose answers are known. A wrong answer is compared with the usual mistakes (the
+The unit checks use a tiny tokenizer with SmolLM2's chat template (chat_fixtures.py), so they take a second and
+never load the real model. The mask is compared with the library's on a ChatML conversation of the held-out
+verbs, then on seeded random conversations (several turns, system messages, empty and multi-line answers); the
+scores of a bigram stand-in model with a reference computed here by hand, record by record, without packing;
+exact match with a scripted model whose answers are known. A wrong answer is compared with the usual mistakes (the
 question counted, the first answer token or the end token missed, the template's newline counted, each record's
 mean averaged, the +1 per answer forgotten, no strip) to say which one it is. The run-folder checks read the run's
 manifest and scores.json only: grading a run never loads its model.
@@ -20,7 +20,6 @@ import random
 import numpy as np
 
 from minitrain.autograd.tensor import Tensor
-from minitrain.common.paths import REPO_ROOT
 from minitrain.course import chat_fixtures as chat
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import check_manifest, read_run
@@ -33,8 +32,6 @@ CHECKS = Checklist()
 MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
 SCORES = "scores.json"
 REAL_BASE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# The full run's numbers (experiments/22-smollm2-verbs/results.json), quoted in reasons.
-FULL_RESULTS = REPO_ROOT / "experiments" / "22-smollm2-verbs" / "results.json"
 KEYS = ("answer_loss", "answer_ppl", "answer_tokens", "answer_loss_per_char", "answer_ppl_per_char")
 
 
@@ -50,6 +47,8 @@ def _pieces(messages: list[dict]) -> list[list[int]]:
 
 def _shown(pieces, mask) -> str:
     """`system…user…assistant\\n | [camino] [<|im_end|>] | \\n`: the counted tokens in brackets, piece by piece."""
+    if len(mask) != sum(map(len, pieces)):
+        return f"{len(mask)} entries"
     tokenizer, out, i = chat.tokenizer(), [], 0
     for piece in pieces:
         words = []
@@ -102,7 +101,7 @@ def _one_conversation(lab):
     want = reference_mask(pieces, chat.tokenizer().eos_id, "completion")
     if [bool(g) for g in got] != want:
         raise Failed(f"on “{messages[0]['content']}” → “{messages[1]['content']}” your mask counts "
-                     f"{_shown(pieces, got) if len(got) == len(want) else len(got)}; expected "
+                     f"{_shown(pieces, got)}; expected "
                      f"{_shown(pieces, want)}" + _mask_mistake(got, want, pieces))
 
 
