@@ -25,6 +25,7 @@ pytestmark = pytest.mark.lab08
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "22-smollm2-verbs"
 EOS = 2
+CHARACTERS = sum(len(r.data["messages"][-1]["content"]) + 1 for r in chat_fixtures.held_out())  # 1,299
 pieces_strategy = st.lists(st.lists(st.integers(0, 5), max_size=6), max_size=7)
 
 
@@ -92,7 +93,7 @@ def run_items(run: Path) -> dict[str, str]:
     (lambda s: s["after"].update(answer_ppl=s["after"]["answer_ppl"] * 2), "scores.json scored the base and the run "
      "on the same 144 held-out questions", "is not exp(answer_loss"),
     (lambda s: s["after"].update(answer_ppl=12.0, answer_loss=math.log(12.0), answer_loss_per_char=math.log(12.0) * s[
-        "after"]["answer_tokens"] / 1071), "the adapters taught the held-out verbs", "expected under 10"),
+        "after"]["answer_tokens"] / CHARACTERS), "the adapters taught the held-out verbs", "expected under 10"),
     (lambda s: s["after"].pop("exact_match"), "the short run trained LoRA adapters on the answers only",
      "lacks ['exact_match']"),
 ])
@@ -108,7 +109,8 @@ def test_the_committed_short_run_passes_and_its_numbers_are_the_labs():
     full = json.loads((EXPERIMENT / "results.json").read_text(encoding="utf-8"))
     assert short["training"]["steps"] == ablation["training"]["steps"] == 40 and full["training"]["steps"] == 150
     assert ablation["training"]["set"] == ["data.loss_on=all"] and short["before"] == ablation["before"]
-    assert short["before"]["answer_ppl"] == full["before"]["answer_ppl"]  # answers.py scores as scoring.py did
+    # answers.py scores the base as experiment 22's scoring.py did (the last digit is float32 rounding)
+    assert short["before"]["answer_ppl"] == pytest.approx(full["before"]["answer_ppl"], rel=1e-6)
     for page in ("lab/08-capstone-real-model.md", "lab/08-capstone-real-model.es.md"):
         text = (ROOT / page).read_text(encoding="utf-8")
         for scores in (short, ablation, full):
