@@ -14,8 +14,9 @@ the loss, so `mask[0]` is always False: nothing predicts the first token.
                              the answer's; a piece with no EOS counts whole. Context pieces count nothing.
     loss_on = "all"          every token but the first (the question too)
 
-For `assistant\\n` | `camino<|im_end|>` | `\\n` as ids [a, n] [c, e] [n], completion gives
-[F, F, T, T, F]: the model is graded on writing `camino` and on stopping, not on the question it was asked.
+For ChatML's `…assistant\\n` | `camino<|im_end|>\\n` as ids [a, n] [c, e, n] (the answer piece ends with the
+template's newline), completion gives [F, F, T, T, F]: the model is graded on writing `camino` and on stopping,
+not on the question it was asked, nor on the newline the template always writes.
 """
 
 from __future__ import annotations
