@@ -48,6 +48,8 @@ LAB_PIECES: dict[str, dict[str, tuple[str, ...]]] = {
     "06": {"minitrain/data/bpe.py": ("pretokenize", "bytes_to_unicode", "BPETokenizer")},
     "07": {"minitrain/nn/rms_norm.py": ("RMSNorm",), "minitrain/nn/apply_rotary.py": ("apply_rotary",),
            "minitrain/nn/llama_mlp.py": ("LlamaMLP",), "minitrain/nn/llama_attention.py": ("LlamaAttention",)},
+    "08": {"minitrain/data/answer_mask.py": ("answer_mask",),
+           "minitrain/evaluation/answers.py": ("answer_scores", "exact_match")},
 }
 
 

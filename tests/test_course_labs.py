@@ -103,7 +103,7 @@ def workspace_with_reference(lab: str, folder: Path, bug: tuple | None = None) -
     return folder
 
 
-@pytest.mark.parametrize("lab", ["00", "02", "03", "04", "05", "07"])
+@pytest.mark.parametrize("lab", ["00", "02", "03", "04", "05", "07", "08"])
 def test_the_library_files_in_a_workspace_pass_every_check_but_the_run_folder(lab, tmp_path):
     ws = workspace_with_reference(lab, tmp_path / "ws")
     _, outcomes = grade(lab, ws, only=lambda name: not name.startswith("run folder"))
@@ -131,6 +131,7 @@ LORA, GRID = "minitrain/nn/lora.py", "minitrain/quant/grid.py"
 BPE = "minitrain/data/bpe.py"
 NORM, ROTARY = "minitrain/nn/rms_norm.py", "minitrain/nn/apply_rotary.py"
 SWIGLU, ATTENTION = "minitrain/nn/llama_mlp.py", "minitrain/nn/llama_attention.py"
+MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
 # (lab, the bug as (file, text, replaced by), the check that must catch it, words of its reason)
 BUGS = [
     ("00", (BATCHER, ('text.rindex("|") + 1', 'text.rindex("|") + 2')),
@@ -290,6 +291,31 @@ BUGS = [
     ("07", (ATTENTION, ("masked_fill(scores, blocked, -1e9)", "masked_fill(scores, blocked, -np.inf)")),
      "with a KV cache, feeding tokens one at a time gives the logits of one pass over the whole sequence",
      "a softmax over a row of −inf is 0/0"),
+    ("08", (MASK, ('mask += [loss_on == "all"] * len(piece)', 'mask += [True] * len(piece)')),
+     "answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
+     "it counted the question (the system and user turns) too"),
+    ("08", (MASK, ("mask += [True] * counted + [False] * (len(piece) - counted)",
+                   "mask += [False] + [True] * (counted - 1) + [False] * (len(piece) - counted)")),
+     "answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
+     "it missed the first token of each answer"),
+    ("08", (MASK, ("        if eos_id is not None and eos_id in piece:", "        if False:")),
+     "answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
+     "it counted the newline after <|im_end|>"),
+    ("08", (MASK, ('if loss_on == "all" or k % 2 == 0:', 'if loss_on == "all" or k != 1:')),
+     "answer_mask agrees with the library's on 200 random conversations (several turns, system messages, empty "
+     "and multi-line answers)", "it skipped answer 2"),
+    ("08", (ANSWERS, ('    scores = token_loss(model, pack(examples, width, "pad", pad_id_of(tokenizer)), '
+                      'model.config["vocab_size"])\n',
+                      '    each = [token_loss(model, pack([e], width, "pad", pad_id_of(tokenizer)), '
+                      'model.config["vocab_size"]) for e in examples]\n'
+                      '    scores = {"loss": sum(s["loss"] for s in each) / len(each), '
+                      '"tokens": sum(s["tokens"] for s in each)}\n'
+                      '    scores["ppl"] = math.exp(scores["loss"])\n')),
+     "answer_scores: the mean −log p per counted answer token over all the records, and its exp",
+     "you averaged the records' losses"),
+    ("08", (ANSWERS, (".strip() for ids in new]", " for ids in new]")),
+     "exact_match: the greedy answer to the generation prompt, stripped, equals the answer",
+     "you compared without stripping"),
 ]
 
 

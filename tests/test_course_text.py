@@ -288,7 +288,7 @@ def committed_results() -> list[float]:
 
     found = []
     for folder in sorted(p for p in (ROOT / "experiments").rglob("*") if p.is_dir()):
-        for name in ("results.json", "manifest.json"):
+        for name in ("results.json", "manifest.json", "scores.json"):  # scores.json: experiment 22 (lab 08)
             if (folder / name).is_file():
                 found += _numbers_in(json.loads((folder / name).read_text(encoding="utf-8")))
         if (folder / "train_log.jsonl").is_file():

@@ -9,7 +9,9 @@ of the tracked files with `.venv` linked in. Two things differ from a student's 
 - runs of lab 01's config are cut short (`--set scheduler.total_steps=N`): to 700 steps for the workspace run
   that lab 01's checker reads (enough for val PPL to go below the n-gram baseline: 4.39 at step 699, where the
   2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it), to 20 for
-  lab 06's four runs (`--steps 20`). Labs 03,
+  lab 06's four runs (`--steps 20`); lab 08's runs train the tiny stand-in base of `course/chat_fixtures.py`
+  (`--base`), never the real 135M model, on the 144 dev conversations instead of the 16,128 training ones (whose
+  encoding would take most of the time), and are scored on all 144 held-out questions. Labs 03,
   04 and 05's configs run as they are: they take seconds (lab 05's base, 2000 steps, about 20); so does lab 07's
   (about 50 s with the solution's Tensor-op pieces, most of it the final evaluation: its checker's thresholds
   need the whole run).
@@ -31,6 +33,7 @@ import pytest
 from test_course_text import parse
 
 from minitrain import seam
+from minitrain.course import chat_fixtures
 from minitrain.course.labs import LABS
 
 pytestmark = pytest.mark.slow
@@ -42,7 +45,8 @@ CHECKED_RUN, CHECKED_STEPS, OTHER_STEPS = "--out-dir labs/01/run", 700, 200
 # build_corpus.py rewrites data/processed/ atomically, with the same bytes).
 GROUPS = [("00-data-and-batcher.md", "01-train-mini.md"), ("02-checkpoint-roundtrip.md",),
           ("03-overfitting-and-dashboard.md", "04-early-stopping.md"), ("05-lora-and-quantization.md",),
-          ("06-bpe-tokenizer.md",), ("07-gpt2-to-llama.md",)]
+          ("06-bpe-tokenizer.md",), ("07-gpt2-to-llama.md",), ("08-capstone-real-model.md",)]
+TINY_BASE = "tiny-chat-base"  # written into the scratch copy by `scratch`
 START = re.compile(r"minitrain lab start (\d\d) (\S+)")
 EXIT = re.compile(r"#\s*exit code (\d+)")
 
@@ -71,6 +75,8 @@ def shortened(command: str) -> str:
     06's experiment (four runs of lab 01's config) with `--steps 20`."""
     if "experiments/26-bpe-verbs/run.py" in command:
         return f"{command} --steps 20"
+    if "experiments/22-smollm2-verbs/run.py" in command:
+        return f"{command} --base {TINY_BASE} --set data.train_path=data/chat/verbs/val.jsonl"
     if "experiments/18-train-mini/config.yaml" not in command or "validate" in command:
         return command
     steps = CHECKED_STEPS if CHECKED_RUN in command else OTHER_STEPS
@@ -80,7 +86,7 @@ def shortened(command: str) -> str:
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
-    """A copy of the repository's tracked files, with the real .venv linked in."""
+    """A copy of the repository's tracked files, with the real .venv linked in, and lab 08's tiny base."""
     root = tmp_path_factory.mktemp("repo")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
     for name in filter(None, tracked.stdout.split("\0")):
@@ -88,6 +94,7 @@ def scratch(tmp_path_factory) -> Path:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, root / name)
     (root / ".venv").symlink_to(ROOT / ".venv")
+    chat_fixtures.write_tiny_base(root / TINY_BASE)
     return root
 
 
@@ -98,6 +105,8 @@ def test_every_lab_has_commands_to_run():
     assert shortened("x experiments/18-train-mini/config.yaml --y  # exit code 4: halted") == (
         "x experiments/18-train-mini/config.yaml --y --set scheduler.total_steps=200  # exit code 4: halted")
     assert shortened("x experiments/18-train-mini/config.yaml --out-dir labs/01/run").endswith("total_steps=700")
+    assert shortened("x experiments/22-smollm2-verbs/run.py --out y").endswith(
+        f"--out y --base {TINY_BASE} --set data.train_path=data/chat/verbs/val.jsonl")
 
 
 def run_pages(scratch: Path, pages: list[Path]) -> list[str]:

@@ -68,8 +68,34 @@ HINT_NAMES = {
     "new token 1 (5 cached) raised": "attend over what it returns, every position so far",
     "each rotated at its own position": "the cache stores ROTATED keys",
     "a softmax over a row of −inf is 0/0": "not −inf",
+    "it counted the question (the system and user turns) too": "every context piece",
+    "it missed the first token of each answer": "from its FIRST token",
+    "it missed the end token <|im_end|>": "the model must learn to stop",
+    "it counted the newline after <|im_end|>": "not the template's newline",
+    "it skipped answer 2": "three turns has three answers",
+    "you averaged the records' losses": "never the mean of per-record losses",
+    "without the +1 for each end": "the +1 is the end",
+    "you compared without stripping": ".strip()",
+    "are not the chat template's generation prompt": "add_generation_prompt=True",
 }
-CASES = [*BUGS, FORGOTTEN_BACKWARD]
+MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
+# More of lab 08's typical bugs, checked here only (in this process: each costs a fraction of a second), by their
+# first ✗ item's reason as well as its hint (test_course_labs.BUGS has the others).
+LAB08_MORE = [
+    ("08", (MASK, ("counted = len(piece) - list(piece)[::-1].index(eos_id)",
+                   "counted = len(piece) - list(piece)[::-1].index(eos_id) - 1")),
+     "answer_mask counts the answer and its end token, nothing of the question (a SmolLM2 conversation)",
+     "it missed the end token <|im_end|>"),
+    ("08", (ANSWERS, ('characters = sum(len(r.data["messages"][-1]["content"]) + 1 for r in records)',
+                      'characters = sum(len(r.data["messages"][-1]["content"]) for r in records)')),
+     "answer_scores per character: the same total −log p over the answers' characters + 1 each",
+     "without the +1 for each end"),
+    ("08", (ANSWERS, ('r.data["messages"][:-1], add_generation_prompt=True',
+                      'r.data["messages"], add_generation_prompt=True')),
+     "exact_match: the greedy answer to the generation prompt, stripped, equals the answer",
+     "are not the chat template's generation prompt"),
+]
+CASES = [*BUGS, *LAB08_MORE, FORGOTTEN_BACKWARD]
 
 
 class _First(Exception):
@@ -99,3 +125,5 @@ def test_the_first_failed_items_hint_names_the_bug(lab, bug, check, words, tmp_p
     assert HINT_NAMES[words] in outcome.hint, (outcome.name, outcome.reason, outcome.hint)
     for text in (outcome.name, outcome.reason, outcome.hint):  # and the Spanish checker says it all too
         assert not english_left(lab, text), (text, english_left(lab, text))
+    if (lab, bug, check, words) in LAB08_MORE:
+        assert (outcome.name, words in outcome.reason) == (check, True), outcome.reason

@@ -1,6 +1,7 @@
-"""`minitrain eval SOURCE --data FILE [--json] [--max-seq-len N] [--loss-on all|completion] [--vocab PATH]`: the
-mean token loss, perplexity and number of tokens scored of a model on a text or chat file, with the model's own
-tokenizer.
+"""`minitrain eval SOURCE --data FILE [--json] [--max-seq-len N] [--loss-on all|completion] [--vocab PATH]
+[--answers]`: the mean token loss, perplexity and number of tokens scored of a model on a text or chat file, with
+the model's own tokenizer; with `--answers`, on chat records, the answer's scores and greedy exact match instead
+(minitrain/evaluation/answers.py, lab 08: per token, per character, and the share of answers written exactly).
 
 SOURCE is a pretrained base (a .gguf file, a Hugging Face folder, a Hub id) or a minitrain run, model file or
 export (minitrain/hub/text_models.py). FILE holds text, prompt/completion or chat records (minitrain/data/
@@ -31,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--loss-on", choices=LOSS_ON, default="all",
                         help="score every token (default) or only completions / assistant turns")
     parser.add_argument("--vocab", help="a character model's vocab.json, when the source does not record it")
+    parser.add_argument("--answers", action="store_true",
+                        help="chat records: score each last (assistant) message, and greedy exact match of it")
     parser.set_defaults(handler=eval_command)
 
 
@@ -39,6 +42,8 @@ def eval_command(args: argparse.Namespace) -> int:
     from minitrain.hub.text_models import load_text_model
 
     loaded = load_text_model(args.source, args.vocab)
+    if args.answers:
+        return _answers(loaded, args)
     context = loaded.model.config["max_seq_len"]
     width = min(args.max_seq_len or DEFAULT_CONTEXT, context)
     if isinstance(loaded.tokenizer, CharTokenizer):
@@ -52,6 +57,29 @@ def eval_command(args: argparse.Namespace) -> int:
     else:
         print(f"{args.source} on {args.data}: loss {result['loss']:.4f}  ppl {result['ppl']:.4f}  "
               f"({result['tokens']} tokens, loss on {args.loss_on}, windows of {width})")
+    return 0
+
+
+def _answers(loaded, args: argparse.Namespace) -> int:
+    from minitrain.common.errors import BAD_INPUT, UserError
+    from minitrain.data.text_records import read_file
+    from minitrain.data.tokenizer import CharTokenizer
+    from minitrain.evaluation.answers import answer_scores, exact_match
+
+    records = read_file(Path(args.data))
+    if isinstance(loaded.tokenizer, CharTokenizer) or any(r.kind != "chat" for r in records):
+        raise UserError(f"{args.data}: --answers scores chat records with a pretrained model's chat template",
+                        BAD_INPUT)
+    scores = answer_scores(loaded.model, loaded.tokenizer, records, min(loaded.model.config["max_seq_len"],
+                                                                        args.max_seq_len or DEFAULT_CONTEXT))
+    matched = exact_match(loaded.model, loaded.tokenizer, records)
+    result = {"source": args.source, "data": args.data, **scores, "exact_match": matched["exact_match"]}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{args.source} on {args.data}: answer loss {scores['answer_loss']:.4f}  ppl {scores['answer_ppl']:.4f} "
+              f"({scores['answer_tokens']} tokens), per character {scores['answer_ppl_per_char']:.4f}, exact match "
+              f"{matched['exact_match']:.1%} of {len(records)}")
     return 0
 
 

@@ -83,6 +83,10 @@ LABS = {
         Lab("07", "From GPT-2 to Llama", "lab/07-gpt2-to-llama.md", "experiments/27-llama-verbs",
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/27-llama-verbs/config.yaml"),
             solution="solutions/07"),
+        Lab("08", "Teach a real model Spanish verbs", "lab/08-capstone-real-model.md",
+            "experiments/22-smollm2-verbs/short",
+            "MINITRAIN_LAB_DIR={dir} .venv/bin/python experiments/22-smollm2-verbs/run.py --config short.yaml "
+            "--out {dir}/run"),
     )
 }
 

@@ -13,7 +13,9 @@ turns examples into (N, T) arrays with input = ids[:-1], target = ids[1:], loss 
 
 `add_special_tokens=True` lets the tokenizer put its own BOS where its model expects one (Llama: yes, GPT-2 and
 SmolLM2: no); an EOS it already appends is not doubled. The prompt and the completion are tokenized separately, so
-the boundary between them is exact. With `loss_on: all` every token but the first counts.
+the boundary between them is exact. With `loss_on: all` every token but the first counts. Which tokens count is
+`answer_mask.answer_mask`'s (lab 08 writes it): this module cuts a record into context and answer pieces, that
+function marks them.
 
 Chat: the assistant turns are found by rendering the conversation prefix by prefix, as TRL and torchtune do.
 For an assistant message i, `before` = the text of messages[:i] with the generation prompt and `after` = that of
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
 from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.data.answer_mask import answer_mask
 from minitrain.data.text_records import TextRecord
 
 TEXT_LOSS_ON = ("all", "completion")
@@ -79,15 +82,10 @@ def encode_record(record: TextRecord, tokenizer: TextTokenizer, loss_on: str = "
             raise UserError(f"{record.where}: loss_on: completion needs prompt/completion or chat records; this is a "
                             "text record (use loss_on: all)", BAD_INPUT)
         ids = [*_without_final(tokenizer.encode(record.data["text"], add_special_tokens=True), eos), eos]
-        return Example(ids, [False] + [True] * (len(ids) - 1), record.where)
+        return Example(ids, answer_mask([ids], eos, "all"), record.where)
     prompt = _without_final(tokenizer.encode(record.data["prompt"], add_special_tokens=True), eos)
     answer = [*tokenizer.encode(record.data["completion"]), eos]
-    ids = prompt + answer
-    if loss_on == "all":
-        return Example(ids, [False] + [True] * (len(ids) - 1), record.where)
-    mask = [False] * len(prompt) + [True] * len(answer)
-    mask[0] = False  # a completion with no prompt tokens before it: its first token is still predicted by nothing
-    return Example(ids, mask, record.where)
+    return Example(prompt + answer, answer_mask([prompt, answer], eos, loss_on), record.where)
 
 
 def _eos(tokenizer: TextTokenizer, where: str) -> int:
@@ -120,22 +118,20 @@ def _chat(record: TextRecord, tokenizer: TextTokenizer, loss_on: str) -> Example
     text = _render(tokenizer, messages, False, record.where)
     if loss_on == "all":
         ids = tokenizer.encode(text)
-        return Example(ids, [False] + [True] * (len(ids) - 1), record.where)
-    ids: list[int] = []
-    mask: list[bool] = []
-    cuts = [0, *assistant_cuts(messages, text, tokenizer, record.where), len(text)]
-    for k, (start, end) in enumerate(itertools.pairwise(cuts)):
-        piece = tokenizer.encode(text[start:end])
-        counted = len(piece)
-        if k % 2 and tokenizer.eos_id in piece:  # an assistant turn: up to and with its last EOS
-            counted = len(piece) - piece[::-1].index(tokenizer.eos_id)
-        ids += piece
-        mask += [bool(k % 2)] * counted + [False] * (len(piece) - counted)
+        return Example(ids, answer_mask([ids], tokenizer.eos_id, "all"), record.where)
+    pieces = chat_pieces(messages, text, tokenizer, record.where)
+    mask = answer_mask(pieces, tokenizer.eos_id, "completion")  # each assistant turn: up to and with its last EOS
     if not any(mask[1:]):
         raise UserError(f"{record.where}: loss_on: completion, but the conversation has no assistant turn to learn",
                         BAD_INPUT)
-    mask[0] = False
-    return Example(ids, mask, record.where)
+    return Example([i for piece in pieces for i in piece], mask, record.where)
+
+
+def chat_pieces(messages: list[dict[str, Any]], text: str, tokenizer: TextTokenizer, where: str) -> list[list[int]]:
+    """The conversation's tokens as [context, turn, context, turn, ..., context]: `text` (the whole conversation
+    rendered) cut at `assistant_cuts`, each piece tokenized on its own (module docstring)."""
+    cuts = [0, *assistant_cuts(messages, text, tokenizer, where), len(text)]
+    return [tokenizer.encode(text[start:end]) for start, end in itertools.pairwise(cuts)]
 
 
 def assistant_cuts(messages: list[dict[str, Any]], text: str, tokenizer: TextTokenizer, where: str) -> list[int]:
