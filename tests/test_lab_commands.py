@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from lab05_table import check_bit_identity, check_reference_table
 from test_course_text import parse
 
 from minitrain import seam
@@ -139,3 +140,6 @@ def test_every_command_in_the_labs_runs_as_printed(scratch):
         problems = [line for found in pool.map(lambda group: run_pages(scratch, [pages[n] for n in group]), GROUPS)
                     for line in found]
     assert not problems, "\n\n".join(problems)
+    # lab 05's quoted table is what its commands gave here (run once, here, rather than again in a test of its own)
+    check_reference_table(scratch / "labs" / "05" / "run")
+    check_bit_identity(scratch / "labs" / "05" / "run")
