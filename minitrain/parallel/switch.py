@@ -1,0 +1,73 @@
+"""The measured choice's hands: a compute setting (minitrain/common/compute.py) put in force in the middle of a run.
+
+    switch = WorkerSwitch(model, micro_batches, rows, cols)    nothing started yet
+    switch.attach(data)                  the loop's LoopData: its `workers` follow the setting in force
+    switch.apply(setting, final)         BLAS threads here; the local worker pool started or stopped
+    switch.close()                       the pool stopped, its shared memory removed (also after an error)
+
+`runtime.threads: measure` with `runtime.data_parallel` (backend local) makes the workers a candidate instead of a
+command: the run starts in one process and the chooser (minitrain/callbacks/thread_choice.py) applies each setting
+it tries. A setting with workers starts the pool (LocalWorkers: spawned processes, about a second; that step is
+the block's first, which the chooser does not count) and points `data.workers` at it; a one-process setting points
+it back at None, so the engine computes the step itself. Between a trial's blocks the idle pool is kept (its
+workers wait on a pipe, using no CPU), so a trial starts it at most once; a decision for one process stops it, so a
+run that settles there holds no worker processes and no shared memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minitrain.common.compute import Setting
+from minitrain.common.runtime import set_blas_threads
+from minitrain.parallel.local import LocalWorkers
+from minitrain.parallel.replica import ReplicaSpec
+from minitrain.parallel.shared import Layout
+
+
+class WorkerSwitch:
+    """Applies settings to one run: the training process's BLAS threads and, for N workers, a pool of N."""
+
+    def __init__(self, model: Any, micro_batches: int, rows: int, cols: int) -> None:
+        self.model, self.micro_batches, self.rows, self.cols = model, micro_batches, rows, cols
+        self.pool: LocalWorkers | None = None
+        self.started: list[tuple[list[int], str]] = []  # each pool's worker pids and shared block, for the tests
+        self._data: Any = None
+        self._in_force: LocalWorkers | None = None
+
+    def attach(self, data: Any) -> None:
+        """From now on `data.workers` is the pool in force (None: one process)."""
+        self._data = data
+        data.workers = self._in_force
+
+    def apply(self, setting: Setting, final: bool) -> None:
+        # The training process runs 1 thread beside its workers: it only sums their gradients and steps.
+        set_blas_threads(setting.threads)
+        if setting.workers > 1:
+            if self.pool is not None and len(self.pool.processes) != setting.workers:
+                self._stop()
+            if self.pool is None:
+                buffer = self.model.buffer
+                layout = Layout(self.micro_batches, self.rows, self.cols, buffer.data.size, buffer.grad.size,
+                                buffer.data.dtype.name)
+                self.pool = LocalWorkers(ReplicaSpec.of(self.model), layout, setting.workers)
+                self.started.append((self.pool.pids, self.pool.block.name))
+            self._in_force = self.pool
+        else:
+            self._in_force = None
+            if final:
+                self._stop()
+        if self._data is not None:
+            self._data.workers = self._in_force
+
+    def _stop(self) -> None:
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            pool.close()
+
+    def close(self) -> None:
+        """Stop the pool (if any); the loop's data computes in one process again."""
+        self._in_force = None
+        if self._data is not None:
+            self._data.workers = None
+        self._stop()
