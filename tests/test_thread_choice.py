@@ -18,7 +18,6 @@ from minitrain.common.runtime import get_blas_threads, set_blas_threads
 from minitrain.config import load_config
 from minitrain.training.plan import configure_runtime
 
-
 T1, T2, W2 = Setting(1), Setting(2), Setting(1, workers=2)  # 1 thread, 2 threads, 2 workers × 1 thread
 
 
