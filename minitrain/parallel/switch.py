@@ -1,17 +1,19 @@
 """The measured choice's hands: a compute setting (minitrain/common/compute.py) put in force in the middle of a run.
 
     switch = WorkerSwitch(model, micro_batches, rows, cols)    nothing started yet
+    switch.start(workers)                the pool started before the first step, not in force
     switch.attach(data)                  the loop's LoopData: its `workers` follow the setting in force
     switch.apply(setting, final)         BLAS threads here; the local worker pool started or stopped
     switch.close()                       the pool stopped, its shared memory removed (also after an error)
 
 `runtime.threads: measure` with `runtime.data_parallel` (backend local) makes the workers a candidate instead of a
 command: the run starts in one process and the chooser (minitrain/callbacks/thread_choice.py) applies each setting
-it tries. A setting with workers starts the pool (LocalWorkers: spawned processes, about a second; that step is
-the block's first, which the chooser does not count) and points `data.workers` at it; a one-process setting points
-it back at None, so the engine computes the step itself. Between a trial's blocks the idle pool is kept (its
-workers wait on a pipe, using no CPU), so a trial starts it at most once; a decision for one process stops it, so a
-run that settles there holds no worker processes and no shared memory.
+it tries. The run starts the pool before its first step (LocalWorkers: spawned processes, about a second); a
+setting with workers points `data.workers` at it (starting it again if a decision had stopped it: that step is the
+block's first, which the chooser does not count); a one-process setting points it back at None, so the engine
+computes the step itself. Between a trial's blocks the idle pool is kept (its workers wait on a pipe, using no
+CPU), so a trial starts it at most once; a decision for one process stops it, so a run that settles there holds no
+worker processes and no shared memory.
 """
 
 from __future__ import annotations
@@ -40,18 +42,23 @@ class WorkerSwitch:
         self._data = data
         data.workers = self._in_force
 
+    def start(self, workers: int) -> None:
+        """Start a pool of `workers` now, not in force yet: the run calls it before its first step, so the pool's
+        start (about a second) is paid in the run's setup, as a fixed runtime.data_parallel pays it."""
+        if self.pool is not None and len(self.pool.processes) != workers:
+            self._stop()
+        if self.pool is None:
+            buffer = self.model.buffer
+            layout = Layout(self.micro_batches, self.rows, self.cols, buffer.data.size, buffer.grad.size,
+                            buffer.data.dtype.name)
+            self.pool = LocalWorkers(ReplicaSpec.of(self.model), layout, workers)
+            self.started.append((self.pool.pids, self.pool.block.name))
+
     def apply(self, setting: Setting, final: bool) -> None:
         # The training process runs 1 thread beside its workers: it only sums their gradients and steps.
         set_blas_threads(setting.threads)
         if setting.workers > 1:
-            if self.pool is not None and len(self.pool.processes) != setting.workers:
-                self._stop()
-            if self.pool is None:
-                buffer = self.model.buffer
-                layout = Layout(self.micro_batches, self.rows, self.cols, buffer.data.size, buffer.grad.size,
-                                buffer.data.dtype.name)
-                self.pool = LocalWorkers(ReplicaSpec.of(self.model), layout, setting.workers)
-                self.started.append((self.pool.pids, self.pool.block.name))
+            self.start(setting.workers)
             self._in_force = self.pool
         else:
             self._in_force = None

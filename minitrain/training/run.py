@@ -252,6 +252,7 @@ def _worker_switch(cfg: Config, parts: Parts, cleanup: ExitStack) -> WorkerSwitc
     switch = WorkerSwitch(parts.model, cfg.training.grad_accumulation, cfg.training.batch_size,
                           parts.train_split.input.shape[1])
     cleanup.callback(switch.close)
+    switch.start(cfg.runtime.data_parallel.workers)
     return switch
 
 
