@@ -221,11 +221,12 @@ def _gone(pid: int) -> bool:
 @needs_proc
 def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_one_thread(tiny, monkeypatch):
     """runtime.threads measure with data_parallel: workers are a candidate. Made-up step times (2 workers fast, then
-    slow: a core taken) send the choice to the workers and back to one process; the pool is started once and
-    stopped at that decision, mid-run (processes reaped, shared block removed). The candidates here are the
-    1-thread settings only, so the run writes the bytes of grad_accumulation 2 at 1 thread."""
+    slow: a core taken, then one process slower again) send the choice to the workers and to one process twice;
+    the pool is started once and stopped at the second one-process decision, mid-run (processes reaped, shared
+    block removed). The candidates here are the 1-thread settings only, so the run writes the bytes of
+    grad_accumulation 2 at 1 thread."""
     one, two_workers = Setting(1), Setting(1, workers=2)
-    quiet, busy = {one: 5.0, two_workers: 2.0}, {one: 5.0, two_workers: 9.0}
+    tables = [{one: 5.0, two_workers: 2.0}, {one: 5.0, two_workers: 9.0}, {one: 8.0, two_workers: 12.0}]
     applied: list[tuple[Setting, bool]] = []
     switches: list[WorkerSwitch] = []
     stopped_mid_run: list[bool] = []
@@ -238,7 +239,7 @@ def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_
         def apply(self, setting: Setting, final: bool) -> None:
             super().apply(setting, final)
             applied.append((setting, final))
-            if final and setting.workers == 1 and self.started:
+            if final and setting.workers == 1:
                 stopped_mid_run.append(self.pool is None and all(map(_gone, self.started[-1][0])))
 
     class Chooser(SettingChooser):  # short blocks and window, so the tiny run holds two decisions
@@ -251,7 +252,7 @@ def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_
             super().__init__(chooser, clock=self.tick)
 
         def tick(self) -> float:
-            self.now += (busy if self.chooser.decisions else quiet)[applied[-1][0]] / 1e3
+            self.now += tables[min(len(self.chooser.decisions), 2)][applied[-1][0]] / 1e3
             return self.now
 
     pool_steps = []
@@ -262,18 +263,18 @@ def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_
     monkeypatch.setattr(from_config, "SettingChooser", Chooser)
     monkeypatch.setattr(from_config, "MeasuredSettings", Timed)
     runtime = "{threads: measure, data_parallel: {workers: 2}}"
-    _train(_config(tiny, "measured", 2, runtime, steps=20), tiny / "measured")
-    _train(_config(tiny, "one-thread", 2, steps=20), tiny / "one-thread")
+    _train(_config(tiny, "measured", 2, runtime, steps=30), tiny / "measured")
+    _train(_config(tiny, "one-thread", 2, steps=30), tiny / "one-thread")
 
     (switch,) = switches
-    assert [s for s, final in applied if final] == [two_workers, one]  # two decisions: workers, then one process
-    assert stopped_mid_run == [True] and len(switch.started) == 1 and switch.pool is None
-    assert 5 <= len(pool_steps) < 20  # the workers computed the steps of their blocks and watch, not all of them
+    assert [s for s, final in applied if final] == [two_workers, one, one]
+    assert stopped_mid_run == [False, True] and len(switch.started) == 1 and switch.pool is None
+    assert 5 <= len(pool_steps) < 30  # the workers computed the steps of their blocks and watch, not all of them
     (pids, block), = switch.started
     assert len(pids) == 2 and all(map(_gone, pids)) and not Path("/dev/shm", block).exists()
     log = (tiny / "measured" / "logs" / "train.log").read_text()
     assert "using 2 workers × 1 thread" in log and log.rindex("using 1 thread") > log.index("using 2 workers")
     manifest = json.loads((tiny / "measured" / "manifest.json").read_text())
-    assert manifest["status"] == "completed" and manifest["steps_done"] == 20
+    assert manifest["status"] == "completed" and manifest["steps_done"] == 30
     assert (tiny / "measured" / "results.json").exists()
     assert _outputs(tiny / "measured") == _outputs(tiny / "one-thread")

@@ -36,6 +36,7 @@ class WorkerSwitch:
         self.started: list[tuple[list[int], str]] = []  # each pool's worker pids and shared block, for the tests
         self._data: Any = None
         self._in_force: LocalWorkers | None = None
+        self._decided: Setting | None = None  # the chooser's last decision
 
     def attach(self, data: Any) -> None:
         """From now on `data.workers` is the pool in force (None: one process)."""
@@ -62,8 +63,10 @@ class WorkerSwitch:
             self._in_force = self.pool
         else:
             self._in_force = None
-            if final:
+            if final and (self._decided is None or self._decided.workers == 1):
                 self._stop()
+        if final:
+            self._decided = setting
         if self._data is not None:
             self._data.workers = self._in_force
 
