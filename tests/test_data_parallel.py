@@ -222,18 +222,18 @@ def _gone(pid: int) -> bool:
 def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_one_thread(tiny, monkeypatch):
     """runtime.threads measure with data_parallel: workers are a candidate. Made-up step times (2 workers fast, then
     slow: a core taken, then one process slower again) send the choice to the workers and to one process twice;
-    the pool is started once and stopped at the second one-process decision, mid-run (processes reaped, shared
-    block removed). The candidates here are the 1-thread settings only, so the run writes the bytes of
-    grad_accumulation 2 at 1 thread."""
+    the pool is started once, kept at the first one-process decision and stopped at the second, mid-run
+    (processes reaped, shared block removed). The candidates here are the 1-thread settings only, so the run writes
+    the bytes of grad_accumulation 2 at 1 thread."""
     one, two_workers = Setting(1), Setting(1, workers=2)
     tables = [{one: 5.0, two_workers: 2.0}, {one: 5.0, two_workers: 9.0}, {one: 8.0, two_workers: 12.0}]
     applied: list[tuple[Setting, bool]] = []
     switches: list[WorkerSwitch] = []
     stopped_mid_run: list[bool] = []
 
-    class Switch(WorkerSwitch):
+    class Switch(WorkerSwitch):  # stopped after 2 one-process decisions in a row (the default 3 needs a longer run)
         def __init__(self, *args) -> None:
-            super().__init__(*args)
+            super().__init__(*args, stop_after=2)
             switches.append(self)
 
         def apply(self, setting: Setting, final: bool) -> None:

@@ -30,13 +30,14 @@ from minitrain.parallel.shared import Layout
 class WorkerSwitch:
     """Applies settings to one run: the training process's BLAS threads and, for N workers, a pool of N."""
 
-    def __init__(self, model: Any, micro_batches: int, rows: int, cols: int) -> None:
+    def __init__(self, model: Any, micro_batches: int, rows: int, cols: int, stop_after: int = 3) -> None:
         self.model, self.micro_batches, self.rows, self.cols = model, micro_batches, rows, cols
+        self.stop_after = stop_after  # one-process decisions in a row that stop the pool
         self.pool: LocalWorkers | None = None
         self.started: list[tuple[list[int], str]] = []  # each pool's worker pids and shared block, for the tests
         self._data: Any = None
         self._in_force: LocalWorkers | None = None
-        self._decided: Setting | None = None  # the chooser's last decision
+        self._one_process_wins = 0  # one-process decisions since the pool started or the workers won
 
     def attach(self, data: Any) -> None:
         """From now on `data.workers` is the pool in force (None: one process)."""
@@ -54,6 +55,7 @@ class WorkerSwitch:
                             buffer.data.dtype.name)
             self.pool = LocalWorkers(ReplicaSpec.of(self.model), layout, workers)
             self.started.append((self.pool.pids, self.pool.block.name))
+            self._one_process_wins = 0  # a new pool is kept for `stop_after` one-process decisions again
 
     def apply(self, setting: Setting, final: bool) -> None:
         # The training process runs 1 thread beside its workers: it only sums their gradients and steps.
@@ -61,12 +63,13 @@ class WorkerSwitch:
         if setting.workers > 1:
             self.start(setting.workers)
             self._in_force = self.pool
+            if final:
+                self._one_process_wins = 0
         else:
             self._in_force = None
-            if final and (self._decided is None or self._decided.workers == 1):
+            self._one_process_wins += final
+            if self._one_process_wins >= self.stop_after:
                 self._stop()
-        if final:
-            self._decided = setting
         if self._data is not None:
             self._data.workers = self._in_force
 
