@@ -13,8 +13,8 @@ matrices). The batch is synthetic but shaped like the corpus: right-padded lines
 their last characters, so the padding mask and the loss mask are exercised.
 
 Contestants. minitrain with BLAS threads chosen by the size rule (`rule`, the default), fixed at each count
-(`1t`, `2t`, ...), and chosen by timing (`measure`: minitrain/callbacks/thread_choice.py's ThreadChooser, which has made
-its first decision during the warm-up and keeps watching). The peers, each only when importable (never a
+(`1t`, `2t`, ...), and chosen by timing (`measure`: minitrain/callbacks/thread_choice.py's SettingChooser, which has
+made its first decision during the warm-up and keeps watching). The peers, each only when importable (never a
 dependency; --no-torch, --no-jax leave one out): PyTorch eager on 1 and 2 threads, each with its default AdamW
 and with `fused=True`, and torch.compile (fused AdamW, 1 and 2 threads) unless --no-compile; JAX, the whole step
 under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned to 1 core and in one on every core.
@@ -50,7 +50,7 @@ from contextlib import contextmanager
 import numpy as np
 from safetensors.numpy import save_file
 
-from minitrain.callbacks.thread_choice import ThreadChooser
+from minitrain.callbacks.thread_choice import SettingChooser
 from minitrain.common.runtime import blas_threads_for, configure, set_blas_threads
 from minitrain.models.minigpt import MiniGPT
 from minitrain.training.artifacts import peak_rss_mb
@@ -113,7 +113,8 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
         applied = n
         set_blas_threads(n)
 
-    chooser = ThreadChooser(set_threads=apply, announce=lambda m: print(m, file=sys.stderr, flush=True))
+    chooser = SettingChooser(apply=lambda setting, final: apply(setting.threads),
+                             announce=lambda m: print(m, file=sys.stderr, flush=True))
     inner = fresh_step()
 
     def measured_step() -> object:

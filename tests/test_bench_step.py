@@ -31,7 +31,7 @@ def test_the_step_benchmark_reports_every_setting_the_floor_and_a_checkout_to_co
     assert row["floor_best_ms"] <= row["floor_1t_ms"]  # the best count per product includes 1 thread
     assert row["ratio_over_floor_1t"] == pytest.approx(row["minitrain_rule_ms"] / row["floor_1t_ms"], abs=1e-3)
     assert row["steps_timed_each"] == 3 * 10  # --quick: 3 rounds of 40 // 4 steps
-    assert "threads: measured 1 →" in done.stderr  # the measured choice decided during the warm-up
+    assert "threads: measured 1 thread →" in done.stderr  # the measured choice decided during the warm-up
     assert "torch: left out" in done.stderr and "jax: left out" in done.stderr
     assert "ms per step" in done.stdout and "lab: minitrain (rule," in done.stdout
     assert row["against_rule_first_loss_diff"] == 0.0  # the same code, weights and batch: the same first loss

@@ -18,20 +18,25 @@ import pytest
 from test_sweep import _live, needs_proc
 
 from minitrain import cli
-from minitrain.callbacks import Callback
+from minitrain.callbacks import Callback, from_config
+from minitrain.callbacks.thread_choice import MeasuredSettings, SettingChooser
+from minitrain.common.compute import Setting
 from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.course.fixtures import write_tiny_run
+from minitrain.parallel.local import LocalWorkers
+from minitrain.parallel.switch import WorkerSwitch
+from minitrain.training import run as run_module
 from minitrain.training.run import run_training
 
 STEPS = 6  # a checkpoint at step 4 (the tiny config's save_every)
 
 
-def _config(folder: Path, name: str, k: int, runtime: str = "{threads: 1}") -> Path:
-    """The tiny config at `k` micro-batches per step and STEPS steps, with `runtime` as its runtime section."""
+def _config(folder: Path, name: str, k: int, runtime: str = "{threads: 1}", steps: int = STEPS) -> Path:
+    """The tiny config at `k` micro-batches per step and `steps` steps, with `runtime` as its runtime section."""
     path = folder / f"{name}.yaml"
     text = (folder / "config.yaml").read_text().replace("warmup_steps: 6, total_steps: 24",
-                                                         f"warmup_steps: 2, total_steps: {STEPS}")
+                                                         f"warmup_steps: 2, total_steps: {steps}")
     path.write_text(text.replace("batch_size: 4", f"batch_size: 4\n  grad_accumulation: {k}")
                     + f"runtime: {runtime}\n")
     return path
@@ -106,6 +111,7 @@ def test_bad_data_parallel_settings_are_one_error_line(tiny, capsys):
         ("{data_parallel: {workers: 0}}", "runtime.data_parallel.workers: must be greater than or equal to 1"),
         ("{data_parallel: {workers: 3, backend: mpi}}", "runtime.data_parallel.backend: must be one of local, ray"),
         ("{data_parallel: {workers: 3, address: auto}}", "address is the Ray cluster's: it needs backend ray"),
+        ("{threads: measure, data_parallel: {workers: 3, backend: ray}}", "runtime.threads measure chooses between"),
     ]:
         assert cli.main(["validate", str(_config(tiny, "bad", 3, runtime))]) == 2
         err = capsys.readouterr().err
@@ -205,3 +211,70 @@ def test_two_ray_workers_write_the_bytes_of_the_local_backend(tiny, accumulated)
     run = tiny / "ray2"
     _train(_config(tiny, "ray2", 2, "{threads: 1, data_parallel: {workers: 2, backend: ray}}"), run)
     assert _outputs(run) == accumulated[2]
+
+
+def _gone(pid: int) -> bool:
+    """True when no process (zombies included: a reaped worker has no /proc entry) has this pid."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+@needs_proc
+def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_one_thread(tiny, monkeypatch):
+    """runtime.threads measure with data_parallel: workers are a candidate. Made-up step times (2 workers fast, then
+    slow: a core taken, then one process slower again) send the choice to the workers and to one process twice;
+    the pool is started once, kept at the first one-process decision and stopped at the second, mid-run
+    (processes reaped, shared block removed). The candidates here are the 1-thread settings only, so the run writes
+    the bytes of grad_accumulation 2 at 1 thread."""
+    one, two_workers = Setting(1), Setting(1, workers=2)
+    tables = [{one: 5.0, two_workers: 2.0}, {one: 5.0, two_workers: 9.0}, {one: 8.0, two_workers: 12.0}]
+    applied: list[tuple[Setting, bool]] = []
+    switches: list[WorkerSwitch] = []
+    stopped_mid_run: list[bool] = []
+
+    class Switch(WorkerSwitch):  # stopped after 2 one-process decisions in a row (the default 3 needs a longer run)
+        def __init__(self, *args) -> None:
+            super().__init__(*args, stop_after=2)
+            switches.append(self)
+
+        def apply(self, setting: Setting, final: bool) -> None:
+            super().apply(setting, final)
+            applied.append((setting, final))
+            if final and setting.workers == 1:
+                stopped_mid_run.append(self.pool is None and all(map(_gone, self.started[-1][0])))
+
+    class Chooser(SettingChooser):  # short blocks and window, so the tiny run holds two decisions
+        def __init__(self, candidates, **keys) -> None:
+            super().__init__(candidates, trial_steps=2, rounds=1, window=3, **keys)
+
+    class Timed(MeasuredSettings):  # the clock the choice reads: each step takes its setting's made-up time
+        def __init__(self, chooser: SettingChooser) -> None:
+            self.now = 0.0
+            super().__init__(chooser, clock=self.tick)
+
+        def tick(self) -> float:
+            self.now += tables[min(len(self.chooser.decisions), 2)][applied[-1][0]] / 1e3
+            return self.now
+
+    pool_steps = []
+    gradients = LocalWorkers.gradients
+    monkeypatch.setattr(LocalWorkers, "gradients", lambda self, *a: pool_steps.append(1) or gradients(self, *a))
+    monkeypatch.setattr(run_module, "WorkerSwitch", Switch)
+    monkeypatch.setattr(from_config, "thread_settings", lambda: [one])
+    monkeypatch.setattr(from_config, "SettingChooser", Chooser)
+    monkeypatch.setattr(from_config, "MeasuredSettings", Timed)
+    runtime = "{threads: measure, data_parallel: {workers: 2}}"
+    _train(_config(tiny, "measured", 2, runtime, steps=30), tiny / "measured")
+    _train(_config(tiny, "one-thread", 2, steps=30), tiny / "one-thread")
+
+    (switch,) = switches
+    assert [s for s, final in applied if final] == [two_workers, one, one]
+    assert stopped_mid_run == [False, True] and len(switch.started) == 1 and switch.pool is None
+    assert 5 <= len(pool_steps) < 30  # the workers computed the steps of their blocks and watch, not all of them
+    (pids, block), = switch.started
+    assert len(pids) == 2 and all(map(_gone, pids)) and not Path("/dev/shm", block).exists()
+    log = (tiny / "measured" / "logs" / "train.log").read_text()
+    assert "using 2 workers × 1 thread" in log and log.rindex("using 1 thread") > log.index("using 2 workers")
+    manifest = json.loads((tiny / "measured" / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["steps_done"] == 30
+    assert (tiny / "measured" / "results.json").exists()
+    assert _outputs(tiny / "measured") == _outputs(tiny / "one-thread")

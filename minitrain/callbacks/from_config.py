@@ -3,7 +3,7 @@ given in Python, as the one CallbackList the loop hears (minitrain.training.run 
 
 Order matters only at the end: the callbacks of `callbacks:` first, then the Python ones, then the system
 monitor, then the tracker, so the tracker files the run away after everything else has logged; with
-`runtime.threads: measure`, the thread choice (minitrain/callbacks/thread_choice.py) last of all.
+`runtime.threads: measure`, the choice of threads and workers (minitrain/callbacks/thread_choice.py) last of all.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 from minitrain.callbacks.base import Callback, CallbackList
 from minitrain.callbacks.builtin import Checkpointer, GradientMonitor, LRMonitor, SamplePredictions
 from minitrain.callbacks.custom import CustomCallback, load_entry_point
-from minitrain.callbacks.thread_choice import MeasuredThreads, ThreadChooser
+from minitrain.callbacks.thread_choice import MeasuredSettings, SettingChooser, apply_threads, thread_settings
+from minitrain.common.compute import Setting
 from minitrain.config import Config, resolved_dict
 from minitrain.config.observing import CallbackEntry
 from minitrain.monitor.system import FILE as SYSTEM_FILE
@@ -75,11 +76,22 @@ def build_callback(entry: CallbackEntry, context: Context) -> Callback:
     return BUILDERS[entry.type](entry, {"trigger": entry.trigger, "interval": entry.interval}, context)
 
 
+def measured_settings(cfg: Config, *, workers_allowed: bool) -> list[Setting]:
+    """What `runtime.threads: measure` chooses among: 1 process × 1 .. cpu_count threads, and the workers
+    runtime.data_parallel names × 1 thread when the run can start them."""
+    settings = thread_settings()
+    parallel = cfg.runtime.data_parallel
+    if workers_allowed and parallel is not None and parallel.workers > 1:
+        settings.append(Setting(1, parallel.workers))
+    return settings
+
+
 def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, model: Any, tokenizer: Any,
               records: Sequence[dict], run_dir: Path, resume_step: int | None,
-              config_hash: str) -> CallbackList | None:
+              config_hash: str, apply_setting: Callable[[Setting, bool], Any] | None = None) -> CallbackList | None:
     """Every watcher of the run, started (tracker told the params, system sampling running) and registered with
-    `cleanup` to be closed; None when there is none, so the loop builds nothing for callbacks."""
+    `cleanup` to be closed; None when there is none, so the loop builds nothing for callbacks. `apply_setting`:
+    the run's applier of compute settings (minitrain/parallel/switch.py), given when workers are a candidate."""
     settings = cfg.monitoring
     tracker = build_tracker(settings.tracking, run_dir=run_dir, experiment=cfg.name or run_dir.name,
                             resume_step=resume_step)
@@ -97,7 +109,10 @@ def watch_run(cfg: Config, extra: Sequence[Callback], cleanup: ExitStack, *, mod
     if tracker is not None:
         watchers.append(tracker)
     if cfg.runtime.threads == "measure":  # last, so the other watchers' checkpoint states keep their places
-        watchers.append(MeasuredThreads(ThreadChooser(announce=lambda m: print(m, file=sys.stderr, flush=True))))
+        chooser = SettingChooser(measured_settings(cfg, workers_allowed=apply_setting is not None),
+                                 apply=apply_setting or apply_threads,
+                                 announce=lambda m: print(m, file=sys.stderr, flush=True))
+        watchers.append(MeasuredSettings(chooser))
     if not watchers:
         return None
     names += [type(watcher).__name__ for watcher in watchers[len(names):]]

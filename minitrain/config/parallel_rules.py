@@ -53,3 +53,14 @@ def _workers_train_plain_language_models(sections, raw):
     if refused:
         yield Problem(_WHERE, f"data-parallel workers rebuild the model from model: alone, so they cannot train "
                               f"with {', '.join(refused)} yet; leave runtime.data_parallel out")
+
+
+@rule("runtime")
+def _measured_workers_are_local(sections, raw):
+    """runtime.threads measure with runtime.data_parallel needs backend local:
+    the workers are then a candidate of the timed choice, which starts and stops them in the middle of a run."""
+    runtime = sections["runtime"]
+    if runtime.threads == "measure" and runtime.data_parallel is not None and runtime.data_parallel.backend != "local":
+        yield Problem(("runtime", "data_parallel", "backend"),
+                      "runtime.threads measure chooses between one process and local workers, which it starts and "
+                      "stops mid-run; use backend local, or a fixed runtime.threads with backend ray")

@@ -106,7 +106,8 @@ class RuntimeConfig(Section):
     them from the model's size (minitrain/common/runtime.py); a number fixes them; `measure` times a few training
     steps on each count and measures again when the step time drifts (minitrain/callbacks/thread_choice.py). Thread
     counts change a product's last bits, so `measure` makes a run's numbers depend on the machine's load: its logs
-    and weights are not byte-reproducible. `data_parallel` (above) spreads each step's micro-batches over workers."""
+    and weights are not byte-reproducible. `data_parallel` (above) spreads each step's micro-batches over workers;
+    with `measure` (backend local) it is one more candidate, N workers × 1 thread (minitrain/parallel/switch.py)."""
 
     threads: Literal["rule", "measure"] | PositiveInt = Field(
         "rule", description="rule (by model size), measure (timed steps, not byte-reproducible) or a count")

@@ -7,6 +7,7 @@ order, the update applied once by the training process (docs/distributed.md).
     local.py        the local backend: worker processes on this machine (started once per run)
     ray_workers.py  the Ray backend: the same workers as Ray actors, reduced through Ray's object store
     workers.py      start_workers(settings, model, rows, cols): the backend runtime.data_parallel names
+    switch.py       WorkerSwitch: `runtime.threads: measure` puts a setting (threads, workers) in force mid-run
 
 Bytes: micro-batch i's gradient is computed from zero, as `minitrain/loop.py`'s train_step computes it, and the
 step's gradient is g_0 + g_1 + ... in micro-batch order, the sum train_step forms; so N workers give the bytes of

@@ -61,6 +61,7 @@ from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_report
 from minitrain.nn import Module
+from minitrain.parallel.switch import WorkerSwitch
 from minitrain.parallel.workers import start_workers
 from minitrain.runs import run_dir
 from minitrain.runs.checkpoint_manager import CheckpointManager
@@ -198,16 +199,18 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     else:
         _write_configs(cfg, out_dir, config_text)
     write_environment(out_dir)
+    switch = _worker_switch(cfg, parts, cleanup)
     books.callbacks = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
                                 records=parts.val_records, run_dir=out_dir,
                                 resume_step=books.start.step if books.start else None,
-                                config_hash=books.checkpointing.config_hash)
+                                config_hash=books.checkpointing.config_hash,
+                                apply_setting=switch.apply if switch else None)
     if books.callbacks and checkpoint_path is not None:
         books.callbacks.load_state_dict(restored.get("callbacks", []))
     books.manifest = _manifest(cfg, parts, books, previous, checkpoint_path, continuing=continuing,
                                init_from=init_from, strict=strict, overrides=overrides, runtime=runtime)
     run = _Run(cfg, out_dir, parts, books, final_models_dir, baseline, rerun, quiet=not progress,
-               start_time=start_time, earlier_wall=float(books.manifest.get("wall_seconds") or 0.0))
+               start_time=start_time, earlier_wall=float(books.manifest.get("wall_seconds") or 0.0), switch=switch)
     try:
         return _finish(run, _run_loop(run, summary))
     except UserError:
@@ -231,6 +234,7 @@ class _Run:
     quiet: bool
     start_time: float
     earlier_wall: float  # the wall seconds of the runs this one continues
+    switch: WorkerSwitch | None = None  # `runtime.threads: measure` with workers allowed: starts and stops them
 
     def wall_seconds(self) -> float:
         """Wall seconds of the whole run, over all its resumes."""
@@ -238,6 +242,18 @@ class _Run:
 
 
 # ------------------------------------------------------------------------------------------------- before the loop
+
+
+def _worker_switch(cfg: Config, parts: Parts, cleanup: ExitStack) -> WorkerSwitch | None:
+    """With `runtime.threads: measure` and runtime.data_parallel, the workers are a candidate of the measured
+    choice, started and stopped by this switch (closed with the run, however it ends); else None."""
+    if cfg.runtime.threads != "measure" or cfg.runtime.data_parallel is None:
+        return None
+    switch = WorkerSwitch(parts.model, cfg.training.grad_accumulation, cfg.training.batch_size,
+                          parts.train_split.input.shape[1])
+    cleanup.callback(switch.close)
+    switch.start(cfg.runtime.data_parallel.workers)
+    return switch
 
 
 def _bookkeeping(cfg: Config, out_dir: Path, parts: Parts) -> Bookkeeping:
@@ -331,9 +347,12 @@ def _run_loop(run: _Run, summary: DataSummary) -> dict[str, Any]:
     books.progress = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
                               quiet=run.quiet, start_step=books.start.step if books.start else 0)
     try:
-        with start_workers(cfg.runtime.data_parallel, parts.model, cfg.training.grad_accumulation,
-                           cfg.training.batch_size, parts.train_split.input.shape[1]) as workers:
+        parallel = None if run.switch else cfg.runtime.data_parallel  # the switch starts its own workers
+        with start_workers(parallel, parts.model, cfg.training.grad_accumulation, cfg.training.batch_size,
+                           parts.train_split.input.shape[1]) as workers:
             data = LoopData(parts.batcher, parts.val_batches, validator_for(cfg, parts), parts.task, workers)
+            if run.switch:
+                run.switch.attach(data)
             return train(parts.model, parts.optimizer, parts.scheduler, data, _loop_settings(cfg, parts, summary),
                          books)
     except KeyboardInterrupt:
@@ -349,6 +368,8 @@ def _run_loop(run: _Run, summary: DataSummary) -> dict[str, Any]:
         raise stopping.failed(e, run.out_dir, books.manifest, books.checkpointing.manager) from None
     finally:
         books.progress.close()
+        if run.switch:  # like start_workers' pool: no worker outlives the loop
+            run.switch.close()
 
 
 # ------------------------------------------------------------------------------------------------- after the loop
