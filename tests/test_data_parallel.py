@@ -129,7 +129,8 @@ def test_bad_data_parallel_settings_are_one_error_line(tiny, capsys):
 @needs_proc
 def test_kill_9_of_the_training_process_takes_its_workers_with_it(tiny):
     """The training process killed mid-run cannot stop its workers: they notice it is gone (common/lifeline.py)
-    and end within seconds, leaving no orphan."""
+    and end within seconds, leaving no orphan; then its resource tracker, the last holder of the shared block,
+    removes the block from /dev/shm."""
     config = _config(tiny, "long", 2, "{threads: 1, data_parallel: {workers: 2}}")
     config.write_text(config.read_text().replace("val_every: 5", "val_every: 100000")
                       .replace(f"total_steps: {STEPS}", "total_steps: 100000"))
@@ -142,12 +143,17 @@ def test_kill_9_of_the_training_process_takes_its_workers_with_it(tiny):
             assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
             time.sleep(0.05)
         workers = _workers_of(process.pid)
+        trackers = [child for child in _live("ppid", process.pid) if child not in workers]
+        blocks = {line.split()[-1] for line in Path(f"/proc/{workers[0]}/maps").read_text().splitlines()
+                  if "/dev/shm/" in line}
+        assert len(blocks) == 1 and len(trackers) == 1, (blocks, trackers)
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
         deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in workers):
-            assert time.monotonic() < deadline, f"workers {workers} outlived their run"
+        while any(_alive(pid) for pid in workers + trackers):
+            assert time.monotonic() < deadline, f"workers {workers} or tracker {trackers} outlived their run"
             time.sleep(0.05)
+        assert not any(Path(block).exists() for block in blocks), f"{blocks} left in /dev/shm"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
