@@ -17,6 +17,8 @@ dy (B, T, C) and the saved p:
 Both implementations do the four matrix products as batched products on views of qkv and write straight into
 the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: NumPy in the reference, the numba
 kernel `causal_softmax_forward_numba` in the other (its rows, and the backward, are attention_softmax.py's).
+From 2²³ multiply-adds per product (B·H·T·T·D: the scaled config, not the lab's) the batch is cut into one slice
+per core, each computed on its own thread (batch_split.py): the same bytes, both cores busy.
 Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (B, H, T, T).
 """
 
