@@ -173,3 +173,22 @@ def test_stopping_blas_workers_keeps_the_count():
     finally:
         if before is not None:
             set_blas_threads(before)
+
+
+def test_idle_blas_workers_are_stopped_after_the_count_is_one(monkeypatch):
+    """Setting a count restarts stopped workers, so stopping them first would leave a fresh one spinning."""
+    monkeypatch.setattr(batch_split, "workers", lambda: 2)
+    counts_when_stopped: list[int | None] = []
+    monkeypatch.setattr(batch_split, "stop_blas_workers", lambda: counts_when_stopped.append(get_blas_threads()))
+    before = get_blas_threads()
+    assert before is not None  # NumPy's wheels carry OpenBLAS (tests/test_runtime.py assumes it too)
+    try:
+        set_blas_threads(2)
+        batch_split.each_slice(lambda s: None, batch=2, macs=batch_split.SPLIT_MACS)
+        assert counts_when_stopped == [1]
+        assert get_blas_threads() == 2
+        set_blas_threads(1)
+        batch_split.each_slice(lambda s: None, batch=2, macs=batch_split.SPLIT_MACS)
+        assert counts_when_stopped == [1]  # one thread already: nothing to stop
+    finally:
+        set_blas_threads(before)

@@ -15,7 +15,8 @@ the core count only, never of timing.
 Why BLAS goes to one thread and its workers are shut down: with two Python threads calling OpenBLAS at once its
 own threaded path would serialise them; and after the step's last big product OpenBLAS's idle worker keeps
 spinning on the second core for a while (≈ 0.1 s), the core the second slice needs. `blas_thread_shutdown_`
-ends the worker now; OpenBLAS starts it again on the next multi-threaded product (≈ 50 µs).
+ends the worker now (≈ 0.2 ms). It must come after the count is set to one: setting a count starts stopped
+workers again, which is also what restoring the count does at the end.
 
 Fork-safe: the pool is dropped in a forked child (its threads do not exist there) and made again on first use.
 """
@@ -61,12 +62,13 @@ def each_slice(part: Callable[[slice], None], batch: int, macs: int) -> None:
     if macs < SPLIT_MACS or len(pieces) == 1:
         part(slice(0, batch))
         return
-    if get_blas_threads() not in (None, 1):
-        stop_blas_workers()
+    many_blas_threads = get_blas_threads() not in (None, 1)
     size = len(pieces) - 1
     if size not in _pools:
         _pools[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="minitrain-split")
     with blas_threads(1):
+        if many_blas_threads:  # after setting one thread: setting the count restarts stopped workers
+            stop_blas_workers()
         futures = [_pools[size].submit(part, s) for s in pieces[1:]]
         try:
             part(pieces[0])
