@@ -44,7 +44,7 @@ os.register_at_fork(after_in_child=_drop_pools)
 
 
 def slices(batch: int, n: int) -> list[slice]:
-    """range(batch) cut into min(n, batch) contiguous slices, the first ones one longer when it does not divide."""
+    """range(batch) cut into min(n, batch) contiguous slices in order, their lengths at most one apart."""
     n = max(1, min(n, batch))
     cuts = [batch * i // n for i in range(n + 1)]
     return [slice(a, b) for a, b in itertools.pairwise(cuts)]
