@@ -85,7 +85,7 @@ def get_blas_threads() -> int | None:
 
 def stop_blas_workers() -> bool:
     """End OpenBLAS's worker threads now instead of letting them spin idle for ≈ 0.1 s after the last product
-    (holding a core other threads of ours want); the next multi-threaded product starts them again. The thread
+    (holding a core other threads of ours want); setting a count or a threaded product starts them again. The
     count is kept. True if the BLAS library could be asked."""
     return _call(_SHUTDOWN) is not None
 

@@ -69,12 +69,7 @@ def grouped_attention_forward(
 
 
 def grouped_attention_backward(
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    probs: np.ndarray,
-    dy: np.ndarray,
-    scale: float | None,
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None,
     softmax_backward: Callable,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dq (B, Tq, H, D), dk, dv (B, Tk, H_kv, D)) from dy (B, Tq, H·D) and the saved probabilities."""
