@@ -38,6 +38,7 @@ import numpy as np  # noqa: F401  (loads NumPy's BLAS, so it is mapped when we l
 # OpenBLAS builds prefix and suffix their symbols differently (NumPy's wheels: scipy_openblas…64_).
 _SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_")
 _GETTERS = ("openblas_get_num_threads", "scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_")
+_SHUTDOWN = ("blas_thread_shutdown_",)  # what OpenBLAS itself calls before a fork; it restarts them when needed
 
 # Below this many multiply-adds per typical matrix product, one thread beats several.
 SINGLE_THREAD_MACS = 2**24
@@ -80,6 +81,13 @@ def set_blas_threads(n: int) -> bool:
 def get_blas_threads() -> int | None:
     """The number of threads BLAS may use now, or None if the BLAS library cannot be asked."""
     return _call(_GETTERS)
+
+
+def stop_blas_workers() -> bool:
+    """End OpenBLAS's worker threads now instead of letting them spin idle for ≈ 0.1 s after the last product
+    (holding a core other threads of ours want); setting a count or a threaded product starts them again. The
+    count is kept. True if the BLAS library could be asked."""
+    return _call(_SHUTDOWN) is not None
 
 
 @contextmanager

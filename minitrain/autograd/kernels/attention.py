@@ -17,6 +17,8 @@ dy (B, T, C) and the saved p:
 Both implementations do the four matrix products as batched products on views of qkv and write straight into
 the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: NumPy in the reference, the numba
 kernel `causal_softmax_forward_numba` in the other (its rows, and the backward, are attention_softmax.py's).
+From 2²³ multiply-adds per product (B·H·T·T·D: the scaled config, not the lab's) the batch is cut into one slice
+per core, each computed on its own thread (batch_split.py): the same bytes, both cores busy.
 Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (B, H, T, T).
 """
 
@@ -28,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference, softmax_row
+from minitrain.autograd.kernels.batch_split import each_slice
 from minitrain.autograd.kernels.fastmath import FASTMATH
 
 
@@ -50,13 +53,22 @@ def default_scale(head_size: int) -> float:
 def attention_forward(
     qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None, softmax: Callable
 ) -> tuple[np.ndarray, np.ndarray]:
-    """y = softmax(q·kᵀ, scale, mask)·v per head -> out (B, T, C), probs (B, H, T, T)."""
+    """y = softmax(q·kᵀ, scale, mask)·v per head -> out (B, T, C), probs (B, H, T, T); big batches in slices."""
     q, k, v = heads(qkv, n_head, 3)
     scale = default_scale(q.shape[-1]) if scale is None else scale
-    probs = softmax(q @ _transposed(k), scale, key_mask)
     batch, time, three_c = qkv.shape
     out = np.empty((batch, time, three_c // 3), dtype=qkv.dtype)
-    np.matmul(probs, v, out=heads(out, n_head, 1)[0])
+    probs = np.empty((batch, n_head, time, time), dtype=qkv.dtype)
+    y = heads(out, n_head, 1)[0]
+
+    def part(s: slice) -> None:
+        scores = np.matmul(q[s], _transposed(k[s]), out=probs[s])
+        p = softmax(scores, scale, key_mask[s])
+        if p is not scores:  # the NumPy softmax returns a new array; numba's works in place
+            scores[...] = p
+        np.matmul(scores, v[s], out=y[s])
+
+    each_slice(part, batch, products_macs(q))
     return out, probs
 
 
@@ -69,12 +81,22 @@ def attention_backward(
     g = heads(dy, n_head, 1)[0]
     dqkv = np.empty_like(qkv)
     dq, dk, dv = heads(dqkv, n_head, 3)
-    np.matmul(np.swapaxes(probs, -1, -2), g, out=dv)
     scale = default_scale(q.shape[-1]) if scale is None else scale
-    dscores = softmax_backward(probs, g @ _transposed(v), scale)
-    np.matmul(dscores, k, out=dq)
-    np.matmul(np.swapaxes(dscores, -1, -2), q, out=dk)
+
+    def part(s: slice) -> None:
+        np.matmul(np.swapaxes(probs[s], -1, -2), g[s], out=dv[s])
+        dscores = softmax_backward(probs[s], g[s] @ _transposed(v[s]), scale)
+        np.matmul(dscores, k[s], out=dq[s])
+        np.matmul(np.swapaxes(dscores, -1, -2), q[s], out=dk[s])
+
+    each_slice(part, qkv.shape[0], products_macs(q))
     return dqkv
+
+
+def products_macs(q: np.ndarray) -> int:
+    """Multiply-adds of one of the batched products, q·kᵀ: B·H·T·T·D (what decides whether to split the batch)."""
+    batch, n_head, time, head_size = q.shape
+    return batch * n_head * time * time * head_size
 
 
 # ------------------------------------------------------------------------------------------- the softmax
@@ -89,7 +111,7 @@ def causal_softmax_forward_reference(scores: np.ndarray, scale: float, key_mask:
     return (e / np.where(total > 0, total, 1)).astype(scores.dtype)
 
 
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy", nogil=True)  # nogil: batch slices run side by side
 def _softmax_rows(scores, scale, key_mask, bias):
     """In place: scores becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
     n_batch, n_head, t, _ = scores.shape

@@ -46,7 +46,7 @@ def softmax_backward_reference(probs: np.ndarray, dprobs: np.ndarray, scale: flo
     return (scale * probs * (dprobs - inner)).astype(probs.dtype)
 
 
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy", nogil=True)  # nogil: batch slices run side by side
 def _softmax_backward_rows(probs, dprobs, scale):
     """In place: dprobs becomes dscores."""
     n_batch, n_head, n_rows, time_k = probs.shape
