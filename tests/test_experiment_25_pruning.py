@@ -38,7 +38,8 @@ def test_the_pipeline_runs_and_its_one_shot_rows_are_the_committed_ones(tmp_path
     same_up_to_float32(quick["one_shot"], committed["one_shot"])  # the same model, records and seed
     same_up_to_float32(quick["ablation"], committed["ablation"])
     assert len(committed["one_shot"]) == 8 and all(row["exact"] for row in committed["one_shot"].values())
-    for results in (quick, committed):
+    # --quick fine-tunes at sparsity 50 only (every kind of fine-tune once); the committed run at 30, 50 and 70
+    for results, sparsities in ((quick, (50,)), (committed, (30, 50, 70))):
         recovered = {name: row for name, row in results["recovery"].items() if "unstructured" in name}
-        assert len(recovered) == 6 and all(row["mask_held"] for row in recovered.values())
-        assert all(results["recovery"][f"gradual-{s}"]["exact"] for s in (30, 50, 70))
+        assert len(recovered) == 2 * len(sparsities) and all(row["mask_held"] for row in recovered.values())
+        assert all(results["recovery"][f"gradual-{s}"]["exact"] for s in sparsities)
