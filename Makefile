@@ -36,11 +36,12 @@ train: $(VENV)/.installed
 
 # The suite runs on every core (pytest-xdist): TEST_WORKERS=0 runs it in one process, as plain `pytest` does. An idle
 # worker takes queued tests from a busy one (worksteal), so the two long end-to-end tests do not queue behind each other.
+# The 15 slowest tests are listed at the end: the suite must stay under 10 minutes on a 2-core machine.
 TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/line_budget.py
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 # The damage suites (tests/test_damage*.py: run folders, configs, Hub ids, numbers and tables, sweeps, foreign run
 # files) at length: random seeds, FUZZ_EXAMPLES cases each (make test runs a few from a fixed seed). It prints how

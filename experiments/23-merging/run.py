@@ -154,12 +154,13 @@ def crossed(root: Path) -> dict[str, list[dict]]:
     return swapped
 
 
-def score_all(root: Path) -> dict[str, dict]:
+def score_all(root: Path, quick: bool = False) -> dict[str, dict]:
     """{model: {split: {ppl, exact_match}}} for lab 01's model, the two fine-tunes and every merge; the crossed
     splits' exact match is the share of answers in the other tense."""
     sources = {"base": LAB01_MODEL, **{name: str(root / name) for name in TENSES},
                **{method: str(root / "merged" / f"{method}.safetensors") for method in METHODS}}
-    return {row: score(source, {**splits_of(root), **crossed(root)}) for row, source in sources.items()}
+    splits = {**splits_of(root, ("val",) if quick else ("dev", "val")), **crossed(root)}  # the tests: val only
+    return {row: score(source, splits) for row, source in sources.items()}
 
 
 def tune(root: Path, quick: bool) -> dict[str, dict]:
@@ -220,7 +221,7 @@ def main() -> int:
                             "fine_tunes": {name: fine_tune(name, where, quick, settings) for name in TENSES}}
         results[setting]["merges"] = merge_all(where)
         results[setting]["slerp"] = slerp_fallbacks(where)
-        results[setting]["scores"] = score_all(where)
+        results[setting]["scores"] = score_all(where, quick)
         results[setting]["tuned"] = tune(where, quick)
         results[setting]["deltas"] = delta_sizes(where)
     results["total_seconds"] = round(time.time() - started, 1)
