@@ -14,10 +14,12 @@ their last characters, so the padding mask and the loss mask are exercised.
 
 Contestants. minitrain with BLAS threads chosen by the size rule (`rule`, the default), fixed at each count
 (`1t`, `2t`, ...), and chosen by timing (`measure`: minitrain/callbacks/thread_choice.py's SettingChooser, which has
-made its first decision during the warm-up and keeps watching). The peers, each only when importable (never a
-dependency; --no-torch, --no-jax leave one out): PyTorch eager on 1 and 2 threads, each with its default AdamW
-and with `fused=True`, and torch.compile (fused AdamW, 1 and 2 threads) unless --no-compile; JAX, the whole step
-under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned to 1 core and in one on every core.
+made its first decision during the warm-up and keeps watching), and on 2 local data-parallel workers × 1 BLAS
+thread (`2workers`: the same global batch in two micro-batches of B/2 lines, minitrain/parallel/local.py). The
+peers, each only when importable (never a dependency; --no-torch, --no-jax leave one out): PyTorch eager on 1
+and 2 threads, each with its default AdamW and with `fused=True`, and torch.compile (fused AdamW, 1 and 2 threads)
+unless --no-compile; JAX, the whole step under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned
+to 1 core and in one on every core.
 With --against, minitrain's step once more with another checkout's code and that checkout's thread rule
 (`against_rule`, a child process running benchmarks/checkout_step.py): before and after a change, in one run.
 
@@ -44,15 +46,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 from safetensors.numpy import save_file
 
 from minitrain.callbacks.thread_choice import SettingChooser
 from minitrain.common.runtime import blas_threads_for, configure, set_blas_threads
+from minitrain.data.batch import Batch
 from minitrain.models.minigpt import MiniGPT
+from minitrain.optim import AdamW
+from minitrain.parallel.workers import start_workers
 from minitrain.training.artifacts import peak_rss_mb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -128,6 +134,29 @@ def minitrain_contestants(spec: dict, batch: dict, initial_state: dict) -> dict[
     while not chooser.decisions:  # the first trial belongs to the warm-up
         measured_step()
     return contestants
+
+
+def workers_contestant(spec: dict, batch: dict, initial_state: dict, n: int,
+                       stack: ExitStack) -> tuple[Callable, Callable]:
+    """minitrain's step on `n` local data-parallel workers (minitrain/parallel/local.py, 1 BLAS thread each): the
+    same global batch cut into n micro-batches of B/n lines, one per worker, their gradients summed in order here,
+    then the clip and AdamW. The pool lives as long as `stack`."""
+    cfg = spec["model"]
+    model = MiniGPT(**cfg, rng=0)
+    model.load_state_dict(initial_state)
+    optimizer = AdamW(model.trainable_parameters(), buffer=model.pack_parameters(), **ADAMW)
+    rows = spec["batch"] // n
+    full = Batch(batch["input"], batch["target"], batch["attn_pad_mask"], batch["loss_mask"])
+    parts = [Batch(*(array[w * rows:(w + 1) * rows] for array in full)) for w in range(n)]
+    settings = types.SimpleNamespace(workers=n, backend="local", address=None)
+    workers = stack.enter_context(start_workers(settings, model, n, rows, cfg["max_seq_len"]))
+
+    def step() -> object:
+        loss, _ = workers.gradients(model, parts, CLIP)
+        optimizer.step()
+        return loss
+
+    return lambda: set_blas_threads(1), runner_for(step)
 
 
 def torch_contestants(spec: dict, batch: dict, initial_state: dict, loss0: float, compile_too: bool,
@@ -244,7 +273,11 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
     contestants = minitrain_contestants(spec, batch, initial_state)
     if "torch" in peers:
         contestants.update(torch_contestants(spec, batch, initial_state, float(loss0.item()), compile_too, result))
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, ExitStack() as pools:
+        n_workers = min(2, os.cpu_count() or 1)
+        if n_workers > 1 and batch_size % n_workers == 0:
+            contestants[f"minitrain_{n_workers}workers"] = workers_contestant(spec, batch, initial_state, n_workers,
+                                                                              pools)  # fmt: skip
         state_path = os.path.join(folder, "initial.safetensors")
         save_file(initial_state, state_path)
         with child_contestants(child_commands(name, state_path, peers, against)) as (children, first_losses):
@@ -266,6 +299,8 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
         best = min(peer_labels, key=lambda label: result[f"{label}_ms"])
         result["peer_best"] = best
         result["ratio_minitrain_over_peer"] = round(ours / result[f"{best}_ms"], 3)
+        for label in (label for label in times if label.endswith("workers")):
+            result[f"ratio_{label}_over_peer"] = round(result[f"{label}_ms"] / result[f"{best}_ms"], 3)
     fixed = [label for label in times if label.removeprefix("minitrain_").removesuffix("t").isdigit()]
     result["minitrain_best_fixed"] = min(fixed, key=lambda label: result[f"{label}_ms"])
     result["ratio_over_floor_1t"] = round(ours / result["floor_1t_ms"], 3)
@@ -333,6 +368,8 @@ def print_table(rows: list[dict]) -> None:
         peer_part = (f", {r['ratio_minitrain_over_peer']:.2f}x {r['peer_best']}" if "peer_best" in r else "")
         differences = ", ".join(f"{k[: -len('_first_loss_diff')]} {v:.2g}" for k, v in r.items()
                                 if k.endswith("_first_loss_diff"))  # fmt: skip
+        for key in (k for k in r if k.startswith("ratio_minitrain_") and k.endswith("workers_over_peer")):
+            peer_part += f", {key.removeprefix('ratio_minitrain_').removesuffix('_over_peer')} {r[key]:.2f}x"
         if "ratio_minitrain_over_against" in r:
             peer_part += f", {r['ratio_minitrain_over_against']:.2f}x the --against checkout"
         print(f"{r['config']}: minitrain (rule, {r['blas_threads']} BLAS threads){peer_part}, "

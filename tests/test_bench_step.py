@@ -5,6 +5,7 @@ report's shape and on relations that hold at any speed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,8 @@ def test_the_step_benchmark_reports_every_setting_the_floor_and_a_checkout_to_co
     labels = ["minitrain_rule", "minitrain_1t", "minitrain_measure", "against_rule"]
     assert all(row[f"{label}_ms"] > 0 for label in labels)
     assert "peer_best" not in row  # no peer was asked for
+    if (os.cpu_count() or 1) >= 2:  # the same global batch on 2 local data-parallel workers
+        assert row["minitrain_2workers_ms"] > 0 and "ratio_minitrain_2workers_over_peer" not in row
     assert row["floor_best_ms"] <= row["floor_1t_ms"]  # the best count per product includes 1 thread
     assert row["ratio_over_floor_1t"] == pytest.approx(row["minitrain_rule_ms"] / row["floor_1t_ms"], abs=1e-3)
     assert row["steps_timed_each"] == 3 * 10  # --quick: 3 rounds of 40 // 4 steps
