@@ -46,7 +46,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -55,7 +54,8 @@ from safetensors.numpy import save_file
 
 from minitrain.callbacks.thread_choice import SettingChooser
 from minitrain.common.runtime import blas_threads_for, configure, set_blas_threads
-from minitrain.data.batch import Batch
+from minitrain.config.run_sections import DataParallelConfig
+from minitrain.data.batch import Batch, take
 from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import AdamW
 from minitrain.parallel.workers import start_workers
@@ -147,8 +147,8 @@ def workers_contestant(spec: dict, batch: dict, initial_state: dict, n: int,
     optimizer = AdamW(model.trainable_parameters(), buffer=model.pack_parameters(), **ADAMW)
     rows = spec["batch"] // n
     full = Batch(batch["input"], batch["target"], batch["attn_pad_mask"], batch["loss_mask"])
-    parts = [Batch(*(array[w * rows:(w + 1) * rows] for array in full)) for w in range(n)]
-    settings = types.SimpleNamespace(workers=n, backend="local", address=None)
+    parts = [take(full, slice(w * rows, (w + 1) * rows)) for w in range(n)]
+    settings = DataParallelConfig(workers=n, backend="local")
     workers = stack.enter_context(start_workers(settings, model, n, rows, cfg["max_seq_len"]))
 
     def step() -> object:
@@ -299,8 +299,9 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
         best = min(peer_labels, key=lambda label: result[f"{label}_ms"])
         result["peer_best"] = best
         result["ratio_minitrain_over_peer"] = round(ours / result[f"{best}_ms"], 3)
-        for label in (label for label in times if label.endswith("workers")):
-            result[f"ratio_{label}_over_peer"] = round(result[f"{label}_ms"] / result[f"{best}_ms"], 3)
+        for label in times:
+            if label.endswith("workers"):
+                result[f"ratio_{label}_over_peer"] = round(result[f"{label}_ms"] / result[f"{best}_ms"], 3)
     fixed = [label for label in times if label.removeprefix("minitrain_").removesuffix("t").isdigit()]
     result["minitrain_best_fixed"] = min(fixed, key=lambda label: result[f"{label}_ms"])
     result["ratio_over_floor_1t"] = round(ours / result["floor_1t_ms"], 3)
