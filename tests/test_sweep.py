@@ -70,8 +70,10 @@ def test_a_space_too_large_to_run_is_counted_and_refused_naming_what_to_shrink(d
 def test_a_space_at_the_limit_expands_and_one_grown_past_it_is_refused_before_any_draw():
     at_most = SweepSpec(base="c.yaml", grid={"model.dropout": [0.0, 0.1]}, seeds=list(range(5000)))
     assert at_most.count() == 10_000 == len(expand(at_most))
-    grown = at_most.model_copy(update={"seeds": list(range(10**4))})  # pydantic does not validate an update
-    with pytest.raises(UserError, match=r"sweep: the space has 20,000 trials, .* shrink seeds") as error:
+    # 2 × 200 × 100 grid points × 5,000 seeds from lists of 5,300 values: pydantic does not validate an update
+    grid = {**at_most.grid, "model.n_layer": list(range(200)), "model.n_head": list(range(100))}
+    grown = at_most.model_copy(update={"grid": grid})
+    with pytest.raises(UserError, match=r"sweep: the space has 200,000,000 trials, .* shrink seeds") as error:
         expand(grown)  # refused before a single draw is made
     assert error.value.exit_code == 2
 
