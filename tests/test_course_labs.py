@@ -103,25 +103,12 @@ def workspace_with_reference(lab: str, folder: Path, bug: tuple | None = None) -
     return folder
 
 
-@pytest.mark.parametrize("lab", ["00", "02", "03", "04", "05", "07", "08"])
+# Labs 00, 01 and 02: tests/test_lab_commands.py checks a workspace holding the library's files, after training
+# its run folder (lab 01's through the student's script and loop, cut to 700 steps), with every item passing.
+@pytest.mark.parametrize("lab", ["03", "04", "05", "07", "08"])
 def test_the_library_files_in_a_workspace_pass_every_check_but_the_run_folder(lab, tmp_path):
     ws = workspace_with_reference(lab, tmp_path / "ws")
     _, outcomes = grade(lab, ws, only=lambda name: not name.startswith("run folder"))
-    assert outcomes and not failures(outcomes), failures(outcomes)
-
-
-@pytest.mark.slow
-def test_lab01_in_a_workspace_trains_through_the_seam_and_its_run_folder_passes(tmp_path):
-    """The student's script and loop train the lab's run, cut to 700 steps (val PPL 4.39: under the baseline)."""
-    ws = workspace_with_reference("01", tmp_path / "ws")
-    env = {**{k: v for k, v in __import__("os").environ.items() if k != seam.LAB_DIR_VARIABLE},
-           seam.LAB_DIR_VARIABLE: str(ws)}
-    command = [sys.executable, str(ws / "scripts" / "train_mini.py"), "--config",
-               "experiments/18-train-mini/config.yaml", "--out-dir", str(ws / "run"), "--models-dir",
-               str(ws / "run" / "models"), "--set", "scheduler.total_steps=700", "--quiet"]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    _, outcomes = grade("01", ws)
     assert outcomes and not failures(outcomes), failures(outcomes)
 
 
@@ -323,7 +310,7 @@ BUGS = [
 def test_each_typical_bug_is_caught_by_its_named_check(lab, bug, check, words, tmp_path):
     assert check in {c.name for c in checklist(lab).checks}
     ws = workspace_with_reference(lab, tmp_path / "ws", bug)
-    _, (outcome,) = grade(lab, ws, only=lambda name: name == check)
+    _, (outcome,) = grade(lab, ws, limits=None, only=lambda name: name == check)  # the sandbox: its own tests
     assert not outcome.passed, f"{check!r} did not catch {bug}"
     assert words in outcome.reason, outcome.reason
 
