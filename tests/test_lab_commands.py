@@ -8,13 +8,13 @@ of the tracked files with `.venv` linked in. Two things differ from a student's 
   (lab 07's from its solution folder, solutions/07: the library's own use fused ops, which its checker refuses);
 - runs of lab 01's config are cut short (`--set scheduler.total_steps=N`): to 700 steps for the workspace run
   that lab 01's checker reads (enough for val PPL to go below the n-gram baseline: 4.39 at step 699, where the
-  2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it), to 20 for
-  lab 06's four runs (`--steps 20`); lab 08's runs train the tiny stand-in base of `course/chat_fixtures.py`
-  (`--base`), never the real 135M model, on the 144 dev conversations instead of the 16,128 training ones (whose
-  encoding would take most of the time), and are scored on all 144 held-out questions. Labs 03,
-  04 and 05's configs run as they are: they take seconds (lab 05's base, 2000 steps, about 20); so does lab 07's
-  (about 50 s with the solution's Tensor-op pieces, most of it the final evaluation: its checker's thresholds
-  need the whole run).
+  2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it); lab 06's
+  experiment trains two 20-step runs, characters and the smallest BPE, instead of four of 2000 steps (`--steps 20
+  --sizes 320`); lab 08's runs train the tiny stand-in base of `course/chat_fixtures.py` (`--base`), never the
+  real 135M model, on the 144 dev conversations instead of the 16,128 training ones (whose encoding would take
+  most of the time), and are scored on all 144 held-out questions. Labs 03, 04 and 05's configs run as they are:
+  they take seconds (lab 05's base, 2000 steps, about 20); so does lab 07's (about 30 s with the solution's
+  Tensor-op pieces, 24 of them its 2000 steps: its checker's thresholds need the whole run).
 
 A command ending in a comment `# exit code N` must exit with N; every other command with 0. Labs that share no
 file run side by side (GROUPS), each lab's commands in order.
@@ -73,9 +73,9 @@ def commands(page: Path) -> list[tuple[str, int]]:
 
 def shortened(command: str) -> str:
     """A run of lab 01's config with `--set scheduler.total_steps=N` appended (before a trailing comment); lab
-    06's experiment (four runs of lab 01's config) with `--steps 20`."""
+    06's experiment (four runs of lab 01's config) with `--steps 20 --sizes 320`."""
     if "experiments/26-bpe-verbs/run.py" in command:
-        return f"{command} --steps 20"
+        return f"{command} --steps 20 --sizes 320"
     if "experiments/22-smollm2-verbs/run.py" in command:
         return f"{command} --base {TINY_BASE} --set data.train_path=data/chat/verbs/val.jsonl"
     if "experiments/18-train-mini/config.yaml" not in command or "validate" in command:
@@ -106,6 +106,8 @@ def test_every_lab_has_commands_to_run():
     assert shortened("x experiments/18-train-mini/config.yaml --y  # exit code 4: halted") == (
         "x experiments/18-train-mini/config.yaml --y --set scheduler.total_steps=200  # exit code 4: halted")
     assert shortened("x experiments/18-train-mini/config.yaml --out-dir labs/01/run").endswith("total_steps=700")
+    assert shortened("x experiments/26-bpe-verbs/run.py --out y") == "x experiments/26-bpe-verbs/run.py --out y " \
+        "--steps 20 --sizes 320"
     assert shortened("x experiments/22-smollm2-verbs/run.py --out y").endswith(
         f"--out y --base {TINY_BASE} --set data.train_path=data/chat/verbs/val.jsonl")
 

@@ -2,6 +2,7 @@
 
     python experiments/26-bpe-verbs/run.py                      every run into runs/26-bpe-verbs/, then results.json
     python experiments/26-bpe-verbs/run.py --steps 5 --out DIR  the same pipeline with 5-step runs (the tests)
+    python experiments/26-bpe-verbs/run.py --sizes 320          characters against one BPE size only
 
 Each tokenizer trains lab 01's MiniGPT (experiments/18-train-mini/config.yaml) with the same steps, batch of 8
 records, schedule and seeds: `char` is that config itself; `bpe-N` is bpe.yaml, the same with `data.tokenizer: {type:
@@ -98,8 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000, help="training steps of every run (default 2000)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "26-bpe-verbs", help="where the runs go")
     parser.add_argument("--results", type=Path, default=HERE / "results.json", help="the results file")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(BPE_SIZES), metavar="N",
+                        help=f"the BPE vocabulary sizes, each above the 259 specials and bytes (default "
+                             f"{' '.join(map(str, BPE_SIZES))})")
     args = parser.parse_args(argv)
-    names = ["char", *(f"bpe-{n}" for n in BPE_SIZES)]
+    if min(args.sizes) < 260:
+        parser.error(f"--sizes: {min(args.sizes)} leaves no merge (3 specials + 256 bytes = 259 ids)")
+    names = ["char", *(f"bpe-{n}" for n in args.sizes)]
     table = {name: score(train(name, args.steps, args.out)) for name in names}
     text = json.dumps({"steps": args.steps, "config": CHAR_CONFIG, "runs": table}, indent=2) + "\n"
     args.results.parent.mkdir(parents=True, exist_ok=True)
