@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.callbacks.base import Context, Triggered
-from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.figures import save_figure, subplots
 from minitrain.common.io import append_line
 from minitrain.evaluation.metrics import answer_prompt, greedy_decode
 from minitrain.models.sampling import next_log_probs_fn
@@ -59,7 +59,6 @@ class Checkpointer(Triggered):
 
 class LRMonitor(Triggered):
     """Logs the learning rate each step used: `lr`, and `lr/<pattern>` for each optimizer group that scales it."""
-
     def __init__(self, trigger: str = "step", interval: int = 1,
                  groups: Sequence[tuple[str, float]] = ()) -> None:
         super().__init__(trigger, interval)
@@ -95,11 +94,9 @@ class GradientMonitor(Triggered):
 
 def plot_histograms(path: Path, arrays: Mapping[str, np.ndarray], title: str, bins: int = 50) -> None:
     """One small histogram per array (log-scaled counts), in a grid, written atomically as a PNG."""
-    plt = pyplot()
-
     columns = 4
     rows = max(1, math.ceil(len(arrays) / columns))
-    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 2.4 * rows), dpi=80, squeeze=False)
+    fig, axes = subplots(rows, columns, figsize=(4 * columns, 2.4 * rows), dpi=80, squeeze=False)
     for ax, (name, values) in zip(axes.flat, arrays.items(), strict=False):
         ax.hist(np.asarray(values, dtype=np.float64).ravel(), bins=bins, color="tab:blue")
         ax.set_yscale("log")

@@ -1,8 +1,12 @@
-"""Figures as files: matplotlib on its file-only backend, and PNGs written atomically with reproducible bytes.
+"""Figures as files: matplotlib figures that belong to no window, and PNGs written atomically with reproducible bytes.
 
-    plt = pyplot()                       # imported only when a run draws something
-    fig, ax = plt.subplots()
-    save_figure(fig, "loss_curve.png")   # written atomically, then closed
+    fig, ax = subplots(figsize=(8, 4.8), dpi=100)   # matplotlib imported only when a run draws something
+    ax.plot(steps, losses)
+    save_figure(fig, "loss_curve.png")              # written atomically
+
+A `matplotlib.figure.Figure` made directly, rather than through pyplot, is drawn by the Agg renderer when saved
+and is never registered with pyplot's figure manager: there is no backend to choose, no global list of open
+figures to close, and a run does not pay for importing pyplot (about 0.15 s per process).
 """
 
 from __future__ import annotations
@@ -13,18 +17,24 @@ from typing import Any
 from minitrain.common.io import atomic_write
 
 
-def pyplot() -> Any:
-    """matplotlib.pyplot on the file-only Agg backend (no display needed); imported only when plotting."""
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], dpi: int, layout: str | None = None,
+             **kwargs: Any) -> tuple[Any, Any]:
+    """(figure, axes) as `matplotlib.pyplot.subplots(nrows, ncols, figsize=, dpi=, layout=, **kwargs)` returns them
+    (`sharex`, `squeeze`, `gridspec_kw`, ... go to `Figure.subplots`), on a figure of its own."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=dpi, layout=layout)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def colormap(name: str) -> Any:
+    """matplotlib's registered colormap `name` ("viridis")."""
     import matplotlib
 
-    matplotlib.use("Agg")  # must come before pyplot is imported
-    import matplotlib.pyplot as plt
-
-    return plt
+    return matplotlib.colormaps[name]
 
 
 def save_figure(fig: Any, png_path: str | os.PathLike) -> None:
-    """Write `fig` as a PNG atomically and close it."""
+    """Write `fig` as a PNG atomically."""
     # No "Software" entry: the PNG bytes then depend only on the picture, not on the matplotlib build.
     atomic_write(png_path, lambda f: fig.savefig(f, format="png", metadata={"Software": None}))
-    pyplot().close(fig)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from minitrain.common.errors import ArgumentError
-from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.figures import save_figure, subplots
 from minitrain.data.tokenizer import SPECIALS, CharTokenizer
 from minitrain.models.sampling import generate
 
@@ -43,14 +43,12 @@ def attention_figure(
 ) -> tuple[Path, str]:
     """Draw every head's attention over `prompt` (and its greedy completion) into the PNG `path`; return the path
     and the completion."""
-    plt = pyplot()
-
     ids, answer = attention_line(model, tokenizer, prompt, complete)
     probs = model.attention_probs(np.asarray([ids], dtype=np.int64))[:, 0]  # (L, H, T, T)
     labels = [SPECIAL_LABELS[SPECIALS[i]] if i < len(SPECIALS) else tokenizer.decode([i]) for i in ids]
     n_layer, n_head, size = probs.shape[0], probs.shape[1], len(ids)
-    fig, axes = plt.subplots(n_layer, n_head, figsize=(2.4 * n_head + 1.0, 2.5 * n_layer + 0.5), dpi=120,
-                             squeeze=False, layout="constrained")  # fmt: skip
+    fig, axes = subplots(n_layer, n_head, figsize=(2.4 * n_head + 1.0, 2.5 * n_layer + 0.5), dpi=120,
+                         squeeze=False, layout="constrained")  # fmt: skip
     for layer in range(n_layer):
         for head in range(n_head):
             ax = axes[layer, head]

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.figures import colormap, save_figure, subplots
 from minitrain.common.io import atomic_write_json, atomic_write_text
 from minitrain.monitor.report import read_log
 from minitrain.sweep.trials import TIMING_KEYS
@@ -67,15 +67,13 @@ def _label(row: Mapping[str, Any]) -> str:
 
 def plot_sweep(sweep_dir: Path, rows: Sequence[Mapping[str, Any]], metric: str, title: str) -> None:
     """sweep_curves.png and sweep_params.png (see the module docstring)."""
-    plt = pyplot()
-
     keys = list(dict.fromkeys(k for row in rows for k in row["params"]))
     seeds = list(dict.fromkeys(row["seed"] for row in rows))
     colour_values = list(dict.fromkeys(row["params"].get(keys[0]) for row in rows)) if keys else [None]
-    cmap = plt.get_cmap("viridis")
+    cmap = colormap("viridis")
     styles = ["-", "--", ":", "-."]
 
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=100)
+    fig, ax = subplots(figsize=(8, 4.8), dpi=100)
     for row in rows:
         log = sweep_dir / row["run_dir"] / "train_log.jsonl"
         val = [r for r in read_log(log) if "val_ppl" in r] if log.is_file() else []
@@ -94,7 +92,7 @@ def plot_sweep(sweep_dir: Path, rows: Sequence[Mapping[str, Any]], metric: str, 
     save_figure(fig, sweep_dir / "sweep_curves.png")
 
     shown = keys or ["seed"]
-    fig, axes = plt.subplots(1, len(shown), figsize=(4.5 * len(shown), 4), dpi=100, squeeze=False)
+    fig, axes = subplots(1, len(shown), figsize=(4.5 * len(shown), 4), dpi=100, squeeze=False)
     for ax, key in zip(axes[0], shown, strict=True):
         points = [(row["params"].get(key) if key != "seed" else row["seed"], row.get(metric)) for row in rows]
         points = [(x, y) for x, y in points if isinstance(x, int | float) and isinstance(y, int | float)]

@@ -25,7 +25,7 @@ from typing import Any
 
 from minitrain import seam
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.figures import save_figure, subplots
 from minitrain.common.io import atomic_write_json, read_json_object
 from minitrain.common.paths import REPO_ROOT
 from minitrain.common.versions import library_versions
@@ -239,11 +239,10 @@ def plot_loss_curve(
 ) -> None:
     """Train and val perplexity against the step (log scale), with the n-gram baseline dashed; `val_label` names
     what the val split holds."""
-    plt = pyplot()
     rows = read_log(log_path)
     train = [r for r in rows if "loss" in r]
     val = [r for r in rows if "val_loss" in r]
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=100)
+    fig, ax = subplots(figsize=(8, 4.8), dpi=100)
     if train:
         ax.plot([e["step"] for e in train], [perplexity(e["loss"]) for e in train],
                 color="tab:blue", linewidth=1, alpha=0.8, label="train (one batch)")

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.figures import save_figure, subplots
 from minitrain.evaluation.metrics import perplexity
 from minitrain.monitor.curves import moving_average, overfitting_onset, train_val_gap
 from minitrain.training.artifacts import baseline_line, log_axis
@@ -34,11 +34,10 @@ def plot_dashboard(
 ) -> None:
     """Draw the dashboard of a train_log.jsonl's `rows` into `png_path` (see the module docstring); `val_label`
     names what the val split holds."""
-    plt = pyplot()
     train = [r for r in rows if "loss" in r]
     steps = [r["step"] for r in train]
     gaps = train_val_gap(rows, window)
-    fig, (ppl, norm, lr) = plt.subplots(3, 1, figsize=(8, 9), dpi=100, sharex=True,
+    fig, (ppl, norm, lr) = subplots(3, 1, figsize=(8, 9), dpi=100, sharex=True,
                                         gridspec_kw={"height_ratios": [2, 1, 1]})
     if train:
         ppl.plot(steps, [perplexity(r["loss"]) for r in train], color="tab:blue", linewidth=0.6, alpha=0.3,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.common.figures import pyplot, save_figure
+from minitrain.common.figures import save_figure, subplots
 from minitrain.config.schema import TASK_METRICS, Config
 from minitrain.data.batcher import EvalBatcher
 from minitrain.monitor.report import read_log
@@ -67,12 +67,11 @@ def table_results(cfg: Config, parts: Any, outcome: dict[str, Any], out_dir: Pat
 def plot_confusion_matrix(png_path: str | os.PathLike, matrix: Sequence[Sequence[int]], classes: Sequence[Any],
                           title: str) -> None:
     """Counts per (true class, predicted class), rows the truth, with each cell's count written in it."""
-    plt = pyplot()
     import numpy as np
 
     counts = np.asarray(matrix)
     size = max(4.0, 0.5 * len(classes) + 2)
-    fig, ax = plt.subplots(figsize=(size, size), dpi=100)
+    fig, ax = subplots(figsize=(size, size), dpi=100)
     ax.imshow(counts, cmap="Blues")
     ticks = range(len(classes))
     ax.set_xticks(ticks, [str(c) for c in classes])
@@ -89,12 +88,10 @@ def plot_confusion_matrix(png_path: str | os.PathLike, matrix: Sequence[Sequence
 
 def plot_table_curve(png_path: str | os.PathLike, log_path: str | os.PathLike, model_name: str) -> None:
     """Train and val loss against the step, and the val metrics logged (accuracy, f1, r2...) on a second axis."""
-    plt = pyplot()
-
     rows = read_log(log_path)
     train = [r for r in rows if "loss" in r]
     val = [r for r in rows if "val_loss" in r]
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=100)
+    fig, ax = subplots(figsize=(8, 4.8), dpi=100)
     ax.plot([r["step"] for r in train], [r["loss"] for r in train], color="tab:blue", linewidth=1, alpha=0.8,
             label="train loss (one batch)")
     ax.plot([r["step"] for r in val], [r["val_loss"] for r in val], color="tab:orange", linewidth=2, marker="o",
