@@ -67,6 +67,7 @@ def test_a_hub_gpt2_repo_with_merges_is_refused_and_an_export_repo_is_not(hub, r
 
 
 def test_a_cached_repo_is_answered_from_the_cache_without_a_request(hub, run, export, monkeypatch):
+    import huggingface_hub
     from fakehub import TOKEN
 
     from minitrain.data import gpt2_base
@@ -82,5 +83,5 @@ def test_a_cached_repo_is_answered_from_the_cache_without_a_request(hub, run, ex
     def no_request(*args, **kwargs):
         raise AssertionError("asked the Hub for a file the cache holds")
 
-    monkeypatch.setattr(gpt2_base, "hf_hub_download", no_request)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_request)  # gpt2_base imports it when it asks
     assert is_gpt2_base("alice/gpt2-bpe")

@@ -16,10 +16,6 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
-from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
-from huggingface_hub.errors import EntryNotFoundError, HFValidationError, RepositoryNotFoundError
-
 from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import path_exists, read_json_object
 from minitrain.data.tokenizer import VOCAB_FORMAT
@@ -64,6 +60,9 @@ def _is_base_folder(folder: Path) -> bool:
 
 @functools.lru_cache(maxsize=8)  # a config is validated several times
 def _is_base_repo(repo_id: str) -> bool:
+    import httpx2  # here, not at the top: every config load imports this module; the Hub client takes ~0.4 s
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+
     try:
         config = hub_file_cache_first(repo_id, "config.json")
         if config is None or read_json_object(config, "model config").get("model_type") != "gpt2":
@@ -81,6 +80,9 @@ def hub_file_cache_first(repo_id: str, name: str) -> Path | None:
     no such file. For questions a cached copy answers as well as a fresh one (which family a repo holds, asked
     when a config is validated): offline, a download first waits out the client's connection timeouts (about
     23 s) before it falls back to the cache. Loading a model downloads first, so a newer upload is seen."""
+    from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.errors import EntryNotFoundError
+
     cached = try_to_load_from_cache(repo_id, name)
     if isinstance(cached, str):
         return Path(cached)

@@ -15,15 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
-from huggingface_hub import constants
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    HFValidationError,
-    LocalEntryNotFoundError,
-    RepositoryNotFoundError,
-)
-
 from minitrain.common.errors import BAD_INPUT, HUB_FAILED, UserError
 
 
@@ -31,18 +22,22 @@ from minitrain.common.errors import BAD_INPUT, HUB_FAILED, UserError
 def hub_download_errors(where: str, needs: str) -> Iterator[None]:
     """Downloads inside the block fail as `UserError(f"{where}: ...")`; `needs` says which files the repo must
     hold ("a file it needs (config.json, ...)")."""
+    # Imported here: a run that reads no Hub repo does not pay for the client's errors and httpx2 (about 0.2 s)
+    import httpx2  # huggingface_hub's HTTP library: its errors are what a failed download raises
+    from huggingface_hub import constants, errors
+
     try:
         yield
-    except LocalEntryNotFoundError:  # before EntryNotFoundError: it is one (a file not in the offline cache)
+    except errors.LocalEntryNotFoundError:  # before EntryNotFoundError: it is one (a file not in the offline cache)
         raise UserError(f"{where}: not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the Hub at "
                         f"{constants.ENDPOINT} cannot be reached (offline mode or no network)", HUB_FAILED) from None
-    except RepositoryNotFoundError:
+    except errors.RepositoryNotFoundError:
         raise UserError(f"{where}: no such model repo on {constants.ENDPOINT} (or it is private and no token "
                         "with access is set)", HUB_FAILED) from None
-    except EntryNotFoundError as e:
+    except errors.EntryNotFoundError as e:
         raise UserError(f"{where}: the repo lacks {needs}: {e}", HUB_FAILED) from None
     except httpx2.HTTPError as e:
         raise UserError(f"{where}: download from {constants.ENDPOINT} failed ({type(e).__name__}: {e})",
                         HUB_FAILED) from None
-    except HFValidationError as e:
+    except errors.HFValidationError as e:
         raise UserError(f"{where}: not a Hub repo id the client accepts ({e})", BAD_INPUT) from None

@@ -35,8 +35,6 @@ from typing import Any, Literal
 
 import numpy as np
 import safetensors.numpy
-from huggingface_hub import hf_hub_download
-from huggingface_hub.errors import EntryNotFoundError
 
 from minitrain.common.errors import UserError
 from minitrain.common.hub_id import hub_id_problem
@@ -170,6 +168,9 @@ def _from_folder(folder: Path, spec: str):
 def download_base(repo_id: str, weights: bool = True) -> Path:
     """The files of a Hub model repo a base needs, fetched into the Hugging Face cache; the snapshot folder.
     `weights=False`: config.json and the tokenizer's files only (what `describe_base` reads)."""
+    from huggingface_hub import hf_hub_download  # here: importing the client takes about 0.4 s
+    from huggingface_hub.errors import EntryNotFoundError
+
     needs = f"a file a base needs (config.json, {WEIGHTS_FILE} or {INDEX_FILE} and its shards)"
     with hub_download_errors(f"base {repo_id}", needs):
         snapshot = Path(hf_hub_download(repo_id, "config.json")).parent
@@ -182,6 +183,8 @@ def download_base(repo_id: str, weights: bool = True) -> Path:
 
 
 def _download_weights(repo_id: str) -> None:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
     try:
         hf_hub_download(repo_id, WEIGHTS_FILE)
     except EntryNotFoundError:  # a big model: shards listed by the index
