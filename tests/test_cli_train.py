@@ -55,7 +55,7 @@ def test_init_validate_dry_run_train(tmp_path, capsys, monkeypatch, template, st
 def test_models_dir_flag_puts_the_model_there_and_nowhere_else(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MINITRAIN_MODELS_DIR", str(tmp_path / "env-models"))
-    config = write_tiny_run(tmp_path, "output: {models_dir: config-models}\n")  # the flag beats the config
+    config = write_tiny_run(tmp_path, "output: {models_dir: config-models}\n", plots=True)  # the flag beats the config
     before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
 
     code, _, err = run(["train", config, "--out-dir", "run", "--models-dir", "run/models", "--quiet"], capsys)
@@ -79,7 +79,7 @@ def test_models_dir_resolution_order(tmp_path, monkeypatch):
     monkeypatch.setenv("MINITRAIN_MODELS_DIR", str(tmp_path / "env"))
     assert artifacts.models_dir(None, "runs/x") == tmp_path / "env"
     assert artifacts.models_dir("from-config", "runs/x") == Path("from-config")
-    cfg = load_config(write_tiny_run(tmp_path, "output: {models_dir: cfg-models}\n"),
+    cfg = load_config(write_tiny_run(tmp_path, "output: {models_dir: cfg-models}\n", plots=True),
                       values={"output.models_dir": "flag-models"})
     assert cfg.output.models_dir == "flag-models" and "--models-dir flag-models" in cfg.source.overrides
     assert load_config(tmp_path / "config.yaml").output.models_dir == "cfg-models"

@@ -298,7 +298,7 @@ def test_output_model_format_gguf_writes_the_final_model_as_a_gguf_too(tmp_path,
     from minitrain.course.fixtures import write_tiny_run
 
     monkeypatch.delenv("MINITRAIN_MODELS_DIR", raising=False)
-    config = write_tiny_run(tmp_path, "output: {model: {format: gguf}}\n")  # the spec's spelling
+    config = write_tiny_run(tmp_path, "output: {model: {format: gguf}}\n", plots=True)  # the spec's spelling
     code, out, err = cli(["train", config, "--out-dir", tmp_path / "run", "--quiet",
                           "--set", "output.gguf_dtype=f16"], capsys)
     assert code == 0, err

@@ -59,7 +59,7 @@ def test_a_diverged_run_uploads_nothing(tmp_path, monkeypatch, capsys):
 
 
 def test_no_token_keeps_the_run_folder_complete_and_uploads_nothing(tmp_path, monkeypatch, capsys):
-    config = write_tiny_run(tmp_path, PUBLISH)
+    config = write_tiny_run(tmp_path, PUBLISH, plots=True)  # the complete folder, plots included
     with serving(monkeypatch, tmp_path / "hf", None, {TOKEN: "alice"}) as hub:
         code, _, err = train(config, tmp_path, capsys)
     assert code == 1 and "Traceback" not in err

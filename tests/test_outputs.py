@@ -49,7 +49,7 @@ def test_metrics_in_json_and_parquet_hold_the_csv_table_and_include_picks_column
 
 
 def test_html_report_is_one_self_contained_page(tmp_path):
-    config = write_tiny_run(tmp_path)
+    config = write_tiny_run(tmp_path, plots=True)  # the page embeds them
     run = tmp_path / "run"
     results = train_tiny(config, run, ["output.report.format=html"])
     page = (run / "report.html").read_text()

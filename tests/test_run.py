@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.numpy
 
 from minitrain.common.errors import UserError
 from minitrain.config import load_config
@@ -44,7 +45,7 @@ def log_rows(run_dir: Path) -> list[dict]:
 
 
 def test_a_run_writes_every_artifact_with_the_required_keys(tmp_path):
-    config = write_tiny_run(tmp_path)
+    config = write_tiny_run(tmp_path, plots=True)
     run_dir = tmp_path / "run"
     results = train_tiny(config, run_dir)
 
@@ -90,6 +91,21 @@ def test_a_run_writes_every_artifact_with_the_required_keys(tmp_path):
     assert evaluate(model, EvalBatcher(split, 5))[1] == pytest.approx(results["val_ppl"], rel=1e-5)
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
         "latest", *(f"step-{n}.safetensors" for n in (12, 16, 20, 24, 4, 8))]
+
+
+def test_output_plots_false_draws_nothing_and_trains_the_same_bytes(tmp_path):
+    drawn = train_tiny(write_tiny_run(tmp_path / "drawn", plots=True), tmp_path / "drawn" / "run")
+    plain = train_tiny(write_tiny_run(tmp_path / "plain"), tmp_path / "plain" / "run")  # output: {plots: false}
+    assert sorted(p.name for p in (tmp_path / "drawn" / "run").glob("*.png")) == ["dashboard.png", "loss_curve.png"]
+    assert not list((tmp_path / "plain" / "run").glob("*.png"))
+    report = (tmp_path / "plain" / "run" / "report.md").read_text()
+    assert "![" not in report and "## Train vs val" in report and "## Training quality:" in report
+    assert (tmp_path / "plain" / "run" / "train_log.jsonl").read_bytes() == (
+        tmp_path / "drawn" / "run" / "train_log.jsonl").read_bytes()
+    weights = [safetensors.numpy.load_file(run["model_path"]) for run in (plain, drawn)]  # the metadata differs
+    assert plain["val_ppl"] == drawn["val_ppl"] and all(np.array_equal(weights[0][k], v) for k, v in weights[1].items())
+    # a key added with the value that means "as before": a run that draws its plots keeps its config hash
+    assert "plots:" not in (tmp_path / "drawn" / "run" / "config.resolved.yaml").read_text()
 
 
 def test_the_baseline_counts_only_for_the_corpus_and_positions_it_scored(tmp_path):

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def tracked(tmp_path, monitoring: str, extra: str = "", **keys):
-    config = write_tiny_run(tmp_path)
+    config = write_tiny_run(tmp_path, plots=True)  # the files a tracker gets include the plots
     config.write_text(config.read_text().replace("monitoring: {progress: none}", monitoring) + extra)
     return config, train_tiny(config, tmp_path / "run", **keys)
 

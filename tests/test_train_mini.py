@@ -32,7 +32,7 @@ def script(*args: str, cwd: Path, wait: bool = True):
 
 
 def test_train_mini_writes_the_run_folder(tmp_path):
-    config = write_tiny_run(tmp_path)
+    config = write_tiny_run(tmp_path, plots=True)
     done = script("--config", str(config), "--out-dir", "run", "--seed", "3", "--models-dir", "run/models",
                   "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

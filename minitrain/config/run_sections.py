@@ -70,6 +70,8 @@ class OutputConfig(Section):
     )
     metrics: MetricsOutput = Field(default_factory=MetricsOutput)
     report: ReportOutput = Field(default_factory=ReportOutput)
+    plots: bool = Field(True, description="false: no loss_curve.png, dashboard.png or confusion_matrix.png (about "
+                                          "0.5 s a run: sweeps of many trials, tests); report.md then shows none")
     model_format: Literal["safetensors", "gguf"] = Field(
         "safetensors", description="gguf: a finished run also writes its final model as a GGUF beside the model file "
                                    "(minitrain export --format gguf)")

@@ -463,6 +463,7 @@ ADDED_KEYS: dict[tuple[str, ...], Any] = {
     ("output", "report"): ReportOutput().model_dump(mode="json"),
     ("output", "model_format"): "safetensors",
     ("output", "gguf_dtype"): "f32",
+    ("output", "plots"): True,
     ("callbacks",): [],
     ("runtime",): RuntimeConfig().model_dump(mode="json"),
 }

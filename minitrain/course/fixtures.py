@@ -81,9 +81,11 @@ def write_tiny_data(folder: Path, baseline_ppl: float) -> Path:
     return data
 
 
-def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -> Path:
+def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0, plots: bool = False) -> Path:
     """The tiny corpus and baseline of `write_tiny_data`, and a 1-layer config for them; returns the config path.
-    40 records / batch 4 = 10 steps per epoch; 24 steps, validation every 5, a checkpoint every 4."""
+    40 records / batch 4 = 10 steps per epoch; 24 steps, validation every 5, a checkpoint every 4. No plots
+    (`output: {plots: false}`: drawing them is most of such a run's time) unless `plots`; a `body` with an
+    `output` section of its own needs `plots=True`."""
     data = write_tiny_data(folder, baseline_ppl)
     text = textwrap.dedent(f"""\
         model: {{n_layer: 1, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, max_seq_len: 32}}
@@ -103,7 +105,7 @@ def write_tiny_run(folder: Path, body: str = "", baseline_ppl: float = 1000.0) -
           dev_path: {data}/dev.jsonl
           vocab_path: {data}/vocab.json
         monitoring: {{progress: none}}
-        """) + textwrap.dedent(body)
+        """) + ("" if plots else "output: {plots: false}\n") + textwrap.dedent(body)
     path = folder / "config.yaml"
     path.write_text(text, encoding="utf-8")
     return path

@@ -25,7 +25,7 @@ def run_files() -> tuple[str, ...]:
 def tiny_run(lab: Any, *entry: str) -> Path:
     """Train the tiny run of `fixtures.write_tiny_run` with `entry` (`-m minitrain.cli train`, or a script
     taking --config) under the seam; return its run folder, failing with the run's error line if it failed."""
-    config = write_tiny_run(lab.scratch())
+    config = write_tiny_run(lab.scratch(), plots=True)  # a complete run folder, plots included
     out = lab.scratch() / "run"
     train = [*entry, str(config)] if entry[-1] == "train" else [*entry, "--config", str(config)]
     done = lab.python(*train, "--out-dir", str(out), "--quiet")

@@ -140,22 +140,23 @@ def report_markdown(
     title: str,
     results: Mapping[str, Any],
     quality: Quality | None,
-    plot: str = "loss_curve.png",
+    plot: str | None = "loss_curve.png",
     gaps: Sequence[Mapping[str, float]] = (),
     sections: Sequence[str] = (),
     hyperparameters: Mapping[str, Any] | None = None,
 ) -> str:
     """The text of report.md. `gaps` is `curves.train_val_gap` of the run's log (the "Train vs val" section);
     `sections` are markdown lines added at the end (callbacks' sections); `hyperparameters` the resolved
-    settings the run trained with, by dotted key."""
-    lines = [f"# Training report: {title}", "", f"![loss curve]({plot})", "", "## Results", ""]
+    settings the run trained with, by dotted key. `plot` None: a run that drew no plots (output.plots false)
+    shows neither the loss curve nor the dashboard."""
+    lines = [f"# Training report: {title}", "", *([f"![loss curve]({plot})", ""] if plot else []), "## Results", ""]
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {key} | {_show(value)} |" for key, value in results.items()]
     if hyperparameters:
         lines += ["", "## Hyperparameters", "", "| setting | value |", "|---|---|"]
         lines += [f"| {key} | {_show(value)} |" for key, value in hyperparameters.items()]
     if gaps:
-        lines += ["", *_train_vs_val(gaps)]
+        lines += ["", *_train_vs_val(gaps, dashboard=plot is not None)]
     if quality is not None:
         lines += ["", f"## Training quality: {quality.score:.1f} / 100 — grade {quality.grade}", ""]
         lines += [f"Grade {quality.grade}: {_GRADE_MEANING[quality.grade]} (the spec's §16.2) — as training "
@@ -170,7 +171,7 @@ def report_markdown(
     return "\n".join([*lines, *sections]) + "\n"
 
 
-def _train_vs_val(gaps: Sequence[Mapping[str, float]]) -> list[str]:
+def _train_vs_val(gaps: Sequence[Mapping[str, float]], dashboard: bool) -> list[str]:
     """The "Train vs val" section: the gap at the last validation, the best one, and whether val turned up."""
     last, best = gaps[-1], min(gaps, key=lambda g: g["val_ppl"])
     onset = overfitting_onset(gaps)
@@ -178,7 +179,7 @@ def _train_vs_val(gaps: Sequence[Mapping[str, float]]) -> list[str]:
                f"step {onset}: the run went on past its best (overfitting)" if onset is not None
                else "val PPL ended within 5 % of its lowest: no overfitting seen")
     return [
-        "## Train vs val", "", "![dashboard](dashboard.png)", "",
+        "## Train vs val", "", *(["![dashboard](dashboard.png)", ""] if dashboard else []),
         "| at | step | train PPL (smoothed) | val PPL | val / train |", "|---|---|---|---|---|",
         *(f"| {name} | {g['step']} | {g['train_ppl']:.4g} | {g['val_ppl']:.4g} | {g['gap']:.3g} |"
           for name, g in (("last validation", last), ("lowest val PPL", best))),
@@ -192,7 +193,7 @@ def write_report(
     title: str,
     results: Mapping[str, Any],
     quality: Quality | None,
-    plot: str = "loss_curve.png",
+    plot: str | None = "loss_curve.png",
     gaps: Sequence[Mapping[str, float]] = (),
     sections: Sequence[str] = (),
     hyperparameters: Mapping[str, Any] | None = None,

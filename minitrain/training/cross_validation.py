@@ -84,5 +84,5 @@ def cross_validate(
     shown = {key: f"{mean:.4f} ± {stats['std'][key]:.4f}" for key, mean in stats["mean"].items()}
     write_report(out_dir / "report.md", title=f"{cfg.name or out_dir.name} ({cv.folds}-fold cross-validation)",
                  results={**shown, "wall_seconds": results["wall_seconds"]}, quality=None,
-                 plot="fold-0/loss_curve.png")
+                 plot="fold-0/loss_curve.png" if cfg.output.plots else None)
     return results

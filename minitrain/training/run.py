@@ -409,10 +409,13 @@ def _finish(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_curves(run: _Run) -> list[dict[str, Any]]:
-    """metrics.csv, loss_curve.png and (a language model's) dashboard.png from the log; return its rows."""
+    """metrics.csv, loss_curve.png and (a language model's) dashboard.png from the log (the plots unless
+    output.plots is false); return its rows."""
     cfg, parts, log_path = run.cfg, run.parts, run.books.log_path
     rows = read_log(log_path)
     write_metrics(rows, run.out_dir, cfg.output.metrics)
+    if not cfg.output.plots:
+        return rows
     if parts.table is None:
         val = "val (held-out verbs)" if parts.text is None else "val (held-out lines)"  # what the split holds
         artifacts.plot_loss_curve(run.out_dir / "loss_curve.png", log_path, run.baseline, type(parts.model).__name__,
@@ -461,7 +464,8 @@ def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]
     watch = run.books.callbacks
     resolved = resolved_dict(cfg)
     write_report(out_dir / "report.md", title=cfg.name or out_dir.name, results=results, quality=quality,
-                 gaps=train_val_gap(rows, SMOOTHING_WINDOW), sections=watch.report_lines() if watch else (),
+                 plot="loss_curve.png" if cfg.output.plots else None, gaps=train_val_gap(rows, SMOOTHING_WINDOW),
+                 sections=watch.report_lines() if watch else (),
                  hyperparameters=flatten({k: resolved[k] for k in HYPERPARAMETERS if k in resolved}))
     if cfg.output.report.format == "html":
         write_html_report(out_dir / "report.md", out_dir / "report.html")
