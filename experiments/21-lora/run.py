@@ -1,7 +1,7 @@
 """The LoRA / QLoRA / quantization experiment (README.md): every number of results.json, from the committed corpus.
 
     python experiments/21-lora/run.py                 everything, into runs/21-lora/, then results.json here
-    python experiments/21-lora/run.py --quick DIR     the same pipeline with 3-step runs into DIR (the tests)
+    python experiments/21-lora/run.py --quick DIR     the same pipeline with 3-step runs, no plots, into DIR (the tests)
     python experiments/21-lora/run.py --base-only     steps 1 and 2 only: the split and the base (lab 05 starts there)
 
 1. data     data/processed split by tense: the base never sees the imperfect (I); the adaptation trains on the
@@ -68,7 +68,8 @@ def train(config: Path, out: Path, root: Path, quick: bool, extra: tuple[str, ..
     """`minitrain train` in its own process; results.json and manifest.json's facts."""
     sets = [f"data.{key}={value.replace('runs/21-lora', str(root))}" for key, value in _paths(config).items()]
     if quick:
-        sets += ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
+        sets += ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2",
+                 "output.plots=false"]
     args = [sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir", str(out), "--models-dir",
             str(out / "models"), "--quiet", *(a for s in [*sets, *extra] for a in ("--set", s))]
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)

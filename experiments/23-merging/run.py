@@ -1,7 +1,7 @@
 """The merging experiment (README.md): every number of results.json, from the committed corpus and lab 01's model.
 
     python experiments/23-merging/run.py               everything, into runs/23-merging/, then results.json here
-    python experiments/23-merging/run.py --quick DIR   the same pipeline with 3-step fine-tunes into DIR (the tests;
+    python experiments/23-merging/run.py --quick DIR   the pipeline, 3-step fine-tunes without plots, into DIR (tests;
                                                        settings lr1e-2 and replay only)
 
 Steps 2 to 6 run three times (SETTINGS): the fine-tunes trained with experiment 21's LoRA learning rate; with one
@@ -97,8 +97,8 @@ def fine_tune(name: str, root: Path, quick: bool, settings: tuple[str, ...]) -> 
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(moved((HERE / f"{name}.yaml").read_text(encoding="utf-8"), root), encoding="utf-8")
     sets = [*(s.format(data=root.parent / "data", name=name) for s in settings),
-            *(["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
-                         if quick else [])]
+            *(["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2", "output.plots=false"]
+              if quick else [])]
     out = root / name
     subprocess.run([sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir", str(out),
                     "--models-dir", str(out / "models"), "--quiet", "--overwrite",

@@ -1,7 +1,7 @@
 """Experiment 24, knowledge distillation (README.md): every number of results.json, from the committed corpus.
 
     python experiments/24-distillation/run.py              everything, into runs/24-distillation/, then results.json
-    python experiments/24-distillation/run.py --quick DIR  the same pipeline with 3-step runs into DIR (the tests)
+    python experiments/24-distillation/run.py --quick DIR  3-step runs without plots into DIR (the tests)
 
 1. teacher  lab 01's model (the committed model file of experiment 18) scored on the held-out verbs, and how
             soft its targets are at T 1, 2, 4 (top-1 probability, mass on the 17 ids no text produces)
@@ -55,7 +55,8 @@ KEPT = ("val_ppl", "val_loss", "val_exact_match", "dev_ppl", "dev_exact_match", 
 
 def train(config: Path, out: Path, seed: int, quick: bool, extra: tuple[str, ...] = ()) -> dict:
     """`minitrain train` in its own process; the results.json keys the tables read, and the parameter count."""
-    sets = ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"] if quick else []
+    sets = ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2",
+            "output.plots=false"] if quick else []
     args = [sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir", str(out), "--models-dir",
             str(out / "models"), "--seed", str(seed), "--quiet", "--overwrite",
             *(a for s in [*sets, *extra] for a in ("--set", s))]

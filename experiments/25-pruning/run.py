@@ -1,7 +1,7 @@
 """The pruning experiment (README.md): every number of results.json, from lab 01's committed model and corpus.
 
     python experiments/25-pruning/run.py               everything, into runs/25-pruning/, then results.json here
-    python experiments/25-pruning/run.py --quick DIR   3-step fine-tunes (sparsity 0.5 only) into DIR (the tests)
+    python experiments/25-pruning/run.py --quick DIR   3-step fine-tunes, sparsity 0.5, no plots, into DIR (tests)
 
 1. one-shot   lab 01's model pruned by `minitrain prune`'s code (minitrain/training/prune.py) at 30 / 50 / 70 %,
               magnitude (|W|, per layer) and Wanda (|W|·‖X‖, per output, 128 training records), and 2:4 with both;
@@ -71,7 +71,8 @@ def fine_tune(out: Path, init_from: str, quick: bool, extra: tuple[str, ...]) ->
     """`minitrain train recovery.yaml` from `init_from`, in its own process; results.json."""
     sets = [f"model.init_from={init_from}", *extra]
     if quick:
-        sets += ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2"]
+        sets += ["scheduler.total_steps=3", "scheduler.warmup_steps=1", "training.val_every=2",
+                 "output.plots=false"]
     args = [sys.executable, "-m", "minitrain.cli", "train", str(HERE / "recovery.yaml"), "--out-dir", str(out),
             "--models-dir", str(out / "models"), "--quiet", "--overwrite", *(a for s in sets for a in ("--set", s))]
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
