@@ -44,7 +44,8 @@ def score_splits(parts: Any) -> dict[str, dict[str, Any]]:
 
 
 def table_results(cfg: Config, parts: Any, outcome: dict[str, Any], out_dir: Path, model_path: str) -> dict[str, Any]:
-    """results.json's content (wall_seconds is the caller's to fill in); draws confusion_matrix.png."""
+    """results.json's content (wall_seconds is the caller's to fill in); draws confusion_matrix.png (unless
+    output.plots is false)."""
     scores = score_splits(parts)
     pipeline = parts.table.pipeline
     results: dict[str, Any] = {"task": pipeline.task, "status": outcome["status"], "steps": outcome["steps_done"]}
