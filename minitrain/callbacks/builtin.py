@@ -59,6 +59,7 @@ class Checkpointer(Triggered):
 
 class LRMonitor(Triggered):
     """Logs the learning rate each step used: `lr`, and `lr/<pattern>` for each optimizer group that scales it."""
+
     def __init__(self, trigger: str = "step", interval: int = 1,
                  groups: Sequence[tuple[str, float]] = ()) -> None:
         super().__init__(trigger, interval)

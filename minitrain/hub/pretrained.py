@@ -185,6 +185,7 @@ def download_base(repo_id: str, weights: bool = True) -> Path:
 def _download_weights(repo_id: str) -> None:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError
+
     try:
         hf_hub_download(repo_id, WEIGHTS_FILE)
     except EntryNotFoundError:  # a big model: shards listed by the index

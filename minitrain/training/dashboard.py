@@ -38,7 +38,7 @@ def plot_dashboard(
     steps = [r["step"] for r in train]
     gaps = train_val_gap(rows, window)
     fig, (ppl, norm, lr) = subplots(3, 1, figsize=(8, 9), dpi=100, sharex=True,
-                                        gridspec_kw={"height_ratios": [2, 1, 1]})
+                                    gridspec_kw={"height_ratios": [2, 1, 1]})
     if train:
         ppl.plot(steps, [perplexity(r["loss"]) for r in train], color="tab:blue", linewidth=0.6, alpha=0.3,
                  label="train, one batch")

@@ -60,9 +60,9 @@ def table_results(cfg: Config, parts: Any, outcome: dict[str, Any], out_dir: Pat
             results[f"{split}_confusion_matrix"] = values["confusion_matrix"]
             results[f"{split}_per_class"] = values["per_class"]
         shown = "test" if "test" in scores else "val"
-    if pipeline.classes is not None and cfg.output.plots:
-        plot_confusion_matrix(out_dir / "confusion_matrix.png", scores[shown]["confusion_matrix"], pipeline.classes,
-                              f"{cfg.name or out_dir.name}: {shown} split")
+        if cfg.output.plots:
+            plot_confusion_matrix(out_dir / "confusion_matrix.png", scores[shown]["confusion_matrix"],
+                                  pipeline.classes, f"{cfg.name or out_dir.name}: {shown} split")
     return results
 
 
