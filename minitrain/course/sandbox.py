@@ -45,6 +45,10 @@ DEFAULT_TIMEOUT = 120.0  # seconds per item: a check's own training run takes ~2
 DEFAULT_MEMORY_MB = 2048  # a check needs ~300 MB; this stops a runaway list long before the machine swaps
 STARTUP_SECONDS = 300.0  # for the child to import the library: not the student's time
 ANSWER_SECONDS = 5.0  # for the child to say where it is, once asked; a child stuck in C code never answers
+# Python runs a signal's handler in the main thread, between bytecodes. The kernel may hand a Ctrl-C to any thread
+# of this process (OpenBLAS starts one per core) and then leaves the main thread asleep in select(): it wakes at
+# least this often, so a Ctrl-C never waits for the item's time limit.
+WAKE_SECONDS = 0.1
 
 _SIGNALS = {signal.SIGSEGV: "a segmentation fault: memory read or written where no object lives",
             signal.SIGBUS: "a bus error: memory that cannot be reached", signal.SIGFPE: "an arithmetic fault",
@@ -183,7 +187,7 @@ class Sandbox:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
-            ready, _, _ = select.select([child.replies], [], [], left)
+            ready, _, _ = select.select([child.replies], [], [], min(left, WAKE_SECONDS))
             if not ready:
                 continue
             chunk = os.read(child.replies, 1 << 16)
