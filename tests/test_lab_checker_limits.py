@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from interrupts import as_a_terminal_leaves_it, command, interrupt
 from test_course_i18n import english_left
 from test_course_labs import workspace_with_reference
 
@@ -120,23 +119,11 @@ def test_a_loop_at_import_time_waits_out_the_limit_once(tmp_path):
         assert not english_left("03", outcome.reason), outcome.reason  # and in Spanish, all of it
 
 
-# `minitrain lab check` in a process whose main thread blocks SIGINT, so that the kernel must hand a SIGINT sent to
-# the process to another thread: the helper thread started here, or OpenBLAS's. A busy machine does that now and then.
-OFF_THE_MAIN_THREAD = ("import runpy, signal, sys, threading\n"
-                       "threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
-                       "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
-                       "sys.argv[0] = 'minitrain'\n"
-                       "runpy.run_module('minitrain.cli', run_name='__main__')\n")
-
-
 def lab_check(*args: str, off_the_main_thread: bool = False) -> subprocess.Popen:
-    """The command, with SIGINT as a terminal leaves it (a suite started with `nohup` or `&` in a script ignores
-    it, and an ignored SIGINT is inherited)."""
     env = {k: v for k, v in os.environ.items() if k != seam.LAB_DIR_VARIABLE}
-    start = ["-c", OFF_THE_MAIN_THREAD] if off_the_main_thread else ["-m", "minitrain.cli"]
-    return subprocess.Popen([sys.executable, *start, "lab", "check", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(command("lab", "check", *args, off_the_main_thread=off_the_main_thread), cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_a_terminal_leaves_it)
 
 
 def test_the_command_prints_every_item_and_exits_1_when_the_students_code_exits(tmp_path):
@@ -176,7 +163,7 @@ def test_ctrl_c_prints_the_items_done_and_the_function_that_was_running(off_the_
     assert marker.exists(), checker.communicate()
     worker = int(marker.read_text())
     early = [checker.stdout.readline() for _ in range(6)]  # printed while the checker still runs
-    checker.send_signal(signal.SIGINT)
+    interrupt(checker, off_the_main_thread=off_the_main_thread)
     out, err = checker.communicate(timeout=120)
     out = "".join(early) + out
     line = line_of(ws / CURVES, "        time.sleep(0.05)")

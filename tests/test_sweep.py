@@ -8,11 +8,13 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from interrupts import as_a_terminal_leaves_it, command, interrupt
 from test_run import write_tiny_run
 
 from minitrain import cli
@@ -311,8 +313,10 @@ def test_ray_runs_the_same_trials_to_the_same_table(local_sweep, local_ray):
         heard.append((line, len(list((folder / "ray" / "trials").glob("*/results.json")))))
 
     on = spec.model_copy(update={"backend": "ray", "out_dir": str(folder / "ray")})
+    interrupt = signal.getsignal(signal.SIGINT)
     summary, on_ray = run_sweep(on, progress=hear)
     assert summary["backend"] == "ray"
+    assert signal.getsignal(signal.SIGINT) is interrupt  # not Tune's, which would swallow a later Ctrl-C
     # A line per trial as Tune completes it: at the first, two trials (2 at a time) have not even started.
     assert sorted(line.split()[1] for line, _ in heard[1:]) == ["1/4", "2/4", "3/4", "4/4"]
     assert next(done for line, done in heard if line.startswith("trial 1/4")) <= 2
@@ -497,20 +501,19 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="r
 
 @pytest.mark.slow
 @needs_proc
-def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path):
+@pytest.mark.parametrize("off_the_main_thread", [False, True], ids=["main thread", "another thread"])
+def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(off_the_main_thread, tmp_path):
     """Stopped at a chosen point, whatever the machine's speed: when both trials have written their first
     checkpoint the workers are frozen (SIGSTOP), the driver gets SIGINT, and the workers are let go only once the
-    driver's SIGTERM waits in each of them, so neither can end its trial or start the third one first."""
-    import signal
+    driver's SIGTERM waits in each of them, so neither can end its trial or start the third one first. Also when
+    one of the driver's other threads handles the SIGINT: its main thread, waiting for a trial to end, once slept
+    on, as the frozen trials never end."""
     import subprocess
-    import sys
 
     sweep = _long_sweep(tmp_path)
-    # SIGINT as a terminal leaves it: a pytest-xdist worker ignores SIGINT, and an ignored SIGINT is inherited (Python
-    # then installs no KeyboardInterrupt handler, as for a job started with nohup)
-    process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "sweep", str(sweep)],
+    process = subprocess.Popen(command("sweep", str(sweep), off_the_main_thread=off_the_main_thread),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=as_a_terminal_leaves_it)
     trials = [tmp_path / "s" / "trials" / name for name in ("000-lr_max=0.001", "001-lr_max=0.002")]
     _wait_until(lambda: all((t / "checkpoints" / "step-500.safetensors").is_file() for t in trials),
                 "both trials' checkpoint at step 500", process)
@@ -521,7 +524,7 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path)
         os.kill(pid, signal.SIGSTOP)
     # Until they are stopped, a SIGTERM would be taken first (the lower signal number) and then frozen with them.
     _wait_until(lambda: all(_stopped(pid) for pid in workers), "the workers stopped", process)
-    process.send_signal(signal.SIGINT)  # the driver only, as `kill -INT`; a terminal's Ctrl-C reaches all
+    interrupt(process, off_the_main_thread=off_the_main_thread)  # the driver only; a terminal's Ctrl-C reaches all
     _wait_until(lambda: all(_pending(pid, signal.SIGTERM) for pid in workers), "the driver's SIGTERM in its workers",
                 process)
     for pid in workers:
@@ -544,7 +547,6 @@ def test_ctrl_c_stops_a_sweep_cleanly_and_running_it_again_finishes_it(tmp_path)
 def test_kill_9_of_a_sweep_takes_its_workers_with_it_and_frees_the_callers_pipes(tmp_path):
     """Killed mid-trial, the driver cannot stop its workers: they notice it is gone and end, so no process of the
     sweep's group outlives it and a caller reading its output reaches end-of-file."""
-    import signal
     import subprocess
     import sys
 

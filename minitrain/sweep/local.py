@@ -6,6 +6,10 @@ finishes the step, saves a checkpoint and stops), the workers otherwise ignore i
 that keeps queued trials from starting and sends each worker a SIGTERM, which the loop answers like Ctrl-C.
 Running the sweep again resumes those trials.
 
+The driver waits for its trials in steps of at most WAKE_SECONDS: Python runs a signal's handler in the main
+thread, and the kernel may hand a SIGINT to another of the driver's threads (OpenBLAS's, the pool's), which would
+leave the main thread asleep until the next trial ends.
+
 A worker dies with its driver, however the driver ends (`kill -9` included): a watchdog thread in each worker
 (common/lifeline.py) polls its parent's pid and ends the worker at once when the parent is gone. Otherwise an
 orphan would go on training, and then wait for its next trial forever (the pool's queue never reaches
@@ -19,7 +23,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -27,6 +31,7 @@ from minitrain.common.lifeline import die_with
 from minitrain.sweep.trials import TrialJob, run_job
 
 NOT_STARTED = "not started: the sweep was interrupted"
+WAKE_SECONDS = 0.1  # the longest the driver sleeps before it looks for a Ctrl-C (module docstring)
 _stop: Any = None  # in a worker: the driver's "stop" flag (a multiprocessing Event)
 
 
@@ -50,13 +55,16 @@ def run_local(jobs: Sequence[TrialJob], workers: int, on_done: Callable[[TrialJo
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
                                initializer=_start_worker, initargs=(stop, os.getpid()))
     futures = {pool.submit(_run_in_worker, job): job for job in jobs}
+    running = set(futures)
     try:
-        for future in as_completed(futures):
-            try:
-                error = future.result()
-            except BrokenProcessPool as exc:
-                error = f"its worker process died ({exc})"
-            on_done(futures[future], error)
+        while running:
+            done, running = wait(running, timeout=WAKE_SECONDS, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=list(futures).index):  # trials that end together: in the sweep's order
+                try:
+                    error = future.result()
+                except BrokenProcessPool as exc:
+                    error = f"its worker process died ({exc})"
+                on_done(futures[future], error)
     except KeyboardInterrupt:
         stop.set()
         for process in multiprocessing.active_children():  # the pool's workers

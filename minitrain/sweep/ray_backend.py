@@ -21,6 +21,10 @@ process holds its folder: resumed from the folder's last checkpoint and stopped 
 the files the actor would have written. (With a `ray://` client address the controller runs on the cluster; the
 driver then finishes only the trials whose folders recorded the stop: runner._trained_not_finished.)
 
+Tune catches Ctrl-C while it runs (its own handler: the trials stop, the driver raises KeyboardInterrupt) and
+leaves that handler installed when it returns; run_ray puts the caller's back, so a Ctrl-C after a sweep still
+interrupts the process that ran it.
+
 On a cluster, every node needs minitrain installed and the repository (data, base config) and the sweep folder
 at the same path: a shared file system, as Ray Tune itself needs for a multi-node storage_path (docs/sweeps.md).
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -146,7 +151,7 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
     require("ray.tune", "ray", "--backend ray")
     from ray import tune
 
-    started = not ray.is_initialized()
+    started, interrupt = not ray.is_initialized(), signal.getsignal(signal.SIGINT)
     if started:
         local = {"num_cpus": workers, "include_dashboard": False} if address is None else {}
         ray.init(address=address, log_to_driver=False, configure_logging=False, **local)
@@ -174,5 +179,7 @@ def run_ray(jobs: Sequence[TrialJob], *, workers: int | None, address: str | Non
             elif job.trial_id not in announced:  # failed (or announced on a cluster's controller, not here)
                 on_done(job, None if result.error is None else f"Ray Tune: {result.error}")
     finally:
+        if signal.getsignal(signal.SIGINT) is not interrupt:  # Tune's (it installs it only in the main thread)
+            signal.signal(signal.SIGINT, interrupt)
         if started:
             ray.shutdown()
