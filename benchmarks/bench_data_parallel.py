@@ -1,7 +1,8 @@
 """Benchmark: the lab step (experiments/18-train-mini/config.yaml, 2 micro-batches of 8 lines) in one process
 against 2 local data-parallel workers (minitrain/parallel/local.py), and what the workers' step costs beyond one
-micro-batch's forward and backward: the handoff (parameters and batches into shared memory), the wait (the
-workers' compute plus the pipe round trip) and the reduction (the ordered sum and the clip).
+micro-batch's forward and backward: the handoff (parameters and batches into shared memory), worker 0's own
+micro-batch (the training process computes one, minitrain/parallel/local.py), the wait for the other worker after
+that (its lag plus the pipe round trip) and the reduction (the ordered sum and the clip).
 
     python benchmarks/bench_data_parallel.py            # 5 rounds of 10 steps each way (alternating)
     python benchmarks/bench_data_parallel.py --rounds 2
@@ -43,7 +44,7 @@ def main() -> None:
     set_blas_threads(1)
     one, two = build_parts(cfg, 2000), build_parts(cfg, 2000)
     times: dict[str, list[float]] = {k: [] for k in ("one_process", "two_workers", "micro_batch", "optimizer",
-                                                     "handoff", "wait", "reduce")}
+                                                     "handoff", "own", "wait", "reduce")}
     with start_workers(cfg.runtime.data_parallel, two.model, 2, cfg.training.batch_size,
                        two.train_split.input.shape[1]) as workers:
         for round_ in range(args.rounds + 1):  # round 0 warms up (numba's cache, the allocator)

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_sweep import _live, needs_proc
 
@@ -22,10 +23,17 @@ from minitrain.callbacks import Callback, from_config
 from minitrain.callbacks.thread_choice import MeasuredSettings, SettingChooser
 from minitrain.common.compute import Setting
 from minitrain.common.errors import UserError
+from minitrain.common.runtime import blas_threads, get_blas_threads
 from minitrain.config import load_config
+from minitrain.config.run_sections import DataParallelConfig
 from minitrain.course.fixtures import write_tiny_run
+from minitrain.data.batch import Batch
+from minitrain.loop import train_step
+from minitrain.models.minigpt import MiniGPT
+from minitrain.optim import AdamW
 from minitrain.parallel.local import LocalWorkers
 from minitrain.parallel.switch import WorkerSwitch
+from minitrain.parallel.workers import start_workers
 from minitrain.training import run as run_module
 from minitrain.training.run import run_training
 
@@ -139,7 +147,7 @@ def test_kill_9_of_the_training_process_takes_its_workers_with_it(tiny):
                                stderr=subprocess.PIPE)
     try:
         log, deadline = tiny / "long" / "train_log.jsonl", time.monotonic() + 120
-        while not (log.is_file() and log.read_text().count("\n") >= 2 and len(_workers_of(process.pid)) == 2):
+        while not (log.is_file() and log.read_text().count("\n") >= 2 and len(_workers_of(process.pid)) == 1):
             assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
             time.sleep(0.05)
         workers = _workers_of(process.pid)
@@ -190,16 +198,16 @@ class _CtrlC(Callback):
 
 
 def test_three_workers_then_ctrl_c_then_one_process_write_the_bytes_of_accumulation_3(tiny, accumulated):
-    """3 workers, Ctrl-C after step 2: the workers ignore the SIGINT (a KeyboardInterrupt would end them
-    mid-step), the training process finishes the step, saves a checkpoint and stops them (each leaves with exit
-    code 0). Resumed without workers (runtime is not hashed: a resume may drop them), the run then holds, byte for
+    """3 workers (the training process and 2 processes), Ctrl-C after step 2: the worker processes ignore the
+    SIGINT (a KeyboardInterrupt would end them mid-step), the training process finishes the step, saves a
+    checkpoint and stops them (each leaves with exit code 0). Resumed without workers (runtime is not hashed: a resume may drop them), the run then holds, byte for
     byte, what grad_accumulation 3 writes in one process: the 3 workers' rows and state before the interrupt were
     the same bytes."""
     config = _config(tiny, "local3", 3, "{threads: 1, data_parallel: {workers: 3}}")
     run, ctrl_c = tiny / "local3", _CtrlC(at=2)
     with pytest.raises(UserError, match="interrupted"):
         _train(config, run, callbacks=[ctrl_c])
-    assert len(ctrl_c.workers) == 3 and [p.exitcode for p in ctrl_c.workers] == [0, 0, 0]
+    assert len(ctrl_c.workers) == 2 and [p.exitcode for p in ctrl_c.workers] == [0, 0]
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["steps_done"] == 3
     assert manifest["config"]["runtime"]["data_parallel"]["workers"] == 3
@@ -277,10 +285,37 @@ def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_
     assert stopped_mid_run == [False, True] and len(switch.started) == 1 and switch.pool is None
     assert 5 <= len(pool_steps) < 30  # the workers computed the steps of their blocks and watch, not all of them
     (pids, block), = switch.started
-    assert len(pids) == 2 and all(map(_gone, pids)) and not Path("/dev/shm", block).exists()
+    assert len(pids) == 1 and all(map(_gone, pids)) and not Path("/dev/shm", block).exists()
     log = (tiny / "measured" / "logs" / "train.log").read_text()
     assert "using 2 workers × 1 thread" in log and log.rindex("using 1 thread") > log.index("using 2 workers")
     manifest = json.loads((tiny / "measured" / "manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["steps_done"] == 30
     assert (tiny / "measured" / "results.json").exists()
     assert _outputs(tiny / "measured") == _outputs(tiny / "one-thread")
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_worker_0_is_the_training_process_and_the_step_is_train_steps_bytes(n):
+    """LocalWorkers over 4 micro-batches of different lengths: the training process computes worker 0's share
+    itself, so n workers hold n − 1 processes (none for one worker), and the step's loss, gradient norm and
+    clipped gradient are train_step's, bit for bit, with the process at 1 BLAS thread afterwards as before."""
+    rng = np.random.default_rng(n)
+    batches = []
+    for length in (8, 5, 7, 3):
+        ids = rng.integers(0, 16, size=(2, 8))
+        pad = np.arange(8) < length
+        batches.append(Batch(ids, np.roll(ids, -1, axis=1), np.broadcast_to(pad, (2, 8)).copy(),
+                             np.broadcast_to(pad, (2, 8)) & (rng.random((2, 8)) < 0.7)))
+    alone, spread = (MiniGPT(n_layer=1, n_head=2, d_model=16, d_ff=32, vocab_size=16, max_seq_len=8, rng=0)
+                     for _ in "ab")
+    with blas_threads(1):  # the workers' count
+        expected = train_step(alone, AdamW(alone.trainable_parameters(), buffer=alone.pack_parameters()), batches,
+                              clip_norm=0.5)
+    spread.pack_parameters()
+    threads = get_blas_threads()
+    with start_workers(DataParallelConfig(workers=n), spread, len(batches), 2, 8) as workers:
+        assert len(workers.pids) == n - 1 and os.getpid() not in workers.pids
+        got = workers.gradients(spread, batches, 0.5)
+    assert get_blas_threads() == threads
+    assert got == expected
+    assert spread.buffer.grad.tobytes() == alone.buffer.grad.tobytes()

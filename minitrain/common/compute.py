@@ -2,7 +2,7 @@
 chooses (minitrain/callbacks/thread_choice.py) and the run applies (minitrain/parallel/switch.py).
 
     Setting(threads=2)              the training process alone, BLAS on 2 threads
-    Setting(threads=1, workers=2)   2 data-parallel worker processes (minitrain/parallel/local.py), 1 thread each
+    Setting(threads=1, workers=2)   2 data-parallel workers (minitrain/parallel/local.py), 1 thread each
 
 Which bytes a setting can change: a product's last bits depend on the BLAS thread count (OpenBLAS splits the sum
 differently), and on nothing else here. Workers compute each micro-batch's gradient from zero at 1 thread and sum

@@ -88,11 +88,13 @@ class PublishConfig(Section):
 
 class DataParallelConfig(Section):
     """Data parallelism (minitrain/parallel/): each step's `training.grad_accumulation` micro-batches are computed
-    by `workers` processes, grad_accumulation / workers each, and their gradients summed in micro-batch order, so
-    the run's bytes are those of one process at 1 BLAS thread. `backend` local: processes on this machine with
-    shared memory; ray: Ray actors, on the cluster at `address` (none: a Ray started on this machine)."""
+    by `workers` workers, grad_accumulation / workers each (local: the training process and workers − 1 processes),
+    and their gradients summed in micro-batch order, so the run's bytes are those of one process at 1 BLAS thread.
+    `backend` local: processes on this machine with shared memory; ray: Ray actors, on the cluster at `address`
+    (none: a Ray started on this machine)."""
 
-    workers: PositiveInt = Field(description="worker processes; must divide training.grad_accumulation")
+    workers: PositiveInt = Field(
+        description="workers (local: this process and workers − 1 more); must divide training.grad_accumulation")
     backend: Literal["local", "ray"] = Field("local", description="local (processes, shared memory) or ray (actors)")
     address: str | None = Field(None, min_length=1, description="ray only: the cluster (auto, ray://host:10001)")
 

@@ -1,10 +1,10 @@
-"""Data parallelism: each step's micro-batches computed by worker processes, their gradients summed in micro-batch
-order, the update applied once by the training process (docs/distributed.md).
+"""Data parallelism: each step's micro-batches computed by workers, their gradients summed in micro-batch order,
+the update applied once by the training process (docs/distributed.md).
 
     replica.py      what a worker computes: one micro-batch's gradient on a model rebuilt from its config
     reduce.py       what the training process does with them: weights before, the ordered sum and clip after
     shared.py       the local backend's shared-memory block: parameters, batches and gradients, no pickling
-    local.py        the local backend: worker processes on this machine (started once per run)
+    local.py        the local backend: this process as worker 0, worker processes (started once per run)
     ray_workers.py  the Ray backend: the same workers as Ray actors, reduced through Ray's object store
     workers.py      start_workers(settings, model, rows, cols): the backend runtime.data_parallel names
     switch.py       WorkerSwitch: `runtime.threads: measure` puts a setting (threads, workers) in force mid-run

@@ -1,18 +1,23 @@
-"""The local backend: data-parallel worker processes on this machine, started once per run.
+"""The local backend: data-parallel workers on this machine, the training process and worker processes started
+once per run.
 
-    workers = LocalWorkers(spec, layout, n)        start n processes; each builds its Replica, says "ready"
+    workers = LocalWorkers(spec, layout, n)        worker 0 is this process; start n − 1 more, each says "ready"
     loss, grad_norm = workers.gradients(model, batches, clip_norm)    one step (reduce.py's sum and clip)
     workers.close()                                 stop them, remove the shared block
 
-Per step the training process writes the parameters once and each micro-batch into its slot of the shared block
-(shared.py), sends every worker b"go", and reads each worker's b"ok" in worker order; worker w computes micro-batches
-w·m .. w·m + m − 1 (m = micro-batches / workers) into their gradient slots. Nothing is pickled per step.
+Worker w computes micro-batches w·m .. w·m + m − 1 (m = micro-batches / n) into their gradient slots of the shared
+block (shared.py). Worker 0 is the training process itself, on its own model, as rank 0 is in PyTorch's DDP: it
+would otherwise sit idle while the others compute, and its share needs no parameters copied in and no wake-up (the
+lab step on 2 workers: 2.35–2.38 ms against 2.57 ms with two worker processes, docs/distributed.md). Per step the
+training process writes the parameters once and the other workers' micro-batches into their slots, sends each worker
+process b"go", computes its own micro-batches, then reads each b"ok" in worker order. Nothing is pickled.
 
-Each worker runs 1 BLAS thread (two workers on two cores; more threads would only contend), ignores SIGINT and
-SIGTERM (Ctrl-C reaches the whole process group: the training process finishes the step, saves a checkpoint and
-then stops its workers), and dies with the training process however that ends, `kill -9` included
-(common/lifeline.py die_with). A worker that dies stops the run with one error naming it; the run's last
-checkpoint resumes bit for bit, since a step's update is applied only after every gradient came back.
+Every worker runs 1 BLAS thread (n workers on n cores; more threads would only contend); worker 0 computes at this
+process's count, which start_workers (workers.py) and the measured choice's switch set to 1. A worker process
+ignores SIGINT and SIGTERM (Ctrl-C reaches the whole process group: the training process finishes the step, saves a
+checkpoint and then stops its workers), and dies with the training process however that ends, `kill -9` included
+(common/lifeline.py die_with). A worker that dies stops the run with one error naming it; the run's last checkpoint
+resumes bit for bit, since a step's update is applied only after every gradient came back.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from typing import Any
 
 from minitrain.common.errors import UserError
 from minitrain.common.lifeline import die_with
+from minitrain.common.runtime import set_blas_threads
 from minitrain.parallel.reduce import combine, split_step
-from minitrain.parallel.replica import Replica, ReplicaSpec
+from minitrain.parallel.replica import Replica, ReplicaSpec, micro_batch_gradient
 from minitrain.parallel.shared import Layout, SharedBlock
 
 _GO, _OK, _QUIT, _READY, _FAILED = b"go", b"ok", b"quit", b"ready", b"failed: "
@@ -61,8 +67,6 @@ def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, 
     die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from minitrain.common.runtime import set_blas_threads
-
     set_blas_threads(1)  # and in case NumPy was imported before the environment said so
     block, code = SharedBlock.attach(name, layout), 0
     try:
@@ -89,20 +93,22 @@ def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, 
 
 
 class LocalWorkers:
-    """`n` worker processes over one shared block; `gradients` runs a step, `close` ends them."""
+    """`n` workers, this process and n − 1 processes, over one shared block; `gradients` runs a step, `close`
+    ends them."""
 
     def __init__(self, spec: ReplicaSpec, layout: Layout, n: int) -> None:
         if layout.slots % n:
             raise ValueError(f"data parallel: {n} workers do not divide {layout.slots} micro-batches")
+        self.n, self.per = n, layout.slots // n
         self.block = SharedBlock.create(layout)
-        self.processes: list[Any] = []
-        self.seconds: dict[str, float] = {}  # the last step's: handoff (params, batches written), wait, reduce
+        self.processes: list[Any] = []  # worker w ≥ 1 is processes[w − 1]
+        self.seconds: dict[str, float] = {}  # the last step's: handoff, own (worker 0's share), wait, reduce
         self.conns: list[Connection] = []
         context = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads and numba state
-        per = layout.slots // n
+        per = self.per
         try:
             with _one_thread_environment():
-                for w in range(n):
+                for w in range(1, n):
                     ours, theirs = context.Pipe()
                     process = context.Process(
                         target=_worker_main, name=f"minitrain-dp-worker-{w}", daemon=True,
@@ -119,40 +125,47 @@ class LocalWorkers:
 
     @property
     def pids(self) -> list[int]:
+        """The worker processes' (workers 1 .. n − 1)."""
         return [p.pid for p in self.processes]
 
     def gradients(self, model: Any, batches: Sequence[Any], clip_norm: float | None) -> tuple[float, float]:
         """One step's (loss, grad_norm), the summed (and clipped) gradient in model.buffer.grad."""
         start = time.perf_counter()
         step = split_step(batches)
-        block = self.block
-        block.params[...] = model.buffer.data
-        for j, (batch, weight) in enumerate(zip(step.batches, step.weights, strict=True)):
-            block.write_batch(j, batch, weight)
+        block, per = self.block, self.per
+        if self.processes:
+            block.params[...] = model.buffer.data
+        for j in range(per, len(step.batches)):
+            block.write_batch(j, step.batches[j], step.weights[j])
         go = _GO + (b"1" if step.alone else b"")
         for conn in self.conns:
             conn.send_bytes(go)
         sent = time.perf_counter()
+        for j in range(per):  # worker 0's share, here, while the others compute theirs
+            block.losses[j][0] = micro_batch_gradient(model, step.batches[j], step.weights[j], step.alone)
+            block.grads[j][...] = model.buffer.grad
+        own = time.perf_counter()
         self._collect(_OK, "during a step (its update was not applied)")
         answered = time.perf_counter()
         out = combine(model, block.grads, [loss[0] for loss in block.losses], step, clip_norm)
-        self.seconds = {"handoff": sent - start, "wait": answered - sent, "reduce": time.perf_counter() - answered}
+        self.seconds = {"handoff": sent - start, "own": own - sent, "wait": answered - own,
+                        "reduce": time.perf_counter() - answered}
         return out
 
     def _collect(self, expected: bytes, during: str) -> None:
         """Read every worker's answer, in worker order; a worker that died or failed is one UserError."""
-        for w, conn in enumerate(self.conns):
+        for w, (process, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
             try:
                 answer = conn.recv_bytes()
             except (EOFError, ConnectionResetError):
-                raise UserError(f"data-parallel worker {w} (pid {self.processes[w].pid}) died {during}"
-                                f"{self._how(w)}") from None
+                raise UserError(f"data-parallel worker {w} (pid {process.pid}) died {during}"
+                                f"{self._how(process)}") from None
             if answer != expected:
-                raise UserError(f"data-parallel worker {w} (pid {self.processes[w].pid}) failed {during}: "
+                raise UserError(f"data-parallel worker {w} (pid {process.pid}) failed {during}: "
                                 f"{answer.removeprefix(_FAILED).decode(errors='replace')}")
 
-    def _how(self, w: int) -> str:
-        process = self.processes[w]
+    @staticmethod
+    def _how(process: Any) -> str:
         process.join(timeout=STOP_SECONDS)
         code = process.exitcode
         if code is None:
@@ -162,7 +175,7 @@ class LocalWorkers:
         return f" (exit code {code})"
 
     def close(self) -> None:
-        """Ask every worker to leave, wait a little, kill any that stays; remove the shared block."""
+        """Ask every worker process to leave, wait a little, kill any that stays; remove the shared block."""
         for conn in self.conns:
             with contextlib.suppress(OSError):  # already gone
                 conn.send_bytes(_QUIT)
@@ -177,3 +190,4 @@ class LocalWorkers:
         if self.block is not None:
             self.block.close()
             self.block = None
+

@@ -3,11 +3,13 @@
     spec = ReplicaSpec.of(model)              in the training process: what rebuilds the model (plain data)
     replica = Replica(spec)                   in the worker: the same architecture, dtype, frozen names, layout
     loss = replica.gradient(params, batch, weight, alone)   the weights given, then g = ∂(weight·loss)/∂θ
+    loss = micro_batch_gradient(model, batch, weight, alone)  the same on a model's own weights (worker 0's)
 
 The worker's model never trains: before each step it takes the training process's parameters (the whole flat
-buffer, frozen ones included), so its initial weights do not matter. `gradient` is train_step's (minitrain/loop.py)
-for one micro-batch: the gradient from zero, backward seeded with weight = n_i / N (the micro-batch's share of the
-step's counted tokens), or unseeded when the step has one micro-batch (`alone`), which is what train_step does.
+buffer, frozen ones included), so its initial weights do not matter. `micro_batch_gradient` is train_step's
+(minitrain/loop.py) for one micro-batch: the gradient from zero, backward seeded with weight = n_i / N (the
+micro-batch's share of the step's counted tokens), or unseeded when the step has one micro-batch (`alone`), which
+is what train_step does.
 """
 
 from __future__ import annotations
@@ -58,14 +60,18 @@ class Replica:
         self.model = model
 
     def gradient(self, params: np.ndarray, batch: Batch, weight: float, alone: bool) -> float:
-        """The micro-batch's loss (a float); its gradient, seeded with `weight` unless `alone`, in
-        `self.model.buffer.grad`. `batch` is already trimmed (data/batch.py trim_padding), as train_step trims."""
-        model = self.model
-        np.copyto(model.buffer.data, params)
-        model.buffer.zero_grad()
-        _, loss = model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask)
-        if alone:
-            loss.backward()
-        else:
-            loss.backward(np.asarray(weight, dtype=loss.dtype))
-        return loss.item()
+        """micro_batch_gradient on the parameters `params` (the training process's flat buffer)."""
+        np.copyto(self.model.buffer.data, params)
+        return micro_batch_gradient(self.model, batch, weight, alone)
+
+
+def micro_batch_gradient(model: Any, batch: Batch, weight: float, alone: bool) -> float:
+    """The micro-batch's loss (a float); its gradient from zero, seeded with `weight` unless `alone`, in
+    `model.buffer.grad`. `batch` is already trimmed (data/batch.py trim_padding), as train_step trims."""
+    model.buffer.zero_grad()
+    _, loss = model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask)
+    if alone:
+        loss.backward()
+    else:
+        loss.backward(np.asarray(weight, dtype=loss.dtype))
+    return loss.item()

@@ -47,7 +47,7 @@ class WorkerSwitch:
     def start(self, workers: int) -> None:
         """Start a pool of `workers` now, not in force yet: the run calls it before its first step, so the pool's
         start (about a second) is paid in the run's setup, as a fixed runtime.data_parallel pays it."""
-        if self.pool is not None and len(self.pool.processes) != workers:
+        if self.pool is not None and self.pool.n != workers:
             self._stop()
         if self.pool is None:
             buffer = self.model.buffer
@@ -58,7 +58,7 @@ class WorkerSwitch:
             self._one_process_wins = 0  # a new pool is kept for `stop_after` one-process decisions again
 
     def apply(self, setting: Setting, final: bool) -> None:
-        # The training process runs 1 thread beside its workers: it only sums their gradients and steps.
+        # With workers the training process is worker 0, at 1 thread as every worker is (setting.threads).
         set_blas_threads(setting.threads)
         if setting.workers > 1:
             self.start(setting.workers)

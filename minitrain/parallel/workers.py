@@ -11,9 +11,10 @@ the workers are stopped.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from minitrain.common.runtime import blas_threads
 from minitrain.parallel.replica import ReplicaSpec
 
 
@@ -24,18 +25,18 @@ def start_workers(settings: Any, model: Any, micro_batches: int, rows: int, cols
         yield None
         return
     spec = ReplicaSpec.of(model)
-    if settings.backend == "ray":
-        from minitrain.parallel.ray_workers import RayWorkers
+    with ExitStack() as stack:
+        if settings.backend == "ray":
+            from minitrain.parallel.ray_workers import RayWorkers
 
-        workers: Any = RayWorkers(spec, settings.workers, micro_batches, settings.address)
-    else:
-        from minitrain.parallel.local import LocalWorkers
-        from minitrain.parallel.shared import Layout
+            workers: Any = RayWorkers(spec, settings.workers, micro_batches, settings.address)
+        else:
+            from minitrain.parallel.local import LocalWorkers
+            from minitrain.parallel.shared import Layout
 
-        buffer = model.buffer
-        layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
-        workers = LocalWorkers(spec, layout, settings.workers)
-    try:
+            stack.enter_context(blas_threads(1))  # this process is worker 0, at 1 BLAS thread as every worker is
+            buffer = model.buffer
+            layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
+            workers = LocalWorkers(spec, layout, settings.workers)
+        stack.callback(workers.close)
         yield workers
-    finally:
-        workers.close()
