@@ -198,11 +198,11 @@ class _CtrlC(Callback):
 
 
 def test_three_workers_then_ctrl_c_then_one_process_write_the_bytes_of_accumulation_3(tiny, accumulated):
-    """3 workers (the training process and 2 processes), Ctrl-C after step 2: the worker processes ignore the
-    SIGINT (a KeyboardInterrupt would end them mid-step), the training process finishes the step, saves a
-    checkpoint and stops them (each leaves with exit code 0). Resumed without workers (runtime is not hashed: a resume may drop them), the run then holds, byte for
-    byte, what grad_accumulation 3 writes in one process: the 3 workers' rows and state before the interrupt were
-    the same bytes."""
+    """3 workers (the training process and 2 processes), Ctrl-C after step 2: the worker processes ignore the SIGINT
+    (a KeyboardInterrupt would end them mid-step), the training process finishes the step, saves a checkpoint and
+    stops them (each leaves with exit code 0). Resumed without workers (runtime is not hashed: a resume may drop
+    them), the run then holds, byte for byte, what grad_accumulation 3 writes in one process: the 3 workers' rows
+    and state before the interrupt were the same bytes."""
     config = _config(tiny, "local3", 3, "{threads: 1, data_parallel: {workers: 3}}")
     run, ctrl_c = tiny / "local3", _CtrlC(at=2)
     with pytest.raises(UserError, match="interrupted"):
