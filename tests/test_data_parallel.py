@@ -78,11 +78,12 @@ def accumulated(tiny) -> dict[int, tuple[bytes, dict[str, bytes]]]:
 
 
 class _KillWorker(Callback):
-    """After step `at`, SIGKILL data-parallel worker `worker` (as the OOM killer or a crash would)."""
+    """After step `at`, SIGKILL data-parallel worker `worker` (as the OOM killer or a crash would); with `wait`,
+    also wait until it is gone, so the next step finds it dead when it sends "go" (else it may still be dying)."""
 
-    def __init__(self, at: int, worker: int) -> None:
+    def __init__(self, at: int, worker: int, wait: bool) -> None:
         super().__init__()
-        self.at, self.worker, self.pid = at, worker, None
+        self.at, self.worker, self.wait, self.pid = at, worker, wait, None
 
     def on_step_end(self, ctx) -> None:
         if ctx.step == self.at:
@@ -92,14 +93,19 @@ class _KillWorker(Callback):
                           if p.name == f"minitrain-dp-worker-{self.worker}"]
             self.pid = process.pid
             os.kill(process.pid, signal.SIGKILL)
+            if self.wait:
+                process.join()
 
 
-def test_a_killed_worker_is_one_error_and_two_workers_resumed_write_the_bytes_of_accumulation_2(tiny, accumulated):
+@pytest.mark.parametrize("gone", [True, False], ids=["gone before the step", "dying"])
+def test_a_killed_worker_is_one_error_and_two_workers_resumed_write_the_bytes_of_accumulation_2(tiny, accumulated,
+                                                                                                gone):
     """2 workers, worker 1 killed after step 4: step 5's update is never applied, the run fails naming the
     worker, the manifest says failed, and resuming the folder (from step 4's checkpoint, 2 workers again) gives
-    the bytes grad_accumulation 2 writes in one process, the rows before the kill and those after."""
+    the bytes grad_accumulation 2 writes in one process, the rows before the kill and those after. A worker
+    already gone when the step starts (its pipe broken for "go") and one still dying give the same error."""
     config = _config(tiny, "killed", 2, "{threads: 1, data_parallel: {workers: 2}}")
-    run, killer = tiny / "killed", _KillWorker(at=4, worker=1)
+    run, killer = tiny / f"killed-{gone}", _KillWorker(at=4, worker=1, wait=gone)
     with pytest.raises(UserError) as info:
         _train(config, run, callbacks=[killer])
     message = str(info.value)

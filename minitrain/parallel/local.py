@@ -40,6 +40,7 @@ from minitrain.parallel.shared import Layout, SharedBlock
 
 _GO, _OK, _QUIT, _READY, _FAILED = b"go", b"ok", b"quit", b"ready", b"failed: "
 STOP_SECONDS = 5.0  # how long close() waits for a worker to leave before killing it
+_DURING_A_STEP = "during a step (its update was not applied)"
 
 
 _ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
@@ -138,14 +139,17 @@ class LocalWorkers:
         for j in range(per, len(step.batches)):
             block.write_batch(j, step.batches[j], step.weights[j])
         go = _GO + (b"1" if step.alone else b"")
-        for conn in self.conns:
-            conn.send_bytes(go)
+        for w, (process, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
+            try:
+                conn.send_bytes(go)
+            except (BrokenPipeError, ConnectionResetError):  # it died since the last step
+                raise self._died(w, process, _DURING_A_STEP) from None
         sent = time.perf_counter()
         for j in range(per):  # worker 0's share, here, while the others compute theirs
             block.losses[j][0] = micro_batch_gradient(model, step.batches[j], step.weights[j], step.alone)
             block.grads[j][...] = model.buffer.grad
         own = time.perf_counter()
-        self._collect(_OK, "during a step (its update was not applied)")
+        self._collect(_OK, _DURING_A_STEP)
         answered = time.perf_counter()
         out = combine(model, block.grads, [loss[0] for loss in block.losses], step, clip_norm)
         self.seconds = {"handoff": sent - start, "own": own - sent, "wait": answered - own,
@@ -158,21 +162,19 @@ class LocalWorkers:
             try:
                 answer = conn.recv_bytes()
             except (EOFError, ConnectionResetError):
-                raise UserError(f"data-parallel worker {w} (pid {process.pid}) died {during}"
-                                f"{self._how(process)}") from None
+                raise self._died(w, process, during) from None
             if answer != expected:
                 raise UserError(f"data-parallel worker {w} (pid {process.pid}) failed {during}: "
                                 f"{answer.removeprefix(_FAILED).decode(errors='replace')}")
 
     @staticmethod
-    def _how(process: Any) -> str:
+    def _died(w: int, process: Any, during: str) -> UserError:
+        """The error for worker `w`, found dead: how it ended, when its exit status comes within STOP_SECONDS."""
         process.join(timeout=STOP_SECONDS)
-        code = process.exitcode
-        if code is None:
-            return ""
-        if code < 0:
-            return f" (killed by {signal.Signals(-code).name})"
-        return f" (exit code {code})"
+        code, how = process.exitcode, ""
+        if code is not None:
+            how = f" (killed by {signal.Signals(-code).name})" if code < 0 else f" (exit code {code})"
+        return UserError(f"data-parallel worker {w} (pid {process.pid}) died {during}{how}")
 
     def close(self) -> None:
         """Ask every worker process to leave, wait a little, kill any that stays; remove the shared block."""
