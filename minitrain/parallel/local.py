@@ -33,7 +33,7 @@ from typing import Any
 
 from minitrain.common.errors import UserError
 from minitrain.common.lifeline import die_with
-from minitrain.common.runtime import set_blas_threads
+from minitrain.common.runtime import keep_freed_memory, set_blas_threads
 from minitrain.parallel.reduce import combine, split_step
 from minitrain.parallel.replica import Replica, ReplicaSpec, micro_batch_gradient
 from minitrain.parallel.shared import Layout, SharedBlock
@@ -69,9 +69,13 @@ def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     set_blas_threads(1)  # and in case NumPy was imported before the environment said so
+    # As runtime.configure does in the training process: glibc then keeps each step's large temporaries for reuse.
+    # Without it a worker's micro-batch after the warm-up ran 2.4 -> 3.4 ms (benchmarks/bench_data_parallel.py).
+    keep_freed_memory()
     block, code = SharedBlock.attach(name, layout), 0
     try:
         replica = Replica(spec)
+        replica.warm_up(block.layout.cols)
         conn.send_bytes(_READY)
         while (message := conn.recv_bytes()) != _QUIT:
             alone = message == _GO + b"1"

@@ -59,6 +59,14 @@ class Replica:
             raise RuntimeError("data-parallel worker: the rebuilt model's parameter layout differs from the run's")
         self.model = model
 
+    def warm_up(self, cols: int) -> None:
+        """One line of `cols` tokens through forward and backward, the result thrown away: numba loads its kernels
+        now, while the pool starts, instead of inside the first step this worker computes (measured: 0.2–0.3 s,
+        paid by a measured run's first block on workers, benchmarks/bench_choice.py). The next `gradient` starts
+        from the parameters it is given and a zero gradient, so this changes no bytes."""
+        ids, mask = np.zeros((1, cols), dtype=np.int64), np.ones((1, cols), dtype=np.bool_)
+        micro_batch_gradient(self.model, Batch(ids, ids, mask, mask), 1.0, alone=True)
+
     def gradient(self, params: np.ndarray, batch: Batch, weight: float, alone: bool) -> float:
         """micro_batch_gradient on the parameters `params` (the training process's flat buffer)."""
         np.copyto(self.model.buffer.data, params)
