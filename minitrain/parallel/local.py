@@ -196,4 +196,3 @@ class LocalWorkers:
         if self.block is not None:
             self.block.close()
             self.block = None
-
