@@ -1,5 +1,6 @@
-"""Registries: a config's `type` names a class (`OPTIMIZERS`, `SCHEDULES`), and its other keys are that class's
-constructor arguments, read from its signature, so no second list of keys has to be kept in step with the code.
+"""Registries: one `Registry` of records per plug-in kind (families, optimizers, merge methods, trackers, ...).
+A config's `type` names a record, and where the record is a class its other keys are that class's constructor
+arguments, read from its signature, so no second list of keys has to be kept in step with the code.
 
     keyword_defaults(SGD, skip=("named_params",))      # {"lr": 0.001, "momentum": 0.0, ..., "buffer": None}
     check_choice("optimizer", "optimizer", OPTIMIZERS, "sgd", {"lr": 0.1}, skip=("named_params",))
@@ -8,10 +9,12 @@ constructor arguments, read from its signature, so no second list of keys has to
 from __future__ import annotations
 
 import inspect
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from minitrain.common.errors import UserError
+
+R = TypeVar("R")
 
 
 def keyword_defaults(cls: type, skip: Collection[str] = ()) -> dict[str, Any]:
@@ -43,3 +46,44 @@ def check_choice(
     for key, default in defaults.items():
         if default is inspect.Parameter.empty and key not in keys:
             raise UserError(f"{section}.{key}: required by {type}", 2)
+
+
+class Registry(Mapping[str, R]):
+    """One plug-in kind's records, by name: the one way minitrain registers anything.
+
+        MERGE_METHODS = Registry("merge method", [MergeMethod("linear", _linear, reads={"weight"}), ...])
+        MERGE_METHODS["ties"]                       # the record
+        MERGE_METHODS.pick("ties", "merge_method")  # the record, or one UserError naming the key and the choices
+
+    A record is any object with a `name`; the table keeps their order (`--help` and the docs list them in it). It
+    is a read-only Mapping, so `name in REGISTRY`, `tuple(REGISTRY)` (a schema's Literal) and `.items()` work.
+    Each kind's contract test (tests/test_registries.py) runs every record, so a new one is covered with nothing
+    added.
+    """
+
+    def __init__(self, kind: str, records: Iterable[R]) -> None:
+        self.kind = kind
+        self._records: dict[str, R] = {}
+        for record in records:
+            name = record.name  # type: ignore[attr-defined]
+            if name in self._records:
+                raise ValueError(f"two {kind} records named {name!r}")
+            self._records[name] = record
+
+    def __getitem__(self, name: str) -> R:
+        return self._records[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {list(self._records)})"
+
+    def pick(self, name: str, key: str) -> R:
+        """The record named `name`; UserError (exit code 2) naming the config `key` and the choices otherwise."""
+        if name not in self._records:
+            raise UserError(f"{key}: unknown {self.kind} {name!r} (choose one of {', '.join(self._records)})", 2)
+        return self._records[name]
