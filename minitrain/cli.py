@@ -13,9 +13,10 @@
     minitrain merge LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
     minitrain merge-models MERGE.yaml -o OUT   (linear, task arithmetic, TIES, DARE, SLERP)
 
-Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it). Adding a
-command is one line: write a module with a `register(subparsers)` function that adds its subcommand (with
-`set_defaults(handler=...)`, a function of the parsed arguments returning the exit code), then add its name to
+Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it), imported only
+when that command runs: `minitrain --help` lists the commands without loading any. Adding a command is one line:
+write a module with a `register(parser)` function that adds its arguments (with `set_defaults(handler=...)`, a
+function of the parsed arguments returning the exit code), then add its name and one-line help to
 `minitrain.commands.COMMANDS`.
 
 A UserError anywhere (a bad config, a missing file) prints `error: <message>` on stderr and exits with the
@@ -37,21 +38,25 @@ import sys
 from collections.abc import Sequence
 
 from minitrain import __version__, seam
-from minitrain.commands import COMMANDS
+from minitrain.commands import ALIASES, COMMANDS
 from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
 from minitrain.common.lifeline import die_with_parent_if_asked
 from minitrain.common.paths import recorded_path
 
-COMMAND_MODULES = [f"minitrain.commands.{name}" for name in COMMANDS]
 
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; only the command `argv` names has its module imported and its arguments added
+    (every command's, when argv is None), so `minitrain --help` imports no command module."""
     parser = argparse.ArgumentParser(prog="minitrain",
                                      description="Train and inspect MiniGPT and table models from YAML configs.")
     parser.add_argument("--version", action="version", version=f"minitrain {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    named = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
+    for name, summary in COMMANDS.items():
+        aliases = [alias for alias, command in ALIASES.items() if command == name]
+        command = subparsers.add_parser(name, help=summary, aliases=aliases)
+        if argv is None or named in (name, *aliases):  # the top-level options take no value: this is the command
+            importlib.import_module(f"minitrain.commands.{name.replace('-', '_')}").register(command)
     return parser
 
 
@@ -77,7 +82,8 @@ def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = N
     """
     die_with_parent_if_asked()  # a `lab check` run: ends with the check, even a killed one
     try:
-        args = build_parser().parse_args(argv)  # imports the command modules (pydantic...): Ctrl-C may land here
+        words = sys.argv[1:] if argv is None else argv
+        args = build_parser(words).parse_args(words)  # imports the command's module (pydantic...): Ctrl-C may land here
         args.command_line = list(command) if command is not None else _invocation(argv)
         return args.handler(args)
     except UserError as exc:

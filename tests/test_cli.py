@@ -287,28 +287,65 @@ def test_a_core_refusal_is_one_error_line_and_any_other_value_error_stays_a_trac
 # --- registering command groups -------------------------------------------------------------------------------------
 
 
+def add_command(tmp_path, monkeypatch, name: str, source: str) -> None:
+    """A command module minitrain/commands/<name>.py, written in tmp_path, and its one entry in COMMANDS."""
+    import minitrain.commands
+
+    (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+    monkeypatch.setattr(minitrain.commands, "__path__", [*minitrain.commands.__path__, str(tmp_path)])
+    monkeypatch.setitem(minitrain.commands.COMMANDS, name, f"the {name} command")
+    monkeypatch.delitem(sys.modules, f"minitrain.commands.{name}", raising=False)
+
+
 def test_a_command_module_is_registered_by_one_list_entry(tmp_path, capsys, monkeypatch):
-    (tmp_path / "hello_commands.py").write_text(
+    add_command(tmp_path, monkeypatch, "hello", (
         "from minitrain.common.errors import UserError\n"
-        "def register(subparsers):\n"
-        "    p = subparsers.add_parser('hello')\n"
-        "    p.add_argument('--fail', action='store_true')\n"
-        "    p.set_defaults(handler=run)\n"
+        "def register(parser):\n"
+        "    parser.add_argument('--fail', action='store_true')\n"
+        "    parser.set_defaults(handler=run)\n"
         "def run(args):\n"
         "    if args.fail:\n"
         "        raise UserError('hello failed', 7)\n"
         "    print('hi')\n"
-        "    return 0\n",
-        encoding="utf-8",
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "hello_commands"])
+        "    return 0\n"))
     assert run(["hello"], capsys) == (0, "hi\n", "")
     assert run(["hello", "--fail"], capsys) == (7, "", "error: hello failed\n")
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "    hello         the hello command\n" in capsys.readouterr().out
 
 
-def test_ctrl_c_while_the_command_modules_load_is_one_line(tmp_path, capsys, monkeypatch):
-    (tmp_path / "slow_commands.py").write_text("raise KeyboardInterrupt  # Ctrl-C while importing\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "slow_commands"])
-    assert run(["validate", "x.yaml"], capsys) == (130, "", "error: interrupted\n")
+def test_ctrl_c_while_the_command_module_loads_is_one_line(tmp_path, capsys, monkeypatch):
+    add_command(tmp_path, monkeypatch, "slow", "raise KeyboardInterrupt  # Ctrl-C while importing\n")
+    assert run(["slow", "x.yaml"], capsys) == (130, "", "error: interrupted\n")
+
+
+def test_a_command_module_loads_only_when_its_command_runs(tmp_path, capsys, monkeypatch):
+    add_command(tmp_path, monkeypatch, "broken", "raise RuntimeError('imported')\n")
+    assert run(["info", tmp_path / "missing"], capsys)[0] == 2  # another command: the broken module stays unread
+    with pytest.raises(RuntimeError, match="imported"):
+        cli.main(["broken"])
+
+
+def test_help_and_validate_import_neither_numba_nor_the_models_nor_the_command_modules():
+    """`minitrain --help` lists every command without importing one (nor numba, the models, pydantic, the config);
+    `minitrain validate` imports its own command module and the config, but not numba (its kernels load on first
+    use) nor the training engine."""
+    probe = ("import sys\n"
+             "from minitrain import cli\n"
+             "try:\n"
+             "    cli.main(sys.argv[1:])\n"
+             "except SystemExit:\n"
+             "    pass\n"
+             "print(' '.join(sorted(sys.modules)))\n")
+    help_out = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, check=True,
+                              cwd=ROOT).stdout
+    assert "    validate      check a config" in help_out and "    lab           start a lab's" in help_out
+    loaded = set(help_out.split("\n")[-2].split())
+    assert "minitrain.cli" in loaded
+    assert not {m for m in loaded if m.startswith(("minitrain.commands.", "minitrain.models", "minitrain.config",
+                                                   "numba", "pydantic", "yaml"))}
+    loaded = set(subprocess.run([sys.executable, "-c", probe, "validate", "experiments/18-train-mini/config.yaml"],
+                                capture_output=True, text=True, check=True, cwd=ROOT).stdout.split("\n")[-2].split())
+    assert {"minitrain.commands.validate", "minitrain.config.loader"} <= loaded
+    assert not {m for m in loaded if m.startswith(("numba", "minitrain.training", "minitrain.commands.train"))}

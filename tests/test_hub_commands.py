@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from pathlib import Path
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 from fakehub import make_run
 
-from minitrain.commands import export, publish, sample
+from minitrain.cli import build_parser
 from minitrain.commands.publish import latest_run
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
@@ -21,11 +20,7 @@ from minitrain.models.sampling import generate
 
 
 def run_command(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="minitrain")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    for command in (export, publish, sample):
-        command.register(subparsers)
-    args = parser.parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     return args.handler(args)
 
 

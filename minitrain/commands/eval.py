@@ -22,8 +22,7 @@ LOSS_ON = ("all", "completion")
 DEFAULT_CONTEXT = 512  # positions per window, unless the model's context is shorter or --max-seq-len says
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval", help="mean token loss and perplexity of a model on a text or chat file")
+def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="a .gguf file, a Hugging Face folder or Hub id, or a minitrain run / model")
     parser.add_argument("--data", required=True, help="text, prompt/completion or chat records (file or folder)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

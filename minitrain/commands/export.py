@@ -16,25 +16,23 @@ from minitrain.hub.gguf_write import DTYPES as GGUF_DTYPES
 FORMATS = ("hf", "gguf")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    export = subparsers.add_parser("export", help="write a run or a pretrained base as a Hugging Face folder or a "
-                                                  "GGUF file")
-    export.add_argument("source", help="run folder, checkpoint or model file; or a .gguf file, Hugging Face folder "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="run folder, checkpoint or model file; or a .gguf file, Hugging Face folder "
                                        "or Hub id of a Llama-family base")
-    export.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md); "
+    parser.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md); "
                                         "with --format gguf, the .gguf file")
-    export.add_argument("--format", choices=FORMATS, default="hf",
+    parser.add_argument("--format", choices=FORMATS, default="hf",
                         help="hf: a Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
-    export.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
+    parser.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
                         help="--format gguf: how the matrices are stored (default f32; norms and biases stay f32)")
-    export.add_argument("--repo", help="user/name the model card's loading snippet refers to")
-    export.add_argument("--vocab", help="vocab.json, when the source does not record it")
-    export.add_argument("--merge-adapters", action="store_true",
+    parser.add_argument("--repo", help="user/name the model card's loading snippet refers to")
+    parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    parser.add_argument("--merge-adapters", action="store_true",
                         help="a LoRA run: export its base with the adapters merged in (default: the adapter; a GGUF "
                              "is always merged)")
-    export.add_argument("--base-model", metavar="PATH|user/repo",
+    parser.add_argument("--base-model", metavar="PATH|user/repo",
                         help="the base the adapters were trained on, when the run does not record it")
-    export.set_defaults(handler=export_command)
+    parser.set_defaults(handler=export_command)
 
 
 def export_command(args: argparse.Namespace) -> int:

@@ -7,10 +7,9 @@ import argparse
 from minitrain.monitor.summary import run_summary
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    info = subparsers.add_parser("info", help="summarise a run folder")
-    info.add_argument("run_dir")
-    info.set_defaults(handler=info_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir")
+    parser.set_defaults(handler=info_command)
 
 
 def info_command(args: argparse.Namespace) -> int:

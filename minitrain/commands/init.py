@@ -16,17 +16,16 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    init = subparsers.add_parser("init", help="write a config for a data folder")
-    init.add_argument("--template", choices=TEMPLATES, default="minimal")
-    init.add_argument("--data", default=DEFAULT_DATA, metavar="DIR", help=f"data folder (default {DEFAULT_DATA})")
-    init.add_argument("--base", metavar="PATH|user/repo",
-                      help="start from this model: its shape fills the model section, its weights model.init_from")
-    init.add_argument("--method", choices=METHODS,
-                      help="full: train every weight; lora/qlora: a lora: section for --base (qlora: 4-bit base)")
-    init.add_argument("-o", "--output", metavar="FILE", help="write here instead of printing (-: print)")
-    init.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    init.set_defaults(handler=init_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--template", choices=TEMPLATES, default="minimal")
+    parser.add_argument("--data", default=DEFAULT_DATA, metavar="DIR", help=f"data folder (default {DEFAULT_DATA})")
+    parser.add_argument("--base", metavar="PATH|user/repo",
+                        help="start from this model: its shape fills the model section, its weights model.init_from")
+    parser.add_argument("--method", choices=METHODS,
+                        help="full: train every weight; lora/qlora: a lora: section for --base (qlora: 4-bit base)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of printing (-: print)")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.set_defaults(handler=init_command)
 
 
 def init_command(args: argparse.Namespace) -> int:

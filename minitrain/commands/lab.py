@@ -21,9 +21,8 @@ from minitrain.course.labs import LABS, checklist_title, grade, start
 from minitrain.course.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    lab = subparsers.add_parser("lab", help="start a lab's workspace, or check it")
-    actions = lab.add_subparsers(dest="action", required=True, metavar="ACTION")
+def register(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     begin = actions.add_parser("start", help="write the lab's files, with TODO stubs, into a new workspace")
     begin.add_argument("lab", choices=list(LABS), metavar="NN", help=f"the lab ({', '.join(LABS)})")
     begin.add_argument("dir", help="the workspace folder, e.g. labs/01")

@@ -22,14 +22,13 @@ from minitrain.config.yaml_lines import load_yaml_file
 STDOUT = "-"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    lock = subparsers.add_parser("lock", help="pin the resolved config, data hashes and library versions")
-    lock.add_argument("config")
-    add_set(lock)
-    lock.add_argument("-o", "--output", metavar="FILE",
-                      help="lock file (default: <config stem>.lock.yaml; -: print it to stdout)")
-    lock.add_argument("--force", action="store_true", help="replace FILE even if it holds something else")
-    lock.set_defaults(handler=lock_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config")
+    add_set(parser)
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="lock file (default: <config stem>.lock.yaml; -: print it to stdout)")
+    parser.add_argument("--force", action="store_true", help="replace FILE even if it holds something else")
+    parser.set_defaults(handler=lock_command)
 
 
 def lock_command(args: argparse.Namespace) -> int:

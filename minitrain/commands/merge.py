@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    merge = subparsers.add_parser("merge", help="fold a LoRA run's adapters into its base model")
-    merge.add_argument("source", help="LoRA run folder (or its adapter model file)")
-    merge.add_argument("out_dir", help="new folder: the merged model as a run folder")
-    merge.add_argument("--base-model", metavar="PATH|user/repo",
-                       help="the base the adapters were trained on, when the run does not record it (or it moved)")
-    merge.set_defaults(handler=merge_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="LoRA run folder (or its adapter model file)")
+    parser.add_argument("out_dir", help="new folder: the merged model as a run folder")
+    parser.add_argument("--base-model", metavar="PATH|user/repo",
+                        help="the base the adapters were trained on, when the run does not record it (or it moved)")
+    parser.set_defaults(handler=merge_command)
 
 
 def merge_command(args: argparse.Namespace) -> int:

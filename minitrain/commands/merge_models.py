@@ -7,14 +7,12 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    merge = subparsers.add_parser("merge-models", help="merge models of one architecture (linear, task arithmetic, "
-                                                       "TIES, DARE, SLERP)")
-    merge.add_argument("config", help="merge config (YAML: merge_method, base_model, models, parameters, seed)")
-    merge.add_argument("-o", "--out", required=True,
-                       help="the merged model: a .safetensors model file (minitrain models) or a new folder "
-                            "(pretrained bases: a Hugging Face folder)")
-    merge.set_defaults(handler=merge_models_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="merge config (YAML: merge_method, base_model, models, parameters, seed)")
+    parser.add_argument("-o", "--out", required=True,
+                        help="the merged model: a .safetensors model file (minitrain models) or a new folder "
+                             "(pretrained bases: a Hugging Face folder)")
+    parser.set_defaults(handler=merge_models_command)
 
 
 def merge_models_command(args: argparse.Namespace) -> int:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    predict = subparsers.add_parser("predict", help="predict the rows of a table with a trained table model")
-    predict.add_argument("source", help="run folder or model file of a model.type sequential run")
-    predict.add_argument("input", help="rows to predict: csv, parquet, jsonl, json or arrow")
-    predict.add_argument("-o", "--output", required=True, help="where to write the predictions (same formats)")
-    predict.add_argument("--format", choices=["csv", "parquet", "jsonl", "json", "arrow"],
-                         help="INPUT's format, when its extension does not say")
-    predict.set_defaults(handler=predict_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="run folder or model file of a model.type sequential run")
+    parser.add_argument("input", help="rows to predict: csv, parquet, jsonl, json or arrow")
+    parser.add_argument("-o", "--output", required=True, help="where to write the predictions (same formats)")
+    parser.add_argument("--format", choices=["csv", "parquet", "jsonl", "json", "arrow"],
+                        help="INPUT's format, when its extension does not say")
+    parser.set_defaults(handler=predict_command)
 
 
 def predict_command(args: argparse.Namespace) -> int:

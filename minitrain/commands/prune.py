@@ -15,23 +15,22 @@ from minitrain.pruning.scores import METHODS
 DEFAULT_CALIBRATION_SAMPLES = 128  # Wanda's paper calibrates with 128 sequences
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("prune", help="prune a trained model's linear weights and score it against the dense one")
-    p.add_argument("source", help="run folder or model file")
-    p.add_argument("out", help="the pruned model file to write (.safetensors)")
-    p.add_argument("--method", choices=METHODS, required=True,
-                   help="magnitude: |W| per layer; wanda: |W|·‖X‖ per output, X from calibration records")
-    p.add_argument("--sparsity", type=float, default=None,
-                   help="the share of each layer's weights set to zero, in [0, 1) (2:4: 0.5, the default)")
-    p.add_argument("--structure", choices=STRUCTURES, default="unstructured",
-                   help="2:4: 2 of every 4 consecutive inputs kept")
-    p.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="linear layers left dense")
-    p.add_argument("--calibration", metavar="FILE", help="wanda: records to read the inputs from (default: the "
-                                                         "run's training split)")
-    p.add_argument("--calibration-samples", type=positive_int, default=None, metavar="N",
-                   help="wanda: records drawn (seeded) from the calibration data (default 128)")
-    p.add_argument("--vocab", help="vocab.json, when the source does not record it")
-    p.set_defaults(handler=prune_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="run folder or model file")
+    parser.add_argument("out", help="the pruned model file to write (.safetensors)")
+    parser.add_argument("--method", choices=METHODS, required=True,
+                        help="magnitude: |W| per layer; wanda: |W|·‖X‖ per output, X from calibration records")
+    parser.add_argument("--sparsity", type=float, default=None,
+                        help="the share of each layer's weights set to zero, in [0, 1) (2:4: 0.5, the default)")
+    parser.add_argument("--structure", choices=STRUCTURES, default="unstructured",
+                        help="2:4: 2 of every 4 consecutive inputs kept")
+    parser.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="linear layers left dense")
+    parser.add_argument("--calibration", metavar="FILE", help="wanda: records to read the inputs from (default: the "
+                                                              "run's training split)")
+    parser.add_argument("--calibration-samples", type=positive_int, default=None, metavar="N",
+                        help="wanda: records drawn (seeded) from the calibration data (default 128)")
+    parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    parser.set_defaults(handler=prune_command)
 
 
 def prune_command(args: argparse.Namespace) -> int:

@@ -15,24 +15,23 @@ from minitrain.common.errors import BAD_INPUT, UserError
 RUNS = Path("runs")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    push = subparsers.add_parser("publish", aliases=["push"], help="export a run and upload it to the Hub")
-    push.add_argument("--repo", required=True, help="Hub model repo, user/name (created if needed)")
-    push.add_argument("run_dir", nargs="?", help="run folder or model file (default: the latest finished run under "
-                                                 "runs/)")
-    push.add_argument("--private", action="store_true", help="create the repo as private")
-    push.add_argument("--dry-run", action="store_true", help="build the folder and list it; upload nothing")
-    push.add_argument("--merge-adapters", action="store_true",
-                      help="a LoRA run: publish its base with the adapters merged in (default: the adapter)")
-    push.add_argument("--base-model", metavar="PATH|user/repo",
-                      help="the base the adapters were trained on, when the run does not record it (or it moved); "
-                           "an adapter on the Hub names its base by this Hub id")
-    push.add_argument("--vocab", help="vocab.json, when the source (a bare model file) does not record it")
-    push.add_argument("--format", choices=FORMATS, default="hf",
-                      help="hf: the Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
-    push.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
-                      help="--format gguf: how the matrices are stored (default f32)")
-    push.set_defaults(handler=publish_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repo", required=True, help="Hub model repo, user/name (created if needed)")
+    parser.add_argument("run_dir", nargs="?", help="run folder or model file (default: the latest finished run under "
+                                                   "runs/)")
+    parser.add_argument("--private", action="store_true", help="create the repo as private")
+    parser.add_argument("--dry-run", action="store_true", help="build the folder and list it; upload nothing")
+    parser.add_argument("--merge-adapters", action="store_true",
+                        help="a LoRA run: publish its base with the adapters merged in (default: the adapter)")
+    parser.add_argument("--base-model", metavar="PATH|user/repo",
+                        help="the base the adapters were trained on, when the run does not record it (or it moved); "
+                             "an adapter on the Hub names its base by this Hub id")
+    parser.add_argument("--vocab", help="vocab.json, when the source (a bare model file) does not record it")
+    parser.add_argument("--format", choices=FORMATS, default="hf",
+                        help="hf: the Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
+    parser.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
+                        help="--format gguf: how the matrices are stored (default f32)")
+    parser.set_defaults(handler=publish_command)
 
 
 def latest_run(root: Path = RUNS) -> Path:

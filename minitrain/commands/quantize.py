@@ -11,21 +11,20 @@ from minitrain.common.errors import UserError
 from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    q = subparsers.add_parser("quantize", help="quantize a trained model's weights and score it against float32")
-    q.add_argument("source", help="run folder or model file")
-    q.add_argument("out", help="the quantized model file to write (.safetensors)")
-    q.add_argument("--bits", type=int, choices=BITS, required=True)
-    q.add_argument("--scheme", choices=SCHEMES, default="symmetric")
-    q.add_argument("--granularity", choices=GRANULARITIES, default="per_channel")
-    q.add_argument("--group-size", type=positive_int, default=None, help="per_group: inputs per scale")
-    q.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="linear layers kept in float32")
-    q.add_argument("--calibration-samples", type=int, default=0, metavar="N",
-                   help="training records whose inputs weigh the mse method's error")
-    q.add_argument("--method", choices=METHODS, default="minmax", help="how each unit's range is chosen")
-    q.add_argument("--percentile", type=float, default=99.99, help="percentile method: the range's percentile")
-    q.add_argument("--vocab", help="vocab.json, when the source does not record it")
-    q.set_defaults(handler=quantize_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="run folder or model file")
+    parser.add_argument("out", help="the quantized model file to write (.safetensors)")
+    parser.add_argument("--bits", type=int, choices=BITS, required=True)
+    parser.add_argument("--scheme", choices=SCHEMES, default="symmetric")
+    parser.add_argument("--granularity", choices=GRANULARITIES, default="per_channel")
+    parser.add_argument("--group-size", type=positive_int, default=None, help="per_group: inputs per scale")
+    parser.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="linear layers kept in float32")
+    parser.add_argument("--calibration-samples", type=int, default=0, metavar="N",
+                        help="training records whose inputs weigh the mse method's error")
+    parser.add_argument("--method", choices=METHODS, default="minmax", help="how each unit's range is chosen")
+    parser.add_argument("--percentile", type=float, default=99.99, help="percentile method: the range's percentile")
+    parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    parser.set_defaults(handler=quantize_command)
 
 
 def quantize_command(args: argparse.Namespace) -> int:

@@ -21,25 +21,24 @@ from minitrain.common.errors import ArgumentError, UserError
 TEXT_MAX_NEW = 256  # a pretrained model's default answer length (its context may be 8192 positions)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    sample = subparsers.add_parser("sample", help="generate text from a trained model")
-    sample.add_argument("source", help="run folder, model file, export folder, Hub id user/name, or a pretrained "
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="run folder, model file, export folder, Hub id user/name, or a pretrained "
                                        "base (.gguf, Hugging Face folder or Hub id)")
-    sample.add_argument("--prompt", required=True, help='text to continue, e.g. "comer|R1|"')
-    sample.add_argument("--chat", action="store_true",
+    parser.add_argument("--prompt", required=True, help='text to continue, e.g. "comer|R1|"')
+    parser.add_argument("--chat", action="store_true",
                         help="a pretrained model: send the prompt as a user message through its chat template and "
                              "print the answer")
-    sample.add_argument("--temperature", type=non_negative_float, default=0.0, help="0 = greedy (default)")
-    sample.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest")
-    sample.add_argument("--top-p", type=probability, default=None,
+    parser.add_argument("--temperature", type=non_negative_float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k likeliest")
+    parser.add_argument("--top-p", type=probability, default=None,
                         help="a pretrained model: sample from the smallest set of tokens whose probability is ≥ p")
-    sample.add_argument("--seed", type=non_negative_int, default=None, help="seed for sampling (temperature > 0)")
-    sample.add_argument("-n", type=positive_int, default=1, help="number of samples (default 1)")
-    sample.add_argument("--max-new-tokens", type=positive_int, default=None,
+    parser.add_argument("--seed", type=non_negative_int, default=None, help="seed for sampling (temperature > 0)")
+    parser.add_argument("-n", type=positive_int, default=1, help="number of samples (default 1)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=None,
                         help=f"stop after this many tokens (default: fill the context; a pretrained model "
                              f"{TEXT_MAX_NEW})")
-    sample.add_argument("--vocab", help="vocab.json, when the source does not record it")
-    sample.set_defaults(handler=sample_command)
+    parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    parser.set_defaults(handler=sample_command)
 
 
 def sample_command(args: argparse.Namespace) -> int:

@@ -9,9 +9,8 @@ from minitrain.config.schema import Config
 from minitrain.config.spec import json_schema
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    schema = subparsers.add_parser("schema", help="print the config's JSON Schema (for editor autocompletion)")
-    schema.set_defaults(handler=schema_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(handler=schema_command)
 
 
 def schema_command(args: argparse.Namespace) -> int:

@@ -12,28 +12,27 @@ from minitrain.config.source import ConfigSource
 from minitrain.config.yaml_lines import parse_scalar
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    sweep = subparsers.add_parser("sweep", help="train a grid or random search of trials, locally or on Ray")
-    sweep.add_argument("sweep", help="a sweep file (with `base:`), or a training config searched with the flags")
-    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                       help="try each value of a config key (repeatable: every combination)")
-    sweep.add_argument("--random", action="append", default=[], metavar="KEY=DIST",
-                       help="draw a key from uniform(a,b), loguniform(a,b), randint(a,b) or choice(x,y) (repeatable)")
-    sweep.add_argument("--samples", type=positive_int, help="random draws (with --random)")
-    sweep.add_argument("--seeds", metavar="S1,S2", help="training seeds: each trial runs with each")
-    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                       help="override a config value in every trial (repeatable)")
-    sweep.add_argument("--metric", help="what the best trial is chosen by: a key of results.json (default val_ppl)")
-    sweep.add_argument("--mode", choices=["min", "max"])
-    sweep.add_argument("--workers", type=positive_int, help="trials at a time (default: the CPU cores)")
-    sweep.add_argument("--backend", choices=["local", "ray"], help="local process pool (default) or Ray Tune")
-    sweep.add_argument("--address", help="ray: an existing cluster, `auto` or ray://host:10001")
-    sweep.add_argument("--scheduler", choices=["asha"], help="ray: stop poor trials early with ASHA")
-    sweep.add_argument("--grace-period", type=positive_int, metavar="STEPS",
-                       help="asha: steps every trial trains before it can be stopped")
-    sweep.add_argument("--out-dir", help="the sweep folder (default runs/sweeps/<name>)")
-    sweep.add_argument("--name", help="the sweep's name (default: the sweep file's)")
-    sweep.set_defaults(handler=sweep_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sweep", help="a sweep file (with `base:`), or a training config searched with the flags")
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                        help="try each value of a config key (repeatable: every combination)")
+    parser.add_argument("--random", action="append", default=[], metavar="KEY=DIST",
+                        help="draw a key from uniform(a,b), loguniform(a,b), randint(a,b) or choice(x,y) (repeatable)")
+    parser.add_argument("--samples", type=positive_int, help="random draws (with --random)")
+    parser.add_argument("--seeds", metavar="S1,S2", help="training seeds: each trial runs with each")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="override a config value in every trial (repeatable)")
+    parser.add_argument("--metric", help="what the best trial is chosen by: a key of results.json (default val_ppl)")
+    parser.add_argument("--mode", choices=["min", "max"])
+    parser.add_argument("--workers", type=positive_int, help="trials at a time (default: the CPU cores)")
+    parser.add_argument("--backend", choices=["local", "ray"], help="local process pool (default) or Ray Tune")
+    parser.add_argument("--address", help="ray: an existing cluster, `auto` or ray://host:10001")
+    parser.add_argument("--scheduler", choices=["asha"], help="ray: stop poor trials early with ASHA")
+    parser.add_argument("--grace-period", type=positive_int, metavar="STEPS",
+                        help="asha: steps every trial trains before it can be stopped")
+    parser.add_argument("--out-dir", help="the sweep folder (default runs/sweeps/<name>)")
+    parser.add_argument("--name", help="the sweep's name (default: the sweep file's)")
+    parser.set_defaults(handler=sweep_command)
 
 
 def _key_values(flag: str, text: str) -> tuple[str, str]:

@@ -17,27 +17,26 @@ from minitrain.config.schema import Config
 from minitrain.config.yaml_lines import load_yaml_file
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    train = subparsers.add_parser("train", help="train from a YAML config")
-    train.add_argument("config", nargs="?",
-                       help="config YAML (or a lock file written by `minitrain lock`); left out with --resume RUN, "
-                            "the run's recorded config.resolved.yaml")
-    add_set(train)
-    train.add_argument("--out-dir", help="run folder (overrides output.dir)")
-    train.add_argument("--models-dir", metavar="DIR",
-                       help="folder for the final model file (overrides output.models_dir)")
-    train.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
-    train.add_argument("--resume", metavar="PATH", help="a run folder or checkpoint to continue from")
-    train.add_argument("--overwrite", action="store_true",
-                       help="the run folder holds another run: delete that run's files first")
-    train.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
-    train.add_argument("--strict", action="store_true", help="refuse to run if the lock file does not match")
-    train.add_argument("--quiet", action="store_true", help="no progress display")
-    train.add_argument("--address", dest="data_parallel_address", metavar="ADDRESS",
-                       help="the Ray cluster data-parallel workers run on (auto, ray://head:10001): sets "
-                            "runtime.data_parallel.address and backend ray")
-    train.add_argument("--devices", metavar="IDS", help="the spec's GPU list: refused, minitrain trains on one CPU")
-    train.set_defaults(handler=train_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?",
+                        help="config YAML (or a lock file written by `minitrain lock`); left out with --resume RUN, "
+                             "the run's recorded config.resolved.yaml")
+    add_set(parser)
+    parser.add_argument("--out-dir", help="run folder (overrides output.dir)")
+    parser.add_argument("--models-dir", metavar="DIR",
+                        help="folder for the final model file (overrides output.models_dir)")
+    parser.add_argument("--seed", type=int, help="training RNG seed (overrides training.rng_seed)")
+    parser.add_argument("--resume", metavar="PATH", help="a run folder or checkpoint to continue from")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="the run folder holds another run: delete that run's files first")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
+    parser.add_argument("--strict", action="store_true", help="refuse to run if the lock file does not match")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--address", dest="data_parallel_address", metavar="ADDRESS",
+                        help="the Ray cluster data-parallel workers run on (auto, ray://head:10001): sets "
+                             "runtime.data_parallel.address and backend ray")
+    parser.add_argument("--devices", metavar="IDS", help="the spec's GPU list: refused, minitrain trains on one CPU")
+    parser.set_defaults(handler=train_command)
 
 
 def _lock_file_for(config_path: str) -> Path:

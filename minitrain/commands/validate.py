@@ -13,13 +13,12 @@ from minitrain.config.schema import Config
 from minitrain.lora import resolve_targets
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    validate = subparsers.add_parser("validate", help="check a config (and its data) and print a checklist")
-    validate.add_argument("config")
-    add_set(validate)
-    validate.add_argument("--no-data", action="store_true",
-                          help="skip the checks that read files (the data, model.init_from)")
-    validate.set_defaults(handler=validate_command)
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config")
+    add_set(parser)
+    parser.add_argument("--no-data", action="store_true",
+                        help="skip the checks that read files (the data, model.init_from)")
+    parser.set_defaults(handler=validate_command)
 
 
 def validate_command(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 Each kernel family lives in its own file with a plain NumPy `<name>_reference` and a numba `<name>_numba` of the
 same signature (and a test that they agree). `active` holds the chosen set; `functional.py` calls only
-`kernels.active.<name>`:
+`kernels.active.<name>`. It is chosen, and the kernel files (and numba) imported, on first use: `import minitrain`
+does not import numba.
 
 - "numba" (default): the jitted kernels, compiled on first use and cached on disk (`cache=True`).
 - "numpy": the references. Chosen automatically when NUMBA_DISABLE_JIT=1 (the numba functions would then run
@@ -11,44 +12,30 @@ same signature (and a test that they agree). `active` holds the chosen set; `fun
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
 
-from numba import config as numba_config
-
-from minitrain.autograd.kernels import (
-    adamw,
-    attention,
-    cross_entropy,
-    embedding,
-    gelu,
-    grad_norm,
-    grouped_attention,
-    layernorm,
-    rmsnorm,
-    silu,
-)
-
-KERNELS = {
-    "gelu_forward": gelu,
-    "gelu_backward": gelu,
-    "layernorm_forward": layernorm,
-    "layernorm_backward": layernorm,
-    "cross_entropy_forward": cross_entropy,
-    "cross_entropy_backward": cross_entropy,
-    "attention_forward": attention,
-    "attention_backward": attention,
-    "embedding_backward": embedding,
-    "sum_of_squares": grad_norm,
-    "adamw_update": adamw,
-    "rmsnorm_forward": rmsnorm,
-    "rmsnorm_backward": rmsnorm,
-    "silu_forward": silu,
-    "silu_backward": silu,
-    "grouped_attention_forward": grouped_attention,
-    "grouped_attention_backward": grouped_attention,
+KERNELS = {  # kernel -> the file (minitrain/autograd/kernels/<file>.py) that holds it
+    "gelu_forward": "gelu",
+    "gelu_backward": "gelu",
+    "layernorm_forward": "layernorm",
+    "layernorm_backward": "layernorm",
+    "cross_entropy_forward": "cross_entropy",
+    "cross_entropy_backward": "cross_entropy",
+    "attention_forward": "attention",
+    "attention_backward": "attention",
+    "embedding_backward": "embedding",
+    "sum_of_squares": "grad_norm",
+    "adamw_update": "adamw",
+    "rmsnorm_forward": "rmsnorm",
+    "rmsnorm_backward": "rmsnorm",
+    "silu_forward": "silu",
+    "silu_backward": "silu",
+    "grouped_attention_forward": "grouped_attention",
+    "grouped_attention_backward": "grouped_attention",
 }
 BACKENDS = ("numba", "numpy")
 
@@ -58,23 +45,32 @@ def backend(name: str) -> SimpleNamespace:
     if name not in BACKENDS:
         raise ValueError(f"unknown kernel backend {name!r}; choose one of {BACKENDS}")
     suffix = "numba" if name == "numba" else "reference"
-    return SimpleNamespace(name=name, **{k: getattr(module, f"{k}_{suffix}") for k, module in KERNELS.items()})
+    return SimpleNamespace(name=name, **{k: getattr(importlib.import_module(f"{__name__}.{file}"), f"{k}_{suffix}")
+                                         for k, file in KERNELS.items()})
 
 
 def default_backend_name() -> str:
+    from numba import config as numba_config  # numba loads with the first kernel, not with minitrain
+
     if numba_config.DISABLE_JIT:
         return "numpy"
     return os.environ.get("MINITRAIN_KERNELS", "numba")
 
 
-active = backend(default_backend_name())
+def __getattr__(name: str) -> SimpleNamespace:
+    """`active`, chosen on first use (PEP 562: called only while the module has no such attribute)."""
+    if name != "active":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    global active
+    active = backend(default_backend_name())
+    return active
 
 
 @contextmanager
 def use_backend(name: str) -> Iterator[None]:
     """Run a block with another kernel implementation (tests run every op over both)."""
     global active
-    previous, active = active, backend(name)
+    previous, active = globals().get("active") or __getattr__("active"), backend(name)
     try:
         yield
     finally:
