@@ -10,8 +10,8 @@
     minitrain sample SOURCE --prompt TEXT       minitrain eval SOURCE --data FILE [--json]
     minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR] [--timeout S] [--memory-mb MB]
     minitrain predict SOURCE INPUT -o OUT   (a table model's predictions)
-    minitrain merge LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
-    minitrain merge-models MERGE.yaml -o OUT   (linear, task arithmetic, TIES, DARE, SLERP)
+    minitrain merge MERGE.yaml -o OUT   (linear, task arithmetic, TIES, DARE, SLERP)
+    minitrain merge-adapters LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
 
 Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it), imported only
 when that command runs: `minitrain --help` lists the commands without loading any. Adding a command is one line:
@@ -38,7 +38,7 @@ import sys
 from collections.abc import Sequence
 
 from minitrain import __version__, seam
-from minitrain.commands import ALIASES, COMMANDS
+from minitrain.commands import ALIASES, COMMANDS, RENAMED
 from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
 from minitrain.common.lifeline import die_with_parent_if_asked
 from minitrain.common.paths import recorded_path
@@ -52,6 +52,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"minitrain {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     named = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
+    if named in RENAMED:
+        raise UserError(f"`minitrain {named}` is now `minitrain {RENAMED[named]}` (the same arguments)", BAD_INPUT)
     for name, summary in COMMANDS.items():
         aliases = [alias for alias, command in ALIASES.items() if command == name]
         command = subparsers.add_parser(name, help=summary, aliases=aliases)

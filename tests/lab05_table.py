@@ -1,9 +1,9 @@
 """Lab 05's quoted numbers are what its own commands give here (issue 28, item 3).
 
-test_lab_commands runs the lab's commands as printed (`run.py --base-only`, the LoRA training, `minitrain merge`,
-`minitrain quantize`, ...) and hands the run folder they made to `check_reference_table`: every row of the lab's
-"reference run" table holds within the tolerances the text states (another CPU may round the base's products
-differently); when the base came out bit-identical to the one the reference run names, the LoRA run must be
+test_lab_commands runs the lab's commands as printed (`run.py --base-only`, the LoRA training, `minitrain
+merge-adapters`, `minitrain quantize`, ...) and hands the run folder they made to `check_reference_table`: every row
+of the lab's "reference run" table holds within the tolerances the text states (another CPU may round the base's
+products differently); when the base came out bit-identical to the one the reference run names, the LoRA run must be
 bit-identical to the reference run too (`check_bit_identity`).
 """
 

@@ -106,7 +106,7 @@ def test_a_lora_run_trains_only_its_adapters_and_writes_them_in_peft_layout(tmp_
 
 def test_merge_writes_a_plain_run_whose_model_computes_the_adapted_logits(tmp_path, base, capsys):
     train(lora_config(tmp_path, base, LORA.replace("lora_only", "all")), tmp_path / "run", capsys)
-    code, out, err = run(["merge", tmp_path / "run", tmp_path / "merged"], capsys)
+    code, out, err = run(["merge-adapters", tmp_path / "run", tmp_path / "merged"], capsys)
     assert code == 0, err and "max |logit difference|" in out
     merge = json.loads((tmp_path / "merged" / "results.json").read_text())["merge"]
     assert merge["max_abs_logit_difference"] < 1e-5 and merge["positions"] > 0
@@ -124,14 +124,14 @@ def test_merge_writes_a_plain_run_whose_model_computes_the_adapted_logits(tmp_pa
     assert code == 0 and "config.json" in out and "model.safetensors" in out
     # the base the adapter names must be the one it was trained on
     other = make_run(tmp_path / "other", seed=1)
-    code, _, err = run(["merge", tmp_path / "run", tmp_path / "merged2", "--base-model", other], capsys)
+    code, _, err = run(["merge-adapters", tmp_path / "run", tmp_path / "merged2", "--base-model", other], capsys)
     assert code == 2 and "holds other weights than the adapter was trained on" in err
     assert not (tmp_path / "merged2").exists()
-    code, _, err = run(["merge", base, tmp_path / "merged3"], capsys)
+    code, _, err = run(["merge-adapters", base, tmp_path / "merged3"], capsys)
     assert code == 2 and "not a LoRA run" in err
     # quantizing takes a whole model: the merged run, not the adapters
     code, _, err = run(["quantize", tmp_path / "run", tmp_path / "q.safetensors", "--bits", "8"], capsys)
-    assert code == 2 and "`minitrain merge` it first" in err and not (tmp_path / "q.safetensors").exists()
+    assert code == 2 and "`minitrain merge-adapters` it first" in err and not (tmp_path / "q.safetensors").exists()
     assert run(["quantize", tmp_path / "merged", tmp_path / "q.safetensors", "--bits", "8"], capsys)[0] == 0
 
 

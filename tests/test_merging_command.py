@@ -1,4 +1,4 @@
-"""`minitrain merge-models`: the mergekit-style config checked by key, models of any source loaded and checked to
+"""`minitrain merge`: the mergekit-style config checked by key, models of any source loaded and checked to
 share architecture and tokenizer, the merge written as the parents' kind of file and read back by eval, and the
 same config giving the same bytes."""
 
@@ -46,7 +46,7 @@ def ties_config(runs: list[Path], **extra) -> dict:
 def test_ties_merge_of_run_folders_is_the_reference_merge_of_every_tensor(runs, tmp_path, capsys):
     config = write(tmp_path / "merge.yaml", ties_config(runs))
     out = tmp_path / "merged.safetensors"
-    assert main(["merge-models", str(config), "-o", str(out)]) == 0
+    assert main(["merge", str(config), "-o", str(out)]) == 0
     assert "by ties" in capsys.readouterr().out
     merged, model_config, meta = load_model_file(out)
     states = [load_pretrained(str(r)).state for r in runs]
@@ -105,10 +105,23 @@ def test_models_of_another_architecture_are_refused_naming_what_differs(runs, tm
     save_model_file(other, {n: np.zeros(s, np.float32) for n, s in expected_shapes(shape).items()}, shape)
     config = write(tmp_path / "m.yaml", {"merge_method": "task_arithmetic", "base_model": str(runs[0]),
                                          "models": [{"model": str(other)}]})
-    assert main(["merge-models", str(config), "-o", str(tmp_path / "out.safetensors")]) == 2
+    assert main(["merge", str(config), "-o", str(tmp_path / "out.safetensors")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and all(part in err for part in message) and err.count("\n") == 1
     assert "Traceback" not in err and not (tmp_path / "out.safetensors").exists()
+
+
+def test_the_old_spellings_are_one_line_naming_the_new_command(runs, tmp_path, capsys):
+    """`merge` used to fold a LoRA run (`merge RUN_DIR OUT_DIR`, now `merge-adapters`) and merging was `merge-models`:
+    each old spelling is one error line pointing to the new name (exit 2), and writes nothing."""
+    adapter = runs[1]  # a run folder where the merge config goes
+    for argv, new in [(["merge", str(adapter), str(tmp_path / "out")], f"minitrain merge-adapters {adapter} OUT_DIR"),
+                      (["merge", str(runs[0] / "m.safetensors"), str(tmp_path / "out")], "minitrain merge-adapters"),
+                      (["merge-models", "m.yaml", "-o", str(tmp_path / "out")], "is now `minitrain merge`")]:
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("error: ") and new in err and err.count("\n") == 1, (argv, err)
+    assert not (tmp_path / "out").exists()
 
 
 def test_models_with_another_vocabulary_are_refused(runs, tmp_path, capsys):
@@ -116,7 +129,7 @@ def test_models_with_another_vocabulary_are_refused(runs, tmp_path, capsys):
     vocab = runs[1].parent / "data" / "vocab.json"
     CharTokenizer(sorted([*chars[:-1], "~"])).save(vocab)  # one character other, the same count
     config = write(tmp_path / "m.yaml", {"merge_method": "linear", "models": [{"model": str(r)} for r in runs[:2]]})
-    assert main(["merge-models", str(config), "-o", str(tmp_path / "out.safetensors")]) == 2
+    assert main(["merge", str(config), "-o", str(tmp_path / "out.safetensors")]) == 2
     assert "do not share a tokenizer (character vocabularies" in capsys.readouterr().err
     assert tokenizer_difference(CharTokenizer(["a"]), None) is None  # a bare model file records none
 
@@ -136,7 +149,7 @@ def test_models_with_another_vocabulary_are_refused(runs, tmp_path, capsys):
 ])
 def test_a_bad_config_is_refused_by_key_and_line(runs, tmp_path, capsys, change, message):
     config = write(tmp_path / "m.yaml", {k: v for k, v in {**ties_config(runs), **change}.items() if v is not None})
-    assert main(["merge-models", str(config), "-o", str(tmp_path / "out.safetensors")]) == 2
+    assert main(["merge", str(config), "-o", str(tmp_path / "out.safetensors")]) == 2
     err = capsys.readouterr().err
     assert f"{config}" in err and message in err and "Traceback" not in err
 

@@ -99,7 +99,7 @@ def test_a_lora_run_is_merged_before_it_is_pruned(tmp_path, base, capsys):
     lora = train(lora_config(tmp_path, base), tmp_path / "lora", capsys)
     code, _, err = run(["prune", Path(lora["model_path"]), tmp_path / "p.safetensors", "--method", "magnitude",
                         "--sparsity", "0.5"], capsys)
-    assert code == 2 and "`minitrain merge` it first" in err
+    assert code == 2 and "`minitrain merge-adapters` it first" in err
 
 
 GRADUAL = "pruning:\n  sparsity: 0.6\n  initial_sparsity: 0.1\n  start_step: 1\n  end_step: 4\n  every: 1\n"

@@ -14,7 +14,7 @@ Each setting's runs and merges are in runs/23-merging/SETTING/.
             train, dev verbs, the four val verbs to report): lab 01's model is weakest on these two tenses
 2. tune     present.yaml and subjunctive.yaml: a LoRA fine-tune of lab 01's model on each tense alone, each in its
             own process; a LoRA run is read as its base with the adapters folded in
-3. merge    every config of merges/ through `minitrain merge-models` (the same code path as the command)
+3. merge    every config of merges/ through `minitrain merge` (the same code path as the command)
 4. score    lab 01's model, both fine-tunes and every merge on both tenses' held-out forms (val verbs; dev too) and
             on the four other tenses' (what merging costs elsewhere): PPL over the answer and greedy exact match;
             and how many of each tense's answers are the other tense's form (a fine-tune's forgetting, named)

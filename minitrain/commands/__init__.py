@@ -24,11 +24,12 @@ COMMANDS = {
     "sample": "generate text from a trained model",
     "eval": "mean token loss and perplexity of a model on a text or chat file",
     "predict": "predict the rows of a table with a trained table model",
-    "merge": "fold a LoRA run's adapters into its base model",
-    "merge-models": "merge models of one architecture (linear, task arithmetic, TIES, DARE, SLERP)",
+    "merge": "merge models of one architecture (linear, task arithmetic, TIES, DARE, SLERP)",
+    "merge-adapters": "fold a LoRA run's adapters into its base model",
     "quantize": "quantize a trained model's weights and score it against float32",
     "prune": "prune a trained model's linear weights and score it against the dense one",
     "sweep": "train a grid or random search of trials, locally or on Ray",
     "lab": "start a lab's workspace, or check it",
 }
 ALIASES = {"push": "publish"}
+RENAMED = {"merge-models": "merge"}  # an old spelling: one error line naming the new one (exit code 2)

@@ -1,24 +1,38 @@
-"""`minitrain merge RUN_DIR OUT_DIR [--base-model PATH|user/repo]`: fold a LoRA run's adapters into its base and
-write the merged model as a run folder (minitrain/hub/merge.py)."""
+"""`minitrain merge CONFIG.yaml -o OUT`: merge fine-tunes of one base by linear averaging, task arithmetic, TIES,
+DARE or SLERP, from a mergekit-style config (minitrain/merging/, docs/merging.md). Folding one LoRA run's adapters
+into its base is `minitrain merge-adapters` (minitrain/commands/merge_adapters.py)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+
+from minitrain.common.errors import BAD_INPUT, UserError
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="LoRA run folder (or its adapter model file)")
-    parser.add_argument("out_dir", help="new folder: the merged model as a run folder")
-    parser.add_argument("--base-model", metavar="PATH|user/repo",
-                        help="the base the adapters were trained on, when the run does not record it (or it moved)")
+    parser.add_argument("config", type=merge_config,
+                        help="merge config (YAML: merge_method, base_model, models, parameters, seed)")
+    parser.add_argument("-o", "--out", required=True,
+                        help="the merged model: a .safetensors model file (minitrain models) or a new folder "
+                             "(pretrained bases: a Hugging Face folder)")
     parser.set_defaults(handler=merge_command)
 
 
-def merge_command(args: argparse.Namespace) -> int:
-    from minitrain.hub.merge import MERGED_FILE, merge_run  # the Hub client is only needed here
+def merge_config(path: str) -> str:
+    """argparse type of CONFIG: a run folder or model file is the old `merge RUN_DIR OUT_DIR` (told before -o)."""
+    if os.path.isdir(path) or path.endswith(".safetensors"):
+        raise UserError(f"minitrain merge merges models from a merge config (YAML); to fold a LoRA run's adapters "
+                        f"into its base use: minitrain merge-adapters {path} OUT_DIR", BAD_INPUT)
+    return path
 
-    facts = merge_run(args.source, args.out_dir, base=args.base_model)
-    print(f"merged {facts['source']} into its base {facts['base']}: {args.out_dir}/{MERGED_FILE}")
-    print(f"  max |logit difference| merged vs adapted over {facts['positions']:,} val positions: "
-          f"{facts['max_abs_logit_difference']:.2e}")
+
+def merge_command(args: argparse.Namespace) -> int:
+    from minitrain.merging import merge_models  # the Hub client is only needed here
+
+    facts = merge_models(args.config, args.out)
+    models = ", ".join(m["model"] for m in facts["models"])
+    base = f" onto {facts['base_model']}" if facts["base_model"] else ""
+    print(f"merged {models}{base} by {facts['merge_method']}: {facts['out']} "
+          f"({facts['tensors']} tensors, {facts['weights']:,} weights)")
     return 0

@@ -91,8 +91,8 @@ def _quantize_a_whole_model(sections, raw):
         yield Problem(("quantize", "qat", "enabled"), "QAT trains for the quantization after training: set "
                                                       "quantize.enabled too")
     if quantize.enabled and lora.enabled:
-        yield Problem(("quantize", "enabled"), "a LoRA run ends with adapters, not a whole model: `minitrain merge` "
-                                               "the run, then `minitrain quantize` the merged model")
+        yield Problem(("quantize", "enabled"), "a LoRA run ends with adapters, not a whole model: `minitrain "
+                                               "merge-adapters` the run, then `minitrain quantize` the merged model")
 
 
 def calibration_warnings(quantize: QuantizeConfig) -> list[str]:

@@ -76,4 +76,4 @@ def _pruning_fits(sections, raw):
                                                      f"{', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})")
     if sections["lora"].enabled:
         yield Problem(("pruning", "enabled"), "a LoRA run trains adapters over a frozen base: prune the merged model "
-                                              "(`minitrain merge`, then `minitrain prune`)")
+                                              "(`minitrain merge-adapters`, then `minitrain prune`)")

@@ -333,8 +333,8 @@ def _run_learned(lab):
 
 
 @CHECKS.check("run folder: merged/ holds the merged model, and it computes what the adapted one did",
-              hint="`minitrain merge RUN RUN/merged` with MINITRAIN_LAB_DIR set: it folds delta_weight() into W and "
-                   "compares the logits with the adapted model's", needs=(_run_done,))
+              hint="`minitrain merge-adapters RUN RUN/merged` with MINITRAIN_LAB_DIR set: it folds delta_weight() "
+                   "into W and compares the logits with the adapted model's", needs=(_run_done,))
 def _run_merged(lab):
     folder = lab.run_dir / MERGED
     if not (folder / "results.json").is_file():

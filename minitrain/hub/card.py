@@ -355,6 +355,6 @@ from transformers import GPT2LMHeadModel
 model = PeftModel.from_pretrained(GPT2LMHeadModel.from_pretrained("BASE_EXPORT"), "THIS_FOLDER_OR_REPO")
 ```
 
-`minitrain merge RUN_DIR OUT_DIR` folds the adapter into its base instead, and `minitrain publish
+`minitrain merge-adapters RUN_DIR OUT_DIR` folds the adapter into its base instead, and `minitrain publish
 --merge-adapters` publishes the merged model.
 """

@@ -10,8 +10,8 @@ file that llama.cpp (and so Ollama, LM Studio) loads.
     a gpt2 GGUF minitrain wrote                    gpt2                        its own fields, as they were
 
 A GGUF is a whole model: llama.cpp loads no minitrain adapter, so a LoRA run is written with its adapters merged
-into its base (W + (α/r)·A·B, as `minitrain merge` folds them). What the format, or llama.cpp, cannot hold is
-refused with the reason, exit code 2: another model family than MiniGPT and the Llama family (a table model, the
+into its base (W + (α/r)·A·B, as `minitrain merge-adapters` folds them). What the format, or llama.cpp, cannot hold
+is refused with the reason, exit code 2: another model family than MiniGPT and the Llama family (a table model, the
 MLP language model), a MiniGPT with attention scale 1 (llama.cpp's gpt2 always divides by √(head size)), Llama 3
 RoPE scaling, a tokenizer that is not a byte-level BPE.
 """

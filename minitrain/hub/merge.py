@@ -1,4 +1,5 @@
-"""`minitrain merge RUN_DIR OUT_DIR`: fold a LoRA run's adapters into its base, as a run folder of a plain model.
+"""`minitrain merge-adapters RUN_DIR OUT_DIR`: fold a LoRA run's adapters into its base, as a run folder of a plain
+model.
 
     OUT_DIR/model.safetensors    the merged model (W + (alpha/rank)·A·B in every adapted layer; a QLoRA base
                                  dequantized): a minitrain model file without adapters

@@ -88,7 +88,7 @@ def add_adapters(model: Module, settings: LoraSettings, rng: np.random.Generator
     `settings.quantize_base`, wrap each target in a LoRALinear (A drawn from `rng`, in model order), unfreeze
     the biases `settings.bias` names, and record the settings in model.config["lora"]."""
     if settings_of(model) is not None:
-        raise UserError("this model already has LoRA adapters: merge them first (minitrain merge)")
+        raise UserError("this model already has LoRA adapters: merge them first (minitrain merge-adapters)")
     paths = linear_paths(model)
     unknown = sorted(set(settings.targets) - set(paths))
     if unknown or not settings.targets:

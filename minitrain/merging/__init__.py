@@ -8,7 +8,7 @@
     dare.py      DARE: drop and rescale, then task arithmetic or TIES (Yu et al. 2023)
     slerp.py     SLERP between two models, per tensor
     methods.py   the registry: merge_method -> the function merging one tensor
-    merge.py     the whole merge: read, check, merge, write (`minitrain merge-models`)
+    merge.py     the whole merge: read, check, merge, write (`minitrain merge`)
 """
 
 from minitrain.merging.merge import merge_models, merge_states

@@ -1,4 +1,4 @@
-"""`minitrain merge-models CONFIG.yaml -o OUT`: read the models a merge config names, check that they can be
+"""`minitrain merge CONFIG.yaml -o OUT`: read the models a merge config names, check that they can be
 merged, merge them tensor by tensor with its method, and write the result.
 
     OUT   a minitrain model file (.safetensors) when the models are minitrain's (MiniGPT runs, model files,

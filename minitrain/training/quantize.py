@@ -65,8 +65,8 @@ def quantize_model(
 ) -> Quantization:
     """Quantize `model`'s linear layers but `exclude`d ones; `calibration` batches weigh the mse method's error."""
     if settings_of(model) is not None:
-        raise UserError("quantize: this model holds LoRA adapters; `minitrain merge` it first, then quantize the "
-                        "merged model", 2)
+        raise UserError("quantize: this model holds LoRA adapters; `minitrain merge-adapters` it first, then quantize "
+                        "the merged model", 2)
     paths, unmatched = quantizable_paths(model, exclude)
     if unmatched:
         raise UserError(f"quantize: --exclude {', '.join(unmatched)} names no linear layer", 2)
@@ -118,8 +118,8 @@ def whole_model(source: str | Path, command: str, vocab_path: str | Path | None 
     holds adapters, is refused), the run's data section and its vocabulary (`vocab_path` when given)."""
     info = read_run(source)
     if info.adapter is not None:
-        raise UserError(f"{command} {source}: a LoRA run holds adapters, not a whole model; `minitrain merge` it "
-                        f"first, then {command} the merged run folder", 2)
+        raise UserError(f"{command} {source}: a LoRA run holds adapters, not a whole model; `minitrain merge-adapters` "
+                        f"it first, then {command} the merged run folder", 2)
     model = build_model(info.model_config)
     model.load_state_dict(info.state, source=str(info.model_path))
     data = info.data_config()

@@ -1,7 +1,7 @@
 """Scoring a trained model on held-out records, beyond the loss the loop validates with: greedy exact match of
 the verb forms, the extra metrics a validation row may carry (training.val_metrics), the dev and test splits
-scored once after training, and `score_records`, what `minitrain quantize` and `minitrain merge` compare a model
-with its quantized or merged twin by. They read no file but the splits they score.
+scored once after training, and `score_records`, what `minitrain quantize` and `minitrain merge-adapters` compare a
+model with its quantized or merged twin by. They read no file but the splits they score.
 """
 
 from __future__ import annotations
