@@ -172,6 +172,43 @@ def test_lora_on_a_pretrained_base_trains_resumes_bit_exactly_and_samples(tmp_pa
     assert code == 0, err
 
 
+def test_train_parses_a_gguf_base_once_and_encodes_each_record_once(tmp_path, base, capsys, monkeypatch):
+    """`minitrain train` trains on the rows its data check packed (the records are not encoded again) and parses
+    the base's GGUF once for the check and the weights; its log is the one of a run that packs its own rows."""
+    import gguf
+
+    from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
+    from minitrain.data.text_examples import encode_records
+    from minitrain.data.text_records import read_file
+    from minitrain.hub import gguf_file, pretrained_runs
+
+    write_gguf(tmp_path / "base.gguf", random_hf_state(MINITRAIN), HF_CONFIG)
+    text = config_text(tmp_path, tmp_path / "base.gguf", steps=2)
+    train(tmp_path, text, "alone")  # run_training without a summary: it packs the rows itself
+    counts = {"__init__": 0, "apply_chat_template": 0}
+
+    def count(cls, name):
+        original = getattr(cls, name)
+
+        def counted(self, *args, **kwargs):
+            counts[name] += 1
+            return original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, name, counted)
+    count(gguf.GGUFReader, "__init__")
+    count(PretrainedTokenizer, "apply_chat_template")
+    gguf_file._open_gguf.cache_clear()
+    pretrained_runs._read_base.cache_clear()
+    code, _, err = run(["train", write_config(tmp_path, text, "cli.yaml"), "--out-dir", tmp_path / "cli", "--quiet"],
+                       capsys)
+    assert code == 0, err
+    assert counts["__init__"] == 1
+    assert (tmp_path / "cli" / "train_log.jsonl").read_bytes() == (tmp_path / "alone" / "train_log.jsonl").read_bytes()
+    renders, counts["apply_chat_template"] = counts["apply_chat_template"], 0
+    records = read_file(tmp_path / "train.jsonl") + read_file(tmp_path / "val.jsonl")
+    encode_records(records, pretrained_runs.read_base(tmp_path / "base.gguf").tokenizer, "completion")
+    assert renders == counts["apply_chat_template"] > 0  # one encoding of every record, not two
+
+
 def test_full_fine_tuning_from_a_gguf_writes_every_weight(tmp_path, base):
     hf = random_hf_state(MINITRAIN)
     write_gguf(tmp_path / "tiny.gguf", hf, HF_CONFIG)

@@ -68,6 +68,7 @@ class DataSummary:
     longest_where: str = ""
     steps_per_epoch: int = 0  # optimizer steps: batches per epoch (batcher.py) // grad_accumulation
     table: dict[str, Any] | None = None  # a table task: task, target, features, classes (validate prints them)
+    text: dict[str, Any] | None = None  # a run on a pretrained base: {split: Batch}, the rows the run trains on
 
 
 def check_data(cfg: Config) -> DataSummary:

@@ -26,6 +26,7 @@ What this module undoes, exactly as transformers' GGUF loader does (`modeling_gg
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,14 @@ class GGUFContents:
 
 
 def open_gguf(path: Path):
-    """A `gguf.GGUFReader` of `path`; UserError when it is no GGUF."""
+    """A `gguf.GGUFReader` of `path`, parsed once per file state (a run checks its base, then loads it); UserError
+    when it is no GGUF."""
+    stat = path.stat() if path.is_file() else None
+    return _open_gguf(path, stat and (stat.st_ino, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _open_gguf(path: Path, _stamp: tuple[int, int, int] | None):
     import gguf  # imported here: only a GGUF source needs it
 
     try:

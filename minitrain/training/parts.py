@@ -62,15 +62,16 @@ class Parts:
     text: dict[str, Batch] | None = None  # a run on a pretrained base: its packed splits (train, val, test)
 
 
-def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Parts:
+def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None, text: dict[str, Batch] | None = None) -> Parts:
     """Tokenizer, encoded splits, batchers, model, optimizer and schedule; the schedule spans `total_steps`.
     For a table: its splits (fold `fold` of a cross-validation) and the model's widths from the data. For a run on
-    a pretrained base: the base's tokenizer and the packed text splits (`cfg` completed by text_run.complete_config).
+    a pretrained base: the base's tokenizer and the packed text splits (`cfg` completed by text_run.complete_config;
+    `text`: the splits the data check packed, DataSummary.text, else packed here).
 
     The model is built (drawing its initial weights from the training RNG), adapted as the lora and quantize
     sections say (minitrain/training/finetune.py: a LoRA base is loaded here), frozen where `model.freeze` says, then
     packed into one flat buffer; the optimizer updates only the trainable parameters."""
-    tokenizer = train_records = val_records = table = text = None
+    tokenizer = train_records = val_records = table = None
     task = LANGUAGE_MODELING
     if cfg.is_table_task:
         table, architecture = load_table(cfg, fold)
@@ -78,7 +79,7 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None) -> Part
         task = table_task(table.pipeline.task, cfg.training.loss, cfg.training.huber_delta)
     elif cfg.on_pretrained_base:  # text records with the base's tokenizer (minitrain/training/text_run.py)
         tokenizer = base_tokenizer(cfg)
-        text = text_splits(cfg, tokenizer)
+        text = text if text is not None else text_splits(cfg, tokenizer)
         train_split, val_split = text["train"], text["val"]
         architecture = cfg.model.architecture()
     else:

@@ -56,7 +56,7 @@ def resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
     # A duration run: time a few steps on throw-away objects to size the schedule; the loop still stops on
     # the clock if the estimate was optimistic.
     warmup = cfg.scheduler.warmup_steps
-    per_step, per_val = _time_steps(build_parts(cfg, warmup + 10), cfg)
+    per_step, per_val = _time_steps(build_parts(cfg, warmup + 10, text=summary.text), cfg)
     per_step += per_val / cfg.resolve_val_every(summary.steps_per_epoch)
     return max(warmup + 1, int(cfg.duration_seconds / per_step))
 
@@ -70,7 +70,7 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
     summary = summary if summary is not None else data_summary(cfg)
     configure_runtime(cfg)
     steps = resolve_total_steps(cfg, summary)
-    parts = build_parts(cfg, max(steps, cfg.resolve_warmup(steps) + 10))
+    parts = build_parts(cfg, max(steps, cfg.resolve_warmup(steps) + 10), text=summary.text)
     t = cfg.training
     val_every = cfg.resolve_val_every(summary.steps_per_epoch)
     per_step_records = t.batch_size * t.grad_accumulation

@@ -181,7 +181,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     if checkpoint_path is not None:
         check_run_files(checkpoint_path, cfg, previous, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
-    parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold)
+    parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold, summary.text)
     books = _bookkeeping(cfg, out_dir, parts)
     # Read before any work and any write: a damaged baseline file then costs nothing. The n-gram baseline's PPL
     # is per character: a BPE run's per-token PPL is not comparable with it (experiments/26-bpe-verbs compares

@@ -99,9 +99,10 @@ def text_splits(cfg: Config, tokenizer: PretrainedTokenizer) -> dict[str, Batch]
 def check_text_data(cfg: Config) -> DataSummary:
     """The data checks of a run on a pretrained base, all problems at once as one ConfigError: the files exist,
     every record reads, tokenizes and fits a row (data.overflow), a step fits the training rows. The summary counts
-    packed rows as records (what a batch draws) and the longest row in tokens."""
+    packed rows as records (what a batch draws) and the longest row in tokens; `text` holds the rows, which the
+    run trains on rather than encoding the records again."""
     problems = [] if cfg.data.source is not None else text_file_problems(cfg)
-    summary = DataSummary()
+    summary = DataSummary(text={})
     if not problems:
         tokenizer = base_tokenizer(cfg)
         summary.tokenizer_size = tokenizer.vocab_size
@@ -117,7 +118,7 @@ def check_text_data(cfg: Config) -> DataSummary:
             except UserError as exc:
                 problems.append(Problem(key, str(exc)))
                 continue
-            summary.records[split] = len(batch.input)
+            summary.records[split], summary.text[split] = len(batch.input), batch
             longest = int(np.count_nonzero(batch.attn_pad_mask, axis=1).max())
             if longest > summary.longest_input:
                 summary.longest_input, summary.longest_where = longest, getattr(cfg.data, key[1])
