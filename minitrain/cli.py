@@ -1,17 +1,5 @@
-"""The `minitrain` command line.
-
-    minitrain train CONFIG [--set key=value ...] [--out-dir DIR] [--models-dir DIR] [--seed N] [--resume PATH]
-                           [--dry-run] [--strict] [--quiet]
-    minitrain validate CONFIG          minitrain schema
-    minitrain init [--template minimal|lab01] [--base PATH|user/repo] [--method full|lora|qlora] [--data DIR]
-                   [-o FILE]
-    minitrain lock CONFIG              minitrain info RUN_DIR
-    minitrain export SOURCE OUT_DIR    minitrain publish --repo user/name [RUN_DIR] [--merge-adapters]
-    minitrain sample SOURCE --prompt TEXT       minitrain eval SOURCE --data FILE [--json]
-    minitrain lab start NN DIR         minitrain lab check NN [DIR] [--run RUN_DIR] [--timeout S] [--memory-mb MB]
-    minitrain predict SOURCE INPUT -o OUT   (a table model's predictions)
-    minitrain merge MERGE.yaml -o OUT   (linear, task arithmetic, TIES, DARE, SLERP)
-    minitrain merge-adapters LORA_RUN OUT_DIR   minitrain quantize SOURCE OUT --bits 8|4|2 [...]
+"""The `minitrain` command line: `minitrain --help` lists the commands (minitrain.commands.COMMANDS), `minitrain
+COMMAND --help` one command's flags, and docs/yaml-mode.md's table says what each does.
 
 Each command is one small file in `minitrain/commands/` (the top floor: nothing below imports it), imported only
 when that command runs: `minitrain --help` lists the commands without loading any. Adding a command is one line:

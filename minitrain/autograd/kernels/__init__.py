@@ -18,24 +18,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
 
-KERNELS = {  # kernel -> the file (minitrain/autograd/kernels/<file>.py) that holds it
-    "gelu_forward": "gelu",
-    "gelu_backward": "gelu",
-    "layernorm_forward": "layernorm",
-    "layernorm_backward": "layernorm",
-    "cross_entropy_forward": "cross_entropy",
-    "cross_entropy_backward": "cross_entropy",
-    "attention_forward": "attention",
-    "attention_backward": "attention",
-    "embedding_backward": "embedding",
-    "sum_of_squares": "grad_norm",
-    "adamw_update": "adamw",
-    "rmsnorm_forward": "rmsnorm",
-    "rmsnorm_backward": "rmsnorm",
-    "silu_forward": "silu",
-    "silu_backward": "silu",
-    "grouped_attention_forward": "grouped_attention",
-    "grouped_attention_backward": "grouped_attention",
+KERNELS = {  # the file (minitrain/autograd/kernels/<file>.py) -> the kernels it holds
+    "gelu": ("gelu_forward", "gelu_backward"),
+    "layernorm": ("layernorm_forward", "layernorm_backward"),
+    "cross_entropy": ("cross_entropy_forward", "cross_entropy_backward"),
+    "attention": ("attention_forward", "attention_backward"),
+    "embedding": ("embedding_backward",),
+    "grad_norm": ("sum_of_squares",),
+    "adamw": ("adamw_update",),
+    "rmsnorm": ("rmsnorm_forward", "rmsnorm_backward"),
+    "silu": ("silu_forward", "silu_backward"),
+    "grouped_attention": ("grouped_attention_forward", "grouped_attention_backward"),
 }
 BACKENDS = ("numba", "numpy")
 
@@ -46,7 +39,7 @@ def backend(name: str) -> SimpleNamespace:
         raise ValueError(f"unknown kernel backend {name!r}; choose one of {BACKENDS}")
     suffix = "numba" if name == "numba" else "reference"
     return SimpleNamespace(name=name, **{k: getattr(importlib.import_module(f"{__name__}.{file}"), f"{k}_{suffix}")
-                                         for k, file in KERNELS.items()})
+                                         for file, names in KERNELS.items() for k in names})
 
 
 def default_backend_name() -> str:
