@@ -328,9 +328,9 @@ def test_a_command_module_loads_only_when_its_command_runs(tmp_path, capsys, mon
 
 
 def test_help_and_validate_import_neither_numba_nor_the_models_nor_the_command_modules():
-    """`minitrain --help` lists every command without importing one (nor numba, the models, pydantic, the config);
-    `minitrain validate` imports its own command module and the config, but not numba (its kernels load on first
-    use) nor the training engine."""
+    """`minitrain --help` lists every command without importing one (nor NumPy, numba, the autograd core, the models,
+    pydantic, the config); `minitrain validate` imports its own command module and the config, but not numba (its
+    kernels load on first use) nor the training engine."""
     probe = ("import sys\n"
              "from minitrain import cli\n"
              "try:\n"
@@ -344,7 +344,7 @@ def test_help_and_validate_import_neither_numba_nor_the_models_nor_the_command_m
     loaded = set(help_out.split("\n")[-2].split())
     assert "minitrain.cli" in loaded
     assert not {m for m in loaded if m.startswith(("minitrain.commands.", "minitrain.models", "minitrain.config",
-                                                   "numba", "pydantic", "yaml"))}
+                                                   "minitrain.autograd", "numba", "numpy", "pydantic", "yaml"))}
     loaded = set(subprocess.run([sys.executable, "-c", probe, "validate", "experiments/18-train-mini/config.yaml"],
                                 capture_output=True, text=True, check=True, cwd=ROOT).stdout.split("\n")[-2].split())
     assert {"minitrain.commands.validate", "minitrain.config.loader"} <= loaded
