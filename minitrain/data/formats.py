@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.common.errors import UserError
+from minitrain.common.extras import require
 from minitrain.common.io import read_text
 
 TABLE_FORMATS = ("jsonl", "json", "csv", "parquet", "arrow", "text")
@@ -36,12 +37,7 @@ TEXT_COLUMN = "text"
 
 def pyarrow_module() -> Any:
     """`pyarrow`, or a UserError saying how to install it."""
-    try:
-        import pyarrow
-    except ImportError:
-        raise UserError("reading tables (csv, json, parquet, arrow) needs pyarrow: pip install 'minitrain[data]'",
-                        2) from None
-    return pyarrow
+    return require("pyarrow", "data", "reading tables (csv, json, parquet, arrow)")
 
 
 def detect_format(path: str | Path) -> str:
