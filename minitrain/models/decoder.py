@@ -3,15 +3,14 @@ an attention, an MLP), as torchtune composes its models. Llama, Qwen2 and Mistra
 (minitrain/models/llama.py); docs/extending.md's Gemma is another, in a few lines. Names are Hugging Face's.
 
     idx (B, T) ──► embed_tokens[idx]·s ──► n_layer × DecoderLayer ──► norm ──► lm_head ──► logits (B, T, V)
-                                                ▲
-                         positions (B, T) ──► rotary cos, sin (queries and keys of every layer)
 
     DecoderLayer(x):  h = x + self_attn(input_layernorm(x))     attention(C, n_head, n_kv_head, head_dim, bias, p)
                       y = h + mlp(post_attention_layernorm(h))  mlp(C, d_ff, p);  norm(C, rms_norm_eps)
 
 s is `embed_scale` (1 unless given); the head is the token embedding, transposed, unless `tie_embeddings` is false;
-rotary angles use θ = `rope_theta` (and Llama 3's `rope_scaling`); p is `dropout`, on each sub-layer's output. A
-layer builds its attention, MLP and norms in that order: the init draws in transformers' order (q, k, v, o, gate...).
+p is `dropout`, on each sub-layer's output; the queries and keys of every layer are rotated by their position
+(θ = `rope_theta`, and Llama 3's `rope_scaling`). A layer builds its attention, MLP and norms in that order, so the
+init draws in transformers' order (q, k, v, o, gate...). B batch, T time, C = d_model, V vocab_size.
 
 `forward` is MiniGPT's, plus `segment_ids` for packed documents: a token attends only to earlier tokens of its
 own segment, and rotary positions restart at 0 with each segment (and count real tokens only: a left-padded row
@@ -19,7 +18,6 @@ starts at 0 too). `generate` continues prompts with a KV cache (minitrain/models
 token per step. `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes
 the layer in backward (minitrain/autograd/checkpoint.py): the same gradients, a second forward pass of the layers,
 and ~30× less activation memory at SmolLM2-135M's shape (what brings a QLoRA step on 4 × 256 tokens under 1.5 GB).
-Shapes: B batch, T time, C = d_model, V vocab_size.
 """
 
 from __future__ import annotations
@@ -45,9 +43,8 @@ from minitrain.nn.rotary import RotaryEmbedding, rope_positions
 class DecoderLayer(Module):
     """h = x + self_attn(input_layernorm(x));  y = h + mlp(post_attention_layernorm(h)).  (B, T, C) -> (B, T, C).
 
-    torchtune's TransformerSelfAttentionLayer: `self_attn(x, cos, sin, allowed, cache)` (LlamaAttention's call),
-    `mlp` and the norms on x alone. Registered in transformers' order (self_attn, mlp, then the two norms), so the
-    state dict lists the tensors as a Hugging Face checkpoint does."""
+    torchtune's TransformerSelfAttentionLayer, with self_attn called as LlamaAttention is. Registered in transformers'
+    order (self_attn, mlp, then the two norms): the state dict lists the tensors as a Hugging Face checkpoint does."""
 
     def __init__(self, self_attn: Module, mlp: Module, input_layernorm: Module, post_attention_layernorm: Module
                  ) -> None:
@@ -80,9 +77,8 @@ class Decoder(Module):
         rng: np.random.Generator | int = 0,
         dtype: type = np.float32,
     ) -> None:
-        """`config` (self.config, saved in every model file): the keys the module docstring names, n_layer and
-        max_seq_len; n_kv_head None means n_head, head_dim None d_model // n_head. Each piece is also given dtype=
-        (and, but for norms, rng=: the training RNG, or a seed for one, which later draws dropout masks too)."""
+        """`config` (self.config, saved in model files): the keys above, n_layer, max_seq_len (n_kv_head None: n_head;
+        head_dim None: d_model // n_head). Pieces get dtype= and, but norms, rng= (the training RNG, or its seed)."""
         super().__init__()
         c = self.config = config
         c["n_kv_head"] = c["n_head"] if c["n_kv_head"] is None else c["n_kv_head"]

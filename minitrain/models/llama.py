@@ -69,8 +69,7 @@ class Llama(Decoder):
         rng: np.random.Generator | int = 0,
         dtype: type = np.float32,
     ) -> None:
-        """`rng` is the training RNG (or a seed for one): it draws the initial weights and, later, dropout masks.
-        n_kv_head defaults to n_head (ordinary multi-head attention), head_dim to d_model // n_head."""
+        """n_kv_head defaults to n_head (ordinary multi-head attention), head_dim to d_model // n_head."""
         config = dict(type="llama", n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, d_model=d_model, d_ff=d_ff,
                       vocab_size=vocab_size, max_seq_len=max_seq_len, rope_theta=float(rope_theta),
                       rope_scaling=None if rope_scaling is None else dict(rope_scaling),
