@@ -340,7 +340,7 @@ class Config(Section):
     @property
     def is_table_task(self) -> bool:
         """A sequential model on a table (classification or regression), not a language model on text."""
-        return self.model.type == "sequential"
+        return FAMILIES[self.model.type].reads == "table"
 
     @property
     def on_pretrained_base(self) -> bool:
@@ -423,7 +423,7 @@ class Config(Section):
 # out while it holds this value, so earlier runs keep their config.resolved.yaml and config hash. "*" stands for
 # every item of a list.
 ADDED_KEYS: dict[tuple[str, ...], Any] = {
-    ("model", "type"): "minigpt",
+    ("model", "type"): DEFAULT_TYPE,
     ("model", "attn_scale"): None,
     ("model", "freeze"): [],
     ("model", "dtype"): "float32",

@@ -20,13 +20,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes
+from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes, heads_divide_width
 from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
 
@@ -157,12 +157,6 @@ class MiniGPTFile(FileSchema):
     max_seq_len: PositiveInt
     dropout: DropoutRate = 0.0
 
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> MiniGPTFile:
-        if self.d_model % self.n_head:
-            raise ValueError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
-        return self
-
 
 def _shapes(config: dict) -> Shapes:
     return parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
@@ -176,6 +170,8 @@ def _tensor_count(config: dict) -> int:
 
 FAMILY = ModelFamily(name="minigpt", model=MiniGPT, keys=MiniGPTKeys, file_schema=MiniGPTFile,
                      file_prefix="minigpt-phase18", reads="text", parameter_shapes=_shapes,
-                     width=lambda config: config["d_model"], tensor_count=_tensor_count,
+                     width=lambda config: config["d_model"], tensor_count=_tensor_count, check=heads_divide_width,
+                     pretrained="gpt2", learned_positions=True, layout=lambda config: "gpt2",
+                     lora_targets=("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"),
                      example={"n_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "vocab_size": 64,
                               "max_seq_len": 32})
