@@ -17,8 +17,7 @@ from pydantic import ValidationError
 from test_cli import run
 
 from minitrain.course.fixtures import write_tiny_data
-from minitrain.models.llama import LlamaFile
-from minitrain.models.registry import FAMILIES, refusal
+from minitrain.models.registry import FAMILIES, build_model, model_keys, refusal
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = FAMILIES["llama"].example  # n_head 4, n_kv_head 2, d_model 16
@@ -61,9 +60,25 @@ def test_validate_and_train_refuse_what_breaks_the_familys_rules_with_the_same_l
 def test_a_model_file_is_held_to_the_familys_rules():
     saved = {**LLAMA, "head_dim": 4, "rope_theta": 1e4, "rms_norm_eps": 1e-5, "tie_embeddings": True,
              "attention_bias": False}
-    LlamaFile.model_validate(saved)
+    schema = FAMILIES["llama"].file_schema
+    schema.model_validate(saved)
     with pytest.raises(ValidationError, match="n_head 4 is not a multiple of n_kv_head 3"):
-        LlamaFile.model_validate({**saved, "n_kv_head": 3})
+        schema.model_validate({**saved, "n_kv_head": 3})
+
+
+@pytest.mark.parametrize("name", ["minigpt", "mlp_lm", "llama"])
+def test_a_file_schema_is_derived_from_the_constructor_and_the_model_keys(name):
+    """Each constructor key is in the file schema, required but for dropout and the ones the model may leave out."""
+    family = FAMILIES[name]
+    fields = family.file_schema.model_fields
+    assert set(fields) - {"type"} == set(model_keys(name))
+    optional = {key for key, field in fields.items() if not field.is_required()}
+    assert optional == {"dropout", *({"minigpt": ["attn_scale"], "llama": ["rope_scaling"]}.get(name, []))}
+    assert ("type" in fields) is (name != "minigpt")  # MiniGPT's files predate `type`
+    config = build_model(family.example).config  # what a model file of the example holds
+    assert family.file_schema.model_validate(dict(config)).model_dump(exclude_unset=True) == config
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        family.file_schema.model_validate({**config, "vocab_size": 0})
 
 
 def test_a_refusal_names_the_families_whose_record_has_the_capability():

@@ -20,7 +20,7 @@ from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
-from minitrain.models.registry import FAMILIES, check_keys, parameter_shapes, refusal
+from minitrain.models.registry import FAMILIES, parameter_shapes, refusal
 from minitrain.nn.module import name_matches
 
 CORE_RULES = RuleBook()
@@ -97,7 +97,7 @@ def _family_keys_agree(sections, raw):
     minigpt and llama: model.d_model divisible by model.n_head (each head gets d_model / n_head dimensions; a llama
     model may give head_dim instead); llama: n_head divisible by n_kv_head, head_dim even. A model file's config is
     held to the same rules."""
-    for key, why in check_keys(sections["model"].architecture()):
+    for key, why in FAMILIES[sections["model"].type].check(sections["model"].architecture()):
         yield Problem(("model", key), why)
 
 

@@ -4,7 +4,7 @@
         name="mlp_lm",                      # model.type in a config
         model=MLPLanguageModel,             # built as model(**keys, rng=, dtype=); its signature gives the keys
         keys=MLPLMKeys,                     # the family's own `model:` keys (a strict pydantic section)
-        file_schema=MLPLMFile,              # the model_config a model file of this family must hold (a FileSchema)
+        file_schema=file_schema_of("mlp_lm", MLPLanguageModel, MLPLMKeys),  # what its model files hold
         file_prefix="mlp-lm",               # models/mlp-lm-<hash>.safetensors
         reads="text",                       # trained on text (a language model) or on "table" rows
         parameter_shapes=mlp_lm_shapes,     # config -> [(name, shape)], without building the model
@@ -12,6 +12,8 @@
         example={"type": "mlp_lm", "vocab_size": 64, "max_seq_len": 32, "context": 4, "d_embed": 8, "hidden": [16]},
     )
 
+Its keys are declared once, as its `model:` keys: the constructor's keyword arguments are the keys a config may
+give (the model's `config` holds them), and `file_schema_of` derives from the two what a model file must hold.
 What it can do is on the record too (each field's comment below), so no other room names a family: `check` is the
 one place its keys' joint rules live (`validate`, `train` and a model file's check all run it), and a family
 without a capability a config asks for is refused by `validate` with one reason (registry.py `refusal`).
@@ -24,14 +26,28 @@ trains, saves, loads, samples and resumes every registered family with every opt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from types import NoneType, UnionType
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
+
+from minitrain.common.registry import keyword_defaults
+from minitrain.common.strict import PositiveInt
 
 Shapes = list[tuple[str, tuple[int | None, ...]]]
-DropoutRate = Annotated[float, Field(ge=0.0, lt=1.0)]  # a model file's dropout: `dropout: DropoutRate = 0.0`
+DropoutRate = Annotated[float, Field(ge=0.0, lt=1.0)]
+Rules = Callable[[Mapping[str, Any]], Iterator[tuple[str, str]]]  # config -> (key, why) of each rule it breaks
+# The keys a family may share with others without declaring them, as a model file holds them.
+SHARED_KEYS = {"n_layer": PositiveInt, "n_head": PositiveInt, "d_model": PositiveInt, "d_ff": PositiveInt,
+               "vocab_size": PositiveInt, "max_seq_len": PositiveInt}
+
+
+def no_rules(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """The `check` of a family whose keys have no joint rules."""
+    return iter(())
 
 
 class FileSchema(BaseModel):
@@ -39,13 +55,34 @@ class FileSchema(BaseModel):
     any other key a file holds is kept, and the keys obey the family's `check` (bound by its record)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
-    family_check: ClassVar[Callable[[Mapping[str, Any]], Iterator[tuple[str, str]]] | None] = None
+    family_check: ClassVar[Rules] = staticmethod(no_rules)
 
     @model_validator(mode="after")
     def _keys_agree(self) -> FileSchema:
-        for _, why in self.family_check(self.model_dump()) if self.family_check else ():
+        for _, why in self.family_check(self.model_dump()):
             raise ValueError(why)
         return self
+
+
+def file_schema_of(name: str, model: type, keys: type[BaseModel], optional: Collection[str] = (),
+                   typed: bool = True) -> type[FileSchema]:
+    """What a model file of the family holds: `type: name` (unless not `typed`) and every keyword argument of its
+    constructor, typed as its `model:` key (or SHARED_KEYS) is but never None, and required (the file holds what
+    the model was built with) but the `optional` keys (None or absent) and dropout (0.0 in files older than it)."""
+    fields: dict[str, Any] = {"type": (Literal[name], ...)} if typed else {}
+    for key in keyword_defaults(model, skip=("rng", "dtype")):
+        declared = keys.model_fields.get(key)
+        kind = SHARED_KEYS.get(key) if declared is None else _file_type(declared)
+        fields[key] = (DropoutRate, 0.0) if key == "dropout" else (kind | None, None) if key in optional else kind
+    return create_model(f"{name}_file", __base__=FileSchema, __module__=model.__module__, **fields)
+
+
+def _file_type(field: FieldInfo) -> Any:
+    """A `model:` key's type as a model file holds it: never None, with the key's constraints."""
+    kind = field.annotation
+    if get_origin(kind) in (Union, UnionType):
+        kind = Union[tuple(arg for arg in get_args(kind) if arg is not NoneType)]  # noqa: UP007 (built from a list)
+    return Annotated[(kind, *field.metadata)] if field.metadata else kind
 
 
 def heads_divide_width(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -73,9 +110,8 @@ class ModelFamily:
     # The dotted paths of its linear layers (LoRA targets, quantization), without building the model; default: every
     # 2-D `weight` with a `bias` beside it (true of a family whose linear layers all have biases).
     linear_paths: Callable[[Mapping[str, Any]], list[str]] | None = None
-    # The rules its keys obey together ("heads divide the width"): config -> (key, why) of each broken one; a key
-    # left out of the config takes the constructor's default.
-    check: Callable[[Mapping[str, Any]], Iterator[tuple[str, str]]] | None = None
+    # The rules its keys obey together ("heads divide the width"); a key left out takes the constructor's default.
+    check: Rules = no_rules
     packs_rows: bool = False  # reads packed rows: segment ids keep each document's attention to itself
     # Which init_from is a pretrained base (its own tokenizer, text records): "any" (a Hugging Face folder, Hub id
     # or .gguf of the family), "gpt2" (a GPT-2 with its own tokenizer), None (only minitrain's own files).
@@ -89,4 +125,4 @@ class ModelFamily:
 
     def __post_init__(self) -> None:
         if issubclass(self.file_schema, FileSchema):  # a model file's config obeys the rules a config's does
-            self.file_schema.family_check = staticmethod(self.check) if self.check else None
+            self.file_schema.family_check = staticmethod(self.check)

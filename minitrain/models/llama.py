@@ -39,7 +39,7 @@ from minitrain.autograd.checkpoint import checkpoint
 from minitrain.autograd.tensor import TAPE, Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes, heads_divide_width
+from minitrain.models.family import ModelFamily, Shapes, file_schema_of, heads_divide_width
 from minitrain.models.kv_cache import KVCache
 from minitrain.models.sampling import next_token
 from minitrain.nn import Embedding, Linear, LlamaDecoderLayer, Module, ModuleDict, ModuleList, RMSNorm, inference
@@ -268,26 +268,6 @@ class LlamaKeys(Section):
     attention_bias: bool | None = Field(None, description="llama: biases on q, k, v (Qwen2; default false)")
 
 
-class LlamaFile(FileSchema):
-    """A Llama file's `model_config`: what the model is built from, checked before anything is allocated."""
-
-    type: Literal["llama"]
-    n_layer: PositiveInt
-    n_head: PositiveInt
-    n_kv_head: PositiveInt
-    d_model: PositiveInt
-    d_ff: PositiveInt
-    vocab_size: PositiveInt
-    max_seq_len: PositiveInt
-    head_dim: PositiveInt
-    rope_theta: float = Field(gt=0)
-    rope_scaling: dict[str, Any] | None = None
-    rms_norm_eps: float = Field(gt=0)
-    tie_embeddings: bool
-    attention_bias: bool
-    dropout: DropoutRate = 0.0
-
-
 def _check(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """Heads divide the width (unless head_dim is given), key/value heads the query heads; head_dim is even."""
     n_head, n_kv, head_dim = config["n_head"], config.get("n_kv_head"), config.get("head_dim")
@@ -316,7 +296,8 @@ def _linear_paths(config: Mapping[str, Any]) -> list[str]:
             if name.endswith("_proj.weight") or name == "lm_head.weight"]  # fmt: skip
 
 
-FAMILY = ModelFamily(name="llama", model=Llama, keys=LlamaKeys, file_schema=LlamaFile, file_prefix="llama",
+FAMILY = ModelFamily(name="llama", model=Llama, keys=LlamaKeys, file_prefix="llama",
+                     file_schema=file_schema_of("llama", Llama, LlamaKeys, optional=("rope_scaling",)),
                      reads="text", parameter_shapes=parameter_shapes, width=lambda config: config["d_model"],
                      tensor_count=_tensor_count, linear_paths=_linear_paths, check=_check, packs_rows=True,
                      pretrained="any", fan_in_fan_out=False, layout=hf_model_type,

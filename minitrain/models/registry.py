@@ -71,12 +71,6 @@ def refusal(kind: str, capability: str) -> str | None:
     return f"model.type {kind} cannot {what} ({why}; only {', '.join(n for n, f in FAMILIES.items() if has(f))} can)"
 
 
-def check_keys(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, why) for each rule of its family's keys that `config` breaks (the family's `check`)."""
-    family = family_of(config)
-    return list(family.check(config)) if family.check else []
-
-
 def model_keys(kind: str) -> dict[str, Any]:
     """The architecture keys of a family, each with its default (inspect.Parameter.empty when required)."""
     return keyword_defaults(FAMILIES[kind].model, skip=_NOT_CONFIG)
