@@ -94,9 +94,7 @@ def _model_keys_fit_type(sections, raw):
 def _family_keys_agree(sections, raw):
     """The model's keys obey its family's rules (its record's `check`), e.g. heads that divide the width.
 
-    minigpt and llama: model.d_model divisible by model.n_head (each head gets d_model / n_head dimensions; a llama
-    model may give head_dim instead); llama: n_head divisible by n_kv_head, head_dim even. A model file's config is
-    held to the same rules."""
+    docs/yaml-mode.md lists each family's; a model file's config is held to the same (models/family.py)."""
     for key, why in FAMILIES[sections["model"].type].check(sections["model"].architecture()):
         yield Problem(("model", key), why)
 
@@ -104,11 +102,8 @@ def _family_keys_agree(sections, raw):
 @rule("model", "training")
 def _gradient_checkpointing_fits_type(sections, raw):
     """training.gradient_checkpointing needs a model type that can recompute its layers in backward (llama)."""
-    if sections["training"].gradient_checkpointing:
-        able = [name for name, family in FAMILIES.items() if hasattr(family.model, "gradient_checkpointing")]
-        if sections["model"].type not in able:
-            yield Problem(("training", "gradient_checkpointing"), f"model.type {sections['model'].type} does not "
-                          f"support it (only {', '.join(able)}); set it to false")
+    if sections["training"].gradient_checkpointing and (why := refusal(sections["model"].type, "recomputation")):
+        yield Problem(("training", "gradient_checkpointing"), f"{why}; set it to false")
 
 
 # --- optimizer ----------------------------------------------------------------------------------------------

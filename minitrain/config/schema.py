@@ -47,10 +47,9 @@ class _ModelSection(Section):
     """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
 
     Every family takes init_from, dtype and freeze, and the keys of vocab_size, max_seq_len and dropout its
-    model's constructor takes; its own keys come from its record (`FAMILIES`, minitrain/models/registry.py):
-    `type: minigpt` (the default) n_layer, n_head, d_model, d_ff and attn_scale; `type: mlp_lm` context, d_embed,
-    hidden and activation (left out: MLPLanguageModel's defaults); `type: sequential` layers. Giving a key the
-    chosen type does not use is an error.
+    model's constructor takes; its own keys come from its record (`FAMILIES`, minitrain/models/registry.py), e.g.
+    `type: minigpt` (the default) n_layer, n_head, d_model, d_ff and attn_scale. Giving a key the chosen type does
+    not use is an error.
     """
 
     type: Literal[tuple(FAMILIES)] = DEFAULT_TYPE

@@ -12,11 +12,9 @@
         example={"type": "mlp_lm", "vocab_size": 64, "max_seq_len": 32, "context": 4, "d_embed": 8, "hidden": [16]},
     )
 
-Its keys are declared once, as its `model:` keys: the constructor's keyword arguments are the keys a config may
-give (the model's `config` holds them), and `file_schema_of` derives from the two what a model file must hold.
-What it can do is on the record too (each field's comment below), so no other room names a family: `check` is the
-one place its keys' joint rules live (`validate`, `train` and a model file's check all run it), and a family
-without a capability a config asks for is refused by `validate` with one reason (registry.py `refusal`).
+Its keys are declared once, as its `model:` keys typed; the file schema derives from them. What it can do is on
+the record too (the fields below the example), so no other room names a family: `check` holds its keys' joint rules
+(`validate`, `train` and a model file's check run it), and registry.py `refusal` words a missing capability.
 
 minitrain/models/registry.py lists the families, one line each. The config schema's `model.type` choices and
 `model:` keys, a run folder's file checks, the model file names, `minitrain schema` and the docs' tables all read
@@ -113,8 +111,8 @@ class ModelFamily:
     # The rules its keys obey together ("heads divide the width"); a key left out takes the constructor's default.
     check: Rules = no_rules
     packs_rows: bool = False  # reads packed rows: segment ids keep each document's attention to itself
-    # Which init_from is a pretrained base (its own tokenizer, text records): "any" (a Hugging Face folder, Hub id
-    # or .gguf of the family), "gpt2" (a GPT-2 with its own tokenizer), None (only minitrain's own files).
+    # Which init_from is a pretrained base (its own tokenizer, text records): "any" (Hugging Face folder, Hub id or
+    # .gguf), "gpt2" (a GPT-2 with its own tokenizer), None (none).
     pretrained: Literal["any", "gpt2"] | None = None
     learned_positions: bool = False  # one row per position: a fine-tune keeps its base's max_seq_len exactly
     lora_targets: tuple[str, ...] = ()  # `init --base`'s default lora.target_modules (empty: every linear layer)

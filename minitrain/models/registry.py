@@ -59,6 +59,8 @@ CAPABILITIES: dict[str, tuple[Callable[[ModelFamily], bool], str, str]] = {
     "packing": (lambda f: f.packs_rows, "read packed rows", "it has no segment ids, so the documents packed into a "
                                                             "row would attend to each other"),
     "gguf": (lambda f: f.layout is not None, "be written as a GGUF", "llama.cpp has no layout for it"),
+    "recomputation": (lambda f: hasattr(f.model, "gradient_checkpointing"), "recompute its layers in backward",
+                      "its model class has no gradient_checkpointing switch"),
 }
 
 
