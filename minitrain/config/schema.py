@@ -47,10 +47,9 @@ class _ModelSection(Section):
     """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
 
     Every family takes init_from, dtype and freeze, and the keys of vocab_size, max_seq_len and dropout its
-    model's constructor takes; its own keys come from its record (`FAMILIES`, minitrain/models/registry.py):
-    `type: minigpt` (the default) n_layer, n_head, d_model, d_ff and attn_scale; `type: mlp_lm` context, d_embed,
-    hidden and activation (left out: MLPLanguageModel's defaults); `type: sequential` layers. Giving a key the
-    chosen type does not use is an error.
+    model's constructor takes; its own keys come from its record (`FAMILIES`, minitrain/models/registry.py), e.g.
+    `type: minigpt` (the default) n_layer, n_head, d_model, d_ff and attn_scale. Giving a key the chosen type does
+    not use is an error.
     """
 
     type: Literal[tuple(FAMILIES)] = DEFAULT_TYPE
@@ -340,7 +339,7 @@ class Config(Section):
     @property
     def is_table_task(self) -> bool:
         """A sequential model on a table (classification or regression), not a language model on text."""
-        return self.model.type == "sequential"
+        return FAMILIES[self.model.type].reads == "table"
 
     @property
     def on_pretrained_base(self) -> bool:
@@ -423,7 +422,7 @@ class Config(Section):
 # out while it holds this value, so earlier runs keep their config.resolved.yaml and config hash. "*" stands for
 # every item of a list.
 ADDED_KEYS: dict[tuple[str, ...], Any] = {
-    ("model", "type"): "minigpt",
+    ("model", "type"): DEFAULT_TYPE,
     ("model", "attn_scale"): None,
     ("model", "freeze"): [],
     ("model", "dtype"): "float32",

@@ -14,15 +14,15 @@ up, down, then lm_head when untied, all N(0, 0.02²) (initializer_range); biases
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.models.decoder import Decoder
-from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes
+from minitrain.models.family import ModelFamily, Shapes, file_schema_of, heads_divide_width
 from minitrain.nn import RMSNorm
 
 
@@ -104,32 +104,22 @@ class LlamaKeys(Section):
     attention_bias: bool | None = Field(None, description="llama: biases on q, k, v (Qwen2; default false)")
 
 
-class LlamaFile(FileSchema):
-    """A Llama file's `model_config`: what the model is built from, checked before anything is allocated."""
+def _check(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Heads divide the width (unless head_dim is given), key/value heads the query heads; head_dim is even."""
+    n_head, n_kv, head_dim = config["n_head"], config.get("n_kv_head"), config.get("head_dim")
+    if head_dim is None:
+        yield from heads_divide_width(config)
+    if n_kv is not None and n_head % n_kv:
+        yield "n_kv_head", (f"n_head {n_head} is not a multiple of n_kv_head {n_kv}; each key/value head serves "
+                            "n_head / n_kv_head query heads")
+    if head_dim is not None and head_dim % 2:
+        yield "head_dim", f"{head_dim} is odd; rotary embeddings rotate pairs of dims"
 
-    type: Literal["llama"]
-    n_layer: PositiveInt
-    n_head: PositiveInt
-    n_kv_head: PositiveInt
-    d_model: PositiveInt
-    d_ff: PositiveInt
-    vocab_size: PositiveInt
-    max_seq_len: PositiveInt
-    head_dim: PositiveInt
-    rope_theta: float = Field(gt=0)
-    rope_scaling: dict[str, Any] | None = None
-    rms_norm_eps: float = Field(gt=0)
-    tie_embeddings: bool
-    attention_bias: bool
-    dropout: DropoutRate = 0.0
 
-    @model_validator(mode="after")
-    def _heads_group(self) -> LlamaFile:
-        if self.n_head % self.n_kv_head:
-            raise ValueError(f"n_head {self.n_head} is not a multiple of n_kv_head {self.n_kv_head}")
-        if self.head_dim % 2:
-            raise ValueError(f"head_dim {self.head_dim} is odd; rotary embeddings need it even")
-        return self
+def hf_model_type(config: Mapping[str, Any]) -> str:
+    """The Hugging Face model_type (and GGUF architecture) a Llama config exports as: qwen2 when it has q/k/v
+    biases (hub/hf_config.py)."""
+    return "qwen2" if config.get("attention_bias") else "llama"
 
 
 def _tensor_count(config: Mapping[str, Any]) -> int:
@@ -142,8 +132,11 @@ def _linear_paths(config: Mapping[str, Any]) -> list[str]:
             if name.endswith("_proj.weight") or name == "lm_head.weight"]  # fmt: skip
 
 
-FAMILY = ModelFamily(name="llama", model=Llama, keys=LlamaKeys, file_schema=LlamaFile, file_prefix="llama",
+FAMILY = ModelFamily(name="llama", model=Llama, keys=LlamaKeys, file_prefix="llama",
+                     file_schema=file_schema_of("llama", Llama, LlamaKeys, optional=("rope_scaling",)),
                      reads="text", parameter_shapes=parameter_shapes, width=lambda config: config["d_model"],
-                     tensor_count=_tensor_count, linear_paths=_linear_paths,
+                     tensor_count=_tensor_count, linear_paths=_linear_paths, check=_check, packs_rows=True,
+                     pretrained="any", fan_in_fan_out=False, layout=hf_model_type,
+                     lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
                      example={"type": "llama", "n_layer": 1, "n_head": 4, "n_kv_head": 2, "d_model": 16, "d_ff": 32,
                               "vocab_size": 64, "max_seq_len": 32})

@@ -11,16 +11,14 @@ Gemma (Gemma Team, 2024) is the Llama decoder (minitrain/models/decoder.py) with
 from __future__ import annotations
 
 from functools import partial
-from typing import Literal
 
 import numpy as np
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.models.decoder import Decoder
-from minitrain.models.family import ModelFamily
+from minitrain.models.family import ModelFamily, file_schema_of
 from minitrain.models.llama import FAMILY as LLAMA
-from minitrain.models.llama import LlamaFile
 from minitrain.nn import LlamaMLP, RMSNorm
 
 
@@ -49,16 +47,9 @@ class Gemma(Decoder):
                          embed_scale=float(np.sqrt(d_model)), rng=rng, dtype=dtype)
 
 
-class GemmaFile(LlamaFile):
-    """A Gemma file's `model_config`: Llama's, without rope_scaling, biases or an untied head."""
-
-    type: Literal["gemma"]
-    tie_embeddings: Literal[True] = True
-    attention_bias: Literal[False] = False
-
-
-# Its `model:` keys, parameter names and shapes are Llama's (those its constructor takes).
-FAMILY = ModelFamily(name="gemma", model=Gemma, keys=LLAMA.keys, file_schema=GemmaFile, file_prefix="gemma",
-                     reads="text", parameter_shapes=LLAMA.parameter_shapes, width=LLAMA.width,
-                     tensor_count=LLAMA.tensor_count, linear_paths=LLAMA.linear_paths,
-                     example={**LLAMA.example, "type": "gemma"})
+# Its `model:` keys, their rules, parameter names and shapes are Llama's (those its constructor takes); it reads
+# packed rows as the decoder does. No export layout: transformers' Gemma and llama.cpp's gemma are not written.
+FAMILY = ModelFamily(name="gemma", model=Gemma, keys=LLAMA.keys, file_schema=file_schema_of("gemma", Gemma, LLAMA.keys),
+                     file_prefix="gemma", reads="text", parameter_shapes=LLAMA.parameter_shapes, width=LLAMA.width,
+                     tensor_count=LLAMA.tensor_count, linear_paths=LLAMA.linear_paths, check=LLAMA.check,
+                     packs_rows=True, example={**LLAMA.example, "type": "gemma"})
