@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from importlib import import_module
 from typing import Any, TypeVar
 
 from minitrain.common.errors import UserError
 
 R = TypeVar("R")
+
+
+def load(path: str) -> Any:
+    """The object a dotted `path` names, "package.module.Name", imported only now: how a record names what a
+    higher floor builds (a tracker's class) or what would load every entry's module at once (the optimizers)."""
+    module, name = path.rsplit(".", 1)
+    return getattr(import_module(module), name)
 
 
 def keyword_defaults(cls: type, skip: Collection[str] = ()) -> dict[str, Any]:

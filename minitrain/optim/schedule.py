@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 from minitrain.common.errors import ArgumentError, UserError
-from minitrain.common.registry import check_choice, keyword_defaults
+from minitrain.common.registry import Registry, check_choice, keyword_defaults
 
 
 class HasLearningRate(Protocol):
@@ -345,9 +345,8 @@ class Plateau(Schedule):
         self.best = None if state["best"] is None else float(state["best"])
 
 
-SCHEDULES: dict[str, type[Schedule]] = {
-    cls.name: cls for cls in (WarmupCosine, Constant, Linear, Step, Exponential, Plateau, OneCycle)
-}
+SCHEDULES: Registry[type[Schedule]] = Registry(
+    "schedule", (WarmupCosine, Constant, Linear, Step, Exponential, Plateau, OneCycle))
 
 
 def schedule_keys(type: str) -> list[str]:
