@@ -88,3 +88,12 @@ def test_trackers_and_callbacks_are_built_for_exactly_the_schemas_names_and_the_
     assert f"| `type` | {listed(CALLBACK_OPTIONS)} |" in text
     for name in CALLBACK_OPTIONS:  # the callbacks table has a row for each type
         assert re.search(rf"^\| `{name}` \| {DEFAULT_TRIGGER[name]} \|", text, re.M), name
+
+
+def test_the_merging_page_lists_every_merge_method_in_the_registrys_order():
+    from minitrain.merging.methods import MERGE_METHODS
+
+    text = (DOCS.parent / "merging.md").read_text(encoding="utf-8")
+    table = text.split("| method | merged tensor | file |", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^\| `(\w+)`", table, re.M) == list(MERGE_METHODS)
+    assert f"merge_method: ties                 # {' | '.join(MERGE_METHODS)}\n" in text

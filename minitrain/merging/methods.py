@@ -1,38 +1,58 @@
-"""The merge methods, one entry each: `merge_method` in a merge config names one (minitrain/merging/spec.py).
+"""The merge methods, one `MergeMethod` record each: `merge_method` in a merge config names one, and the spec's
+choices and checks (minitrain/merging/spec.py) read the record.
 
-Each entry merges one tensor: `(spec, name, base, tensors, entries) -> merged`, where `base` is base_model's
-tensor (None for linear without base_model), `tensors` the other models' in the config's order and `entries`
+A record's `fn` merges one tensor: `(spec, name, base, tensors, entries) -> merged`, where `base` is base_model's
+tensor (None for a method that needs none), `tensors` the other models' in the config's order and `entries`
 their ModelEntry (weight, density). The math is in each method's own file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from minitrain.common.registry import Registry
 from minitrain.merging.dare import dare_linear, dare_ties
 from minitrain.merging.linear import linear, task_arithmetic
 from minitrain.merging.slerp import slerp
-from minitrain.merging.spec import METHOD_NAMES, MergeSpec, ModelEntry
 from minitrain.merging.ties import ties
 
-TensorMerge = Callable[[MergeSpec, str, np.ndarray | None, Sequence[np.ndarray], Sequence[ModelEntry]], np.ndarray]
+# (spec, name, base, tensors, entries) -> merged; spec is a MergeSpec, entries ModelEntry (spec.py, which reads
+# the records below, so this file does not import it).
+TensorMerge = Callable[[Any, str, np.ndarray | None, Sequence[np.ndarray], Sequence[Any]], np.ndarray]
 
 
-def _weights(spec: MergeSpec, entries: Sequence[ModelEntry]) -> list[float]:
+@dataclass(frozen=True)
+class MergeMethod:
+    """A merge method: `fn` merges one tensor (module docstring); `reads` the parameters it reads (any other given
+    is refused), `requires` those it must be given; `needs_base`: base_model is required (the task vectors are
+    taken from it; without it base_model is not read); `models`: how many models it merges besides the base
+    (at least, at most; None: any number)."""
+
+    name: str
+    fn: TensorMerge
+    reads: frozenset[str]
+    needs_base: bool = True
+    requires: frozenset[str] = frozenset()
+    models: tuple[int, int | None] = (1, None)
+
+
+def _weights(spec: Any, entries: Sequence[Any]) -> list[float]:
     return [spec.value(e, "weight", 1.0) for e in entries]
 
 
-def _densities(spec: MergeSpec, entries: Sequence[ModelEntry]) -> list[float]:
+def _densities(spec: Any, entries: Sequence[Any]) -> list[float]:
     return [spec.value(e, "density", 1.0) for e in entries]
 
 
-def _lambda(spec: MergeSpec) -> float:
+def _lambda(spec: Any) -> float:
     return 1.0 if spec.parameters.lambda_ is None else spec.parameters.lambda_
 
 
-def _normalize(spec: MergeSpec, default: bool) -> bool:
+def _normalize(spec: Any, default: bool) -> bool:
     return default if spec.parameters.normalize is None else spec.parameters.normalize
 
 
@@ -62,12 +82,11 @@ def _slerp(spec, name, base, tensors, entries):
     return slerp(spec.t_for(name), base, tensors[0])
 
 
-METHODS: dict[str, TensorMerge] = {
-    "linear": _linear,
-    "task_arithmetic": _task_arithmetic,
-    "ties": _ties,
-    "dare_linear": _dare_linear,
-    "dare_ties": _dare_ties,
-    "slerp": _slerp,
-}
-assert tuple(METHODS) == METHOD_NAMES  # spec.py's Literal and this table name the same methods
+MERGE_METHODS: Registry[MergeMethod] = Registry("merge method", [
+    MergeMethod("linear", _linear, frozenset({"weight", "normalize"}), needs_base=False),
+    MergeMethod("task_arithmetic", _task_arithmetic, frozenset({"weight", "lambda_", "normalize"})),
+    MergeMethod("ties", _ties, frozenset({"weight", "density", "lambda_"})),
+    MergeMethod("dare_linear", _dare_linear, frozenset({"weight", "density", "lambda_", "normalize"})),
+    MergeMethod("dare_ties", _dare_ties, frozenset({"weight", "density", "lambda_"})),
+    MergeMethod("slerp", _slerp, frozenset({"t"}), requires=frozenset({"t"}), models=(1, 1)),
+])

@@ -1,0 +1,160 @@
+"""The contract of each plug-in kind, run on EVERY record of its registry (minitrain/common/registry.py): a new
+optimizer, schedule, merge method, pruning method or structure, tracker, callback, table format or quantization
+scheme is covered here by joining its table, with nothing added to this file. Each test names the property a
+record of its kind must have, with an oracle that does not come from the record itself."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+
+import numpy as np
+import pytest
+from safetensors.numpy import load as st_load
+from safetensors.numpy import save as st_save
+
+from minitrain.common.registry import keyword_defaults
+from minitrain.merging.merge import merge_states
+from minitrain.merging.methods import MERGE_METHODS
+from minitrain.merging.spec import MergeSpec, Parameters
+from minitrain.optim.factory import OPTIMIZERS, build_optimizer
+from minitrain.optim.schedule import SCHEDULES, build_scheduler
+
+
+class Param:
+    def __init__(self, data: np.ndarray) -> None:
+        self.data, self.grad = data, np.zeros_like(data)
+
+
+# ----------------------------------------------------------------------------------------------- optimizers
+
+
+def least_squares():
+    """½·mean‖A X − B‖² over X (4, 3), and its gradient Aᵀ(A X − B)/n; B = A X* so the minimum is 0."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(16, 4)).astype(np.float32)
+    b = a @ rng.normal(size=(4, 3)).astype(np.float32)
+    loss = lambda x: 0.5 * float(np.mean((a @ x - b) ** 2))  # noqa: E731
+    grad = lambda x: (a.T @ (a @ x - b) / b.size).astype(np.float32)  # noqa: E731
+    return loss, grad
+
+
+def steps(opt, params, grad, n):
+    for _ in range(n):
+        opt.zero_grad()
+        for _, p in params:
+            p.grad[...] = grad(p.data)
+        opt.step()
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_every_optimizer_brings_a_least_squares_loss_down_and_its_state_round_trips(name):
+    loss, grad = least_squares()
+    params = [("w", Param(np.zeros((4, 3), np.float32)))]
+    opt = build_optimizer(name, params, lr=0.02)
+    start = loss(params[0][1].data)
+    steps(opt, params, grad, 150)
+    assert loss(params[0][1].data) < 0.5 * start, f"{name}: {start} -> {loss(params[0][1].data)}"
+    # What a checkpoint does with the state: arrays into safetensors, the rest into JSON.
+    state = opt.state_dict()
+    scalars = json.loads(json.dumps({k: v for k, v in state.items() if k != "buffers"}))
+    copy = [("w", Param(params[0][1].data.copy()))]
+    restored = build_optimizer(name, copy, lr=1.0)  # lr comes back from the state
+    restored.load_state_dict({**scalars, "buffers": st_load(st_save(state["buffers"]))})
+    steps(opt, params, grad, 3)
+    steps(restored, copy, grad, 3)
+    np.testing.assert_array_equal(copy[0][1].data, params[0][1].data)
+
+
+# ----------------------------------------------------------------------------------------------- schedules
+
+# A value for each required key a schedule may have; a schedule with a required key not here fails with its name.
+REQUIRED = {"lr_max": 0.1, "total_steps": 40, "step_size": 10, "gamma": 0.9}
+
+
+def schedule_keys(name: str) -> dict:
+    """The required keys, lr_min = 0.001 where the schedule takes it, and a warm-up of 5 steps where it has the
+    shared one (it takes warmup_start_lr: one_cycle takes warmup_steps only to refuse it, being its own)."""
+    accepted = keyword_defaults(SCHEDULES[name], skip=("optimizer",))
+    keys = {k: REQUIRED[k] for k, v in accepted.items() if v is inspect.Parameter.empty}
+    keys.update({"lr_min": 0.001} if "lr_min" in accepted else {})
+    keys.update({"warmup_steps": 5} if "warmup_start_lr" in accepted else {})
+    return keys
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_every_schedule_gives_finite_lrs_within_its_bounds_and_reaches_its_documented_endpoints(name):
+    """The module docstring: the warm-up rises linearly from warmup_start_lr (0) to lr_max, the decay starts at
+    lr_max (one_cycle is its own warm-up: it peaks at lr_max), no lr leaves [lr_min, lr_max], and a schedule that
+    ends (total_steps) ends at lr_min."""
+    keys = schedule_keys(name)
+    sched = build_scheduler(name, **keys)
+    total = keys.get("total_steps", 40)
+    lrs = [sched.lr_at(s) for s in range(total)]
+    assert all(math.isfinite(lr) and 0 < lr <= keys["lr_max"] * (1 + 1e-12) for lr in lrs), lrs
+    assert max(lrs) == pytest.approx(keys["lr_max"])
+    floor = keys.get("lr_min", 0.0)
+    assert min(lrs) >= floor * (1 - 1e-12)
+    if keys.get("warmup_steps"):
+        w = keys["warmup_steps"]
+        np.testing.assert_allclose(lrs[:w], [keys["lr_max"] * (s + 1) / w for s in range(w)])
+    if "total_steps" in keys:
+        assert min(sched.lr_at(total - 1), sched.lr_at(total)) == pytest.approx(floor)
+    sched.step()
+    assert sched.lr == lrs[1]  # step() advances to lr_at(1)
+
+
+# ----------------------------------------------------------------------------------------------- merge methods
+
+# A value for each parameter a merge config may give (MergeSpec's Parameters).
+GIVEN = {"weight": 0.7, "density": 0.5, "lambda_": 0.9, "normalize": True, "t": 0.3}
+SHAPES = {"a.weight": (3, 4), "b.bias": (5,)}
+
+
+def spec_for(name: str, models: int, base: bool = True, **extra: object) -> MergeSpec:
+    record = MERGE_METHODS[name]
+    parameters = {("lambda" if k == "lambda_" else k): GIVEN[k] for k in sorted(record.requires | set(extra))}
+    return MergeSpec.model_validate({
+        "merge_method": name, "base_model": "base" if base else None, "parameters": parameters,
+        "models": [{"model": f"m{i}"} for i in range(models)]})
+
+
+def states(n: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{k: rng.normal(size=s).astype(np.float32) for k, s in SHAPES.items()} for _ in range(n)]
+
+
+def test_the_parameters_merge_configs_take_are_the_ones_this_file_gives():
+    assert set(GIVEN) == set(Parameters.model_fields)
+
+
+@pytest.mark.parametrize("name", list(MERGE_METHODS))
+def test_every_merge_method_merges_tiny_tensors_and_refuses_what_it_does_not_read(name):
+    record = MERGE_METHODS[name]
+    least, most = record.models
+    n = least if most == least else max(least, 2)
+    spec = spec_for(name, n)
+    base, *inputs = states(n + 1)
+    merged = merge_states(spec, base if spec.base() is not None else None, inputs)
+    assert list(merged) == list(SHAPES)
+    for key, shape in SHAPES.items():
+        assert merged[key].shape == shape and merged[key].dtype == np.float32 and np.isfinite(merged[key]).all()
+    # Merging a model with itself gives it back (every method: weights normalise, task vectors are zero).
+    same = states(1, seed=5)[0]
+    again = merge_states(spec, same if spec.base() is not None else None, [same] * n)
+    for key in SHAPES:
+        np.testing.assert_allclose(again[key], same[key], rtol=1e-5, atol=1e-6)
+    for key in sorted(set(GIVEN) - record.reads):  # a key it does not read is refused
+        with pytest.raises(ValueError, match=f"{name} does not read"):
+            spec_for(name, n, **{key: GIVEN[key]})
+    for key in sorted(record.reads - record.requires):  # and one it reads is taken
+        spec_for(name, n, **{key: GIVEN[key]})
+    if record.needs_base:
+        with pytest.raises(ValueError, match="needs base_model"):
+            spec_for(name, n, base=False)
+    else:
+        assert spec_for(name, n).base() is None  # base_model given and not read
+    for wrong in ([least - 1] if least > 1 else []) + ([most + 1] if most is not None else []):
+        with pytest.raises(ValueError, match=f"{name} merges"):
+            spec_for(name, wrong)
