@@ -8,6 +8,9 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,11 +18,13 @@ from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
 from minitrain.common.registry import keyword_defaults
+from minitrain.config.observing import TRACKER_BACKENDS, TrackingConfig
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
 from minitrain.optim.factory import OPTIMIZERS, build_optimizer
 from minitrain.optim.schedule import SCHEDULES, build_scheduler
+from minitrain.tracking import build_tracker, default_uri
 
 
 class Param:
@@ -158,3 +163,64 @@ def test_every_merge_method_merges_tiny_tensors_and_refuses_what_it_does_not_rea
     for wrong in ([least - 1] if least > 1 else []) + ([most + 1] if most is not None else []):
         with pytest.raises(ValueError, match=f"{name} merges"):
             spec_for(name, wrong)
+
+
+# ----------------------------------------------------------------------------------------------- trackers
+
+ROWS = [{"step": 0, "loss": 2.5}, {"step": 1, "loss": 1.25, "val_loss": 1.5}, {"step": 2, "loss": 0.75}]
+
+
+def read_mlflow(uri: str, run: str, experiment: str) -> list[tuple[int, float]]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    [found] = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    assert found.info.run_name == run and found.info.status == "FINISHED"
+    return [(m.step, m.value) for m in client.get_metric_history(found.info.run_id, "loss")]
+
+
+def read_tensorboard(uri: str, run: str, experiment: str) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(f"{uri}/{run}", size_guidance={"scalars": 0})
+    events.Reload()
+    return [(e.step, e.value) for e in events.Scalars("loss")]
+
+
+def read_jsonl(uri: str, run: str, experiment: str) -> list[tuple[int, float]]:
+    lines = [json.loads(line) for line in Path(uri).read_text(encoding="utf-8").splitlines()]
+    assert lines[0]["event"] == "start" and lines[0]["experiment"] == experiment and lines[-1]["event"] == "end"
+    return [(line["step"], line["values"]["loss"]) for line in lines
+            if line["event"] == "metrics" and line["run"] == run and "loss" in line["values"]]
+
+
+# Each shipped backend read back with its real reader (the dev extra installs them). A backend written as text
+# (a CSV tracker, say) needs none: the values logged must appear in what it wrote, step by step.
+READERS = {"mlflow": read_mlflow, "tensorboard": read_tensorboard, "jsonl": read_jsonl}
+
+
+def read_text(uri: str, run: str, experiment: str) -> list[tuple[int, float]]:
+    path = Path(uri)
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted(path.rglob("*")) if p.is_file()) \
+        if path.is_dir() else path.read_text(encoding="utf-8")
+    return [(row["step"], row["loss"]) for row in ROWS if re.search(rf"\b{row['step']}\b.*{row['loss']!r}", text)]
+
+
+@pytest.mark.parametrize("name", list(TRACKER_BACKENDS))
+def test_every_tracker_backend_writes_a_run_that_its_reader_reads_back(name, tmp_path):
+    record = TRACKER_BACKENDS[name]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    tracker = build_tracker(TrackingConfig(backend=name), run_dir=run_dir, experiment="contract")
+    assert tracker is not None and tracker.backend == name
+    tracker.start({"optimizer.lr_max": 0.003}, {"lab": "01"})
+    for row in ROWS:
+        tracker.on_log(row)
+    tracker.finish("completed", {"steps": 3, "val_ppl": 2.5}, [])
+    tracker.close()
+    uri = default_uri(name, run_dir)
+    assert str(run_dir.resolve()) in uri  # it writes inside the run folder unless told otherwise
+    logged = READERS.get(name, read_text)(uri, "run", "contract")
+    assert logged == [(row["step"], row["loss"]) for row in ROWS]
+    for module in record.modules:  # what validate checks before a run is what the backend imports
+        assert module in sys.modules, f"{name}: {module} is in its record but was not imported"

@@ -8,19 +8,40 @@ resolved config leaves them out at their defaults (schema.ADDED_KEYS). docs/yaml
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from minitrain.common.registry import Registry
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.section import Metric, fill_defaults
 
 # --- monitoring.tracking, monitoring.system -------------------------------------------------------------------
 
 
-# The tracker backends, the one table of them: minitrain/tracking/__init__.py builds each (TRACKERS, same names,
-# tested), the schema's choices and docs/yaml-mode.md's row come from here.
-TRACKER_BACKENDS = ("mlflow", "tensorboard", "jsonl")
+@dataclass(frozen=True)
+class TrackerBackend:
+    """A `monitoring.tracking.backend`: `tracker` its class, a Tracker built from a Destination, by dotted path
+    (minitrain/tracking/ loads it when a run starts: that room is above this one); `uri` where it writes when the
+    config gives none (`{run_dir}`: the run folder, absolute); `modules` the optional packages it imports and
+    `extra` the pip extra that installs them (`validate` names it when one is missing, config/extras.py)."""
+
+    name: str
+    tracker: str
+    uri: str
+    modules: tuple[str, ...] = ()
+    extra: str = ""
+
+
+# The schema's choices, docs/yaml-mode.md's row (tested) and the trackers a run builds all come from here.
+TRACKER_BACKENDS: Registry[TrackerBackend] = Registry("tracker backend", [
+    TrackerBackend("mlflow", "minitrain.tracking.mlflow_tracker.MlflowTracker", "sqlite:///{run_dir}/mlflow.db",
+                   ("mlflow", "sqlalchemy"), "mlflow"),
+    TrackerBackend("tensorboard", "minitrain.tracking.tensorboard_tracker.TensorBoardTracker", "{run_dir}/tensorboard",
+                   ("tensorboardX",), "tensorboard"),
+    TrackerBackend("jsonl", "minitrain.tracking.jsonl_tracker.JsonlTracker", "{run_dir}/tracking.jsonl"),
+])
 
 
 class TrackingConfig(Section):
@@ -32,7 +53,7 @@ class TrackingConfig(Section):
     """
 
     enabled: bool = True
-    backend: Literal[TRACKER_BACKENDS] = "jsonl"
+    backend: Literal[tuple(TRACKER_BACKENDS)] = "jsonl"
     project: str | None = Field(None, min_length=1)
     experiment: str | None = Field(None, min_length=1, description="default: the run's name")
     run_name: str | None = Field(None, min_length=1, description="default: the run folder's name")

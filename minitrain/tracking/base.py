@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,6 +26,18 @@ from minitrain.hub.run_folder import locate
 # Files of a finished run that trackers keep with it (those that exist), and the model file results.json names.
 RUN_FILES = ("config.yaml", "config.resolved.yaml", "results.json", "report.md", "report.html", "loss_curve.png",
              "environment.yaml")
+
+
+class Destination(NamedTuple):
+    """Where and as what a run is tracked, what every tracker is built from: the tracker's URI, run and
+    experiment names, project, run folder, and the step a resumed run starts at (None for a new run)."""
+
+    uri: str
+    run: str
+    experiment: str
+    project: str | None
+    run_dir: Path
+    resume_step: int | None
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
