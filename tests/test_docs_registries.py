@@ -74,18 +74,16 @@ def test_the_model_table_lists_every_family_and_its_keys():
         assert headed[name] == set(family.keys.model_fields), f"model keys of {name}"
 
 
-def test_trackers_and_callbacks_are_built_for_exactly_the_schemas_names_and_the_docs_list_them():
-    from minitrain.callbacks.from_config import BUILDERS
-    from minitrain.config.observing import CALLBACK_OPTIONS, DEFAULT_TRIGGER, TRACKER_BACKENDS, CallbackEntry
+def test_trackers_and_callbacks_are_listed_by_the_docs_from_their_registries():
+    from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, CallbackEntry
 
-    assert list(BUILDERS) == list(CALLBACK_OPTIONS) == list(DEFAULT_TRIGGER)
-    assert list(CallbackEntry.model_fields["type"].annotation.__args__) == list(CALLBACK_OPTIONS)
+    assert list(CallbackEntry.model_fields["type"].annotation.__args__) == list(CALLBACKS)
     text = DOCS.read_text(encoding="utf-8")
     listed = lambda names: ", ".join(f"`{name}`" for name in names)  # noqa: E731
     assert f"| `tracking.backend` | {listed(TRACKER_BACKENDS)} |" in text
-    assert f"| `type` | {listed(CALLBACK_OPTIONS)} |" in text
-    for name in CALLBACK_OPTIONS:  # the callbacks table has a row for each type
-        assert re.search(rf"^\| `{name}` \| {DEFAULT_TRIGGER[name]} \|", text, re.M), name
+    assert f"| `type` | {listed(CALLBACKS)} |" in text
+    for name, kind in CALLBACKS.items():  # the callbacks table has a row for each type
+        assert re.search(rf"^\| `{name}` \| {kind.trigger} \|", text, re.M), name
 
 
 def test_the_merging_page_lists_every_merge_method_in_the_registrys_order():

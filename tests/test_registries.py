@@ -18,7 +18,8 @@ from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
 from minitrain.common.registry import keyword_defaults
-from minitrain.config.observing import TRACKER_BACKENDS, TrackingConfig
+from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, TrackingConfig
+from minitrain.course.fixtures import write_tiny_run
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
@@ -224,3 +225,58 @@ def test_every_tracker_backend_writes_a_run_that_its_reader_reads_back(name, tmp
     assert logged == [(row["step"], row["loss"]) for row in ROWS]
     for module in record.modules:  # what validate checks before a run is what the backend imports
         assert module in sys.modules, f"{name}: {module} is in its record but was not imported"
+
+
+# ----------------------------------------------------------------------------------------------- callbacks
+
+NOTED: list[int] = []
+
+
+def note(ctx, **args) -> None:
+    """The custom callback's entry point: records the step it was called at."""
+    NOTED.append(ctx.step)
+
+
+def entry_for(name: str) -> dict:
+    """A `callbacks:` entry of type `name`, with an entry point if validate says the type needs one."""
+    from minitrain.config import ConfigError, config_from_dict
+
+    entry = {"type": name, "interval": 2}
+    try:
+        config_from_dict({"training": {"total_steps": 10}, "callbacks": [entry]})
+    except ConfigError as error:
+        assert "needs entry_point" in str(error), str(error)
+        entry["entry_point"] = "test_registries:note"
+    return entry
+
+
+@pytest.mark.parametrize("name", list(CALLBACKS))
+def test_every_callback_is_built_from_a_config_and_acts_in_a_run(name, tmp_path, monkeypatch):
+    from test_run import train_tiny
+
+    import minitrain.callbacks.from_config as from_config
+    from minitrain.config import config_from_dict, load_config, resolved_dict
+
+    kind, entry = CALLBACKS[name], entry_for(name)
+    config = write_tiny_run(tmp_path)
+    config.write_text(config.read_text() + f"callbacks:\n  - {json.dumps(entry)}\n")
+    cfg = load_config(config)
+    [resolved] = resolved_dict(cfg)["callbacks"]  # the type's trigger and option defaults, from its record
+    assert resolved["trigger"] == kind.trigger and resolved.get("config", {}) == kind.options
+    assert resolved_dict(config_from_dict(resolved_dict(cfg)))["callbacks"] == [resolved]  # loads again
+    built, acted = [], []
+    original = from_config.build_callback
+
+    def spying(entry, context):
+        callback = original(entry, context)
+        act = callback.act
+        callback.act = lambda ctx: (acted.append(ctx.step), act(ctx))[1]
+        built.append(callback)
+        return callback
+
+    monkeypatch.setattr(from_config, "build_callback", spying)
+    NOTED.clear()
+    train_tiny(config, tmp_path / "run")
+    [callback] = built
+    assert (callback.trigger, callback.interval) == (kind.trigger, 2)
+    assert acted, f"{name} never acted in a 24-step run"
