@@ -25,6 +25,9 @@ from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
 from minitrain.optim.factory import OPTIMIZERS, build_optimizer
 from minitrain.optim.schedule import SCHEDULES, build_scheduler
+from minitrain.pruning.masks import STRUCTURES, prunable_paths
+from minitrain.pruning.scores import METHODS as PRUNING_METHODS
+from minitrain.pruning.scores import prune_model
 from minitrain.tracking import build_tracker, default_uri
 
 
@@ -280,3 +283,28 @@ def test_every_callback_is_built_from_a_config_and_acts_in_a_run(name, tmp_path,
     [callback] = built
     assert (callback.trigger, callback.interval) == (kind.trigger, 2)
     assert acted, f"{name} never acted in a 24-step run"
+
+
+# ----------------------------------------------------------------------------------------------- pruning
+
+
+@pytest.mark.parametrize("structure", list(STRUCTURES))
+@pytest.mark.parametrize("method", list(PRUNING_METHODS))
+def test_every_pruning_method_and_structure_prune_exactly_the_share_asked(method, structure):
+    """round(s · size) zeros in every layer (the share its structure fixes, if it fixes one), exactly where the
+    mask says, the same mask from the same model; a method that reads the inputs refuses to run without them."""
+    from test_pruning import batches, tiny_model
+
+    fixed = STRUCTURES[structure].sparsity
+    for sparsity in [fixed] if fixed is not None else [0.25, 0.6]:
+        first, second = tiny_model(), tiny_model()
+        paths = prunable_paths(first)[0]
+        masks = prune_model(first, method, sparsity, paths, structure, calibration=batches())
+        again = prune_model(second, method, sparsity, paths, structure, calibration=batches())
+        for path in paths:
+            w = first.get_submodule(path).weight.data
+            assert int((w == 0).sum()) == round(sparsity * w.size), (path, sparsity)
+            assert np.array_equal(w == 0, ~masks[path]) and np.array_equal(masks[path], again[path])
+    if PRUNING_METHODS[method].calibrated:
+        with pytest.raises(ValueError, match="needs calibration"):
+            prune_model(tiny_model(), method, 0.5, paths, structure)
