@@ -20,6 +20,7 @@ from safetensors.numpy import save as st_save
 from minitrain.common.registry import keyword_defaults
 from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, TrackingConfig
 from minitrain.course.fixtures import write_tiny_run
+from minitrain.data.formats import TABLE_FORMATS, detect_format, read_table
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
@@ -308,3 +309,28 @@ def test_every_pruning_method_and_structure_prune_exactly_the_share_asked(method
     if PRUNING_METHODS[method].calibrated:
         with pytest.raises(ValueError, match="needs calibration"):
             prune_model(tiny_model(), method, 0.5, paths, structure)
+
+
+# ----------------------------------------------------------------------------------------------- table formats
+
+
+def tiny_tables(folder: Path) -> dict[str, tuple[Path, list[dict]]]:
+    """{format: (a file of it, the rows it holds)}, written by pyarrow or by hand (tests/test_tables.py)."""
+    from test_tables import ROWS, write_all_formats
+
+    written = {fmt: (path, ROWS) for fmt, path in write_all_formats(folder).items()}
+    (folder / "rows.text").write_text("hola\n\nmundo\n", "utf-8")  # blank lines are no rows
+    return {**written, "text": (folder / "rows.text", [{"text": "hola"}, {"text": "mundo"}])}
+
+
+@pytest.mark.parametrize("name", list(TABLE_FORMATS))
+def test_every_table_format_reads_a_tiny_table_given_or_told_by_each_of_its_extensions(name, tmp_path):
+    written = tiny_tables(tmp_path / "written")
+    assert name in written, f"table format {name}: write its tiny table in tiny_tables"
+    path, rows = written[name]
+    assert read_table(path, name).to_pylist() == rows
+    for extension in TABLE_FORMATS[name].extensions:
+        renamed = tmp_path / f"rows{extension}"
+        renamed.write_bytes(path.read_bytes())
+        assert detect_format(renamed) == name
+        assert read_table(renamed).to_pylist() == rows
