@@ -22,10 +22,9 @@ from minitrain.config.section import Metric, fill_defaults
 
 @dataclass(frozen=True)
 class TrackerBackend:
-    """A `monitoring.tracking.backend`: `tracker` its class, a Tracker built from a Destination, by dotted path
-    (minitrain/tracking/ loads it when a run starts: that room is above this one); `uri` where it writes when the
-    config gives none (`{run_dir}`: the run folder, absolute); `modules` the optional packages it imports and
-    `extra` the pip extra that installs them (`validate` names it when one is missing, config/extras.py)."""
+    """A `monitoring.tracking.backend`: its Tracker class by dotted path (loaded by minitrain/tracking/, a room
+    above this one), where it writes unless `uri` is given, and the modules it imports with the extra installing
+    them (config/extras.py)."""
 
     name: str
     tracker: str
@@ -46,11 +45,7 @@ TRACKER_BACKENDS: Registry[TrackerBackend] = Registry("tracker backend", [
 
 class TrackingConfig(Section):
     """Send the run to an experiment tracker (minitrain/tracking/): params, metrics per step, files at the end.
-
-    `uri` is where: an MLflow tracking URI (default sqlite:///<run folder>/mlflow.db), TensorBoard's log folder
-    (default <run folder>/tensorboard; the run writes to <uri>/<run_name>), or the JSONL file (default
-    <run folder>/tracking.jsonl).
-    """
+    `uri` is where (an MLflow tracking URI, TensorBoard's log folder, the JSONL file): default, its record's."""
 
     enabled: bool = True
     backend: Literal[tuple(TRACKER_BACKENDS)] = "jsonl"
@@ -80,9 +75,8 @@ Trigger = Literal["step", "validation", "epoch_end", "train_end"]
 
 @dataclass(frozen=True)
 class CallbackKind:
-    """A `callbacks[].type`: `build` the function that makes the callback from its entry, by dotted path
-    (minitrain/callbacks/from_config.py loads it: that room is above this one); `trigger` the one it acts at
-    unless told; `options` its `config:` keys with their defaults."""
+    """A `callbacks[].type`: the function building it from its entry by dotted path (minitrain/callbacks/, a
+    room above this one), the trigger it acts at unless told, its `config:` keys with their defaults."""
 
     name: str
     build: str

@@ -140,7 +140,7 @@ def _read_text(path: Path, pa: Any) -> Any:
 
 @dataclass(frozen=True)
 class TableFormat:
-    """A `data.format`: `read(path, pyarrow) -> Table` and the file extensions that say it (detect_format)."""
+    """A `data.format`: `read(path, pyarrow) -> Table`, and the extensions that say it (detect_format)."""
 
     name: str
     read: Callable[[Path, Any], Any]

@@ -27,10 +27,9 @@ TensorMerge = Callable[[Any, str, np.ndarray | None, Sequence[np.ndarray], Seque
 
 @dataclass(frozen=True)
 class MergeMethod:
-    """A merge method: `fn` merges one tensor (module docstring); `reads` the parameters it reads (any other given
-    is refused), `requires` those it must be given; `needs_base`: base_model is required (the task vectors are
-    taken from it; without it base_model is not read); `models`: how many models it merges besides the base
-    (at least, at most; None: any number)."""
+    """`fn` merges one tensor (above); `reads` the parameters it reads (another is refused), `requires` those it
+    must be given; `needs_base`: the task vectors are taken from base_model (else it is not read); `models`: how
+    many models it merges besides the base (at least, at most or None)."""
 
     name: str
     fn: TensorMerge

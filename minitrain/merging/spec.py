@@ -1,6 +1,6 @@
 """The merge config: mergekit's YAML shape, checked strictly (an unknown key is refused by name, with its line).
 
-    merge_method: ties                 # linear | task_arithmetic | ties | dare_linear | dare_ties | slerp
+    merge_method: ties                 # a record of minitrain/merging/methods.py
     base_model: models/base.safetensors
     models:
       - model: runs/lora-imperfect     # any source minitrain reads (run folder, model file, export, HF folder)
@@ -11,19 +11,10 @@
     dtype: float32
     seed: 0                            # DARE's drop masks
 
-A model's own `parameters` win over the top-level ones. Which keys each method reads:
-
-    linear            weight (default 1), normalize (default true)
-    task_arithmetic   weight (1), lambda (1), normalize (false)           base_model required
-    ties              weight (1), density (1), lambda (1)                  base_model required
-    dare_linear       weight (1), density (1), lambda (1), normalize (false), seed   base_model required
-    dare_ties         weight (1), density (1), lambda (1), seed            base_model required
-    slerp             t: a number, or [{filter: NAME_PART, value: T}, ..., {value: T}]   base_model (t = 0)
-                      and exactly one other model (t = 1)
-
-linear averages `models` and reads no base_model (as mergekit's). A key the method does not read is refused
-rather than ignored. An entry of `models` naming base_model itself
-(mergekit allows it) adds nothing: its task vector is zero, so it is left out.
+A model's own `parameters` win over the top-level ones. Which keys each method reads, whether it needs
+base_model and how many models it merges is its record's (MergeMethod); a key it does not read is refused rather
+than ignored. An entry of `models` naming base_model itself (mergekit allows it) adds nothing: its task vector is
+zero, so it is left out.
 """
 
 from __future__ import annotations

@@ -30,5 +30,5 @@ def optimizer_keys(type: str) -> list[str]:
 
 def build_optimizer(type: str, named_params: Iterable[tuple[str, Parameter]], **keys: object) -> Optimizer:
     """Construct optimizer `type` (a name of `OPTIMIZERS`: "adamw", "sgd", ...) with `keys`."""
-    check_choice("optimizer", "optimizer", OPTIMIZERS, type, keys, skip=("named_params",))
+    check_choice("optimizer", OPTIMIZERS, type, keys, skip=("named_params",))
     return OPTIMIZERS[type](named_params, **keys)

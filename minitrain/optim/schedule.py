@@ -356,5 +356,5 @@ def schedule_keys(type: str) -> list[str]:
 
 def build_scheduler(type: str, optimizer: HasLearningRate | None = None, **keys: Any) -> Schedule:
     """Construct schedule `type` with `keys`; an unknown type, unknown key or missing key is a UserError."""
-    check_choice("scheduler", "schedule", SCHEDULES, type, keys, skip=("optimizer",))
+    check_choice("scheduler", SCHEDULES, type, keys, skip=("optimizer",))
     return SCHEDULES[type](optimizer=optimizer, **keys)

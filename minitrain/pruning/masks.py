@@ -59,6 +59,8 @@ def keep_mask(scores: np.ndarray, sparsity: float, structure: str = UNSTRUCTURED
         scores = np.where(exclude_pruned, -1.0, scores)
     if structure not in STRUCTURES:
         raise ValueError(f"structure must be one of {', '.join(STRUCTURES)}, got {structure!r}")
+    if STRUCTURES[structure].sparsity not in (None, sparsity):
+        raise ValueError(f"{structure} prunes {STRUCTURES[structure].sparsity} of each layer, not {sparsity}")
     return STRUCTURES[structure].mask(scores, sparsity, group)
 
 
@@ -105,8 +107,7 @@ def _n_of_m_mask(scores: np.ndarray, sparsity: float, group: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PruningStructure:
-    """Which weights may be pruned together: `mask(scores, sparsity, group) -> keep` (module docstring);
-    `sparsity` the one it prunes whatever is asked (2:4: 0.5), None when it prunes the share asked."""
+    """`mask(scores, sparsity, group) -> keep` (module docstring); `sparsity`: the only share it prunes (2:4)."""
 
     name: str
     mask: Callable[[np.ndarray, float, str], np.ndarray]

@@ -37,9 +37,8 @@ def wanda_scores(weight: np.ndarray, input_norm: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PruningMethod:
-    """A pruning method: `scores(weight (in, out), input_norm (in,) or None) -> (in, out)`, compared within
-    `group` (masks.py: "layer" or "output", as its paper prunes); `calibrated`: it reads the inputs' norms, so
-    it needs calibration batches."""
+    """`scores(weight (in, out), input_norm (in,) or None) -> (in, out)`, compared within `group` as its paper
+    prunes (masks.py); `calibrated`: it reads the inputs' norms, so it needs calibration batches."""
 
     name: str
     scores: Callable[[np.ndarray, np.ndarray | None], np.ndarray]

@@ -68,8 +68,6 @@ def run_files(run_dir: Path, results: Mapping[str, Any]) -> list[Path]:
 class Tracker(Callback):
     """Base class: subclasses write `start`, `log_metrics`, `finish`, and the optional histogram and text calls."""
 
-    backend = "base"
-
     def start(self, params: Mapping[str, Any], tags: Mapping[str, str]) -> None:
         raise NotImplementedError
 

@@ -22,8 +22,6 @@ from minitrain.tracking.base import Destination, Tracker
 
 
 class JsonlTracker(Tracker):
-    backend = "jsonl"
-
     def __init__(self, to: Destination) -> None:
         self.path, self.run, self.experiment, self.project = Path(to.uri), to.run, to.experiment, to.project
         self.path.parent.mkdir(parents=True, exist_ok=True)

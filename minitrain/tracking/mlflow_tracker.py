@@ -83,8 +83,6 @@ def experiment_id(client: Any, name: str, project: str | None) -> str:
 
 
 class MlflowTracker(Tracker):
-    backend = "mlflow"
-
     def __init__(self, to: Destination) -> None:
         self.client = client_for(to.uri)
         self.uri, self.run, self.experiment, self.project = to.uri, to.run, to.experiment, to.project

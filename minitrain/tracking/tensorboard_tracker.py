@@ -22,8 +22,6 @@ from minitrain.tracking.base import Destination, Tracker, numeric
 
 
 class TensorBoardTracker(Tracker):
-    backend = "tensorboard"
-
     def __init__(self, to: Destination) -> None:
         tensorboardx = require("tensorboardX", "tensorboard", "monitoring.tracking backend tensorboard")
         self.log_dir = Path(to.uri) / to.run
