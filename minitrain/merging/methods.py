@@ -39,42 +39,39 @@ class MergeMethod:
     models: tuple[int, int | None] = (1, None)
 
 
-def _weights(spec: Any, entries: Sequence[Any]) -> list[float]:
-    return [spec.value(e, "weight", 1.0) for e in entries]
+def _each(spec: Any, entries: Sequence[Any], key: str) -> list[float]:
+    """Each model's weight or density: its own, else the top-level parameters', else 1."""
+    return [spec.value(e, key, 1.0) for e in entries]
 
 
-def _densities(spec: Any, entries: Sequence[Any]) -> list[float]:
-    return [spec.value(e, "density", 1.0) for e in entries]
-
-
-def _lambda(spec: Any) -> float:
-    return 1.0 if spec.parameters.lambda_ is None else spec.parameters.lambda_
-
-
-def _normalize(spec: Any, default: bool) -> bool:
-    return default if spec.parameters.normalize is None else spec.parameters.normalize
+def _top(spec: Any, key: str, default: float | bool) -> Any:
+    """A top-level parameter (lambda_, normalize), else the method's default."""
+    value = getattr(spec.parameters, key)
+    return default if value is None else value
 
 
 def _linear(spec, name, base, tensors, entries):
-    return linear(tensors, _weights(spec, entries), _normalize(spec, True))
+    return linear(tensors, _each(spec, entries, "weight"), _top(spec, "normalize", True))
 
 
 def _task_arithmetic(spec, name, base, tensors, entries):
-    return task_arithmetic(base, tensors, _weights(spec, entries), _lambda(spec), _normalize(spec, False))
+    return task_arithmetic(base, tensors, _each(spec, entries, "weight"), _top(spec, "lambda_", 1.0),
+                           _top(spec, "normalize", False))
 
 
 def _ties(spec, name, base, tensors, entries):
-    return ties(base, tensors, _weights(spec, entries), _densities(spec, entries), _lambda(spec))
+    return ties(base, tensors, _each(spec, entries, "weight"), _each(spec, entries, "density"),
+                _top(spec, "lambda_", 1.0))
 
 
 def _dare_linear(spec, name, base, tensors, entries):
-    return dare_linear(base, tensors, _weights(spec, entries), _densities(spec, entries), spec.seed, name,
-                       _lambda(spec), _normalize(spec, False))
+    return dare_linear(base, tensors, _each(spec, entries, "weight"), _each(spec, entries, "density"), spec.seed,
+                       name, _top(spec, "lambda_", 1.0), _top(spec, "normalize", False))
 
 
 def _dare_ties(spec, name, base, tensors, entries):
-    return dare_ties(base, tensors, _weights(spec, entries), _densities(spec, entries), spec.seed, name,
-                     _lambda(spec))
+    return dare_ties(base, tensors, _each(spec, entries, "weight"), _each(spec, entries, "density"), spec.seed,
+                     name, _top(spec, "lambda_", 1.0))
 
 
 def _slerp(spec, name, base, tensors, entries):
