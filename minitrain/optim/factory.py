@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from minitrain.common.registry import Registry, check_choice, keyword_defaults, load
+from minitrain.common.registry import Registry, check_choice, load
 from minitrain.optim.base import Optimizer, Parameter
 
 # One line per optimizer: its module of minitrain/optim/ and class; the class's `name` is its `optimizer.type`.
@@ -21,11 +21,6 @@ OPTIMIZER_CLASSES = (
     "lamb.Lamb",
 )
 OPTIMIZERS: Registry[type[Optimizer]] = Registry("optimizer", [load(f"minitrain.optim.{c}") for c in OPTIMIZER_CLASSES])
-
-
-def optimizer_keys(type: str) -> list[str]:
-    """The keyword arguments optimizer `type` accepts (besides the parameters)."""
-    return list(keyword_defaults(OPTIMIZERS[type], skip=("named_params",)))
 
 
 def build_optimizer(type: str, named_params: Iterable[tuple[str, Parameter]], **keys: object) -> Optimizer:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 from minitrain.common.errors import ArgumentError, UserError
-from minitrain.common.registry import Registry, check_choice, keyword_defaults
+from minitrain.common.registry import Registry, check_choice
 
 
 class HasLearningRate(Protocol):
@@ -347,11 +347,6 @@ class Plateau(Schedule):
 
 SCHEDULES: Registry[type[Schedule]] = Registry(
     "schedule", (WarmupCosine, Constant, Linear, Step, Exponential, Plateau, OneCycle))
-
-
-def schedule_keys(type: str) -> list[str]:
-    """The keyword arguments schedule `type` accepts (besides `optimizer`)."""
-    return list(keyword_defaults(SCHEDULES[type], skip=("optimizer",)))
 
 
 def build_scheduler(type: str, optimizer: HasLearningRate | None = None, **keys: Any) -> Schedule:
