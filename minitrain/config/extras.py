@@ -15,9 +15,8 @@ def missing_extras(cfg: Any) -> list[Problem]:
     wanted = []
     tracking = cfg.monitoring.tracking
     if tracking is not None and tracking.enabled:
-        backend = TRACKER_BACKENDS[tracking.backend]
-        wanted += [(("monitoring", "tracking", "backend"), m, backend.extra, f"backend {backend.name}")
-                   for m in backend.modules]
+        to = TRACKER_BACKENDS[tracking.backend]
+        wanted += [(("monitoring", "tracking", "backend"), m, to.extra, f"backend {to.name}") for m in to.modules]
     if cfg.monitoring.system is not None and cfg.monitoring.system.enabled:
         wanted.append((("monitoring", "system"), "psutil", "system", "system metrics"))
     parallel = cfg.runtime.data_parallel

@@ -1,9 +1,10 @@
 """The merge methods, one `MergeMethod` record each: `merge_method` in a merge config names one, and the spec's
 choices and checks (minitrain/merging/spec.py) read the record.
 
-A record's `fn` merges one tensor: `(spec, name, base, tensors, entries) -> merged`, where `base` is base_model's
-tensor (None for a method that needs none), `tensors` the other models' in the config's order and `entries`
-their ModelEntry (weight, density). The math is in each method's own file.
+A record's `fn` merges one tensor: `(spec, name, base, tensors, entries) -> merged`, where `spec` is the MergeSpec
+(spec.py, which reads these records, so it is not imported here), `base` base_model's tensor (None for a method
+that needs none), `tensors` the other models' in the config's order and `entries` their ModelEntry (weight,
+density). The math is in each method's own file.
 """
 
 from __future__ import annotations
@@ -20,10 +21,6 @@ from minitrain.merging.linear import linear, task_arithmetic
 from minitrain.merging.slerp import slerp
 from minitrain.merging.ties import ties
 
-# (spec, name, base, tensors, entries) -> merged; spec is a MergeSpec, entries ModelEntry (spec.py, which reads
-# the records below, so this file does not import it).
-TensorMerge = Callable[[Any, str, np.ndarray | None, Sequence[np.ndarray], Sequence[Any]], np.ndarray]
-
 
 @dataclass(frozen=True)
 class MergeMethod:
@@ -32,7 +29,7 @@ class MergeMethod:
     many models it merges besides the base (at least, at most or None)."""
 
     name: str
-    fn: TensorMerge
+    fn: Callable[[Any, str, np.ndarray | None, Sequence[np.ndarray], Sequence[Any]], np.ndarray]
     reads: frozenset[str]
     needs_base: bool = True
     requires: frozenset[str] = frozenset()

@@ -84,8 +84,7 @@ class MergeSpec(Section):
         if count < least or (most is not None and count > most):
             amount = f"exactly {least}" if least == most else f"at least {least}"
             besides = " besides base_model" if record.needs_base else ""
-            raise ValueError(f"merge_method {method} merges {amount} model{'s' * (least != 1)}{besides} under models "
-                             f"(got {count})")
+            raise ValueError(f"merge_method {method} merges {amount} model{'s' * (least != 1)}{besides} (got {count})")
         return self
 
     def others(self) -> list[ModelEntry]:

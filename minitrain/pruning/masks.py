@@ -65,12 +65,9 @@ def keep_mask(scores: np.ndarray, sparsity: float, structure: str = UNSTRUCTURED
 
 
 def _unstructured_mask(scores: np.ndarray, sparsity: float, group: str) -> np.ndarray:
-    k = pruned_count(scores.shape, sparsity)
-    if group == "layer":
-        return _layer_mask(scores, k)
-    if group == "output":
-        return _output_mask(scores, k)
-    raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {group!r}")
+    if group not in GROUPS:
+        raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {group!r}")
+    return (_layer_mask if group == "layer" else _output_mask)(scores, pruned_count(scores.shape, sparsity))
 
 
 def _layer_mask(scores: np.ndarray, k: int) -> np.ndarray:

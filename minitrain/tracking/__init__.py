@@ -4,9 +4,9 @@
       tracking: {backend: mlflow, experiment: verbs-lr, project: course, tags: {lab: "01"}}
 
 `build_tracker` makes the tracker a config asks for, from its record (minitrain/config/observing.py
-TRACKER_BACKENDS); it is one of the run's callbacks (minitrain/callbacks/), so
-it hears every logged row. Each backend is an optional extra, imported only when chosen (base.py, the backends
-in *_tracker.py; docs/yaml-mode.md "Experiment tracking and system metrics").
+TRACKER_BACKENDS); it is one of the run's callbacks (minitrain/callbacks/), so it hears every logged row. Each
+backend is an optional extra, imported only when chosen (base.py, the backends in *_tracker.py; docs/yaml-mode.md
+"Experiment tracking and system metrics").
 """
 
 from __future__ import annotations

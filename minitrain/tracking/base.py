@@ -29,8 +29,7 @@ RUN_FILES = ("config.yaml", "config.resolved.yaml", "results.json", "report.md",
 
 
 class Destination(NamedTuple):
-    """Where and as what a run is tracked, what every tracker is built from: the tracker's URI, run and
-    experiment names, project, run folder, and the step a resumed run starts at (None for a new run)."""
+    """Where and as what a run is tracked (what every tracker is built from); resume_step None: a new run."""
 
     uri: str
     run: str
