@@ -93,3 +93,20 @@ def test_the_merging_page_lists_every_merge_method_in_the_registrys_order():
     table = text.split("| method | merged tensor | file |", 1)[1].split("\n\n", 1)[0]
     assert re.findall(r"^\| `(\w+)`", table, re.M) == list(MERGE_METHODS)
     assert f"merge_method: ties                 # {' | '.join(MERGE_METHODS)}\n" in text
+
+
+def test_the_architecture_page_names_each_registry_and_its_record():
+    from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS
+    from minitrain.data.formats import TABLE_FORMATS
+    from minitrain.merging.methods import MERGE_METHODS
+    from minitrain.pruning.masks import STRUCTURES
+    from minitrain.pruning.scores import METHODS as PRUNING_METHODS
+
+    text = (DOCS.parent / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("## One registry per plug-in kind\n", 1)[1].split("\n\n", 1)[0]
+    for registry, name in [(MERGE_METHODS, "MERGE_METHODS"), (PRUNING_METHODS, "METHODS"), (STRUCTURES, "STRUCTURES"),
+                           (TRACKER_BACKENDS, "TRACKER_BACKENDS"), (CALLBACKS, "CALLBACKS"),
+                           (TABLE_FORMATS, "TABLE_FORMATS")]:
+        record = type(next(iter(registry.values())))
+        fields = ", ".join(record.__dataclass_fields__)
+        assert f"`{name}`: `{record.__name__}({fields})`" in table, f"{registry.kind}: {record.__name__}({fields})"
