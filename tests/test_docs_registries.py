@@ -110,3 +110,11 @@ def test_the_architecture_page_names_each_registry_and_its_record():
         record = type(next(iter(registry.values())))
         fields = ", ".join(record.__dataclass_fields__)
         assert f"`{name}`: `{record.__name__}({fields})`" in table, f"{registry.kind}: {record.__name__}({fields})"
+
+
+def test_the_data_formats_rows_name_every_table_format():
+    from minitrain.data.formats import TABLE_FORMATS
+
+    rows = [row for row in section_rows("data") if keys_of(row[0]) == ["format"]]
+    # the type cells: all but the key, the default and the meaning (an escaped \| splits a cell in two)
+    assert {name for row in rows for cell in row[1:-2] for name in keys_of(cell)} == {*TABLE_FORMATS, "auto"}
