@@ -285,6 +285,8 @@ def test_every_callback_is_built_from_a_config_and_acts_in_a_run(name, tmp_path,
     [callback] = built
     assert (callback.trigger, callback.interval) == (kind.trigger, 2)
     assert acted, f"{name} never acted in a 24-step run"
+    if "entry_point" in entry:  # the function it names was called, with the loop's context
+        assert acted == NOTED
 
 
 # ----------------------------------------------------------------------------------------------- pruning
