@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.table_sections import AugmentationStep, PreprocessingStep, SplitConfig
+from minitrain.data.formats import TABLE_FORMATS
 from minitrain.data.gpt2_base import is_gpt2_base
 from minitrain.models.registry import FAMILIES
 
@@ -58,7 +59,7 @@ class DataConfig(Section):
     says), and a table's split files are read by their extension too.
     """
 
-    format: Literal["jsonl", "text", "json", "csv", "parquet", "arrow", "auto"] = "jsonl"  # data/formats.py reads them
+    format: Literal[(*TABLE_FORMATS, "auto")] = "jsonl"  # the formats' records (minitrain/data/formats.py)
     source: str | None = Field(None, min_length=1, description="a file, a folder or hf://datasets/user/name[/path]")
     target: str = Field("label", min_length=1, description="tables: the column to predict")
     split: SplitConfig | None = Field(None, description="ratios to split data.source into train, val and test")

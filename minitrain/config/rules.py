@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
-from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
+from minitrain.config.observing import CALLBACKS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
@@ -312,7 +312,7 @@ def _exact_match_needs_answers(sections, raw):
 def _callback_options_fit_type(sections, raw):
     """Each callbacks[].config key must be one its callback type uses (see "Callbacks" below)."""
     for i, entry in enumerate(sections["callbacks"]):
-        uses = CALLBACK_OPTIONS[entry.type]
+        uses = CALLBACKS[entry.type].options
         for key in sorted(entry.config.model_fields_set - set(uses)):
             takes = f"takes {', '.join(uses)}" if uses else "takes no config keys"
             yield Problem(("callbacks", i, "config", key), f"a {entry.type} callback {takes}")

@@ -39,8 +39,8 @@ from minitrain.config.section import Metric, fill_defaults
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_sections import CrossValidationConfig
 from minitrain.models.registry import DEFAULT_TYPE, FAMILIES, model_keys
-from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
-from minitrain.optim.schedule import SCHEDULES, schedule_keys
+from minitrain.optim.factory import OPTIMIZERS
+from minitrain.optim.schedule import SCHEDULES
 
 
 class _ModelSection(Section):
@@ -162,7 +162,7 @@ class OptimizerConfig(Section):
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `build_optimizer(self.type, named_params, **kwargs)`."""
-        keys = {k: getattr(self, k) for k in optimizer_keys(self.type) if k not in ("lr", "groups", "buffer")}
+        keys = {k: getattr(self, k) for k in _signature_defaults(OPTIMIZERS[self.type]) if k not in ("lr", "groups")}
         groups = []
         for group in self.groups:
             rule = group.model_dump(exclude_none=True, exclude={"lr"})
@@ -174,7 +174,7 @@ class OptimizerConfig(Section):
 
 _OPTIMIZER_HOME_KEYS = {"type", "lr_max", "lr_min", "clip", "clip_value", "groups"}
 OPTIMIZER_KEYS: dict[str, set[str]] = {
-    name: _OPTIMIZER_HOME_KEYS | (set(optimizer_keys(name)) - {"lr", "groups", "buffer"}) for name in OPTIMIZERS
+    name: _OPTIMIZER_HOME_KEYS | (set(_signature_defaults(cls)) - {"lr", "groups"}) for name, cls in OPTIMIZERS.items()
 }
 
 
@@ -221,7 +221,7 @@ class SchedulerConfig(Section):
 
 _SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "warmup_ratio", "total_steps"}
 SCHEDULER_KEYS: dict[str, set[str]] = {
-    name: _SCHEDULER_HOME_KEYS | (set(schedule_keys(name)) - {"lr_max", "lr_min"}) | (
+    name: _SCHEDULER_HOME_KEYS | (set(_signature_defaults(SCHEDULES[name])) - {"lr_max", "lr_min"}) | (
         {"metric"} if name == "plateau" else set()
     )
     for name in SCHEDULES
@@ -405,7 +405,7 @@ class Config(Section):
             "total_steps": total_steps,
             "warmup_steps": self.resolve_warmup(total_steps),
         }
-        return {k: values[k] for k in schedule_keys(self.scheduler.type)}
+        return {k: values[k] for k in _signature_defaults(SCHEDULES[self.scheduler.type])}
 
     @property
     def tokens_per_step_max(self) -> int:
