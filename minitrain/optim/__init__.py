@@ -9,7 +9,7 @@ from minitrain.optim.adagrad import Adagrad
 from minitrain.optim.adam import Adam
 from minitrain.optim.adamw import AdamW
 from minitrain.optim.base import Optimizer
-from minitrain.optim.factory import OPTIMIZERS, build_optimizer, optimizer_keys
+from minitrain.optim.factory import OPTIMIZERS, build_optimizer
 from minitrain.optim.lamb import Lamb
 from minitrain.optim.rmsprop import RMSprop
 from minitrain.optim.sgd import SGD
@@ -24,5 +24,4 @@ __all__ = [
     "Optimizer",
     "RMSprop",
     "build_optimizer",
-    "optimizer_keys",
 ]
