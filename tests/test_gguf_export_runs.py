@@ -14,9 +14,9 @@ from test_pretrained_runs import CHATS, chat_lines, config_text
 from test_pretrained_runs import train as train_text
 
 from minitrain.data.corpus import make_record, records_to_jsonl
-from minitrain.hub.gguf_export import export_gguf
-from minitrain.hub.gguf_file import open_gguf
-from minitrain.hub.hf_config import hf_shapes
+from minitrain.formats.gguf_read import open_gguf
+from minitrain.formats.hf_config import hf_shapes
+from minitrain.hub.export_gguf import export_gguf
 from minitrain.hub.pretrained import load_pretrained_base
 from minitrain.hub.pretrained_runs import run_model
 from minitrain.hub.sources import load_model

@@ -15,8 +15,8 @@ from test_run_dir import dead_pid
 
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.formats.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.hub.export import EXPORT_FILES, export_model
-from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.runs.model_files import load_model_file, save_model_file
 from minitrain.runs.run_lock import RunLock
 

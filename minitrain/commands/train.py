@@ -146,7 +146,7 @@ def _publish_run(cfg: Config, status: str, quiet: bool) -> None:
 
 def _write_gguf(cfg: Config, results: dict) -> None:
     """`output.model_format: gguf`: the final model as a GGUF too. A failure leaves the run folder complete."""
-    from minitrain.hub.gguf_export import gguf_after_training
+    from minitrain.hub.export_gguf import gguf_after_training
 
     try:
         path = gguf_after_training(cfg.output.dir, results, cfg.output.gguf_dtype)

@@ -20,11 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from minitrain.common.io import atomic_write_text
+from minitrain.formats.safetensors_folder import WEIGHTS_FILE
 from minitrain.hub.card_llama import llama_card
 from minitrain.hub.pretrained import TOKENIZER_FILES, export_hf_folder, load_pretrained_base
 from minitrain.hub.pretrained_runs import run_model
 from minitrain.hub.run_folder import read_run
-from minitrain.hub.safetensors_folder import WEIGHTS_FILE
 from minitrain.hub.staging import check_target, staged
 from minitrain.hub.text_models import RUN_TOKENIZER_DIR, is_pretrained_base
 from minitrain.lora import merge_adapters

@@ -79,7 +79,7 @@ def publish(
     `merge_adapters` its base with the adapters merged in (`base_model` when the run does not record its base). An
     adapter's base must be a Hub id (recorded, or `base_model`): PEFT loads it by that name. `vocab_path`: the
     vocabulary of a model file that does not record it. `model_format` "gguf": the repo gets one file,
-    REPO-NAME-DTYPE.gguf (hub/gguf_export.py; a LoRA run merged), instead of the Hugging Face folder."""
+    REPO-NAME-DTYPE.gguf (hub/export_gguf.py; a LoRA run merged), instead of the Hugging Face folder."""
     check_repo_id(repo_id)
     api = HfApi()
     if not dry_run and (problem := missing_token(repo_id)):
@@ -87,7 +87,7 @@ def publish(
     token = None if dry_run else get_token()
     with tempfile.TemporaryDirectory(prefix="minitrain-publish-") as tmp:
         if model_format == "gguf":
-            from minitrain.hub.gguf_export import export_gguf
+            from minitrain.hub.export_gguf import export_gguf
 
             name = f"{repo_id.rsplit('/', 1)[-1]}-{dtype}.gguf"
             files = [export_gguf(run_dir, Path(tmp) / name, dtype, vocab_path, base_model)[0]]

@@ -41,7 +41,7 @@ from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
 from minitrain.data.gpt2_base import own_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
+from minitrain.formats.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.run_folder import locate, read_run, run_of, run_vocab
 from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, settings_of, state_digest

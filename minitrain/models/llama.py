@@ -19,7 +19,7 @@ own segment, and rotary positions restart at 0 with each segment (and count real
 starts at 0 too). `generate` continues prompts with a KV cache (minitrain/models/kv_cache.py), feeding one new
 token per step. `dropout` (0 in every pretrained model) drops the output of each sub-layer while training.
 `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes the layer in
-backward (minitrain/autograd/checkpoint.py): the same gradients, a second forward pass of the layers, and ~30×
+backward (minitrain/autograd/recompute.py): the same gradients, a second forward pass of the layers, and ~30×
 less activation memory at SmolLM2-135M's shape (what brings a QLoRA step on 4 × 256 tokens under 1.5 GB).
 
 Init, all from the training RNG (transformers' for these models): embed_tokens, then per layer q, k, v, o, gate,
@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from minitrain.autograd import functional as F
-from minitrain.autograd.checkpoint import checkpoint
+from minitrain.autograd.recompute import checkpoint
 from minitrain.autograd.tensor import TAPE, Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section

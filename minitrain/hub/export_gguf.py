@@ -3,7 +3,7 @@ file that llama.cpp (and so Ollama, LM Studio) loads.
 
     source                                         model                       tokenizer written
     a run folder, model file or export of a        MiniGPT -> gpt2 layout      the character vocabulary, spelled
-        character model (a LoRA run: merged)                                   as a byte-level BPE (gguf_vocab.py)
+        character model (a LoRA run: merged)                                   as byte-level BPE (formats/gguf_vocab.py)
     a run on a pretrained base (RUN/tokenizer/)    its family (LoRA: merged)   the base's BPE
     a Llama-family or GPT-2 base: .gguf, Hugging   llama / qwen2 / gpt2        the base's BPE (a .gguf's own
         Face folder or Hub id                                                  tokenizer fields, as they were)
@@ -25,15 +25,15 @@ import numpy as np
 
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gguf_vocab import bpe_fields, char_fields
-from minitrain.hub.gguf_write import DTYPES, check_writable, write_gguf_model
+from minitrain.formats.gguf_vocab import bpe_fields, char_fields
+from minitrain.formats.gguf_write import DTYPES, check_writable, write_gguf_model
 from minitrain.models.registry import model_type
 
 
 class GGUFSource(NamedTuple):
     model_config: dict[str, Any]
     state: dict[str, np.ndarray]
-    fields: dict[str, Any]  # the tokenizer.* fields (hub/gguf_vocab.py)
+    fields: dict[str, Any]  # the tokenizer.* fields (formats/gguf_vocab.py)
     name: str  # general.name
 
 
@@ -54,8 +54,8 @@ def check_gguf_family(model_config: dict[str, Any], source: str) -> None:
 
 
 def _gguf_file(path: Path) -> GGUFSource:
-    from minitrain.hub.gguf_file import gguf_architecture, read_gguf
-    from minitrain.hub.gguf_gpt2 import read_gpt2_gguf
+    from minitrain.formats.gguf_gpt2 import read_gpt2_gguf
+    from minitrain.formats.gguf_read import gguf_architecture, read_gguf
     from minitrain.hub.pretrained import load_pretrained_base
 
     if gguf_architecture(path) == "gpt2":
