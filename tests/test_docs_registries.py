@@ -75,9 +75,9 @@ def test_the_model_table_lists_every_family_and_its_keys():
 
 
 def test_trackers_and_callbacks_are_built_for_exactly_the_schemas_names_and_the_docs_list_them():
-    from minitrain.callbacks.from_config import BUILDERS
     from minitrain.config.observing import CALLBACK_OPTIONS, DEFAULT_TRIGGER, TRACKER_BACKENDS, CallbackEntry
     from minitrain.tracking import TRACKERS
+    from minitrain.training.watchers import BUILDERS
 
     assert list(TRACKERS) == list(TRACKER_BACKENDS)
     assert list(BUILDERS) == list(CALLBACK_OPTIONS) == list(DEFAULT_TRIGGER)

@@ -1,5 +1,5 @@
 """Callbacks: watch a run at the loop's events (base.py: the API; builtin.py: the ones a config names by type;
-custom.py: a `module:function` entry point; from_config.py: a run's callbacks from its config).
+custom.py: a `module:function` entry point; a run's callbacks from its config: minitrain/training/watchers.py).
 
     from minitrain.callbacks import Callback, Context
 

@@ -65,7 +65,7 @@ def check_files(cfg: Config) -> DataSummary:
 
         problems += init_from_problems(cfg)
     if cfg.distillation.enabled:
-        from minitrain.distillation.task import teacher_problems
+        from minitrain.training.distillation_task import teacher_problems
 
         problems += teacher_problems(cfg)
     problems += missing_extras(cfg)

@@ -56,7 +56,7 @@ class SystemConfig(Section):
 
 Trigger = Literal["step", "validation", "epoch_end", "train_end"]
 # The callback types, the one table of them: each type's options (its `config:` keys) with their defaults, and
-# the trigger it acts at unless told. minitrain/callbacks/from_config.py builds each (BUILDERS, same names,
+# the trigger it acts at unless told. minitrain/training/watchers.py builds each (BUILDERS, same names,
 # tested); the schema's `type` choices and docs/yaml-mode.md's rows come from here.
 CALLBACK_OPTIONS: dict[str, dict[str, Any]] = {
     "checkpoint": {"save_best": False, "metric": "val_loss", "mode": "min"},

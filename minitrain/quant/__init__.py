@@ -6,7 +6,6 @@
     grid.py       the integer grid: a unit's scale and zero point, rounding onto the grid and back (lab 05)
     affine.py     integer quantization: scale and zero point per tensor, channel or group; range methods
     ops.py        tape ops: a linear layer over 4-bit blocks, fake quantization with a straight-through backward
-    qat.py        fake quantizers on linear layers (quantization-aware training)
     ptq.py        quantizing a trained model's linear layers, with calibration data
     qfile.py      the quantized model file's layout, and reading it back as float32
 

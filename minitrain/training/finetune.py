@@ -26,7 +26,7 @@ from minitrain.lora.peft import write_peft_adapter
 from minitrain.nn import Module
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.quant.ptq import quantizable_paths
-from minitrain.quant.qat import attach_fake_quantizers
+from minitrain.training.qat import attach_fake_quantizers
 from minitrain.training.quantize import calibration_batches, dequantized_model, quantize_model, write_quantized
 from minitrain.training.scoring import score_records
 

@@ -31,11 +31,11 @@ from minitrain.models.registry import build_model
 from minitrain.nn import Module
 from minitrain.quant.affine import Quantized
 from minitrain.quant.ptq import calibration_grams, quantizable_paths, quantize_weights
-from minitrain.quant.qat import detach_fake_quantizers
 from minitrain.quant.qfile import KIND, dequantized_state, quantized_tensors
 from minitrain.quant.scheme import Scheme
 from minitrain.runs.model_files import save_model_file
 from minitrain.training.artifacts import non_finite_scores
+from minitrain.training.qat import detach_fake_quantizers
 from minitrain.training.scoring import EVAL_BATCH_SIZE, score_records
 
 

@@ -23,8 +23,6 @@ from minitrain.nn import Module
 from minitrain.quant.ops import fake_quantize
 from minitrain.quant.scheme import Scheme
 
-OBSERVER_METHODS = {"minmax": "minmax", "percentile": "percentile", "histogram": "mse"}
-
 
 def attach_fake_quantizers(model: Module, scheme: Scheme, paths: Iterable[str]) -> list[str]:
     """Give each linear layer at `paths` a fake quantizer by `scheme`; returns the paths."""
