@@ -6,8 +6,9 @@
     grid.py       the integer grid: a unit's scale and zero point, rounding onto the grid and back (lab 05)
     affine.py     integer quantization: scale and zero point per tensor, channel or group; range methods
     ops.py        tape ops: a linear layer over 4-bit blocks, fake quantization with a straight-through backward
-    ptq.py        quantizing a trained model's linear layers, with calibration data
     qfile.py      the quantized model file's layout, and reading it back as float32
 
 Everything is NumPy: the integers are a storage format, and the products run in float32 on dequantized values.
+These are formats and ops on arrays (minitrain.nn's Linear4Bit is built on them); the passes over a model's layers
+are the training room's: minitrain/training/quantize.py (PTQ) and minitrain/training/qat.py (QAT).
 """
