@@ -283,7 +283,7 @@ def test_sample_and_eval_read_a_minigpt_gguf_as_its_run(tmp_path, capsys):
 
 
 def test_publish_dry_run_lists_one_gguf_file(run, capsys):
-    from minitrain.hub.publish import publish
+    from minitrain.hub.upload import publish
 
     lines: list[str] = []
     publish(run, "alice/tiny", dry_run=True, log=lines.append, model_format="gguf", dtype="q8_0")

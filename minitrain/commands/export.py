@@ -11,7 +11,7 @@ import argparse
 
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.formats.gguf_write import DTYPES as GGUF_DTYPES
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 
 FORMATS = ("hf", "gguf")
 

@@ -123,7 +123,7 @@ def _without_resume(command: list[str] | None) -> list[str] | None:
 
 def _warn_if_no_token(repo: str) -> None:
     # Say it before training rather than only after it: the user can still log in while the run trains.
-    from minitrain.hub.publish import missing_token
+    from minitrain.hub.upload import missing_token
 
     problem = missing_token(repo)
     if problem:
@@ -134,7 +134,7 @@ def _warn_if_no_token(repo: str) -> None:
 def _publish_run(cfg: Config, status: str, quiet: bool) -> None:
     """The config's `publish:` section, after a finished run. A failure to publish leaves the run folder as
     training completed it; the error says how to publish it later."""
-    from minitrain.hub.publish import maybe_publish_after_training  # the Hub client is only needed here
+    from minitrain.hub.upload import maybe_publish_after_training  # the Hub client is only needed here
 
     try:
         maybe_publish_after_training(cfg, cfg.output.dir, status, quiet=quiet)

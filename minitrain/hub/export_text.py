@@ -10,7 +10,7 @@ the Hugging Face folder `LlamaForCausalLM` / `Qwen2ForCausalLM` loads (`hub.pret
     OUT_DIR/ config.json, model.safetensors, generation_config.json, tokenizer.json, tokenizer_config.json
              (special_tokens_map.json, chat_template.jinja when the base had them), README.md (hub/card_llama.py)
 
-The folder is staged beside OUT_DIR and swapped in whole, as every export is (minitrain/hub/export.py). A LoRA run
+The folder is staged beside OUT_DIR and swapped in whole, as every export is (minitrain/hub/export_hf.py). A LoRA run
 is exported merged: its base rebuilt from `init_from` (`pretrained_runs.run_model`), each adapter's update
 W + (α/r)·A·B folded into its layer, so the folder is a plain model of the base's architecture.
 """

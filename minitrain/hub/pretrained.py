@@ -203,7 +203,7 @@ def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray],
     if is_llama(model_config):
         config = to_hf_config(model_config, bos, eos, pad, model_type)
         hf_state = to_hf_state(state, model_config)
-    else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export.py writes minitrain's own the same way)
+    else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export_hf.py writes minitrain's own the same way)
         config = to_gpt2_config(model_config, pad, bos, eos)
         hf_state = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
     atomic_write_json(folder / "config.json", config)

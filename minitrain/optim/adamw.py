@@ -1,6 +1,6 @@
 """AdamW (Loshchilov & Hutter): Adam with weight decay decoupled from the gradient, as `torch.optim.AdamW`.
 
-For step t, per element (see `minitrain/autograd/kernels/adamw.py` for the fused kernel):
+For step t, per element (see `minitrain/autograd/kernels/adamw_update.py` for the fused kernel):
 
     p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
     p ← p − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)

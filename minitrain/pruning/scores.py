@@ -9,7 +9,7 @@
 
 A weight that is small but fed a large input (LLMs have a few such outlier features) matters more than its
 magnitude says: that is what Wanda adds. ‖X_i‖₂² is the diagonal of XᵀX (`calibration_grams`, padded positions
-left out), the Gram matrix the mse quantizer weighs its rounding error by too (minitrain/training/quantize.py).
+left out), the Gram matrix the mse quantizer weighs its rounding error by too (minitrain/training/ptq.py).
 """
 
 from __future__ import annotations

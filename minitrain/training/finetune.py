@@ -25,14 +25,14 @@ from minitrain.lora import adapter_state, add_adapters, base_weight_bytes, linea
 from minitrain.lora.peft import write_peft_adapter
 from minitrain.nn import Module
 from minitrain.nn.quantized import Linear4Bit
-from minitrain.training.qat import attach_fake_quantizers
-from minitrain.training.quantize import (
+from minitrain.training.ptq import (
     calibration_batches,
     dequantized_model,
     quantizable_paths,
     quantize_model,
     write_quantized,
 )
+from minitrain.training.qat import attach_fake_quantizers
 from minitrain.training.scoring import score_records
 
 ADAPTER_DIR = "adapter"

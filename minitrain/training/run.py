@@ -44,7 +44,7 @@ from minitrain.common.io import atomic_write_text, cannot_write, read_text
 from minitrain.common.paths import REPO_ROOT, recorded_path
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary
-from minitrain.config.extras import missing_extras
+from minitrain.config.missing_extras import missing_extras
 from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_check import Fold

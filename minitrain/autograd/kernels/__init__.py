@@ -19,10 +19,10 @@ from types import SimpleNamespace
 from numba import config as numba_config
 
 from minitrain.autograd.kernels import (
-    adamw,
+    adamw_update,
     attention,
     cross_entropy,
-    embedding,
+    embedding_backward,
     gelu,
     grad_norm,
     grouped_attention,
@@ -40,9 +40,9 @@ KERNELS = {
     "cross_entropy_backward": cross_entropy,
     "attention_forward": attention,
     "attention_backward": attention,
-    "embedding_backward": embedding,
+    "embedding_backward": embedding_backward,
     "sum_of_squares": grad_norm,
-    "adamw_update": adamw,
+    "adamw_update": adamw_update,
     "rmsnorm_forward": rmsnorm,
     "rmsnorm_backward": rmsnorm,
     "silu_forward": silu,

@@ -102,7 +102,7 @@ def export_model(
         return export_text_model(source, out_dir, repo_id)
     info = read_run(source)
     if info.adapter is not None and merge_adapters:
-        from minitrain.hub.merge import merged_model  # merging needs the sources, which import this module
+        from minitrain.hub.fold_adapters import merged_model  # merging needs the sources, which import this module
 
         model, _ = merged_model(info, base_model)
         info = replace(info, state=model.state_dict(), model_config=dict(model.config), adapter=None)

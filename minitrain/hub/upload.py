@@ -2,7 +2,7 @@
 
     1. find the token the way huggingface_hub does (HF_TOKEN, then the token file of `hf auth login`);
        no token -> one clear error, before anything is exported or sent
-    2. export the run into a temporary folder (minitrain/hub/export.py): a LoRA run's adapter in PEFT's layout,
+    2. export the run into a temporary folder (minitrain/hub/export_hf.py): a LoRA run's adapter in PEFT's layout,
        or with --merge-adapters the base with the adapters merged in
     3. create_repo(exist_ok=True): a new repo, or the existing one reused
     4. upload_folder: one commit with every file of the export
@@ -27,7 +27,7 @@ from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_b
 from minitrain.common.errors import BAD_INPUT, HUB_FAILED, UserError
 from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import read_json_object
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 from minitrain.runs.run_files import FINISHED
 
 
