@@ -25,7 +25,7 @@ import numpy as np
 
 from minitrain.autograd import kernels
 from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.optim.base import Optimizer, Parameter, check_range
+from minitrain.optim.optimizer import Optimizer, Parameter, check_range
 
 
 class AdamW(Optimizer):

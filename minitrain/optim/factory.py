@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from importlib import import_module
 
 from minitrain.common.registry import check_choice, keyword_defaults
-from minitrain.optim.base import Optimizer, Parameter
+from minitrain.optim.optimizer import Optimizer, Parameter
 
 # One line per optimizer: its module of minitrain/optim/ and class; the class's `name` is its `optimizer.type`.
 OPTIMIZER_CLASSES = (

@@ -4,7 +4,7 @@
       tracking: {backend: mlflow, experiment: verbs-lr, project: course, tags: {lab: "01"}}
 
 `build_tracker` makes the tracker a config asks for; it is one of the run's callbacks (minitrain/callbacks/), so
-it hears every logged row. Each backend is an optional extra, imported only when chosen (base.py, the backends
+it hears every logged row. Each backend is an optional extra, imported only when chosen (tracker.py, the backends
 in *_tracker.py; docs/yaml-mode.md "Experiment tracking and system metrics").
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from minitrain.config.observing import TrackingConfig
-from minitrain.tracking.base import Tracker, flatten
+from minitrain.tracking.tracker import Tracker, flatten
 
 
 class Destination(NamedTuple):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.common.io import append_line
-from minitrain.tracking.base import Tracker
+from minitrain.tracking.tracker import Tracker
 
 
 class JsonlTracker(Tracker):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.extras import require
-from minitrain.tracking.base import Tracker, numeric
+from minitrain.tracking.tracker import Tracker, numeric
 
 
 class TensorBoardTracker(Tracker):

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.callbacks.base import Actions, CallbackList
+from minitrain.callbacks.callback import Actions, CallbackList
 from minitrain.checkpoint import save_checkpoint
 from minitrain.common.io import append_line
 from minitrain.evaluation.alerts import AlertMonitor
