@@ -83,7 +83,7 @@ def amsgrad_update(
     """One AdamW (or Adam) step with AMSGrad, in place: the kernel's math with v_max ← max(v_max, v) in the
     denominator (torch.optim.AdamW(amsgrad=True) step by step).
 
-    The decay and the moments repeat `kernels.adamw.adamw_update_reference`'s first lines on purpose: the course
+    The decay and the moments repeat `kernels.adamw_update.adamw_update_reference`'s first lines on purpose: the course
     (theory/02) quotes that reference whole, and this reads whole too.
     """
     if decoupled:
