@@ -58,13 +58,15 @@ if __name__ == "__main__" and "--layer" not in __import__("sys").argv:
 
 
 def layer_step_seconds(backend: str, repeats: int = 5) -> tuple[float, float]:
-    """Forward and forward+backward of one SmolLM2-shaped LlamaDecoderLayer (all weights trained), medians."""
+    """Forward and forward+backward of one SmolLM2-shaped Llama decoder layer (all weights trained), medians."""
     from minitrain.autograd.tensor import Tensor, no_grad
-    from minitrain.nn import LlamaDecoderLayer, RotaryEmbedding
+    from minitrain.models.decoder import DecoderLayer
+    from minitrain.nn import LlamaAttention, LlamaMLP, RMSNorm, RotaryEmbedding
     from minitrain.nn.rotary import rope_positions
 
     rng = np.random.default_rng(0)
-    layer = LlamaDecoderLayer(C, H, H_KV, D, FF, rng=rng)
+    layer = DecoderLayer(LlamaAttention(C, H, H_KV, D, rng=rng), LlamaMLP(C, FF, rng=rng), RMSNorm(C, 1e-5),
+                         RMSNorm(C, 1e-5))
     x = Tensor(rng.standard_normal((B, T, C)).astype(np.float32), requires_grad=True)
     cos, sin = RotaryEmbedding(D, 100000.0)(rope_positions(B, T))
     allowed = F.attention_mask(T, T)

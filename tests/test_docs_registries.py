@@ -74,17 +74,47 @@ def test_the_model_table_lists_every_family_and_its_keys():
         assert headed[name] == set(family.keys.model_fields), f"model keys of {name}"
 
 
-def test_trackers_and_callbacks_are_built_for_exactly_the_schemas_names_and_the_docs_list_them():
-    from minitrain.config.observing import CALLBACK_OPTIONS, DEFAULT_TRIGGER, TRACKER_BACKENDS, CallbackEntry
-    from minitrain.tracking import TRACKERS
-    from minitrain.training.watchers import BUILDERS
+def test_trackers_and_callbacks_are_listed_by_the_docs_from_their_registries():
+    from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, CallbackEntry
 
-    assert list(TRACKERS) == list(TRACKER_BACKENDS)
-    assert list(BUILDERS) == list(CALLBACK_OPTIONS) == list(DEFAULT_TRIGGER)
-    assert list(CallbackEntry.model_fields["type"].annotation.__args__) == list(CALLBACK_OPTIONS)
+    assert list(CallbackEntry.model_fields["type"].annotation.__args__) == list(CALLBACKS)
     text = DOCS.read_text(encoding="utf-8")
     listed = lambda names: ", ".join(f"`{name}`" for name in names)  # noqa: E731
     assert f"| `tracking.backend` | {listed(TRACKER_BACKENDS)} |" in text
-    assert f"| `type` | {listed(CALLBACK_OPTIONS)} |" in text
-    for name in CALLBACK_OPTIONS:  # the callbacks table has a row for each type
-        assert re.search(rf"^\| `{name}` \| {DEFAULT_TRIGGER[name]} \|", text, re.M), name
+    assert f"| `type` | {listed(CALLBACKS)} |" in text
+    for name, kind in CALLBACKS.items():  # the callbacks table has a row for each type
+        assert re.search(rf"^\| `{name}` \| {kind.trigger} \|", text, re.M), name
+
+
+def test_the_merging_page_lists_every_merge_method_in_the_registrys_order():
+    from minitrain.merging.methods import MERGE_METHODS
+
+    text = (DOCS.parent / "merging.md").read_text(encoding="utf-8")
+    table = text.split("| method | merged tensor | file |", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^\| `(\w+)`", table, re.M) == list(MERGE_METHODS)
+    assert f"merge_method: ties                 # {' | '.join(MERGE_METHODS)}\n" in text
+
+
+def test_the_architecture_page_names_each_registry_and_its_record():
+    from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS
+    from minitrain.data.formats import TABLE_FORMATS
+    from minitrain.merging.methods import MERGE_METHODS
+    from minitrain.pruning.masks import STRUCTURES
+    from minitrain.pruning.scores import METHODS as PRUNING_METHODS
+
+    text = (DOCS.parent / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("## One registry per plug-in kind\n", 1)[1].split("\n\n", 1)[0]
+    for registry, name in [(MERGE_METHODS, "MERGE_METHODS"), (PRUNING_METHODS, "METHODS"), (STRUCTURES, "STRUCTURES"),
+                           (TRACKER_BACKENDS, "TRACKER_BACKENDS"), (CALLBACKS, "CALLBACKS"),
+                           (TABLE_FORMATS, "TABLE_FORMATS")]:
+        record = type(next(iter(registry.values())))
+        fields = ", ".join(record.__dataclass_fields__)
+        assert f"`{name}`: `{record.__name__}({fields})`" in table, f"{registry.kind}: {record.__name__}({fields})"
+
+
+def test_the_data_formats_rows_name_every_table_format():
+    from minitrain.data.formats import TABLE_FORMATS
+
+    rows = [row for row in section_rows("data") if keys_of(row[0]) == ["format"]]
+    # the type cells: all but the key, the default and the meaning (an escaped \| splits a cell in two)
+    assert {name for row in rows for cell in row[1:-2] for name in keys_of(cell)} == {*TABLE_FORMATS, "auto"}

@@ -1,5 +1,6 @@
-"""The three worked examples of docs/extending.md, as the code the page quotes and the tests that prove it works:
-a new op with its backward, a new layer (RMSNorm) trained inside MiniGPT, and a new optimizer (Lion)."""
+"""The worked examples of docs/extending.md, as the code the page quotes and the tests that prove it works: a new op
+with its backward, a new layer (RMSNorm) trained inside MiniGPT, a new optimizer (Lion), and a new family composed
+from the decoder's pieces (Gemma), checked against a forward written in plain NumPy from Gemma's equations."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from extending.gemma import Gemma
 from extending.lion import Lion
 from test_course_text import excerpt_matches, parse
 
@@ -121,6 +123,75 @@ def test_lion_takes_the_documented_step_and_trains():
     np.testing.assert_array_equal(restored.state["exp_avg"], opt.state["exp_avg"])
 
 
+# ---------------------------------------------------------------------------------- example 5: a composed family
+
+
+def gemma_reference(w: dict[str, np.ndarray], idx: np.ndarray, c: dict) -> np.ndarray:
+    """Gemma's logits (B, T, V) in plain NumPy, from its published equations (Gemma Team 2024; transformers'
+    GemmaForCausalLM), nothing of minitrain: `w` by Hugging Face name, linear weights [in, out]."""
+    (batch, time), heads, kv, dim = idx.shape, c["n_head"], c["n_kv_head"], c["head_dim"]
+
+    def norm(x, gain):  # RMSNorm with the gain stored as its offset from 1
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + c["rms_norm_eps"]) * (1.0 + gain)
+
+    def gelu(x):  # the tanh approximation
+        return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+    def rope(x):  # pair (i, i + D/2) of position t turned by the angle t·θ^(−2i/D)
+        angle = np.arange(time)[:, None, None] * c["rope_theta"] ** (-np.arange(0, dim, 2) / dim)
+        a, b = x[..., : dim // 2], x[..., dim // 2 :]
+        return np.concatenate([a * np.cos(angle) - b * np.sin(angle), b * np.cos(angle) + a * np.sin(angle)], -1)
+
+    x = w["model.embed_tokens.weight"][idx] * np.sqrt(c["d_model"])
+    for i in range(c["n_layer"]):
+        p = {name.removeprefix(f"model.layers.{i}.").removesuffix(".weight"): v for name, v in w.items()}
+        h = norm(x, p["input_layernorm"])
+        q = rope((h @ p["self_attn.q_proj"]).reshape(batch, time, heads, dim))
+        k = rope((h @ p["self_attn.k_proj"]).reshape(batch, time, kv, dim)).repeat(heads // kv, axis=2)
+        v = (h @ p["self_attn.v_proj"]).reshape(batch, time, kv, dim).repeat(heads // kv, axis=2)  # head h: kv h//G
+        scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(dim)
+        scores = np.where(np.tril(np.ones((time, time), dtype=bool)), scores, -np.inf)  # causal
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        x = x + np.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, time, heads * dim) @ p["self_attn.o_proj"]
+        h = norm(x, p["post_attention_layernorm"])
+        x = x + (gelu(h @ p["mlp.gate_proj"]) * (h @ p["mlp.up_proj"])) @ p["mlp.down_proj"]
+    return norm(x, w["model.norm.weight"]) @ w["model.embed_tokens.weight"].T  # the tied head
+
+
+GEMMA = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=16, head_dim=6, d_ff=24, vocab_size=11, max_seq_len=8,
+             rope_theta=100.0)
+
+
+def test_gemma_is_the_decoder_with_its_own_pieces_and_matches_its_equations_in_numpy():
+    model = Gemma(**GEMMA, rng=0)
+    assert all(not p.data.any() for name, p in model.named_parameters() if name.endswith("norm.weight"))  # w = 0
+    assert "lm_head.weight" not in model.state_dict() and len(model.state_dict()) == 2 + 9 * GEMMA["n_layer"]
+    rng = np.random.default_rng(1)
+    model.load_state_dict({name: rng.normal(0.0, 0.4, p.shape) for name, p in model.state_dict().items()})
+    idx = rng.integers(0, GEMMA["vocab_size"], (2, 7))
+    want = gemma_reference({k: v.astype(np.float64) for k, v in model.state_dict().items()}, idx, model.config)
+    logits, _ = model(idx)
+    assert logits.dtype == np.float32 and np.abs(want).max() > 1.0
+    np.testing.assert_allclose(logits.data, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    mask = np.ones((2, 8), dtype=bool)
+    mask[:, 0] = False
+    left_padded = model(np.concatenate([idx[:, :1], idx], 1), attn_pad_mask=mask)[0].data[:, 1:]
+    np.testing.assert_allclose(left_padded, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())  # positions from 0
+    [generated] = model.generate(idx[0, :3].tolist(), 4)  # the KV cache: each step the argmax of a full pass
+    full = np.concatenate([idx[0, :3], generated])[None]
+    assert generated == model(full)[0].data[0, 2:-1].argmax(-1).tolist()
+
+
+def test_gemma_gradients_match_central_differences_in_float64():
+    model = Gemma(**{**GEMMA, "n_layer": 1, "d_model": 8, "head_dim": 4, "d_ff": 8}, rng=2, dtype=np.float64)
+    rng = np.random.default_rng(3)
+    model.load_state_dict({name: rng.normal(0.0, 0.4, p.shape) for name, p in model.state_dict().items()})
+    idx = rng.integers(0, GEMMA["vocab_size"], (2, 5))
+    params = [p for _, p in model.named_parameters()]
+    assert gradcheck(lambda *_: model(idx, np.roll(idx, -1, axis=1))[1], params, rtol=1e-5, atol=1e-8)
+
+
 # ---------------------------------------------------------------------------------- the page itself
 
 
@@ -140,16 +211,17 @@ def test_docs_extending_quotes_exactly_this_file_and_every_example():
 
 # ---------------------------------------------------------------- one file and one line: a family and an optimizer
 
-PLUG_INS = [ROOT / "tests" / "extending" / "bigram.py", ROOT / "tests" / "extending" / "lion.py"]
+PLUG_INS = [ROOT / "tests" / "extending" / name for name in ("bigram.py", "lion.py", "gemma.py")]
 REGISTRATIONS = [  # (the file a plug-in goes into, the registry it joins, the line that registers it)
     ("minitrain/models/bigram.py", "minitrain/models/registry.py", '    "sequential",\n', '    "bigram",\n'),
     ("minitrain/optim/lion.py", "minitrain/optim/factory.py", '    "lamb.Lamb",\n', '    "lion.Lion",\n'),
+    ("minitrain/models/gemma.py", "minitrain/models/registry.py", '    "llama",\n', '    "gemma",\n'),
 ]
 
 
 def test_a_family_and_an_optimizer_are_each_one_file_and_one_line(tmp_path):
-    """Copy minitrain, drop in the two files, add one line to each registry, and run the contract test
-    (tests/test_families.py) on the new family and with the new optimizer: built from YAML, trained, saved,
+    """Copy minitrain, drop in the three files, add one line to each registry, and run the contract test
+    (tests/test_families.py) on the new families and with the new optimizer: built from YAML, trained, saved,
     loaded, sampled, resumed bit-exactly, summarised. Nothing else is edited."""
     copy = tmp_path / "checkout"
     shutil.copytree(ROOT / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__", "*.nb?"))
@@ -165,10 +237,12 @@ def test_a_family_and_an_optimizer_are_each_one_file_and_one_line(tmp_path):
         (copy / registry).write_text(text.replace(after, after + line), encoding="utf-8")
     tests = ["test_every_family_trains_saves_loads_serves_and_resumes[bigram]",
              "test_every_family_resumes_bit_exactly_with_every_optimizer[bigram-lion]",
-             "test_every_family_resumes_bit_exactly_with_every_optimizer[minigpt-lion]"]
+             "test_every_family_resumes_bit_exactly_with_every_optimizer[minigpt-lion]",
+             "test_every_family_trains_saves_loads_serves_and_resumes[gemma]",
+             "test_every_family_resumes_bit_exactly_with_every_optimizer[gemma-lion]"]
     env = {**os.environ, "PYTHONPATH": str(copy), "NUMBA_DISABLE_JIT": "1"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                            *(f"tests/test_families.py::{t}" for t in tests)],
                           cwd=copy, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "3 passed" in done.stdout
+    assert "5 passed" in done.stdout

@@ -234,8 +234,9 @@ def test_permute_and_unpermute_are_inverse(shape, heads):
 # --- refusals and the commands ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("source", "message"), [
-    (TABLE, "a sequential table model; GGUF holds language models"),
-    (MLP_LM, "model.type mlp_lm: llama.cpp has layouts for the Llama family and GPT-2 (MiniGPT) only"),
+    (TABLE, "model.type sequential cannot be written as a GGUF (llama.cpp has no layout for it; only minigpt, llama "
+            "can)"),
+    (MLP_LM, "model.type mlp_lm cannot be written as a GGUF (llama.cpp has no layout for it; only minigpt, llama can)"),
 ])
 def test_a_model_llama_cpp_has_no_layout_for_is_refused_with_the_reason(tmp_path, capsys, source, message):
     code, _, err = cli(["export", source, tmp_path / "x.gguf", "--format", "gguf", "--vocab", VOCAB], capsys)
@@ -315,7 +316,7 @@ def test_output_model_format_gguf_of_a_table_model_is_refused_before_training(tm
 
     config = write_config(tmp_path, {**CONFIG, "output": {"model_format": "gguf"}})
     code, _, err = cli(["validate", config], capsys)
-    assert code == 2 and "output.model_format: gguf: llama.cpp has layouts for the Llama family and GPT-2" in err
+    assert code == 2 and "output.model_format: gguf: model.type sequential cannot be written as a GGUF" in err
     code, _, err = cli(["train", config, "--out-dir", tmp_path / "run", "--quiet"], capsys)
     assert code == 2 and "model.type sequential" in err  # the same rule, before anything is trained
     assert not (tmp_path / "run").exists()

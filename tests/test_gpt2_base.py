@@ -193,7 +193,8 @@ def test_init_base_writes_a_minigpt_config_that_validates(tmp_path, base, capsys
     assert code == 0, err
     config = yaml.safe_load(out.read_text())
     assert config["model"]["type"] == "minigpt" and config["model"]["max_seq_len"] == 32
-    assert config["data"]["packing"] == "pad" and config["lora"]["target_modules"] == ["c_attn", "c_proj", "c_fc"]
+    assert config["data"]["packing"] == "pad"
+    assert config["lora"]["target_modules"] == ["c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"]
     assert "Tokenizer: the base's own (266 tokens)" in printed
     assert sorted(p.name for p in data.iterdir()) == ["train.jsonl", "val.jsonl"]
     code, _, err = run(["validate", out], capsys)

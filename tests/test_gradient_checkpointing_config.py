@@ -9,7 +9,7 @@ import matplotlib.figure
 import pytest
 import yaml
 
-import minitrain.models.llama as llama_module
+import minitrain.models.decoder as decoder_module
 from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.course.fixtures import write_tiny_data
@@ -53,15 +53,15 @@ def train(config: Path, out_dir: Path, overrides: list[str], **keys) -> dict:
 
 @pytest.fixture
 def checkpointed_layers(monkeypatch) -> list[int]:
-    """Counts the layers Llama runs through minitrain.autograd.recompute (one entry per call)."""
+    """Counts the layers Llama (its decoder) runs through minitrain.autograd.recompute (one entry per call)."""
     calls: list[int] = []
-    real = llama_module.checkpoint
+    real = decoder_module.checkpoint
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(llama_module, "checkpoint", counting)
+    monkeypatch.setattr(decoder_module, "checkpoint", counting)
     return calls
 
 
@@ -91,7 +91,7 @@ def test_it_is_not_hashed_so_a_resume_may_switch_it(tmp_path):
 
 def test_a_family_without_it_is_refused(tmp_path):
     config = write_config(tmp_path, "minigpt")
-    with pytest.raises(UserError, match=r"training\.gradient_checkpointing: model.type minigpt does not support it "
-                                        r"\(only llama\)"):
+    with pytest.raises(UserError, match=r"training\.gradient_checkpointing: model.type minigpt cannot recompute its "
+                                        r"layers in backward \(.*; only llama can\); set it to false"):
         load_config(config, ON)
     assert not load_config(config, ["training.gradient_checkpointing=false"]).training.gradient_checkpointing

@@ -94,7 +94,7 @@ def test_rope_parameters_and_llama3_scaling_are_read_in_both_spellings():
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_type = 'yarn'"),
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "llama3 scaling needs"),
     ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
-    ({"num_key_value_heads": 3}, "must divide num_attention_heads"),
+    ({"num_key_value_heads": 3}, "num_key_value_heads = 3: n_head 4 is not a multiple of n_kv_head 3"),
     ({"pretraining_tp": 2}, "pretraining_tp"),
     ({"hidden_size": "32"}, "hidden_size = '32'"),
 ])

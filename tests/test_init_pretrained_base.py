@@ -12,8 +12,10 @@ from huggingface_hub import HfApi
 from test_cli import run as cli
 from test_hub_pretrained import HF_CONFIG, MINITRAIN, hf_folder, random_hf_state, write_gguf
 
-from minitrain.commands.init_base import LLAMA_TARGETS, row_length
+from minitrain.commands.init_base import row_length
 from minitrain.config.yaml_lines import parse_yaml
+
+LLAMA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 CHAT = [{"messages": [{"role": "user", "content": f"hola {i}"}, {"role": "assistant", "content": "como"}]}
         for i in range(5)]
@@ -61,7 +63,7 @@ def test_a_gguf_base_and_chat_data_give_a_lora_config_and_the_summary(gguf, chat
     assert cfg["model"] == {**MINITRAIN, "init_from": str(gguf)}  # the tiny base's context, 64, caps the rows
     assert cfg["data"] == {"train_path": str(chat / "train.jsonl"), "val_path": str(chat / "val.jsonl"),
                            "packing": "pack", "loss_on": "completion", "overflow": "error"}
-    assert cfg["lora"]["target_modules"] == list(LLAMA_TARGETS) and cfg["lora"]["rank"] == 4  # width 32
+    assert cfg["lora"]["target_modules"] == [*LLAMA_TARGETS] and cfg["lora"]["rank"] == 4  # width 32
     assert cfg["optimizer"]["lr_max"] == 2e-4 and cfg["name"] == "tiny-chat"
     assert out.startswith("Created minitrain.yaml with:\n  Model: ")
     assert "(32 hidden, 2 layers, 4 heads / 2 key-value, " in out and "from its GGUF metadata" in out

@@ -144,7 +144,7 @@ def test_a_bad_config_is_refused_by_key_and_line(runs, tmp_path, capsys, change,
 def test_slerp_needs_exactly_two_models_and_a_t_for_every_tensor(runs, tmp_path):
     three = {"merge_method": "slerp", "base_model": str(runs[0]), "parameters": {"t": 0.5},
              "models": [{"model": str(runs[1])}, {"model": str(runs[2])}]}
-    with pytest.raises(UserError, match="exactly one other under models"):
+    with pytest.raises(UserError, match=r"slerp merges exactly 1 model besides base_model \(got 2\)"):
         read_spec(write(tmp_path / "a.yaml", three))
     partial = {**three, "models": [{"model": str(runs[0])}, {"model": str(runs[1])}],  # base listed too: left out
                "parameters": {"t": [{"filter": "attn", "value": 0.3}]}}

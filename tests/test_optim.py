@@ -11,7 +11,8 @@ import minitrain.autograd.kernels.adamw_update as adamw_module
 from minitrain.autograd import kernels
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.common.errors import UserError
-from minitrain.optim import OPTIMIZERS, AdamW, build_optimizer, optimizer_keys
+from minitrain.common.registry import keyword_defaults
+from minitrain.optim import OPTIMIZERS, AdamW, build_optimizer
 from minitrain.optim.groups import Setting, resolve_settings
 
 STEPS = 3
@@ -388,7 +389,8 @@ def test_build_optimizer_rejects_unknown_type_and_keys():
         build_optimizer("adamx", _own_params())
     with pytest.raises(UserError, match=r"optimizer.momentum: not a key of adamw \(valid: lr, beta1"):
         build_optimizer("adamw", _own_params(), momentum=0.9)
-    assert optimizer_keys("sgd") == ["lr", "momentum", "dampening", "nesterov", "weight_decay", "groups", "buffer"]
+    assert list(keyword_defaults(OPTIMIZERS["sgd"], skip=("named_params",))) == [
+        "lr", "momentum", "dampening", "nesterov", "weight_decay", "groups", "buffer"]
 
 
 @pytest.mark.parametrize(

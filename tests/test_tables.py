@@ -15,11 +15,11 @@ from huggingface_hub import constants
 
 from minitrain.common.errors import DataError, UserError
 from minitrain.config import config_from_dict
-from minitrain.data.formats import detect_format, read_table
+from minitrain.data.formats import read_table
 from minitrain.data.locate import locate_source, split_of
 from minitrain.data.preprocessing import Preprocessing, expand_columns
 from minitrain.data.row_split import fold_rows, split_rows
-from minitrain.data.tables import TablePipeline, build_table_data, columns_of, infer_task
+from minitrain.data.tables import TablePipeline, build_table_data, infer_task
 
 ROWS = [{"x": 1.5, "color": "red", "label": "a"}, {"x": 2.0, "color": "blue", "label": "b"},
         {"x": None, "color": "red", "label": "a"}, {"x": 4.0, "color": "green", "label": "b"}]
@@ -40,21 +40,6 @@ def write_all_formats(folder, rows=ROWS) -> dict[str, object]:
 
 
 # --- formats ------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("fmt", ["csv", "jsonl", "json", "parquet", "arrow"])
-def test_every_format_reads_the_same_rows(tmp_path, fmt):
-    path = write_all_formats(tmp_path)[fmt]
-    columns = columns_of(read_table(path))  # the format from the extension
-    assert detect_format(path) == fmt
-    assert columns["color"].tolist() == ["red", "blue", "red", "green"]
-    np.testing.assert_array_equal(columns["x"], [1.5, 2.0, np.nan, 4.0])
-
-
-def test_text_files_are_one_row_per_line(tmp_path):
-    path = tmp_path / "lines.txt"
-    path.write_text("hola\n\nmundo\n", "utf-8")
-    assert columns_of(read_table(path))["text"].tolist() == ["hola", "mundo"]
 
 
 def test_a_stream_arrow_file_reads_too(tmp_path):

@@ -18,8 +18,8 @@ What it does (the publish spec's smart init, §3.4), reading and never writing t
        `publish:` placeholder
     5. the summary of the spec's §4.1 (model, method, data, optimizer, output) and the next command
 
-    LLAMA_TARGETS = q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj   (every linear layer of a block)
-    GPT2_TARGETS = c_attn, c_proj, c_fc                                              (the same, in GPT-2's names)
+    the family record's `lora_targets`: every linear layer of a block (Llama's q_proj ... down_proj, GPT-2's c_attn,
+    attn.c_proj, c_fc, mlp.c_proj)
 
 Row length: the shortest power of two from 256 up that holds the longest record (a record of n tokens fills
 n - 1 positions: inputs ids[:-1], targets ids[1:]), at most the base's context and at most MAX_ROW. A longer record
@@ -37,8 +37,6 @@ from typing import Any
 
 from minitrain.commands.init_template import _scalar, suggested_rank
 
-LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-GPT2_TARGETS = ("c_attn", "c_proj", "c_fc")  # the same layers of a GPT-2 block (q/k/v fused in c_attn)
 MIN_ROW, MAX_ROW = 256, 2048
 BATCH_SIZE = 4
 MAX_STEPS = 500  # a first run on a CPU: the summary says how many steps one epoch is
@@ -108,7 +106,9 @@ def _name(base: str, folder: str) -> str:
 
 
 def _targets(model: dict[str, Any]) -> tuple[str, ...]:
-    return LLAMA_TARGETS if model["type"] == "llama" else GPT2_TARGETS
+    from minitrain.models.registry import family_of
+
+    return family_of(model).lora_targets
 
 
 def _lora_lines(method: str, rank: int, model: dict[str, Any]) -> list[str]:
@@ -189,15 +189,17 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
 
     method = method or "lora"
     model, tokenizer, facts = describe_base(spec)
-    model = {"type": "minigpt", **model}  # a GPT-2's config has no type: say it
-    gpt2 = model["type"] == "minigpt"  # learned positions: the rows are the base's context; padded, not packed
+    from minitrain.models.registry import DEFAULT_TYPE, family_of
+
+    model = {"type": DEFAULT_TYPE, **model}  # a GPT-2's config has no type: say it
+    family = family_of(model)  # learned positions: the rows are the base's context
     data = describe_text_data(folder)
     files = _data_section(data, folder)
     loss_on = "completion" if data["kind"] in ("chat", "prompt_completion") else "all"
     print(f"counting the tokens of {data['samples']:,} records with the base's tokenizer ...", file=sys.stderr)
     lengths = _lengths(files, tokenizer, loss_on)
     longest = max(max(v) for v in lengths.values())
-    row = model["max_seq_len"] if gpt2 else row_length(longest, model["max_seq_len"])
+    row = model["max_seq_len"] if family.learned_positions else row_length(longest, model["max_seq_len"])
     too_long = sum(n - 1 > row for v in lengths.values() for n in v)
     train_tokens = sum(lengths["train"])
     epoch_steps = max(math.ceil(train_tokens / (BATCH_SIZE * row)), 1)
@@ -206,7 +208,7 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
     plan = {"name": _name(spec, folder), "row": row, "longest": longest, "loss_on": loss_on,
             "overflow": "split" if too_long else "error", "too_long": too_long,
             "rank": suggested_rank(model["d_model"]), "steps": min(epoch_steps, MAX_STEPS),
-            "epoch_steps": epoch_steps, "read_from": read_from, "packing": "pad" if gpt2 else "pack"}
+            "epoch_steps": epoch_steps, "read_from": read_from, "packing": "pack" if family.packs_rows else "pad"}
     text = base_config_text(spec, method, folder, model, data, files, plan)
     _validate(text)
     return text, _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan)

@@ -37,11 +37,10 @@ from minitrain.config.data_section import DataConfig
 from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.loader import config_from_yaml
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.models.registry import linear_module_paths
+from minitrain.models.registry import family_of, linear_module_paths
 
 TEMPLATES = ("minimal", "lab01")
 METHODS = ("full", "lora", "qlora")
-GPT2_TARGETS = ("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj")  # every linear layer of a block
 DEFAULT_DATA = "data/processed"
 
 
@@ -258,7 +257,7 @@ def _method_lines(method: str, model: dict[str, Any] | None) -> list[str]:
     if method in ("lora", "qlora"):
         width = model.get("d_model") or max([*model.get("hidden", []), 1])
         rank = suggested_rank(width)
-        targets = GPT2_TARGETS if model.get("type", "minigpt") == "minigpt" else linear_module_paths(model)
+        targets = family_of(model).lora_targets or linear_module_paths(model)
         lines += ["", f"lora:   # {method}: the base stays frozen; only low-rank adapters train (docs/yaml-mode.md)",
                   "  enabled: true", f"  rank: {rank}             # suggested for width {width}",
                   f"  alpha: {2 * rank}", "  dropout: 0.05", f"  target_modules: [{', '.join(targets)}]"]

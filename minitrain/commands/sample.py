@@ -49,9 +49,10 @@ def sample_command(args: argparse.Namespace) -> int:
         return _sample_text_model(args)
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.sources import load_model
+    from minitrain.models.registry import family_of
 
     model, vocab = load_model(args.source)
-    if model.config.get("type") == "sequential":
+    if family_of(model.config).reads == "table":
         raise UserError(f"sample {args.source}: a table model predicts rows, it does not write text; use "
                         f"`minitrain predict {args.source} ROWS.csv -o OUT.csv`", 2)
     vocab = args.vocab or vocab

@@ -3,18 +3,26 @@ A config's `type` names a record, and where the record is a class its other keys
 arguments, read from its signature, so no second list of keys has to be kept in step with the code.
 
     keyword_defaults(SGD, skip=("named_params",))      # {"lr": 0.001, "momentum": 0.0, ..., "buffer": None}
-    check_choice("optimizer", "optimizer", OPTIMIZERS, "sgd", {"lr": 0.1}, skip=("named_params",))
+    check_choice("optimizer", OPTIMIZERS, "sgd", {"lr": 0.1}, skip=("named_params",))
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from importlib import import_module
 from typing import Any, TypeVar
 
 from minitrain.common.errors import UserError
 
 R = TypeVar("R")
+
+
+def load(path: str) -> Any:
+    """The object a dotted `path` names, "package.module.Name", imported only now: how a record names what a
+    higher floor builds (a tracker's class) or what would load every entry's module at once (the optimizers)."""
+    module, name = path.rsplit(".", 1)
+    return getattr(import_module(module), name)
 
 
 def keyword_defaults(cls: type, skip: Collection[str] = ()) -> dict[str, Any]:
@@ -26,8 +34,7 @@ def keyword_defaults(cls: type, skip: Collection[str] = ()) -> dict[str, Any]:
 
 def check_choice(
     section: str,
-    kind: str,
-    registry: Mapping[str, type],
+    registry: Registry[type],
     type: str,
     keys: Collection[str],
     skip: Collection[str],
@@ -37,9 +44,7 @@ def check_choice(
     An unknown type names `<section>.type`; a key the class does not take, or one it requires that is missing,
     names `<section>.<key>`.
     """
-    if type not in registry:
-        raise UserError(f"{section}.type: unknown {kind} '{type}' (choose one of {', '.join(registry)})", 2)
-    defaults = keyword_defaults(registry[type], skip)
+    defaults = keyword_defaults(registry.pick(type, f"{section}.type"), skip)
     for key in keys:
         if key not in defaults:
             raise UserError(f"{section}.{key}: not a key of {type} (valid: {', '.join(defaults)})", 2)

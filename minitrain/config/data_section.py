@@ -18,7 +18,9 @@ from pydantic import Field, model_validator
 
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.table_sections import AugmentationStep, PreprocessingStep, SplitConfig
+from minitrain.data.formats import TABLE_FORMATS
 from minitrain.data.gpt2_base import is_gpt2_base
+from minitrain.models.registry import FAMILIES
 
 BPE_SPECIALS = 3  # <pad>, <bos>, <eos>: the ids of minitrain/data/tokenizer.py, before bpe.py's 256 bytes
 
@@ -57,7 +59,7 @@ class DataConfig(Section):
     says), and a table's split files are read by their extension too.
     """
 
-    format: Literal["jsonl", "text", "json", "csv", "parquet", "arrow", "auto"] = "jsonl"  # data/formats.py reads them
+    format: Literal[(*TABLE_FORMATS, "auto")] = "jsonl"  # the formats' records (minitrain/data/formats.py)
     source: str | None = Field(None, min_length=1, description="a file, a folder or hf://datasets/user/name[/path]")
     target: str = Field("label", min_length=1, description="tables: the column to predict")
     split: SplitConfig | None = Field(None, description="ratios to split data.source into train, val and test")
@@ -102,15 +104,15 @@ TEXT_DATA_DEFAULTS = {"vocab_path": None, "dev_path": None, "heldout_policy": "n
 
 
 def on_pretrained_base(model: Any) -> bool:
-    """A model section that fine-tunes a pretrained base: `type: llama` with `init_from` (a Hugging Face folder, a
-    Hub id or a .gguf file), or `type: minigpt` with `init_from` a GPT-2 that brings its own tokenizer
-    (minitrain/data/gpt2_base.py). Such a run reads text records with the base's own tokenizer, never characters."""
-    if model.init_from is None:
-        return False
-    return model.type == "llama" or (model.type == "minigpt" and is_gpt2_base(model.init_from))
+    """A model section that fine-tunes a pretrained base (its family's record says which: `pretrained`): `type:
+    llama` with `init_from` (a Hugging Face folder, a Hub id or a .gguf file), or `type: minigpt` with `init_from`
+    a GPT-2 that brings its own tokenizer (minitrain/data/gpt2_base.py). Such a run reads text records with the
+    base's own tokenizer, never characters."""
+    bases = FAMILIES[model.type].pretrained
+    return model.init_from is not None and (bases == "any" or (bases == "gpt2" and is_gpt2_base(model.init_from)))
 
 
 def text_data_defaults(model: Any) -> dict[str, Any]:
     """TEXT_DATA_DEFAULTS for a run on `model`'s base: MiniGPT pads (it has no segment ids, so packed documents
     would attend to each other)."""
-    return {**TEXT_DATA_DEFAULTS, "packing": "pad"} if model.type == "minigpt" else TEXT_DATA_DEFAULTS
+    return TEXT_DATA_DEFAULTS if FAMILIES[model.type].packs_rows else {**TEXT_DATA_DEFAULTS, "packing": "pad"}

@@ -6,11 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from minitrain.common.extras import installed, missing_message
+from minitrain.config.observing import TRACKER_BACKENDS
 from minitrain.config.problems import Problem
-
-# What each optional setting imports, and the extra that installs it.
-TRACKING_MODULES = {"mlflow": (("mlflow", "sqlalchemy"), "mlflow"), "tensorboard": (("tensorboardX",), "tensorboard"),
-                    "jsonl": ((), "")}
 
 
 def missing_extras(cfg: Any) -> list[Problem]:
@@ -18,8 +15,8 @@ def missing_extras(cfg: Any) -> list[Problem]:
     wanted = []
     tracking = cfg.monitoring.tracking
     if tracking is not None and tracking.enabled:
-        modules, extra = TRACKING_MODULES[tracking.backend]
-        wanted += [(("monitoring", "tracking", "backend"), m, extra, f"backend {tracking.backend}") for m in modules]
+        to = TRACKER_BACKENDS[tracking.backend]
+        wanted += [(("monitoring", "tracking", "backend"), m, to.extra, f"backend {to.name}") for m in to.modules]
     if cfg.monitoring.system is not None and cfg.monitoring.system.enabled:
         wanted.append((("monitoring", "system"), "psutil", "system", "system metrics"))
     parallel = cfg.runtime.data_parallel

@@ -8,31 +8,47 @@ resolved config leaves them out at their defaults (schema.ADDED_KEYS). docs/yaml
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from minitrain.common.registry import Registry
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.section import Metric, fill_defaults
 
 # --- monitoring.tracking, monitoring.system -------------------------------------------------------------------
 
 
-# The tracker backends, the one table of them: minitrain/tracking/__init__.py builds each (TRACKERS, same names,
-# tested), the schema's choices and docs/yaml-mode.md's row come from here.
-TRACKER_BACKENDS = ("mlflow", "tensorboard", "jsonl")
+@dataclass(frozen=True)
+class TrackerBackend:
+    """A `monitoring.tracking.backend`: its Tracker class by dotted path (loaded by minitrain/tracking/, a room
+    above this one), where it writes unless `uri` is given, and the modules it imports with the extra installing
+    them (config/missing_extras.py)."""
+
+    name: str
+    tracker: str
+    uri: str
+    modules: tuple[str, ...] = ()
+    extra: str = ""
+
+
+# The schema's choices, docs/yaml-mode.md's row (tested) and the trackers a run builds all come from here.
+TRACKER_BACKENDS: Registry[TrackerBackend] = Registry("tracker backend", [
+    TrackerBackend("mlflow", "minitrain.tracking.mlflow_tracker.MlflowTracker", "sqlite:///{run_dir}/mlflow.db",
+                   ("mlflow", "sqlalchemy"), "mlflow"),
+    TrackerBackend("tensorboard", "minitrain.tracking.tensorboard_tracker.TensorBoardTracker", "{run_dir}/tensorboard",
+                   ("tensorboardX",), "tensorboard"),
+    TrackerBackend("jsonl", "minitrain.tracking.jsonl_tracker.JsonlTracker", "{run_dir}/tracking.jsonl"),
+])
 
 
 class TrackingConfig(Section):
     """Send the run to an experiment tracker (minitrain/tracking/): params, metrics per step, files at the end.
-
-    `uri` is where: an MLflow tracking URI (default sqlite:///<run folder>/mlflow.db), TensorBoard's log folder
-    (default <run folder>/tensorboard; the run writes to <uri>/<run_name>), or the JSONL file (default
-    <run folder>/tracking.jsonl).
-    """
+    `uri` is where (an MLflow tracking URI, TensorBoard's log folder, the JSONL file): default, its record's."""
 
     enabled: bool = True
-    backend: Literal[TRACKER_BACKENDS] = "jsonl"
+    backend: Literal[tuple(TRACKER_BACKENDS)] = "jsonl"
     project: str | None = Field(None, min_length=1)
     experiment: str | None = Field(None, min_length=1, description="default: the run's name")
     run_name: str | None = Field(None, min_length=1, description="default: the run folder's name")
@@ -55,19 +71,32 @@ class SystemConfig(Section):
 # --- callbacks ---------------------------------------------------------------------------------------------------
 
 Trigger = Literal["step", "validation", "epoch_end", "train_end"]
-# The callback types, the one table of them: each type's options (its `config:` keys) with their defaults, and
-# the trigger it acts at unless told. minitrain/training/watchers.py builds each (BUILDERS, same names,
-# tested); the schema's `type` choices and docs/yaml-mode.md's rows come from here.
-CALLBACK_OPTIONS: dict[str, dict[str, Any]] = {
-    "checkpoint": {"save_best": False, "metric": "val_loss", "mode": "min"},
-    "lr_monitor": {},
-    "gradient_monitor": {"log_histogram": False},
-    "sample_predictions": {"num_samples": 10, "max_new_tokens": None},
-    "custom": {},
-}
-DEFAULT_TRIGGER = {"checkpoint": "epoch_end", "lr_monitor": "step", "gradient_monitor": "step",
-                   "sample_predictions": "epoch_end", "custom": "step"}
-CallbackType = Literal[tuple(CALLBACK_OPTIONS)]
+
+
+@dataclass(frozen=True)
+class CallbackKind:
+    """A `callbacks[].type`: the function building it from its entry by dotted path (minitrain/training/
+    watchers.py, a room above this one), the trigger it acts at unless told, its `config:` keys with their
+    defaults."""
+
+    name: str
+    build: str
+    trigger: Trigger
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# The schema's `type` choices, the keys each takes, docs/yaml-mode.md's rows (tested) and the builders.
+CALLBACKS: Registry[CallbackKind] = Registry("callback", [
+    CallbackKind("checkpoint", "minitrain.training.watchers.checkpoint", "epoch_end",
+                 {"save_best": False, "metric": "val_loss", "mode": "min"}),
+    CallbackKind("lr_monitor", "minitrain.training.watchers.lr_monitor", "step"),
+    CallbackKind("gradient_monitor", "minitrain.training.watchers.gradient_monitor", "step",
+                 {"log_histogram": False}),
+    CallbackKind("sample_predictions", "minitrain.training.watchers.sample_predictions", "epoch_end",
+                 {"num_samples": 10, "max_new_tokens": None}),
+    CallbackKind("custom", "minitrain.training.watchers.custom", "step"),
+])
+CallbackType = Literal[tuple(CALLBACKS)]
 
 _ENTRY_POINT = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
@@ -83,7 +112,7 @@ EntryPoint = Annotated[str, AfterValidator(_check_entry_point)]
 
 
 class CallbackOptions(Section):
-    """The `config:` of a callback entry; which keys each type takes is CALLBACK_OPTIONS."""
+    """The `config:` of a callback entry; which keys each type takes is its record's `options` (CALLBACKS)."""
 
     save_best: bool | None = Field(None, description="checkpoint: also keep checkpoints/best.safetensors")
     metric: Metric | None = Field(None, description="checkpoint: what 'best' watches")
@@ -99,7 +128,7 @@ class CallbackEntry(Section):
     """
 
     type: CallbackType
-    trigger: Trigger | None = Field(None, description="default: the type's (DEFAULT_TRIGGER)")
+    trigger: Trigger | None = Field(None, description="default: the type's (its record in CALLBACKS)")
     interval: PositiveInt = 1
     config: CallbackOptions = Field(default_factory=CallbackOptions)
     entry_point: EntryPoint | None = Field(None, description="custom: 'module:function', called with the context")
@@ -107,16 +136,17 @@ class CallbackEntry(Section):
 
     @model_validator(mode="after")
     def _type_defaults(self) -> CallbackEntry:
+        kind = CALLBACKS[self.type]
         if self.trigger is None:
-            object.__setattr__(self, "trigger", DEFAULT_TRIGGER[self.type])
-        fill_defaults(self.config, set(CALLBACK_OPTIONS[self.type]), CALLBACK_OPTIONS[self.type])
+            object.__setattr__(self, "trigger", kind.trigger)
+        fill_defaults(self.config, set(kind.options), kind.options)
         return self
 
 
 def resolved_callback(entry: dict[str, Any]) -> dict[str, Any]:
     """A dumped CallbackEntry with only the keys its type uses (what config.resolved.yaml holds)."""
     kept = {"type": entry["type"], "trigger": entry["trigger"], "interval": entry["interval"],
-            "config": {k: entry["config"][k] for k in CALLBACK_OPTIONS[entry["type"]]}}
+            "config": {k: entry["config"][k] for k in CALLBACKS[entry["type"]].options}}
     if entry["type"] == "custom":
         kept.update(entry_point=entry["entry_point"], args=entry["args"])
     return {k: v for k, v in kept.items() if v != {}}

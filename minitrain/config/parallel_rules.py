@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook
+from minitrain.models.registry import LANGUAGE_MODELS
 
 RULES = RuleBook()
 rule = RULES.rule
@@ -49,7 +50,8 @@ def _workers_train_plain_language_models(sections, raw):
     refused = [name for name, on in (("lora.enabled", sections["lora"].enabled),
                                      ("quantize.qat.enabled", sections["quantize"].qat.enabled),
                                      ("distillation.enabled", sections["distillation"].enabled),
-                                     ("model.type sequential", sections["model"].type == "sequential")) if on]
+                                     (f"model.type {sections['model'].type}",
+                                      sections["model"].type not in LANGUAGE_MODELS)) if on]
     if refused:
         yield Problem(_WHERE, f"data-parallel workers rebuild the model from model: alone, so they cannot train "
                               f"with {', '.join(refused)} yet; leave runtime.data_parallel out")

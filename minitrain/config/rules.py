@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
-from minitrain.config.observing import CALLBACK_OPTIONS, METRIC_ALIASES
+from minitrain.config.observing import CALLBACKS, METRIC_ALIASES
 from minitrain.config.problems import Problem, suggest
 from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
-from minitrain.models.registry import FAMILIES, parameter_shapes
+from minitrain.models.registry import FAMILIES, parameter_shapes, refusal
 from minitrain.nn.module import name_matches
 
 CORE_RULES = RuleBook()
@@ -91,32 +91,19 @@ def _model_keys_fit_type(sections, raw):
 
 
 @rule("model")
-def _heads_divide_width(sections, raw):
-    """model.d_model must be divisible by model.n_head (each head gets d_model / n_head dimensions; a llama model
-    may give head_dim instead), and a llama model's n_head by n_kv_head, its head_dim even."""
-    model = sections["model"]
-    if model.type in ("minigpt", "llama") and model.d_model % model.n_head and not (
-            model.type == "llama" and model.head_dim is not None):
-        yield Problem(
-            ("model", "n_head"),
-            f"d_model {model.d_model} is not divisible by n_head {model.n_head}; each head needs "
-            f"d_model / n_head dimensions",
-        )
-    if model.type == "llama" and model.n_kv_head is not None and model.n_head % model.n_kv_head:
-        yield Problem(("model", "n_kv_head"), f"n_head {model.n_head} is not a multiple of n_kv_head "
-                      f"{model.n_kv_head}; each key/value head serves n_head / n_kv_head query heads")
-    if model.type == "llama" and model.head_dim is not None and model.head_dim % 2:
-        yield Problem(("model", "head_dim"), f"{model.head_dim} is odd; rotary embeddings rotate pairs of dims")
+def _family_keys_agree(sections, raw):
+    """The model's keys obey its family's rules (its record's `check`), e.g. heads that divide the width.
+
+    docs/yaml-mode.md lists each family's; a model file's config is held to the same (models/family.py)."""
+    for key, why in FAMILIES[sections["model"].type].check(sections["model"].architecture()):
+        yield Problem(("model", key), why)
 
 
 @rule("model", "training")
 def _gradient_checkpointing_fits_type(sections, raw):
     """training.gradient_checkpointing needs a model type that can recompute its layers in backward (llama)."""
-    if sections["training"].gradient_checkpointing:
-        able = [name for name, family in FAMILIES.items() if hasattr(family.model, "gradient_checkpointing")]
-        if sections["model"].type not in able:
-            yield Problem(("training", "gradient_checkpointing"), f"model.type {sections['model'].type} does not "
-                          f"support it (only {', '.join(able)}); set it to false")
+    if sections["training"].gradient_checkpointing and (why := refusal(sections["model"].type, "recomputation")):
+        yield Problem(("training", "gradient_checkpointing"), f"{why}; set it to false")
 
 
 # --- optimizer ----------------------------------------------------------------------------------------------
@@ -325,7 +312,7 @@ def _exact_match_needs_answers(sections, raw):
 def _callback_options_fit_type(sections, raw):
     """Each callbacks[].config key must be one its callback type uses (see "Callbacks" below)."""
     for i, entry in enumerate(sections["callbacks"]):
-        uses = CALLBACK_OPTIONS[entry.type]
+        uses = CALLBACKS[entry.type].options
         for key in sorted(entry.config.model_fields_set - set(uses)):
             takes = f"takes {', '.join(uses)}" if uses else "takes no config keys"
             yield Problem(("callbacks", i, "config", key), f"a {entry.type} callback {takes}")
@@ -418,10 +405,9 @@ def _gguf_output_has_a_llama_cpp_layout(sections, raw):
     model = sections["model"]
     if sections["output"].model_format != "gguf":
         return
-    if model.type not in ("minigpt", "llama"):
-        yield Problem(("output", "model_format"), f"gguf: llama.cpp has layouts for the Llama family and GPT-2 "
-                                                  f"(MiniGPT) only, and this model is model.type {model.type}")
-    elif model.type == "minigpt" and model.attn_scale is not None:
+    if why := refusal(model.type, "gguf"):
+        yield Problem(("output", "model_format"), f"gguf: {why}")
+    elif model.attn_scale is not None:
         yield Problem(("output", "model_format"), f"gguf: llama.cpp's gpt2 scales attention by 1/sqrt(head size) "
                                                   f"only, and model.attn_scale is {model.attn_scale:g}")
 

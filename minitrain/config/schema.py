@@ -39,18 +39,17 @@ from minitrain.config.section import Metric, fill_defaults
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_sections import CrossValidationConfig
 from minitrain.models.registry import DEFAULT_TYPE, FAMILIES, model_keys
-from minitrain.optim.factory import OPTIMIZERS, optimizer_keys
-from minitrain.optim.schedule import SCHEDULES, schedule_keys
+from minitrain.optim.factory import OPTIMIZERS
+from minitrain.optim.schedule import SCHEDULES
 
 
 class _ModelSection(Section):
     """The model: its family (`type`) and shape (defaults: lab 01's locked Phase 17 MiniGPT).
 
     Every family takes init_from, dtype and freeze, and the keys of vocab_size, max_seq_len and dropout its
-    model's constructor takes; its own keys come from its record (`FAMILIES`, minitrain/models/registry.py):
-    `type: minigpt` (the default) n_layer, n_head, d_model, d_ff and attn_scale; `type: mlp_lm` context, d_embed,
-    hidden and activation (left out: MLPLanguageModel's defaults); `type: sequential` layers. Giving a key the
-    chosen type does not use is an error.
+    model's constructor takes; its own keys come from its record (`FAMILIES`, minitrain/models/registry.py), e.g.
+    `type: minigpt` (the default) n_layer, n_head, d_model, d_ff and attn_scale. Giving a key the chosen type does
+    not use is an error.
     """
 
     type: Literal[tuple(FAMILIES)] = DEFAULT_TYPE
@@ -163,7 +162,7 @@ class OptimizerConfig(Section):
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `build_optimizer(self.type, named_params, **kwargs)`."""
-        keys = {k: getattr(self, k) for k in optimizer_keys(self.type) if k not in ("lr", "groups", "buffer")}
+        keys = {k: getattr(self, k) for k in _signature_defaults(OPTIMIZERS[self.type]) if k not in ("lr", "groups")}
         groups = []
         for group in self.groups:
             rule = group.model_dump(exclude_none=True, exclude={"lr"})
@@ -175,7 +174,7 @@ class OptimizerConfig(Section):
 
 _OPTIMIZER_HOME_KEYS = {"type", "lr_max", "lr_min", "clip", "clip_value", "groups"}
 OPTIMIZER_KEYS: dict[str, set[str]] = {
-    name: _OPTIMIZER_HOME_KEYS | (set(optimizer_keys(name)) - {"lr", "groups", "buffer"}) for name in OPTIMIZERS
+    name: _OPTIMIZER_HOME_KEYS | (set(_signature_defaults(cls)) - {"lr", "groups"}) for name, cls in OPTIMIZERS.items()
 }
 
 
@@ -222,7 +221,7 @@ class SchedulerConfig(Section):
 
 _SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "warmup_ratio", "total_steps"}
 SCHEDULER_KEYS: dict[str, set[str]] = {
-    name: _SCHEDULER_HOME_KEYS | (set(schedule_keys(name)) - {"lr_max", "lr_min"}) | (
+    name: _SCHEDULER_HOME_KEYS | (set(_signature_defaults(SCHEDULES[name])) - {"lr_max", "lr_min"}) | (
         {"metric"} if name == "plateau" else set()
     )
     for name in SCHEDULES
@@ -340,7 +339,7 @@ class Config(Section):
     @property
     def is_table_task(self) -> bool:
         """A sequential model on a table (classification or regression), not a language model on text."""
-        return self.model.type == "sequential"
+        return FAMILIES[self.model.type].reads == "table"
 
     @property
     def on_pretrained_base(self) -> bool:
@@ -406,7 +405,7 @@ class Config(Section):
             "total_steps": total_steps,
             "warmup_steps": self.resolve_warmup(total_steps),
         }
-        return {k: values[k] for k in schedule_keys(self.scheduler.type)}
+        return {k: values[k] for k in _signature_defaults(SCHEDULES[self.scheduler.type])}
 
     @property
     def tokens_per_step_max(self) -> int:
@@ -423,7 +422,7 @@ class Config(Section):
 # out while it holds this value, so earlier runs keep their config.resolved.yaml and config hash. "*" stands for
 # every item of a list.
 ADDED_KEYS: dict[tuple[str, ...], Any] = {
-    ("model", "type"): "minigpt",
+    ("model", "type"): DEFAULT_TYPE,
     ("model", "attn_scale"): None,
     ("model", "freeze"): [],
     ("model", "dtype"): "float32",

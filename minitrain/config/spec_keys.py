@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from minitrain.config.source import KeyPath, dotted
+from minitrain.models.registry import DEFAULT_TYPE
 
 SPEC_VERSION = "1.0"  # the `entrenar:` header this minitrain reads
 FORMAT_VERSION = 1  # minitrain's own header, `minitrain: 1`
@@ -68,7 +69,7 @@ RENAMED: dict[str, str] = {
 VALUE_MAPS: dict[str, dict[Any, Any]] = {
     "scheduler.name": {"cosine_annealing": "warmup_cosine", "cosine": "warmup_cosine"},  # both warm up first
     "monitoring.terminal.enabled": {True: "auto", False: "none"},
-    "model.architecture.type": {"transformer": "minigpt"},
+    "model.architecture.type": {"transformer": DEFAULT_TYPE},  # the default family is the transformer, GPT-2
 }
 
 NO_EFFECT: dict[str, tuple[str, str]] = {

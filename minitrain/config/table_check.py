@@ -49,7 +49,7 @@ def load_table(cfg: Config, fold: Fold | None = None) -> tuple[TableData, dict[s
                              image=image_spec(cfg))
     widths = resolve_widths(layers, len(table.pipeline.features))
     _check_outputs(widths, table)
-    return table, {"type": "sequential", "layers": widths}
+    return table, {"type": cfg.model.type, "layers": widths}
 
 
 def _check_outputs(layers: list[Mapping[str, Any]], table: TableData) -> None:

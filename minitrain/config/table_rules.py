@@ -38,7 +38,7 @@ def _task_fits_model(sections, raw):
         return
     if kind in LANGUAGE_MODELS and task != LANGUAGE_MODELING:
         yield Problem(("task",), f"{task} needs model.type sequential (a {kind} model is a language model)")
-    if kind == "sequential" and task == LANGUAGE_MODELING:
+    if kind not in LANGUAGE_MODELS and task == LANGUAGE_MODELING:
         yield Problem(("task",), "language_modeling needs model.type minigpt or mlp_lm; a sequential model "
                                  "classifies or regresses the rows of a table")
 
@@ -49,7 +49,7 @@ def _sequential_layers_fit(sections, raw):
 
     Each layer's in_features (or dim) must be the width before it; widths left out are filled in from the data."""
     model = sections["model"]
-    if model.type != "sequential":
+    if model.type in LANGUAGE_MODELS:
         return
     if not model.layers:
         yield Problem(("model", "layers"), "a sequential model needs its layers, e.g. [{linear: {out_features: "
@@ -159,7 +159,7 @@ def _table_keys_need_a_table_model(sections, raw):
     Text augmentations are random_swap and random_delete; image augmentations random_crop, horizontal_flip,
     normalize."""
     data, kind = sections["data"], sections["model"].type
-    table = kind == "sequential"
+    table = kind not in LANGUAGE_MODELS
     if not table:
         keys = ("target", "preprocessing") if on_pretrained_base(sections["model"]) else ("source", "target",
                                                                                          "preprocessing", "split")
@@ -201,7 +201,7 @@ def _image_augmentations_know_the_image(sections, raw):
 @rule("model", "training")
 def _cross_validation_needs_a_table(sections, raw):
     """training.cross_validation needs model.type sequential (a language model's val holds the held-out verbs)."""
-    if sections["training"].cross_validation is not None and sections["model"].type != "sequential":
+    if sections["training"].cross_validation is not None and sections["model"].type in LANGUAGE_MODELS:
         yield Problem(("training", "cross_validation"), "needs model.type sequential; a language model's val split "
                                                         "holds the held-out verbs, which folds would train on. Tune "
                                                         "on data.dev_path and score val once")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from minitrain.config.data_section import on_pretrained_base
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook, given
+from minitrain.models.registry import refusal
 
 RULES = RuleBook()
 rule = RULES.rule
@@ -45,17 +46,16 @@ def _pretrained_base_brings_its_tokenizer(sections, raw):
 def _packing_needs_a_pretrained_base(sections, raw):
     """data.packing and data.overflow are for a pretrained base's text records (packed rows: llama only)."""
     model = sections["model"]
+    cannot = refusal(model.type, "packing")
     if on_pretrained_base(model):
-        if model.type != "llama" and sections["data"].packing == "pack":
-            yield Problem(("data", "packing"), f"pack: model.type {model.type} has no segment ids, so the documents "
-                                               "packed into a row would attend to each other; use pad (its default)")
+        if cannot and sections["data"].packing == "pack":
+            yield Problem(("data", "packing"), f"pack: {cannot}; use pad (its default)")
         return
     for key in ("packing", "overflow"):
         if not given(raw, "data", key):
             continue
-        if model.type != "llama":
-            why = (f"model.type {model.type} cannot read packed rows (no segment ids: documents would attend to "
-                   "each other); packing is for model.type llama on a pretrained base (model.init_from)")
+        if cannot:
+            why = f"{cannot}; packing is for a pretrained base (model.init_from)"
         else:
             why = ("packing applies to text records read with a pretrained base's tokenizer (model.init_from); the "
                    "character corpus is padded, one record per row")

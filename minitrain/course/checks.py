@@ -127,12 +127,6 @@ def run_one(item: Check, subject: Any) -> Outcome:
     return Outcome(item.name, True)
 
 
-def format_checklist(title: str, outcomes: Sequence[Outcome], tr: Callable[[str], str] = str) -> str:
-    """The printed checklist: ✓/✗ per item, the reason and a hint under each ✗, and a count; every text
-    through `tr` (minitrain/course/i18n.py; `str`: as written, in English)."""
-    return "\n".join([tr(title), "", *(format_outcome(o, tr) for o in outcomes), "", format_count(outcomes, tr)])
-
-
 def format_outcome(outcome: Outcome, tr: Callable[[str], str] = str) -> str:
     """One item of the checklist: its ✓ line, or its ✗ line with the reason and the hint under it."""
     lines = [f"  {'✓' if outcome.passed else '✗'} {tr(outcome.name)}"]

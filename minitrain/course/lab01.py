@@ -18,7 +18,7 @@ import numpy as np
 from minitrain.autograd.tensor import TAPE
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
-from minitrain.course.runs import check_manifest, read_run, run_files, tiny_run
+from minitrain.course.runs import RUN_FILES, check_manifest, read_run, tiny_run
 from minitrain.data.batch import Batch, take
 from minitrain.data.batcher import EvalBatcher, encode_split  # the library's: `lab check` refuses the seam
 
@@ -301,7 +301,7 @@ def _parse_args(lab):
               needs=(_step_loss, _step_backward, _step_norm, _step_no_update, _evaluate_counts, _parse_args))
 def _script_runs(lab):
     out = tiny_run(lab, str(lab.file(SCRIPT)))
-    missing = [name for name in run_files() if not (out / name).is_file()]
+    missing = [name for name in RUN_FILES if not (out / name).is_file()]
     if missing:
         raise Failed(f"the run folder lacks {missing}")
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))

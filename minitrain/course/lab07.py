@@ -22,8 +22,8 @@ from minitrain.autograd.gradcheck import GradcheckError, gradcheck
 from minitrain.autograd.tensor import Tensor
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import check_manifest, read_run
+from minitrain.models.decoder import Decoder
 from minitrain.models.kv_cache import KVCache
-from minitrain.models.llama import Llama
 from minitrain.nn import LlamaAttention, LlamaMLP, RMSNorm, RotaryEmbedding, inference  # the yardsticks
 from minitrain.nn.apply_rotary import apply_rotary
 from minitrain.nn.rotary import rope_positions
@@ -351,13 +351,9 @@ def _attention_gradients(lab):
 @CHECKS.check("with a KV cache, feeding tokens one at a time gives the logits of one pass over the whole sequence",
               needs=(_grouped,), hint=CACHE)
 def _cache(lab):
-    make = lab.module(ATTENTION).LlamaAttention
-    model = Llama(n_layer=2, n_head=4, n_kv_head=2, d_model=16, d_ff=24, vocab_size=11, max_seq_len=16, rng=16,
-                  dtype=np.float64)
-    for layer in model.model.layers:
-        theirs = make(16, 4, 2, 4, rng=np.random.default_rng(17), dtype=np.float64)
-        _same_weights(theirs, layer.self_attn)
-        layer.self_attn = theirs
+    keys = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=16, d_ff=24, vocab_size=11, max_seq_len=16, head_dim=4,
+                rope_theta=10000.0, rms_norm_eps=1e-5, dropout=0.0)  # a small Llama composed with your attention
+    model = Decoder(keys, norm=RMSNorm, attention=lab.module(ATTENTION).LlamaAttention, rng=16, dtype=np.float64)
     idx = np.random.default_rng(18).integers(1, 11, (2, 9))
     mask = np.ones(idx.shape, dtype=bool)
     mask[1, :2] = False  # row 1 is left-padded: its positions start at 0 after the padding

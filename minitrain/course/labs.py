@@ -160,10 +160,6 @@ class LabUnderTest:
     _modules: dict[str, ModuleType] = field(default_factory=dict)
     _scratch: Path | None = None
 
-    @property
-    def who(self) -> str:
-        return "your" if self.workspace is not None else "the library's"
-
     def module(self, path: str) -> ModuleType:
         """The module under test for the lab file `path` (`minitrain/loop.py`): the workspace's, loaded from
         its file, or the library's (a script is loaded from its file, `__main__` block not run)."""

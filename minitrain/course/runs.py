@@ -12,14 +12,10 @@ from minitrain.course.fixtures import write_tiny_run
 from minitrain.monitor.report import read_log
 
 # What a finished run folder holds (minitrain/training/run.py); checkpoints/ aside.
-_RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.jsonl", "metrics.csv",
+RUN_FILES = ("manifest.json", "config.yaml", "config.resolved.yaml", "train_log.jsonl", "metrics.csv",
               "results.json", "loss_curve.png", "dashboard.png", "report.md")
 _MANIFEST_KEYS = ("seed", "versions", "config", "git_sha", "data_manifest_hash", "hardware", "status",
                   "wall_seconds", "peak_rss_mb")
-
-
-def run_files() -> tuple[str, ...]:
-    return _RUN_FILES
 
 
 def tiny_run(lab: Any, *entry: str) -> Path:

@@ -20,28 +20,22 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from minitrain.common.errors import UserError
+from minitrain.common.extras import require
 from minitrain.common.io import read_text
+from minitrain.common.registry import Registry
 
-TABLE_FORMATS = ("jsonl", "json", "csv", "parquet", "arrow", "text")
-EXTENSIONS = {
-    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
-    ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".txt": "text", ".text": "text",
-}  # fmt: skip
 TEXT_COLUMN = "text"
 
 
 def pyarrow_module() -> Any:
     """`pyarrow`, or a UserError saying how to install it."""
-    try:
-        import pyarrow
-    except ImportError:
-        raise UserError("reading tables (csv, json, parquet, arrow) needs pyarrow: pip install 'minitrain[data]'",
-                        2) from None
-    return pyarrow
+    return require("pyarrow", "data", "reading tables (csv, json, parquet, arrow)")
 
 
 def detect_format(path: str | Path) -> str:
@@ -57,13 +51,12 @@ def read_table(path: str | Path, fmt: str | None = None) -> Any:
     """The file at `path` as a pyarrow Table, in format `fmt` (detected from the extension when None)."""
     path = Path(path)
     fmt = fmt or detect_format(path)
-    if fmt not in TABLE_FORMATS:
-        raise UserError(f"{path}: unknown format {fmt!r} (one of {', '.join(TABLE_FORMATS)})", 2)
+    read = TABLE_FORMATS.pick(fmt, f"{path}: data.format").read
     if not path.is_file():
         raise UserError(f"{path}: file not found", 2)
     pa = pyarrow_module()
     try:
-        table = _READERS[fmt](path, pa)
+        table = read(path, pa)
     except UserError:
         raise
     except (pa.ArrowException, OSError, ValueError) as e:
@@ -145,5 +138,21 @@ def _read_text(path: Path, pa: Any) -> Any:
     return pa.table({TEXT_COLUMN: pa.array(lines, pa.string())})
 
 
-_READERS = {"csv": _read_csv, "jsonl": _read_jsonl, "json": _read_json, "parquet": _read_parquet,
-            "arrow": _read_arrow, "text": _read_text}
+@dataclass(frozen=True)
+class TableFormat:
+    """A `data.format`: `read(path, pyarrow) -> Table`, and the extensions that say it (detect_format)."""
+
+    name: str
+    read: Callable[[Path, Any], Any]
+    extensions: tuple[str, ...]
+
+
+TABLE_FORMATS: Registry[TableFormat] = Registry("table format", [
+    TableFormat("jsonl", _read_jsonl, (".jsonl", ".ndjson")),
+    TableFormat("json", _read_json, (".json",)),
+    TableFormat("csv", _read_csv, (".csv",)),
+    TableFormat("parquet", _read_parquet, (".parquet", ".pq")),
+    TableFormat("arrow", _read_arrow, (".arrow", ".feather", ".ipc")),
+    TableFormat("text", _read_text, (".txt", ".text")),
+])
+EXTENSIONS = {extension: f.name for f in TABLE_FORMATS.values() for extension in f.extensions}

@@ -43,9 +43,6 @@ from minitrain.common.errors import DataError
 
 Columns = dict[str, np.ndarray]
 KEY = ("data", "preprocessing")
-NORMALIZE_METHODS = ("minmax", "zscore", "robust")
-ENCODE_METHODS = ("onehot", "label", "ordinal")
-FILL_STRATEGIES = ("mean", "median", "mode", "constant")
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
 

@@ -25,19 +25,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from minitrain.autograd.tensor import Tensor
-
-
-def _log_softmax(z: np.ndarray) -> np.ndarray:
-    """log softmax over the last axis, shifted by the maximum so that no exp overflows."""
-    shifted = z - z.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+from minitrain.evaluation.table_metrics import log_softmax_rows
 
 
 def soft_targets(teacher_logits: Sequence[np.ndarray], weights: Sequence[float], temperature: float) -> np.ndarray:
     """p_T = Σ_i w_i softmax(z_i / T): each (..., V) logits array softened, then mixed; float64, (..., V)."""
     mixed = None
     for logits, weight in zip(teacher_logits, weights, strict=True):
-        p = weight * np.exp(_log_softmax(np.asarray(logits, dtype=np.float64) / temperature))
+        p = weight * np.exp(log_softmax_rows(np.asarray(logits, dtype=np.float64) / temperature))
         mixed = p if mixed is None else mixed + p
     return mixed
 
@@ -55,7 +50,7 @@ def soft_loss(student_logits: Tensor, targets: np.ndarray, mask: np.ndarray, tem
     if count == 0:
         raise ValueError("soft_loss: the mask selects no position, so the mean is undefined")
     t = float(temperature)
-    log_q = _log_softmax(student_logits.data.astype(np.float64) / t)
+    log_q = log_softmax_rows(student_logits.data.astype(np.float64) / t)
     # 0 · log 0 = 0: a teacher that rules an id out exactly contributes nothing for it (and no NaN).
     log_p = np.log(np.where(targets > 0, targets, 1.0))
     kl = (targets * (log_p - log_q)).sum(axis=-1)

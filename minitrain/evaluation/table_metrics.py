@@ -29,10 +29,10 @@ import numpy as np
 
 
 def log_softmax_rows(logits: np.ndarray) -> np.ndarray:
-    """log p per row, in float64: z − max − log Σ exp(z − max)."""
+    """log p over the last axis (..., K), in float64: z − max − log Σ exp(z − max) (no exp overflows)."""
     z = np.asarray(logits, dtype=np.float64)
-    shifted = z - z.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    shifted = z - z.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> np.ndarray:

@@ -35,6 +35,7 @@ from minitrain.common.io import atomic_write
 from minitrain.formats.gguf_read import gguf_name, permute_rope_rows
 from minitrain.formats.gpt2 import LAYER_NORM_EPS
 from minitrain.formats.hf_config import to_hf_state
+from minitrain.models.registry import layout_of
 
 DTYPES = ("f32", "f16", "q8_0")
 FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7}  # llama.cpp's LlamaFileType
@@ -44,11 +45,6 @@ GPT2_GLOBAL = {"transformer.wte.weight": "token_embd.weight", "transformer.wpe.w
                "transformer.ln_f.weight": "output_norm.weight", "transformer.ln_f.bias": "output_norm.bias"}
 CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # GPT-2's [in, out] projections
 Q8_BLOCK = 32
-
-
-def llama_arch(model_config: Mapping[str, Any]) -> str:
-    """The GGUF architecture of a minitrain Llama config: qwen2 when it has q/k/v biases (formats/hf_config.py)."""
-    return "qwen2" if model_config.get("attention_bias") else "llama"
 
 
 def check_writable(model_config: Mapping[str, Any]) -> None:
@@ -61,7 +57,7 @@ def check_writable(model_config: Mapping[str, Any]) -> None:
 
 def llama_tensors(model_config: Mapping[str, Any], state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
     """(GGUF name, NumPy (out, in) array) of a minitrain Llama state dict, q/k permuted for llama."""
-    permute = llama_arch(model_config) == "llama"
+    permute = not model_config.get("attention_bias")  # llama.cpp's llama layout permutes q/k; qwen2's (biases) not
     n_head, n_kv = model_config["n_head"], model_config.get("n_kv_head") or model_config["n_head"]
     for hf, w in to_hf_state(state, model_config).items():
         if permute and hf.endswith("q_proj.weight"):
@@ -148,8 +144,8 @@ def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: M
     if dtype not in DTYPES:
         raise UserError(f"export --dtype {dtype}: a GGUF is written as {', '.join(DTYPES)}", 2)
     check_writable(model_config)
-    llama = model_config.get("type") == "llama"
-    arch = llama_arch(model_config) if llama else "gpt2"
+    arch = layout_of(model_config)  # llama, qwen2 or gpt2 (hub/export_gguf.py refuses the others)
+    llama = arch != "gpt2"
     writer = gguf.GGUFWriter(None, arch)
     writer.add_name(name)
     writer.add_file_type(FILE_TYPES[dtype])

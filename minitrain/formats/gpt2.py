@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from minitrain.common.errors import UserError
-from minitrain.models.registry import DEFAULT_TYPE, model_type, parameter_shapes, tensor_count
+from minitrain.models.registry import family_of, layout_of, model_type, parameter_shapes, tensor_count
 
 WEIGHTS_FILE = "model.safetensors"  # the weights of a Hugging Face model folder
 LAYER_NORM_EPS = 1e-5
@@ -65,11 +65,11 @@ def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], 
 def check_exportable(model_config: Mapping[str, Any]) -> None:
     """UserError unless transformers' GPT-2 can represent the model (a MiniGPT with GPT-2's attention scale)."""
     kind = model_type(model_config)
-    if kind == "sequential":
+    if family_of(model_config).reads == "table":
         raise UserError("export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2); this model is a "
                         "sequential table model: its run folder and model file hold everything `minitrain predict "
                         "RUN_DIR rows.csv -o out.csv` needs")
-    if kind != DEFAULT_TYPE:
+    if layout_of(model_config) != "gpt2":
         raise UserError(f"export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2); this model is "
                         f"{kind}. Sample and evaluate it with minitrain (`minitrain sample RUN_DIR ...`)")
     scale = model_config.get("attn_scale")

@@ -40,7 +40,6 @@ from minitrain.common.errors import UserError
 from minitrain.models import llama
 from minitrain.nn.rotary import LLAMA3_KEYS
 
-FAMILY = "llama"
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}
 # transformers' defaults where a config.json leaves a key out (LlamaConfig / Qwen2Config / MistralConfig).
@@ -108,13 +107,13 @@ def from_hf_config(config: Mapping[str, Any], where: str) -> tuple[dict[str, Any
     d_model = _positive_int(config, "hidden_size", where)
     n_head = _positive_int(config, "num_attention_heads", where)
     n_kv = config.get("num_key_value_heads") or n_head
-    if type(n_kv) is not int or n_kv <= 0 or n_head % n_kv:
-        raise _refuse(where, "num_key_value_heads", n_kv, f"must divide num_attention_heads = {n_head}")
-    head_dim = config.get("head_dim")
-    if head_dim is not None and (type(head_dim) is not int or head_dim <= 0 or head_dim % 2):
-        raise _refuse(where, "head_dim", head_dim, "must be a positive even integer")
-    if head_dim is None and d_model % n_head:
-        raise _refuse(where, "num_attention_heads", n_head, f"must divide hidden_size = {d_model}")
+    if type(n_kv) is not int or n_kv <= 0:
+        raise _refuse(where, "num_key_value_heads", n_kv, "must be a positive integer")
+    head_dim = None if config.get("head_dim") is None else _positive_int(config, "head_dim", where)
+    heads = {"n_head": n_head, "n_kv_head": n_kv, "d_model": d_model, "head_dim": head_dim}
+    for key, why in llama.FAMILY.check(heads):  # the Llama family's rules, in config.json's names
+        hf_key = {"n_head": "num_attention_heads", "n_kv_head": "num_key_value_heads"}.get(key, key)
+        raise _refuse(where, hf_key, heads[key], why)
     eps = config.get("rms_norm_eps", DEFAULT_EPS[kind])
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise _refuse(where, "rms_norm_eps", eps, "must be a small positive number")
@@ -132,7 +131,7 @@ def from_hf_config(config: Mapping[str, Any], where: str) -> tuple[dict[str, Any
                                                              "sliding_window": window}
             max_seq_len = window
     model = {
-        "type": FAMILY,
+        "type": llama.FAMILY.name,
         "n_layer": _positive_int(config, "num_hidden_layers", where),
         "n_head": n_head,
         "n_kv_head": n_kv,
@@ -155,7 +154,7 @@ def to_hf_config(model: Mapping[str, Any], bos_id: int | None, eos_id: int | Non
     """The config.json transformers builds the same network from: Qwen2ForCausalLM when the model has q/k/v
     biases, else LlamaForCausalLM (or `model_type`, when given and able to hold it)."""
     bias = bool(model.get("attention_bias", False))
-    kind = model_type or ("qwen2" if bias else "llama")
+    kind = model_type or llama.hf_model_type(model)
     if (kind == "qwen2") != bias:
         raise UserError(f"export: a {'model with' if bias else 'model without'} q/k/v biases cannot be written as "
                         f"{kind} ({'Qwen2 always has them' if kind == 'qwen2' else 'use qwen2'})", 2)

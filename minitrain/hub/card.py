@@ -25,6 +25,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.hub_id import is_hub_id
 from minitrain.common.io import parse_json, path_exists, read_text
 from minitrain.hub.run_folder import RunInfo
+from minitrain.models.registry import family_of, layout_of, model_type
 
 LICENSE = "mit"
 MISSING = "not recorded"
@@ -47,9 +48,9 @@ class Subject:
 
 def describe(info: RunInfo) -> Subject:
     """The subject of the run in `info`, from its model family and data section."""
-    data, family = info.section("data"), info.model_config.get("type", "minigpt")
+    data, family = info.section("data"), family_of(info.model_config)
     base = ["minitrain", "numpy", "education"]
-    if family == "sequential":
+    if family.reads == "table":
         pipeline = info.pipeline
         task = pipeline.get("task", MISSING)
         source = data.get("source") or data.get("train_path") or MISSING
@@ -57,8 +58,9 @@ def describe(info: RunInfo) -> Subject:
                               f"`{pipeline.get('target', MISSING)}` of the table `{source}` from "
                               f"{len(pipeline.get('features', [])) or MISSING} features.",
                        f"tabular-{task}", f"Tabular {task}", "table", str(source), [*base, f"tabular-{task}"])
-    what = "GPT-2" if family == "minigpt" else "MLP language model"
-    tags = [*base, *(["gpt2"] if family == "minigpt" else []), "character-level"]
+    gpt2 = layout_of(info.model_config) == "gpt2"  # transformers' GPT-2 is its twin
+    what = "GPT-2" if gpt2 else "MLP language model"
+    tags = [*base, *(["gpt2"] if gpt2 else []), "character-level"]
     if data.get("format") == "text" or data.get("heldout_policy") == "none":
         train = data.get("train_path", MISSING)
         return Subject(TEXT, f"A character-level {what} trained on plain text (`{train}`, one example per line): "
@@ -188,14 +190,13 @@ def _model_section(info: RunInfo, subject: Subject, vocab_size: int) -> str:
     mc = info.model_config
     adapter = " (the adapter's; the base's are in the base model)" if info.adapter else ""
     lines = [f"- Parameters: {info.num_parameters:,}{adapter}."]
-    family = mc.get("type", "minigpt")
-    if family == "sequential":
+    if family_of(mc).reads == "table":
         layers = ", ".join(f"{k} {v}" if not isinstance(v, dict) else k for layer in mc["layers"]
                            for k, v in layer.items())
         lines.insert(0, f"- Architecture: a stack of layers ({_layer_summary(mc)}): {layers}. A last softmax is "
                         "folded into the cross-entropy loss; the model outputs logits.")
         return "\n".join(lines)
-    if family == "minigpt":
+    if layout_of(mc) == "gpt2":
         lines.insert(0, "- Architecture: GPT-2 decoder (pre-LayerNorm blocks, tanh-GELU MLP, learned positions, "
                         f"output layer tied to\n  the token embedding): {mc['n_layer']} layers, {mc['n_head']} heads, "
                         f"width {mc['d_model']}, MLP width {mc['d_ff']}.")
@@ -276,7 +277,7 @@ def _how_to_load(info: RunInfo, subject: Subject, repo: str) -> str:
     text = (f"With minitrain, as the starting point of a run (the weights are checked against the config when they "
             f"load) or\nto continue a prompt:\n\n```yaml\nmodel:\n  init_from: {repo}\n```\n\n```bash\n"
             f'minitrain sample {repo} --prompt "{prompt}"\n```\n')
-    if info.model_config.get("type", "minigpt") != "minigpt":
+    if layout_of(info.model_config) != "gpt2":
         return text
     return text + f"""
 With transformers (PyTorch):
@@ -297,7 +298,7 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
     """The whole README.md: front matter, then the sections a reader of the model needs (`vocab_size`: the
     tokenizer's, for a language model)."""
     subject = describe(info)
-    name = repo_id or info.model_config.get("type", "minigpt")
+    name = repo_id or model_type(info.model_config)
     repo = repo_id or "user/name"
     init_from = info.section("model").get("init_from")
     origin = (f"Initialised from `{init_from}`, then trained with minitrain." if init_from else

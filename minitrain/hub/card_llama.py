@@ -19,6 +19,7 @@ from minitrain.common.hub_id import is_hub_id
 from minitrain.common.io import path_exists
 from minitrain.formats.hf_config import ARCHITECTURES
 from minitrain.hub.run_folder import RunInfo
+from minitrain.models.registry import family_of, layout_of
 
 MISSING = "not recorded"
 LICENSE_NOTE = "the base model's license applies (see its own model card)"
@@ -26,13 +27,11 @@ LICENSE_NOTE = "the base model's license applies (see its own model card)"
 
 def architecture_name(model_config: dict[str, Any]) -> str:
     """The transformers class an export of this config loads as (formats/hf_config.py `to_hf_config`)."""
-    if model_config.get("type") != "llama":
-        return "GPT2LMHeadModel"
-    return ARCHITECTURES["qwen2" if model_config.get("attention_bias") else "llama"]
+    return {**ARCHITECTURES, "gpt2": "GPT2LMHeadModel"}[layout_of(model_config)]
 
 
 def describe_architecture(mc: dict[str, Any]) -> str:
-    if mc.get("type") != "llama":
+    if layout_of(mc) == "gpt2":
         return (f"GPT-2 (GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP, output layer tied to the token "
                 f"embedding): {mc['n_layer']} layers, {mc['n_head']} heads, width {mc['d_model']}, MLP width "
                 f"{mc['d_ff']}, {mc['vocab_size']} embedding rows")
@@ -88,7 +87,7 @@ def llama_card(model_config: dict[str, Any], vocab_size: int, repo_id: str | Non
              f'minitrain sample {repo}{" --chat" if chat else ""} --prompt "Hola"',
              f"minitrain eval {repo} --data test.jsonl", "```", "",
              "## License", "", f"The weights derive from `{base}`: {LICENSE_NOTE}.", ""]
-    family = "llama" if model_config.get("type") == "llama" else "gpt2"
+    family = "gpt2" if layout_of(model_config) == "gpt2" else family_of(model_config).name
     meta = ModelCardData(library_name="minitrain", tags=["minitrain", family, "text-generation"],
                          pipeline_tag="text-generation", base_model=base if _is_hub_id(base) else None,
                          model_name=name)

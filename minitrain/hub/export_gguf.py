@@ -29,7 +29,7 @@ from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gguf_vocab import bpe_fields, char_fields
 from minitrain.formats.gguf_write import DTYPES, check_writable, write_gguf_model
-from minitrain.models.registry import model_type, parameter_shapes
+from minitrain.models.registry import model_type, parameter_shapes, refusal
 
 
 class GGUFSource(NamedTuple):
@@ -41,15 +41,9 @@ class GGUFSource(NamedTuple):
 
 def check_gguf_family(model_config: dict[str, Any], source: str) -> None:
     """UserError unless llama.cpp has a layout for the model (module docstring)."""
-    kind = model_type(model_config)
-    if kind == "sequential":
-        raise UserError(f"export --format gguf {source}: a sequential table model; GGUF holds language models "
-                        "(llama.cpp runs text); its run folder and model file hold everything `minitrain "
-                        "predict` needs", BAD_INPUT)
-    if kind not in ("minigpt", "llama"):
-        raise UserError(f"export --format gguf {source}: model.type {kind}: llama.cpp has layouts for the Llama family "
-                        "and GPT-2 (MiniGPT) only", BAD_INPUT)
-    if kind == "minigpt" and model_config.get("attn_scale") is not None:
+    if why := refusal(model_type(model_config), "gguf"):
+        raise UserError(f"export --format gguf {source}: {why}", BAD_INPUT)
+    if model_config.get("attn_scale") is not None:
         raise UserError(f"export --format gguf {source}: attn_scale {model_config['attn_scale']:g}: llama.cpp's "
                         "gpt2 scales attention by 1/sqrt(head size) only", BAD_INPUT)
     check_writable(model_config)

@@ -46,6 +46,7 @@ from minitrain.formats.hf_config import from_hf_config, from_hf_state, hf_shapes
 from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.sources import gpt2_state
+from minitrain.models.registry import family_of
 from minitrain.runs.model_files import check_tensors
 
 TOKENIZER_FILES = FOLDER_FILES  # tokenizer.json (or GPT-2's vocab.json + merges.txt), its config, the template
@@ -129,8 +130,8 @@ def _from_gguf(path: Path):
 
 
 def is_llama(model_config: dict[str, Any]) -> bool:
-    """A Llama-family config; else MiniGPT's (a GPT-2 base)."""
-    return model_config.get("type") == "llama"
+    """A base of a family read through transformers' Llama-family configs (any base); else a GPT-2 (MiniGPT's)."""
+    return family_of(model_config).pretrained == "any"
 
 
 def _folder_config(folder: Path, spec: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -34,17 +34,18 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config, ModelConfig
 from minitrain.config.source import ConfigSource
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
-from minitrain.hub.pretrained import base_kind, describe_base, download_base, is_llama, load_pretrained_base
+from minitrain.hub.pretrained import base_kind, describe_base, download_base, load_pretrained_base
 from minitrain.hub.run_folder import RunInfo, locate, read_run
 from minitrain.lora import LoraSettings, add_adapters, check_base, load_adapter_state, merged_state, settings_of
-from minitrain.models.registry import build_model, linear_module_paths
+from minitrain.models.registry import FAMILIES, build_model, family_of, linear_module_paths, model_keys
 from minitrain.nn import Module
 
 TOKENIZER_DIR = "tokenizer"  # RUN/tokenizer/: the base's tokenizer files, byte for byte
-# The base's architecture keys (each constructor's, but dropout: a fine-tune may choose its own).
-ARCHITECTURE = {"llama": ("n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "max_seq_len",
-                          "rope_theta", "rope_scaling", "rms_norm_eps", "tie_embeddings", "attention_bias", "head_dim"),
-                "minigpt": ("n_layer", "n_head", "d_model", "d_ff", "vocab_size", "max_seq_len", "attn_scale")}
+
+
+def architecture(kind: str) -> list[str]:
+    """The base's architecture keys: its constructor's, but dropout (a fine-tune may choose its own)."""
+    return [key for key in model_keys(kind) if key != "dropout"]
 
 
 class BaseInfo(NamedTuple):
@@ -86,11 +87,11 @@ def complete_model_section(cfg: Config) -> Config:
     given = {k for k in model.model_fields_set if getattr(model, k) is not None}
     values = {k: _plain(getattr(model, k)) for k in given}
     problems = []
-    for key in ARCHITECTURE[model.type]:
+    for key in architecture(model.type):
         theirs = base.model_config.get(key)
         if key not in given:
             values[key] = theirs
-        elif key == "max_seq_len" and model.type == "llama":
+        elif key == "max_seq_len" and not FAMILIES[model.type].learned_positions:
             if values[key] > theirs:
                 problems.append(Problem(("model", key), f"{values[key]} is longer than the context of the base "
                                                         f"{model.init_from} ({theirs} positions)"))
@@ -115,9 +116,9 @@ def _checked_base(spec: str, model_config: dict[str, Any]) -> tuple[dict[str, An
     """The base's model config (its context among it), float32 weights and where they came from, refused unless
     its architecture is `model_config`'s."""
     config, state, _, facts = load_pretrained_base(spec)
-    keys = ARCHITECTURE["llama" if is_llama(config) else "minigpt"]
-    differ = [f"{k} {config.get(k)!r} (the model: {model_config.get(k)!r})" for k in keys
-              if (k != "max_seq_len" or not is_llama(config)) and config.get(k) != model_config.get(k)]
+    family = family_of(config)
+    differ = [f"{k} {config.get(k)!r} (the model: {model_config.get(k)!r})" for k in architecture(family.name)
+              if (k != "max_seq_len" or family.learned_positions) and config.get(k) != model_config.get(k)]
     if differ:
         raise UserError(f"model.init_from {spec}: a base of another architecture: {', '.join(differ)}", 2)
     return config, state, str(facts.get("path", spec))

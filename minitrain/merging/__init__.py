@@ -7,11 +7,11 @@
     ties.py      TIES: trim, elect sign, disjoint mean (Yadav et al. 2023)
     dare.py      DARE: drop and rescale, then task arithmetic or TIES (Yu et al. 2023)
     slerp.py     SLERP between two models, per tensor
-    methods.py   the registry: merge_method -> the function merging one tensor
+    methods.py   the registry: one MergeMethod record per merge_method (its function, what it reads)
     merge.py     the whole merge: read, check, merge, write (`minitrain merge-models`)
 """
 
 from minitrain.merging.merge import merge_models, merge_states
-from minitrain.merging.methods import METHODS
+from minitrain.merging.methods import MERGE_METHODS, MergeMethod
 
-__all__ = ["METHODS", "merge_models", "merge_states"]
+__all__ = ["MERGE_METHODS", "MergeMethod", "merge_models", "merge_states"]

@@ -20,7 +20,7 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.hub.pretrained import export_hf_folder, is_llama
-from minitrain.merging.methods import METHODS
+from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.parents import Parent, check_compatible, load_parent, tensor_order
 from minitrain.merging.spec import MergeSpec, read_spec
 from minitrain.runs.model_files import save_model_file
@@ -30,7 +30,7 @@ def merge_states(spec: MergeSpec, base: dict[str, np.ndarray] | None,
                  inputs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Every tensor merged by spec.merge_method (`inputs`: the states of spec.inputs(), in order), in
     `tensor_order` of the base's names (or the first input's)."""
-    merge = METHODS[spec.merge_method]
+    merge = MERGE_METHODS[spec.merge_method].fn
     merged = {}
     for name in tensor_order(base if base is not None else inputs[0]):
         tensors = [state[name] for state in inputs]

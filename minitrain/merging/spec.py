@@ -1,6 +1,6 @@
 """The merge config: mergekit's YAML shape, checked strictly (an unknown key is refused by name, with its line).
 
-    merge_method: ties                 # linear | task_arithmetic | ties | dare_linear | dare_ties | slerp
+    merge_method: ties                 # a record of minitrain/merging/methods.py
     base_model: models/base.safetensors
     models:
       - model: runs/lora-imperfect     # any source minitrain reads (run folder, model file, export, HF folder)
@@ -11,19 +11,10 @@
     dtype: float32
     seed: 0                            # DARE's drop masks
 
-A model's own `parameters` win over the top-level ones. Which keys each method reads:
-
-    linear            weight (default 1), normalize (default true)
-    task_arithmetic   weight (1), lambda (1), normalize (false)           base_model required
-    ties              weight (1), density (1), lambda (1)                  base_model required
-    dare_linear       weight (1), density (1), lambda (1), normalize (false), seed   base_model required
-    dare_ties         weight (1), density (1), lambda (1), seed            base_model required
-    slerp             t: a number, or [{filter: NAME_PART, value: T}, ..., {value: T}]   base_model (t = 0)
-                      and exactly one other model (t = 1)
-
-linear averages `models` and reads no base_model (as mergekit's). A key the method does not read is refused
-rather than ignored. An entry of `models` naming base_model itself
-(mergekit allows it) adds nothing: its task vector is zero, so it is left out.
+A model's own `parameters` win over the top-level ones. Which keys each method reads, whether it needs
+base_model and how many models it merges is its record's (MergeMethod); a key it does not read is refused rather
+than ignored. An entry of `models` naming base_model itself (mergekit allows it) adds nothing: its task vector is
+zero, so it is left out.
 """
 
 from __future__ import annotations
@@ -38,17 +29,8 @@ from minitrain.common.strict import Section
 from minitrain.config.loader import parse_with_source
 from minitrain.config.problems import ConfigError, Problem, from_validation_error
 from minitrain.config.yaml_lines import read_yaml_text
+from minitrain.merging.methods import MERGE_METHODS
 
-METHOD_NAMES = ("linear", "task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
-NEEDS_BASE = ("task_arithmetic", "ties", "dare_linear", "dare_ties", "slerp")
-READS = {  # the parameters each method reads (module docstring)
-    "linear": {"weight", "normalize"},
-    "task_arithmetic": {"weight", "lambda_", "normalize"},
-    "ties": {"weight", "density", "lambda_"},
-    "dare_linear": {"weight", "density", "lambda_", "normalize"},
-    "dare_ties": {"weight", "density", "lambda_"},
-    "slerp": {"t"},
-}
 Density = Annotated[float, Field(gt=0.0, le=1.0)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -78,7 +60,7 @@ class ModelEntry(Section):
 
 
 class MergeSpec(Section):
-    merge_method: Literal[METHOD_NAMES]  # a Literal of a tuple: each name one choice
+    merge_method: Literal[tuple(MERGE_METHODS)]  # the records' names (minitrain/merging/methods.py)
     base_model: str | None = None
     models: list[ModelEntry] = Field(min_length=1)
     parameters: Parameters = Parameters()
@@ -87,24 +69,22 @@ class MergeSpec(Section):
 
     @model_validator(mode="after")
     def _method_keys(self) -> MergeSpec:
-        method = self.merge_method
-        if method in NEEDS_BASE and self.base_model is None:
+        method, record = self.merge_method, MERGE_METHODS[self.merge_method]
+        if record.needs_base and self.base_model is None:
             raise ValueError(f"merge_method {method} needs base_model (the model the task vectors are taken from)")
         given = {k for k, v in self.parameters if v is not None}
         given |= {k for m in self.models for k, v in m.parameters if v is not None}
-        extra = sorted(given - READS[method])
-        if extra:
-            names = ", ".join("lambda" if k == "lambda_" else k for k in extra)
-            raise ValueError(f"merge_method {method} does not read {names} (it reads "
-                             f"{', '.join(sorted('lambda' if k == 'lambda_' else k for k in READS[method]))})")
-        if method == "slerp":
-            if self.parameters.t is None:
-                raise ValueError("merge_method slerp needs parameters.t (0: base_model, 1: the other model)")
-            if len(self.others()) != 1:
-                raise ValueError(f"merge_method slerp interpolates two models: base_model and exactly one other "
-                                 f"under models (got {len(self.others())} others)")
-        elif method != "linear" and not self.others():
-            raise ValueError(f"merge_method {method}: models names no model other than base_model")
+        key = lambda k: "lambda" if k == "lambda_" else k  # noqa: E731  (the YAML's spelling)
+        if extra := sorted(given - record.reads):
+            raise ValueError(f"merge_method {method} does not read {', '.join(map(key, extra))} (it reads "
+                             f"{', '.join(sorted(map(key, record.reads))) or 'no parameters'})")
+        if missing := sorted(record.requires - given):
+            raise ValueError(f"merge_method {method} needs parameters.{', '.join(map(key, missing))}")
+        (least, most), count = record.models, len(self.inputs())
+        if count < least or (most is not None and count > most):
+            amount = f"exactly {least}" if least == most else f"at least {least}"
+            besides = " besides base_model" if record.needs_base else ""
+            raise ValueError(f"merge_method {method} merges {amount} model{'s' * (least != 1)}{besides} (got {count})")
         return self
 
     def others(self) -> list[ModelEntry]:
@@ -112,8 +92,8 @@ class MergeSpec(Section):
         return [m for m in self.models if m.model != self.base_model]
 
     def base(self) -> str | None:
-        """The base the task vectors are taken from: base_model, except for linear, which reads none."""
-        return None if self.merge_method == "linear" else self.base_model
+        """The base the task vectors are taken from: base_model, unless the method needs none (linear)."""
+        return self.base_model if MERGE_METHODS[self.merge_method].needs_base else None
 
     def inputs(self) -> list[ModelEntry]:
         """The models whose tensors are merged (with the base's, when there is one)."""

@@ -20,13 +20,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes
+from minitrain.models.family import ModelFamily, Shapes, file_schema_of, heads_divide_width
 from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
 
@@ -145,25 +145,6 @@ class MiniGPTKeys(Section):
     attn_scale: float | None = Field(None, gt=0, description="minigpt: attention score scale (default 1/sqrt(D))")
 
 
-class MiniGPTFile(FileSchema):
-    """A MiniGPT file's `model_config`: what the model is built from, so nothing absurd may pass (a zero head
-    count divides by zero, a million layers takes forever to build)."""
-
-    n_layer: PositiveInt
-    n_head: PositiveInt
-    d_model: PositiveInt
-    d_ff: PositiveInt
-    vocab_size: PositiveInt
-    max_seq_len: PositiveInt
-    dropout: DropoutRate = 0.0
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> MiniGPTFile:
-        if self.d_model % self.n_head:
-            raise ValueError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
-        return self
-
-
 def _shapes(config: dict) -> Shapes:
     return parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
 
@@ -174,8 +155,11 @@ def _tensor_count(config: dict) -> int:
     return fixed + (with_one - fixed) * int(config["n_layer"])
 
 
-FAMILY = ModelFamily(name="minigpt", model=MiniGPT, keys=MiniGPTKeys, file_schema=MiniGPTFile,
+FAMILY = ModelFamily(name="minigpt", model=MiniGPT, keys=MiniGPTKeys,  # its files have no `type` (they predate it)
+                     file_schema=file_schema_of("minigpt", MiniGPT, MiniGPTKeys, optional=("attn_scale",), typed=False),
                      file_prefix="minigpt-phase18", reads="text", parameter_shapes=_shapes,
-                     width=lambda config: config["d_model"], tensor_count=_tensor_count,
+                     width=lambda config: config["d_model"], tensor_count=_tensor_count, check=heads_divide_width,
+                     pretrained="gpt2", learned_positions=True, layout=lambda config: "gpt2",
+                     lora_targets=("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"),
                      example={"n_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "vocab_size": 64,
                               "max_seq_len": 32})

@@ -25,7 +25,7 @@ from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import DropoutRate, FileSchema, ModelFamily, Shapes
+from minitrain.models.family import ModelFamily, Shapes, file_schema_of
 from minitrain.nn import GELU, Dropout, Embedding, Linear, Module, ReLU, Sequential, Tanh
 
 ACTIVATIONS = {"tanh": Tanh, "relu": ReLU, "gelu": GELU}
@@ -119,24 +119,12 @@ class MLPLMKeys(Section):
     activation: Activation | None = Field(None, description="mlp_lm: hidden activation")
 
 
-class MLPLMFile(FileSchema):
-    """An MLP-LM file's `model_config`."""
-
-    type: Literal["mlp_lm"]
-    vocab_size: PositiveInt
-    max_seq_len: PositiveInt
-    context: PositiveInt
-    d_embed: PositiveInt
-    hidden: list[PositiveInt] = Field(min_length=1)
-    activation: Activation
-    dropout: DropoutRate = 0.0
-
-
 def _shapes(config: dict) -> Shapes:
     return parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
 
 
-FAMILY = ModelFamily(name="mlp_lm", model=MLPLanguageModel, keys=MLPLMKeys, file_schema=MLPLMFile,
+FAMILY = ModelFamily(name="mlp_lm", model=MLPLanguageModel, keys=MLPLMKeys,
+                     file_schema=file_schema_of("mlp_lm", MLPLanguageModel, MLPLMKeys),
                      file_prefix="mlp-lm", reads="text", parameter_shapes=_shapes,
                      width=lambda config: max([*config["hidden"], config["context"] * config["d_embed"]]),
                      example={"type": "mlp_lm", "vocab_size": 64, "max_seq_len": 32, "context": 4, "d_embed": 8,

@@ -14,14 +14,13 @@ checkpoint, so `build_model(saved_config)` rebuilds the same architecture. MiniG
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import Any
 
 import numpy as np
 
-from minitrain.common.errors import UserError
-from minitrain.common.registry import keyword_defaults
+from minitrain.common.registry import Registry, keyword_defaults
 from minitrain.models.family import ModelFamily, Shapes
 from minitrain.nn import Module
 
@@ -32,9 +31,8 @@ FAMILY_MODULES = (
     "sequential",
     "llama",
 )
-FAMILIES: dict[str, ModelFamily] = {
-    family.name: family for family in (import_module(f"minitrain.models.{name}").FAMILY for name in FAMILY_MODULES)
-}
+FAMILIES: Registry[ModelFamily] = Registry(
+    "model family", (import_module(f"minitrain.models.{name}").FAMILY for name in FAMILY_MODULES))
 DEFAULT_TYPE = "minigpt"
 LANGUAGE_MODELS = tuple(name for name, family in FAMILIES.items() if family.reads == "text")
 _NOT_CONFIG = ("rng", "dtype")  # constructor arguments that are not part of the architecture
@@ -42,10 +40,37 @@ _NOT_CONFIG = ("rng", "dtype")  # constructor arguments that are not part of the
 
 def model_type(config: Mapping[str, Any]) -> str:
     """The family a model config names; UserError for an unknown one."""
-    kind = config.get("type", DEFAULT_TYPE)
-    if kind not in FAMILIES:
-        raise UserError(f"model.type: unknown model type {kind!r} (choose one of {', '.join(FAMILIES)})", 2)
-    return kind
+    return FAMILIES.pick(config.get("type", DEFAULT_TYPE), "model.type").name
+
+
+def family_of(config: Mapping[str, Any]) -> ModelFamily:
+    """The record of the family a model config names (a config without `type` is a MiniGPT's)."""
+    return FAMILIES[model_type(config)]
+
+
+def layout_of(config: Mapping[str, Any]) -> str | None:
+    """The layout a model of `config` exports as (its family's `layout`: llama, qwen2 or gpt2); None: none."""
+    layout = family_of(config).layout
+    return layout(config) if layout else None
+
+
+# What a config may ask of a family: whether its record has it, what it is, and why a family without it cannot.
+CAPABILITIES: dict[str, tuple[Callable[[ModelFamily], bool], str, str]] = {
+    "packing": (lambda f: f.packs_rows, "read packed rows", "it has no segment ids, so the documents packed into a "
+                                                            "row would attend to each other"),
+    "gguf": (lambda f: f.layout is not None, "be written as a GGUF", "llama.cpp has no layout for it"),
+    "recomputation": (lambda f: hasattr(f.model, "gradient_checkpointing"), "recompute its layers in backward",
+                      "its model class has no gradient_checkpointing switch"),
+}
+
+
+def refusal(kind: str, capability: str) -> str | None:
+    """None when family `kind` has `capability` (a key of CAPABILITIES); else the one line every room refuses it
+    with: `model.type K cannot WHAT (WHY; only F, G can)`."""
+    has, what, why = CAPABILITIES[capability]
+    if has(FAMILIES[kind]):
+        return None
+    return f"model.type {kind} cannot {what} ({why}; only {', '.join(n for n, f in FAMILIES.items() if has(f))} can)"
 
 
 def model_keys(kind: str) -> dict[str, Any]:

@@ -187,16 +187,6 @@ def _train_vs_val(gaps: Sequence[Mapping[str, float]], dashboard: bool) -> list[
     ]
 
 
-def write_report(
-    path: str | os.PathLike,
-    *,
-    title: str,
-    results: Mapping[str, Any],
-    quality: Quality | None,
-    plot: str | None = "loss_curve.png",
-    gaps: Sequence[Mapping[str, float]] = (),
-    sections: Sequence[str] = (),
-    hyperparameters: Mapping[str, Any] | None = None,
-) -> None:
-    atomic_write_text(path, report_markdown(title=title, results=results, quality=quality, plot=plot, gaps=gaps,
-                                            sections=sections, hyperparameters=hyperparameters))
+def write_report(path: str | os.PathLike, **report: Any) -> None:
+    """report.md at `path`, atomically: `report_markdown(**report)`."""
+    atomic_write_text(path, report_markdown(**report))

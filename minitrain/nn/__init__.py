@@ -14,7 +14,6 @@
     transformer.py    CausalSelfAttention, MLP, Block (GPT-2's)
     llama_attention.py LlamaAttention  grouped-query attention, rotary positions, the KV cache
     llama_mlp.py      LlamaMLP         down(silu(gate(x)) · up(x)), SwiGLU
-    llama_blocks.py   LlamaDecoderLayer  pre-RMSNorm residual layer around the two
     llama_shared.py   LLAMA_INIT_STD, KeyValueStore (what the Llama layers share)
     lora.py           LoRALinear       y = base(x) + (alpha/rank)·dropout(x)·A·B, the base frozen
     quantized.py      Linear4Bit       y = x·deq(W₄) + b, a frozen weight in 4-bit blocks (QLoRA's base)
@@ -31,7 +30,6 @@ from minitrain.nn.dropout import Dropout
 from minitrain.nn.embedding import Embedding
 from minitrain.nn.linear import Linear
 from minitrain.nn.llama_attention import LlamaAttention
-from minitrain.nn.llama_blocks import LlamaDecoderLayer
 from minitrain.nn.llama_mlp import LlamaMLP
 from minitrain.nn.lora import LoRALinear
 from minitrain.nn.module import Module, Parameter, inference
@@ -43,6 +41,6 @@ from minitrain.nn.transformer import MLP, Block, CausalSelfAttention
 
 __all__ = [
     "GELU", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding", "LayerNorm", "Linear", "Linear4Bit",
-    "LlamaAttention", "LlamaDecoderLayer", "LlamaMLP", "LoRALinear", "Module", "ModuleDict", "ModuleList",
+    "LlamaAttention", "LlamaMLP", "LoRALinear", "Module", "ModuleDict", "ModuleList",
     "Parameter", "RMSNorm", "ReLU", "RotaryEmbedding", "Sequential", "Sigmoid", "Softmax", "Tanh", "inference",
 ]  # fmt: skip

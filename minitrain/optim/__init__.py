@@ -1,14 +1,14 @@
 """Optimizers with the semantics of `torch.optim`, on flat state buffers: one concept per module.
 
 adamw.AdamW   adam.Adam   sgd.SGD   rmsprop.RMSprop   adagrad.Adagrad   lamb.Lamb
-optimizer.Optimizer (shared machinery), groups (per-parameter settings), factory (the registry, build_optimizer),
+base.Optimizer (shared machinery), groups (per-parameter settings), factory (the registry, build_optimizer),
 schedule (learning-rate schedules and their registry), clip (gradient clipping by norm and by value)
 """
 
 from minitrain.optim.adagrad import Adagrad
 from minitrain.optim.adam import Adam
 from minitrain.optim.adamw import AdamW
-from minitrain.optim.factory import OPTIMIZERS, build_optimizer, optimizer_keys
+from minitrain.optim.factory import OPTIMIZERS, build_optimizer
 from minitrain.optim.lamb import Lamb
 from minitrain.optim.optimizer import Optimizer
 from minitrain.optim.rmsprop import RMSprop
@@ -24,5 +24,4 @@ __all__ = [
     "Optimizer",
     "RMSprop",
     "build_optimizer",
-    "optimizer_keys",
 ]

@@ -7,9 +7,8 @@ buffer). An unknown type or a key the chosen optimizer does not take is a UserEr
 from __future__ import annotations
 
 from collections.abc import Iterable
-from importlib import import_module
 
-from minitrain.common.registry import check_choice, keyword_defaults
+from minitrain.common.registry import Registry, check_choice, load
 from minitrain.optim.optimizer import Optimizer, Parameter
 
 # One line per optimizer: its module of minitrain/optim/ and class; the class's `name` is its `optimizer.type`.
@@ -21,22 +20,10 @@ OPTIMIZER_CLASSES = (
     "adagrad.Adagrad",
     "lamb.Lamb",
 )
-
-
-def _load(path: str) -> type[Optimizer]:
-    module, name = path.split(".")
-    return getattr(import_module(f"minitrain.optim.{module}"), name)
-
-
-OPTIMIZERS: dict[str, type[Optimizer]] = {cls.name: cls for cls in map(_load, OPTIMIZER_CLASSES)}
-
-
-def optimizer_keys(type: str) -> list[str]:
-    """The keyword arguments optimizer `type` accepts (besides the parameters)."""
-    return list(keyword_defaults(OPTIMIZERS[type], skip=("named_params",)))
+OPTIMIZERS: Registry[type[Optimizer]] = Registry("optimizer", [load(f"minitrain.optim.{c}") for c in OPTIMIZER_CLASSES])
 
 
 def build_optimizer(type: str, named_params: Iterable[tuple[str, Parameter]], **keys: object) -> Optimizer:
     """Construct optimizer `type` (a name of `OPTIMIZERS`: "adamw", "sgd", ...) with `keys`."""
-    check_choice("optimizer", "optimizer", OPTIMIZERS, type, keys, skip=("named_params",))
+    check_choice("optimizer", OPTIMIZERS, type, keys, skip=("named_params",))
     return OPTIMIZERS[type](named_params, **keys)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 from minitrain.common.errors import ArgumentError, UserError
-from minitrain.common.registry import check_choice, keyword_defaults
+from minitrain.common.registry import Registry, check_choice
 
 
 class HasLearningRate(Protocol):
@@ -345,17 +345,11 @@ class Plateau(Schedule):
         self.best = None if state["best"] is None else float(state["best"])
 
 
-SCHEDULES: dict[str, type[Schedule]] = {
-    cls.name: cls for cls in (WarmupCosine, Constant, Linear, Step, Exponential, Plateau, OneCycle)
-}
-
-
-def schedule_keys(type: str) -> list[str]:
-    """The keyword arguments schedule `type` accepts (besides `optimizer`)."""
-    return list(keyword_defaults(SCHEDULES[type], skip=("optimizer",)))
+SCHEDULES: Registry[type[Schedule]] = Registry(
+    "schedule", (WarmupCosine, Constant, Linear, Step, Exponential, Plateau, OneCycle))
 
 
 def build_scheduler(type: str, optimizer: HasLearningRate | None = None, **keys: Any) -> Schedule:
     """Construct schedule `type` with `keys`; an unknown type, unknown key or missing key is a UserError."""
-    check_choice("scheduler", "schedule", SCHEDULES, type, keys, skip=("optimizer",))
+    check_choice("scheduler", SCHEDULES, type, keys, skip=("optimizer",))
     return SCHEDULES[type](optimizer=optimizer, **keys)

@@ -18,15 +18,16 @@ pruned first, so the same weights always give the same mask. `exclude_pruned` ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from minitrain.common.registry import Registry
 from minitrain.nn import Linear, Module
 from minitrain.nn.module import module_matches
 
 UNSTRUCTURED, TWO_FOUR = "unstructured", "2:4"
-STRUCTURES = (UNSTRUCTURED, TWO_FOUR)
 GROUPS = ("layer", "output")
 N_KEPT, M_GROUP = 2, 4  # 2:4 keeps N of every M consecutive inputs
 
@@ -56,16 +57,17 @@ def keep_mask(scores: np.ndarray, sparsity: float, structure: str = UNSTRUCTURED
     scores = np.asarray(scores, dtype=np.float64)
     if exclude_pruned is not None:  # already pruned: below every real score (scores are ≥ 0)
         scores = np.where(exclude_pruned, -1.0, scores)
-    if structure == TWO_FOUR:
-        return _n_of_m_mask(scores)
-    if structure != UNSTRUCTURED:
+    if structure not in STRUCTURES:
         raise ValueError(f"structure must be one of {', '.join(STRUCTURES)}, got {structure!r}")
-    k = pruned_count(scores.shape, sparsity)
-    if group == "layer":
-        return _layer_mask(scores, k)
-    if group == "output":
-        return _output_mask(scores, k)
-    raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {group!r}")
+    if STRUCTURES[structure].sparsity not in (None, sparsity):
+        raise ValueError(f"{structure} prunes {STRUCTURES[structure].sparsity} of each layer, not {sparsity}")
+    return STRUCTURES[structure].mask(scores, sparsity, group)
+
+
+def _unstructured_mask(scores: np.ndarray, sparsity: float, group: str) -> np.ndarray:
+    if group not in GROUPS:
+        raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {group!r}")
+    return (_layer_mask if group == "layer" else _output_mask)(scores, pruned_count(scores.shape, sparsity))
 
 
 def _layer_mask(scores: np.ndarray, k: int) -> np.ndarray:
@@ -89,7 +91,7 @@ def _output_mask(scores: np.ndarray, k: int) -> np.ndarray:
     return keep
 
 
-def _n_of_m_mask(scores: np.ndarray) -> np.ndarray:
+def _n_of_m_mask(scores: np.ndarray, sparsity: float, group: str) -> np.ndarray:
     n_in, n_out = scores.shape
     if n_in % M_GROUP:
         raise ValueError(f"2:4 needs inputs in groups of {M_GROUP}; this layer has {n_in}")
@@ -98,6 +100,21 @@ def _n_of_m_mask(scores: np.ndarray) -> np.ndarray:
     keep = np.ones_like(grouped, dtype=bool)
     np.put_along_axis(keep, order[:, : M_GROUP - N_KEPT], False, axis=1)
     return keep.reshape(n_in, n_out)
+
+
+@dataclass(frozen=True)
+class PruningStructure:
+    """`mask(scores, sparsity, group) -> keep` (module docstring); `sparsity`: the only share it prunes (2:4)."""
+
+    name: str
+    mask: Callable[[np.ndarray, float, str], np.ndarray]
+    sparsity: float | None = None
+
+
+STRUCTURES: Registry[PruningStructure] = Registry("pruning structure", [
+    PruningStructure(UNSTRUCTURED, _unstructured_mask),
+    PruningStructure(TWO_FOUR, _n_of_m_mask, sparsity=1 - N_KEPT / M_GROUP),
+])
 
 
 def apply_masks(model: Module, masks: dict[str, np.ndarray]) -> None:

@@ -14,20 +14,18 @@ left out), the Gram matrix the mse quantizer weighs its rounding error by too (m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from minitrain.common.registry import Registry
 from minitrain.nn import Module, inference
 from minitrain.pruning.masks import UNSTRUCTURED, apply_masks, keep_mask
 
-METHODS = ("magnitude", "wanda")
-GROUP_OF = {"magnitude": "layer", "wanda": "output"}  # each method's comparison group, as its paper prunes
 
-
-def magnitude_scores(weight: np.ndarray) -> np.ndarray:
-    """|W| (in, out)."""
+def magnitude_scores(weight: np.ndarray, input_norm: np.ndarray | None = None) -> np.ndarray:
+    """|W| (in, out); the inputs are not read."""
     return np.abs(weight.astype(np.float64))
 
 
@@ -62,6 +60,23 @@ def calibration_grams(model: Module, batches: Iterable, paths: Sequence[str]) ->
     return grams
 
 
+@dataclass(frozen=True)
+class PruningMethod:
+    """`scores(weight (in, out), input_norm (in,) or None) -> (in, out)`, compared within `group` as its paper
+    prunes (masks.py); `calibrated`: it reads the inputs' norms, so it needs calibration batches."""
+
+    name: str
+    scores: Callable[[np.ndarray, np.ndarray | None], np.ndarray]
+    group: str
+    calibrated: bool = False
+
+
+METHODS: Registry[PruningMethod] = Registry("pruning method", [
+    PruningMethod("magnitude", magnitude_scores, "layer"),
+    PruningMethod("wanda", wanda_scores, "output", calibrated=True),
+])
+
+
 def input_norms(model: Module, batches: list, paths: Sequence[str]) -> dict[str, np.ndarray]:
     """{path: ‖X_i‖₂ (in,)} of the inputs each layer sees over the calibration `batches` (real positions only)."""
     grams = calibration_grams(model, batches, paths)
@@ -83,26 +98,26 @@ class Pruning:
     def metadata(self) -> dict:
         """What the pruned model file records under "pruning"."""
         return {"method": self.method, "sparsity": self.sparsity, "structure": self.structure,
-                "group": GROUP_OF[self.method], "calibration_samples": self.calibration_samples,
+                "group": METHODS[self.method].group, "calibration_samples": self.calibration_samples,
                 "exclude": self.exclude,
                 "layers": {p: int(np.count_nonzero(~m)) for p, m in self.masks.items()}}
 
 
 def prune_model(model: Module, method: str, sparsity: float, paths: Sequence[str], structure: str = UNSTRUCTURED,
                 calibration: list | None = None) -> dict[str, np.ndarray]:
-    """Prune `model`'s layers at `paths` in place, one shot; return their masks. Wanda needs `calibration`
-    batches (the inputs' norms); magnitude reads the weights alone."""
+    """Prune `model`'s layers at `paths` in place, one shot; return their masks. A calibrated method (wanda)
+    needs `calibration` batches (the inputs' norms); magnitude reads the weights alone."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if method == "wanda" and not calibration:
-        raise ValueError("wanda weighs each weight by its input's norm: it needs calibration batches")
-    norms = input_norms(model, calibration, paths) if method == "wanda" else {}
+    record = METHODS[method]
+    if record.calibrated and not calibration:
+        raise ValueError(f"{method} weighs each weight by its input's norm: it needs calibration batches")
+    norms = input_norms(model, calibration, paths) if record.calibrated else {}
     masks = {}
     for path in paths:
-        weight = model.get_submodule(path).weight.data
-        scores = wanda_scores(weight, norms[path]) if method == "wanda" else magnitude_scores(weight)
+        scores = record.scores(model.get_submodule(path).weight.data, norms.get(path))
         try:
-            masks[path] = keep_mask(scores, sparsity, structure, GROUP_OF[method])
+            masks[path] = keep_mask(scores, sparsity, structure, record.group)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
     apply_masks(model, masks)

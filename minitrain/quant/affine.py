@@ -14,7 +14,7 @@ column), per_group (a unit per `group_size` consecutive inputs of each column; g
 Shapes: W is viewed as units (G, g, C) — G groups of g rows, C columns — and each scale is (G, C).
 
 Bound, by construction: a value inside its unit's range [(qmin − z)·s, (qmax − z)·s] is off by at most s/2
-(rounding), and with minmax every value is inside it. Rounding is NumPy's, half to even.
+(NumPy's rounding, half to even); with minmax so is every value (the rounded zero point leaves any out < s/2).
 """
 
 from __future__ import annotations

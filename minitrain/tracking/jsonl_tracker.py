@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.common.io import append_line
-from minitrain.tracking.tracker import Tracker
+from minitrain.tracking.tracker import Destination, Tracker
 
 
 class JsonlTracker(Tracker):
-    backend = "jsonl"
-
-    def __init__(self, path: str | Path, run: str, experiment: str, project: str | None = None) -> None:
-        self.path, self.run, self.experiment, self.project = Path(path), run, experiment, project
+    def __init__(self, to: Destination) -> None:
+        self.path, self.run, self.experiment, self.project = Path(to.uri), to.run, to.experiment, to.project
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _write(self, event: str, **fields: Any) -> None:

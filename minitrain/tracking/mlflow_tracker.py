@@ -30,7 +30,7 @@ from typing import Any
 from minitrain.common.errors import UserError
 from minitrain.common.extras import require
 from minitrain.common.io import atomic_write_json
-from minitrain.tracking.tracker import Tracker, numeric
+from minitrain.tracking.tracker import Destination, Tracker, numeric
 
 # How a minitrain run's status reads in MLflow.
 STATUS = {"completed": "FINISHED", "early_stopped": "FINISHED", "diverged": "FAILED", "halted": "FAILED",
@@ -42,10 +42,6 @@ STATE_FILE = "tracking.json"
 def metric_name(key: str) -> str:
     """`key` in the characters MLflow allows in a metric name (`lr/transformer.h.*` -> `lr/transformer.h._`)."""
     return re.sub(r"[^\w\-. /]", "_", key)
-
-
-def sqlite_uri(path: str | Path) -> str:
-    return f"sqlite:///{Path(path).resolve()}"
 
 
 def artifact_location(uri: str) -> str | None:
@@ -87,14 +83,11 @@ def experiment_id(client: Any, name: str, project: str | None) -> str:
 
 
 class MlflowTracker(Tracker):
-    backend = "mlflow"
-
-    def __init__(self, uri: str, run: str, experiment: str, project: str | None, run_dir: Path,
-                 resuming: bool = False) -> None:
-        self.client = client_for(uri)
-        self.uri, self.run, self.experiment, self.project = uri, run, experiment, project
-        self.state_path = run_dir / STATE_FILE
-        self.run_id = self._previous_run_id() if resuming else None
+    def __init__(self, to: Destination) -> None:
+        self.client = client_for(to.uri)
+        self.uri, self.run, self.experiment, self.project = to.uri, to.run, to.experiment, to.project
+        self.state_path = to.run_dir / STATE_FILE
+        self.run_id = self._previous_run_id() if to.resume_step is not None else None
         self._pending: list[Any] = []
         self._lock = threading.Lock()  # system metrics arrive from their own thread
         self.broken = False

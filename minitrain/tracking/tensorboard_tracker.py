@@ -18,16 +18,14 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.extras import require
-from minitrain.tracking.tracker import Tracker, numeric
+from minitrain.tracking.tracker import Destination, Tracker, numeric
 
 
 class TensorBoardTracker(Tracker):
-    backend = "tensorboard"
-
-    def __init__(self, log_dir: str | Path, run: str, resume_step: int | None = None) -> None:
+    def __init__(self, to: Destination) -> None:
         tensorboardx = require("tensorboardX", "tensorboard", "monitoring.tracking backend tensorboard")
-        self.log_dir = Path(log_dir) / run
-        self.writer = tensorboardx.SummaryWriter(str(self.log_dir), purge_step=resume_step, flush_secs=10)
+        self.log_dir = Path(to.uri) / to.run
+        self.writer = tensorboardx.SummaryWriter(str(self.log_dir), purge_step=to.resume_step, flush_secs=10)
 
     def start(self, params: Mapping[str, Any], tags: Mapping[str, str]) -> None:
         lines = [f"    {key}: {json.dumps(value)}" for key, value in {**tags, **params}.items()]

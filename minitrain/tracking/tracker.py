@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,6 +26,17 @@ from minitrain.hub.run_folder import locate
 # Files of a finished run that trackers keep with it (those that exist), and the model file results.json names.
 RUN_FILES = ("config.yaml", "config.resolved.yaml", "results.json", "report.md", "report.html", "loss_curve.png",
              "environment.yaml")
+
+
+class Destination(NamedTuple):
+    """Where and as what a run is tracked (what every tracker is built from); resume_step None: a new run."""
+
+    uri: str
+    run: str
+    experiment: str
+    project: str | None
+    run_dir: Path
+    resume_step: int | None
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -55,8 +66,6 @@ def run_files(run_dir: Path, results: Mapping[str, Any]) -> list[Path]:
 
 class Tracker(Callback):
     """Base class: subclasses write `start`, `log_metrics`, `finish`, and the optional histogram and text calls."""
-
-    backend = "base"
 
     def start(self, params: Mapping[str, Any], tags: Mapping[str, str]) -> None:
         raise NotImplementedError

@@ -23,6 +23,7 @@ from minitrain.config import Config
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.lora import adapter_state, add_adapters, base_weight_bytes, linear_paths, settings_of, with_base
 from minitrain.lora.peft import write_peft_adapter
+from minitrain.models.registry import family_of
 from minitrain.nn import Module
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.training.ptq import (
@@ -90,7 +91,7 @@ def after_training(
     results: dict[str, Any] = {}
     if settings_of(model) is not None:
         # A Llama's layers are torch.nn.Linear in transformers ((out, in) weights): fan_in_fan_out false.
-        write_peft_adapter(out_dir / ADAPTER_DIR, model, fan_in_fan_out=model.config.get("type") != "llama")
+        write_peft_adapter(out_dir / ADAPTER_DIR, model, fan_in_fan_out=family_of(model.config).fan_in_fan_out)
         results["adapter_dir"] = str(out_dir / ADAPTER_DIR)
     if cfg.quantize.enabled:
         q = cfg.quantize

@@ -19,7 +19,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.paths import recorded_path
 from minitrain.config.datacheck import load_split
 from minitrain.pruning.masks import layer_sparsity, prunable_paths
-from minitrain.pruning.scores import Pruning, prune_model
+from minitrain.pruning.scores import METHODS, Pruning, prune_model
 from minitrain.runs.model_files import save_model_file
 from minitrain.training.artifacts import non_finite_scores
 from minitrain.training.ptq import calibration_batches, whole_model
@@ -44,7 +44,7 @@ def prune_run(
     if unmatched:
         raise UserError(f"prune: --exclude {', '.join(unmatched)} names no linear layer", 2)
     batches = []
-    if method == "wanda":
+    if METHODS[method].calibrated:
         split = data if calibration is None else data.model_copy(update={"train_path": str(calibration)})
         batches = calibration_batches(load_split(split, "train"), tokenizer, model.config["max_seq_len"],
                                       data.loss_on, calibration_samples, seed=0)

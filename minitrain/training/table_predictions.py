@@ -26,7 +26,7 @@ from minitrain.data.preprocessing import plain_value
 from minitrain.data.tables import CLASSIFICATION, TablePipeline, as_model_input, columns_of
 from minitrain.evaluation.table_metrics import log_softmax_rows
 from minitrain.hub.run_folder import read_run
-from minitrain.models.registry import build_model
+from minitrain.models.registry import build_model, model_type
 from minitrain.nn import inference
 
 BATCH_ROWS = 1024
@@ -37,7 +37,7 @@ def predict(source: str | Path, input_path: str | Path, out_path: str | Path, fm
     return a summary {"rows", "output", and "accuracy" or "mse" when the input has the target}."""
     info = read_run(source)
     if not info.pipeline:
-        kind = info.model_config.get("type", "minigpt")
+        kind = model_type(info.model_config)
         raise UserError(f"predict: {info.model_path} is a {kind} language model, which reads text, not table rows; "
                         "use `minitrain sample` to continue a prompt", 2)
     pipeline = TablePipeline.from_dict(info.pipeline)

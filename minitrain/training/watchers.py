@@ -19,8 +19,9 @@ from minitrain.callbacks.callback import Callback, CallbackList
 from minitrain.callbacks.custom import CustomCallback, load_entry_point
 from minitrain.callbacks.thread_choice import MeasuredSettings, SettingChooser, apply_threads, thread_settings
 from minitrain.common.compute import Setting
+from minitrain.common.registry import load
 from minitrain.config import Config, resolved_dict
-from minitrain.config.observing import CallbackEntry
+from minitrain.config.observing import CALLBACKS, CallbackEntry
 from minitrain.monitor.system import FILE as SYSTEM_FILE
 from minitrain.monitor.system import SystemMonitor
 from minitrain.tracking import Tracker, build_tracker, flatten
@@ -39,41 +40,35 @@ class Context(NamedTuple):
     tracker: Tracker | None
 
 
-def _checkpoint(entry: CallbackEntry, when: dict, _: Context) -> Callback:
+def checkpoint(entry: CallbackEntry, when: dict, _: Context) -> Callback:
     options = entry.config
     return Checkpointer(**when, save_best=options.save_best, metric=options.metric, mode=options.mode)
 
 
-def _lr_monitor(entry: CallbackEntry, when: dict, context: Context) -> Callback:
+def lr_monitor(entry: CallbackEntry, when: dict, context: Context) -> Callback:
     scaled = [(g["pattern"], g["lr_scale"]) for g in context.optimizer_groups if "lr_scale" in g]
     return LRMonitor(**when, groups=scaled)
 
 
-def _gradient_monitor(entry: CallbackEntry, when: dict, context: Context) -> Callback:
+def gradient_monitor(entry: CallbackEntry, when: dict, context: Context) -> Callback:
     return GradientMonitor(**when, histograms=entry.config.log_histogram, tracker=context.tracker,
                            png_dir=context.run_dir / "histograms")
 
 
-def _sample_predictions(entry: CallbackEntry, when: dict, context: Context) -> Callback:
+def sample_predictions(entry: CallbackEntry, when: dict, context: Context) -> Callback:
     return SamplePredictions(context.model, context.tokenizer, context.records, entry.config.num_samples, **when,
                              max_new_tokens=entry.config.max_new_tokens, run_dir=context.run_dir,
                              tracker=context.tracker)
 
 
-def _custom(entry: CallbackEntry, when: dict, _: Context) -> Callback:
+def custom(entry: CallbackEntry, when: dict, _: Context) -> Callback:
     return CustomCallback(load_entry_point(entry.entry_point), entry.entry_point, **when, args=entry.args)
 
 
-# type -> how to build it; the names are the schema's (minitrain/config/observing.py CALLBACK_OPTIONS, tested).
-BUILDERS: dict[str, Callable[[CallbackEntry, dict, Context], Callback]] = {
-    "checkpoint": _checkpoint, "lr_monitor": _lr_monitor, "gradient_monitor": _gradient_monitor,
-    "sample_predictions": _sample_predictions, "custom": _custom,
-}
-
-
 def build_callback(entry: CallbackEntry, context: Context) -> Callback:
-    """The callback one `callbacks:` entry describes."""
-    return BUILDERS[entry.type](entry, {"trigger": entry.trigger, "interval": entry.interval}, context)
+    """The callback one `callbacks:` entry describes, by its type's `build` (minitrain/config/observing.py
+    CALLBACKS: checkpoint ... custom above)."""
+    return load(CALLBACKS[entry.type].build)(entry, {"trigger": entry.trigger, "interval": entry.interval}, context)
 
 
 def measured_settings(cfg: Config, *, workers_allowed: bool) -> list[Setting]:

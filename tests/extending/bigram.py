@@ -8,15 +8,12 @@ The simplest language model (makemore's first): a table of next-character logits
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
-from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import ModelFamily
+from minitrain.common.strict import Section
+from minitrain.models.family import ModelFamily, file_schema_of
 from minitrain.nn import Embedding, Module
 
 
@@ -40,15 +37,7 @@ class BigramKeys(Section):
     """`model:` keys of its own: none (vocab_size and max_seq_len are every language model's)."""
 
 
-class BigramFile(BaseModel):
-    """A bigram file's `model_config`."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    type: Literal["bigram"]
-    vocab_size: PositiveInt
-    max_seq_len: PositiveInt
-
-
-FAMILY = ModelFamily(name="bigram", model=BigramLM, keys=BigramKeys, file_schema=BigramFile, file_prefix="bigram",
+FAMILY = ModelFamily(name="bigram", model=BigramLM, keys=BigramKeys, file_prefix="bigram",
+                     file_schema=file_schema_of("bigram", BigramLM, BigramKeys),
                      reads="text", parameter_shapes=lambda c: [("wte.weight", (c["vocab_size"], c["vocab_size"]))],
                      width=lambda c: c["vocab_size"], example={"type": "bigram", "vocab_size": 64, "max_seq_len": 32})

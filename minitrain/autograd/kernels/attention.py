@@ -25,6 +25,7 @@ Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from numba import njit
@@ -51,7 +52,7 @@ def default_scale(head_size: int) -> float:
 
 
 def attention_forward(
-    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None, softmax: Callable
+    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None = None, *, softmax: Callable
 ) -> tuple[np.ndarray, np.ndarray]:
     """y = softmax(q·kᵀ, scale, mask)·v per head -> out (B, T, C), probs (B, H, T, T); big batches in slices."""
     q, k, v = heads(qkv, n_head, 3)
@@ -73,7 +74,7 @@ def attention_forward(
 
 
 def attention_backward(
-    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None, softmax_backward: Callable
+    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None, *, softmax_backward: Callable
 ) -> np.ndarray:
     """dv = pᵀ·dy,  dp = dy·vᵀ,  ds = softmax backward of dp,  dq = ds·k,  dk = dsᵀ·q  -> dqkv (B, T, 3C)."""
     n_head = probs.shape[1]
@@ -132,25 +133,8 @@ def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.
     return probs
 
 
-def attention_forward_reference(
-    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    return attention_forward(qkv, n_head, key_mask, scale, causal_softmax_forward_reference)
-
-
-def attention_backward_reference(
-    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
-) -> np.ndarray:
-    return attention_backward(qkv, probs, dy, scale, softmax_backward_reference)
-
-
-def attention_forward_numba(
-    qkv: np.ndarray, n_head: int, key_mask: np.ndarray, scale: float | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    return attention_forward(qkv, n_head, key_mask, scale, causal_softmax_forward_numba)
-
-
-def attention_backward_numba(
-    qkv: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
-) -> np.ndarray:
-    return attention_backward(qkv, probs, dy, scale, softmax_backward_numba)
+# The two implementations: the same products, the softmax of each (functional.py calls them through `kernels`).
+attention_forward_reference = partial(attention_forward, softmax=causal_softmax_forward_reference)
+attention_backward_reference = partial(attention_backward, softmax_backward=softmax_backward_reference)
+attention_forward_numba = partial(attention_forward, softmax=causal_softmax_forward_numba)
+attention_backward_numba = partial(attention_backward, softmax_backward=softmax_backward_numba)

@@ -23,6 +23,7 @@ Shapes: q (B, Tq, H, D); k, v (B, Tk, H_kv, D); out, dy (B, Tq, H·D); scores, p
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from numba import njit
@@ -57,7 +58,8 @@ def additive_mask(allowed: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def grouped_attention_forward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None, softmax: Callable
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None = None, *,
+    softmax: Callable,
 ) -> tuple[np.ndarray, np.ndarray]:
     """y = softmax(scale·q·kᵀ, allowed)·v per head -> out (B, Tq, H·D), probs (B, H_kv, G·Tq, Tk)."""
     n_kv_head, head_size = k.shape[2], q.shape[3]
@@ -69,8 +71,8 @@ def grouped_attention_forward(
 
 
 def grouped_attention_backward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None,
-    softmax_backward: Callable,
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None,
+    *, softmax_backward: Callable,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dq (B, Tq, H, D), dk, dv (B, Tk, H_kv, D)) from dy (B, Tq, H·D) and the saved probabilities."""
     batch, time_q, n_head, head_size = q.shape
@@ -115,25 +117,8 @@ def masked_softmax_forward_numba(scores: np.ndarray, scale: float, bias: np.ndar
     return probs
 
 
-def grouped_attention_forward_reference(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    return grouped_attention_forward(q, k, v, allowed, scale, masked_softmax_forward_reference)
-
-
-def grouped_attention_backward_reference(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return grouped_attention_backward(q, k, v, probs, dy, scale, softmax_backward_reference)
-
-
-def grouped_attention_forward_numba(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    return grouped_attention_forward(q, k, v, allowed, scale, masked_softmax_forward_numba)
-
-
-def grouped_attention_backward_numba(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return grouped_attention_backward(q, k, v, probs, dy, scale, softmax_backward_numba)
+# The two implementations: the same products, the softmax of each (functional.py calls them through `kernels`).
+grouped_attention_forward_reference = partial(grouped_attention_forward, softmax=masked_softmax_forward_reference)
+grouped_attention_backward_reference = partial(grouped_attention_backward, softmax_backward=softmax_backward_reference)
+grouped_attention_forward_numba = partial(grouped_attention_forward, softmax=masked_softmax_forward_numba)
+grouped_attention_backward_numba = partial(grouped_attention_backward, softmax_backward=softmax_backward_numba)

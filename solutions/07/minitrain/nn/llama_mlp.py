@@ -1,6 +1,6 @@
 """The Llama family's MLP: SwiGLU (Shazeer 2020), a gated feed-forward layer.
 
-    LlamaMLP(x) = down_proj(silu(gate_proj(x)) · up_proj(x)),     silu(z) = z·σ(z)
+    LlamaMLP(x) = down_proj(silu(gate_proj(x)) · up_proj(x)),     silu(z) = z·σ(z)   (or another `activation`)
 
 Against GPT-2's MLP (transformer.py: c_proj(gelu(c_fc(x)))): two input projections instead of one, and the
 product silu(gate)·up lets each hidden unit scale its own input, a gate the network learns; no biases. With three
@@ -8,6 +8,8 @@ matrices instead of two, d_ff is usually about 8/3·d_model rather than 4·d_mod
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,15 +26,16 @@ class LlamaMLP(Module):
 
     Children, in this order (Hugging Face's names; the init draws from `rng` in this order):
     gate_proj = Linear(C, d_ff), up_proj = Linear(C, d_ff), down_proj = Linear(d_ff, C), all bias=False,
-    std=LLAMA_INIT_STD, dtype=dtype; then dropout = Dropout(dropout, rng=rng). silu is functional.silu, or
-    z·sigmoid(z) from Tensor ops."""
+    std=LLAMA_INIT_STD, dtype=dtype; then dropout = Dropout(dropout, rng=rng). `activation` (kept as
+    self.activation) is applied to gate_proj's output: functional.silu by default, which is z·sigmoid(z)."""
 
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.0, *, rng: np.random.Generator | None = None,
-        dtype: type = np.float32,
+        dtype: type = np.float32, activation: Callable[[Tensor], Tensor] = F.silu,
     ) -> None:
-        """The three projections and the dropout, as the class docstring lists them."""
+        """The three projections and the dropout, as the class docstring lists them, and the activation."""
         super().__init__()
+        self.activation = activation
         linear = dict(bias=False, rng=rng, std=LLAMA_INIT_STD, dtype=dtype)
         self.gate_proj = Linear(d_model, d_ff, **linear)
         self.up_proj = Linear(d_model, d_ff, **linear)
@@ -40,6 +43,6 @@ class LlamaMLP(Module):
         self.dropout = Dropout(dropout, rng=rng)
 
     def forward(self, x: Tensor) -> Tensor:
-        """x (B, T, C) -> down_proj(silu(gate_proj(x)) · up_proj(x)), through dropout (B, T, C)."""
+        """x (B, T, C) -> down_proj(activation(gate_proj(x)) · up_proj(x)), through dropout (B, T, C)."""
         gate = self.gate_proj(x)
-        return self.dropout(self.down_proj(gate * F.sigmoid(gate) * self.up_proj(x)))  # silu(gate) · up
+        return self.dropout(self.down_proj(self.activation(gate) * self.up_proj(x)))  # silu(gate) · up

@@ -1,0 +1,228 @@
+"""The composed decoder: a decoder-only language model whose layers are built from the pieces it is given (a norm,
+an attention, an MLP), as torchtune composes its models. Llama, Qwen2 and Mistral are one configuration of it
+(minitrain/models/llama.py); docs/extending.md's Gemma is another, in a few lines. Names are Hugging Face's.
+
+    idx (B, T) ──► embed_tokens[idx]·s ──► n_layer × DecoderLayer ──► norm ──► lm_head ──► logits (B, T, V)
+
+    DecoderLayer(x):  h = x + self_attn(input_layernorm(x))     attention(C, n_head, n_kv_head, head_dim, bias, p)
+                      y = h + mlp(post_attention_layernorm(h))  mlp(C, d_ff, p);  norm(C, rms_norm_eps)
+
+s is `embed_scale` (1 unless given); the head is the token embedding, transposed, unless `tie_embeddings` is false;
+p is `dropout`, on each sub-layer's output; the queries and keys of every layer are rotated by their position
+(θ = `rope_theta`, and Llama 3's `rope_scaling`). A layer builds its attention, MLP and norms in that order, so the
+init draws in transformers' order (q, k, v, o, gate...). B batch, T time, C = d_model, V vocab_size.
+
+`forward` is MiniGPT's, plus `segment_ids` for packed documents: a token attends only to earlier tokens of its
+own segment, and rotary positions restart at 0 with each segment (and count real tokens only: a left-padded row
+starts at 0 too). `generate` continues prompts with a KV cache (minitrain/models/kv_cache.py), feeding one new
+token per step. `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes
+the layer in backward (minitrain/autograd/recompute.py): the same gradients, a second forward pass of the layers,
+and ~30× less activation memory at SmolLM2-135M's shape (what brings a QLoRA step on 4 × 256 tokens under 1.5 GB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from minitrain.autograd import functional as F
+from minitrain.autograd.recompute import checkpoint
+from minitrain.autograd.tensor import TAPE, Tensor
+from minitrain.common.errors import ArgumentError
+from minitrain.models.kv_cache import KVCache
+from minitrain.models.sampling import next_token
+from minitrain.nn import Dropout, Embedding, Linear, Module, ModuleDict, ModuleList, inference
+from minitrain.nn.llama_attention import LlamaAttention
+from minitrain.nn.llama_mlp import LlamaMLP
+from minitrain.nn.llama_shared import LLAMA_INIT_STD, KeyValueStore
+from minitrain.nn.rotary import RotaryEmbedding, rope_positions
+
+
+class DecoderLayer(Module):
+    """h = x + self_attn(input_layernorm(x));  y = h + mlp(post_attention_layernorm(h)).  (B, T, C) -> (B, T, C).
+
+    torchtune's TransformerSelfAttentionLayer, with self_attn called as LlamaAttention is. Registered in transformers'
+    order (self_attn, mlp, then the two norms): the state dict lists the tensors as a Hugging Face checkpoint does."""
+
+    def __init__(self, self_attn: Module, mlp: Module, input_layernorm: Module, post_attention_layernorm: Module
+                 ) -> None:
+        super().__init__()
+        self.self_attn, self.mlp = self_attn, mlp
+        self.input_layernorm, self.post_attention_layernorm = input_layernorm, post_attention_layernorm
+
+    def forward(
+        self, x: Tensor, cos: np.ndarray, sin: np.ndarray, allowed: np.ndarray, cache: KeyValueStore | None = None
+    ) -> Tensor:
+        h = x + self.self_attn(self.input_layernorm(x), cos, sin, allowed, cache)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class Decoder(Module):
+    """A decoder built from pieces. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`."""
+
+    # True: recompute each layer in backward (config: training.gradient_checkpointing). A family whose model class
+    # has this attribute accepts that key (minitrain/config/rules.py).
+    gradient_checkpointing: bool = False
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        norm: Callable[..., Module],
+        mlp: Callable[..., Module] = LlamaMLP,
+        attention: Callable[..., Module] = LlamaAttention,
+        embed_scale: float | None = None,
+        rng: np.random.Generator | int = 0,
+        dtype: type = np.float32,
+    ) -> None:
+        """`config` (self.config, saved in model files): the keys above, n_layer, max_seq_len (n_kv_head None: n_head;
+        head_dim None: d_model // n_head). Pieces get dtype= and, but norms, rng= (the training RNG, or its seed)."""
+        super().__init__()
+        c = self.config = config
+        c["n_kv_head"] = c["n_head"] if c["n_kv_head"] is None else c["n_kv_head"]
+        if c["head_dim"] is None:
+            if c["d_model"] % c["n_head"]:
+                raise ArgumentError(f"model: d_model ({c['d_model']}) must be divisible by n_head ({c['n_head']}), "
+                                    "or give head_dim")
+            c["head_dim"] = c["d_model"] // c["n_head"]
+        if not 0.0 <= c["dropout"] < 1.0:
+            raise ArgumentError(f"model: dropout must be in [0, 1), got {c['dropout']}")
+        rotary = RotaryEmbedding(c["head_dim"], c["rope_theta"], c.get("rope_scaling"))  # fails before any weight
+        self.embed_scale = embed_scale
+        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        d, eps, made = c["d_model"], c["rms_norm_eps"], dict(rng=rng, dtype=dtype)
+
+        def layer() -> DecoderLayer:
+            return DecoderLayer(
+                attention(d, c["n_head"], c["n_kv_head"], c["head_dim"], c.get("attention_bias", False),
+                          c["dropout"], **made),
+                mlp(d, c["d_ff"], c["dropout"], **made), norm(d, eps, dtype=dtype), norm(d, eps, dtype=dtype))
+
+        self.model = ModuleDict(
+            embed_tokens=Embedding(c["vocab_size"], d, std=LLAMA_INIT_STD, **made),
+            layers=ModuleList(layer() for _ in range(c["n_layer"])),
+            norm=norm(d, eps, dtype=dtype),
+            rotary_emb=rotary,
+        )
+        if not c.get("tie_embeddings", True):
+            self.lm_head = Linear(d, c["vocab_size"], bias=False, std=LLAMA_INIT_STD, **made)
+
+    def forward(
+        self,
+        idx: np.ndarray,
+        targets: np.ndarray | None = None,
+        attn_pad_mask: np.ndarray | None = None,
+        loss_mask: np.ndarray | None = None,
+        segment_ids: np.ndarray | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
+        (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens
+        (padding keys are never attended to, and do not count as positions); segment_ids (B, T) marks packed
+        documents (no attention across them; positions restart at 0 with each).
+
+        An integer attn_pad_mask is taken as segment_ids (0 on padding, k on the k-th document of its row): that
+        is how a packed batch reaches the model through lab 01's `model(input, target, attn_pad_mask, loss_mask)`
+        call, whose four arguments never change (minitrain/data/batch.py)."""
+        if attn_pad_mask is not None and segment_ids is None and np.issubdtype(attn_pad_mask.dtype, np.integer):
+            segment_ids, attn_pad_mask = attn_pad_mask, attn_pad_mask > 0
+        batch, time = idx.shape
+        if time > self.config["max_seq_len"]:
+            raise ValueError(f"{type(self).__name__}: sequence length {time} exceeds max_seq_len "
+                             f"{self.config['max_seq_len']}")
+        positions = rope_positions(batch, time, attn_pad_mask, segment_ids)
+        x = self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids))
+        logits = self.head(x)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits, targets, loss_mask)
+
+    def decode(self, idx: np.ndarray, positions: np.ndarray, allowed: np.ndarray, cache: KVCache | None = None
+               ) -> Tensor:
+        """The hidden states after the final norm, (B, T, C): the embedding and every layer, with rotary
+        positions (B, T) and the attention mask `allowed` (B, T, T_k); with a cache, over the cached positions too."""
+        m = self.model
+        x = m.embed_tokens(idx)
+        if self.embed_scale is not None:
+            x = x * self.embed_scale
+        cos, sin = m.rotary_emb(positions, x.dtype)
+        for i, layer in enumerate(m.layers):
+            if self.gradient_checkpointing and cache is None and TAPE.recording:
+                x = checkpoint(lambda h, layer=layer: layer(h, cos, sin, allowed), x,
+                               [p for p in layer.parameters() if p.requires_grad], _dropout_rngs(layer))  # fmt: skip
+            else:
+                x = layer(x, cos, sin, allowed, None if cache is None else cache.layers[i])
+        return m.norm(x)
+
+    def head(self, x: Tensor) -> Tensor:
+        """Logits (..., V) from hidden states (..., C): the token embedding, transposed, when tied."""
+        if self.config.get("tie_embeddings", True):
+            return F.linear(x, self.model.embed_tokens.weight.T)
+        return self.lm_head(x)
+
+    # ------------------------------------------------------------------------------------------- generation
+    def step(self, idx: np.ndarray, mask: np.ndarray, cache: KVCache) -> np.ndarray:
+        """Feed new tokens idx (B, T_new) (mask: True on real ones) through the cache; the logits of the last
+        position, (B, V). Call under `inference(model)`."""
+        positions, key_mask = cache.advance(mask)
+        allowed = F.attention_mask(idx.shape[1], key_mask.shape[1], key_mask)
+        x = self.decode(idx, positions, allowed, cache)
+        return self.head(x[:, -1]).data
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int] | Sequence[Sequence[int]],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        eos_id: int | None = None,
+        rng: np.random.Generator | int | None = None,
+        vocab_limit: int | None = None,
+    ) -> list[list[int]]:
+        """Continue each prompt (a list of ids, or a list of them) by up to max_new_tokens; the new ids of each
+        (EOS not included: a row stops there). Greedy at temperature 0, else sampled from softmax(z/τ) restricted
+        by top_k and top_p (minitrain/models/sampling.py), drawing from `rng` (a generator or a seed) row by row.
+        Prompts of different lengths are left-padded into one batch. `vocab_limit`: only ids below it are chosen
+        (a tokenizer smaller than the embedding table)."""
+        prompts = [list(prompt_ids)] if prompt_ids and np.isscalar(prompt_ids[0]) else [list(p) for p in prompt_ids]
+        if not prompts or not all(prompts):
+            raise ValueError("generate: every prompt needs at least one token")
+        width = max(map(len, prompts))
+        if width + max_new_tokens > self.config["max_seq_len"]:
+            raise ValueError(f"generate: {width} prompt tokens + {max_new_tokens} new ones exceed max_seq_len "
+                             f"{self.config['max_seq_len']}")
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        idx = np.zeros((len(prompts), width), dtype=np.int64)
+        mask = np.zeros(idx.shape, dtype=bool)
+        for row, prompt in enumerate(prompts):  # left padding: every row's last position is its last token
+            idx[row, width - len(prompt) :], mask[row, width - len(prompt) :] = prompt, True
+        c = self.config
+        cache = KVCache(c["n_layer"], len(prompts), width + max_new_tokens, c["n_kv_head"], c["head_dim"],
+                        self.model.embed_tokens.weight.dtype)  # fmt: skip
+        new: list[list[int]] = [[] for _ in prompts]
+        done = np.zeros(len(prompts), dtype=bool)
+        with inference(self):
+            logits = self.step(idx, mask, cache)
+            for step in range(max_new_tokens):
+                tokens = np.zeros(len(prompts), dtype=np.int64)
+                for row in np.flatnonzero(~done):
+                    tokens[row] = next_token(logits[row, :vocab_limit], temperature, top_k, rng, top_p)
+                    if tokens[row] == eos_id:
+                        done[row] = True
+                    else:
+                        new[row].append(int(tokens[row]))
+                if done.all() or step == max_new_tokens - 1:
+                    break
+                logits = self.step(tokens[:, None], np.ones((len(prompts), 1), dtype=bool), cache)
+        return new
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.config.items() if k != "type")
+
+
+def _dropout_rngs(layer: Module) -> list[np.random.Generator]:
+    """The generators a layer's active dropouts draw from (a checkpointed layer replays them)."""
+    rngs = {id(d.rng): d.rng for d in layer.modules() if isinstance(d, Dropout) and d.p > 0 and d.training}
+    return list(rngs.values())
