@@ -18,7 +18,7 @@ from minitrain.formats.gguf_read import open_gguf
 from minitrain.formats.hf_config import hf_shapes
 from minitrain.hub.export_gguf import export_gguf
 from minitrain.hub.pretrained import load_pretrained_base
-from minitrain.hub.pretrained_runs import run_model
+from minitrain.hub.pretrained_runs import run_model, run_state
 from minitrain.hub.sources import load_model
 from minitrain.hub.text_models import load_text_model
 from minitrain.lora import merge_adapters
@@ -72,6 +72,9 @@ def test_a_lora_run_on_a_llama_base_is_written_merged_with_the_base_s_tokenizer(
     path, _ = export_unbuilt(monkeypatch, tmp_path / "run", tmp_path / "run.gguf")
     model, tokenizer = run_model(tmp_path / "run")
     model = merge_adapters(model)
+    folded_config, folded, _ = run_state(tmp_path / "run")  # what export wrote from: the merged model, unbuilt
+    assert folded_config == model.config and list(folded) and set(folded) == set(model.state_dict())
+    assert all(np.array_equal(folded[name], array) for name, array in model.state_dict().items())
     config, state, again, _ = load_pretrained_base(path)
     assert "lora" not in config and config["max_seq_len"] == 64  # the base's context, as the HF export keeps it
     assert len(state) == len(hf_shapes(config))
