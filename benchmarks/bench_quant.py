@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from bench_kernels import median_seconds as kernel_median_seconds  # beside this file (run as a script)
 
+from minitrain.quant.bit_packing import unpack_bits
 from minitrain.quant.blockwise import BLOCK_SIZE, CODE_BOOKS, quantize_4bit
-from minitrain.quant.packing import unpack_bits
 
 SHAPES = {"c_attn": (64, 192), "attn.c_proj": (64, 64), "mlp.c_fc": (64, 256), "mlp.c_proj": (256, 64)}
 

@@ -2,7 +2,7 @@
 
     python scripts/check_gguf_llama_cpp.py [--llama-python PATH] [--smollm2 PATH.gguf]
 
-Cases, each exported by `minitrain.hub.gguf_export` / `gguf_write` in f32, f16 and q8_0:
+Cases, each exported by `minitrain.hub.export_gguf` / `gguf_write` in f32, f16 and q8_0:
 
     tiny-llama    a random minitrain Llama (GQA 4/2 heads, untied head) with SmolLM2's tokenizer (llama layout)
     tiny-qwen2    the same with q/k/v biases and a tied head (qwen2 layout)
@@ -64,10 +64,10 @@ def llama_side(folder: Path) -> None:
 def minitrain_side(folder: Path, smollm2: Path) -> dict:
     from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
     from minitrain.data.tokenizer import CharTokenizer
-    from minitrain.hub.gguf_export import export_gguf
-    from minitrain.hub.gguf_file import read_gguf
-    from minitrain.hub.gguf_vocab import bpe_fields
-    from minitrain.hub.gguf_write import write_gguf_model
+    from minitrain.formats.gguf_read import read_gguf
+    from minitrain.formats.gguf_vocab import bpe_fields
+    from minitrain.formats.gguf_write import write_gguf_model
+    from minitrain.hub.export_gguf import export_gguf
     from minitrain.hub.sources import load_model
     from minitrain.hub.text_models import load_text_model
     from minitrain.models.registry import build_model

@@ -26,7 +26,7 @@ import numpy as np
 
 from minitrain.autograd.tensor import no_grad
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 from minitrain.hub.sources import load_model
 from minitrain.models.minigpt import MiniGPT
 from minitrain.runs.model_files import save_model_file

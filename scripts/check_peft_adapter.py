@@ -32,7 +32,7 @@ import numpy as np
 from check_hf_export import LAB_MODEL, PROMPTS, random_source
 
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 from minitrain.hub.run_folder import read_run
 from minitrain.hub.sources import adapted_model, load_model
 from minitrain.lora import LoraSettings, adapter_names, add_adapters, linear_paths, merge_adapters, with_base

@@ -181,7 +181,7 @@ def main() -> int:
 
     import safetensors.numpy
 
-    from minitrain.hub.hf_config import to_hf_state
+    from minitrain.formats.hf_config import to_hf_state
     from minitrain.hub.pretrained import export_hf_folder, load_pretrained_base
 
     model_config, state, tok, facts = load_pretrained_base(args.gguf)

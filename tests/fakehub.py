@@ -454,7 +454,7 @@ def make_run(root: Path, seed: int = 0) -> Path:
     import numpy as np
 
     from minitrain.data.tokenizer import CharTokenizer
-    from minitrain.hub.gpt2 import expected_shapes
+    from minitrain.formats.gpt2 import expected_shapes
     from minitrain.runs.model_files import save_model_file
 
     data = root / "data"

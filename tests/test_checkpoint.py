@@ -381,8 +381,10 @@ def test_newer_format_is_refused(saved):
 
 
 def save_steps(manager: CheckpointManager, steps) -> None:
+    """What the engine does at each save: the step file, then `latest` names it."""
     for step in steps:
-        manager.save(step=step, config_hash=HASH, **training_state(step))
+        save_checkpoint(manager.path_for(step), step=step, config_hash=HASH, **training_state(step))
+        manager.point_latest(manager.path_for(step))
 
 
 def test_latest_pointer_and_pruning(tmp_path):
@@ -412,7 +414,7 @@ def test_a_damaged_latest_pointer_is_a_user_error_naming_it(tmp_path, content, m
 def test_pruning_keeps_best_and_the_latest_target(tmp_path):
     manager = CheckpointManager(tmp_path, keep_last=1)
     save_steps(manager, [1, 2])
-    manager.save_best(step=2, config_hash=HASH, **training_state(2))
+    save_checkpoint(tmp_path / "checkpoints" / "best.safetensors", step=2, config_hash=HASH, **training_state(2))
     save_steps(manager, [3])
     assert (tmp_path / "checkpoints" / "best.safetensors").is_file()
     # A pointer left on an older file (a crash between writing step 4 and moving `latest`) protects that file.
@@ -463,7 +465,7 @@ import signal
 import sys
 import tempfile
 sys.path.insert(0, {tests!r})
-from test_checkpoint import HASH, CheckpointManager, Model, Optimizer, load_model_file, training_state
+from test_checkpoint import HASH, CheckpointManager, Model, Optimizer, load_model_file, save_checkpoint, training_state
 
 manager = CheckpointManager({run!r}, keep_last=2)
 latest = manager.latest()
@@ -500,7 +502,8 @@ while True:
     step += 1
     state["scheduler"].state["step"] = step
     state["model"].params["transformer.wte.weight"][0, 0] = step
-    manager.save(step=step, config_hash=HASH, **state)
+    save_checkpoint(manager.path_for(step), step=step, config_hash=HASH, **state)
+    manager.point_latest(manager.path_for(step))
     stop_at("after the save")
     saves += 1
 """

@@ -1,4 +1,4 @@
-"""The spec's manifest shape (minitrain/config/spec.py, spec_keys.py): every spec key is accepted or refused
+"""The spec's manifest shape (minitrain/config/spec_shape.py, spec_keys.py): every spec key is accepted or refused
 with a reason, spec keys land on minitrain's keys, and a problem is reported under the name and line the user
 wrote."""
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from test_damage import EXAMPLES, FUZZ, STATS, count
 
 from minitrain.callbacks import Callback
-from minitrain.callbacks.base import TRIGGERS
+from minitrain.callbacks.callback import TRIGGERS
 from minitrain.common.errors import UserError
 from minitrain.config import ConfigError, config_from_dict, load_config
 from minitrain.course.fixtures import write_tiny_data

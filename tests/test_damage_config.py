@@ -19,7 +19,7 @@ from test_config_data import config_for, make_corpus
 from test_damage import count, run_cli
 
 from minitrain.config import ConfigError, config_from_dict
-from minitrain.config.spec import SWITCHED_SECTIONS
+from minitrain.config.spec_shape import SWITCHED_SECTIONS
 
 EXAMPLES = int(os.environ.get("MINITRAIN_DAMAGE_EXAMPLES", "25"))
 FUZZ = "MINITRAIN_DAMAGE_EXAMPLES" in os.environ

@@ -19,7 +19,7 @@ import pytest
 from test_sweep import _live, needs_proc
 
 from minitrain import cli
-from minitrain.callbacks import Callback, from_config
+from minitrain.callbacks import Callback
 from minitrain.callbacks.thread_choice import MeasuredSettings, SettingChooser
 from minitrain.common.compute import Setting
 from minitrain.common.errors import UserError
@@ -35,6 +35,7 @@ from minitrain.parallel.local import LocalWorkers
 from minitrain.parallel.switch import WorkerSwitch
 from minitrain.parallel.workers import start_workers
 from minitrain.training import run as run_module
+from minitrain.training import watchers
 from minitrain.training.run import run_training
 
 STEPS = 6  # a checkpoint at step 4 (the tiny config's save_every)
@@ -279,9 +280,9 @@ def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_
     gradients = LocalWorkers.gradients
     monkeypatch.setattr(LocalWorkers, "gradients", lambda self, *a: pool_steps.append(1) or gradients(self, *a))
     monkeypatch.setattr(run_module, "WorkerSwitch", Switch)
-    monkeypatch.setattr(from_config, "thread_settings", lambda: [one])
-    monkeypatch.setattr(from_config, "SettingChooser", Chooser)
-    monkeypatch.setattr(from_config, "MeasuredSettings", Timed)
+    monkeypatch.setattr(watchers, "thread_settings", lambda: [one])
+    monkeypatch.setattr(watchers, "SettingChooser", Chooser)
+    monkeypatch.setattr(watchers, "MeasuredSettings", Timed)
     runtime = "{threads: measure, data_parallel: {workers: 2}}"
     _train(_config(tiny, "measured", 2, runtime, steps=30), tiny / "measured")
     _train(_config(tiny, "one-thread", 2, steps=30), tiny / "one-thread")

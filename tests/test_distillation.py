@@ -12,9 +12,9 @@ from minitrain.autograd.gradcheck import gradcheck
 from minitrain.autograd.tensor import Tensor
 from minitrain.data.batch import Batch
 from minitrain.distillation import distillation_loss, soft_loss, soft_targets
-from minitrain.distillation.task import Distillation
 from minitrain.distillation.teacher import Teachers
 from minitrain.models.registry import build_model
+from minitrain.training.distillation_task import Distillation
 
 V = 7  # vocabulary size of the hand-made examples
 

@@ -18,7 +18,7 @@ from extending.csv_tracker import CsvTracker
 from extending.model_stock import model_stock_merge
 from test_course_text import excerpt_matches, parse
 
-from minitrain.tracking.base import Destination
+from minitrain.tracking.tracker import Destination
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENDING = ROOT / "tests" / "extending"

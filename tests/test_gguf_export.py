@@ -17,10 +17,10 @@ from test_hub_pretrained import HF_CONFIG, MINITRAIN, hf_folder, random_hf_state
 
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gguf_export import export_gguf
-from minitrain.hub.gguf_file import permute_rope_rows, unpermute_rope_rows
-from minitrain.hub.gguf_vocab import char_fields, char_vocab, spell
-from minitrain.hub.gguf_write import write_gguf_model
+from minitrain.formats.gguf_read import permute_rope_rows, unpermute_rope_rows
+from minitrain.formats.gguf_vocab import char_fields, char_vocab, spell
+from minitrain.formats.gguf_write import write_gguf_model
+from minitrain.hub.export_gguf import export_gguf
 from minitrain.hub.pretrained import load_pretrained_base
 from minitrain.hub.sources import load_model
 from minitrain.hub.text_models import load_text_model
@@ -250,7 +250,7 @@ def test_what_the_writer_cannot_express_is_refused(tmp_path):
     with pytest.raises(UserError, match=re.escape("Llama 3 RoPE scaling: llama.cpp keeps it as a rope_freqs tensor")):
         write_gguf_model(tmp_path / "s.gguf", scaled, build_model(scaled).state_dict(), {})
     with pytest.raises(UserError, match=re.escape("attn_scale 1: llama.cpp's gpt2 scales attention by 1/sqrt")):
-        from minitrain.hub.gguf_export import check_gguf_family
+        from minitrain.hub.export_gguf import check_gguf_family
 
         check_gguf_family({"n_layer": 1, "attn_scale": 1.0}, "m")
     assert not (tmp_path / "s.gguf").exists()
@@ -284,7 +284,7 @@ def test_sample_and_eval_read_a_minigpt_gguf_as_its_run(tmp_path, capsys):
 
 
 def test_publish_dry_run_lists_one_gguf_file(run, capsys):
-    from minitrain.hub.publish import publish
+    from minitrain.hub.upload import publish
 
     lines: list[str] = []
     publish(run, "alice/tiny", dry_run=True, log=lines.append, model_format="gguf", dtype="q8_0")

@@ -14,17 +14,29 @@ from test_pretrained_runs import CHATS, chat_lines, config_text
 from test_pretrained_runs import train as train_text
 
 from minitrain.data.corpus import make_record, records_to_jsonl
-from minitrain.hub.gguf_export import export_gguf
-from minitrain.hub.gguf_file import open_gguf
-from minitrain.hub.hf_config import hf_shapes
+from minitrain.formats.gguf_read import open_gguf
+from minitrain.formats.hf_config import hf_shapes
+from minitrain.hub.export_gguf import export_gguf
 from minitrain.hub.pretrained import load_pretrained_base
-from minitrain.hub.pretrained_runs import run_model
+from minitrain.hub.pretrained_runs import run_model, run_state
 from minitrain.hub.sources import load_model
 from minitrain.hub.text_models import load_text_model
 from minitrain.lora import merge_adapters
+from minitrain.models.registry import FAMILIES
 from minitrain.nn import inference
 
 pytestmark = pytest.mark.slow
+
+
+def export_unbuilt(monkeypatch, source, out, *args):
+    """`export_gguf` with every family's constructor refused: the GGUF is written from the state it loads."""
+    def refuse(*_, **__):
+        raise AssertionError("export built a model")
+
+    with monkeypatch.context() as patched:
+        for family in FAMILIES.values():
+            patched.setattr(family.model, "__init__", refuse)
+        return export_gguf(source, out, *args)
 
 
 def logits(model, ids: list[int]) -> np.ndarray:
@@ -33,13 +45,13 @@ def logits(model, ids: list[int]) -> np.ndarray:
         return model(np.array([ids]))[0].data[0]
 
 
-def test_a_lora_run_on_a_character_model_is_written_merged(tmp_path, capsys):
+def test_a_lora_run_on_a_character_model_is_written_merged(tmp_path, capsys, monkeypatch):
     base = make_run(tmp_path / "base")
     records = [make_record(verb, code[0], int(code[1]), form) for verb, code, form in (t.split("|") for t in RECORDS)]
     for split, chosen in (("train", records[:3]), ("val", records[3:])):
         (tmp_path / "base" / "data" / f"{split}.jsonl").write_text(records_to_jsonl(chosen), encoding="utf-8")
     train_char(lora_config(tmp_path, base), tmp_path / "lora", capsys)
-    path, _ = export_gguf(tmp_path / "lora", tmp_path / "lora.gguf")
+    path, _ = export_unbuilt(monkeypatch, tmp_path / "lora", tmp_path / "lora.gguf")
     names = [t.name for t in open_gguf(path).tensors]
     assert not any("lora" in n for n in names) and len(names) == 2 + 12 * 2 + 2 + 1  # MiniGPT's, and output
     adapted, _ = load_model(str(tmp_path / "lora"))  # the base with the adapters merged in
@@ -50,16 +62,19 @@ def test_a_lora_run_on_a_character_model_is_written_merged(tmp_path, capsys):
     assert float(np.abs(logits(loaded, ids) - logits(plain, ids)).max()) > 1e-4  # the adapters changed something
 
 
-def test_a_lora_run_on_a_llama_base_is_written_merged_with_the_base_s_tokenizer(tmp_path):
+def test_a_lora_run_on_a_llama_base_is_written_merged_with_the_base_s_tokenizer(tmp_path, monkeypatch):
     from test_hub_pretrained import hf_folder
 
     hf_folder(tmp_path / "base", bf16=False)
     (tmp_path / "train.jsonl").write_text(chat_lines(CHATS * 2), encoding="utf-8")
     (tmp_path / "val.jsonl").write_text(chat_lines(CHATS[:2]), encoding="utf-8")
     train_text(tmp_path, config_text(tmp_path, tmp_path / "base"), "run")
-    path, _ = export_gguf(tmp_path / "run", tmp_path / "run.gguf")
+    path, _ = export_unbuilt(monkeypatch, tmp_path / "run", tmp_path / "run.gguf")
     model, tokenizer = run_model(tmp_path / "run")
     model = merge_adapters(model)
+    folded_config, folded, _ = run_state(tmp_path / "run")  # what export wrote from: the merged model, unbuilt
+    assert folded_config == model.config and list(folded) and set(folded) == set(model.state_dict())
+    assert all(np.array_equal(folded[name], array) for name, array in model.state_dict().items())
     config, state, again, _ = load_pretrained_base(path)
     assert "lora" not in config and config["max_seq_len"] == 64  # the base's context, as the HF export keeps it
     assert len(state) == len(hf_shapes(config))

@@ -53,7 +53,7 @@ def train(config: Path, out_dir: Path, overrides: list[str], **keys) -> dict:
 
 @pytest.fixture
 def checkpointed_layers(monkeypatch) -> list[int]:
-    """Counts the layers Llama (its decoder) runs through minitrain.autograd.checkpoint (one entry per call)."""
+    """Counts the layers Llama (its decoder) runs through minitrain.autograd.recompute (one entry per call)."""
     calls: list[int] = []
     real = decoder_module.checkpoint
 

@@ -9,7 +9,7 @@ from fakehub import make_run
 from huggingface_hub import ModelCard, ModelCardData
 
 from minitrain.hub.card import MISSING, build_card
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 from minitrain.hub.run_folder import read_run
 
 

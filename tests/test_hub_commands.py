@@ -14,7 +14,7 @@ from minitrain.cli import build_parser
 from minitrain.commands.publish import latest_run
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.export import EXPORT_FILES
+from minitrain.hub.export_hf import EXPORT_FILES
 from minitrain.hub.sources import load_model
 from minitrain.models.sampling import generate
 

@@ -15,8 +15,8 @@ from test_run_dir import dead_pid
 
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.export import EXPORT_FILES, export_model
-from minitrain.hub.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
+from minitrain.formats.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
+from minitrain.hub.export_hf import EXPORT_FILES, export_model
 from minitrain.runs.model_files import load_model_file, save_model_file
 from minitrain.runs.run_lock import RunLock
 
@@ -146,7 +146,7 @@ def test_a_failed_export_leaves_the_previous_one_whole(run, tmp_path, monkeypatc
     def disk_full(path, data):
         raise UserError(f"{path}: cannot write (No space left on device)")
 
-    monkeypatch.setattr("minitrain.hub.export.atomic_write_bytes", disk_full)  # the weights, after config.json
+    monkeypatch.setattr("minitrain.hub.export_hf.atomic_write_bytes", disk_full)  # the weights, after config.json
     with pytest.raises(UserError, match="No space left on device"):
         export_model(other, tmp_path / "out")
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before

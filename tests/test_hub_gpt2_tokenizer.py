@@ -12,9 +12,9 @@ from huggingface_hub import HfApi
 
 from minitrain.common.errors import UserError
 from minitrain.data.gpt2_base import is_gpt2_base, own_tokenizer
-from minitrain.hub.export import export_model
-from minitrain.hub.publish import publish
+from minitrain.hub.export_hf import export_model
 from minitrain.hub.sources import load_pretrained
+from minitrain.hub.upload import publish
 from minitrain.models.minigpt import MiniGPT
 
 BPE = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}

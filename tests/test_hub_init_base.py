@@ -13,8 +13,8 @@ from test_cli import run
 from test_config_data import make_corpus
 
 from minitrain.data.corpus import make_record, records_to_jsonl
-from minitrain.hub.export import export_model
-from minitrain.hub.publish import publish
+from minitrain.hub.export_hf import export_model
+from minitrain.hub.upload import publish
 from minitrain.training import artifacts
 
 TOKEN = "hf_initBaseToken7Lm"

@@ -15,10 +15,10 @@ from test_pretrained_tokenizer import tiny_fields
 
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
-from minitrain.hub.gguf_file import read_gguf, unpermute_rope_rows
-from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
+from minitrain.formats.gguf_read import read_gguf, unpermute_rope_rows
+from minitrain.formats.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
+from minitrain.formats.safetensors_folder import bf16_to_float32, read_folder_weights, read_safetensors
 from minitrain.hub.pretrained import export_hf_folder, load_pretrained_base
-from minitrain.hub.safetensors_folder import bf16_to_float32, read_folder_weights, read_safetensors
 
 VOCAB = len(tiny_fields()["tokens"])  # 266
 HF_CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 32,
@@ -45,7 +45,7 @@ def float32_to_bf16(values: np.ndarray) -> np.ndarray:
 
 def permute_rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     """llama.cpp's q/k row permutation (HF layout -> interleaved), what a GGUF writer does: the inverse of
-    `gguf_file.unpermute_rope_rows`."""
+    `gguf_read.unpermute_rope_rows`."""
     half = w.shape[0] // n_heads // 2
     return w.reshape(n_heads, 2, half, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
@@ -227,7 +227,7 @@ def test_a_hf_folder_loads_and_exports_back_byte_for_byte_tokenizer(tmp_path):
 
 @pytest.mark.parametrize("tied", [True, False])
 def test_the_loaded_state_fits_minitrains_llama_model_and_exports_back(tmp_path, tied):
-    from minitrain.hub.gpt2 import check_state_dict
+    from minitrain.formats.gpt2 import check_state_dict
     from minitrain.models.registry import build_model
 
     hf = hf_folder(tmp_path / "base", tied=tied)

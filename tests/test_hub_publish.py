@@ -14,8 +14,8 @@ from test_cli import run as cli_run
 
 from minitrain.common.errors import UserError
 from minitrain.config.schema import Config
-from minitrain.hub.export import EXPORT_FILES, export_model
-from minitrain.hub.publish import maybe_publish_after_training, publish
+from minitrain.hub.export_hf import EXPORT_FILES, export_model
+from minitrain.hub.upload import maybe_publish_after_training, publish
 
 REPO = "alice/minigpt"
 

@@ -19,8 +19,8 @@ from fakehub import serving
 from test_run import log_rows, train_tiny
 
 from minitrain.course.fixtures import write_tiny_data
-from minitrain.hub.export import EXPORT_FILES, export_model
-from minitrain.hub.publish import publish
+from minitrain.hub.export_hf import EXPORT_FILES, export_model
+from minitrain.hub.upload import publish
 from minitrain.runs.model_files import load_model_file
 
 pytestmark = pytest.mark.slow

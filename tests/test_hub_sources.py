@@ -12,10 +12,10 @@ from huggingface_hub import constants
 
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.export import export_model
-from minitrain.hub.gpt2 import from_gpt2_config
-from minitrain.hub.publish import publish
+from minitrain.formats.gpt2 import from_gpt2_config
+from minitrain.hub.export_hf import export_model
 from minitrain.hub.sources import init_model_from, load_pretrained, model_section_from_base
+from minitrain.hub.upload import publish
 from minitrain.models.minigpt import MiniGPT
 from minitrain.runs.model_files import load_model_file
 

@@ -13,7 +13,7 @@ from test_cli import run
 from test_run import RUN_FILES
 
 from minitrain.course.fixtures import write_tiny_run
-from minitrain.hub.export import EXPORT_FILES, export_model
+from minitrain.hub.export_hf import EXPORT_FILES, export_model
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from minitrain.autograd.kernels.adamw import adamw_update_numba, adamw_update_reference
+from minitrain.autograd.kernels.adamw_update import adamw_update_numba, adamw_update_reference
 
 # Both work in float32 with the same operation order; allow float32 rounding differences only.
 RTOL, ATOL = 1e-6, 1e-7

@@ -103,6 +103,24 @@ def test_no_import_cycle_joins_two_files():
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def room_of(module: str) -> str:
+    """The top-level entry of minitrain/ that holds `module` ("minitrain.nn.linear" -> "nn")."""
+    return module.split(".")[1] if "." in module else module
+
+
+def test_no_two_rooms_import_each_other():
+    """A room (a package or module at the top of minitrain/) may import another, or be imported by it, not both:
+    two rooms that need each other are one room's job split in two."""
+    edges: dict[tuple[str, str], str] = {}
+    for module, path in MODULES.items():
+        for target in sorted(imported_modules(path)):
+            pair = (room_of(module), room_of(target))
+            if pair[0] != pair[1]:
+                edges.setdefault(pair, f"{module} imports {target}")
+    mutual = [f"{a} <-> {b}: {edges[a, b]}; {edges[b, a]}" for a, b in sorted(edges) if a < b and (b, a) in edges]
+    assert not mutual, "rooms that import each other:\n" + "\n".join(mutual)
+
+
 def test_the_library_uses_only_the_names_each_lab_lists():
     """A student's lab file stands in for the library's (minitrain/seam.py), so the rest of minitrain may import
     from it only the names the lab text lists, and only as `from minitrain.x import name`."""

@@ -255,7 +255,7 @@ def test_a_yaml_config_builds_it_and_refuses_heads_that_do_not_group(tmp_path):
 
 @pytest.mark.parametrize("adapt", ["full", "lora", "qlora"])
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients_bit_for_bit(adapt):
-    """Each layer recomputed in backward (minitrain/autograd/checkpoint.py): the loss and every trained
+    """Each layer recomputed in backward (minitrain/autograd/recompute.py): the loss and every trained
     parameter's gradient are the same bytes as without, dropout masks included (the layer's rng is replayed),
     and the tape holds one node per layer instead of the layer's activations."""
 

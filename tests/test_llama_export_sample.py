@@ -11,7 +11,7 @@ import pytest
 from test_cli import run as cli
 from test_hub_pretrained import HF_CONFIG, MINITRAIN, hf_folder, random_hf_state, write_gguf
 
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 from minitrain.hub.pretrained import load_pretrained_base
 from minitrain.hub.text_models import load_text_model
 

@@ -20,6 +20,7 @@ from minitrain.lora import (
     linear_paths,
     load_adapter_state,
     merge_adapters,
+    merged_state,
     resolve_targets,
     settings_of,
 )
@@ -128,14 +129,22 @@ def test_the_bias_setting_names_the_trained_biases_as_peft_does(bias, extra):
 @pytest.mark.parametrize("quantize_base", [False, True])
 def test_merged_model_computes_what_the_adapted_model_did(quantize_base):
     model = MiniGPT(**LAB, rng=0)
-    add_adapters(model, settings(bias="all", quantize_base=quantize_base, double_quantize=True), rng(1))
+    base = {name: array.copy() for name, array in model.state_dict().items()}
+    # Two of the four linear layers adapted: under QLoRA the other two are merged from their 4-bit blocks too.
+    add_adapters(model, settings(("c_attn", "mlp.c_proj"), bias="all", quantize_base=quantize_base,
+                                 double_quantize=True), rng(1))
     for name, p in model.named_parameters():
         if name in adapter_names(model):
             p.data[...] += rng(2).normal(0, 0.05, p.shape)
     idx = rng(3).integers(0, 64, (4, 24))
     with inference(model):
         adapted = model(idx)[0].data
+    folded = merged_state(base, adapter_state(model), settings_of(model), linear_module_paths(LAB))
     merge_adapters(model)
+    # The NumPy fold (what export writes, building no model) is the merged model's state, bit for bit.
+    assert list(folded) == list(model.state_dict())
+    assert all(np.array_equal(folded[n], a) and folded[n].dtype == a.dtype for n, a in model.state_dict().items())
+    assert not np.array_equal(folded["transformer.h.0.attn.c_attn.weight"], base["transformer.h.0.attn.c_attn.weight"])
     assert settings_of(model) is None and not any(isinstance(m, LoRALinear | Linear4Bit) for m in model.modules())
     assert set(model.state_dict()) == set(MiniGPT(**LAB, rng=0).state_dict())
     with inference(model):

@@ -98,7 +98,7 @@ def test_linear_and_slerp_merges_read_back_by_eval(runs, tmp_path, capsys):
     ({"n_head": 4}, ["model config n_head is 4 in ", " but 2 in "]),
 ])
 def test_models_of_another_architecture_are_refused_naming_what_differs(runs, tmp_path, capsys, change, message):
-    from minitrain.hub.gpt2 import expected_shapes
+    from minitrain.formats.gpt2 import expected_shapes
 
     other = tmp_path / "other.safetensors"
     shape = {**TINY_MODEL, **change}

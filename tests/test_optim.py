@@ -7,7 +7,7 @@ import pytest
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-import minitrain.autograd.kernels.adamw as adamw_module
+import minitrain.autograd.kernels.adamw_update as adamw_module
 from minitrain.autograd import kernels
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.common.errors import UserError

@@ -14,14 +14,15 @@ from minitrain.autograd.tensor import Tensor
 from minitrain.models.minigpt import MiniGPT
 from minitrain.nn import Linear, inference
 from minitrain.nn.quantized import Linear4Bit
+from minitrain.pruning.scores import calibration_grams
 from minitrain.quant import affine, blockwise, grid
-from minitrain.quant.ops import fake_quantize, linear_4bit
-from minitrain.quant.packing import pack_bits, unpack_bits
-from minitrain.quant.ptq import calibration_grams, quantizable_paths, quantize_weights
-from minitrain.quant.qat import attach_fake_quantizers
+from minitrain.quant.bit_packing import pack_bits, unpack_bits
 from minitrain.quant.qfile import KIND, quantized_tensors
 from minitrain.quant.scheme import BITS, GRANULARITIES, SCHEMES, Scheme
+from minitrain.quant.tape_ops import fake_quantize, linear_4bit
 from minitrain.runs.model_files import load_model_file, save_model_file
+from minitrain.training.ptq import quantizable_paths, quantize_weights
+from minitrain.training.qat import attach_fake_quantizers
 
 # bitsandbytes' NF4 table (bitsandbytes/functional.py, get_4bit_type("nf4")), as published with QLoRA.
 BNB_NF4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,

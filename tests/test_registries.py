@@ -259,7 +259,7 @@ def entry_for(name: str) -> dict:
 def test_every_callback_is_built_from_a_config_and_acts_in_a_run(name, tmp_path, monkeypatch):
     from test_run import train_tiny
 
-    import minitrain.callbacks.from_config as from_config
+    import minitrain.training.watchers as from_config
     from minitrain.config import config_from_dict, load_config, resolved_dict
 
     kind, entry = CALLBACKS[name], entry_for(name)

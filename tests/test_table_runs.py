@@ -20,7 +20,7 @@ from minitrain.data.batcher import encode_split
 from minitrain.data.row_split import split_rows
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.card import build_card
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 from minitrain.hub.run_folder import read_run
 from minitrain.runs.model_files import load_model_file
 from minitrain.training.run import run_training

@@ -10,7 +10,7 @@ import json
 import pytest
 from test_run import train_tiny, write_tiny_run
 
-from minitrain.callbacks.base import Context
+from minitrain.callbacks.callback import Context
 from minitrain.callbacks.thread_choice import MeasuredSettings, SettingChooser, apply_threads
 from minitrain.common.compute import Setting
 from minitrain.common.errors import UserError

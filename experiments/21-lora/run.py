@@ -34,12 +34,12 @@ from minitrain.common.runtime import configure
 from minitrain.config import load_config
 from minitrain.data.corpus import load_records, records_to_jsonl
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.merge import merged_model
+from minitrain.hub.fold_adapters import merged_model
 from minitrain.hub.run_folder import read_run
 from minitrain.hub.sources import load_model
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.quant.scheme import Scheme
-from minitrain.training.quantize import quantize_run
+from minitrain.training.ptq import quantize_run
 from minitrain.training.run import build_parts
 from minitrain.training.scoring import score_records
 

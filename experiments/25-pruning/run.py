@@ -3,7 +3,7 @@
     python experiments/25-pruning/run.py               everything, into runs/25-pruning/, then results.json here
     python experiments/25-pruning/run.py --quick DIR   3-step fine-tunes, sparsity 0.5, no plots, into DIR (tests)
 
-1. one-shot   lab 01's model pruned by `minitrain prune`'s code (minitrain/training/prune.py) at 30 / 50 / 70 %,
+1. one-shot   lab 01's model pruned by `minitrain prune`'s code (minitrain/training/prune_run.py) at 30 / 50 / 70 %,
               magnitude (|W|, per layer) and Wanda (|W|·‖X‖, per output, 128 training records), and 2:4 with both;
               val PPL and exact match of each (val: the held-out verbs), every layer's zeros checked
 2. recovery   each unstructured file fine-tuned 300 steps with its mask held (recovery.yaml), each in its own
@@ -36,8 +36,8 @@ from minitrain.models.registry import build_model
 from minitrain.pruning.masks import apply_masks, keep_mask, prunable_paths
 from minitrain.pruning.scores import input_norms, magnitude_scores, wanda_scores
 from minitrain.runs.model_files import load_model_file
-from minitrain.training.prune import prune_run
-from minitrain.training.quantize import calibration_batches
+from minitrain.training.prune_run import prune_run
+from minitrain.training.ptq import calibration_batches
 from minitrain.training.scoring import score_records
 
 HERE = Path(__file__).resolve().parent

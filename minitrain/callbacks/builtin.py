@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.callbacks.base import Context, Triggered
+from minitrain.callbacks.callback import Context, Triggered
 from minitrain.common.figures import save_figure, subplots
 from minitrain.common.io import append_line
 from minitrain.evaluation.metrics import answer_prompt, greedy_decode

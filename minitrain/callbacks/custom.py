@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from minitrain.callbacks.base import Context, Triggered
+from minitrain.callbacks.callback import Context, Triggered
 from minitrain.common.errors import UserError
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config

@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from minitrain.callbacks.base import Callback, Context
+from minitrain.callbacks.callback import Callback, Context
 from minitrain.common.compute import Setting
 from minitrain.common.runtime import set_blas_threads
 

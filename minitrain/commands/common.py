@@ -7,8 +7,8 @@ import sys
 
 from minitrain.common.errors import UserError
 from minitrain.config.datacheck import DataSummary, check_data
-from minitrain.config.extras import missing_extras
 from minitrain.config.loader import load_config
+from minitrain.config.missing_extras import missing_extras
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
@@ -65,7 +65,7 @@ def check_files(cfg: Config) -> DataSummary:
 
         problems += init_from_problems(cfg)
     if cfg.distillation.enabled:
-        from minitrain.distillation.task import teacher_problems
+        from minitrain.training.distillation_task import teacher_problems
 
         problems += teacher_problems(cfg)
     problems += missing_extras(cfg)

@@ -3,15 +3,15 @@
 tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or merged into its base. A pretrained
 Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned one, as a LlamaForCausalLM /
 Qwen2ForCausalLM folder with the base's tokenizer. `--format gguf`: any of these as one GGUF file for llama.cpp
-(minitrain/hub/gguf_export.py), its matrices in --dtype."""
+(minitrain/hub/export_gguf.py), its matrices in --dtype."""
 
 from __future__ import annotations
 
 import argparse
 
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.hub.export import export_model
-from minitrain.hub.gguf_write import DTYPES as GGUF_DTYPES
+from minitrain.formats.gguf_write import DTYPES as GGUF_DTYPES
+from minitrain.hub.export_hf import export_model
 
 FORMATS = ("hf", "gguf")
 
@@ -37,7 +37,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     if args.format == "gguf":
-        from minitrain.hub.gguf_export import export_gguf
+        from minitrain.hub.export_gguf import export_gguf
 
         if args.repo:
             raise UserError("export --format gguf: --repo names the repo of a model card; a GGUF has none", BAD_INPUT)

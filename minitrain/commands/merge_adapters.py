@@ -1,5 +1,5 @@
 """`minitrain merge-adapters RUN_DIR OUT_DIR [--base-model PATH|user/repo]`: fold a LoRA run's adapters into its
-base and write the merged model as a run folder (minitrain/hub/merge.py). Merging several models is `minitrain
+base and write the merged model as a run folder (minitrain/hub/fold_adapters.py). Merging several models is `minitrain
 merge` (minitrain/commands/merge.py)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def merge_adapters_command(args: argparse.Namespace) -> int:
-    from minitrain.hub.merge import MERGED_FILE, merge_run  # the Hub client is only needed here
+    from minitrain.hub.fold_adapters import MERGED_FILE, merge_run  # the Hub client is only needed here
 
     facts = merge_run(args.source, args.out_dir, base=args.base_model)
     print(f"merged {facts['source']} into its base {facts['base']}: {args.out_dir}/{MERGED_FILE}")

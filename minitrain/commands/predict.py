@@ -1,5 +1,5 @@
 """`minitrain predict SOURCE INPUT -o OUT [--format F]`: a table model's predictions (and class probabilities)
-for the rows of INPUT, with the preprocessing training fitted (minitrain/training/predict.py)."""
+for the rows of INPUT, with the preprocessing training fitted (minitrain/training/table_predictions.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def predict_command(args: argparse.Namespace) -> int:
-    from minitrain.training.predict import predict
+    from minitrain.training.table_predictions import predict
 
     summary = predict(args.source, args.input, args.output, args.format)
     scores = "".join(f", {key} {value:.4f}" for key, value in summary.items() if key not in ("rows", "output"))

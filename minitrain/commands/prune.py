@@ -1,7 +1,7 @@
 """`minitrain prune SOURCE OUT --method magnitude|wanda --sparsity S [--structure unstructured|2:4] [--exclude NAME
 ...] [--calibration FILE] [--calibration-samples N]`: zero the least important share of a trained model's linear
 weights, write the pruned model file and score it on the run's val split against the dense model
-(minitrain/training/prune.py)."""
+(minitrain/training/prune_run.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def prune_command(args: argparse.Namespace) -> int:
-    from minitrain.training.prune import prune_run
+    from minitrain.training.prune_run import prune_run
 
     sparsity = args.sparsity
     if args.structure == TWO_FOUR:

@@ -44,7 +44,7 @@ def latest_run(root: Path = RUNS) -> Path:
 
 
 def publish_command(args: argparse.Namespace) -> int:
-    from minitrain.hub.publish import publish  # the Hub client is only needed here
+    from minitrain.hub.upload import publish  # the Hub client is only needed here
 
     if args.dtype is not None and args.format != "gguf":
         raise UserError("publish --dtype: only a GGUF (--format gguf) stores other dtypes than float32", BAD_INPUT)

@@ -1,6 +1,6 @@
 """`minitrain quantize SOURCE OUT --bits 8|4|2 [--scheme ...] [--granularity ...] [--group-size N] [--exclude NAME
 ...] [--calibration-samples N --method minmax|percentile|mse --percentile P]`: a trained model's linear weights in
-integers, written to OUT and scored on the run's val split against float32 (minitrain/training/quantize.py)."""
+integers, written to OUT and scored on the run's val split against float32 (minitrain/training/ptq.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def quantize_command(args: argparse.Namespace) -> int:
-    from minitrain.training.quantize import quantize_run
+    from minitrain.training.ptq import quantize_run
 
     if args.granularity == "per_group" and args.group_size is None:
         raise UserError("--granularity per_group needs --group-size", 2)

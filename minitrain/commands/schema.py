@@ -6,7 +6,7 @@ import argparse
 import json
 
 from minitrain.config.schema import Config
-from minitrain.config.spec import json_schema
+from minitrain.config.spec_shape import json_schema
 
 
 def register(parser: argparse.ArgumentParser) -> None:

@@ -122,7 +122,7 @@ def _without_resume(command: list[str] | None) -> list[str] | None:
 
 def _warn_if_no_token(repo: str) -> None:
     # Say it before training rather than only after it: the user can still log in while the run trains.
-    from minitrain.hub.publish import missing_token
+    from minitrain.hub.upload import missing_token
 
     problem = missing_token(repo)
     if problem:
@@ -133,7 +133,7 @@ def _warn_if_no_token(repo: str) -> None:
 def _publish_run(cfg: Config, status: str, quiet: bool) -> None:
     """The config's `publish:` section, after a finished run. A failure to publish leaves the run folder as
     training completed it; the error says how to publish it later."""
-    from minitrain.hub.publish import maybe_publish_after_training  # the Hub client is only needed here
+    from minitrain.hub.upload import maybe_publish_after_training  # the Hub client is only needed here
 
     try:
         maybe_publish_after_training(cfg, cfg.output.dir, status, quiet=quiet)
@@ -145,7 +145,7 @@ def _publish_run(cfg: Config, status: str, quiet: bool) -> None:
 
 def _write_gguf(cfg: Config, results: dict) -> None:
     """`output.model_format: gguf`: the final model as a GGUF too. A failure leaves the run folder complete."""
-    from minitrain.hub.gguf_export import gguf_after_training
+    from minitrain.hub.export_gguf import gguf_after_training
 
     try:
         path = gguf_after_training(cfg.output.dir, results, cfg.output.gguf_dtype)

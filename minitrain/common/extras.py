@@ -3,7 +3,7 @@
     ray = require("ray", "ray", "--backend ray")       # the module, or one UserError saying what to install
     installed("psutil")                                 # whether it can be imported, without importing it
 
-(minitrain/config/extras.py names, before a run, each setting of a config whose extra is not installed.)
+(minitrain/config/missing_extras.py names, before a run, each setting of a config whose extra is not installed.)
 
 pyproject.toml's extras: minitrain[ray], [mlflow], [tensorboard], [parquet], [system]; the dev extra installs
 them all, so the test suite runs against the real libraries.

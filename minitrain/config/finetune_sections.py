@@ -10,8 +10,7 @@ from pydantic import Field
 from minitrain.common.errors import UserError
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.lora import LoraSettings, resolve_targets
-from minitrain.quant.qat import OBSERVER_METHODS
-from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
+from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, OBSERVER_METHODS, SCHEMES, Scheme
 
 
 class LoraConfig(Section):

@@ -34,8 +34,8 @@ from minitrain.config.problems import ConfigError, Problem, from_validation_erro
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
 from minitrain.config.source import ConfigSource, KeyPath, dotted
-from minitrain.config.spec import manifest_problems, translate
 from minitrain.config.spec_keys import SPEC_OUTPUT_DIR, aliases, refusal
+from minitrain.config.spec_shape import manifest_problems, translate
 from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
 from minitrain.config.tokens import token_paths
 from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text

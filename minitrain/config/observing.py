@@ -24,7 +24,7 @@ from minitrain.config.section import Metric, fill_defaults
 class TrackerBackend:
     """A `monitoring.tracking.backend`: its Tracker class by dotted path (loaded by minitrain/tracking/, a room
     above this one), where it writes unless `uri` is given, and the modules it imports with the extra installing
-    them (config/extras.py)."""
+    them (config/missing_extras.py)."""
 
     name: str
     tracker: str
@@ -75,8 +75,9 @@ Trigger = Literal["step", "validation", "epoch_end", "train_end"]
 
 @dataclass(frozen=True)
 class CallbackKind:
-    """A `callbacks[].type`: the function building it from its entry by dotted path (minitrain/callbacks/, a
-    room above this one), the trigger it acts at unless told, its `config:` keys with their defaults."""
+    """A `callbacks[].type`: the function building it from its entry by dotted path (minitrain/training/
+    watchers.py, a room above this one), the trigger it acts at unless told, its `config:` keys with their
+    defaults."""
 
     name: str
     build: str
@@ -86,14 +87,14 @@ class CallbackKind:
 
 # The schema's `type` choices, the keys each takes, docs/yaml-mode.md's rows (tested) and the builders.
 CALLBACKS: Registry[CallbackKind] = Registry("callback", [
-    CallbackKind("checkpoint", "minitrain.callbacks.from_config.checkpoint", "epoch_end",
+    CallbackKind("checkpoint", "minitrain.training.watchers.checkpoint", "epoch_end",
                  {"save_best": False, "metric": "val_loss", "mode": "min"}),
-    CallbackKind("lr_monitor", "minitrain.callbacks.from_config.lr_monitor", "step"),
-    CallbackKind("gradient_monitor", "minitrain.callbacks.from_config.gradient_monitor", "step",
+    CallbackKind("lr_monitor", "minitrain.training.watchers.lr_monitor", "step"),
+    CallbackKind("gradient_monitor", "minitrain.training.watchers.gradient_monitor", "step",
                  {"log_histogram": False}),
-    CallbackKind("sample_predictions", "minitrain.callbacks.from_config.sample_predictions", "epoch_end",
+    CallbackKind("sample_predictions", "minitrain.training.watchers.sample_predictions", "epoch_end",
                  {"num_samples": 10, "max_new_tokens": None}),
-    CallbackKind("custom", "minitrain.callbacks.from_config.custom", "step"),
+    CallbackKind("custom", "minitrain.training.watchers.custom", "step"),
 ])
 CallbackType = Literal[tuple(CALLBACKS)]
 

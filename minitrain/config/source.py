@@ -39,7 +39,7 @@ class ConfigSource:
     `lines` maps a key path to the 1-based line of that key in the file; `origins` maps a key path set on the
     command line to the override that set it (`--set training.batch_size=16`, `--seed 3`). `renamed` maps a
     minitrain key to the spec key the user wrote for it (`training.batch_size` → `data.loader.batch_size`,
-    minitrain/config/spec.py), and `notes` lists the keys accepted with no effect. `warnings` are what every
+    minitrain/config/spec_shape.py), and `notes` lists the keys accepted with no effect. `warnings` are what every
     command that loads the config prints (to stderr) before it goes on: a value that changes nothing, a drawn seed.
     """
 

@@ -1,4 +1,4 @@
-"""What happens to each key of the YAML-mode spec (entrenar v1.0) in minitrain: the tables `spec.py` translates
+"""What happens to each key of the YAML-mode spec (entrenar v1.0) in minitrain: the tables `spec_shape.py` translates
 by, and the lookups over them.
 
     RENAMED     the same setting under minitrain's name: optimizer.lr → optimizer.lr_max, with VALUE_MAPS where
@@ -11,7 +11,7 @@ by, and the lookups over them.
 
 A table key is a dotted path, with `*` for every item of a list, or `path=pattern` for the values of that key
 matching a shell-style pattern (`model.device=cuda*`). Keys whose value changes shape (optimizer.betas, the root
-seed...) are `spec.py`'s converters. docs/yaml-mode.md has a row for every key of the spec.
+seed...) are `spec_shape.py`'s converters. docs/yaml-mode.md has a row for every key of the spec.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ _NO_SERVICE = "minitrain reaches no service but the Hugging Face Hub; download t
 URI_SCHEMES = {"hf://": None, "pacha://": _NO_SERVICE, "s3://": _NO_SERVICE, "http://": _NO_SERVICE,
                "https://": _NO_SERVICE}
 
-# Sections that exist only in the spec's shape: spec.py empties them by its moves, then removes them.
+# Sections that exist only in the spec's shape: spec_shape.py empties them by its moves, then removes them.
 SPEC_SECTIONS = ("data.loader", "training.gradient", "training.validation", "training.mixed_precision",
                  "scheduler.warmup", "model.architecture", "output.model", "monitoring.terminal")
 

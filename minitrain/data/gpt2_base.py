@@ -32,7 +32,7 @@ def own_tokenizer(folder: Path) -> str | None:
     if tokenizer.is_file():
         model = read_json_object(tokenizer, "tokenizer").get("model")
         kind = model.get("type") if isinstance(model, dict) else None
-        if kind != "WordLevel":  # minitrain writes its characters as a WordLevel tokenizer (hub/hf_tokenizer.py)
+        if kind != "WordLevel":  # minitrain writes its characters as a WordLevel tokenizer (formats/hf_tokenizer.py)
             return f"tokenizer.json, a {kind or 'BPE'} tokenizer"
     vocab = folder / "vocab.json"
     if vocab.is_file() and read_json_object(vocab, "vocabulary", limit=None).get("format") != VOCAB_FORMAT:

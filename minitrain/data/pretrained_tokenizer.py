@@ -11,7 +11,7 @@ Two places hold a tokenizer:
                             tokens are BOS/EOS/pad, the chat template; older folders: special_tokens_map.json,
                             chat_template.jinja); or GPT-2's vocab.json + merges.txt, its byte-level BPE
     a GGUF file             `tokenizer.ggml.*` metadata: the token strings, the BPE merges, each token's type,
-                            the special ids, `tokenizer.chat_template` (read by minitrain/hub/gguf_file.py and
+                            the special ids, `tokenizer.chat_template` (read by minitrain/formats/gguf_read.py and
                             handed here as plain lists)
 
 From a GGUF, only byte-level BPE (`tokenizer.ggml.model = gpt2`: GPT-2, SmolLM, Llama 3, Qwen2) is rebuilt, the

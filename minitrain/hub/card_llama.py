@@ -17,7 +17,7 @@ from huggingface_hub import ModelCardData
 
 from minitrain.common.hub_id import is_hub_id
 from minitrain.common.io import path_exists
-from minitrain.hub.hf_config import ARCHITECTURES
+from minitrain.formats.hf_config import ARCHITECTURES
 from minitrain.hub.run_folder import RunInfo
 from minitrain.models.registry import family_of, layout_of
 
@@ -26,7 +26,7 @@ LICENSE_NOTE = "the base model's license applies (see its own model card)"
 
 
 def architecture_name(model_config: dict[str, Any]) -> str:
-    """The transformers class an export of this config loads as (hub/hf_config.py `to_hf_config`)."""
+    """The transformers class an export of this config loads as (formats/hf_config.py `to_hf_config`)."""
     return {**ARCHITECTURES, "gpt2": "GPT2LMHeadModel"}[layout_of(model_config)]
 
 

@@ -10,9 +10,9 @@ the Hugging Face folder `LlamaForCausalLM` / `Qwen2ForCausalLM` loads (`hub.pret
     OUT_DIR/ config.json, model.safetensors, generation_config.json, tokenizer.json, tokenizer_config.json
              (special_tokens_map.json, chat_template.jinja when the base had them), README.md (hub/card_llama.py)
 
-The folder is staged beside OUT_DIR and swapped in whole, as every export is (minitrain/hub/export.py). A LoRA run
-is exported merged: its base rebuilt from `init_from` (`pretrained_runs.run_model`), each adapter's update
-W + (α/r)·A·B folded into its layer, so the folder is a plain model of the base's architecture.
+The folder is staged beside OUT_DIR and swapped in whole, as every export is (minitrain/hub/export_hf.py). A LoRA run
+is exported merged: its base read from `init_from` and each adapter's update W + (α/r)·A·B folded into its weight
+with NumPy (`pretrained_runs.run_state`), so the folder is a plain model of the base's architecture.
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from minitrain.common.io import atomic_write_text
+from minitrain.formats.safetensors_folder import WEIGHTS_FILE
 from minitrain.hub.card_llama import llama_card
 from minitrain.hub.pretrained import TOKENIZER_FILES, export_hf_folder, load_pretrained_base
-from minitrain.hub.pretrained_runs import run_model
+from minitrain.hub.pretrained_runs import run_state
 from minitrain.hub.run_folder import read_run
-from minitrain.hub.safetensors_folder import WEIGHTS_FILE
 from minitrain.hub.staging import check_target, staged
 from minitrain.hub.text_models import RUN_TOKENIZER_DIR, is_pretrained_base
-from minitrain.lora import merge_adapters
 
 TEXT_EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "generation_config.json", *TOKENIZER_FILES)
 
@@ -46,9 +45,7 @@ def export_text_model(source: str | Path, out_dir: str | Path, repo_id: str | No
                           chat=tokenizer.chat_template is not None)
     else:
         info = read_run(source)
-        model, tokenizer = run_model(source)  # a LoRA run: its base rebuilt, the adapters merged in below
-        model = merge_adapters(model)
-        model_config, state = model.config, dict(model.state_dict())
+        model_config, state, tokenizer = run_state(source)  # a LoRA run: its adapters folded into its base
         base = info.section("model").get("init_from") or "not recorded"
         card = llama_card(model_config, tokenizer.vocab_size, repo_id, str(base), info,
                           chat=tokenizer.chat_template is not None)

@@ -5,13 +5,13 @@ Face folder it exports to.
         ./SmolLM2/                          a Hugging Face model folder: config.json, model.safetensors (or
                                             shards + model.safetensors.index.json), tokenizer.json (+ config)
         ./gpt2/                             the same of a GPT-2 (`model_type: gpt2`, MiniGPT's config read by
-                                            hub/gpt2.py), tokenizer.json or vocab.json + merges.txt
+                                            formats/gpt2.py), tokenizer.json or vocab.json + merges.txt
         HuggingFaceTB/SmolLM2-135M          a Hub id: those files fetched with hf_hub_download into the standard
                                             Hugging Face cache (HF_HOME), so a second load is offline
         SmolLM2-135M-Instruct.Q4_1.gguf     a GGUF file: architecture, dequantized weights and the tokenizer
-                                            from its metadata (minitrain/hub/gguf_file.py)
+                                            from its metadata (minitrain/formats/gguf_read.py)
 
-returns `(model_config, state, tokenizer, facts)`: the minitrain Llama (minitrain/hub/hf_config.py) or MiniGPT
+returns `(model_config, state, tokenizer, facts)`: the minitrain Llama (minitrain/formats/hf_config.py) or MiniGPT
 config, the float32 weights under minitrain's names and layout ([in, out] projections), the base's own tokenizer
 (minitrain/data/pretrained_tokenizer.py) and what was found (source kind, files, dtypes, load time). Everything is
 checked before a weight is used: the architecture is one minitrain reproduces, every tensor is there with its
@@ -40,11 +40,11 @@ from minitrain.common.errors import UserError
 from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exists, read_json_object
 from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
-from minitrain.hub.gguf_file import read_gguf
-from minitrain.hub.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
-from minitrain.hub.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
+from minitrain.formats.gguf_read import read_gguf
+from minitrain.formats.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
+from minitrain.formats.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
+from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
 from minitrain.hub.hub_errors import hub_download_errors
-from minitrain.hub.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
 from minitrain.hub.sources import gpt2_state
 from minitrain.models.registry import family_of
 from minitrain.runs.model_files import check_tensors
@@ -135,7 +135,8 @@ def is_llama(model_config: dict[str, Any]) -> bool:
 
 
 def _folder_config(folder: Path, spec: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(minitrain model config, facts) of config.json: the Llama family's, or MiniGPT's for a GPT-2 (hub/gpt2.py)."""
+    """(minitrain model config, facts) of config.json: the Llama family's, or MiniGPT's for a GPT-2
+    (formats/gpt2.py)."""
     config_path = folder / "config.json"
     config = read_json_object(config_path, "model config")
     if config.get("model_type") != "gpt2":
@@ -203,7 +204,7 @@ def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray],
     if is_llama(model_config):
         config = to_hf_config(model_config, bos, eos, pad, model_type)
         hf_state = to_hf_state(state, model_config)
-    else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export.py writes minitrain's own the same way)
+    else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export_hf.py writes minitrain's own the same way)
         config = to_gpt2_config(model_config, pad, bos, eos)
         hf_state = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
     atomic_write_json(folder / "config.json", config)

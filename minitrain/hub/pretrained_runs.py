@@ -14,6 +14,9 @@ them).
                                      its adapters put in) and the tokenizer the run saved in RUN/tokenizer/; its
                                      max_seq_len is the base's context again when the base can still be read (the
                                      run's rows may have been shorter: the network is the same, RoPE has no table)
+    run_state(run_dir)               the config and float32 state of `run_model` with its adapters merged, and the
+                                     tokenizer, building no model (the adapters folded with NumPy: what export
+                                     writes)
 
 The architecture filled in is what config.resolved.yaml records, so a run folder says exactly what was trained.
 """
@@ -32,9 +35,9 @@ from minitrain.config.schema import Config, ModelConfig
 from minitrain.config.source import ConfigSource
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.hub.pretrained import base_kind, describe_base, download_base, load_pretrained_base
-from minitrain.hub.run_folder import locate, read_run
-from minitrain.lora import add_adapters, load_adapter_state, settings_of, state_digest
-from minitrain.models.registry import FAMILIES, build_model, family_of, model_keys
+from minitrain.hub.run_folder import RunInfo, locate, read_run
+from minitrain.lora import LoraSettings, add_adapters, check_base, load_adapter_state, merged_state, settings_of
+from minitrain.models.registry import FAMILIES, build_model, family_of, linear_module_paths, model_keys
 from minitrain.nn import Module
 
 TOKENIZER_DIR = "tokenizer"  # RUN/tokenizer/: the base's tokenizer files, byte for byte
@@ -104,19 +107,21 @@ def complete_model_section(cfg: Config) -> Config:
 def load_base_weights(model: Module, spec: str) -> str:
     """Load the base's float32 weights into `model` (built from the completed config); return where they came
     from (the manifest's init_from)."""
-    return _load_base(model, spec)[1]
+    _, state, where = _checked_base(spec, model.config)
+    model.load_state_dict(state, source=f"model.init_from {spec}")
+    return where
 
 
-def _load_base(model: Module, spec: str) -> tuple[dict[str, Any], str]:
-    """`load_base_weights`, and the base's model config it read (its context among it)."""
+def _checked_base(spec: str, model_config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
+    """The base's model config (its context among it), float32 weights and where they came from, refused unless
+    its architecture is `model_config`'s."""
     config, state, _, facts = load_pretrained_base(spec)
     family = family_of(config)
-    differ = [f"{k} {config.get(k)!r} (the model: {model.config.get(k)!r})" for k in architecture(family.name)
-              if (k != "max_seq_len" or family.learned_positions) and config.get(k) != model.config.get(k)]
+    differ = [f"{k} {config.get(k)!r} (the model: {model_config.get(k)!r})" for k in architecture(family.name)
+              if (k != "max_seq_len" or family.learned_positions) and config.get(k) != model_config.get(k)]
     if differ:
         raise UserError(f"model.init_from {spec}: a base of another architecture: {', '.join(differ)}", 2)
-    model.load_state_dict(state, source=f"model.init_from {spec}")
-    return config, str(facts.get("path", spec))
+    return config, state, str(facts.get("path", spec))
 
 
 def _base_context(base: str | None, trained: int) -> int:
@@ -128,8 +133,11 @@ def _base_context(base: str | None, trained: int) -> int:
         return trained
 
 
-def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
-    """A finished run's model and tokenizer (see the module docstring)."""
+def _run_weights(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer, RunInfo,
+                                               LoraSettings | None, str | None]:
+    """A finished run on a pretrained base, read: its model config (without "lora"; its max_seq_len the base's
+    context again, see the module docstring), the weights to load (a LoRA run's: its base's, read once and checked
+    to be the ones the adapter was trained on), the tokenizer, the run, its LoRA settings and its base (found)."""
     info = read_run(run_dir)
     folder = (info.run_dir or Path(run_dir)) / TOKENIZER_DIR
     if not (folder / "tokenizer.json").is_file():
@@ -139,18 +147,32 @@ def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
     recorded = settings.base if settings is not None else info.section("model").get("init_from")
     found = locate(recorded, info.run_dir)
     base = str(found) if found is not None else recorded
-    trained = info.model_config["max_seq_len"]
-    model = build_model(info.model_config)
+    config = {k: v for k, v in info.model_config.items() if k != "lora"}
+    trained = config["max_seq_len"]
     if settings is None:
-        model.load_state_dict(info.state, source=str(info.model_path))
-        model.config["max_seq_len"] = _base_context(base, trained)
-        return model, tokenizer
-    base_config, _ = _load_base(model, base)  # the base is read once: its weights and its context
-    model.config["max_seq_len"] = max(trained, int(base_config["max_seq_len"]))
-    digest = state_digest(model.state_dict())
-    if settings.base_digest is not None and digest != settings.base_digest:
-        raise UserError(f"{info.model_path}: its base {settings.base} holds other weights than the adapter was "
-                        f"trained on (digest {digest}, the adapter records {settings.base_digest})", 2)
-    add_adapters(model, settings, rng=np.random.default_rng(0))  # A's random init is overwritten just below
-    load_adapter_state(model, info.state, str(info.model_path))
+        return {**config, "max_seq_len": _base_context(base, trained)}, info.state, tokenizer, info, None, base
+    base_config, state, _ = _checked_base(base, info.model_config)
+    check_base(settings, state, str(info.model_path), settings.base)
+    config["max_seq_len"] = max(trained, int(base_config["max_seq_len"]))
+    return config, state, tokenizer, info, settings, base
+
+
+def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
+    """A finished run's model and tokenizer (see the module docstring)."""
+    config, state, tokenizer, info, settings, base = _run_weights(run_dir)
+    model = build_model(info.model_config)
+    model.load_state_dict(state, source=str(info.model_path) if settings is None else f"model.init_from {base}")
+    model.config["max_seq_len"] = config["max_seq_len"]
+    if settings is not None:
+        add_adapters(model, settings, rng=np.random.default_rng(0))  # A's random init is overwritten just below
+        load_adapter_state(model, info.state, str(info.model_path))
     return model, tokenizer
+
+
+def run_state(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer]:
+    """What `merge_adapters(run_model(run_dir))` holds, building no model: its config, its float32 state (a LoRA
+    run's adapters folded into the base by `merged_state`), and the tokenizer."""
+    config, state, tokenizer, info, settings, _ = _run_weights(run_dir)
+    if settings is not None:
+        state = merged_state(state, info.state, settings, linear_module_paths(config))
+    return config, state, tokenizer

@@ -31,7 +31,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import path_exists, regular_file_problem, sha256_of
 from minitrain.common.paths import REPO_ROOT
 from minitrain.config.data_section import DataConfig
-from minitrain.hub.gpt2 import check_state_dict
+from minitrain.formats.gpt2 import check_state_dict
 from minitrain.lora import LoraSettings, adapter_names_in, settings_of
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import load_model_file

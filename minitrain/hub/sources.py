@@ -41,11 +41,11 @@ from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
 from minitrain.data.gpt2_base import own_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
+from minitrain.formats.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.run_folder import locate, read_run, run_of, run_vocab
-from minitrain.lora import add_adapters, load_adapter_state, merge_adapters, settings_of, state_digest
-from minitrain.models.registry import DEFAULT_TYPE, build_model, model_keys, model_type
+from minitrain.lora import add_adapters, check_base, load_adapter_state, merged_state, settings_of
+from minitrain.models.registry import DEFAULT_TYPE, build_model, linear_module_paths, model_keys, model_type
 from minitrain.nn import Module
 from minitrain.runs.model_files import FORMAT as MINITRAIN_FORMAT
 from minitrain.runs.model_files import check_tensors, load_model_file
@@ -140,15 +140,14 @@ def _read_source(spec: str, base: str | None) -> Pretrained:
         info = read_run(path)
         vocab = info.find(info.section("data").get("vocab_path"))
         if info.adapter is not None:
-            return _merged(adapted_model(info.state, info.model_config, str(info.model_path), base, info.run_dir),
-                           vocab, str(info.model_path))
+            return _merged(info.state, info.model_config, str(info.model_path), base, info.run_dir, vocab)
         return Pretrained(info.state, info.model_config, vocab, str(info.model_path))
     if path.is_file() and path.suffix == ".safetensors":
         if _is_minitrain_file(path):
             state, model_config, _ = load_model_file(path)
             vocab = run_vocab(path)  # a file in a run's checkpoints/ or models/: the run's vocabulary
             if settings_of(model_config) is not None:
-                return _merged(adapted_model(state, model_config, str(path), base, run_of(path)), vocab, str(path))
+                return _merged(state, model_config, str(path), base, run_of(path), vocab)
             return Pretrained(state, dict(model_config), vocab, str(path))
         if (path.parent / "config.json").is_file():
             return _export_folder(path.parent, path)
@@ -163,30 +162,38 @@ def _read_source(spec: str, base: str | None) -> Pretrained:
                     BAD_INPUT)
 
 
-def adapted_model(state: dict[str, np.ndarray], model_config: dict[str, Any], where: str, base: str | None = None,
-                  run_dir: Path | None = None) -> Module:
-    """The LoRA model an adapter stands for: its base (`base`, else the one it records, found as a run's paths
-    are) loaded, checked to be the weights it was trained on, and the adapter's tensors put in."""
+def _adapted_base(model_config: dict[str, Any], where: str, base: str | None, run_dir: Path | None) -> Pretrained:
+    """The base an adapter adapts (`base`, else the one it records, found as a run's paths are), checked to be the
+    weights it was trained on."""
     settings = settings_of(model_config)
     spec = base or settings.base
     if spec is None:
         raise UserError(f"{where}: a LoRA adapter that does not record its base model; give it (--base-model)", 2)
     found = locate(spec, run_dir)
     pretrained = load_pretrained(str(found) if found is not None else spec)
+    check_base(settings, pretrained.state, where, f"{spec} ({pretrained.where})")
+    return pretrained
+
+
+def adapted_model(state: dict[str, np.ndarray], model_config: dict[str, Any], where: str, base: str | None = None,
+                  run_dir: Path | None = None) -> Module:
+    """The LoRA model an adapter stands for: its base (`_adapted_base`) built and loaded, the adapter's tensors put
+    in."""
+    pretrained = _adapted_base(model_config, where, base, run_dir)
     model = build_model(_model_keys(pretrained))
     model.load_state_dict(pretrained.state, source=pretrained.where)
-    digest = state_digest(model.state_dict())
-    if settings.base_digest is not None and digest != settings.base_digest:
-        raise UserError(f"{where}: its base {spec} ({pretrained.where}) holds other weights than the adapter was "
-                        f"trained on (digest {digest}, the adapter records {settings.base_digest})", 2)
-    add_adapters(model, settings, rng=np.random.default_rng(0))  # A's random init is overwritten just below
+    add_adapters(model, settings_of(model_config), rng=np.random.default_rng(0))  # A's init is overwritten below
     load_adapter_state(model, state, where)
     return model
 
 
-def _merged(model: Module, vocab: Path | None, where: str) -> Pretrained:
-    merge_adapters(model)
-    return Pretrained(model.state_dict(), dict(model.config), vocab, where)
+def _merged(state: dict[str, np.ndarray], model_config: dict[str, Any], where: str, base: str | None,
+            run_dir: Path | None, vocab: Path | None) -> Pretrained:
+    """An adapter folded into its base with NumPy (`merged_state`): what merging the adapted model gives, unbuilt."""
+    pretrained = _adapted_base(model_config, where, base, run_dir)
+    config = pretrained.model_config
+    merged = merged_state(pretrained.state, state, settings_of(model_config), linear_module_paths(config))
+    return Pretrained(merged, config, vocab, where)
 
 
 def init_model_from(model, spec: str, vocab_path: str | Path | None = None) -> str:

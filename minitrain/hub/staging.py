@@ -1,5 +1,5 @@
 """An export folder written whole or not at all: files go into a temporary sibling of OUT_DIR, which replaces
-OUT_DIR only once it is complete (minitrain/hub/export.py, hub/export_text.py). An interrupted or failed export
+OUT_DIR only once it is complete (minitrain/hub/export_hf.py, hub/export_text.py). An interrupted or failed export
 never leaves a half-written file, nor a mix of two exports; an OUT_DIR holding other files is refused.
 
     check_target(out, EXPORT_FILES)

@@ -4,7 +4,7 @@
 
     spec                                   kind         tokenizer
     base.gguf                              pretrained   the GGUF metadata's (minitrain/hub/pretrained.py)
-    minigpt.gguf (gpt2 layout, exported)   minitrain    its character vocabulary (hub/gguf_gpt2.py; a GPT-2
+    minigpt.gguf (gpt2 layout, exported)   minitrain    its character vocabulary (formats/gguf_gpt2.py; a GPT-2
                                                         base's BPE: pretrained)
     ./SmolLM2/ (config.json of a llama,    pretrained   tokenizer.json (+ tokenizer_config.json)
         qwen2 or mistral model)
@@ -26,9 +26,9 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
 from minitrain.data.gpt2_base import hub_file_cache_first, is_gpt2_base
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gguf_file import gguf_architecture
-from minitrain.hub.gguf_gpt2 import load_gpt2_gguf
-from minitrain.hub.hf_config import MODEL_TYPES
+from minitrain.formats.gguf_gpt2 import load_gpt2_gguf
+from minitrain.formats.gguf_read import gguf_architecture
+from minitrain.formats.hf_config import MODEL_TYPES
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.pretrained import is_gguf, load_pretrained_base
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR as RUN_TOKENIZER_DIR

@@ -16,8 +16,10 @@ from minitrain.lora.adapter import (
     adapter_state,
     add_adapters,
     base_weight_bytes,
+    check_base,
     load_adapter_state,
     merge_adapters,
+    merged_state,
     settings_of,
     state_digest,
     with_base,
@@ -26,6 +28,6 @@ from minitrain.lora.targets import linear_paths, resolve_targets
 
 __all__ = [
     "LoraSettings", "adapter_names", "adapter_names_in", "adapter_state", "add_adapters", "base_weight_bytes",
-    "linear_paths", "load_adapter_state", "merge_adapters", "resolve_targets", "settings_of", "state_digest",
-    "with_base",
+    "check_base", "linear_paths", "load_adapter_state", "merge_adapters", "merged_state", "resolve_targets",
+    "settings_of", "state_digest", "with_base",
 ]  # fmt: skip

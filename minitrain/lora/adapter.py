@@ -5,6 +5,7 @@
     ... train: only the adapters (and the biases `bias` names) require grad ...
     adapter_state(model)          the tensors a LoRA run saves: every lora_A and lora_B, and the trained biases
     merge_adapters(model)         every LoRALinear becomes a Linear holding W + (alpha/rank)·A·B
+    merged_state(base, adapter, settings, linear_paths)   the same weights from the arrays, building no model
 
 With `quantize_base` (QLoRA) every linear layer of the base, adapted or not, is first replaced by a frozen
 `Linear4Bit`; merging dequantizes it, so the merged model computes what the adapted one did.
@@ -16,7 +17,7 @@ checkpoint records: a file whose model config has "lora" holds an adapted model,
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -27,6 +28,7 @@ from minitrain.lora.targets import linear_paths
 from minitrain.nn import Linear, Module
 from minitrain.nn.lora import LoRALinear
 from minitrain.nn.quantized import Linear4Bit
+from minitrain.quant.blockwise import quantize_4bit
 
 BIAS_MODES = ("none", "all", "lora_only")
 
@@ -166,6 +168,27 @@ def merge_adapters(model: Module) -> Module:
     return model
 
 
+def merged_state(base: Mapping[str, np.ndarray], adapter: Mapping[str, np.ndarray], settings: LoraSettings,
+                 linear_paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """The state dict `merge_adapters` leaves, from the arrays alone: `base` the base's weights (its names and
+    order), `adapter` a LoRA run's tensors (`adapter_state`), `linear_paths` the model's linear layers. A target's
+    weight becomes W + (alpha/rank)·A·B (W (in, out), A (in, r), B (r, out), float32 as the layers compute), every
+    linear weight first its dequantized 4-bit blocks under QLoRA, and a bias the adapter trained replaces the
+    base's: the same bytes as building the adapted model and merging it."""
+    state = {name: np.asarray(array, dtype=np.float32) for name, array in base.items()}
+    if settings.quantize_base:
+        for path in linear_paths:
+            weight = f"{path}.weight"
+            state[weight] = quantize_4bit(state[weight], settings.quant_type, settings.double_quantize).dequantize()
+    for name, array in adapter.items():
+        if not name.endswith((".lora_A", ".lora_B")):
+            state[name.replace(".base_layer.", ".")] = np.asarray(array, dtype=np.float32)
+    for path in settings.targets:
+        a, b = (np.asarray(adapter[f"{path}.lora_{x}"], dtype=np.float32) for x in "AB")
+        state[f"{path}.weight"] = state[f"{path}.weight"] + (settings.scaling * (a @ b)).astype(np.float32)
+    return state
+
+
 def _float_weight(layer: Linear | Linear4Bit) -> np.ndarray:
     return layer.weight.dequantize() if isinstance(layer, Linear4Bit) else layer.weight.data
 
@@ -178,6 +201,14 @@ def base_weight_bytes(model: Module) -> int:
     """Bytes the linear layers' weights take as held: float arrays, or 4-bit codes with their scales."""
     return sum(module.weight.data.nbytes if isinstance(module, Linear) else module.weight.nbytes
                for _, module in model.named_modules() if isinstance(module, Linear | Linear4Bit))
+
+
+def check_base(settings: LoraSettings, base_state: Mapping[str, np.ndarray], where: str, base: str) -> None:
+    """UserError unless `base_state` holds the weights the adapter was trained on (the `base_digest` it records)."""
+    digest = state_digest(base_state)
+    if settings.base_digest is not None and digest != settings.base_digest:
+        raise UserError(f"{where}: its base {base} holds other weights than the adapter was trained on (digest "
+                        f"{digest}, the adapter records {settings.base_digest})", 2)
 
 
 def with_base(settings: LoraSettings, base: str | None, base_state: Mapping[str, np.ndarray]) -> LoraSettings:

@@ -26,10 +26,9 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.pretrained import load_pretrained_base
-from minitrain.hub.pretrained_runs import TOKENIZER_DIR, run_model
+from minitrain.hub.pretrained_runs import TOKENIZER_DIR, run_state
 from minitrain.hub.sources import load_pretrained
 from minitrain.hub.text_models import is_pretrained_base
-from minitrain.lora import merge_adapters
 
 IGNORED_KEYS = ("dropout",)  # a training setting: it changes no weight and no output of the merged model
 
@@ -49,17 +48,11 @@ def load_parent(spec: str) -> Parent:
         model_config, state, tokenizer, facts = load_pretrained_base(spec)
         return Parent(state, dict(model_config), tokenizer, "pretrained", facts, spec)
     if (Path(spec) / TOKENIZER_DIR / "tokenizer.json").is_file():
-        model, tokenizer = merge_run_model(spec)
-        return Parent(model.state_dict(), dict(model.config), tokenizer, "pretrained", {}, spec)
+        model_config, state, tokenizer = run_state(spec)  # its adapters, if any, folded in
+        return Parent(state, model_config, tokenizer, "pretrained", {}, spec)
     pretrained = load_pretrained(spec)
     tokenizer = CharTokenizer.load(pretrained.vocab_path) if pretrained.vocab_path is not None else None
     return Parent(pretrained.state, pretrained.model_config, tokenizer, "minitrain", {}, pretrained.where)
-
-
-def merge_run_model(spec: str):
-    """A run on a pretrained base as a plain model: its adapters, if any, folded in."""
-    model, tokenizer = run_model(spec)
-    return merge_adapters(model), tokenizer
 
 
 def tensor_order(state: dict[str, np.ndarray]) -> list[str]:

@@ -16,7 +16,7 @@ init draws in transformers' order (q, k, v, o, gate...). B batch, T time, C = d_
 own segment, and rotary positions restart at 0 with each segment (and count real tokens only: a left-padded row
 starts at 0 too). `generate` continues prompts with a KV cache (minitrain/models/kv_cache.py), feeding one new
 token per step. `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes
-the layer in backward (minitrain/autograd/checkpoint.py): the same gradients, a second forward pass of the layers,
+the layer in backward (minitrain/autograd/recompute.py): the same gradients, a second forward pass of the layers,
 and ~30× less activation memory at SmolLM2-135M's shape (what brings a QLoRA step on 4 × 256 tokens under 1.5 GB).
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.autograd import functional as F
-from minitrain.autograd.checkpoint import checkpoint
+from minitrain.autograd.recompute import checkpoint
 from minitrain.autograd.tensor import TAPE, Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.models.kv_cache import KVCache

@@ -118,7 +118,7 @@ def _check(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 def hf_model_type(config: Mapping[str, Any]) -> str:
     """The Hugging Face model_type (and GGUF architecture) a Llama config exports as: qwen2 when it has q/k/v
-    biases (hub/hf_config.py)."""
+    biases (formats/hf_config.py)."""
     return "qwen2" if config.get("attention_bias") else "llama"
 
 

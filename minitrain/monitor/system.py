@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from minitrain.callbacks.base import Callback, Context
+from minitrain.callbacks.callback import Callback, Context
 from minitrain.common.extras import require
 from minitrain.common.io import append_line, atomic_write_text
 

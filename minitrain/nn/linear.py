@@ -24,7 +24,7 @@ class Linear(Module):
     output's variance stays near the input's), b = 0.
 
     `weight_transform`, None unless set, is applied to W on every forward pass: quantization-aware training sets
-    it to a fake quantizer (minitrain/quant/qat.py), so the layer computes with the weight it will be stored as
+    it to a fake quantizer (minitrain/training/qat.py), so the layer computes with the weight it will be stored as
     while its parameters and their names stay the same.
     """
 

@@ -7,7 +7,7 @@ from minitrain.autograd.tensor import Tensor
 from minitrain.nn.linear import Linear
 from minitrain.nn.module import Module
 from minitrain.quant.blockwise import Blockwise4Bit, quantize_4bit
-from minitrain.quant.ops import linear_4bit
+from minitrain.quant.tape_ops import linear_4bit
 
 
 class Linear4Bit(Module):

@@ -8,9 +8,9 @@ schedule (learning-rate schedules and their registry), clip (gradient clipping b
 from minitrain.optim.adagrad import Adagrad
 from minitrain.optim.adam import Adam
 from minitrain.optim.adamw import AdamW
-from minitrain.optim.base import Optimizer
 from minitrain.optim.factory import OPTIMIZERS, build_optimizer
 from minitrain.optim.lamb import Lamb
+from minitrain.optim.optimizer import Optimizer
 from minitrain.optim.rmsprop import RMSprop
 from minitrain.optim.sgd import SGD
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.optim.base import Optimizer, Parameter, check_range, with_l2
+from minitrain.optim.optimizer import Optimizer, Parameter, check_range, with_l2
 
 
 class Adagrad(Optimizer):

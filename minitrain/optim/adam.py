@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.optim.adamw import AdamW
-from minitrain.optim.base import Parameter
+from minitrain.optim.optimizer import Parameter
 
 
 class Adam(AdamW):

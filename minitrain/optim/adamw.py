@@ -1,6 +1,6 @@
 """AdamW (Loshchilov & Hutter): Adam with weight decay decoupled from the gradient, as `torch.optim.AdamW`.
 
-For step t, per element (see `minitrain/autograd/kernels/adamw.py` for the fused kernel):
+For step t, per element (see `minitrain/autograd/kernels/adamw_update.py` for the fused kernel):
 
     p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
     p ← p − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)
@@ -25,7 +25,7 @@ import numpy as np
 
 from minitrain.autograd import kernels
 from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.optim.base import Optimizer, Parameter, check_range
+from minitrain.optim.optimizer import Optimizer, Parameter, check_range
 
 
 class AdamW(Optimizer):
@@ -83,7 +83,7 @@ def amsgrad_update(
     """One AdamW (or Adam) step with AMSGrad, in place: the kernel's math with v_max ← max(v_max, v) in the
     denominator (torch.optim.AdamW(amsgrad=True) step by step).
 
-    The decay and the moments repeat `kernels.adamw.adamw_update_reference`'s first lines on purpose: the course
+    The decay and the moments repeat `kernels.adamw_update.adamw_update_reference`'s first lines on purpose: the course
     (theory/02) quotes that reference whole, and this reads whole too.
     """
     if decoupled:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from minitrain.common.registry import Registry, check_choice, load
-from minitrain.optim.base import Optimizer, Parameter
+from minitrain.optim.optimizer import Optimizer, Parameter
 
 # One line per optimizer: its module of minitrain/optim/ and class; the class's `name` is its `optimizer.type`.
 OPTIMIZER_CLASSES = (

@@ -22,7 +22,7 @@ import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.optim.adamw import AdamW
-from minitrain.optim.base import Parameter
+from minitrain.optim.optimizer import Parameter
 
 
 class Lamb(AdamW):

@@ -15,7 +15,7 @@ import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.common.errors import ArgumentError
-from minitrain.optim.base import Optimizer, Parameter, check_range, with_l2
+from minitrain.optim.optimizer import Optimizer, Parameter, check_range, with_l2
 
 
 class SGD(Optimizer):

@@ -8,21 +8,20 @@
                 minitrain's (in, out) layout that row is a column, the norm multiplies row i.
 
 A weight that is small but fed a large input (LLMs have a few such outlier features) matters more than its
-magnitude says: that is what Wanda adds. ‖X_i‖₂² is the diagonal of XᵀX, which minitrain/quant/ptq.py already
-gathers for the mse quantizer (`calibration_grams`, padded positions left out), so Wanda reads it from there.
+magnitude says: that is what Wanda adds. ‖X_i‖₂² is the diagonal of XᵀX (`calibration_grams`, padded positions
+left out), the Gram matrix the mse quantizer weighs its rounding error by too (minitrain/training/ptq.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from minitrain.common.registry import Registry
-from minitrain.nn import Module
+from minitrain.nn import Module, inference
 from minitrain.pruning.masks import UNSTRUCTURED, apply_masks, keep_mask
-from minitrain.quant.ptq import calibration_grams
 
 
 def magnitude_scores(weight: np.ndarray, input_norm: np.ndarray | None = None) -> np.ndarray:
@@ -33,6 +32,32 @@ def magnitude_scores(weight: np.ndarray, input_norm: np.ndarray | None = None) -
 def wanda_scores(weight: np.ndarray, input_norm: np.ndarray) -> np.ndarray:
     """|W_ij| · ‖X_i‖₂: weight (in, out), input_norm (in,) -> (in, out)."""
     return np.abs(weight.astype(np.float64)) * np.asarray(input_norm, dtype=np.float64)[:, None]
+
+
+def calibration_grams(model: Module, batches: Iterable, paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """XᵀX (in, in), float64, of the inputs each layer at `paths` sees over `batches` (real positions only)."""
+    grams: dict[str, np.ndarray] = {}
+    layers = {path: model.get_submodule(path) for path in paths}
+    current_mask: list[np.ndarray] = []
+
+    def recorder(path: str, forward):
+        def record(x):
+            rows = x.data.reshape(-1, x.shape[-1])[current_mask[0].reshape(-1)].astype(np.float64)
+            grams[path] = grams.get(path, 0) + rows.T @ rows
+            return forward(x)
+        return record
+
+    for path, layer in layers.items():
+        layer.forward = recorder(path, layer.forward)  # an instance attribute: a forward hook, undone below
+    try:
+        with inference(model):
+            for batch in batches:
+                current_mask[:] = [np.asarray(batch.attn_pad_mask, dtype=bool)]
+                model(batch.input, attn_pad_mask=batch.attn_pad_mask)
+    finally:
+        for layer in layers.values():
+            del layer.forward
+    return grams
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from minitrain.quant.packing import pack_bits
+from minitrain.quant.bit_packing import pack_bits
 
 BLOCK_SIZE = 64  # weights per absmax (QLoRA's choice)
 SCALE_BLOCK_SIZE = 256  # absmax values per second-level scale (double quantization)

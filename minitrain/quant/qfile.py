@@ -23,7 +23,7 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.quant.affine import Quantized, dequantize
-from minitrain.quant.packing import pack_bits, unpack_bits
+from minitrain.quant.bit_packing import pack_bits, unpack_bits
 from minitrain.quant.scheme import Scheme
 
 KIND = "quantized"

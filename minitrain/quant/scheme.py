@@ -12,6 +12,8 @@ BITS = (2, 4, 8)
 SCHEMES = ("symmetric", "asymmetric")
 GRANULARITIES = ("per_tensor", "per_channel", "per_group")
 METHODS = ("minmax", "percentile", "mse")
+# QAT's observers, named as PyTorch names them, and the range method each is (minitrain/training/qat.py)
+OBSERVER_METHODS = {"minmax": "minmax", "percentile": "percentile", "histogram": "mse"}
 
 
 @dataclass(frozen=True)

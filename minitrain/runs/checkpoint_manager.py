@@ -1,11 +1,13 @@
 """The `checkpoints/` folder of one run: `step-<N>.safetensors` files, a `latest` pointer, pruning, `best`.
 
     manager = CheckpointManager(run_dir, keep_last=3)
-    manager.save(step=500, model=..., optimizer=..., scheduler=..., batcher=..., train_rng=..., config_hash=...)
+    save_checkpoint(manager.path_for(500), step=500, ...)   # lab 02's writer (minitrain/checkpoint.py)
+    manager.point_latest(manager.path_for(500))             # `latest` names it; older files pruned
     manager.latest()          # checkpoints/step-500.safetensors
     CheckpointManager.resolve("runs/lab01")   # what `--resume runs/lab01` continues from
 
-Each file is written by `minitrain.checkpoint.save_checkpoint` (lab 02), looked up by name.
+The files are written by the training engine with `minitrain.checkpoint.save_checkpoint` (lab 02); this module
+knows the folder, not the file's contents, so runs/ never imports the lab's checkpoint.py, which imports runs/.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
-from minitrain.checkpoint import save_checkpoint
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text, read_text, regular_file_problem
 
@@ -41,19 +41,10 @@ class CheckpointManager:
     def path_for(self, step: int) -> Path:
         return self.dir / f"step-{step}.safetensors"
 
-    def save(self, *, step: int, **state: Any) -> Path:
-        """`save_checkpoint` into `step-<step>.safetensors`, point `latest` at it, then prune; return its path."""
-        path = self.path_for(step)
-        save_checkpoint(path, step=step, **state)
+    def point_latest(self, path: Path) -> None:
+        """Once the step file `path` is complete: point `latest` at it, then prune."""
         atomic_write_text(self.dir / LATEST_POINTER, path.name + "\n")
         self.prune()
-        return path
-
-    def save_best(self, *, step: int, **state: Any) -> Path:
-        """Write `best.safetensors` (never pruned); the pointer `latest` is left alone."""
-        path = self.dir / BEST_FILE
-        save_checkpoint(path, step=step, **state)
-        return path
 
     def step_files(self) -> list[tuple[int, Path]]:
         """The complete `step-<N>.safetensors` files, oldest first."""

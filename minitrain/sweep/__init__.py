@@ -4,7 +4,7 @@
     summary, rows = run_sweep(SweepSpec(base="experiments/18-train-mini/config.yaml",
                                         grid={"optimizer.lr_max": [1e-4, 3e-4, 1e-3]}, seeds=[42, 43, 44]))
 
-space.py (the definition and its trials), trials.py (one trial = one run folder), local.py and ray_backend.py
+space.py (the definition and its trials), trials.py (one trial = one run folder), process_pool.py and ray_backend.py
 (where trials run), results.py (the table, the best trial, the plots), runner.py (all of it, in order).
 docs/sweeps.md explains the file, the command and running on a Ray cluster.
 """

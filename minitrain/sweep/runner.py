@@ -31,7 +31,7 @@ from minitrain.config import Config, load_config
 from minitrain.config.datacheck import check_data
 from minitrain.config.fields import default_name
 from minitrain.config.problems import ConfigError
-from minitrain.config.spec import DRAWN_SEEDS
+from minitrain.config.spec_shape import DRAWN_SEEDS
 from minitrain.runs.run_files import FINISHING
 from minitrain.runs.run_lock import RunLock
 from minitrain.sweep.results import best_trial, plot_sweep, write_table
@@ -201,7 +201,7 @@ def _run_locked(spec: SweepSpec, base: Config, name: str, sweep_dir: Path, progr
                 if trial_state(job.run_dir) == "resumable" and _trained_not_finished(job.run_dir):
                     on_done(job, run_job(job))
         else:
-            from minitrain.sweep.local import run_local
+            from minitrain.sweep.process_pool import run_local
 
             run_local(pending, workers, on_done)
     except KeyboardInterrupt:

@@ -5,7 +5,7 @@
 
 `build_tracker` makes the tracker a config asks for, from its record (minitrain/config/observing.py
 TRACKER_BACKENDS); it is one of the run's callbacks (minitrain/callbacks/), so it hears every logged row. Each
-backend is an optional extra, imported only when chosen (base.py, the backends in *_tracker.py; docs/yaml-mode.md
+backend is an optional extra, imported only when chosen (tracker.py, the backends in *_tracker.py; docs/yaml-mode.md
 "Experiment tracking and system metrics").
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from minitrain.common.registry import load
 from minitrain.config.observing import TRACKER_BACKENDS, TrackingConfig
-from minitrain.tracking.base import Destination, Tracker, flatten
+from minitrain.tracking.tracker import Destination, Tracker, flatten
 
 
 def default_uri(backend: str, run_dir: Path) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.common.io import append_line
-from minitrain.tracking.base import Destination, Tracker
+from minitrain.tracking.tracker import Destination, Tracker
 
 
 class JsonlTracker(Tracker):

@@ -30,7 +30,7 @@ from typing import Any
 from minitrain.common.errors import UserError
 from minitrain.common.extras import require
 from minitrain.common.io import atomic_write_json
-from minitrain.tracking.base import Destination, Tracker, numeric
+from minitrain.tracking.tracker import Destination, Tracker, numeric
 
 # How a minitrain run's status reads in MLflow.
 STATUS = {"completed": "FINISHED", "early_stopped": "FINISHED", "diverged": "FAILED", "halted": "FAILED",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.extras import require
-from minitrain.tracking.base import Destination, Tracker, numeric
+from minitrain.tracking.tracker import Destination, Tracker, numeric
 
 
 class TensorBoardTracker(Tracker):

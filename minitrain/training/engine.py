@@ -54,7 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.callbacks.base import Actions, CallbackList
+from minitrain.callbacks.callback import Actions, CallbackList
+from minitrain.checkpoint import save_checkpoint
 from minitrain.common.io import append_line
 from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.evaluation.metrics import perplexity
@@ -62,7 +63,7 @@ from minitrain.loop import evaluate, train_step
 from minitrain.monitor.early_stopping import EarlyStopping, is_better
 from minitrain.monitor.progress import Progress
 from minitrain.optim.clip import clip_grad_value_
-from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.checkpoint_manager import BEST_FILE, CheckpointManager
 from minitrain.runs.run_files import COMPLETED, DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED
 from minitrain.training import artifacts
 from minitrain.training.stopping import StopSignal, catch_stop_signals
@@ -435,7 +436,7 @@ class _Loop:
         """A checkpoint of the state after this step when the run stops here, and every `save_every` updates."""
         ckpt = self.books.checkpointing
         if ckpt is not None and (stopping or (ckpt.save_every and self.state.step % ckpt.save_every == 0)):
-            self.checkpoint = str(ckpt.manager.save(step=self.state.step, **self._checkpoint_objects()))
+            self.checkpoint = str(self._write_checkpoint(best=False))
 
     def save_best(self, measured: dict[str, float] | None) -> None:
         """save_best: after a validation, write checkpoints/best.safetensors when the watched metric beats the
@@ -446,24 +447,30 @@ class _Loop:
         value = measured[ckpt.metric]
         if state.best_saved is None or is_better(value, state.best_saved, ckpt.mode):
             state.best_saved = value
-            ckpt.manager.save_best(step=state.step, **self._checkpoint_objects())
+            self._write_checkpoint(best=True)
 
     def _callback_actions(self) -> Actions:
         """What a callback may ask of this loop: a log row, a progress line, a checkpoint of the state after the
         step, a stop."""
 
-        def save_checkpoint(best: bool) -> Path | None:
-            if self.books.checkpointing is None:
-                return None
-            manager = self.books.checkpointing.manager
-            save = manager.save_best if best else manager.save
-            return save(step=self.state.step, **self._checkpoint_objects())
+        def checkpoint(best: bool) -> Path | None:
+            return None if self.books.checkpointing is None else self._write_checkpoint(best)
 
-        return Actions(log=self.log, info=self.info, save_checkpoint=save_checkpoint,
+        return Actions(log=self.log, info=self.info, save_checkpoint=checkpoint,
                        request_stop=self.books.callbacks.request_stop)
 
+    def _write_checkpoint(self, best: bool) -> Path:
+        """The state after this step, by lab 02's `save_checkpoint`: into checkpoints/step-<N>.safetensors, which
+        `latest` then names; `best`: into best.safetensors (never pruned), `latest` left alone."""
+        manager, step = self.books.checkpointing.manager, self.state.step
+        path = manager.dir / BEST_FILE if best else manager.path_for(step)
+        save_checkpoint(path, step=step, **self._checkpoint_objects())
+        if not best:
+            manager.point_latest(path)
+        return path
+
     def _checkpoint_objects(self) -> dict[str, Any]:
-        """The keyword arguments of CheckpointManager.save: the five state machines plus the loop's own state."""
+        """The keyword arguments of save_checkpoint but the step: the five state machines plus the loop's own state."""
         books = self.books
         extra = {"loop": asdict(self.state)}
         if books.checkpointing.data_sha256:

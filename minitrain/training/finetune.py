@@ -26,9 +26,14 @@ from minitrain.lora.peft import write_peft_adapter
 from minitrain.models.registry import family_of
 from minitrain.nn import Module
 from minitrain.nn.quantized import Linear4Bit
-from minitrain.quant.ptq import quantizable_paths
-from minitrain.quant.qat import attach_fake_quantizers
-from minitrain.training.quantize import calibration_batches, dequantized_model, quantize_model, write_quantized
+from minitrain.training.ptq import (
+    calibration_batches,
+    dequantized_model,
+    quantizable_paths,
+    quantize_model,
+    write_quantized,
+)
+from minitrain.training.qat import attach_fake_quantizers
 from minitrain.training.scoring import score_records
 
 ADAPTER_DIR = "adapter"

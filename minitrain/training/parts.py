@@ -21,13 +21,13 @@ from minitrain.data.bpe import BPETokenizer
 from minitrain.data.language_tokenizer import language_tokenizer
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.distillation.task import distillation_task
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
 from minitrain.optim import build_optimizer
 from minitrain.optim.schedule import build_scheduler
 from minitrain.runs.model_files import config_hash
 from minitrain.training import scoring
+from minitrain.training.distillation_task import distillation_task
 from minitrain.training.finetune import prepare_model
 from minitrain.training.scoring import EVAL_BATCH_SIZE
 from minitrain.training.table_results import table_validator
@@ -104,7 +104,7 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None, text: d
     if cfg.model.freeze:
         model.freeze(cfg.model.freeze)
     model.pack_parameters()
-    if cfg.distillation.enabled:  # the teachers' soft targets join the loss (minitrain/distillation/task.py)
+    if cfg.distillation.enabled:  # the teachers' soft targets join the loss (minitrain/training/distillation_task.py)
         task = distillation_task(cfg)
     optimizer = build_optimizer(cfg.optimizer.type, model.trainable_parameters(), buffer=model.buffer,
                                 **cfg.optimizer.kwargs())

@@ -15,7 +15,7 @@
              --models-dir, default the run folder's models/), results.json, loss_curve.png, dashboard.png,
              metrics.csv, report.md, manifest.json completed
       beside them: environment.yaml, logs/train.log (the console output), and what the watchers of
-             minitrain/callbacks/from_config.py write (tracking, system metrics, callbacks' files)
+             minitrain/training/watchers.py write (tracking, system metrics, callbacks' files)
 
 A run that diverges, is interrupted or is halted by an alert still leaves its manifest, log, metrics.csv and
 curve, then raises a `UserError` that says what happened and which checkpoint to resume from. The manifest's
@@ -39,17 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.callbacks import Callback, CallbackList
-from minitrain.callbacks.from_config import watch_run
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text, cannot_write, read_text
 from minitrain.common.paths import REPO_ROOT, recorded_path
 from minitrain.config import Config, resolved_dict, resolved_yaml
 from minitrain.config.datacheck import DataSummary
-from minitrain.config.extras import missing_extras
+from minitrain.config.missing_extras import missing_extras
 from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_check import Fold
-from minitrain.distillation.task import teacher_fingerprint
 from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.models.registry import FAMILIES
 from minitrain.monitor.console_log import console_log
@@ -72,6 +70,7 @@ from minitrain.tracking import flatten
 from minitrain.training import artifacts, scoring, stopping
 from minitrain.training.cross_validation import cross_validate
 from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
+from minitrain.training.distillation_task import teacher_fingerprint
 from minitrain.training.engine import HIGH_LOSS_AFTER_WARMUP, Bookkeeping, Checkpointing, LoopData, LoopSettings, train
 from minitrain.training.environment import write_environment
 from minitrain.training.finetune import adapter_facts, after_training, load_init_weights, model_file_state
@@ -90,6 +89,7 @@ from minitrain.training.resume import (
 )
 from minitrain.training.table_results import plot_table_curve, table_results
 from minitrain.training.text_run import complete_config, data_summary, save_tokenizer, text_results
+from minitrain.training.watchers import watch_run
 
 LOG_FILE = run_dir.LOG_FILE
 HYPERPARAMETERS = ("model", "optimizer", "scheduler", "training", "lora")  # report.md's resolved sections

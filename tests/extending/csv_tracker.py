@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.common.io import append_line
-from minitrain.tracking.base import Destination, Tracker, numeric
+from minitrain.tracking.tracker import Destination, Tracker, numeric
 
 
 class CsvTracker(Tracker):

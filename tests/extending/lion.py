@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minitrain.optim.base import Optimizer, check_range
+from minitrain.optim.optimizer import Optimizer, check_range
 
 
 class Lion(Optimizer):

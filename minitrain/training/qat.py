@@ -2,7 +2,7 @@
 
 Each chosen linear layer gets a fake quantizer as its `weight_transform` (minitrain/nn/linear.py), so every
 forward pass computes with ŵ = dequantize(quantize(w)) while the optimizer updates the float weights w, and the
-straight-through estimator (minitrain/quant/ops.py) carries the gradient of ŵ back to w. The model learns
+straight-through estimator (minitrain/quant/tape_ops.py) carries the gradient of ŵ back to w. The model learns
 weights that survive rounding; quantizing it after training (the `quantize:` section) stores exactly the ŵ it
 was trained with, since the ranges come from the same rule.
 
@@ -20,10 +20,8 @@ from collections.abc import Iterable
 from functools import partial
 
 from minitrain.nn import Module
-from minitrain.quant.ops import fake_quantize
 from minitrain.quant.scheme import Scheme
-
-OBSERVER_METHODS = {"minmax": "minmax", "percentile": "percentile", "histogram": "mse"}
+from minitrain.quant.tape_ops import fake_quantize
 
 
 def attach_fake_quantizers(model: Module, scheme: Scheme, paths: Iterable[str]) -> list[str]:

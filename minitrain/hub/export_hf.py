@@ -2,7 +2,7 @@
 (a Llama-family base, or a run that fine-tuned one, as `LlamaForCausalLM` / `Qwen2ForCausalLM`: hub/export_text.py).
 
     OUT_DIR/
-      config.json             GPT-2 config (see minitrain/hub/gpt2.py for the key mapping)
+      config.json             GPT-2 config (see minitrain/formats/gpt2.py for the key mapping)
       model.safetensors       the weights under GPT-2 names, metadata {"format": "pt"} as transformers expects
       vocab.json              minitrain's character vocabulary (what `CharTokenizer.load` reads)
       tokenizer.json          the same vocabulary in the Hugging Face tokenizers format
@@ -30,9 +30,9 @@ from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.hub_id import is_hub_id
 from minitrain.common.io import atomic_write_bytes, atomic_write_json, atomic_write_text, path_exists
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.formats.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
+from minitrain.formats.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.card import build_card
-from minitrain.hub.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
-from minitrain.hub.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.hub.staging import check_target, staged
 from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
@@ -102,7 +102,7 @@ def export_model(
         return export_text_model(source, out_dir, repo_id)
     info = read_run(source)
     if info.adapter is not None and merge_adapters:
-        from minitrain.hub.merge import merged_model  # merging needs the sources, which import this module
+        from minitrain.hub.fold_adapters import merged_model  # merging needs the sources, which import this module
 
         model, _ = merged_model(info, base_model)
         info = replace(info, state=model.state_dict(), model_config=dict(model.config), adapter=None)

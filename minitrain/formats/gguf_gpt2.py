@@ -1,10 +1,10 @@
 """A GGUF in llama.cpp's gpt2 layout read back as MiniGPT: its config, its state dict and its tokenizer.
 
-The inverse of hub/gguf_write.py's GPT-2 layout: the `gpt2.*` metadata becomes a GPT-2 config.json dict, read by
-hub/gpt2.py as for a Hugging Face folder (so the same checks refuse what MiniGPT cannot be); each tensor is
+The inverse of formats/gguf_write.py's GPT-2 layout: the `gpt2.*` metadata becomes a GPT-2 config.json dict, read by
+formats/gpt2.py as for a Hugging Face folder (so the same checks refuse what MiniGPT cannot be); each tensor is
 dequantized to float32, renamed to GPT-2's names and its four projections transposed back to Conv1D's [in, out].
 `output.weight` must equal `token_embd.weight`: MiniGPT ties them. The tokenizer is minitrain's character
-vocabulary when the tokens spell one (hub/gguf_vocab.py), else the byte-level BPE of a GPT-2 base.
+vocabulary when the tokens spell one (formats/gguf_vocab.py), else the byte-level BPE of a GPT-2 base.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gguf_file import dequantized, field_value, float32_value, open_gguf, tokenizer_fields
-from minitrain.hub.gguf_vocab import char_vocab
-from minitrain.hub.gguf_write import CONV1D, GPT2_GLOBAL, GPT2_LAYER
-from minitrain.hub.gpt2 import check_state_dict, from_gpt2_config
+from minitrain.formats.gguf_read import dequantized, field_value, float32_value, open_gguf, tokenizer_fields
+from minitrain.formats.gguf_vocab import char_vocab
+from minitrain.formats.gguf_write import CONV1D, GPT2_GLOBAL, GPT2_LAYER
+from minitrain.formats.gpt2 import check_state_dict, from_gpt2_config
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
 

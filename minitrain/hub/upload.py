@@ -2,7 +2,7 @@
 
     1. find the token the way huggingface_hub does (HF_TOKEN, then the token file of `hf auth login`);
        no token -> one clear error, before anything is exported or sent
-    2. export the run into a temporary folder (minitrain/hub/export.py): a LoRA run's adapter in PEFT's layout,
+    2. export the run into a temporary folder (minitrain/hub/export_hf.py): a LoRA run's adapter in PEFT's layout,
        or with --merge-adapters the base with the adapters merged in
     3. create_repo(exist_ok=True): a new repo, or the existing one reused
     4. upload_folder: one commit with every file of the export
@@ -27,7 +27,7 @@ from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_b
 from minitrain.common.errors import BAD_INPUT, HUB_FAILED, UserError
 from minitrain.common.hub_id import hub_id_problem
 from minitrain.common.io import read_json_object
-from minitrain.hub.export import export_model
+from minitrain.hub.export_hf import export_model
 from minitrain.runs.run_files import FINISHED
 
 
@@ -79,7 +79,7 @@ def publish(
     `merge_adapters` its base with the adapters merged in (`base_model` when the run does not record its base). An
     adapter's base must be a Hub id (recorded, or `base_model`): PEFT loads it by that name. `vocab_path`: the
     vocabulary of a model file that does not record it. `model_format` "gguf": the repo gets one file,
-    REPO-NAME-DTYPE.gguf (hub/gguf_export.py; a LoRA run merged), instead of the Hugging Face folder."""
+    REPO-NAME-DTYPE.gguf (hub/export_gguf.py; a LoRA run merged), instead of the Hugging Face folder."""
     check_repo_id(repo_id)
     api = HfApi()
     if not dry_run and (problem := missing_token(repo_id)):
@@ -87,7 +87,7 @@ def publish(
     token = None if dry_run else get_token()
     with tempfile.TemporaryDirectory(prefix="minitrain-publish-") as tmp:
         if model_format == "gguf":
-            from minitrain.hub.gguf_export import export_gguf
+            from minitrain.hub.export_gguf import export_gguf
 
             name = f"{repo_id.rsplit('/', 1)[-1]}-{dtype}.gguf"
             files = [export_gguf(run_dir, Path(tmp) / name, dtype, vocab_path, base_model)[0]]

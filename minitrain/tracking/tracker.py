@@ -1,6 +1,6 @@
 """What every experiment tracker does, whatever it writes to.
 
-A tracker is a callback (minitrain/callbacks/base.py) with a few more calls:
+A tracker is a callback (minitrain/callbacks/callback.py) with a few more calls:
 
     tracker.start(params, tags)                 the run's resolved config, flattened ("optimizer.lr_max": 3e-4)
     on_log(row)                                 every train_log.jsonl row -> metrics at row["step"]
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minitrain.callbacks.base import Callback, Context
+from minitrain.callbacks.callback import Callback, Context
 from minitrain.hub.run_folder import locate
 
 # Files of a finished run that trackers keep with it (those that exist), and the model file results.json names.

@@ -1,6 +1,6 @@
 """A model's tokenizer as a GGUF's `tokenizer.ggml.*` fields, and minitrain's character vocabulary back from them.
 
-The fields are the keyword arguments of `PretrainedTokenizer.from_gguf_fields` (what hub/gguf_file.py reads):
+The fields are the keyword arguments of `PretrainedTokenizer.from_gguf_fields` (what formats/gguf_read.py reads):
 
     tokens         one string per id, 0 .. V-1 (V = the embedding's rows; unused rows padded as [PAD{i}])
     merges         the BPE merges, "left right", in rank order

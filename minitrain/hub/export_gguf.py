@@ -3,15 +3,17 @@ file that llama.cpp (and so Ollama, LM Studio) loads.
 
     source                                         model                       tokenizer written
     a run folder, model file or export of a        MiniGPT -> gpt2 layout      the character vocabulary, spelled
-        character model (a LoRA run: merged)                                   as a byte-level BPE (gguf_vocab.py)
+        character model (a LoRA run: merged)                                   as byte-level BPE (formats/gguf_vocab.py)
     a run on a pretrained base (RUN/tokenizer/)    its family (LoRA: merged)   the base's BPE
     a Llama-family or GPT-2 base: .gguf, Hugging   llama / qwen2 / gpt2        the base's BPE (a .gguf's own
         Face folder or Hub id                                                  tokenizer fields, as they were)
     a gpt2 GGUF minitrain wrote                    gpt2                        its own fields, as they were
 
 A GGUF is a whole model: llama.cpp loads no minitrain adapter, so a LoRA run is written with its adapters merged
-into its base (W + (α/r)·A·B, as `minitrain merge-adapters` folds them). What the format, or llama.cpp, cannot hold
-is refused with the reason, exit code 2: another model family than MiniGPT and the Llama family (a table model, the
+into its base (W + (α/r)·A·B, as `minitrain merge-adapters` folds them). The tensors are written from the state dict the
+source gives, in the family's parameter order (`parameter_shapes`); no model is built (the adapters are folded
+with NumPy, `lora.merged_state`). What the format, or llama.cpp, cannot hold is
+refused with the reason, exit code 2: another model family than MiniGPT and the Llama family (a table model, the
 MLP language model), a MiniGPT with attention scale 1 (llama.cpp's gpt2 always divides by √(head size)), Llama 3
 RoPE scaling, a tokenizer that is not a byte-level BPE.
 """
@@ -25,15 +27,15 @@ import numpy as np
 
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.hub.gguf_vocab import bpe_fields, char_fields
-from minitrain.hub.gguf_write import DTYPES, check_writable, write_gguf_model
-from minitrain.models.registry import model_type, refusal
+from minitrain.formats.gguf_vocab import bpe_fields, char_fields
+from minitrain.formats.gguf_write import DTYPES, check_writable, write_gguf_model
+from minitrain.models.registry import model_type, parameter_shapes, refusal
 
 
 class GGUFSource(NamedTuple):
     model_config: dict[str, Any]
     state: dict[str, np.ndarray]
-    fields: dict[str, Any]  # the tokenizer.* fields (hub/gguf_vocab.py)
+    fields: dict[str, Any]  # the tokenizer.* fields (formats/gguf_vocab.py)
     name: str  # general.name
 
 
@@ -48,8 +50,8 @@ def check_gguf_family(model_config: dict[str, Any], source: str) -> None:
 
 
 def _gguf_file(path: Path) -> GGUFSource:
-    from minitrain.hub.gguf_file import gguf_architecture, read_gguf
-    from minitrain.hub.gguf_gpt2 import read_gpt2_gguf
+    from minitrain.formats.gguf_gpt2 import read_gpt2_gguf
+    from minitrain.formats.gguf_read import gguf_architecture, read_gguf
     from minitrain.hub.pretrained import load_pretrained_base
 
     if gguf_architecture(path) == "gpt2":
@@ -65,33 +67,37 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
     """The model, state and tokenizer fields of any source (module docstring), checked to fit a GGUF."""
     from minitrain.hub.export_text import is_text_source
     from minitrain.hub.pretrained import is_gguf, load_pretrained_base
-    from minitrain.hub.pretrained_runs import TOKENIZER_DIR, run_model
-    from minitrain.hub.sources import load_model
-    from minitrain.lora import merge_adapters
+    from minitrain.hub.pretrained_runs import TOKENIZER_DIR, run_state
+    from minitrain.hub.sources import load_pretrained
 
     name = Path(source).name or source
     if is_gguf(source) and Path(source).is_file():
         found = _gguf_file(Path(source))
     elif is_text_source(source):  # a pretrained base, or a run on one: the base's own tokenizer
         if (Path(source) / TOKENIZER_DIR / "tokenizer.json").is_file():
-            model, tokenizer = run_model(source)
-            model = merge_adapters(model)
-            model_config, state = dict(model.config), dict(model.state_dict())
+            model_config, state, tokenizer = run_state(source)
+            state = in_model_order(state, model_config)
         else:
             model_config, state, tokenizer, _ = load_pretrained_base(source)
         found = GGUFSource(model_config, state, bpe_fields(tokenizer, int(model_config["vocab_size"])), name)
-    else:  # a character model: a run folder, model file or export (a LoRA run merged by load_model)
-        model, vocab = load_model(source, base_model)
-        check_gguf_family(dict(model.config), source)  # before asking for a vocabulary a table model has not
-        vocab = vocab_path or vocab
+    else:  # a character model: a run folder, model file or export (a LoRA run merged by load_pretrained)
+        pretrained = load_pretrained(source, base_model)
+        model_config = pretrained.model_config
+        check_gguf_family(model_config, source)  # before asking for a vocabulary a table model has not
+        vocab = vocab_path or pretrained.vocab_path
         if vocab is None:
             raise UserError(f"export --format gguf {source}: the source does not record its vocabulary; pass it "
                             "with --vocab", BAD_INPUT)
-        tokenizer = CharTokenizer.load(vocab)
-        found = GGUFSource(dict(model.config), dict(model.state_dict()),
-                           char_fields(tokenizer, int(model.config["vocab_size"])), name)
+        fields = char_fields(CharTokenizer.load(vocab), int(model_config["vocab_size"]))
+        found = GGUFSource(model_config, in_model_order(pretrained.state, model_config), fields, name)
     check_gguf_family(found.model_config, source)
     return found
+
+
+def in_model_order(state: dict[str, np.ndarray], model_config: dict[str, Any]) -> dict[str, np.ndarray]:
+    """`state` in the order the family lists its parameters, the order a built model's state dict has (a file's
+    order is the safetensors reader's, which varies): the tensors of a GGUF are written in this order."""
+    return {name: state[name] for name, _ in parameter_shapes(model_config)}
 
 
 def export_gguf(source: str | Path, out: str | Path, dtype: str = "f32", vocab_path: str | None = None,

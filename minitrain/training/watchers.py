@@ -14,8 +14,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from minitrain.callbacks.base import Callback, CallbackList
 from minitrain.callbacks.builtin import Checkpointer, GradientMonitor, LRMonitor, SamplePredictions
+from minitrain.callbacks.callback import Callback, CallbackList
 from minitrain.callbacks.custom import CustomCallback, load_entry_point
 from minitrain.callbacks.thread_choice import MeasuredSettings, SettingChooser, apply_threads, thread_settings
 from minitrain.common.compute import Setting

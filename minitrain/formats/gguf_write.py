@@ -3,7 +3,7 @@
 Two layouts, the ones llama.cpp's `convert_hf_to_gguf.py` writes for these networks:
 
     Llama family (general.architecture llama, or qwen2 with q/k/v biases): HF names shortened as
-        hub/gguf_file.py lists (token_embd, blk.N.attn_q, ...), every Linear as NumPy (out, in) = GGUF [in, out],
+        formats/gguf_read.py lists (token_embd, blk.N.attn_q, ...), every Linear as NumPy (out, in) = GGUF [in, out],
         q/k rows permuted per head for llama (`permute_rope_rows`: llama.cpp rotates interleaved pairs), the
         lm_head as output.weight only when untied.
     GPT-2 (MiniGPT; general.architecture gpt2):
@@ -32,9 +32,9 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write
-from minitrain.hub.gguf_file import gguf_name, permute_rope_rows
-from minitrain.hub.gpt2 import LAYER_NORM_EPS
-from minitrain.hub.hf_config import to_hf_state
+from minitrain.formats.gguf_read import gguf_name, permute_rope_rows
+from minitrain.formats.gpt2 import LAYER_NORM_EPS
+from minitrain.formats.hf_config import to_hf_state
 from minitrain.models.registry import layout_of
 
 DTYPES = ("f32", "f16", "q8_0")
@@ -138,13 +138,13 @@ def _tokenizer_metadata(writer, fields: Mapping[str, Any]) -> None:
 def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: Mapping[str, np.ndarray],
                      fields: Mapping[str, Any], dtype: str = "f32", name: str = "minitrain model") -> dict[str, int]:
     """Write `state` (minitrain names and layout, a Llama or MiniGPT config) with the tokenizer `fields`
-    (hub/gguf_vocab.py) as a GGUF at `path`; return how many tensors of each GGML type it holds."""
+    (formats/gguf_vocab.py) as a GGUF at `path`; return how many tensors of each GGML type it holds."""
     import gguf
 
     if dtype not in DTYPES:
         raise UserError(f"export --dtype {dtype}: a GGUF is written as {', '.join(DTYPES)}", 2)
     check_writable(model_config)
-    arch = layout_of(model_config)  # llama, qwen2 or gpt2 (hub/gguf_export.py refuses the others)
+    arch = layout_of(model_config)  # llama, qwen2 or gpt2 (hub/export_gguf.py refuses the others)
     llama = arch != "gpt2"
     writer = gguf.GGUFWriter(None, arch)
     writer.add_name(name)

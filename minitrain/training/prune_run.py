@@ -3,7 +3,7 @@
 `prune_run(SOURCE, OUT, method, sparsity, ...)` reads a run folder or model file, zeros the chosen share of each
 linear layer's weights (minitrain/pruning/), writes an ordinary model file (the zeros are stored as zeros, so
 `minitrain sample`, `eval` and `quantize` read it like any other) and scores the dense and the pruned model on the
-run's val split (perplexity, exact match), as `minitrain quantize` does (minitrain/training/quantize.py).
+run's val split (perplexity, exact match), as `minitrain quantize` does (minitrain/training/ptq.py).
 
 Wanda's calibration inputs are `calibration_samples` records of the run's training split (or of a `calibration`
 file of the same kind), drawn without replacement with seed 0, so the same command writes the same bytes.
@@ -22,7 +22,7 @@ from minitrain.pruning.masks import layer_sparsity, prunable_paths
 from minitrain.pruning.scores import METHODS, Pruning, prune_model
 from minitrain.runs.model_files import save_model_file
 from minitrain.training.artifacts import non_finite_scores
-from minitrain.training.quantize import calibration_batches, whole_model
+from minitrain.training.ptq import calibration_batches, whole_model
 from minitrain.training.scoring import score_records
 
 

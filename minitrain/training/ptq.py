@@ -8,11 +8,17 @@ section run.
 `quantize_run(SOURCE, OUT, scheme, ...)` does all three for a run folder or model file and scores the float and
 the quantized model on the run's val split (perplexity, exact match), so every quantized file comes with what it
 cost: its size against float32's, and the change in val PPL and exact match.
+
+Only linear layers' weights are quantized (W·A32: activations stay float32, and so do the biases, LayerNorms and
+embeddings, MiniGPT's output layer included since it is tied to the token embedding): they are where the
+parameters are (93 % of lab 01's MiniGPT). Calibration matters only for the mse method, which then picks each
+unit's clipping by the output error ‖X·ΔW‖² on real inputs rather than by the weight error ‖ΔW‖².
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,14 +34,15 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.lora import settings_of
 from minitrain.models.registry import build_model
-from minitrain.nn import Module
-from minitrain.quant.affine import Quantized
-from minitrain.quant.ptq import calibration_grams, quantizable_paths, quantize_weights
-from minitrain.quant.qat import detach_fake_quantizers
+from minitrain.nn import Linear, Module
+from minitrain.nn.module import module_matches
+from minitrain.pruning.scores import calibration_grams
+from minitrain.quant.affine import Quantized, quantize
 from minitrain.quant.qfile import KIND, dequantized_state, quantized_tensors
 from minitrain.quant.scheme import Scheme
 from minitrain.runs.model_files import save_model_file
 from minitrain.training.artifacts import non_finite_scores
+from minitrain.training.qat import detach_fake_quantizers
 from minitrain.training.scoring import EVAL_BATCH_SIZE, score_records
 
 
@@ -58,6 +65,22 @@ class Quantization:
         if s.method == "percentile":
             settings["percentile"] = s.percentile
         return settings
+
+
+def quantizable_paths(model: Module, exclude: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """(paths of the linear layers to quantize, the `exclude` entries that name no linear layer)."""
+    paths = [path for path, module in model.named_modules() if isinstance(module, Linear)]
+    unmatched = [name for name in exclude if not any(module_matches(p, name) for p in paths)]
+    kept = [p for p in paths if not any(module_matches(p, name) for name in exclude)]
+    return kept, unmatched
+
+
+def quantize_weights(
+    model: Module, scheme: Scheme, paths: Sequence[str], grams: dict[str, np.ndarray] | None = None
+) -> dict[str, Quantized]:
+    """Each layer's weight at `paths` in integers by `scheme` (mse ranges weighed by `grams` when given)."""
+    grams = grams or {}
+    return {path: quantize(model.get_submodule(path).weight.data, scheme, grams.get(path)) for path in paths}
 
 
 def quantize_model(
