@@ -1,20 +1,13 @@
-"""What every optimizer shares: its hyper-parameters' bookkeeping, per-parameter settings, flat state buffers,
-step/zero_grad/state_dict. A concrete optimizer holds only its rule:
+"""What every optimizer shares, so that an optimizer's file holds only its rule (tests/extending/lion.py is a whole
+one): its hyper-parameters, as annotated class attributes with their defaults (every optimizer has lr and
+weight_decay), `state_names` (its state buffers, each starting at 0; or it overrides `_state_init`) and one method,
 
-    class Lion(Optimizer):
-        name = "lion"                    # its `optimizer.type`
-        lr: float = 1e-4                 # its hyper-parameters with their defaults, in order (every optimizer
-        beta1: float = 0.9               # has lr and weight_decay): its constructor's keywords
-        weight_decay: float = 0.0
-        state_names = ("exp_avg",)       # its state buffers, each starting at 0 (or override `_state_init`)
+    _update(data, grad, state, lr, weight_decay)        all arrays 1-D float32, updated in place,
 
-        def _update(self, data, grad, state, lr, weight_decay) -> None:   # all 1-D float32, in place
-            ...
-
-Every subclass is made a dataclass, so that class is `Lion(named_params, lr=1e-4, beta1=0.9, weight_decay=0.0,
-*, groups=None, buffer=None)`: each `float` field is checked (in `BOUNDS`, else in [0, ∞)) and stored as a
-float, each `bool` field as a bool. `_update` applies the rule to a *segment*: a 1-D run of parameters that
-share one lr and one weight decay.
+which applies its rule to a *segment*: a 1-D run of parameters that share one lr and one weight decay. Every
+subclass is made a dataclass, so its hyper-parameters are its constructor's keywords, in order, after the
+parameters and before `*, groups=None, buffer=None`; each `float` one is checked (`BOUNDS`, else [0, ∞)) and
+stored as a float, each `bool` one as a bool.
 
 Two layouts, same results:
 - Parameters in their own arrays (any list of `(name, tensor)`): each parameter is its own segment.
@@ -177,7 +170,8 @@ class Optimizer:
 
     # ---------------------------------------------------------------------------------------------- steps
     def _state_init(self) -> dict[str, float]:
-        """Each state buffer's name and initial value; optimizers whose buffers depend on a setting override it."""
+        """Each state buffer's name and initial value. Called once the hyper-parameters are checked and stored, so an
+        optimizer whose buffers depend on a setting, or whose settings constrain one another (SGD), overrides it."""
         return dict.fromkeys(self.state_names, 0.0)
 
     def _update(

@@ -9,12 +9,10 @@ p ← p − lr·g
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
 import numpy as np
 
 from minitrain.common.errors import ArgumentError
-from minitrain.optim.base import Optimizer, Parameter, with_l2
+from minitrain.optim.base import Optimizer, with_l2
 
 
 class SGD(Optimizer):
@@ -28,14 +26,9 @@ class SGD(Optimizer):
     nesterov: bool = False
     weight_decay: float = 0.0
 
-    def __post_init__(
-        self, named_params: Iterable[tuple[str, Parameter]], groups: Sequence[Mapping[str, object]] | None
-    ) -> None:
-        super().__post_init__(named_params, groups)
+    def _state_init(self) -> dict[str, float]:
         if self.nesterov and (self.momentum == 0 or self.dampening != 0):
             raise ArgumentError("optimizer.nesterov: needs momentum > 0 and dampening = 0")
-
-    def _state_init(self) -> dict[str, float]:
         return {"momentum_buffer": 0.0} if self.momentum > 0 else {}
 
     def _update(
