@@ -251,7 +251,7 @@ def check_range(
     key: str,
     value: float,
     low: float = 0.0,
-    high: float = float("inf"),
+    high: float = inf,
     open_low: bool = False,
     open_high: bool = False,
 ) -> None:
