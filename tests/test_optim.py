@@ -12,7 +12,7 @@ from minitrain.autograd import kernels
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.common.errors import UserError
 from minitrain.common.registry import keyword_defaults
-from minitrain.optim import OPTIMIZERS, AdamW, build_optimizer
+from minitrain.optim import OPTIMIZERS, AdamW, Optimizer, build_optimizer
 from minitrain.optim.groups import Setting, resolve_settings
 
 STEPS = 3
@@ -406,3 +406,42 @@ def test_build_optimizer_rejects_unknown_type_and_keys():
 def test_bad_hyperparameters_are_value_errors(opt_type, keys, message):
     with pytest.raises(ValueError, match=message):
         build_optimizer(opt_type, _own_params(), **keys)
+
+
+@pytest.mark.parametrize("opt_type", list(OPTIMIZERS))
+def test_every_float_keyword_is_range_checked_and_stored_as_a_float(opt_type):
+    defaults = keyword_defaults(OPTIMIZERS[opt_type], skip=("named_params",))
+    floats = [key for key, value in defaults.items() if isinstance(value, float)]
+    assert "lr" in floats and "weight_decay" in floats
+    for key in floats:
+        with pytest.raises(ValueError, match=rf"optimizer.{key}: must be in"):
+            build_optimizer(opt_type, _own_params(), **{key: -1.0})
+    opt = build_optimizer(opt_type, _own_params(), lr=1, weight_decay=0)  # ints in, floats stored
+    assert type(opt.lr) is float and type(opt.weight_decay) is float
+    assert opt.state_dict()["lr"] == 1.0 and json.dumps(opt.state_dict()["lr"]) == "1.0"
+
+
+def test_an_optimizer_is_its_declared_keywords_and_its_rule():
+    class HalfStep(Optimizer):
+        name = "half_step"
+        lr: float = 0.5
+        shrink: bool = 0  # stored as a bool
+        weight_decay: float = 0.0
+        state_names = ("seen",)
+
+        def _update(self, data, grad, state, lr, weight_decay):
+            state["seen"] += 1
+            data -= lr * grad
+
+    assert list(keyword_defaults(HalfStep, skip=("named_params",))) == [
+        "lr", "shrink", "weight_decay", "groups", "buffer"]
+    p = Param(np.ones((2, 2), dtype=np.float32), np.full((2, 2), 2.0, dtype=np.float32))
+    opt = HalfStep([("p", p)])
+    assert opt.shrink is False and opt.lr == 0.5
+    opt.step()
+    np.testing.assert_array_equal(p.data, np.zeros((2, 2)))
+    np.testing.assert_array_equal(opt.state_dict()["buffers"]["seen.p"], np.ones((2, 2)))
+    with pytest.raises(TypeError):
+        HalfStep([("p", p)], 0.5, False, 0.0, None)  # groups and buffer are keyword-only
+    with pytest.raises(ValueError, match=r"optimizer.lr: must be in \(0.0, inf\]"):
+        HalfStep([("p", p)], lr=0.0)

@@ -138,6 +138,9 @@ def test_bad_state_is_a_user_error():
         ("cosine", {"lr_max": 1.0}, "scheduler.type: unknown schedule 'cosine'"),
         ("warmup_cosine", {**LAB01, "lr_mx": 1.0}, r"scheduler.lr_mx: not a key of warmup_cosine \(valid: lr_max"),
         ("warmup_cosine", {"lr_max": 1.0, "warmup_steps": 10}, "scheduler.total_steps: required by warmup_cosine"),
+        # one_cycle rises from lr_max/div_factor: the shared warm-up start is not one of its keys
+        ("one_cycle", {"lr_max": 1.0, "total_steps": 10, "warmup_start_lr": 0.1}, "warmup_start_lr: not a key of"),
+        ("step", {"lr_max": 1.0, "step_size": 5, "lr_min": 0.1}, "scheduler.lr_min: not a key of step"),
     ],
 )
 def test_unknown_types_and_keys_are_user_errors(kind, keys, message):
@@ -155,11 +158,26 @@ def test_unknown_types_and_keys_are_user_errors(kind, keys, message):
         ("step", {"lr_max": 1.0, "step_size": 0}, "scheduler.step_size: must be an integer >= 1"),
         ("plateau", {"lr_max": 1.0, "mode": "mean"}, "scheduler.mode: must be 'min' or 'max'"),
         ("constant", {"lr_max": 0.0}, "scheduler.lr_max: must be > 0"),
+        ("constant", {"lr_max": 1.0, "warmup_start_lr": 2.0}, r"scheduler.warmup_start_lr: must be in \[0, lr_max=1.0"),
+        ("exponential", {"lr_max": 1.0, "gamma": 0.5, "lr_min": -0.1}, r"scheduler.lr_min: must be in \[0, lr_max"),
+        ("plateau", {"lr_max": 1.0, "lr_min": 1.5}, r"scheduler.lr_min: must be in \[0, lr_max"),
     ],
 )
 def test_bad_values_are_value_errors(kind, keys, message):
     with pytest.raises(ValueError, match=message):
         build_scheduler(kind, **keys)
+
+
+@pytest.mark.parametrize("kind", list(SCHEDULES))
+def test_integer_keys_give_float_learning_rates(kind):
+    # lr_max=1 and warmup_start_lr=0 as ints: every lr and every stored float is still a float (the logs print 1.0)
+    keys = {"total_steps": 10, "step_size": 3, "gamma": 1}
+    accepted = {k: v for k, v in keys.items() if k in SCHEDULES[kind].__dataclass_fields__}
+    schedule = build_scheduler(kind, lr_max=1, **accepted)
+    assert isinstance(schedule.lr_max, float) and isinstance(schedule.warmup_start_lr, float)
+    for _ in range(5):
+        assert type(schedule.lr) is float
+        schedule.step()
 
 
 def test_warmup_can_start_from_a_given_lr():

@@ -8,12 +8,9 @@ p ← p − clr · g / (√s + ε)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
 import numpy as np
 
-from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.optim.optimizer import Optimizer, Parameter, check_range, with_l2
+from minitrain.optim.optimizer import Optimizer, with_l2
 
 
 class Adagrad(Optimizer):
@@ -21,23 +18,14 @@ class Adagrad(Optimizer):
 
     name = "adagrad"
 
-    def __init__(
-        self,
-        named_params: Iterable[tuple[str, Parameter]],
-        lr: float = 1e-2,
-        lr_decay: float = 0.0,
-        initial_accumulator_value: float = 0.0,
-        eps: float = 1e-10,
-        weight_decay: float = 0.0,
-        groups: Sequence[Mapping[str, object]] | None = None,
-        buffer: ParameterBuffer | None = None,
-    ) -> None:
-        check_range("lr_decay", lr_decay)
-        check_range("initial_accumulator_value", initial_accumulator_value)
-        check_range("eps", eps)
-        self.lr_decay, self.eps = float(lr_decay), float(eps)
-        init = {"sum": float(initial_accumulator_value)}
-        super().__init__(named_params, lr, weight_decay, init, groups, buffer)
+    lr: float = 1e-2
+    lr_decay: float = 0.0
+    initial_accumulator_value: float = 0.0
+    eps: float = 1e-10
+    weight_decay: float = 0.0
+
+    def _state_init(self) -> dict[str, float]:
+        return {"sum": self.initial_accumulator_value}
 
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float

@@ -6,11 +6,7 @@ which then passes through the adaptive scaling (unlike AdamW, where decay shrink
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
-from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.optim.adamw import AdamW
-from minitrain.optim.optimizer import Parameter
 
 
 class Adam(AdamW):
@@ -18,17 +14,4 @@ class Adam(AdamW):
 
     name = "adam"
     decoupled = False
-
-    def __init__(
-        self,
-        named_params: Iterable[tuple[str, Parameter]],
-        lr: float = 1e-3,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        amsgrad: bool = False,
-        groups: Sequence[Mapping[str, object]] | None = None,
-        buffer: ParameterBuffer | None = None,
-    ) -> None:
-        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, amsgrad, groups, buffer)
+    weight_decay: float = 0.0

@@ -10,39 +10,27 @@ For each parameter tensor p (one layer) at step t:
     p ← p − lr·trust·r
 
 The norms are per tensor, so LAMB updates one parameter at a time even when they share a flat buffer.
-The moments, their checks and their state buffers are AdamW's: `Lamb` subclasses `AdamW` and replaces only
-the update.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
 import numpy as np
 
-from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.optim.adamw import AdamW
-from minitrain.optim.optimizer import Parameter
+from minitrain.optim.optimizer import Optimizer
 
 
-class Lamb(AdamW):
+class Lamb(Optimizer):
     """LAMB with bias correction (lr 1e-3, betas 0.9/0.999, eps 1e-6, weight_decay 0.01)."""
 
     name = "lamb"
     per_parameter = True
 
-    def __init__(
-        self,
-        named_params: Iterable[tuple[str, Parameter]],
-        lr: float = 1e-3,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        eps: float = 1e-6,
-        weight_decay: float = 0.01,
-        groups: Sequence[Mapping[str, object]] | None = None,
-        buffer: ParameterBuffer | None = None,
-    ) -> None:
-        super().__init__(named_params, lr, beta1, beta2, eps, weight_decay, groups=groups, buffer=buffer)
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-6
+    weight_decay: float = 0.01
+    state_names = ("exp_avg", "exp_avg_sq")
 
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float

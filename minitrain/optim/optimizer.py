@@ -1,10 +1,13 @@
-"""What every optimizer shares: parameters, per-parameter settings, flat state buffers, step/zero_grad/state_dict.
-
-A concrete optimizer names its state buffers (e.g. AdamW: exp_avg, exp_avg_sq) and implements one method,
+"""What every optimizer shares, so that an optimizer's file holds only its rule (tests/extending/lion.py is a whole
+one): its hyper-parameters, as annotated class attributes with their defaults (every optimizer has lr and
+weight_decay), `state_names` (its state buffers, each starting at 0; or it overrides `_state_init`) and one method,
 
     _update(data, grad, state, lr, weight_decay)        all arrays 1-D float32, updated in place,
 
-which applies its rule to a *segment*: a 1-D run of parameters that share one lr and one weight decay.
+which applies its rule to a *segment*: a 1-D run of parameters that share one lr and one weight decay. Every
+subclass is made a dataclass, so its hyper-parameters are its constructor's keywords, in order, after the
+parameters and before `*, groups=None, buffer=None`; each `float` one is checked (`BOUNDS`, else [0, ∞)) and
+stored as a float, each `bool` one as a bool.
 
 Two layouts, same results:
 - Parameters in their own arrays (any list of `(name, tensor)`): each parameter is its own segment.
@@ -20,7 +23,8 @@ state is a slice of it. `state_dict()` hands them out per parameter, named `<buf
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, fields
+from math import inf
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -28,6 +32,15 @@ import numpy as np
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.common.errors import ArgumentError, UserError
 from minitrain.optim.groups import Setting, resolve_settings
+
+# The hyper-parameters whose range is not [0, ∞), by name: (low, high, open_low, open_high).
+BOUNDS = {
+    "lr": (0.0, inf, True, False),
+    "beta1": (0.0, 1.0, False, True),
+    "beta2": (0.0, 1.0, False, True),
+    "alpha": (0.0, 1.0, False, True),
+    "dampening": (0.0, 1.0, False, False),
+}
 
 
 class Parameter(Protocol):
@@ -59,33 +72,40 @@ class _Segment:
         return data, grad
 
 
+@dataclass(eq=False, repr=False)
 class Optimizer:
     """Base class: `step()`, `zero_grad()`, `lr` / `set_lr()`, `state_dict()` / `load_state_dict()`."""
 
     name: ClassVar[str]  # the `type` in configs and state dicts, e.g. "adamw"
     per_parameter: ClassVar[bool] = False  # True: never merge parameters into one segment
+    state_names: ClassVar[tuple[str, ...]] = ()  # the state buffers, each starting at 0 (see `_state_init`)
+    named_params: InitVar[Iterable[tuple[str, Parameter]]]
+    _: KW_ONLY
+    groups: InitVar[Sequence[Mapping[str, object]] | None] = None
+    buffer: ParameterBuffer | None = None
 
-    def __init__(
-        self,
-        named_params: Iterable[tuple[str, Parameter]],
-        lr: float,
-        weight_decay: float,
-        state_init: Mapping[str, float],
-        groups: Sequence[Mapping[str, object]] | None = None,
-        buffer: ParameterBuffer | None = None,
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclass(eq=False, repr=False)(cls)  # its annotated attributes become its constructor's keywords
+
+    def __post_init__(
+        self, named_params: Iterable[tuple[str, Parameter]], groups: Sequence[Mapping[str, object]] | None
     ) -> None:
-        """`state_init` maps each state buffer's name to its initial value (usually 0)."""
-        check_range("lr", lr, open_low=True)
-        check_range("weight_decay", weight_decay)
+        for field in fields(self):
+            kind, value = getattr(field.type, "__name__", field.type), getattr(self, field.name)
+            if kind == "float":
+                check_range(field.name, value, *BOUNDS.get(field.name, ()))
+                setattr(self, field.name, float(value))
+            elif kind == "bool":
+                setattr(self, field.name, bool(value))
         self.params = list(named_params)
-        self.lr = float(lr)
         self.step_count = 0  # number of step() calls so far; the step being taken is step_count after += 1
-        self.buffer = buffer
         shapes = {name: tuple(p.data.shape) for name, p in self.params}
         if len(shapes) != len(self.params):
             raise ValueError("optimizer: duplicate parameter names")
-        settings = resolve_settings(shapes, weight_decay, groups)
+        settings = resolve_settings(shapes, self.weight_decay, groups)
 
+        buffer = self.buffer
         if buffer is None:
             order, offset, slices = [name for name, _ in self.params], 0, {}
             for name in order:
@@ -96,7 +116,7 @@ class Optimizer:
             order, offset = buffer.names, buffer.trainable_size
             slices = {name: buffer.slice_of(name) for name in order}
         self._shapes, self._slices = shapes, slices
-        self.state = {key: np.full(offset, value, dtype=np.float32) for key, value in state_init.items()}
+        self.state = {key: np.full(offset, value, dtype=np.float32) for key, value in self._state_init().items()}
         self._segments = self._build_segments(order, settings)
 
     # --------------------------------------------------------------------------------------------- layout
@@ -149,6 +169,11 @@ class Optimizer:
         return segments
 
     # ---------------------------------------------------------------------------------------------- steps
+    def _state_init(self) -> dict[str, float]:
+        """Each state buffer's name and initial value. Called once the hyper-parameters are checked and stored, so an
+        optimizer whose buffers depend on a setting, or whose settings constrain one another (SGD), overrides it."""
+        return dict.fromkeys(self.state_names, 0.0)
+
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float
     ) -> None:
@@ -226,7 +251,7 @@ def check_range(
     key: str,
     value: float,
     low: float = 0.0,
-    high: float = float("inf"),
+    high: float = inf,
     open_low: bool = False,
     open_high: bool = False,
 ) -> None:

@@ -12,12 +12,9 @@ s − a² is ≥ 0 in exact arithmetic; it is clamped at 0 so float rounding can
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
 import numpy as np
 
-from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.optim.optimizer import Optimizer, Parameter, check_range, with_l2
+from minitrain.optim.optimizer import Optimizer, with_l2
 
 
 class RMSprop(Optimizer):
@@ -25,28 +22,20 @@ class RMSprop(Optimizer):
 
     name = "rmsprop"
 
-    def __init__(
-        self,
-        named_params: Iterable[tuple[str, Parameter]],
-        lr: float = 1e-2,
-        alpha: float = 0.99,
-        eps: float = 1e-8,
-        momentum: float = 0.0,
-        centered: bool = False,
-        weight_decay: float = 0.0,
-        groups: Sequence[Mapping[str, object]] | None = None,
-        buffer: ParameterBuffer | None = None,
-    ) -> None:
-        check_range("alpha", alpha, high=1.0, open_high=True)
-        check_range("eps", eps)
-        check_range("momentum", momentum)
-        self.alpha, self.eps, self.momentum, self.centered = float(alpha), float(eps), float(momentum), bool(centered)
+    lr: float = 1e-2
+    alpha: float = 0.99
+    eps: float = 1e-8
+    momentum: float = 0.0
+    centered: bool = False
+    weight_decay: float = 0.0
+
+    def _state_init(self) -> dict[str, float]:
         init = {"square_avg": 0.0}
-        if momentum > 0:
+        if self.momentum > 0:
             init["momentum_buffer"] = 0.0
-        if centered:
+        if self.centered:
             init["grad_avg"] = 0.0
-        super().__init__(named_params, lr, weight_decay, init, groups, buffer)
+        return init
 
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any, ClassVar, Protocol
 
 from minitrain.common.errors import ArgumentError, UserError
@@ -44,23 +45,37 @@ def _require(ok: bool, key: str, rule: str, value: object) -> None:
         raise ArgumentError(f"scheduler.{key}: must be {rule}, got {value!r}")
 
 
+@dataclass(eq=False, repr=False)
 class Schedule:
-    """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`."""
+    """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`.
+
+    Every subclass is made a dataclass: its annotated attributes are its keywords after lr_max, with their
+    defaults (warmup_steps, warmup_start_lr and the optimizer come last); its `__post_init__` checks its own and
+    then calls this one, which checks the shared ones (and lr_min, where a schedule has it), stores each `float`
+    as a float and sets the optimizer's first lr.
+    """
 
     name: ClassVar[str]
+    lr_max: float
+    _: KW_ONLY
+    warmup_steps: int = 0
+    warmup_start_lr: float = 0.0
+    optimizer: HasLearningRate | None = None
 
-    def __init__(
-        self,
-        lr_max: float,
-        warmup_steps: int = 0,
-        warmup_start_lr: float = 0.0,
-        optimizer: HasLearningRate | None = None,
-    ) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclass(eq=False, repr=False)(cls)  # its annotated attributes become its constructor's keywords
+
+    def __post_init__(self) -> None:
+        lr_max, warmup_steps = self.lr_max, self.warmup_steps
         _require(lr_max > 0, "lr_max", "> 0", lr_max)
         _require(isinstance(warmup_steps, int) and warmup_steps >= 0, "warmup_steps", "an integer >= 0", warmup_steps)
-        _require(0 <= warmup_start_lr <= lr_max, "warmup_start_lr", f"in [0, lr_max={lr_max}]", warmup_start_lr)
-        self.lr_max, self.warmup_steps, self.warmup_start_lr = float(lr_max), warmup_steps, float(warmup_start_lr)
-        self.optimizer = optimizer
+        for key in ("warmup_start_lr", "lr_min"):  # the warm-up's start and the decay's floor
+            if hasattr(self, key):
+                _require(0 <= getattr(self, key) <= lr_max, key, f"in [0, lr_max={lr_max}]", getattr(self, key))
+        for f in fields(self):
+            if f.type == "float":
+                setattr(self, f.name, float(getattr(self, f.name)))
         self.step_count = 0  # the 0-based index of the next optimizer step
         self._apply()
 
@@ -116,17 +131,12 @@ class _Finite(Schedule):
     """A schedule that decays towards `lr_min` over `decay_steps` after the warm-up (default: until `total_steps`,
     the warm-up counted inside it), then stays at lr_min."""
 
-    def __init__(
-        self,
-        lr_max: float,
-        total_steps: int,
-        lr_min: float = 0.0,
-        warmup_steps: int = 0,
-        warmup_start_lr: float = 0.0,
-        decay_steps: int | None = None,
-        optimizer: HasLearningRate | None = None,
-    ) -> None:
-        _require(0 <= lr_min <= lr_max, "lr_min", f"in [0, lr_max={lr_max}]", lr_min)
+    total_steps: int
+    lr_min: float = 0.0
+    decay_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        total_steps, warmup_steps, decay_steps = self.total_steps, self.warmup_steps, self.decay_steps
         _require(
             isinstance(total_steps, int) and total_steps > warmup_steps,
             "total_steps",
@@ -135,9 +145,8 @@ class _Finite(Schedule):
         )
         _require(decay_steps is None or (isinstance(decay_steps, int) and decay_steps >= 1), "decay_steps",
                  "an integer >= 1", decay_steps)
-        self.lr_min, self.total_steps = float(lr_min), total_steps
         self.decay_steps = decay_steps if decay_steps is not None else total_steps - warmup_steps
-        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
+        super().__post_init__()
 
 
 class WarmupCosine(_Finite):
@@ -173,19 +182,14 @@ class Step(Schedule):
 
     name = "step"
 
-    def __init__(
-        self,
-        lr_max: float,
-        step_size: int,
-        gamma: float = 0.1,
-        warmup_steps: int = 0,
-        warmup_start_lr: float = 0.0,
-        optimizer: HasLearningRate | None = None,
-    ) -> None:
+    step_size: int
+    gamma: float = 0.1
+
+    def __post_init__(self) -> None:
+        step_size = self.step_size
         _require(isinstance(step_size, int) and step_size >= 1, "step_size", "an integer >= 1", step_size)
-        _require(0 < gamma <= 1, "gamma", "in (0, 1]", gamma)
-        self.step_size, self.gamma = step_size, float(gamma)
-        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
+        _require(0 < self.gamma <= 1, "gamma", "in (0, 1]", self.gamma)
+        super().__post_init__()
 
     def _decay(self, k: int) -> float:
         return self.lr_max * self.gamma ** (k // self.step_size)
@@ -196,19 +200,12 @@ class Exponential(Schedule):
 
     name = "exponential"
 
-    def __init__(
-        self,
-        lr_max: float,
-        gamma: float,
-        lr_min: float = 0.0,
-        warmup_steps: int = 0,
-        warmup_start_lr: float = 0.0,
-        optimizer: HasLearningRate | None = None,
-    ) -> None:
-        _require(0 < gamma <= 1, "gamma", "in (0, 1]", gamma)
-        _require(0 <= lr_min <= lr_max, "lr_min", f"in [0, lr_max={lr_max}]", lr_min)
-        self.gamma, self.lr_min = float(gamma), float(lr_min)
-        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
+    gamma: float
+    lr_min: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(0 < self.gamma <= 1, "gamma", "in (0, 1]", self.gamma)
+        super().__post_init__()
 
     def _decay(self, k: int) -> float:
         return max(self.lr_min, self.lr_max * self.gamma**k)
@@ -219,37 +216,33 @@ class OneCycle(Schedule):
 
     name = "one_cycle"
 
-    def __init__(
-        self,
-        lr_max: float,
-        total_steps: int,
-        pct_start: float = 0.3,
-        div_factor: float = 25.0,
-        final_div_factor: float = 1e4,
-        anneal_strategy: str = "cos",
-        lr_min: float = 0.0,
-        warmup_steps: int = 0,
-        optimizer: HasLearningRate | None = None,
-    ) -> None:
+    total_steps: int
+    pct_start: float = 0.3
+    div_factor: float = 25.0
+    final_div_factor: float = 1e4
+    anneal_strategy: str = "cos"
+    lr_min: float = 0.0
+    warmup_start_lr: float = field(default=0.0, init=False)  # not a keyword: the rise starts at lr_max/div_factor
+
+    def __post_init__(self) -> None:
+        lr_max, total_steps, pct_start, lr_min = self.lr_max, self.total_steps, self.pct_start, self.lr_min
         _require(
-            warmup_steps == 0,
+            self.warmup_steps == 0,
             "warmup_steps",
             "0 for one_cycle (its rising phase, pct_start, is the warm-up)",
-            warmup_steps,
+            self.warmup_steps,
         )
         _require(isinstance(total_steps, int) and total_steps >= 2, "total_steps", "an integer >= 2", total_steps)
         _require(0 < pct_start < 1 and pct_start * total_steps > 1, "pct_start", "in (1/total_steps, 1)", pct_start)
-        _require(div_factor >= 1, "div_factor", ">= 1", div_factor)
-        _require(final_div_factor >= 1, "final_div_factor", ">= 1", final_div_factor)
-        _require(anneal_strategy in _ANNEAL, "anneal_strategy", "'cos' or 'linear'", anneal_strategy)
-        _require(0 <= lr_min <= lr_max, "lr_min", f"in [0, lr_max={lr_max}]", lr_min)
-        self.total_steps = total_steps
-        self.lr_start = lr_max / div_factor
+        _require(self.div_factor >= 1, "div_factor", ">= 1", self.div_factor)
+        _require(self.final_div_factor >= 1, "final_div_factor", ">= 1", self.final_div_factor)
+        _require(self.anneal_strategy in _ANNEAL, "anneal_strategy", "'cos' or 'linear'", self.anneal_strategy)
+        self.lr_start = lr_max / self.div_factor
         # lr_min is the floor every schedule decays to; 0 (its default) leaves torch's end, start/final_div_factor.
-        self.lr_end = lr_min if lr_min > 0 else self.lr_start / final_div_factor
+        self.lr_end = lr_min if lr_min > 0 else self.lr_start / self.final_div_factor
         self.peak_step = pct_start * total_steps - 1.0  # torch's end of the rising phase (may be fractional)
-        self.anneal = _ANNEAL[anneal_strategy]
-        super().__init__(lr_max, 0, optimizer=optimizer)
+        self.anneal = _ANNEAL[self.anneal_strategy]
+        super().__post_init__()
 
     def _decay(self, k: int) -> float:
         if k <= self.peak_step:
@@ -282,32 +275,24 @@ class Plateau(Schedule):
 
     name = "plateau"
 
-    def __init__(
-        self,
-        lr_max: float,
-        factor: float = 0.1,
-        patience: int = 10,
-        threshold: float = 1e-4,
-        mode: str = "min",
-        cooldown: int = 0,
-        lr_min: float = 0.0,
-        warmup_steps: int = 0,
-        warmup_start_lr: float = 0.0,
-        optimizer: HasLearningRate | None = None,
-    ) -> None:
-        _require(0 < factor < 1, "factor", "in (0, 1)", factor)
-        _require(isinstance(patience, int) and patience >= 0, "patience", "an integer >= 0", patience)
-        _require(threshold >= 0, "threshold", ">= 0", threshold)
-        _require(mode in ("min", "max"), "mode", "'min' or 'max'", mode)
-        _require(isinstance(cooldown, int) and cooldown >= 0, "cooldown", "an integer >= 0", cooldown)
-        _require(0 <= lr_min <= lr_max, "lr_min", f"in [0, lr_max={lr_max}]", lr_min)
-        self.factor, self.patience, self.threshold = float(factor), patience, float(threshold)
-        self.mode, self.cooldown, self.lr_min = mode, cooldown, float(lr_min)
-        self.level = float(lr_max)
+    factor: float = 0.1
+    patience: int = 10
+    threshold: float = 1e-4
+    mode: str = "min"
+    cooldown: int = 0
+    lr_min: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(0 < self.factor < 1, "factor", "in (0, 1)", self.factor)
+        _require(isinstance(self.patience, int) and self.patience >= 0, "patience", "an integer >= 0", self.patience)
+        _require(self.threshold >= 0, "threshold", ">= 0", self.threshold)
+        _require(self.mode in ("min", "max"), "mode", "'min' or 'max'", self.mode)
+        _require(isinstance(self.cooldown, int) and self.cooldown >= 0, "cooldown", "an integer >= 0", self.cooldown)
+        self.level = float(self.lr_max)
         self.best: float | None = None
         self.num_bad = 0
         self.cooldown_left = 0
-        super().__init__(lr_max, warmup_steps, warmup_start_lr, optimizer)
+        super().__post_init__()
 
     def _decay(self, k: int) -> float:
         return self.level

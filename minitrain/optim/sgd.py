@@ -9,13 +9,10 @@ p ← p − lr·g
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-
 import numpy as np
 
-from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.common.errors import ArgumentError
-from minitrain.optim.optimizer import Optimizer, Parameter, check_range, with_l2
+from minitrain.optim.optimizer import Optimizer, with_l2
 
 
 class SGD(Optimizer):
@@ -23,24 +20,16 @@ class SGD(Optimizer):
 
     name = "sgd"
 
-    def __init__(
-        self,
-        named_params: Iterable[tuple[str, Parameter]],
-        lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        nesterov: bool = False,
-        weight_decay: float = 0.0,
-        groups: Sequence[Mapping[str, object]] | None = None,
-        buffer: ParameterBuffer | None = None,
-    ) -> None:
-        check_range("momentum", momentum)
-        check_range("dampening", dampening, high=1.0)
-        if nesterov and (momentum == 0 or dampening != 0):
+    lr: float = 1e-3
+    momentum: float = 0.0
+    dampening: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+
+    def _state_init(self) -> dict[str, float]:
+        if self.nesterov and (self.momentum == 0 or self.dampening != 0):
             raise ArgumentError("optimizer.nesterov: needs momentum > 0 and dampening = 0")
-        self.momentum, self.dampening, self.nesterov = float(momentum), float(dampening), bool(nesterov)
-        init = {"momentum_buffer": 0.0} if momentum > 0 else {}
-        super().__init__(named_params, lr, weight_decay, init, groups, buffer)
+        return {"momentum_buffer": 0.0} if self.momentum > 0 else {}
 
     def _update(
         self, data: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray], lr: float, weight_decay: float

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minitrain.optim.optimizer import Optimizer, check_range
+from minitrain.optim.optimizer import Optimizer
 
 
 class Lion(Optimizer):
@@ -15,12 +15,11 @@ class Lion(Optimizer):
     """
 
     name = "lion"
-
-    def __init__(self, named_params, lr=1e-4, beta1=0.9, beta2=0.99, weight_decay=0.0, groups=None, buffer=None):
-        check_range("beta1", beta1, open_high=True)
-        check_range("beta2", beta2, open_high=True)
-        self.beta1, self.beta2 = beta1, beta2
-        super().__init__(named_params, lr, weight_decay, {"exp_avg": 0.0}, groups, buffer)
+    lr: float = 1e-4
+    beta1: float = 0.9
+    beta2: float = 0.99
+    weight_decay: float = 0.0
+    state_names = ("exp_avg",)
 
     def _update(self, data, grad, state, lr, weight_decay):
         m = state["exp_avg"]

@@ -8,7 +8,9 @@ For step t >= 1, learning rate lr, gradient g and parameter p (all updated in pl
     p ← p − lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + ε)  bias-corrected step
 
 exactly in the order `torch.optim.AdamW` performs it. With `decoupled=False` the decay is the classic L2 term
-of `torch.optim.Adam` instead: g ← g + wd·p, and p is not shrunk directly.
+of `torch.optim.Adam` instead: g ← g + wd·p, and p is not shrunk directly. Given `max_exp_avg_sq` (AMSGrad,
+Reddi et al., torch's `amsgrad=True`; the reference only), the step divides by the largest second moment so far,
+v_max ← max(v_max, v), instead of v, so the effective step never grows back.
 
 Both work in float32 throughout (scalars are cast to float32 once), so they agree to float32 rounding (on x86-64
 they come out bit-identical; the test allows rtol 1e-6, atol 1e-7 so that a compiler that fuses multiply-adds
@@ -35,8 +37,10 @@ def adamw_update_reference(
     weight_decay: float,
     step: int,
     decoupled: bool = True,
+    max_exp_avg_sq: np.ndarray | None = None,
 ) -> None:
-    """One AdamW (or Adam, with `decoupled=False`) step on float32 arrays of one shape, in place."""
+    """One AdamW (or Adam, with `decoupled=False`; AMSGrad with `max_exp_avg_sq`) step on float32 arrays of one
+    shape, in place."""
     step_size = lr / (1.0 - beta1**step)
     bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
     if decoupled:
@@ -47,6 +51,8 @@ def adamw_update_reference(
     exp_avg += (1.0 - beta1) * grad
     exp_avg_sq *= beta2
     exp_avg_sq += (1.0 - beta2) * grad * grad
+    if max_exp_avg_sq is not None:
+        exp_avg_sq = np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)  # v_max, which divides below
     param -= step_size * (exp_avg / (np.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps))
 
 
