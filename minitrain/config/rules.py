@@ -22,6 +22,7 @@ from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 from minitrain.models.registry import FAMILIES, parameter_shapes, refusal
 from minitrain.nn.module import name_matches
+from minitrain.optim.schedule import SCHEDULES
 
 CORE_RULES = RuleBook()
 rule = CORE_RULES.rule
@@ -209,10 +210,11 @@ def _schedule_has_its_keys(sections, raw):
 def _one_cycle_has_own_warmup(sections, raw):
     """scheduler type one_cycle warms up by pct_start, so scheduler.warmup_steps must be 0."""
     sched = sections["scheduler"]
-    if sched.type == "one_cycle" and sched.warmup_steps:
-        yield Problem(("scheduler", "warmup_steps"), "one_cycle warms up by pct_start; set warmup_steps to 0")
-    if sched.type == "one_cycle" and sched.warmup_ratio:
-        yield Problem(("scheduler", "warmup_ratio"), "one_cycle warms up by pct_start; leave warmup_ratio out")
+    own = "pct_start" in SCHEDULER_KEYS[sched.type]  # its signature has a rising phase of its own
+    if own and sched.warmup_steps:
+        yield Problem(("scheduler", "warmup_steps"), f"{sched.type} warms up by pct_start; set warmup_steps to 0")
+    if own and sched.warmup_ratio:
+        yield Problem(("scheduler", "warmup_ratio"), f"{sched.type} warms up by pct_start; leave warmup_ratio out")
 
 
 @rule("scheduler", "training")
@@ -238,8 +240,8 @@ def _warmup_starts_below_the_peak(sections, raw):
 def _one_cycle_ends_at_one_floor(sections, raw):
     """one_cycle ends at optimizer.lr_min when it is above 0, so scheduler.final_div_factor cannot also be given."""
     sched, opt = sections["scheduler"], sections["optimizer"]
-    if sched.type == "one_cycle" and opt.lr_min > 0 and "final_div_factor" in sched.model_fields_set:
-        yield Problem(("scheduler", "final_div_factor"), f"one_cycle ends at optimizer.lr_min ({opt.lr_min:g}) "
+    if "final_div_factor" in sched.model_fields_set & SCHEDULER_KEYS[sched.type] and opt.lr_min > 0:
+        yield Problem(("scheduler", "final_div_factor"), f"{sched.type} ends at optimizer.lr_min ({opt.lr_min:g}) "
                                                          "when it is above 0; give lr_min or final_div_factor")
 
 
@@ -248,7 +250,7 @@ def _one_cycle_rises_for_a_step(sections, raw):
     """one_cycle needs total_steps >= 2 and pct_start · total_steps > 1 (a rising phase of at least a step)."""
     sched, training = sections["scheduler"], sections["training"]
     total = training.total_steps or sched.total_steps
-    if sched.type == "one_cycle" and total is not None and (total < 2 or sched.pct_start * total <= 1):
+    if "pct_start" in SCHEDULER_KEYS[sched.type] and total is not None and (total < 2 or sched.pct_start * total <= 1):
         yield Problem(
             ("scheduler", "pct_start"), f"pct_start {sched.pct_start:g} · total_steps {total} must exceed 1"
         )
@@ -258,7 +260,7 @@ def _one_cycle_rises_for_a_step(sections, raw):
 def _plateau_mode_fits_metric(sections, raw):
     """scheduler.mode must fit scheduler.metric: max for accuracy-like metrics, min for loss-like ones."""
     sched = sections["scheduler"]
-    if sched.type == "plateau":
+    if SCHEDULES[sched.type].follows_metric:
         yield from mode_fits(("scheduler",), sched.metric, sched.mode)
 
 
@@ -322,11 +324,12 @@ def _callback_options_fit_type(sections, raw):
 def _custom_callbacks_name_a_function(sections, raw):
     """A custom callback needs entry_point ('module:function'); entry_point and args are for custom ones only."""
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.type == "custom" and entry.entry_point is None:
-            yield Problem(("callbacks", i), "a custom callback needs entry_point: 'module:function' (a function "
-                                            "that takes the callback context)")
+        calls = CALLBACKS[entry.type].calls_entry_point
+        if calls and entry.entry_point is None:
+            yield Problem(("callbacks", i), f"a {entry.type} callback needs entry_point: 'module:function' (a "
+                                            "function that takes the callback context)")
         for key in ("entry_point", "args"):
-            if entry.type != "custom" and key in entry.model_fields_set:
+            if not calls and key in entry.model_fields_set:
                 yield Problem(("callbacks", i, key), f"only a custom callback takes {key}")
 
 
@@ -343,7 +346,7 @@ def _callback_intervals_count_steps_or_epochs(sections, raw):
 def _train_end_is_for_callbacks_that_need_no_step(sections, raw):
     """Trigger train_end is for sample_predictions and custom callbacks: the others act on a step of training."""
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.trigger == "train_end" and entry.type not in ("sample_predictions", "custom"):
+        if entry.trigger == "train_end" and not CALLBACKS[entry.type].after_training:
             yield Problem(("callbacks", i, "trigger"), f"a {entry.type} callback logs or saves at a step; after "
                                                        "training there is none (the run saves its last checkpoint "
                                                        "itself): use step, validation or epoch_end")
@@ -354,15 +357,16 @@ def _sample_predictions_need_a_language_model(sections, raw):
     """A sample_predictions callback needs a language model: it decodes answers, and a table model has none."""
     kind = sections["model"].type
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.type == "sample_predictions" and FAMILIES[kind].reads != "text":
-            yield Problem(("callbacks", i, "type"), f"a sample_predictions callback decodes a language model's "
+        if CALLBACKS[entry.type].reads not in ("", FAMILIES[kind].reads):
+            yield Problem(("callbacks", i, "type"), f"a {entry.type} callback decodes a language model's "
                                                     f"answers; a {kind} model reads table rows, so it has none")
 
 
 @rule("callbacks", "training")
 def _one_best_checkpoint(sections, raw):
     """One rule keeps checkpoints/best.safetensors: training.checkpoint.save_best or one checkpoint callback's."""
-    bests = [i for i, e in enumerate(sections["callbacks"]) if e.type == "checkpoint" and e.config.save_best]
+    bests = [i for i, e in enumerate(sections["callbacks"]) if "save_best" in CALLBACKS[e.type].options
+             and e.config.save_best]
     if (sections["training"].checkpoint.save_best and bests) or len(bests) > 1:
         yield Problem(("callbacks", bests[-1], "config", "save_best"), "checkpoints/best.safetensors is kept by "
                       "one rule only: training.checkpoint.save_best or one checkpoint callback's save_best")
@@ -372,17 +376,15 @@ def _one_best_checkpoint(sections, raw):
 def _checkpoint_callback_mode_fits_metric(sections, raw):
     """A checkpoint callback's mode must fit its metric: max for accuracy-like metrics, min for loss-like ones."""
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.type == "checkpoint":
+        if "mode" in CALLBACKS[entry.type].options:
             yield from mode_fits(("callbacks", i, "config"), entry.config.metric, entry.config.mode)
 
 
 def logged_columns(training: BaseModel, callbacks: list) -> list[str] | None:
     """The columns of metrics.csv (globs for the callbacks' families), or None when a custom callback may log
     any name."""
-    if any(entry.type == "custom" for entry in callbacks):
-        return None
-    families = {"lr_monitor": "lr/*", "gradient_monitor": "grad_norm/*"}
-    return [*logged_metrics(training), *sorted({families[e.type] for e in callbacks if e.type in families})]
+    columns = {CALLBACKS[entry.type].logs for entry in callbacks} - {""}
+    return None if "*" in columns else [*logged_metrics(training), *sorted(columns)]
 
 
 @rule("output", "training", "callbacks")

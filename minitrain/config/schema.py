@@ -221,10 +221,10 @@ class SchedulerConfig(Section):
 
 _SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "warmup_ratio", "total_steps"}
 SCHEDULER_KEYS: dict[str, set[str]] = {
-    name: _SCHEDULER_HOME_KEYS | (set(_signature_defaults(SCHEDULES[name])) - {"lr_max", "lr_min"}) | (
-        {"metric"} if name == "plateau" else set()
+    name: _SCHEDULER_HOME_KEYS | (set(_signature_defaults(cls)) - {"lr_max", "lr_min"}) | (
+        {"metric"} if cls.follows_metric else set()
     )
-    for name in SCHEDULES
+    for name, cls in SCHEDULES.items()
 }
 
 

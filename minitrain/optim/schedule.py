@@ -45,9 +45,11 @@ def _require(ok: bool, key: str, rule: str, value: object) -> None:
 
 
 class Schedule:
-    """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`."""
+    """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`.
+    `follows_metric`: it reads the metric `step` is given (the config's scheduler.metric names which)."""
 
     name: ClassVar[str]
+    follows_metric: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -281,6 +283,7 @@ class Plateau(Schedule):
     """
 
     name = "plateau"
+    follows_metric = True
 
     def __init__(
         self,
