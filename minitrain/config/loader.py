@@ -61,16 +61,9 @@ def load_config(
     return config_from_yaml(read_yaml_text(path), path, overrides, values=values, env=env, now=now)
 
 
-def config_from_yaml(
-    text: str,
-    path: str | os.PathLike,
-    overrides: Iterable[str] = (),
-    *,
-    values: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    now: dt.datetime | None = None,
-) -> Config:
-    """`load_config` for YAML text already in hand; `path` names it in messages and sets the default name."""
+def config_from_yaml(text: str, path: str | os.PathLike, overrides: Iterable[str] = (), **keys: Any) -> Config:
+    """`load_config` (with its keyword arguments) for YAML text already in hand; `path` names it in messages and
+    sets the default name."""
     path = Path(path)
     parsed, source = parse_with_source(text, path)
     if is_lock(parsed.data):
@@ -80,7 +73,7 @@ def config_from_yaml(
         Problem(p, f"key given twice (lines {first} and {second}); YAML would silently keep the last")
         for p, first, second in parsed.duplicates
     ]
-    return _build(parsed.data, source, problems, overrides, values, env, now, default_name=_default_name(path))
+    return _build(parsed.data, source, problems, overrides, **keys, default_name=_default_name(path))
 
 
 def parse_with_source(text: str, path: str | os.PathLike) -> tuple[ParsedYaml, ConfigSource]:
@@ -106,16 +99,10 @@ def _config_of_lock(parsed: ParsedYaml) -> ParsedYaml:
     return ParsedYaml(parsed.data.get("config"), inner, dups)
 
 
-def config_from_dict(
-    data: Mapping[str, Any],
-    overrides: Iterable[str] = (),
-    *,
-    values: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    now: dt.datetime | None = None,
-) -> Config:
-    """The same checks for a config built in code (tests, notebooks); problems carry key paths, no lines."""
-    return _build(copy.deepcopy(dict(data)), ConfigSource(), [], overrides, values, env, now, default_name="run")
+def config_from_dict(data: Mapping[str, Any], overrides: Iterable[str] = (), **keys: Any) -> Config:
+    """The same checks (`load_config`'s keyword arguments) for a config built in code (tests, notebooks);
+    problems carry key paths, no lines."""
+    return _build(copy.deepcopy(dict(data)), ConfigSource(), [], overrides, **keys, default_name="run")
 
 
 def _default_name(path: Path) -> str:
@@ -123,7 +110,7 @@ def _default_name(path: Path) -> str:
     return default_name(path.parent.name if path.stem == "config" and path.parent.name else path.stem)
 
 
-def _build(data, source, problems, overrides, values, env, now, *, default_name) -> Config:
+def _build(data, source, problems, overrides, *, values=None, env=None, now=None, default_name) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):

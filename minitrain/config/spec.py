@@ -45,6 +45,9 @@ def _leaf_items(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
         yield (*path, key), value
 
 
+_NOT_GIVEN, _MISSING = object(), object()
+
+
 class _Translation:
     """One translation: the document, where problems and notes go, and the helpers that move values."""
 
@@ -56,8 +59,14 @@ class _Translation:
     def problem(self, path: KeyPath, message: str) -> None:
         self.problems.append(Problem(path, message))
 
-    def get(self, path: KeyPath) -> Any:
-        return value_at(self.data, path)
+    def get(self, path: KeyPath, default: Any = _NOT_GIVEN) -> Any:
+        """The value at `path`; `default` where the document holds none (KeyError when no default is given)."""
+        try:
+            return value_at(self.data, path)
+        except KeyError:
+            if default is _NOT_GIVEN:
+                raise
+            return default
 
     def pop(self, path: KeyPath) -> Any:
         parent = self.get(path[:-1])
@@ -155,8 +164,8 @@ def _appendix_a_defaults(t: _Translation) -> None:
     """Give a spec manifest the spec's defaults (APPENDIX_A, 10 epochs) for the keys it leaves out."""
     if not t.spec_shaped:
         return
-    unset = [path for path in APPENDIX_A if _at(t, path) is _MISSING]  # save_every: null (only the last) is given
-    if all(_at(t, path) in (None, _MISSING) for path in RUN_LENGTHS):
+    unset = [path for path in APPENDIX_A if t.get(path, _MISSING) is _MISSING]  # save_every: null is given
+    if all(t.get(path, None) is None for path in RUN_LENGTHS):
         unset.append(("training", "epochs"))
     for path in unset:
         node = t.data
@@ -164,17 +173,6 @@ def _appendix_a_defaults(t: _Translation) -> None:
             node = node.setdefault(part, {}) if isinstance(node, dict) else None
         if isinstance(node, dict):  # not a mapping: the schema reports it
             node[path[-1]] = APPENDIX_A.get(path, 10)
-
-
-_MISSING = object()
-
-
-def _at(t: _Translation, path: KeyPath) -> Any:
-    """The value at `path`, or _MISSING where the document does not hold one."""
-    try:
-        return t.get(path)
-    except (KeyError, TypeError):
-        return _MISSING
 
 
 def _headers(t: _Translation) -> None:
@@ -193,10 +191,8 @@ def _headers(t: _Translation) -> None:
 
 def _refuse_and_note(t: _Translation) -> None:
     for path, value in list(_leaf_items(t.data)):
-        try:
-            t.get(path)  # a parent refused earlier took it away
-        except KeyError:
-            continue
+        if t.get(path, _MISSING) is _MISSING:
+            continue  # a parent refused earlier took it away
         if path[-1:] == ("source",) and isinstance(value, str) and _uri_problem(t, path, value):
             t.pop(path)
             continue
@@ -218,9 +214,7 @@ def _refuse_and_note(t: _Translation) -> None:
         t.pop(path)
     for listed in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
         path = key_path(listed)
-        try:
-            value = t.get(path)
-        except KeyError:
+        if (value := t.get(path, _MISSING)) is _MISSING:
             continue
         allowed = accepted_values(path)
         t.problem(path, f"must be {' or '.join(allowed)} (got {value!r})")
@@ -248,7 +242,7 @@ def _uri_problem(t: _Translation, path: KeyPath, value: str) -> bool:
 def _model_source(t: _Translation) -> None:
     """model.source hf://user/repo is model.init_from user/repo (a Hub id); a local path stays as it is."""
     home = ("model", "init_from")
-    value = t.data.get("model", {}).get("init_from") if isinstance(t.data.get("model"), dict) else None
+    value = t.get(home, None)
     if t.source.renamed.get(home) == ("model", "source") and isinstance(value, str) and value.startswith("hf://"):
         t.data["model"]["init_from"] = value.removeprefix("hf://")
 
@@ -281,12 +275,8 @@ _PRESENCE_SWITCHED = (("training", "early_stopping"),)
 def _switch_on_present_sections(t: _Translation) -> None:
     """Give every section of SWITCHED_SECTIONS that is present and says nothing `enabled: true`."""
     for path in SWITCHED_SECTIONS:
-        try:
-            node = t.get(path)
-        except KeyError:
-            continue
-        if not isinstance(node, dict):
-            continue  # not a mapping: the schema reports it
+        if not isinstance(node := t.get(path, None), dict):
+            continue  # absent, or not a mapping: the schema reports it
         if path not in _PRESENCE_SWITCHED:
             node.setdefault("enabled", True)
         elif "enabled" in node:
@@ -357,8 +347,7 @@ def _callback_scripts(t: _Translation) -> None:
 
 def _gpu_metrics(t: _Translation) -> None:
     """GPU metrics in monitoring.system.metrics are refused: minitrain runs on the CPU."""
-    system = t.data.get("monitoring", {}).get("system") if isinstance(t.data.get("monitoring"), dict) else None
-    metrics = system.get("metrics") if isinstance(system, dict) else None
+    metrics = t.get(("monitoring", "system", "metrics"), None)
     for i, metric in reversed(list(enumerate(metrics if isinstance(metrics, list) else []))):
         if isinstance(metric, str) and metric.startswith("gpu_"):
             t.problem(("monitoring", "system", "metrics", i), f"{metric}: minitrain trains on the CPU, there is "
@@ -375,9 +364,7 @@ CONVERTERS: list[Callable[[_Translation], None]] = [
 def _drop_spec_sections(t: _Translation) -> None:
     for section in SPEC_SECTIONS:
         path = key_path(section)
-        try:
-            node = t.get(path)
-        except KeyError:
+        if (node := t.get(path, _MISSING)) is _MISSING:
             continue
         if isinstance(node, dict):
             known = spec_keys_in(key_path(section))
