@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
 from minitrain.config.observing import CALLBACKS, METRIC_ALIASES
-from minitrain.config.problems import Problem, suggest
+from minitrain.config.problems import Problem, did_you_mean
 from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 from minitrain.models.registry import FAMILIES, parameter_shapes, refusal
@@ -273,10 +273,9 @@ def _alerts_watch_logged_metrics(sections, raw):
     logged = logged_metrics(sections["training"])
     for i, alert in enumerate(sections["monitoring"].alert_rules()):
         if alert.kind != "nan" and alert.metric not in logged:
-            close = suggest(alert.metric, logged)
-            hint = f" — did you mean '{close}'?" if close else ""
             yield Problem(("monitoring", "alerts", i), f"{alert.metric} is never logged, so this alert could never "
-                                                       f"fire{hint}; logged: {', '.join(logged)}")
+                                                       f"fire{did_you_mean(alert.metric, logged)}; logged: "
+                                                       f"{', '.join(logged)}")
 
 
 def logged_metrics(training: BaseModel) -> list[str]:
@@ -395,9 +394,8 @@ def _included_metrics_are_logged(sections, raw):
     for i, name in enumerate(include if columns is not None else []):
         name = METRIC_ALIASES.get(name, name)
         if not any(fnmatch.fnmatchcase(c, name) or fnmatch.fnmatchcase(name, c) for c in columns):
-            close = suggest(name, columns)
-            hint = f" — did you mean '{close}'?" if close else ""
-            yield Problem(("output", "metrics", "include", i), f"{name} is never logged{hint}; logged: "
+            yield Problem(("output", "metrics", "include", i), f"{name} is never logged"
+                                                                f"{did_you_mean(name, columns)}; logged: "
                                                                 f"{', '.join(columns)}")
 
 

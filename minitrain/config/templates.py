@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from minitrain.config.expressions import ExpressionError, evaluate, parse
-from minitrain.config.problems import suggest
+from minitrain.config.problems import did_you_mean
 from minitrain.config.source import KeyPath, dotted, value_at
 from minitrain.config.tokens import looks_like_token, mask_tokens
 from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar
@@ -173,10 +173,8 @@ class Renderer:
         try:
             return self.default(ref)
         except KeyError as exc:
-            if len(ref) == 1:
-                close = suggest(ref[0], [*BUILTINS[:-1], "env"])
-                if close:
-                    raise ExpressionError(f"unknown name '{ref[0]}' — did you mean '{close}'?") from None
+            if len(ref) == 1 and (hint := did_you_mean(ref[0], [*BUILTINS[:-1], "env"])):
+                raise ExpressionError(f"unknown name '{ref[0]}'{hint}") from None
             raise ExpressionError(exc.args[0]) from None
 
     def _rendered(self, ref: KeyPath, node: Any) -> Any:
