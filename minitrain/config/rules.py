@@ -10,11 +10,13 @@ docs/yaml-mode.md documents and `minitrain validate` counts.
 from __future__ import annotations
 
 import fnmatch
+import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
+from minitrain.common.registry import keyword_defaults
 from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
 from minitrain.config.observing import CALLBACKS, METRIC_ALIASES
 from minitrain.config.problems import Problem, did_you_mean
@@ -201,8 +203,8 @@ def _scheduler_keys_fit_type(sections, raw):
 def _schedule_has_its_keys(sections, raw):
     """Keys a schedule type has no default for must be given (step_size for step, gamma for exponential)."""
     sched = sections["scheduler"]
-    for key in sched.required_keys():
-        if getattr(sched, key) is None:
+    for key, default in keyword_defaults(SCHEDULES[sched.type], skip=("optimizer", "lr_max", "total_steps")).items():
+        if default is inspect.Parameter.empty and getattr(sched, key) is None:
             yield Problem(("scheduler", key), f"scheduler type {sched.type} needs {key}")
 
 

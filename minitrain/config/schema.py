@@ -21,7 +21,6 @@ they were.
 
 from __future__ import annotations
 
-import inspect
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validator
@@ -57,7 +56,7 @@ class _ModelSection(Section):
 
     @model_validator(mode="after")
     def _type_defaults(self) -> ModelConfig:
-        fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(FAMILIES[self.type].model))
+        fill_defaults(self, MODEL_KEYS[self.type], model_keys(self.type))
         return self
 
     def architecture(self) -> dict[str, Any]:
@@ -210,14 +209,6 @@ class SchedulerConfig(Section):
     def _type_defaults(self) -> SchedulerConfig:
         fill_defaults(self, SCHEDULER_KEYS[self.type], _signature_defaults(SCHEDULES[self.type]))
         return self
-
-    def required_keys(self) -> list[str]:
-        """Keys this type needs that have no default (step_size for step, gamma for exponential)."""
-        defaults = _signature_defaults(SCHEDULES[self.type])
-        return [
-            k for k, v in defaults.items()
-            if v is inspect.Parameter.empty and k not in ("lr_max", "total_steps")
-        ]
 
 
 _SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "warmup_ratio", "total_steps"}
