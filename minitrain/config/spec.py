@@ -23,6 +23,7 @@ from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at
 from minitrain.config.spec_keys import (
     FORMAT_VERSION,
     NO_EFFECT,
+    OWN_KEYS,
     RENAMED,
     SPEC_SECTIONS,
     SPEC_VERSION,
@@ -382,16 +383,6 @@ def _drop_spec_sections(t: _Translation) -> None:
 _KIND_SCHEMAS = {"bool": {"type": "boolean"}, "int>=0": {"type": "integer", "minimum": 0},
                  "int>=1": {"type": "integer", "minimum": 1}, "number>0": {"type": "number", "exclusiveMinimum": 0},
                  "list": {"type": "array"}, "": {}}
-_OWN_KEYS = {  # spec keys that are neither renamed nor without effect
-    "entrenar": {"const": SPEC_VERSION, "description": "the YAML-mode spec's version"},
-    "minitrain": {"const": FORMAT_VERSION, "description": "minitrain's config format"},
-    "seed": {"type": ["integer", "null"], "minimum": 0, "description": "training.rng_seed; data_seed = seed + 1"},
-    "optimizer.betas": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-                        "minItems": 2, "maxItems": 2, "description": "[beta1, beta2]"},
-    "training.early_stopping.enabled": {"type": "boolean", "description": "false turns early stopping off"},
-    "training.effective_batch_size": {"type": ["integer", "string"],
-                                      "description": "checked: batch_size × grad_accumulation"},
-}
 
 
 def json_schema(schema: dict) -> dict:
@@ -411,7 +402,7 @@ def json_schema(schema: dict) -> dict:
             # the item's required key may come under either name (param_groups[].params is groups[].pattern)
             parent["required"].remove(key_path(home)[-1])
             parent["anyOf"] = [{"required": [key_path(home)[-1]]}, {"required": [key_path(spec)[-1]]}]
-    for key, extra in _OWN_KEYS.items():
+    for key, extra in OWN_KEYS.items():
         _add(schema, key_path(key), extra)
     for key, (kind, reason) in NO_EFFECT.items():
         path, _, value = key.partition("=")
