@@ -33,11 +33,11 @@ from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
-from minitrain.config.source import ConfigSource, KeyPath, dotted
+from minitrain.config.source import ConfigSource, KeyPath, dotted, walk
 from minitrain.config.spec import manifest_problems, translate
 from minitrain.config.spec_keys import SPEC_OUTPUT_DIR, aliases, refusal
 from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
-from minitrain.config.tokens import token_paths
+from minitrain.config.tokens import looks_like_token
 from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
 
 LOCK_KEY = "minitrain_lock"  # the top-level key that marks a lock file
@@ -147,7 +147,7 @@ def _token_problems(data: dict) -> list[Problem]:
     # Every value is copied into config.resolved.yaml, manifest.json and the trackers: a token must not be one.
     return [Problem(path, "looks like an access token; a config's values are written to config.resolved.yaml and "
                           "manifest.json, so minitrain reads tokens itself (HF_TOKEN for the Hub), never from a "
-                          "config") for path in token_paths(data)]
+                          "config") for path, value in walk(data) if isinstance(value, str) and looks_like_token(value)]
 
 
 def _flag_origin(key: str, value: Any) -> str:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import copy
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from minitrain.config.problems import Problem, suggest
-from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at
+from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at, walk
 from minitrain.config.spec_keys import (
     FORMAT_VERSION,
     NO_EFFECT,
@@ -36,15 +36,6 @@ from minitrain.config.spec_keys import (
     spec_keys_in,
     value_word,
 )
-
-
-def _leaf_items(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
-    """(path, value) of every mapping key, deepest first within a section, lists walked item by item."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in list(items):
-        yield from _leaf_items(value, (*path, key))
-        yield (*path, key), value
-
 
 _NOT_GIVEN, _MISSING = object(), object()
 
@@ -191,7 +182,7 @@ def _headers(t: _Translation) -> None:
 
 
 def _refuse_and_note(t: _Translation) -> None:
-    for path, value in list(_leaf_items(t.data)):
+    for path, value in list(walk(t.data)):
         if t.get(path, _MISSING) is _MISSING:
             continue  # a parent refused earlier took it away
         if path[-1:] == ("source",) and isinstance(value, str) and _uri_problem(t, path, value):

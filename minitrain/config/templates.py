@@ -34,7 +34,7 @@ from typing import Any
 
 from minitrain.config.expressions import ExpressionError, evaluate, parse
 from minitrain.config.problems import did_you_mean
-from minitrain.config.source import KeyPath, dotted, value_at
+from minitrain.config.source import KeyPath, dotted, value_at, walk
 from minitrain.config.tokens import looks_like_token, mask_tokens
 from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar
 
@@ -103,7 +103,7 @@ class Renderer:
 
     def render_all(self) -> dict[KeyPath, str]:
         """Render every template; {key path: message} for those that failed."""
-        for path in list(_template_paths(self.data, ())):
+        for path in [p for p, value in walk(self.data) if isinstance(value, str) and has_template(value)]:
             self.render_at(path)
         return self.failed
 
@@ -189,12 +189,3 @@ class Renderer:
             raise ExpressionError(f"uses {dotted(ref)}, whose own template fails")
         return value_at(self.data, ref)
 
-
-def _template_paths(node: Any, path: KeyPath):
-    """The path of every string holding a template, in document order."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in items:
-        if isinstance(value, str) and has_template(value):
-            yield (*path, key)
-        else:
-            yield from _template_paths(value, (*path, key))
