@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from minitrain.config.data_section import CHARACTER_DATA_KEYS, LANGUAGE_DATA_KEYS
 from minitrain.config.fields import default_name
@@ -32,7 +32,7 @@ from minitrain.config.finetune_rules import calibration_warnings
 from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
-from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
+from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config, schema_default
 from minitrain.config.source import ConfigSource, KeyPath, dotted, walk
 from minitrain.config.spec import manifest_problems, translate
 from minitrain.config.spec_keys import SPEC_OUTPUT_DIR, aliases, refusal
@@ -246,23 +246,15 @@ def _render_templates(data: dict, source: ConfigSource, env: Mapping[str, str], 
 def _default_of(path: KeyPath) -> Any:
     """The schema's default for the key at `path`, under either of its names (for a template's reference);
     KeyError(message) if it has none."""
-    field = None
     for spelled in [path, *aliases(path)]:
         parent = model_at(Config, spelled[:-1])
-        field = parent.model_fields.get(str(spelled[-1])) if parent is not None else None
-        if field is not None:
-            break
-    if field is None:
-        refused = refusal(path)
-        if refused:
-            raise KeyError(refused)
-        raise KeyError(f"unknown key '{dotted(path)}'" + unknown_key_message(Config, path).removeprefix("unknown key"))
-    value = field.get_default(call_default_factory=True)
-    if isinstance(value, BaseModel):
-        return value.model_dump()
-    if value is None:
-        raise KeyError(f"{dotted(path)} is not set in this config (give it a value to use it in a template)")
-    return value
+        if parent is not None and str(spelled[-1]) in parent.model_fields:
+            if (value := schema_default(spelled)) is None:
+                raise KeyError(f"{dotted(path)} is not set in this config (give it a value to use it in a template)")
+            return value
+    if refused := refusal(path):
+        raise KeyError(refused)
+    raise KeyError(f"unknown key '{dotted(path)}'" + unknown_key_message(Config, path).removeprefix("unknown key"))
 
 
 # --- schema -------------------------------------------------------------------------------------------------

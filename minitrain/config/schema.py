@@ -429,13 +429,14 @@ _ADDED = {
 _TYPE_FILLED = {("optimizer", "amsgrad"): False, ("scheduler", "anneal_strategy"): "cos"}  # schema default: None
 
 
-def _schema_default(path: tuple[str, ...]) -> Any:
+def schema_default(path: tuple[str, ...]) -> Any:
+    """The schema's default for the key at `path` ("*": an item of a list), a section's as plain data."""
     value = model_at(Config, tuple(p for p in path[:-1] if p != "*")).model_fields[path[-1]].get_default(
         call_default_factory=True)
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
 ADDED_KEYS: dict[tuple[str, ...], Any] = {
-    path: _TYPE_FILLED.get(path, _schema_default(path))
+    path: _TYPE_FILLED.get(path, schema_default(path))
     for section, keys in _ADDED.items() for path in ((*section, *key.split(".")) for key in keys)
 }
