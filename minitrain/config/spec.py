@@ -60,9 +60,11 @@ class _Translation:
                 raise
             return default
 
-    def pop(self, path: KeyPath) -> Any:
-        parent = self.get(path[:-1])
-        return parent.pop(path[-1])
+    def pop(self, path: KeyPath, default: Any = _NOT_GIVEN) -> Any:
+        """Remove the value at `path` and return it; `default` where the document holds none."""
+        if default is not _NOT_GIVEN and self.get(path, _MISSING) is _MISSING:
+            return default
+        return self.get(path[:-1]).pop(path[-1])
 
     def put(self, home: KeyPath, value: Any, spelled: KeyPath) -> None:
         """Set `home` to `value`, which the user wrote at `spelled`; an error if `home` is already given."""
@@ -168,17 +170,15 @@ def _appendix_a_defaults(t: _Translation) -> None:
 
 
 def _headers(t: _Translation) -> None:
-    if "entrenar" in t.data:
+    if (version := t.pop(("entrenar",), _MISSING)) is not _MISSING:
         t.spec_shaped = True
-        version = t.data.pop("entrenar")
         if str(version) != SPEC_VERSION:
             t.problem(("entrenar",), f"this minitrain reads version {SPEC_VERSION} of the YAML-mode spec "
                                      f'(entrenar: "{SPEC_VERSION}"), not {version!r}')
-    if "minitrain" in t.data:
-        version = t.data.pop("minitrain")
-        if version != FORMAT_VERSION or isinstance(version, bool):
-            t.problem(("minitrain",), f"config format {FORMAT_VERSION} is the only one (minitrain: "
-                                      f"{FORMAT_VERSION}), not {version!r}")
+    version = t.pop(("minitrain",), FORMAT_VERSION)  # left out: nothing to check
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        t.problem(("minitrain",), f"config format {FORMAT_VERSION} is the only one (minitrain: {FORMAT_VERSION}), "
+                                  f"not {version!r}")
 
 
 def _refuse_and_note(t: _Translation) -> None:
@@ -241,10 +241,8 @@ def _model_source(t: _Translation) -> None:
 
 def _betas(t: _Translation) -> None:
     """optimizer.betas [b1, b2] is beta1 and beta2."""
-    optimizer = t.data.get("optimizer")
-    if not isinstance(optimizer, dict) or "betas" not in optimizer:
+    if (betas := t.pop(("optimizer", "betas"), _MISSING)) is _MISSING:
         return
-    betas = optimizer.pop("betas")
     numbers = isinstance(betas, list) and len(betas) == 2 and all(
         isinstance(b, int | float) and not isinstance(b, bool) for b in betas)
     if not numbers:
@@ -288,9 +286,8 @@ def _seed(t: _Translation) -> None:
     `seed: null` is the spec's "random" (Appendix A): a seed drawn from the OS's entropy now, and then the same as
     a seed written in the file, so config.resolved.yaml and manifest.json record it and `--seed N` repeats the run.
     """
-    if "seed" not in t.data:
+    if (seed := t.pop(("seed",), _MISSING)) is _MISSING:
         return
-    seed = t.data.pop("seed")
     training = t.data.get("training")
     if seed is None and isinstance(training, dict) and training.get("rng_seed") is not None:
         return  # null is "not set": the training seed given beside it is the seed
@@ -311,11 +308,9 @@ def _seed(t: _Translation) -> None:
 
 def _effective_batch_size(t: _Translation) -> None:
     """training.effective_batch_size (the spec's computed value) must equal batch_size × grad_accumulation."""
-    training = t.data.get("training")
-    if not isinstance(training, dict) or "effective_batch_size" not in training:
+    if (value := t.pop(("training", "effective_batch_size"), _MISSING)) is _MISSING:
         return
-    value = training.pop("effective_batch_size")
-    batch, accumulation = training.get("batch_size", 8), training.get("grad_accumulation", 1)
+    batch, accumulation = t.get(("training", "batch_size"), 8), t.get(("training", "grad_accumulation"), 1)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (value, batch, accumulation)):
         if not isinstance(value, int) or isinstance(value, bool):
             t.problem(("training", "effective_batch_size"), f"must be an integer (got {value!r})")
