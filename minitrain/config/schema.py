@@ -239,14 +239,14 @@ class EarlyStoppingConfig(Section):
     mode: Literal["min", "max"] = "min"
 
 
-ValMetric = Literal["loss", "perplexity", "token_accuracy", "exact_match", "accuracy", "precision", "recall", "f1",
-                    "auc_roc", "confusion_matrix", "mse", "mae", "r2"]
-VAL_METRICS: tuple[str, ...] = ValMetric.__args__
-ALWAYS_MEASURED = ["loss", "perplexity"]  # val_loss and val_ppl: best checkpoints and early stopping read them
-# The metrics of each task (minitrain/training/tasks.py); a table task logs no perplexity.
+# The metrics of each task (minitrain/training/tasks.py); a table task logs no perplexity. training.val_metrics
+# chooses among them all, kept in this order.
 TASK_METRICS = {"language_modeling": ("loss", "perplexity", "token_accuracy", "exact_match"),
                 "classification": ("loss", "accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix"),
                 "regression": ("loss", "mse", "mae", "r2")}
+VAL_METRICS: tuple[str, ...] = tuple(dict.fromkeys(m for metrics in TASK_METRICS.values() for m in metrics))
+ValMetric = Literal[VAL_METRICS]
+ALWAYS_MEASURED = ["loss", "perplexity"]  # val_loss and val_ppl: best checkpoints and early stopping read them
 
 
 class TrainingConfig(Section):
