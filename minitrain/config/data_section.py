@@ -97,8 +97,8 @@ class DataConfig(Section):
         return self.tokenizer is not None and self.tokenizer.type == "bpe"
 
 
-LANGUAGE_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy", "loss_on")  # what a table task does not read
 CHARACTER_DATA_KEYS = ("dev_path", "vocab_path", "heldout_policy")  # what a run on a pretrained base does not read
+LANGUAGE_DATA_KEYS = (*CHARACTER_DATA_KEYS, "loss_on")  # what a table task does not read
 TEXT_DATA_DEFAULTS = {"vocab_path": None, "dev_path": None, "heldout_policy": "none", "loss_on": "all",
                       "packing": "pack", "overflow": "error"}  # ... and its own defaults
 

@@ -84,16 +84,11 @@ def check_data(cfg: Config) -> DataSummary:
         if problems:
             raise ConfigError(problems, cfg.source or ConfigSource())
         return DataSummary()
-    data, problems, summary = cfg.data, [], DataSummary()
+    data, summary = cfg.data, DataSummary()
     # dev is optional (checked when its file exists); test only when given
     wanted = [s for s in SPLITS if (s != "dev" or os.path.lexists(data.dev_path)) and (s != "test" or data.test_path)]
     bpe = data.uses_bpe  # trained on train_path: no vocab file
-    for key in [f"{s}_path" for s in wanted] + ([] if bpe else ["vocab_path"]):
-        path = getattr(data, key)
-        problem = regular_file_problem(path)
-        if problem is not None:  # a folder, a FIFO or a link loop is named as what it is
-            shown = f"file not found: {path}" if problem == "not found" else f"{path} {problem}"
-            problems.append(Problem(("data", key), shown))
+    problems = _file_problems(data, [f"{s}_path" for s in wanted] + ([] if bpe else ["vocab_path"]))
     tokenizer = None
     source = ("train_path", data.train_path) if bpe else ("vocab_path", data.vocab_path)
     if regular_file_problem(source[1]) is None:
@@ -131,13 +126,18 @@ def check_data(cfg: Config) -> DataSummary:
 def text_file_problems(cfg: Config) -> list[Problem]:
     """The text record files of a run on a pretrained base (train, val, and test when given) that are missing or
     not regular files."""
+    return _file_problems(cfg.data, ["train_path", "val_path", "test_path"])
+
+
+def _file_problems(data: DataConfig, keys: list[str]) -> list[Problem]:
+    """A problem for each data key of `keys` whose path is given but is not a regular file (a folder, a FIFO or a
+    link loop is named as what it is)."""
     problems = []
-    for split in ("train", "val", "test"):
-        path = getattr(cfg.data, f"{split}_path")
-        problem = None if path is None else regular_file_problem(path)
-        if problem is not None:
+    for key in keys:
+        path = getattr(data, key)
+        if path is not None and (problem := regular_file_problem(path)) is not None:
             shown = f"file not found: {path}" if problem == "not found" else f"{path} {problem}"
-            problems.append(Problem(("data", f"{split}_path"), shown))
+            problems.append(Problem(("data", key), shown))
     return problems
 
 

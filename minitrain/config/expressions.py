@@ -164,17 +164,18 @@ class _Parser:
             return Conditional(condition, value, self.nested(self.expression))
         return value
 
-    def or_test(self) -> Any:
-        left = self.and_test()
-        while self.take("or"):
-            left = Binary("or", left, self.and_test())
+    def chain(self, operand: Callable[[], Any], *ops: str) -> Any:
+        """operand (op operand)*, grouped from the left (a - b - c is (a - b) - c)."""
+        left = operand()
+        while op := self.take(*ops):
+            left = Binary(op, left, operand())
         return left
 
+    def or_test(self) -> Any:
+        return self.chain(self.and_test, "or")
+
     def and_test(self) -> Any:
-        left = self.not_test()
-        while self.take("and"):
-            left = Binary("and", left, self.not_test())
-        return left
+        return self.chain(self.not_test, "and")
 
     def not_test(self) -> Any:
         if self.take("not"):
@@ -191,16 +192,10 @@ class _Parser:
         return left
 
     def sum(self) -> Any:
-        left = self.term()
-        while op := self.take("+", "-"):
-            left = Binary(op, left, self.term())
-        return left
+        return self.chain(self.term, "+", "-")
 
     def term(self) -> Any:
-        left = self.factor()
-        while op := self.take("*", "/", "//", "%"):
-            left = Binary(op, left, self.factor())
-        return left
+        return self.chain(self.factor, "*", "/", "//", "%")
 
     def factor(self) -> Any:
         if op := self.take("-", "+"):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from minitrain.config.data_section import CHARACTER_DATA_KEYS, LANGUAGE_DATA_KEYS
 from minitrain.config.fields import default_name
@@ -32,12 +32,12 @@ from minitrain.config.finetune_rules import calibration_warnings
 from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
-from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config
-from minitrain.config.source import ConfigSource, KeyPath, dotted
+from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config, schema_default
+from minitrain.config.source import ConfigSource, KeyPath, dotted, walk
 from minitrain.config.spec_keys import SPEC_OUTPUT_DIR, aliases, refusal
 from minitrain.config.spec_shape import manifest_problems, translate
 from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
-from minitrain.config.tokens import token_paths
+from minitrain.config.tokens import looks_like_token
 from minitrain.config.yaml_lines import ParsedYaml, YamlSyntaxError, parse_scalar, parse_yaml, read_yaml_text
 
 LOCK_KEY = "minitrain_lock"  # the top-level key that marks a lock file
@@ -61,16 +61,9 @@ def load_config(
     return config_from_yaml(read_yaml_text(path), path, overrides, values=values, env=env, now=now)
 
 
-def config_from_yaml(
-    text: str,
-    path: str | os.PathLike,
-    overrides: Iterable[str] = (),
-    *,
-    values: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    now: dt.datetime | None = None,
-) -> Config:
-    """`load_config` for YAML text already in hand; `path` names it in messages and sets the default name."""
+def config_from_yaml(text: str, path: str | os.PathLike, overrides: Iterable[str] = (), **keys: Any) -> Config:
+    """`load_config` (with its keyword arguments) for YAML text already in hand; `path` names it in messages and
+    sets the default name."""
     path = Path(path)
     parsed, source = parse_with_source(text, path)
     if is_lock(parsed.data):
@@ -80,7 +73,7 @@ def config_from_yaml(
         Problem(p, f"key given twice (lines {first} and {second}); YAML would silently keep the last")
         for p, first, second in parsed.duplicates
     ]
-    return _build(parsed.data, source, problems, overrides, values, env, now, default_name=_default_name(path))
+    return _build(parsed.data, source, problems, overrides, **keys, default_name=_default_name(path))
 
 
 def parse_with_source(text: str, path: str | os.PathLike) -> tuple[ParsedYaml, ConfigSource]:
@@ -106,16 +99,10 @@ def _config_of_lock(parsed: ParsedYaml) -> ParsedYaml:
     return ParsedYaml(parsed.data.get("config"), inner, dups)
 
 
-def config_from_dict(
-    data: Mapping[str, Any],
-    overrides: Iterable[str] = (),
-    *,
-    values: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    now: dt.datetime | None = None,
-) -> Config:
-    """The same checks for a config built in code (tests, notebooks); problems carry key paths, no lines."""
-    return _build(copy.deepcopy(dict(data)), ConfigSource(), [], overrides, values, env, now, default_name="run")
+def config_from_dict(data: Mapping[str, Any], overrides: Iterable[str] = (), **keys: Any) -> Config:
+    """The same checks (`load_config`'s keyword arguments) for a config built in code (tests, notebooks);
+    problems carry key paths, no lines."""
+    return _build(copy.deepcopy(dict(data)), ConfigSource(), [], overrides, **keys, default_name="run")
 
 
 def _default_name(path: Path) -> str:
@@ -123,7 +110,7 @@ def _default_name(path: Path) -> str:
     return default_name(path.parent.name if path.stem == "config" and path.parent.name else path.stem)
 
 
-def _build(data, source, problems, overrides, values, env, now, *, default_name) -> Config:
+def _build(data, source, problems, overrides, *, values=None, env=None, now=None, default_name) -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -160,7 +147,7 @@ def _token_problems(data: dict) -> list[Problem]:
     # Every value is copied into config.resolved.yaml, manifest.json and the trackers: a token must not be one.
     return [Problem(path, "looks like an access token; a config's values are written to config.resolved.yaml and "
                           "manifest.json, so minitrain reads tokens itself (HF_TOKEN for the Hub), never from a "
-                          "config") for path in token_paths(data)]
+                          "config") for path, value in walk(data) if isinstance(value, str) and looks_like_token(value)]
 
 
 def _flag_origin(key: str, value: Any) -> str:
@@ -259,23 +246,15 @@ def _render_templates(data: dict, source: ConfigSource, env: Mapping[str, str], 
 def _default_of(path: KeyPath) -> Any:
     """The schema's default for the key at `path`, under either of its names (for a template's reference);
     KeyError(message) if it has none."""
-    field = None
     for spelled in [path, *aliases(path)]:
         parent = model_at(Config, spelled[:-1])
-        field = parent.model_fields.get(str(spelled[-1])) if parent is not None else None
-        if field is not None:
-            break
-    if field is None:
-        refused = refusal(path)
-        if refused:
-            raise KeyError(refused)
-        raise KeyError(f"unknown key '{dotted(path)}'" + unknown_key_message(Config, path).removeprefix("unknown key"))
-    value = field.get_default(call_default_factory=True)
-    if isinstance(value, BaseModel):
-        return value.model_dump()
-    if value is None:
-        raise KeyError(f"{dotted(path)} is not set in this config (give it a value to use it in a template)")
-    return value
+        if parent is not None and str(spelled[-1]) in parent.model_fields:
+            if (value := schema_default(spelled)) is None:
+                raise KeyError(f"{dotted(path)} is not set in this config (give it a value to use it in a template)")
+            return value
+    if refused := refusal(path):
+        raise KeyError(refused)
+    raise KeyError(f"unknown key '{dotted(path)}'" + unknown_key_message(Config, path).removeprefix("unknown key"))
 
 
 # --- schema -------------------------------------------------------------------------------------------------

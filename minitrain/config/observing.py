@@ -23,20 +23,22 @@ from minitrain.config.section import Metric, fill_defaults
 @dataclass(frozen=True)
 class TrackerBackend:
     """A `monitoring.tracking.backend`: its Tracker class by dotted path (loaded by minitrain/tracking/, a room
-    above this one), where it writes unless `uri` is given, and the modules it imports with the extra installing
-    them (config/missing_extras.py)."""
+    above this one), where it writes unless `uri` is given, the modules it imports with the extra installing
+    them (config/missing_extras.py), and the function (dotted path, given the TrackingConfig) a sweep runs once before
+    its trials, which would race to create a shared store."""
 
     name: str
     tracker: str
     uri: str
     modules: tuple[str, ...] = ()
     extra: str = ""
+    prepare: str = ""
 
 
 # The schema's choices, docs/yaml-mode.md's row (tested) and the trackers a run builds all come from here.
 TRACKER_BACKENDS: Registry[TrackerBackend] = Registry("tracker backend", [
     TrackerBackend("mlflow", "minitrain.tracking.mlflow_tracker.MlflowTracker", "sqlite:///{run_dir}/mlflow.db",
-                   ("mlflow", "sqlalchemy"), "mlflow"),
+                   ("mlflow", "sqlalchemy"), "mlflow", "minitrain.tracking.mlflow_tracker.prepare_store"),
     TrackerBackend("tensorboard", "minitrain.tracking.tensorboard_tracker.TensorBoardTracker", "{run_dir}/tensorboard",
                    ("tensorboardX",), "tensorboard"),
     TrackerBackend("jsonl", "minitrain.tracking.jsonl_tracker.JsonlTracker", "{run_dir}/tracking.jsonl"),
@@ -75,26 +77,33 @@ Trigger = Literal["step", "validation", "epoch_end", "train_end"]
 
 @dataclass(frozen=True)
 class CallbackKind:
-    """A `callbacks[].type`: the function building it from its entry by dotted path (minitrain/training/
-    watchers.py, a room above this one), the trigger it acts at unless told, its `config:` keys with their
-    defaults."""
+    """A `callbacks[].type`: the function building it from its entry by dotted path (minitrain/callbacks/, a
+    room above this one), the trigger it acts at unless told, its `config:` keys with their defaults, the
+    metrics.csv columns it adds (a glob; "*": any name), whether it can act after training (it needs no step),
+    what its model must read ("text": it decodes answers), and whether it calls the function its entry names
+    (`entry_point`, `args`)."""
 
     name: str
     build: str
     trigger: Trigger
     options: dict[str, Any] = field(default_factory=dict)
+    logs: str = ""
+    after_training: bool = False
+    reads: str = ""
+    calls_entry_point: bool = False
 
 
 # The schema's `type` choices, the keys each takes, docs/yaml-mode.md's rows (tested) and the builders.
 CALLBACKS: Registry[CallbackKind] = Registry("callback", [
     CallbackKind("checkpoint", "minitrain.training.watchers.checkpoint", "epoch_end",
                  {"save_best": False, "metric": "val_loss", "mode": "min"}),
-    CallbackKind("lr_monitor", "minitrain.training.watchers.lr_monitor", "step"),
+    CallbackKind("lr_monitor", "minitrain.training.watchers.lr_monitor", "step", logs="lr/*"),
     CallbackKind("gradient_monitor", "minitrain.training.watchers.gradient_monitor", "step",
-                 {"log_histogram": False}),
+                 {"log_histogram": False}, logs="grad_norm/*"),
     CallbackKind("sample_predictions", "minitrain.training.watchers.sample_predictions", "epoch_end",
-                 {"num_samples": 10, "max_new_tokens": None}),
-    CallbackKind("custom", "minitrain.training.watchers.custom", "step"),
+                 {"num_samples": 10, "max_new_tokens": None}, after_training=True, reads="text"),
+    CallbackKind("custom", "minitrain.training.watchers.custom", "step", logs="*", after_training=True,
+                 calls_entry_point=True),
 ])
 CallbackType = Literal[tuple(CALLBACKS)]
 
@@ -147,7 +156,7 @@ def resolved_callback(entry: dict[str, Any]) -> dict[str, Any]:
     """A dumped CallbackEntry with only the keys its type uses (what config.resolved.yaml holds)."""
     kept = {"type": entry["type"], "trigger": entry["trigger"], "interval": entry["interval"],
             "config": {k: entry["config"][k] for k in CALLBACKS[entry["type"]].options}}
-    if entry["type"] == "custom":
+    if CALLBACKS[entry["type"]].calls_entry_point:
         kept.update(entry_point=entry["entry_point"], args=entry["args"])
     return {k: v for k, v in kept.items() if v != {}}
 

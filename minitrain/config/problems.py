@@ -77,6 +77,12 @@ def suggest(word: str, choices: typing.Iterable[str]) -> str | None:
     return best
 
 
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    """" — did you mean 'X'?" for the choice `word` most plausibly misspells (`suggest`), or ""."""
+    close = suggest(word, choices)
+    return f" — did you mean '{close}'?" if close else ""
+
+
 # Other tools' names for minitrain keys (Hugging Face's TrainingArguments and configs, nanoGPT, PyTorch): a
 # suggestion by meaning where spelling cannot find one.
 FOREIGN_KEYS = {
@@ -143,9 +149,8 @@ def unknown_key_message(root: type[BaseModel], path: KeyPath) -> str:
     valid = [field.alias or name for name, field in parent.model_fields.items()] if parent else []  # as spelled
     if key in FOREIGN_KEYS:  # another tool's name for one of ours: surer than a spelling guess (n_embd, not d_embed)
         return f"unknown key — minitrain calls this {FOREIGN_KEYS[key]}"
-    close = suggest(key, [*valid, *spec_keys_in(path[:-1])])
-    if close:
-        return f"unknown key — did you mean '{close}'?"
+    if hint := did_you_mean(key, [*valid, *spec_keys_in(path[:-1])]):
+        return "unknown key" + hint
     homes = _sections_with_key(root, key)
     if homes:
         return f"unknown key here — '{key}' belongs in {' or '.join(homes)}"
@@ -172,10 +177,8 @@ def from_validation_error(
             message = "required key is missing"
         elif kind == "literal_error":
             choices = _literal_choices(err)
-            close = suggest(str(got), choices) if isinstance(got, str) else None
-            message = f"must be one of {', '.join(choices)} (got {got!r})"
-            if close:
-                message += f" — did you mean '{close}'?"
+            hint = did_you_mean(got, choices) if isinstance(got, str) else ""
+            message = f"must be one of {', '.join(choices)} (got {got!r}){hint}"
         elif kind == "value_error":
             message = str(err["ctx"]["error"])
         else:

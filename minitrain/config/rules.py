@@ -10,18 +10,21 @@ docs/yaml-mode.md documents and `minitrain validate` counts.
 from __future__ import annotations
 
 import fnmatch
+import inspect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
+from minitrain.common.registry import keyword_defaults
 from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
 from minitrain.config.observing import CALLBACKS, METRIC_ALIASES
-from minitrain.config.problems import Problem, suggest
+from minitrain.config.problems import Problem, did_you_mean
 from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 from minitrain.models.registry import FAMILIES, parameter_shapes, refusal
 from minitrain.nn.module import name_matches
+from minitrain.optim.schedule import SCHEDULES
 
 CORE_RULES = RuleBook()
 rule = CORE_RULES.rule
@@ -200,8 +203,8 @@ def _scheduler_keys_fit_type(sections, raw):
 def _schedule_has_its_keys(sections, raw):
     """Keys a schedule type has no default for must be given (step_size for step, gamma for exponential)."""
     sched = sections["scheduler"]
-    for key in sched.required_keys():
-        if getattr(sched, key) is None:
+    for key, default in keyword_defaults(SCHEDULES[sched.type], skip=("optimizer", "lr_max", "total_steps")).items():
+        if default is inspect.Parameter.empty and getattr(sched, key) is None:
             yield Problem(("scheduler", key), f"scheduler type {sched.type} needs {key}")
 
 
@@ -209,10 +212,11 @@ def _schedule_has_its_keys(sections, raw):
 def _one_cycle_has_own_warmup(sections, raw):
     """scheduler type one_cycle warms up by pct_start, so scheduler.warmup_steps must be 0."""
     sched = sections["scheduler"]
-    if sched.type == "one_cycle" and sched.warmup_steps:
-        yield Problem(("scheduler", "warmup_steps"), "one_cycle warms up by pct_start; set warmup_steps to 0")
-    if sched.type == "one_cycle" and sched.warmup_ratio:
-        yield Problem(("scheduler", "warmup_ratio"), "one_cycle warms up by pct_start; leave warmup_ratio out")
+    own = "pct_start" in SCHEDULER_KEYS[sched.type]  # its signature has a rising phase of its own
+    if own and sched.warmup_steps:
+        yield Problem(("scheduler", "warmup_steps"), f"{sched.type} warms up by pct_start; set warmup_steps to 0")
+    if own and sched.warmup_ratio:
+        yield Problem(("scheduler", "warmup_ratio"), f"{sched.type} warms up by pct_start; leave warmup_ratio out")
 
 
 @rule("scheduler", "training")
@@ -238,8 +242,8 @@ def _warmup_starts_below_the_peak(sections, raw):
 def _one_cycle_ends_at_one_floor(sections, raw):
     """one_cycle ends at optimizer.lr_min when it is above 0, so scheduler.final_div_factor cannot also be given."""
     sched, opt = sections["scheduler"], sections["optimizer"]
-    if sched.type == "one_cycle" and opt.lr_min > 0 and "final_div_factor" in sched.model_fields_set:
-        yield Problem(("scheduler", "final_div_factor"), f"one_cycle ends at optimizer.lr_min ({opt.lr_min:g}) "
+    if "final_div_factor" in sched.model_fields_set & SCHEDULER_KEYS[sched.type] and opt.lr_min > 0:
+        yield Problem(("scheduler", "final_div_factor"), f"{sched.type} ends at optimizer.lr_min ({opt.lr_min:g}) "
                                                          "when it is above 0; give lr_min or final_div_factor")
 
 
@@ -248,7 +252,7 @@ def _one_cycle_rises_for_a_step(sections, raw):
     """one_cycle needs total_steps >= 2 and pct_start · total_steps > 1 (a rising phase of at least a step)."""
     sched, training = sections["scheduler"], sections["training"]
     total = training.total_steps or sched.total_steps
-    if sched.type == "one_cycle" and total is not None and (total < 2 or sched.pct_start * total <= 1):
+    if "pct_start" in SCHEDULER_KEYS[sched.type] and total is not None and (total < 2 or sched.pct_start * total <= 1):
         yield Problem(
             ("scheduler", "pct_start"), f"pct_start {sched.pct_start:g} · total_steps {total} must exceed 1"
         )
@@ -258,7 +262,7 @@ def _one_cycle_rises_for_a_step(sections, raw):
 def _plateau_mode_fits_metric(sections, raw):
     """scheduler.mode must fit scheduler.metric: max for accuracy-like metrics, min for loss-like ones."""
     sched = sections["scheduler"]
-    if sched.type == "plateau":
+    if SCHEDULES[sched.type].follows_metric:
         yield from mode_fits(("scheduler",), sched.metric, sched.mode)
 
 
@@ -271,10 +275,9 @@ def _alerts_watch_logged_metrics(sections, raw):
     logged = logged_metrics(sections["training"])
     for i, alert in enumerate(sections["monitoring"].alert_rules()):
         if alert.kind != "nan" and alert.metric not in logged:
-            close = suggest(alert.metric, logged)
-            hint = f" — did you mean '{close}'?" if close else ""
             yield Problem(("monitoring", "alerts", i), f"{alert.metric} is never logged, so this alert could never "
-                                                       f"fire{hint}; logged: {', '.join(logged)}")
+                                                       f"fire{did_you_mean(alert.metric, logged)}; logged: "
+                                                       f"{', '.join(logged)}")
 
 
 def logged_metrics(training: BaseModel) -> list[str]:
@@ -322,11 +325,12 @@ def _callback_options_fit_type(sections, raw):
 def _custom_callbacks_name_a_function(sections, raw):
     """A custom callback needs entry_point ('module:function'); entry_point and args are for custom ones only."""
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.type == "custom" and entry.entry_point is None:
-            yield Problem(("callbacks", i), "a custom callback needs entry_point: 'module:function' (a function "
-                                            "that takes the callback context)")
+        calls = CALLBACKS[entry.type].calls_entry_point
+        if calls and entry.entry_point is None:
+            yield Problem(("callbacks", i), f"a {entry.type} callback needs entry_point: 'module:function' (a "
+                                            "function that takes the callback context)")
         for key in ("entry_point", "args"):
-            if entry.type != "custom" and key in entry.model_fields_set:
+            if not calls and key in entry.model_fields_set:
                 yield Problem(("callbacks", i, key), f"only a custom callback takes {key}")
 
 
@@ -343,7 +347,7 @@ def _callback_intervals_count_steps_or_epochs(sections, raw):
 def _train_end_is_for_callbacks_that_need_no_step(sections, raw):
     """Trigger train_end is for sample_predictions and custom callbacks: the others act on a step of training."""
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.trigger == "train_end" and entry.type not in ("sample_predictions", "custom"):
+        if entry.trigger == "train_end" and not CALLBACKS[entry.type].after_training:
             yield Problem(("callbacks", i, "trigger"), f"a {entry.type} callback logs or saves at a step; after "
                                                        "training there is none (the run saves its last checkpoint "
                                                        "itself): use step, validation or epoch_end")
@@ -354,15 +358,16 @@ def _sample_predictions_need_a_language_model(sections, raw):
     """A sample_predictions callback needs a language model: it decodes answers, and a table model has none."""
     kind = sections["model"].type
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.type == "sample_predictions" and FAMILIES[kind].reads != "text":
-            yield Problem(("callbacks", i, "type"), f"a sample_predictions callback decodes a language model's "
+        if CALLBACKS[entry.type].reads not in ("", FAMILIES[kind].reads):
+            yield Problem(("callbacks", i, "type"), f"a {entry.type} callback decodes a language model's "
                                                     f"answers; a {kind} model reads table rows, so it has none")
 
 
 @rule("callbacks", "training")
 def _one_best_checkpoint(sections, raw):
     """One rule keeps checkpoints/best.safetensors: training.checkpoint.save_best or one checkpoint callback's."""
-    bests = [i for i, e in enumerate(sections["callbacks"]) if e.type == "checkpoint" and e.config.save_best]
+    bests = [i for i, e in enumerate(sections["callbacks"]) if "save_best" in CALLBACKS[e.type].options
+             and e.config.save_best]
     if (sections["training"].checkpoint.save_best and bests) or len(bests) > 1:
         yield Problem(("callbacks", bests[-1], "config", "save_best"), "checkpoints/best.safetensors is kept by "
                       "one rule only: training.checkpoint.save_best or one checkpoint callback's save_best")
@@ -372,17 +377,15 @@ def _one_best_checkpoint(sections, raw):
 def _checkpoint_callback_mode_fits_metric(sections, raw):
     """A checkpoint callback's mode must fit its metric: max for accuracy-like metrics, min for loss-like ones."""
     for i, entry in enumerate(sections["callbacks"]):
-        if entry.type == "checkpoint":
+        if "mode" in CALLBACKS[entry.type].options:
             yield from mode_fits(("callbacks", i, "config"), entry.config.metric, entry.config.mode)
 
 
 def logged_columns(training: BaseModel, callbacks: list) -> list[str] | None:
     """The columns of metrics.csv (globs for the callbacks' families), or None when a custom callback may log
     any name."""
-    if any(entry.type == "custom" for entry in callbacks):
-        return None
-    families = {"lr_monitor": "lr/*", "gradient_monitor": "grad_norm/*"}
-    return [*logged_metrics(training), *sorted({families[e.type] for e in callbacks if e.type in families})]
+    columns = {CALLBACKS[entry.type].logs for entry in callbacks} - {""}
+    return None if "*" in columns else [*logged_metrics(training), *sorted(columns)]
 
 
 @rule("output", "training", "callbacks")
@@ -393,9 +396,8 @@ def _included_metrics_are_logged(sections, raw):
     for i, name in enumerate(include if columns is not None else []):
         name = METRIC_ALIASES.get(name, name)
         if not any(fnmatch.fnmatchcase(c, name) or fnmatch.fnmatchcase(name, c) for c in columns):
-            close = suggest(name, columns)
-            hint = f" — did you mean '{close}'?" if close else ""
-            yield Problem(("output", "metrics", "include", i), f"{name} is never logged{hint}; logged: "
+            yield Problem(("output", "metrics", "include", i), f"{name} is never logged"
+                                                                f"{did_you_mean(name, columns)}; logged: "
                                                                 f"{', '.join(columns)}")
 
 

@@ -21,7 +21,6 @@ they were.
 
 from __future__ import annotations
 
-import inspect
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validator
@@ -32,7 +31,8 @@ from minitrain.config.data_section import DataConfig, on_pretrained_base, text_d
 from minitrain.config.distillation_section import DistillationConfig
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
 from minitrain.config.finetune_sections import LoraConfig, QuantizeConfig
-from minitrain.config.observing import CallbackEntry, MetricsOutput, ReportOutput
+from minitrain.config.observing import CallbackEntry
+from minitrain.config.problems import model_at
 from minitrain.config.pruning_section import PruningConfig
 from minitrain.config.run_sections import MonitoringConfig, OutputConfig, PublishConfig, RuntimeConfig
 from minitrain.config.section import Metric, fill_defaults
@@ -56,7 +56,7 @@ class _ModelSection(Section):
 
     @model_validator(mode="after")
     def _type_defaults(self) -> ModelConfig:
-        fill_defaults(self, MODEL_KEYS[self.type], _signature_defaults(FAMILIES[self.type].model))
+        fill_defaults(self, MODEL_KEYS[self.type], model_keys(self.type))
         return self
 
     def architecture(self) -> dict[str, Any]:
@@ -210,21 +210,13 @@ class SchedulerConfig(Section):
         fill_defaults(self, SCHEDULER_KEYS[self.type], _signature_defaults(SCHEDULES[self.type]))
         return self
 
-    def required_keys(self) -> list[str]:
-        """Keys this type needs that have no default (step_size for step, gamma for exponential)."""
-        defaults = _signature_defaults(SCHEDULES[self.type])
-        return [
-            k for k, v in defaults.items()
-            if v is inspect.Parameter.empty and k not in ("lr_max", "total_steps")
-        ]
-
 
 _SCHEDULER_HOME_KEYS = {"type", "warmup_steps", "warmup_ratio", "total_steps"}
 SCHEDULER_KEYS: dict[str, set[str]] = {
-    name: _SCHEDULER_HOME_KEYS | (set(_signature_defaults(SCHEDULES[name])) - {"lr_max", "lr_min"}) | (
-        {"metric"} if name == "plateau" else set()
+    name: _SCHEDULER_HOME_KEYS | (set(_signature_defaults(cls)) - {"lr_max", "lr_min"}) | (
+        {"metric"} if cls.follows_metric else set()
     )
-    for name in SCHEDULES
+    for name, cls in SCHEDULES.items()
 }
 
 
@@ -247,14 +239,14 @@ class EarlyStoppingConfig(Section):
     mode: Literal["min", "max"] = "min"
 
 
-ValMetric = Literal["loss", "perplexity", "token_accuracy", "exact_match", "accuracy", "precision", "recall", "f1",
-                    "auc_roc", "confusion_matrix", "mse", "mae", "r2"]
-VAL_METRICS: tuple[str, ...] = ValMetric.__args__
-ALWAYS_MEASURED = ["loss", "perplexity"]  # val_loss and val_ppl: best checkpoints and early stopping read them
-# The metrics of each task (minitrain/training/tasks.py); a table task logs no perplexity.
+# The metrics of each task (minitrain/training/tasks.py); a table task logs no perplexity. training.val_metrics
+# chooses among them all, kept in this order.
 TASK_METRICS = {"language_modeling": ("loss", "perplexity", "token_accuracy", "exact_match"),
                 "classification": ("loss", "accuracy", "precision", "recall", "f1", "auc_roc", "confusion_matrix"),
                 "regression": ("loss", "mse", "mae", "r2")}
+VAL_METRICS: tuple[str, ...] = tuple(dict.fromkeys(m for metrics in TASK_METRICS.values() for m in metrics))
+ValMetric = Literal[VAL_METRICS]
+ALWAYS_MEASURED = ["loss", "perplexity"]  # val_loss and val_ppl: best checkpoints and early stopping read them
 
 
 class TrainingConfig(Section):
@@ -418,51 +410,33 @@ class Config(Section):
         return self.output.dir or f"runs/{self.name or 'run'}"
 
 
-# Keys added after lab 01's first runs, each with the value that means "as before". resolved_dict leaves a key
-# out while it holds this value, so earlier runs keep their config.resolved.yaml and config hash. "*" stands for
-# every item of a list.
+# Keys added after lab 01's first runs, by section (() for the top level; "*" stands for every item of a list).
+# resolved_dict leaves a key out while it holds its neutral value, the one that means "as before" (its schema
+# default, or the one its type fills in), so earlier runs keep their config.resolved.yaml and config hash.
+_ADDED = {
+    (): ("task", "lora", "quantize", "distillation", "pruning", "callbacks", "runtime"),
+    ("model",): ("type", "attn_scale", "freeze", "dtype"),
+    ("data",): ("test_path", "source", "target", "split", "preprocessing", "augmentation", "image_shape",
+                "packing", "overflow", "tokenizer"),
+    ("optimizer",): ("amsgrad", "groups.*.lr"),
+    ("scheduler",): ("warmup_ratio", "warmup_start_lr", "decay_steps", "anneal_strategy"),
+    ("training",): ("shuffle", "drop_last", "val_every_epoch", "val_metrics", "loss", "huber_delta",
+                    "cross_validation", "gradient_checkpointing"),
+    ("publish",): ("merge_adapters",),
+    ("monitoring",): ("tracking", "system"),
+    ("output",): ("metrics", "report", "model_format", "gguf_dtype", "plots"),
+}
+_TYPE_FILLED = {("optimizer", "amsgrad"): False, ("scheduler", "anneal_strategy"): "cos"}  # schema default: None
+
+
+def schema_default(path: tuple[str, ...]) -> Any:
+    """The schema's default for the key at `path` ("*": an item of a list), a section's as plain data."""
+    value = model_at(Config, tuple(p for p in path[:-1] if p != "*")).model_fields[path[-1]].get_default(
+        call_default_factory=True)
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
 ADDED_KEYS: dict[tuple[str, ...], Any] = {
-    ("model", "type"): DEFAULT_TYPE,
-    ("model", "attn_scale"): None,
-    ("model", "freeze"): [],
-    ("model", "dtype"): "float32",
-    ("task",): None,
-    ("data", "test_path"): None,
-    ("data", "source"): None,
-    ("data", "target"): "label",
-    ("data", "split"): None,
-    ("data", "preprocessing"): [],
-    ("data", "augmentation"): [],
-    ("data", "image_shape"): None,
-    ("data", "packing"): None,
-    ("data", "overflow"): None,
-    ("data", "tokenizer"): None,
-    ("optimizer", "amsgrad"): False,
-    ("optimizer", "groups", "*", "lr"): None,
-    ("scheduler", "warmup_ratio"): None,
-    ("scheduler", "warmup_start_lr"): 0.0,
-    ("scheduler", "decay_steps"): None,
-    ("scheduler", "anneal_strategy"): "cos",
-    ("training", "shuffle"): True,
-    ("training", "drop_last"): True,
-    ("training", "val_every_epoch"): False,
-    ("training", "val_metrics"): ALWAYS_MEASURED,
-    ("training", "loss"): None,
-    ("training", "huber_delta"): 1.0,
-    ("training", "cross_validation"): None,
-    ("training", "gradient_checkpointing"): False,
-    ("publish", "merge_adapters"): False,
-    ("lora",): LoraConfig().model_dump(mode="json"),
-    ("quantize",): QuantizeConfig().model_dump(mode="json"),
-    ("distillation",): DistillationConfig().model_dump(mode="json"),
-    ("pruning",): PruningConfig().model_dump(mode="json"),
-    ("monitoring", "tracking"): None,
-    ("monitoring", "system"): None,
-    ("output", "metrics"): MetricsOutput().model_dump(mode="json"),
-    ("output", "report"): ReportOutput().model_dump(mode="json"),
-    ("output", "model_format"): "safetensors",
-    ("output", "gguf_dtype"): "f32",
-    ("output", "plots"): True,
-    ("callbacks",): [],
-    ("runtime",): RuntimeConfig().model_dump(mode="json"),
+    path: _TYPE_FILLED.get(path, schema_default(path))
+    for section, keys in _ADDED.items() for path in ((*section, *key.split(".")) for key in keys)
 }

@@ -7,6 +7,7 @@ the way messages show it: `optimizer.lr_max`, `monitoring.alerts[2]`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,15 @@ def value_at(data: Any, path: KeyPath) -> Any:
             raise KeyError(part)
         data = data[part]
     return data
+
+
+def walk(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    """(path, value) of every mapping key and list item below `node`, in document order, each after the items
+    below it (so a caller may remove what it was given)."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in list(items):
+        yield from walk(value, (*path, key))
+        yield (*path, key), value
 
 
 @dataclass

@@ -144,6 +144,18 @@ CANNOT: dict[str, str] = {
                                "accuracy and gain nothing: use symmetric or asymmetric (weights only)",
 }
 
+# The spec keys that spec.py's headers and converters read (neither renamed nor without effect), as JSON Schemas.
+OWN_KEYS: dict[str, dict[str, Any]] = {
+    "entrenar": {"const": SPEC_VERSION, "description": "the YAML-mode spec's version"},
+    "minitrain": {"const": FORMAT_VERSION, "description": "minitrain's config format"},
+    "seed": {"type": ["integer", "null"], "minimum": 0, "description": "training.rng_seed; data_seed = seed + 1"},
+    "optimizer.betas": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                        "minItems": 2, "maxItems": 2, "description": "[beta1, beta2]"},
+    "training.early_stopping.enabled": {"type": "boolean", "description": "false turns early stopping off"},
+    "training.effective_batch_size": {"type": ["integer", "string"],
+                                      "description": "checked: batch_size × grad_accumulation"},
+}
+
 _NO_SERVICE = "minitrain reaches no service but the Hugging Face Hub; download the files and give their local path"
 URI_SCHEMES = {"hf://": None, "pacha://": _NO_SERVICE, "s3://": _NO_SERVICE, "http://": _NO_SERVICE,
                "https://": _NO_SERVICE}
@@ -167,10 +179,8 @@ def aliases(path: KeyPath) -> list[KeyPath]:
     found = []
     for spec, home in RENAMED.items():
         spec_path, home_path = key_path(spec), key_path(home)
-        if "*" not in spec_path and spec_path == path:
-            found.append(home_path)
-        elif "*" not in spec_path and home_path == path:
-            found.append(spec_path)
+        if "*" not in spec_path and path in (spec_path, home_path):
+            found.append(home_path if path == spec_path else spec_path)
     return found
 
 
@@ -218,8 +228,7 @@ VALUE_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def spec_keys_in(section: KeyPath) -> list[str]:
     """The spec's own key names directly under `section` (list indices skipped), for suggestions."""
-    keys = [*RENAMED, *NO_EFFECT, *NOT_YET, *CANNOT, "seed", "entrenar", "minitrain", "optimizer.betas",
-            "training.early_stopping.enabled", "training.effective_batch_size"]
+    keys = [*RENAMED, *NO_EFFECT, *NOT_YET, *CANNOT, *OWN_KEYS]
     prefix = "".join(f"{part}." for part in section if not isinstance(part, int))
     return sorted({k.partition("=")[0][len(prefix):].split(".")[0] for k in keys
                    if k.startswith(prefix) and "*" not in k[len(prefix):].split(".")[0]})

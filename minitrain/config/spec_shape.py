@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import copy
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from minitrain.config.problems import Problem, suggest
-from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at
+from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at, walk
 from minitrain.config.spec_keys import (
     FORMAT_VERSION,
     NO_EFFECT,
+    OWN_KEYS,
     RENAMED,
     SPEC_SECTIONS,
     SPEC_VERSION,
@@ -36,13 +37,7 @@ from minitrain.config.spec_keys import (
     value_word,
 )
 
-
-def _leaf_items(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
-    """(path, value) of every mapping key, deepest first within a section, lists walked item by item."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in list(items):
-        yield from _leaf_items(value, (*path, key))
-        yield (*path, key), value
+_NOT_GIVEN, _MISSING = object(), object()
 
 
 class _Translation:
@@ -56,12 +51,20 @@ class _Translation:
     def problem(self, path: KeyPath, message: str) -> None:
         self.problems.append(Problem(path, message))
 
-    def get(self, path: KeyPath) -> Any:
-        return value_at(self.data, path)
+    def get(self, path: KeyPath, default: Any = _NOT_GIVEN) -> Any:
+        """The value at `path`; `default` where the document holds none (KeyError when no default is given)."""
+        try:
+            return value_at(self.data, path)
+        except KeyError:
+            if default is _NOT_GIVEN:
+                raise
+            return default
 
-    def pop(self, path: KeyPath) -> Any:
-        parent = self.get(path[:-1])
-        return parent.pop(path[-1])
+    def pop(self, path: KeyPath, default: Any = _NOT_GIVEN) -> Any:
+        """Remove the value at `path` and return it; `default` where the document holds none."""
+        if default is not _NOT_GIVEN and self.get(path, _MISSING) is _MISSING:
+            return default
+        return self.get(path[:-1]).pop(path[-1])
 
     def put(self, home: KeyPath, value: Any, spelled: KeyPath) -> None:
         """Set `home` to `value`, which the user wrote at `spelled`; an error if `home` is already given."""
@@ -155,8 +158,8 @@ def _appendix_a_defaults(t: _Translation) -> None:
     """Give a spec manifest the spec's defaults (APPENDIX_A, 10 epochs) for the keys it leaves out."""
     if not t.spec_shaped:
         return
-    unset = [path for path in APPENDIX_A if _at(t, path) is _MISSING]  # save_every: null (only the last) is given
-    if all(_at(t, path) in (None, _MISSING) for path in RUN_LENGTHS):
+    unset = [path for path in APPENDIX_A if t.get(path, _MISSING) is _MISSING]  # save_every: null is given
+    if all(t.get(path, None) is None for path in RUN_LENGTHS):
         unset.append(("training", "epochs"))
     for path in unset:
         node = t.data
@@ -166,37 +169,22 @@ def _appendix_a_defaults(t: _Translation) -> None:
             node[path[-1]] = APPENDIX_A.get(path, 10)
 
 
-_MISSING = object()
-
-
-def _at(t: _Translation, path: KeyPath) -> Any:
-    """The value at `path`, or _MISSING where the document does not hold one."""
-    try:
-        return t.get(path)
-    except (KeyError, TypeError):
-        return _MISSING
-
-
 def _headers(t: _Translation) -> None:
-    if "entrenar" in t.data:
+    if (version := t.pop(("entrenar",), _MISSING)) is not _MISSING:
         t.spec_shaped = True
-        version = t.data.pop("entrenar")
         if str(version) != SPEC_VERSION:
             t.problem(("entrenar",), f"this minitrain reads version {SPEC_VERSION} of the YAML-mode spec "
                                      f'(entrenar: "{SPEC_VERSION}"), not {version!r}')
-    if "minitrain" in t.data:
-        version = t.data.pop("minitrain")
-        if version != FORMAT_VERSION or isinstance(version, bool):
-            t.problem(("minitrain",), f"config format {FORMAT_VERSION} is the only one (minitrain: "
-                                      f"{FORMAT_VERSION}), not {version!r}")
+    version = t.pop(("minitrain",), FORMAT_VERSION)  # left out: nothing to check
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        t.problem(("minitrain",), f"config format {FORMAT_VERSION} is the only one (minitrain: {FORMAT_VERSION}), "
+                                  f"not {version!r}")
 
 
 def _refuse_and_note(t: _Translation) -> None:
-    for path, value in list(_leaf_items(t.data)):
-        try:
-            t.get(path)  # a parent refused earlier took it away
-        except KeyError:
-            continue
+    for path, value in list(walk(t.data)):
+        if t.get(path, _MISSING) is _MISSING:
+            continue  # a parent refused earlier took it away
         if path[-1:] == ("source",) and isinstance(value, str) and _uri_problem(t, path, value):
             t.pop(path)
             continue
@@ -218,9 +206,7 @@ def _refuse_and_note(t: _Translation) -> None:
         t.pop(path)
     for listed in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
         path = key_path(listed)
-        try:
-            value = t.get(path)
-        except KeyError:
+        if (value := t.get(path, _MISSING)) is _MISSING:
             continue
         allowed = accepted_values(path)
         t.problem(path, f"must be {' or '.join(allowed)} (got {value!r})")
@@ -248,17 +234,15 @@ def _uri_problem(t: _Translation, path: KeyPath, value: str) -> bool:
 def _model_source(t: _Translation) -> None:
     """model.source hf://user/repo is model.init_from user/repo (a Hub id); a local path stays as it is."""
     home = ("model", "init_from")
-    value = t.data.get("model", {}).get("init_from") if isinstance(t.data.get("model"), dict) else None
+    value = t.get(home, None)
     if t.source.renamed.get(home) == ("model", "source") and isinstance(value, str) and value.startswith("hf://"):
         t.data["model"]["init_from"] = value.removeprefix("hf://")
 
 
 def _betas(t: _Translation) -> None:
     """optimizer.betas [b1, b2] is beta1 and beta2."""
-    optimizer = t.data.get("optimizer")
-    if not isinstance(optimizer, dict) or "betas" not in optimizer:
+    if (betas := t.pop(("optimizer", "betas"), _MISSING)) is _MISSING:
         return
-    betas = optimizer.pop("betas")
     numbers = isinstance(betas, list) and len(betas) == 2 and all(
         isinstance(b, int | float) and not isinstance(b, bool) for b in betas)
     if not numbers:
@@ -281,12 +265,8 @@ _PRESENCE_SWITCHED = (("training", "early_stopping"),)
 def _switch_on_present_sections(t: _Translation) -> None:
     """Give every section of SWITCHED_SECTIONS that is present and says nothing `enabled: true`."""
     for path in SWITCHED_SECTIONS:
-        try:
-            node = t.get(path)
-        except KeyError:
-            continue
-        if not isinstance(node, dict):
-            continue  # not a mapping: the schema reports it
+        if not isinstance(node := t.get(path, None), dict):
+            continue  # absent, or not a mapping: the schema reports it
         if path not in _PRESENCE_SWITCHED:
             node.setdefault("enabled", True)
         elif "enabled" in node:
@@ -306,9 +286,8 @@ def _seed(t: _Translation) -> None:
     `seed: null` is the spec's "random" (Appendix A): a seed drawn from the OS's entropy now, and then the same as
     a seed written in the file, so config.resolved.yaml and manifest.json record it and `--seed N` repeats the run.
     """
-    if "seed" not in t.data:
+    if (seed := t.pop(("seed",), _MISSING)) is _MISSING:
         return
-    seed = t.data.pop("seed")
     training = t.data.get("training")
     if seed is None and isinstance(training, dict) and training.get("rng_seed") is not None:
         return  # null is "not set": the training seed given beside it is the seed
@@ -329,11 +308,9 @@ def _seed(t: _Translation) -> None:
 
 def _effective_batch_size(t: _Translation) -> None:
     """training.effective_batch_size (the spec's computed value) must equal batch_size × grad_accumulation."""
-    training = t.data.get("training")
-    if not isinstance(training, dict) or "effective_batch_size" not in training:
+    if (value := t.pop(("training", "effective_batch_size"), _MISSING)) is _MISSING:
         return
-    value = training.pop("effective_batch_size")
-    batch, accumulation = training.get("batch_size", 8), training.get("grad_accumulation", 1)
+    batch, accumulation = t.get(("training", "batch_size"), 8), t.get(("training", "grad_accumulation"), 1)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (value, batch, accumulation)):
         if not isinstance(value, int) or isinstance(value, bool):
             t.problem(("training", "effective_batch_size"), f"must be an integer (got {value!r})")
@@ -357,8 +334,7 @@ def _callback_scripts(t: _Translation) -> None:
 
 def _gpu_metrics(t: _Translation) -> None:
     """GPU metrics in monitoring.system.metrics are refused: minitrain runs on the CPU."""
-    system = t.data.get("monitoring", {}).get("system") if isinstance(t.data.get("monitoring"), dict) else None
-    metrics = system.get("metrics") if isinstance(system, dict) else None
+    metrics = t.get(("monitoring", "system", "metrics"), None)
     for i, metric in reversed(list(enumerate(metrics if isinstance(metrics, list) else []))):
         if isinstance(metric, str) and metric.startswith("gpu_"):
             t.problem(("monitoring", "system", "metrics", i), f"{metric}: minitrain trains on the CPU, there is "
@@ -375,9 +351,7 @@ CONVERTERS: list[Callable[[_Translation], None]] = [
 def _drop_spec_sections(t: _Translation) -> None:
     for section in SPEC_SECTIONS:
         path = key_path(section)
-        try:
-            node = t.get(path)
-        except KeyError:
+        if (node := t.get(path, _MISSING)) is _MISSING:
             continue
         if isinstance(node, dict):
             known = spec_keys_in(key_path(section))
@@ -395,16 +369,6 @@ def _drop_spec_sections(t: _Translation) -> None:
 _KIND_SCHEMAS = {"bool": {"type": "boolean"}, "int>=0": {"type": "integer", "minimum": 0},
                  "int>=1": {"type": "integer", "minimum": 1}, "number>0": {"type": "number", "exclusiveMinimum": 0},
                  "list": {"type": "array"}, "": {}}
-_OWN_KEYS = {  # spec keys that are neither renamed nor without effect
-    "entrenar": {"const": SPEC_VERSION, "description": "the YAML-mode spec's version"},
-    "minitrain": {"const": FORMAT_VERSION, "description": "minitrain's config format"},
-    "seed": {"type": ["integer", "null"], "minimum": 0, "description": "training.rng_seed; data_seed = seed + 1"},
-    "optimizer.betas": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-                        "minItems": 2, "maxItems": 2, "description": "[beta1, beta2]"},
-    "training.early_stopping.enabled": {"type": "boolean", "description": "false turns early stopping off"},
-    "training.effective_batch_size": {"type": ["integer", "string"],
-                                      "description": "checked: batch_size × grad_accumulation"},
-}
 
 
 def json_schema(schema: dict) -> dict:
@@ -424,7 +388,7 @@ def json_schema(schema: dict) -> dict:
             # the item's required key may come under either name (param_groups[].params is groups[].pattern)
             parent["required"].remove(key_path(home)[-1])
             parent["anyOf"] = [{"required": [key_path(home)[-1]]}, {"required": [key_path(spec)[-1]]}]
-    for key, extra in _OWN_KEYS.items():
+    for key, extra in OWN_KEYS.items():
         _add(schema, key_path(key), extra)
     for key, (kind, reason) in NO_EFFECT.items():
         path, _, value = key.partition("=")

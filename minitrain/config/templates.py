@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from minitrain.config.expressions import ExpressionError, evaluate, parse
-from minitrain.config.problems import suggest
-from minitrain.config.source import KeyPath, dotted, value_at
+from minitrain.config.problems import did_you_mean
+from minitrain.config.source import KeyPath, dotted, value_at, walk
 from minitrain.config.tokens import looks_like_token, mask_tokens
 from minitrain.config.yaml_lines import YamlSyntaxError, parse_scalar
 
@@ -103,7 +103,7 @@ class Renderer:
 
     def render_all(self) -> dict[KeyPath, str]:
         """Render every template; {key path: message} for those that failed."""
-        for path in list(_template_paths(self.data, ())):
+        for path in [p for p, value in walk(self.data) if isinstance(value, str) and has_template(value)]:
             self.render_at(path)
         return self.failed
 
@@ -173,10 +173,8 @@ class Renderer:
         try:
             return self.default(ref)
         except KeyError as exc:
-            if len(ref) == 1:
-                close = suggest(ref[0], [*BUILTINS[:-1], "env"])
-                if close:
-                    raise ExpressionError(f"unknown name '{ref[0]}' — did you mean '{close}'?") from None
+            if len(ref) == 1 and (hint := did_you_mean(ref[0], [*BUILTINS[:-1], "env"])):
+                raise ExpressionError(f"unknown name '{ref[0]}'{hint}") from None
             raise ExpressionError(exc.args[0]) from None
 
     def _rendered(self, ref: KeyPath, node: Any) -> Any:
@@ -191,12 +189,3 @@ class Renderer:
             raise ExpressionError(f"uses {dotted(ref)}, whose own template fails")
         return value_at(self.data, ref)
 
-
-def _template_paths(node: Any, path: KeyPath):
-    """The path of every string holding a template, in document order."""
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in items:
-        if isinstance(value, str) and has_template(value):
-            yield (*path, key)
-        else:
-            yield from _template_paths(value, (*path, key))

@@ -30,10 +30,3 @@ def mask_tokens(text: str) -> str:
     """`text` with every token cut to its prefix: `hf_…(masked)`."""
     return TOKEN.sub(lambda m: m.group()[:SHOWN] + "…(masked)", text)
 
-
-def token_paths(node: object, path: tuple = ()) -> list[tuple]:
-    """The key path of every string value of `node` that holds a token."""
-    if isinstance(node, str):
-        return [path] if looks_like_token(node) else []
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    return [found for key, value in items for found in token_paths(value, (*path, key))]

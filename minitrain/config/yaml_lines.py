@@ -86,17 +86,15 @@ def parse_yaml(text: str) -> ParsedYaml:
         raise YamlSyntaxError(f"{len(text)} characters is more than a config may have ({MAX_CHARS})", 0)
     try:
         loader = _Loader(text)  # checks for control characters straight away
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_bounds(node, 1, {}, set())
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, text) from None
-    try:
-        node = loader.get_single_node()
-        if node is not None:
-            _check_bounds(node, 1, {}, set())
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        raise _syntax_error(exc, text) from None
-    finally:
-        loader.dispose()
     parsed = ParsedYaml(data)
     if node is not None:
         _walk(node, (), parsed)

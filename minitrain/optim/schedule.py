@@ -46,16 +46,18 @@ def _require(ok: bool, key: str, rule: str, value: object) -> None:
 
 
 @dataclass(eq=False, repr=False)
-class Schedule:
     """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`.
 
+    """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`.
     Every subclass is made a dataclass: its annotated attributes are its keywords after lr_max, with their
     defaults (warmup_steps, warmup_start_lr and the optimizer come last); its `__post_init__` checks its own and
     then calls this one, which checks the shared ones (and lr_min, where a schedule has it), stores each `float`
-    as a float and sets the optimizer's first lr.
+    as a float and sets the optimizer's first lr. `follows_metric`: it reads the metric `step` is given (the
+    config's scheduler.metric names which).
     """
 
     name: ClassVar[str]
+    follows_metric: ClassVar[bool] = False
     lr_max: float
     _: KW_ONLY
     warmup_steps: int = 0
@@ -274,6 +276,7 @@ class Plateau(Schedule):
     """
 
     name = "plateau"
+    follows_metric = True
 
     factor: float = 0.1
     patience: int = 10

@@ -27,9 +27,11 @@ from typing import Any
 
 from minitrain.common.errors import UserError
 from minitrain.common.extras import require
+from minitrain.common.registry import load
 from minitrain.config import Config, load_config
 from minitrain.config.datacheck import check_data
 from minitrain.config.fields import default_name
+from minitrain.config.observing import TRACKER_BACKENDS
 from minitrain.config.problems import ConfigError
 from minitrain.config.spec_shape import DRAWN_SEEDS
 from minitrain.runs.run_files import FINISHING
@@ -108,17 +110,11 @@ def check_jobs(jobs: list[TrialJob]) -> list[Config]:
     return configs
 
 
-def _prepare_mlflow(cfg: Config) -> None:
-    """Create the MLflow store and experiment once, before trials in parallel processes would race to."""
+def _prepare_tracker(cfg: Config) -> None:
+    """Run the tracker's `prepare` (its record's), once, before trials in parallel processes would race to."""
     tracking = cfg.monitoring.tracking
-    if tracking is not None and tracking.enabled and tracking.backend == "mlflow":
-        from minitrain.tracking.mlflow_tracker import client_for, experiment_id
-
-        try:
-            experiment_id(client_for(tracking.uri), tracking.experiment, tracking.project)
-        except Exception as exc:  # whatever the store raises; client_for's own UserError says it already
-            raise exc if isinstance(exc, UserError) else UserError(
-                f"monitoring.tracking: the MLflow store {tracking.uri} cannot be used ({exc})", 2) from None
+    if tracking is not None and tracking.enabled and (prepare := TRACKER_BACKENDS[tracking.backend].prepare):
+        load(prepare)(tracking)
 
 
 def run_sweep(spec: SweepSpec, sweep_file: str | None = None, progress: Callable[[str], None] | None = None
@@ -169,7 +165,7 @@ def _run_locked(spec: SweepSpec, base: Config, name: str, sweep_dir: Path, progr
     jobs = build_jobs(spec, trials, base, name, sweep_dir, drawn)
     configs = check_jobs(jobs)
     if configs:
-        _prepare_mlflow(configs[0])
+        _prepare_tracker(configs[0])
     errors: dict[str, str] = {}
 
     def table() -> list[dict[str, Any]]:

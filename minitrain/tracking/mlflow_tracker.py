@@ -82,6 +82,16 @@ def experiment_id(client: Any, name: str, project: str | None) -> str:
         return client.get_experiment_by_name(name).experiment_id
 
 
+def prepare_store(tracking: Any) -> None:
+    """Create the store and experiment of `tracking` (a TrackingConfig) once, before a sweep's trials in parallel
+    processes would race to (TRACKER_BACKENDS' `prepare`)."""
+    try:
+        experiment_id(client_for(tracking.uri), tracking.experiment, tracking.project)
+    except Exception as exc:  # whatever the store raises; client_for's own UserError says it already
+        raise exc if isinstance(exc, UserError) else UserError(
+            f"monitoring.tracking: the MLflow store {tracking.uri} cannot be used ({exc})", 2) from None
+
+
 class MlflowTracker(Tracker):
     def __init__(self, to: Destination) -> None:
         self.client = client_for(to.uri)
