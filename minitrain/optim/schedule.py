@@ -46,9 +46,9 @@ def _require(ok: bool, key: str, rule: str, value: object) -> None:
 
 
 @dataclass(eq=False, repr=False)
+class Schedule:
     """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`.
 
-    """Warm-up (shared) + `_decay(k)` (each schedule's own shape); `step()`, `lr`, `state_dict()`.
     Every subclass is made a dataclass: its annotated attributes are its keywords after lr_max, with their
     defaults (warmup_steps, warmup_start_lr and the optimizer come last); its `__post_init__` checks its own and
     then calls this one, which checks the shared ones (and lr_min, where a schedule has it), stores each `float`
