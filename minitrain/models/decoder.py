@@ -91,7 +91,7 @@ class Decoder(Module):
             raise ArgumentError(f"model: dropout must be in [0, 1), got {c['dropout']}")
         rotary = RotaryEmbedding(c["head_dim"], c["rope_theta"], c.get("rope_scaling"))  # fails before any weight
         self.embed_scale = embed_scale
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         d, eps, made = c["d_model"], c["rms_norm_eps"], dict(rng=rng, dtype=dtype)
 
         def layer() -> DecoderLayer:
@@ -193,7 +193,7 @@ class Decoder(Module):
         if width + max_new_tokens > self.config["max_seq_len"]:
             raise ValueError(f"generate: {width} prompt tokens + {max_new_tokens} new ones exceed max_seq_len "
                              f"{self.config['max_seq_len']}")
-        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        rng = np.random.default_rng(rng)
         idx = np.zeros((len(prompts), width), dtype=np.int64)
         mask = np.zeros(idx.shape, dtype=bool)
         for row, prompt in enumerate(prompts):  # left padding: every row's last position is its last token

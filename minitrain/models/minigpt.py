@@ -77,7 +77,7 @@ class MiniGPT(Module):
                            max_seq_len=max_seq_len, dropout=float(dropout))  # fmt: skip
         if attn_scale is not None:  # only when set: the model files of the default scale keep their bytes
             self.config["attn_scale"] = float(attn_scale)
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         residual_std = GPT2_INIT_STD / math.sqrt(2 * n_layer)
         self.transformer = ModuleDict(
             wte=Embedding(vocab_size, d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype),

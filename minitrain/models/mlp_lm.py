@@ -70,7 +70,7 @@ class MLPLanguageModel(Module):
         self.config = dict(type="mlp_lm", vocab_size=vocab_size, max_seq_len=max_seq_len, context=context,
                            d_embed=d_embed, hidden=list(hidden), activation=activation,
                            dropout=float(dropout))  # fmt: skip
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         self.context = context
         self.wte = Embedding(vocab_size, d_embed, rng=rng, dtype=dtype)
         layers, width = [], context * d_embed

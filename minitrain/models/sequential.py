@@ -133,7 +133,7 @@ class SequentialModel(Module):
         self, layers: Sequence[Mapping[str, Any]], rng: np.random.Generator | int = 0, dtype: type = np.float32
     ) -> None:
         super().__init__()
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         resolved = resolve_widths(layers, None)
         if any(None in shape for _, shape in parameter_shapes(resolved)):
             raise ValueError("SequentialModel: every width must be known; fill them in with resolve_widths(layers, "
