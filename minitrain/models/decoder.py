@@ -22,7 +22,7 @@ and ~30× less activation memory at SmolLM2-135M's shape (what brings a QLoRA st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ import numpy as np
 from minitrain.autograd import functional as F
 from minitrain.autograd.checkpoint import checkpoint
 from minitrain.autograd.tensor import TAPE, Tensor
-from minitrain.common.errors import ArgumentError
+from minitrain.models.family import enforce, heads_divide_width
 from minitrain.models.kv_cache import KVCache
 from minitrain.models.sampling import next_token
 from minitrain.nn import Dropout, Embedding, Linear, Module, ModuleDict, ModuleList, inference
@@ -38,6 +38,22 @@ from minitrain.nn.llama_attention import LlamaAttention
 from minitrain.nn.llama_mlp import LlamaMLP
 from minitrain.nn.llama_shared import LLAMA_INIT_STD, KeyValueStore
 from minitrain.nn.rotary import RotaryEmbedding, rope_positions
+
+
+def decoder_rules(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """The decoder's keys' rules (its family's `check`): heads divide the width (unless head_dim is given),
+    key/value heads the query heads; each head's dims are even (rotary embeddings rotate pairs of them)."""
+    n_head, n_kv, head_dim = config["n_head"], config.get("n_kv_head"), config.get("head_dim")
+    if head_dim is None:
+        yield from heads_divide_width(config)
+    if n_kv is not None and n_head % n_kv:
+        yield "n_kv_head", (f"n_head {n_head} is not a multiple of n_kv_head {n_kv}; each key/value head serves "
+                            "n_head / n_kv_head query heads")
+    if head_dim is not None and head_dim % 2:
+        yield "head_dim", f"{head_dim} is odd; rotary embeddings rotate pairs of dims"
+    elif head_dim is None and config["d_model"] % n_head == 0 and config["d_model"] // n_head % 2:
+        yield "n_head", (f"d_model / n_head = {config['d_model'] // n_head} is odd; rotary embeddings rotate pairs "
+                         "of dims (or give an even head_dim)")
 
 
 class DecoderLayer(Module):
@@ -78,17 +94,13 @@ class Decoder(Module):
         dtype: type = np.float32,
     ) -> None:
         """`config` (self.config, saved in model files): the keys above, n_layer, max_seq_len (n_kv_head None: n_head;
-        head_dim None: d_model // n_head). Pieces get dtype= and, but norms, rng= (the training RNG, or its seed)."""
+        head_dim None: d_model // n_head), obeying decoder_rules. Pieces get dtype= and, but norms, rng= (the
+        training RNG, or its seed)."""
         super().__init__()
         c = self.config = config
+        enforce(decoder_rules, c)
         c["n_kv_head"] = c["n_head"] if c["n_kv_head"] is None else c["n_kv_head"]
-        if c["head_dim"] is None:
-            if c["d_model"] % c["n_head"]:
-                raise ArgumentError(f"model: d_model ({c['d_model']}) must be divisible by n_head ({c['n_head']}), "
-                                    "or give head_dim")
-            c["head_dim"] = c["d_model"] // c["n_head"]
-        if not 0.0 <= c["dropout"] < 1.0:
-            raise ArgumentError(f"model: dropout must be in [0, 1), got {c['dropout']}")
+        c["head_dim"] = c["d_model"] // c["n_head"] if c["head_dim"] is None else c["head_dim"]
         rotary = RotaryEmbedding(c["head_dim"], c["rope_theta"], c.get("rope_scaling"))  # fails before any weight
         self.embed_scale = embed_scale
         self.rng = rng = np.random.default_rng(rng)

@@ -32,6 +32,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
+from minitrain.common.errors import ArgumentError
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import PositiveInt
 
@@ -88,6 +89,13 @@ def heads_divide_width(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     if config["d_model"] % config["n_head"]:
         yield "n_head", (f"d_model {config['d_model']} is not divisible by n_head {config['n_head']}; each head "
                          "needs d_model / n_head dimensions")
+
+
+def enforce(check: Rules, config: Mapping[str, Any]) -> None:
+    """What a model's constructor runs: its family's `check` (the rules `validate` runs, written once), raising
+    ArgumentError `model.KEY: why` for the first rule that `config` breaks."""
+    for key, why in check(config):
+        raise ArgumentError(f"model.{key}: {why}")
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,8 @@ from pydantic import Field
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
-from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import ModelFamily, Shapes, file_schema_of, heads_divide_width
+from minitrain.models.family import ModelFamily, Shapes, enforce, file_schema_of, heads_divide_width
 from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
 
@@ -69,12 +68,9 @@ class MiniGPT(Module):
         """`rng` is the training RNG (or a seed for one): it draws the initial weights and, later, dropout masks.
         `dtype` float64 is for gradient checks. `attn_scale` replaces attention's 1/√D (theory/03's exercise)."""
         super().__init__()
-        if d_model % n_head:
-            raise ArgumentError(f"model: d_model ({d_model}) must be divisible by n_head ({n_head})")
-        if not 0.0 <= dropout < 1.0:
-            raise ArgumentError(f"model: dropout must be in [0, 1), got {dropout}")
         self.config = dict(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ff=d_ff, vocab_size=vocab_size,
                            max_seq_len=max_seq_len, dropout=float(dropout))  # fmt: skip
+        enforce(heads_divide_width, self.config)
         if attn_scale is not None:  # only when set: the model files of the default scale keep their bytes
             self.config["attn_scale"] = float(attn_scale)
         self.rng = rng = np.random.default_rng(rng)

@@ -65,8 +65,6 @@ class MLPLanguageModel(Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ArgumentError(f"model: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ArgumentError(f"model: dropout must be in [0, 1), got {dropout}")
         self.config = dict(type="mlp_lm", vocab_size=vocab_size, max_seq_len=max_seq_len, context=context,
                            d_embed=d_embed, hidden=list(hidden), activation=activation,
                            dropout=float(dropout))  # fmt: skip
