@@ -26,7 +26,8 @@ from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.models.family import ModelFamily, Shapes, enforce, file_schema_of, heads_divide_width
-from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
+from minitrain.models.language_model import LanguageModel
+from minitrain.nn import Block, Dropout, Embedding, LayerNorm, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
 
 
@@ -49,7 +50,7 @@ def parameter_shapes(
     return [*shapes, ("transformer.ln_f.weight", (d_model,)), ("transformer.ln_f.bias", (d_model,))]
 
 
-class MiniGPT(Module):
+class MiniGPT(LanguageModel):
     """GPT-2 language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`."""
 
     def __init__(
@@ -87,28 +88,14 @@ class MiniGPT(Module):
             ln_f=LayerNorm(d_model, dtype=dtype),
         )
 
-    def forward(
-        self,
-        idx: np.ndarray,
-        targets: np.ndarray | None = None,
-        attn_pad_mask: np.ndarray | None = None,
-        loss_mask: np.ndarray | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
-        (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens:
-        padding keys are never attended to."""
-        time = idx.shape[1]
-        if time > self.config["max_seq_len"]:
-            raise ValueError(f"MiniGPT: sequence length {time} exceeds max_seq_len {self.config['max_seq_len']}")
+    def logits(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> Tensor:
+        """idx (B, T) token ids -> logits (B, T, V); attn_pad_mask (B, T) is True on real tokens: padding keys are
+        never attended to. `model(idx, targets, attn_pad_mask, loss_mask)` adds the loss (language_model.py)."""
         t = self.transformer
-        x = t.drop(t.wte(idx) + t.wpe(np.arange(time)))
+        x = t.drop(t.wte(idx) + t.wpe(np.arange(idx.shape[1])))
         for block in t.h:
             x = block(x, attn_pad_mask)
-        x = t.ln_f(x)
-        logits = F.linear(x, t.wte.weight.T)  # the output head is the token embedding, tied
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits, targets, loss_mask)
+        return F.linear(t.ln_f(x), t.wte.weight.T)  # the output head is the token embedding, tied
 
     def attention_probs(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> np.ndarray:
         """Every layer's attention probabilities for a batch: (n_layer, B, H, T, T), row i of a head's (T, T)
@@ -123,9 +110,6 @@ class MiniGPT(Module):
         finally:
             for block in blocks:
                 block.attn.keep_probs, block.attn.probs = False, None
-
-    def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.config.items())
 
 
 # --- the family record: how configs, model files and run folders name MiniGPT (minitrain/models/family.py) ----

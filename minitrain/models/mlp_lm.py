@@ -21,12 +21,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.models.family import ModelFamily, Shapes, file_schema_of
-from minitrain.nn import GELU, Dropout, Embedding, Linear, Module, ReLU, Sequential, Tanh
+from minitrain.models.language_model import LanguageModel
+from minitrain.nn import GELU, Dropout, Embedding, Linear, ReLU, Sequential, Tanh
 
 ACTIVATIONS = {"tanh": Tanh, "relu": ReLU, "gelu": GELU}
 PAD_ID = 0  # minitrain.data.tokenizer's PAD: what a window reads before the line starts
@@ -45,7 +45,7 @@ def parameter_shapes(
     return shapes
 
 
-class MLPLanguageModel(Module):
+class MLPLanguageModel(LanguageModel):
     """Fixed-context MLP language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`."""
 
     def __init__(
@@ -77,27 +77,13 @@ class MLPLanguageModel(Module):
             width = out
         self.mlp = Sequential(*layers, Linear(width, vocab_size, rng=rng, std=OUTPUT_INIT_STD, dtype=dtype))
 
-    def forward(
-        self,
-        idx: np.ndarray,
-        targets: np.ndarray | None = None,
-        attn_pad_mask: np.ndarray | None = None,
-        loss_mask: np.ndarray | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """idx (B, T) -> logits (B, T, V), and with targets the mean cross-entropy over loss_mask's positions.
-        attn_pad_mask is accepted for the common interface; padding only ever follows the line, and a position
-        reads only earlier ones, so it changes nothing here."""
+    def logits(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> Tensor:
+        """idx (B, T) -> logits (B, T, V). attn_pad_mask is accepted for the common interface (language_model.py);
+        padding only ever follows the line, and a position reads only earlier ones, so it changes nothing here."""
         batch, time = idx.shape
-        if time > self.config["max_seq_len"]:
-            raise ValueError(f"MLPLanguageModel: sequence length {time} exceeds max_seq_len "
-                             f"{self.config['max_seq_len']}")  # fmt: skip
         padded = np.concatenate([np.full((batch, self.context - 1), PAD_ID, dtype=idx.dtype), idx], axis=1)
         windows = np.lib.stride_tricks.sliding_window_view(padded, self.context, axis=1)  # (B, T, k), a view
-        x = self.wte(windows).reshape(batch, time, -1)  # (B, T, k·E): the k vectors side by side
-        logits = self.mlp(x)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits, targets, loss_mask)
+        return self.mlp(self.wte(windows).reshape(batch, time, -1))  # (B, T, k·E): the k vectors side by side
 
     def extra_repr(self) -> str:
         return f"context={self.context}, activation={self.config['activation']}"
