@@ -111,8 +111,6 @@ class ModelFamily:
     parameter_shapes: Callable[[Mapping[str, Any]], Shapes]
     width: Callable[[Mapping[str, Any]], int]
     example: Mapping[str, Any]  # a small `model:` section of the family: the contract test trains it
-    # How many tensors, without listing them (a damaged file may claim a million layers); default: count the list.
-    tensor_count: Callable[[Mapping[str, Any]], int] | None = None
     # The dotted paths of its linear layers (LoRA targets, quantization), without building the model; default: every
     # 2-D `weight` with a `bias` beside it (true of a family whose linear layers all have biases).
     linear_paths: Callable[[Mapping[str, Any]], list[str]] | None = None

@@ -110,11 +110,6 @@ def hf_model_type(config: Mapping[str, Any]) -> str:
     return "qwen2" if config.get("attention_bias") else "llama"
 
 
-def _tensor_count(config: Mapping[str, Any]) -> int:
-    per_layer = 9 + (3 if config.get("attention_bias", False) else 0)
-    return 2 + per_layer * int(config["n_layer"]) + (0 if config.get("tie_embeddings", True) else 1)
-
-
 def _linear_paths(config: Mapping[str, Any]) -> list[str]:
     return [name.removesuffix(".weight") for name, _ in parameter_shapes(config)
             if name.endswith("_proj.weight") or name == "lm_head.weight"]  # fmt: skip
@@ -123,7 +118,7 @@ def _linear_paths(config: Mapping[str, Any]) -> list[str]:
 FAMILY = ModelFamily(name="llama", model=Llama, keys=LlamaKeys, file_prefix="llama",
                      file_schema=file_schema_of("llama", Llama, LlamaKeys, optional=("rope_scaling",)),
                      reads="text", parameter_shapes=parameter_shapes, width=lambda config: config["d_model"],
-                     tensor_count=_tensor_count, linear_paths=_linear_paths, check=decoder_rules, packs_rows=True,
+                     linear_paths=_linear_paths, check=decoder_rules, packs_rows=True,
                      pretrained="any", fan_in_fan_out=False, layout=hf_model_type,
                      lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
                      example={"type": "llama", "n_layer": 1, "n_head": 4, "n_kv_head": 2, "d_model": 16, "d_ff": 32,

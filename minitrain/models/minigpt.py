@@ -129,16 +129,10 @@ def _shapes(config: dict) -> Shapes:
     return parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
 
 
-def _tensor_count(config: dict) -> int:
-    sizes = [int(config[k]) for k in ("d_model", "d_ff", "vocab_size", "max_seq_len")]
-    fixed, with_one = (len(parameter_shapes(n, *sizes)) for n in (0, 1))
-    return fixed + (with_one - fixed) * int(config["n_layer"])
-
-
 FAMILY = ModelFamily(name="minigpt", model=MiniGPT, keys=MiniGPTKeys,  # its files have no `type` (they predate it)
                      file_schema=file_schema_of("minigpt", MiniGPT, MiniGPTKeys, optional=("attn_scale",), typed=False),
                      file_prefix="minigpt-phase18", reads="text", parameter_shapes=_shapes,
-                     width=lambda config: config["d_model"], tensor_count=_tensor_count, check=heads_divide_width,
+                     width=lambda config: config["d_model"], check=heads_divide_width,
                      pretrained="gpt2", learned_positions=True, layout=lambda config: "gpt2",
                      lora_targets=("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"),
                      example={"n_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "vocab_size": 64,

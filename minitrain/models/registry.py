@@ -94,10 +94,14 @@ def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
 
 
 def tensor_count(config: Mapping[str, Any]) -> int:
-    """How many tensors a model of `config` has, without listing them when the family can count them: a damaged
-    or crafted file may claim a million layers, and the count alone already tells that its weights cannot fit."""
-    family = FAMILIES[model_type(config)]
-    return family.tensor_count(config) if family.tensor_count else len(family.parameter_shapes(config))
+    """How many tensors a model of `config` has, without listing them all: a damaged or crafted file may claim a
+    million layers, and the count alone already tells that its weights cannot fit. A model of `n_layer` alike
+    layers is counted from its lists at 0 and 1 layers."""
+    shapes = FAMILIES[model_type(config)].parameter_shapes
+    if "n_layer" not in config:
+        return len(shapes(config))
+    fixed, with_one = (len(shapes({**config, "n_layer": n})) for n in (0, 1))
+    return fixed + (with_one - fixed) * int(config["n_layer"])
 
 
 def linear_module_paths(config: Mapping[str, Any]) -> list[str]:
