@@ -18,6 +18,8 @@ Init, all from the training RNG in this order: wte, wpe, then per block c_attn, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -31,11 +33,11 @@ from minitrain.nn import Block, Dropout, Embedding, LayerNorm, ModuleDict, Modul
 from minitrain.nn.transformer import GPT2_INIT_STD
 
 
-def parameter_shapes(
-    n_layer: int, d_model: int, d_ff: int, vocab_size: int, max_seq_len: int
-) -> list[tuple[str, tuple[int, ...]]]:
+def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
     """Every parameter's Hugging Face GPT-2 name and shape, in model order, without building the model (config
     validation lists the names of a model too big to build; the Hub export checks files against it)."""
+    n_layer, d_model, d_ff, vocab_size, max_seq_len = (
+        config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len"))
     shapes = [("transformer.wte.weight", (vocab_size, d_model)), ("transformer.wpe.weight", (max_seq_len, d_model))]
     for i in range(n_layer):
         h = f"transformer.h.{i}"
@@ -125,13 +127,9 @@ class MiniGPTKeys(Section):
     attn_scale: float | None = Field(None, gt=0, description="minigpt: attention score scale (default 1/sqrt(D))")
 
 
-def _shapes(config: dict) -> Shapes:
-    return parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
-
-
 FAMILY = ModelFamily(name="minigpt", model=MiniGPT, keys=MiniGPTKeys,  # its files have no `type` (they predate it)
                      file_schema=file_schema_of("minigpt", MiniGPT, MiniGPTKeys, optional=("attn_scale",), typed=False),
-                     file_prefix="minigpt-phase18", reads="text", parameter_shapes=_shapes,
+                     file_prefix="minigpt-phase18", reads="text", parameter_shapes=parameter_shapes,
                      width=lambda config: config["d_model"], check=heads_divide_width,
                      pretrained="gpt2", learned_positions=True, layout=lambda config: "gpt2",
                      lora_targets=("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"),

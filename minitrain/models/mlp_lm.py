@@ -16,7 +16,8 @@ so the first predictions are close to uniform (the loss starts near ln V).
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -33,12 +34,11 @@ PAD_ID = 0  # minitrain.data.tokenizer's PAD: what a window reads before the lin
 OUTPUT_INIT_STD = 0.02
 
 
-def parameter_shapes(
-    vocab_size: int, context: int, d_embed: int, hidden: list[int]
-) -> list[tuple[str, tuple[int, ...]]]:
+def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
     """Every parameter's name and shape, in model order, without building the model (as model.parameter_shapes)."""
-    shapes, width = [("wte.weight", (vocab_size, d_embed))], context * d_embed
-    for i, out in enumerate([*hidden, vocab_size]):
+    vocab_size, d_embed = config["vocab_size"], config["d_embed"]
+    shapes, width = [("wte.weight", (vocab_size, d_embed))], config["context"] * d_embed
+    for i, out in enumerate([*config["hidden"], vocab_size]):
         index = 3 * i  # each hidden width adds Linear, activation, Dropout to the Sequential
         shapes += [(f"mlp.{index}.weight", (width, out)), (f"mlp.{index}.bias", (out,))]
         width = out
@@ -103,13 +103,9 @@ class MLPLMKeys(Section):
     activation: Activation | None = Field(None, description="mlp_lm: hidden activation")
 
 
-def _shapes(config: dict) -> Shapes:
-    return parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
-
-
 FAMILY = ModelFamily(name="mlp_lm", model=MLPLanguageModel, keys=MLPLMKeys,
                      file_schema=file_schema_of("mlp_lm", MLPLanguageModel, MLPLMKeys),
-                     file_prefix="mlp-lm", reads="text", parameter_shapes=_shapes,
+                     file_prefix="mlp-lm", reads="text", parameter_shapes=parameter_shapes,
                      width=lambda config: max([*config["hidden"], config["context"] * config["d_embed"]]),
                      example={"type": "mlp_lm", "vocab_size": 64, "max_seq_len": 32, "context": 4, "d_embed": 8,
                               "hidden": [16]})
