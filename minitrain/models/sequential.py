@@ -41,6 +41,7 @@ from minitrain.nn import GELU, Dropout, Embedding, LayerNorm, Linear, Module, Re
 
 ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "gelu": GELU, "sigmoid": Sigmoid}
 KEY = ("model", "layers")
+WIDTH_IN = {"linear": "in_features", "layer_norm": "dim"}  # the option that is the width of a layer's input
 
 
 def _kind(layer: Mapping[str, Any]) -> tuple[str, Any]:
@@ -67,18 +68,15 @@ def resolve_widths(layers: Sequence[Mapping[str, Any]], in_features: int | None)
         key = (*KEY, index, kind)
         if kind == "activation" and options == "softmax" and index != len(layers) - 1:
             raise DataError(key, "softmax can only be the last layer (the loss applies it there)")
-        if kind == "linear":
-            given = options.get("in_features")
+        if kind in WIDTH_IN:  # its input width: the one before it, or none yet (None: the data will tell)
+            given = options.get(WIDTH_IN[kind])
             if given is not None and width is not None and given != width:
-                raise DataError((*key, "in_features"), f"is {given}, but the {_source(index)} gives {width}")
-            options["in_features"] = given if given is not None else width  # None: the data will tell
+                raise DataError((*key, WIDTH_IN[kind]), f"is {given}, but the {_source(index)} gives {width}")
+            options[WIDTH_IN[kind]] = given if given is not None else width
+        if kind == "linear":
             options.setdefault("bias", True)
             width = options["out_features"]
         elif kind == "layer_norm":
-            given = options.get("dim")
-            if given is not None and width is not None and given != width:
-                raise DataError((*key, "dim"), f"is {given}, but the {_source(index)} gives {width}")
-            options["dim"] = given if given is not None else width
             options.setdefault("eps", 1e-5)
         elif kind == "embedding":
             width = options["embedding_dim"]
