@@ -85,9 +85,6 @@ class MLPLanguageModel(LanguageModel):
         windows = np.lib.stride_tricks.sliding_window_view(padded, self.context, axis=1)  # (B, T, k), a view
         return self.mlp(self.wte(windows).reshape(batch, time, -1))  # (B, T, k·E): the k vectors side by side
 
-    def extra_repr(self) -> str:
-        return f"context={self.context}, activation={self.config['activation']}"
-
 
 # --- the family record: how configs, model files and run folders name it (minitrain/models/family.py) ---------
 
