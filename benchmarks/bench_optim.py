@@ -20,7 +20,7 @@ from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.models.minigpt import parameter_shapes
 from minitrain.optim import AdamW
 
-LAB01 = (2, 64, 256, 64, 32)  # n_layer, d_model, d_ff, vocab_size, max_seq_len
+LAB01 = {"n_layer": 2, "d_model": 64, "d_ff": 256, "vocab_size": 64, "max_seq_len": 32}
 
 
 class Param:
@@ -43,7 +43,7 @@ def time_steps(optimizer: AdamW, backend: str, repeats: int = 2000) -> float:
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    arrays = [(name, 0.02 * rng.standard_normal(shape)) for name, shape in parameter_shapes(*LAB01)]
+    arrays = [(name, 0.02 * rng.standard_normal(shape)) for name, shape in parameter_shapes(LAB01)]
     buffer = ParameterBuffer(arrays)
     buffer.grad[...] = 1e-3 * rng.standard_normal(buffer.size)
     flat = [(name, Param(*buffer.views(name))) for name, _ in arrays]

@@ -264,7 +264,7 @@ def test_a_core_refusal_is_one_error_line_and_any_other_value_error_stays_a_trac
 
     config = config_for(make_corpus(tmp_path / "d"))
     refusals = {  # what the core refuses (an ArgumentError, a ValueError), as a config check would have
-        "model: d_model (8) must be divisible by n_head (3)":
+        "model.n_head: d_model 8 is not divisible by n_head 3; each head needs d_model / n_head dimensions":
             lambda: MiniGPT(n_layer=1, n_head=3, d_model=8, d_ff=8, vocab_size=8, max_seq_len=4),
         "attention: a Linear has no attention layers; only MiniGPT does":
             lambda: attention_line(nn.Linear(2, 2), None, ""),

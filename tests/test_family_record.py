@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 from test_cli import run
 
+from minitrain.common.errors import ArgumentError
 from minitrain.course.fixtures import write_tiny_data
 from minitrain.models.registry import FAMILIES, build_model, model_keys, refusal
 
@@ -45,6 +46,8 @@ def problem_lines(err: str) -> list[str]:
     ({"d_model": 63}, "model.n_head: d_model 63 is not divisible by n_head 4; each head needs d_model / n_head "
                       "dimensions"),
     ({"head_dim": 7}, "model.head_dim: 7 is odd; rotary embeddings rotate pairs of dims"),
+    ({"d_model": 12}, "model.n_head: d_model / n_head = 3 is odd; rotary embeddings rotate pairs of dims (or give an "
+                      "even head_dim)"),
 ])
 def test_validate_and_train_refuse_what_breaks_the_familys_rules_with_the_same_line(tmp_path, capsys, monkeypatch,
                                                                                   keys, line):
@@ -55,6 +58,20 @@ def test_validate_and_train_refuse_what_breaks_the_familys_rules_with_the_same_l
         assert code == 2 and err.startswith("error: ") and "has 1 problem" in err and "Traceback" not in err
         assert problem_lines(err) == [line]
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("name", "keys", "line"), [
+    ("llama", {"n_kv_head": 3}, "model.n_kv_head: n_head 4 is not a multiple of n_kv_head 3; each key/value head "
+                                "serves n_head / n_kv_head query heads"),
+    ("llama", {"d_model": 12}, "model.n_head: d_model / n_head = 3 is odd; rotary embeddings rotate pairs of dims (or "
+                               "give an even head_dim)"),
+    ("minigpt", {"n_head": 3}, "model.n_head: d_model 16 is not divisible by n_head 3; each head needs d_model / "
+                               "n_head dimensions"),
+])
+def test_a_models_constructor_refuses_what_breaks_its_familys_rules_with_the_same_line(name, keys, line):
+    with pytest.raises(ArgumentError) as error:  # built from Python, with no config check before it
+        build_model({**FAMILIES[name].example, **keys})
+    assert str(error.value) == line
 
 
 def test_a_model_file_is_held_to_the_familys_rules():

@@ -41,8 +41,8 @@ def gpt2_folder(folder: Path, vocab_size: int = 272, bpe_files: bool = False) ->
     folder.mkdir(parents=True, exist_ok=True)
     config = {**GPT2, "vocab_size": vocab_size}
     rng = np.random.default_rng(7)
-    shapes = parameter_shapes(config["n_layer"], config["n_embd"], 4 * config["n_embd"], vocab_size,
-                              config["n_positions"])
+    shapes = parameter_shapes({"n_layer": config["n_layer"], "d_model": config["n_embd"], "d_ff": 4 * config["n_embd"],
+                               "vocab_size": vocab_size, "max_seq_len": config["n_positions"]})
     state = {name: (rng.normal(0, 0.3, shape) + (name.endswith("ln_1.weight") or name.endswith("ln_2.weight")
                                                  or name.endswith("ln_f.weight"))).astype(np.float32)
              for name, shape in shapes}

@@ -14,7 +14,7 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.lora import LoraSettings, add_adapters, linear_paths, resolve_targets
 from minitrain.models.decoder import Decoder
 from minitrain.models.llama import FAMILY, Llama, parameter_shapes
-from minitrain.models.registry import build_model, linear_module_paths
+from minitrain.models.registry import build_model, linear_module_paths, tensor_count
 from minitrain.models.sampling import generate, nucleus
 from minitrain.nn import inference
 from minitrain.nn.rotary import inverse_frequencies, rope_positions
@@ -47,7 +47,7 @@ def test_names_shapes_and_init_follow_hugging_face():
     model = Llama(**TINY, attention_bias=True, tie_embeddings=False, rng=0)
     names = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
     assert names == parameter_shapes(model.config)
-    assert len(names) == FAMILY.tensor_count(model.config)
+    assert len(names) == tensor_count(model.config)
     attn = "model.layers.0.self_attn"
     assert names[:4] == [("model.embed_tokens.weight", (19, 16)), (f"{attn}.q_proj.weight", (16, 16)),
                          (f"{attn}.q_proj.bias", (16,)), (f"{attn}.k_proj.weight", (16, 8))]

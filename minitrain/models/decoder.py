@@ -12,17 +12,18 @@ p is `dropout`, on each sub-layer's output; the queries and keys of every layer 
 (θ = `rope_theta`, and Llama 3's `rope_scaling`). A layer builds its attention, MLP and norms in that order, so the
 init draws in transformers' order (q, k, v, o, gate...). B batch, T time, C = d_model, V vocab_size.
 
-`forward` is MiniGPT's, plus `segment_ids` for packed documents: a token attends only to earlier tokens of its
-own segment, and rotary positions restart at 0 with each segment (and count real tokens only: a left-padded row
-starts at 0 too). `generate` continues prompts with a KV cache (minitrain/models/kv_cache.py), feeding one new
-token per step. `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes
-the layer in backward (minitrain/autograd/recompute.py): the same gradients, a second forward pass of the layers,
-and ~30× less activation memory at SmolLM2-135M's shape (what brings a QLoRA step on 4 × 256 tokens under 1.5 GB).
+`forward` is every language model's (language_model.py), plus `segment_ids` for packed documents: a token attends
+only to earlier tokens of its own segment, and rotary positions restart at 0 with each segment (and count real
+tokens only: a left-padded row starts at 0 too). `generate` continues prompts with a KV cache
+(minitrain/models/kv_cache.py), feeding one new token per step. `model.gradient_checkpointing = True` keeps only
+each layer's input on the tape and recomputes the layer in backward (minitrain/autograd/recompute.py): the same
+gradients, a second forward pass of the layers, and ~30× less activation memory at SmolLM2-135M's shape (what brings
+a QLoRA step on 4 × 256 tokens under 1.5 GB).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,14 +31,31 @@ import numpy as np
 from minitrain.autograd import functional as F
 from minitrain.autograd.recompute import checkpoint
 from minitrain.autograd.tensor import TAPE, Tensor
-from minitrain.common.errors import ArgumentError
+from minitrain.models.family import enforce, heads_divide_width
 from minitrain.models.kv_cache import KVCache
+from minitrain.models.language_model import LanguageModel
 from minitrain.models.sampling import next_token
 from minitrain.nn import Dropout, Embedding, Linear, Module, ModuleDict, ModuleList, inference
 from minitrain.nn.llama_attention import LlamaAttention
 from minitrain.nn.llama_mlp import LlamaMLP
 from minitrain.nn.llama_shared import LLAMA_INIT_STD, KeyValueStore
 from minitrain.nn.rotary import RotaryEmbedding, rope_positions
+
+
+def decoder_rules(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """The decoder's keys' rules (its family's `check`): heads divide the width (unless head_dim is given),
+    key/value heads the query heads; each head's dims are even (rotary embeddings rotate pairs of them)."""
+    n_head, n_kv, head_dim = config["n_head"], config.get("n_kv_head"), config.get("head_dim")
+    if head_dim is None:
+        yield from heads_divide_width(config)
+    if n_kv is not None and n_head % n_kv:
+        yield "n_kv_head", (f"n_head {n_head} is not a multiple of n_kv_head {n_kv}; each key/value head serves "
+                            "n_head / n_kv_head query heads")
+    if head_dim is not None and head_dim % 2:
+        yield "head_dim", f"{head_dim} is odd; rotary embeddings rotate pairs of dims"
+    elif head_dim is None and config["d_model"] % n_head == 0 and config["d_model"] // n_head % 2:
+        yield "n_head", (f"d_model / n_head = {config['d_model'] // n_head} is odd; rotary embeddings rotate pairs "
+                         "of dims (or give an even head_dim)")
 
 
 class DecoderLayer(Module):
@@ -59,7 +77,7 @@ class DecoderLayer(Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
-class Decoder(Module):
+class Decoder(LanguageModel):
     """A decoder built from pieces. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`."""
 
     # True: recompute each layer in backward (config: training.gradient_checkpointing). A family whose model class
@@ -78,20 +96,16 @@ class Decoder(Module):
         dtype: type = np.float32,
     ) -> None:
         """`config` (self.config, saved in model files): the keys above, n_layer, max_seq_len (n_kv_head None: n_head;
-        head_dim None: d_model // n_head). Pieces get dtype= and, but norms, rng= (the training RNG, or its seed)."""
+        head_dim None: d_model // n_head), obeying decoder_rules. Pieces get dtype= and, but norms, rng= (the
+        training RNG, or its seed)."""
         super().__init__()
         c = self.config = config
+        enforce(decoder_rules, c)
         c["n_kv_head"] = c["n_head"] if c["n_kv_head"] is None else c["n_kv_head"]
-        if c["head_dim"] is None:
-            if c["d_model"] % c["n_head"]:
-                raise ArgumentError(f"model: d_model ({c['d_model']}) must be divisible by n_head ({c['n_head']}), "
-                                    "or give head_dim")
-            c["head_dim"] = c["d_model"] // c["n_head"]
-        if not 0.0 <= c["dropout"] < 1.0:
-            raise ArgumentError(f"model: dropout must be in [0, 1), got {c['dropout']}")
+        c["head_dim"] = c["d_model"] // c["n_head"] if c["head_dim"] is None else c["head_dim"]
         rotary = RotaryEmbedding(c["head_dim"], c["rope_theta"], c.get("rope_scaling"))  # fails before any weight
         self.embed_scale = embed_scale
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         d, eps, made = c["d_model"], c["rms_norm_eps"], dict(rng=rng, dtype=dtype)
 
         def layer() -> DecoderLayer:
@@ -109,18 +123,12 @@ class Decoder(Module):
         if not c.get("tie_embeddings", True):
             self.lm_head = Linear(d, c["vocab_size"], bias=False, std=LLAMA_INIT_STD, **made)
 
-    def forward(
-        self,
-        idx: np.ndarray,
-        targets: np.ndarray | None = None,
-        attn_pad_mask: np.ndarray | None = None,
-        loss_mask: np.ndarray | None = None,
-        segment_ids: np.ndarray | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
-        (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens
-        (padding keys are never attended to, and do not count as positions); segment_ids (B, T) marks packed
-        documents (no attention across them; positions restart at 0 with each).
+    def logits(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None,
+               segment_ids: np.ndarray | None = None) -> Tensor:
+        """idx (B, T) token ids -> logits (B, T, V) (`model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`
+        adds the loss: language_model.py). attn_pad_mask (B, T) is True on real tokens (padding keys are never
+        attended to, and do not count as positions); segment_ids (B, T) marks packed documents (no attention across
+        them; positions restart at 0 with each).
 
         An integer attn_pad_mask is taken as segment_ids (0 on padding, k on the k-th document of its row): that
         is how a packed batch reaches the model through lab 01's `model(input, target, attn_pad_mask, loss_mask)`
@@ -128,15 +136,8 @@ class Decoder(Module):
         if attn_pad_mask is not None and segment_ids is None and np.issubdtype(attn_pad_mask.dtype, np.integer):
             segment_ids, attn_pad_mask = attn_pad_mask, attn_pad_mask > 0
         batch, time = idx.shape
-        if time > self.config["max_seq_len"]:
-            raise ValueError(f"{type(self).__name__}: sequence length {time} exceeds max_seq_len "
-                             f"{self.config['max_seq_len']}")
         positions = rope_positions(batch, time, attn_pad_mask, segment_ids)
-        x = self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids))
-        logits = self.head(x)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits, targets, loss_mask)
+        return self.head(self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids)))
 
     def decode(self, idx: np.ndarray, positions: np.ndarray, allowed: np.ndarray, cache: KVCache | None = None
                ) -> Tensor:
@@ -193,7 +194,7 @@ class Decoder(Module):
         if width + max_new_tokens > self.config["max_seq_len"]:
             raise ValueError(f"generate: {width} prompt tokens + {max_new_tokens} new ones exceed max_seq_len "
                              f"{self.config['max_seq_len']}")
-        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        rng = np.random.default_rng(rng)
         idx = np.zeros((len(prompts), width), dtype=np.int64)
         mask = np.zeros(idx.shape, dtype=bool)
         for row, prompt in enumerate(prompts):  # left padding: every row's last position is its last token
@@ -217,9 +218,6 @@ class Decoder(Module):
                     break
                 logits = self.step(tokens[:, None], np.ones((len(prompts), 1), dtype=bool), cache)
         return new
-
-    def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.config.items() if k != "type")
 
 
 def _dropout_rngs(layer: Module) -> list[np.random.Generator]:

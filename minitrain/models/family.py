@@ -32,6 +32,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
+from minitrain.common.errors import ArgumentError
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import PositiveInt
 
@@ -90,6 +91,13 @@ def heads_divide_width(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                          "needs d_model / n_head dimensions")
 
 
+def enforce(check: Rules, config: Mapping[str, Any]) -> None:
+    """What a model's constructor runs: its family's `check` (the rules `validate` runs, written once), raising
+    ArgumentError `model.KEY: why` for the first rule that `config` breaks."""
+    for key, why in check(config):
+        raise ArgumentError(f"model.{key}: {why}")
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """A model family's record (the module docstring shows each field)."""
@@ -103,8 +111,6 @@ class ModelFamily:
     parameter_shapes: Callable[[Mapping[str, Any]], Shapes]
     width: Callable[[Mapping[str, Any]], int]
     example: Mapping[str, Any]  # a small `model:` section of the family: the contract test trains it
-    # How many tensors, without listing them (a damaged file may claim a million layers); default: count the list.
-    tensor_count: Callable[[Mapping[str, Any]], int] | None = None
     # The dotted paths of its linear layers (LoRA targets, quantization), without building the model; default: every
     # 2-D `weight` with a `bias` beside it (true of a family whose linear layers all have biases).
     linear_paths: Callable[[Mapping[str, Any]], list[str]] | None = None

@@ -14,15 +14,15 @@ up, down, then lm_head when untied, all N(0, 0.02²) (initializer_range); biases
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.decoder import Decoder
-from minitrain.models.family import ModelFamily, Shapes, file_schema_of, heads_divide_width
+from minitrain.models.decoder import Decoder, decoder_rules
+from minitrain.models.family import ModelFamily, Shapes, file_schema_of
 from minitrain.nn import RMSNorm
 
 
@@ -104,27 +104,10 @@ class LlamaKeys(Section):
     attention_bias: bool | None = Field(None, description="llama: biases on q, k, v (Qwen2; default false)")
 
 
-def _check(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """Heads divide the width (unless head_dim is given), key/value heads the query heads; head_dim is even."""
-    n_head, n_kv, head_dim = config["n_head"], config.get("n_kv_head"), config.get("head_dim")
-    if head_dim is None:
-        yield from heads_divide_width(config)
-    if n_kv is not None and n_head % n_kv:
-        yield "n_kv_head", (f"n_head {n_head} is not a multiple of n_kv_head {n_kv}; each key/value head serves "
-                            "n_head / n_kv_head query heads")
-    if head_dim is not None and head_dim % 2:
-        yield "head_dim", f"{head_dim} is odd; rotary embeddings rotate pairs of dims"
-
-
 def hf_model_type(config: Mapping[str, Any]) -> str:
     """The Hugging Face model_type (and GGUF architecture) a Llama config exports as: qwen2 when it has q/k/v
     biases (formats/hf_config.py)."""
     return "qwen2" if config.get("attention_bias") else "llama"
-
-
-def _tensor_count(config: Mapping[str, Any]) -> int:
-    per_layer = 9 + (3 if config.get("attention_bias", False) else 0)
-    return 2 + per_layer * int(config["n_layer"]) + (0 if config.get("tie_embeddings", True) else 1)
 
 
 def _linear_paths(config: Mapping[str, Any]) -> list[str]:
@@ -135,7 +118,7 @@ def _linear_paths(config: Mapping[str, Any]) -> list[str]:
 FAMILY = ModelFamily(name="llama", model=Llama, keys=LlamaKeys, file_prefix="llama",
                      file_schema=file_schema_of("llama", Llama, LlamaKeys, optional=("rope_scaling",)),
                      reads="text", parameter_shapes=parameter_shapes, width=lambda config: config["d_model"],
-                     tensor_count=_tensor_count, linear_paths=_linear_paths, check=_check, packs_rows=True,
+                     linear_paths=_linear_paths, check=decoder_rules, packs_rows=True,
                      pretrained="any", fan_in_fan_out=False, layout=hf_model_type,
                      lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
                      example={"type": "llama", "n_layer": 1, "n_head": 4, "n_kv_head": 2, "d_model": 16, "d_ff": 32,

@@ -18,24 +18,26 @@ Init, all from the training RNG in this order: wte, wpe, then per block c_attn, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
-from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
-from minitrain.models.family import ModelFamily, Shapes, file_schema_of, heads_divide_width
-from minitrain.nn import Block, Dropout, Embedding, LayerNorm, Module, ModuleDict, ModuleList, inference
+from minitrain.models.family import ModelFamily, Shapes, enforce, file_schema_of, heads_divide_width
+from minitrain.models.language_model import LanguageModel
+from minitrain.nn import Block, Dropout, Embedding, LayerNorm, ModuleDict, ModuleList, inference
 from minitrain.nn.transformer import GPT2_INIT_STD
 
 
-def parameter_shapes(
-    n_layer: int, d_model: int, d_ff: int, vocab_size: int, max_seq_len: int
-) -> list[tuple[str, tuple[int, ...]]]:
+def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
     """Every parameter's Hugging Face GPT-2 name and shape, in model order, without building the model (config
     validation lists the names of a model too big to build; the Hub export checks files against it)."""
+    n_layer, d_model, d_ff, vocab_size, max_seq_len = (
+        config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len"))
     shapes = [("transformer.wte.weight", (vocab_size, d_model)), ("transformer.wpe.weight", (max_seq_len, d_model))]
     for i in range(n_layer):
         h = f"transformer.h.{i}"
@@ -50,7 +52,7 @@ def parameter_shapes(
     return [*shapes, ("transformer.ln_f.weight", (d_model,)), ("transformer.ln_f.bias", (d_model,))]
 
 
-class MiniGPT(Module):
+class MiniGPT(LanguageModel):
     """GPT-2 language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`."""
 
     def __init__(
@@ -69,15 +71,12 @@ class MiniGPT(Module):
         """`rng` is the training RNG (or a seed for one): it draws the initial weights and, later, dropout masks.
         `dtype` float64 is for gradient checks. `attn_scale` replaces attention's 1/√D (theory/03's exercise)."""
         super().__init__()
-        if d_model % n_head:
-            raise ArgumentError(f"model: d_model ({d_model}) must be divisible by n_head ({n_head})")
-        if not 0.0 <= dropout < 1.0:
-            raise ArgumentError(f"model: dropout must be in [0, 1), got {dropout}")
         self.config = dict(n_layer=n_layer, n_head=n_head, d_model=d_model, d_ff=d_ff, vocab_size=vocab_size,
                            max_seq_len=max_seq_len, dropout=float(dropout))  # fmt: skip
+        enforce(heads_divide_width, self.config)
         if attn_scale is not None:  # only when set: the model files of the default scale keep their bytes
             self.config["attn_scale"] = float(attn_scale)
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         residual_std = GPT2_INIT_STD / math.sqrt(2 * n_layer)
         self.transformer = ModuleDict(
             wte=Embedding(vocab_size, d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype),
@@ -91,28 +90,14 @@ class MiniGPT(Module):
             ln_f=LayerNorm(d_model, dtype=dtype),
         )
 
-    def forward(
-        self,
-        idx: np.ndarray,
-        targets: np.ndarray | None = None,
-        attn_pad_mask: np.ndarray | None = None,
-        loss_mask: np.ndarray | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
-        (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens:
-        padding keys are never attended to."""
-        time = idx.shape[1]
-        if time > self.config["max_seq_len"]:
-            raise ValueError(f"MiniGPT: sequence length {time} exceeds max_seq_len {self.config['max_seq_len']}")
+    def logits(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> Tensor:
+        """idx (B, T) token ids -> logits (B, T, V); attn_pad_mask (B, T) is True on real tokens: padding keys are
+        never attended to. `model(idx, targets, attn_pad_mask, loss_mask)` adds the loss (language_model.py)."""
         t = self.transformer
-        x = t.drop(t.wte(idx) + t.wpe(np.arange(time)))
+        x = t.drop(t.wte(idx) + t.wpe(np.arange(idx.shape[1])))
         for block in t.h:
             x = block(x, attn_pad_mask)
-        x = t.ln_f(x)
-        logits = F.linear(x, t.wte.weight.T)  # the output head is the token embedding, tied
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits, targets, loss_mask)
+        return F.linear(t.ln_f(x), t.wte.weight.T)  # the output head is the token embedding, tied
 
     def attention_probs(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> np.ndarray:
         """Every layer's attention probabilities for a batch: (n_layer, B, H, T, T), row i of a head's (T, T)
@@ -128,9 +113,6 @@ class MiniGPT(Module):
             for block in blocks:
                 block.attn.keep_probs, block.attn.probs = False, None
 
-    def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.config.items())
-
 
 # --- the family record: how configs, model files and run folders name MiniGPT (minitrain/models/family.py) ----
 
@@ -145,20 +127,10 @@ class MiniGPTKeys(Section):
     attn_scale: float | None = Field(None, gt=0, description="minigpt: attention score scale (default 1/sqrt(D))")
 
 
-def _shapes(config: dict) -> Shapes:
-    return parameter_shapes(*(config[k] for k in ("n_layer", "d_model", "d_ff", "vocab_size", "max_seq_len")))
-
-
-def _tensor_count(config: dict) -> int:
-    sizes = [int(config[k]) for k in ("d_model", "d_ff", "vocab_size", "max_seq_len")]
-    fixed, with_one = (len(parameter_shapes(n, *sizes)) for n in (0, 1))
-    return fixed + (with_one - fixed) * int(config["n_layer"])
-
-
 FAMILY = ModelFamily(name="minigpt", model=MiniGPT, keys=MiniGPTKeys,  # its files have no `type` (they predate it)
                      file_schema=file_schema_of("minigpt", MiniGPT, MiniGPTKeys, optional=("attn_scale",), typed=False),
-                     file_prefix="minigpt-phase18", reads="text", parameter_shapes=_shapes,
-                     width=lambda config: config["d_model"], tensor_count=_tensor_count, check=heads_divide_width,
+                     file_prefix="minigpt-phase18", reads="text", parameter_shapes=parameter_shapes,
+                     width=lambda config: config["d_model"], check=heads_divide_width,
                      pretrained="gpt2", learned_positions=True, layout=lambda config: "gpt2",
                      lora_targets=("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"),
                      example={"n_layer": 1, "n_head": 2, "d_model": 16, "d_ff": 32, "vocab_size": 64,

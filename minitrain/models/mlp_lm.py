@@ -16,36 +16,36 @@ so the first predictions are close to uniform (the loss starts near ln V).
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
-from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.models.family import ModelFamily, Shapes, file_schema_of
-from minitrain.nn import GELU, Dropout, Embedding, Linear, Module, ReLU, Sequential, Tanh
+from minitrain.models.language_model import LanguageModel
+from minitrain.nn import GELU, Dropout, Embedding, Linear, ReLU, Sequential, Tanh
 
 ACTIVATIONS = {"tanh": Tanh, "relu": ReLU, "gelu": GELU}
 PAD_ID = 0  # minitrain.data.tokenizer's PAD: what a window reads before the line starts
 OUTPUT_INIT_STD = 0.02
 
 
-def parameter_shapes(
-    vocab_size: int, context: int, d_embed: int, hidden: list[int]
-) -> list[tuple[str, tuple[int, ...]]]:
+def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
     """Every parameter's name and shape, in model order, without building the model (as model.parameter_shapes)."""
-    shapes, width = [("wte.weight", (vocab_size, d_embed))], context * d_embed
-    for i, out in enumerate([*hidden, vocab_size]):
+    vocab_size, d_embed = config["vocab_size"], config["d_embed"]
+    shapes, width = [("wte.weight", (vocab_size, d_embed))], config["context"] * d_embed
+    for i, out in enumerate([*config["hidden"], vocab_size]):
         index = 3 * i  # each hidden width adds Linear, activation, Dropout to the Sequential
         shapes += [(f"mlp.{index}.weight", (width, out)), (f"mlp.{index}.bias", (out,))]
         width = out
     return shapes
 
 
-class MLPLanguageModel(Module):
+class MLPLanguageModel(LanguageModel):
     """Fixed-context MLP language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`."""
 
     def __init__(
@@ -65,12 +65,10 @@ class MLPLanguageModel(Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ArgumentError(f"model: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ArgumentError(f"model: dropout must be in [0, 1), got {dropout}")
         self.config = dict(type="mlp_lm", vocab_size=vocab_size, max_seq_len=max_seq_len, context=context,
                            d_embed=d_embed, hidden=list(hidden), activation=activation,
                            dropout=float(dropout))  # fmt: skip
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         self.context = context
         self.wte = Embedding(vocab_size, d_embed, rng=rng, dtype=dtype)
         layers, width = [], context * d_embed
@@ -79,30 +77,13 @@ class MLPLanguageModel(Module):
             width = out
         self.mlp = Sequential(*layers, Linear(width, vocab_size, rng=rng, std=OUTPUT_INIT_STD, dtype=dtype))
 
-    def forward(
-        self,
-        idx: np.ndarray,
-        targets: np.ndarray | None = None,
-        attn_pad_mask: np.ndarray | None = None,
-        loss_mask: np.ndarray | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """idx (B, T) -> logits (B, T, V), and with targets the mean cross-entropy over loss_mask's positions.
-        attn_pad_mask is accepted for the common interface; padding only ever follows the line, and a position
-        reads only earlier ones, so it changes nothing here."""
+    def logits(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> Tensor:
+        """idx (B, T) -> logits (B, T, V). attn_pad_mask is accepted for the common interface (language_model.py);
+        padding only ever follows the line, and a position reads only earlier ones, so it changes nothing here."""
         batch, time = idx.shape
-        if time > self.config["max_seq_len"]:
-            raise ValueError(f"MLPLanguageModel: sequence length {time} exceeds max_seq_len "
-                             f"{self.config['max_seq_len']}")  # fmt: skip
         padded = np.concatenate([np.full((batch, self.context - 1), PAD_ID, dtype=idx.dtype), idx], axis=1)
         windows = np.lib.stride_tricks.sliding_window_view(padded, self.context, axis=1)  # (B, T, k), a view
-        x = self.wte(windows).reshape(batch, time, -1)  # (B, T, k·E): the k vectors side by side
-        logits = self.mlp(x)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits, targets, loss_mask)
-
-    def extra_repr(self) -> str:
-        return f"context={self.context}, activation={self.config['activation']}"
+        return self.mlp(self.wte(windows).reshape(batch, time, -1))  # (B, T, k·E): the k vectors side by side
 
 
 # --- the family record: how configs, model files and run folders name it (minitrain/models/family.py) ---------
@@ -119,13 +100,9 @@ class MLPLMKeys(Section):
     activation: Activation | None = Field(None, description="mlp_lm: hidden activation")
 
 
-def _shapes(config: dict) -> Shapes:
-    return parameter_shapes(config["vocab_size"], config["context"], config["d_embed"], config["hidden"])
-
-
 FAMILY = ModelFamily(name="mlp_lm", model=MLPLanguageModel, keys=MLPLMKeys,
                      file_schema=file_schema_of("mlp_lm", MLPLanguageModel, MLPLMKeys),
-                     file_prefix="mlp-lm", reads="text", parameter_shapes=_shapes,
+                     file_prefix="mlp-lm", reads="text", parameter_shapes=parameter_shapes,
                      width=lambda config: max([*config["hidden"], config["context"] * config["d_embed"]]),
                      example={"type": "mlp_lm", "vocab_size": 64, "max_seq_len": 32, "context": 4, "d_embed": 8,
                               "hidden": [16]})

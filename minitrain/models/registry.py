@@ -90,21 +90,25 @@ def build_model(
 def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
     """Every parameter's name and shape for `config`, without building (or allocating) the model (a sequential
     model's width not yet known from the data is None)."""
-    return FAMILIES[model_type(config)].parameter_shapes(config)
+    return family_of(config).parameter_shapes(config)
 
 
 def tensor_count(config: Mapping[str, Any]) -> int:
-    """How many tensors a model of `config` has, without listing them when the family can count them: a damaged
-    or crafted file may claim a million layers, and the count alone already tells that its weights cannot fit."""
-    family = FAMILIES[model_type(config)]
-    return family.tensor_count(config) if family.tensor_count else len(family.parameter_shapes(config))
+    """How many tensors a model of `config` has, without listing them all: a damaged or crafted file may claim a
+    million layers, and the count alone already tells that its weights cannot fit. A model of `n_layer` alike
+    layers is counted from its lists at 0 and 1 layers."""
+    shapes = family_of(config).parameter_shapes
+    if "n_layer" not in config:
+        return len(shapes(config))
+    fixed, with_one = (len(shapes({**config, "n_layer": n})) for n in (0, 1))
+    return fixed + (with_one - fixed) * int(config["n_layer"])
 
 
 def linear_module_paths(config: Mapping[str, Any]) -> list[str]:
     """The dotted paths of the model's linear layers (what LoRA adapts and quantization quantizes), without building
     it: the family's record says which (`linear_paths`), or else a linear layer is a 2-D `weight` with a `bias`
     beside it (embeddings have none)."""
-    family = FAMILIES[model_type(config)]
+    family = family_of(config)
     if family.linear_paths is not None:
         return family.linear_paths(config)
     names = dict(parameter_shapes(config))

@@ -41,6 +41,7 @@ from minitrain.nn import GELU, Dropout, Embedding, LayerNorm, Linear, Module, Re
 
 ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "gelu": GELU, "sigmoid": Sigmoid}
 KEY = ("model", "layers")
+WIDTH_IN = {"linear": "in_features", "layer_norm": "dim"}  # the option that is the width of a layer's input
 
 
 def _kind(layer: Mapping[str, Any]) -> tuple[str, Any]:
@@ -67,18 +68,15 @@ def resolve_widths(layers: Sequence[Mapping[str, Any]], in_features: int | None)
         key = (*KEY, index, kind)
         if kind == "activation" and options == "softmax" and index != len(layers) - 1:
             raise DataError(key, "softmax can only be the last layer (the loss applies it there)")
-        if kind == "linear":
-            given = options.get("in_features")
+        if kind in WIDTH_IN:  # its input width: the one before it, or none yet (None: the data will tell)
+            given = options.get(WIDTH_IN[kind])
             if given is not None and width is not None and given != width:
-                raise DataError((*key, "in_features"), f"is {given}, but the {_source(index)} gives {width}")
-            options["in_features"] = given if given is not None else width  # None: the data will tell
+                raise DataError((*key, WIDTH_IN[kind]), f"is {given}, but the {_source(index)} gives {width}")
+            options[WIDTH_IN[kind]] = given if given is not None else width
+        if kind == "linear":
             options.setdefault("bias", True)
             width = options["out_features"]
         elif kind == "layer_norm":
-            given = options.get("dim")
-            if given is not None and width is not None and given != width:
-                raise DataError((*key, "dim"), f"is {given}, but the {_source(index)} gives {width}")
-            options["dim"] = given if given is not None else width
             options.setdefault("eps", 1e-5)
         elif kind == "embedding":
             width = options["embedding_dim"]
@@ -133,7 +131,7 @@ class SequentialModel(Module):
         self, layers: Sequence[Mapping[str, Any]], rng: np.random.Generator | int = 0, dtype: type = np.float32
     ) -> None:
         super().__init__()
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)
         resolved = resolve_widths(layers, None)
         if any(None in shape for _, shape in parameter_shapes(resolved)):
             raise ValueError("SequentialModel: every width must be known; fill them in with resolve_widths(layers, "

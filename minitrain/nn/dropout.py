@@ -7,6 +7,7 @@ import numpy as np
 from minitrain.autograd import functional as F
 from minitrain.autograd.random import or_default
 from minitrain.autograd.tensor import Tensor
+from minitrain.common.errors import ArgumentError
 from minitrain.nn.module import Module
 
 
@@ -21,7 +22,7 @@ class Dropout(Module):
     def __init__(self, p: float = 0.0, *, rng: np.random.Generator | None = None) -> None:
         super().__init__()
         if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+            raise ArgumentError(f"Dropout: p must be in [0, 1), got {p}")
         self.p, self.rng = p, or_default(rng)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -29,10 +29,10 @@ GPT2_INIT_STD = 0.02
 class CausalSelfAttention(Module):
     """y = resid_dropout(c_proj(attention(c_attn(x)))).  x (B, T, C) -> y (B, T, C).
 
-    c_attn computes q | k | v for all H heads in one product (B, T, 3C); head h attends with
-    softmax(scale · q·kᵀ) over the positions j ≤ i that are not padding, scale = 1/√D unless `scale` is given
-    (theory/03's exercise removes it with scale = 1). With `keep_probs` set, each forward pass keeps the
-    attention probabilities (B, H, T, T) in `probs` (MiniGPT.attention_probs uses it).
+    c_attn computes q | k | v for all H heads in one product (B, T, 3C; H divides C, or functional.self_attention
+    refuses it); head h attends with softmax(scale · q·kᵀ) over the positions j ≤ i that are not padding,
+    scale = 1/√D unless `scale` is given (theory/03's exercise removes it with scale = 1). With `keep_probs` set,
+    each forward pass keeps the attention probabilities (B, H, T, T) in `probs` (MiniGPT.attention_probs uses it).
     """
 
     def __init__(
@@ -47,8 +47,6 @@ class CausalSelfAttention(Module):
         dtype: type = np.float32,
     ) -> None:
         super().__init__()
-        if d_model % n_head:
-            raise ValueError(f"CausalSelfAttention: d_model ({d_model}) must be divisible by n_head ({n_head})")
         self.n_head, self.scale = n_head, scale
         self.c_attn = Linear(d_model, 3 * d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype)
         self.c_proj = Linear(d_model, d_model, rng=rng, std=residual_std, dtype=dtype)

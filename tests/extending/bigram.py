@@ -10,27 +10,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.strict import Section
 from minitrain.models.family import ModelFamily, file_schema_of
-from minitrain.nn import Embedding, Module
+from minitrain.models.language_model import LanguageModel
+from minitrain.nn import Embedding
 
 
-class BigramLM(Module):
+class BigramLM(LanguageModel):
     """`logits, loss = model(idx, targets, attn_pad_mask, loss_mask)`, as every language model of minitrain."""
 
     def __init__(self, vocab_size: int, max_seq_len: int, rng: np.random.Generator | int = 0,
                  dtype: type = np.float32) -> None:
         super().__init__()
         self.config = {"type": "bigram", "vocab_size": vocab_size, "max_seq_len": max_seq_len}
-        self.rng = rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.rng = rng = np.random.default_rng(rng)  # the training RNG, or a seed for one
         self.wte = Embedding(vocab_size, vocab_size, rng=rng, std=0.02, dtype=dtype)
 
-    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None, attn_pad_mask: np.ndarray | None = None,
-                loss_mask: np.ndarray | None = None) -> tuple[Tensor, Tensor | None]:
-        logits = self.wte(idx)  # (B, T, V): each position reads its own character only
-        return logits, None if targets is None else F.cross_entropy(logits, targets, loss_mask)
+    def logits(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> Tensor:
+        return self.wte(idx)  # (B, T, V): each position reads its own character only
 
 
 class BigramKeys(Section):

@@ -51,5 +51,5 @@ class Gemma(Decoder):
 # packed rows as the decoder does. No export layout: transformers' Gemma and llama.cpp's gemma are not written.
 FAMILY = ModelFamily(name="gemma", model=Gemma, keys=LLAMA.keys, file_schema=file_schema_of("gemma", Gemma, LLAMA.keys),
                      file_prefix="gemma", reads="text", parameter_shapes=LLAMA.parameter_shapes, width=LLAMA.width,
-                     tensor_count=LLAMA.tensor_count, linear_paths=LLAMA.linear_paths, check=LLAMA.check,
+                     linear_paths=LLAMA.linear_paths, check=LLAMA.check,
                      packs_rows=True, example={**LLAMA.example, "type": "gemma"})
