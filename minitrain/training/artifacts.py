@@ -176,33 +176,32 @@ def load_baseline_ppl(
     return None if any(key in baseline and baseline[key] != run[key] for key in run) else val_ppl
 
 
-def build_results(
-    *,
-    train_ppl: float,
-    val_ppl: float,
-    best_val_step: int | None,
-    best_val_ppl: float | None,
-    baseline_ppl: float | None,
-    val_exact_match: float,
-    wall_seconds: float | None,
-    peak_rss_mb: float,
-    model_path: str,
-) -> dict[str, Any]:
-    """results.json. `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is."""
+def build_results(outcome: dict[str, Any], *, train_loss: float, train_ppl: float, baseline_ppl: float | None,
+                  val_exact_match: float | None, **after_train_loss: Any) -> dict[str, Any]:
+    """results.json of a language model run from its train scores and the loop's `outcome` (wall_seconds and
+    model_path are the caller's to fill in; `after_train_loss` are keys that follow train_loss).
+    `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is."""
+    val_ppl = outcome["val_ppl"]
     beats = None if baseline_ppl is None else bool(val_ppl < baseline_ppl)
     improvement = None if baseline_ppl is None else round(100.0 * (baseline_ppl - val_ppl) / baseline_ppl, 2)
     return {
         "train_ppl": train_ppl,
         "val_ppl": val_ppl,
-        "best_val_step": best_val_step,
-        "best_val_ppl": best_val_ppl,
+        "best_val_step": outcome["best_val_step"],
+        "best_val_ppl": outcome["best_val_ppl"],
         "ngram_baseline_val_ppl": baseline_ppl,
         "beats_baseline": beats,
         "ppl_improvement_pct": improvement,
         "val_exact_match": val_exact_match,
-        "wall_seconds": wall_seconds,
-        "peak_rss_mb": peak_rss_mb,
-        "model_path": model_path,
+        "wall_seconds": None,
+        "peak_rss_mb": peak_rss_mb(),
+        "model_path": "",
+        "status": outcome["status"],
+        "steps": outcome["steps_done"],
+        "train_loss": train_loss,
+        **after_train_loss,
+        "val_loss": outcome["val_loss"],
+        "ms_per_step": outcome["ms_per_step"],
     }
 
 

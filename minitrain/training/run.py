@@ -433,12 +433,12 @@ def _final_scores(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
     makes the run a diverged one: `outcome` and the manifest say so, and no model file is written."""
     cfg, parts, books = run.cfg, run.parts, run.books
     if parts.table is not None:
-        results = table_results(cfg, parts, outcome, run.out_dir, model_path="")
+        results = table_results(cfg, parts, outcome, run.out_dir)
     elif parts.text is not None:
-        results = text_results(cfg, parts.model, parts.text, outcome, model_path="")
+        results = text_results(cfg, parts.model, parts.text, outcome)
     else:
         results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
-                                                 parts.val_records, outcome, run.baseline, model_path="")
+                                                 parts.val_records, outcome, run.baseline)
     bad = artifacts.non_finite_scores(results)
     if bad:
         step = outcome["steps_done"] - 1
