@@ -29,6 +29,7 @@ from minitrain.common.figures import save_figure, subplots
 from minitrain.common.io import atomic_write_json, read_json_object
 from minitrain.common.paths import REPO_ROOT
 from minitrain.common.versions import library_versions
+from minitrain.config import Config, resolved_dict
 from minitrain.data.build import MANIFEST
 from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
 from minitrain.evaluation.metrics import perplexity
@@ -115,8 +116,9 @@ def peak_rss_mb() -> float:
 # manifest.json
 
 
-def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_path: str | os.PathLike) -> dict:
-    """The manifest as it is before training: everything needed to say what ran, status "running".
+def new_manifest(cfg: Config) -> dict:
+    """The manifest of `cfg` as it is before training: everything needed to say what ran (the seeds, the resolved
+    config), status "running".
 
     A run that trained with a student's lab files (MINITRAIN_LAB_DIR, minitrain/seam.py) says which, under
     "lab_files": {"lab_dir", "files", "sha256": {file: digest of its bytes}}.
@@ -125,12 +127,12 @@ def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_pat
     recorded = {"lab_dir": str(seam.lab_dir()), "files": lab_files,
                 "sha256": seam.file_digests(seam.lab_dir(), lab_files)} if lab_files else None
     return {
-        "seed": seed,
-        "data_seed": data_seed,
+        "seed": cfg.training.rng_seed,
+        "data_seed": cfg.training.data_seed,
         "versions": library_versions(_LIBRARIES),
-        "config": config,
+        "config": resolved_dict(cfg),
         "git_sha": git_sha(),
-        "data_manifest_hash": data_manifest_hash(train_path),
+        "data_manifest_hash": data_manifest_hash(cfg.data.train_path),
         "hardware": hardware_info(),
         **({"lab_files": recorded} if recorded else {}),
         "status": "running",

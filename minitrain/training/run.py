@@ -301,9 +301,7 @@ def _manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[str,
     """manifest.json's content before the first step: the previous run's when resuming it, else a new one, with
     this run's facts (steps, sizes, hashes, runtime, where the weights came from, the resumes)."""
     resumed = checkpoint_path is not None and bool(previous)
-    manifest = previous if resumed else artifacts.new_manifest(
-        seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
-        train_path=cfg.data.train_path)
+    manifest = previous if resumed else artifacts.new_manifest(cfg)
     if not (resumed and continuing and manifest.get("run_id")):
         manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
