@@ -41,25 +41,21 @@ def eval_command(args: argparse.Namespace) -> int:
     from minitrain.hub.text_models import load_text_model
 
     loaded = load_text_model(args.source, args.vocab)
+    width = min(args.max_seq_len or DEFAULT_CONTEXT, loaded.model.config["max_seq_len"])
     if args.answers:
-        return _answers(loaded, args)
-    context = loaded.model.config["max_seq_len"]
-    width = min(args.max_seq_len or DEFAULT_CONTEXT, context)
-    if isinstance(loaded.tokenizer, CharTokenizer):
-        scores = _char_scores(loaded, args, width)
+        result, shown = _answers(loaded, args, width)
     else:
-        scores = _text_scores(loaded, args, width)
-    result = {"source": args.source, "data": args.data, "loss": scores["loss"], "ppl": scores["ppl"],
-              "tokens": scores["tokens"], "loss_on": args.loss_on, "max_seq_len": width}
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"{args.source} on {args.data}: loss {result['loss']:.4f}  ppl {result['ppl']:.4f}  "
-              f"({result['tokens']} tokens, loss on {args.loss_on}, windows of {width})")
+        scores = (_char_scores if isinstance(loaded.tokenizer, CharTokenizer) else _text_scores)(loaded, args, width)
+        result = {"source": args.source, "data": args.data, "loss": scores["loss"], "ppl": scores["ppl"],
+                  "tokens": scores["tokens"], "loss_on": args.loss_on, "max_seq_len": width}
+        shown = (f"{args.source} on {args.data}: loss {result['loss']:.4f}  ppl {result['ppl']:.4f}  "
+                 f"({result['tokens']} tokens, loss on {args.loss_on}, windows of {width})")
+    print(json.dumps(result) if args.json else shown)
     return 0
 
 
-def _answers(loaded, args: argparse.Namespace) -> int:
+def _answers(loaded, args: argparse.Namespace, width: int) -> tuple[dict, str]:
+    """`--answers`: (the JSON result, the line printed without --json)."""
     from minitrain.common.errors import BAD_INPUT, UserError
     from minitrain.data.text_records import read_file
     from minitrain.data.tokenizer import CharTokenizer
@@ -69,17 +65,12 @@ def _answers(loaded, args: argparse.Namespace) -> int:
     if isinstance(loaded.tokenizer, CharTokenizer) or any(r.kind != "chat" for r in records):
         raise UserError(f"{args.data}: --answers scores chat records with a pretrained model's chat template",
                         BAD_INPUT)
-    scores = answer_scores(loaded.model, loaded.tokenizer, records, min(loaded.model.config["max_seq_len"],
-                                                                        args.max_seq_len or DEFAULT_CONTEXT))
+    scores = answer_scores(loaded.model, loaded.tokenizer, records, width)
     matched = exact_match(loaded.model, loaded.tokenizer, records)
     result = {"source": args.source, "data": args.data, **scores, "exact_match": matched["exact_match"]}
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"{args.source} on {args.data}: answer loss {scores['answer_loss']:.4f}  ppl {scores['answer_ppl']:.4f} "
-              f"({scores['answer_tokens']} tokens), per character {scores['answer_ppl_per_char']:.4f}, exact match "
-              f"{matched['exact_match']:.1%} of {len(records)}")
-    return 0
+    return result, (f"{args.source} on {args.data}: answer loss {scores['answer_loss']:.4f}  ppl "
+                    f"{scores['answer_ppl']:.4f} ({scores['answer_tokens']} tokens), per character "
+                    f"{scores['answer_ppl_per_char']:.4f}, exact match {matched['exact_match']:.1%} of {len(records)}")
 
 
 def _text_scores(loaded, args: argparse.Namespace, width: int) -> dict:

@@ -35,7 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minitrain.commands.init_template import _scalar, suggested_rank
+from minitrain.commands.init_template import _scalar, method_lines, suggested_rank
+from minitrain.models.registry import DEFAULT_TYPE, family_of
 
 MIN_ROW, MAX_ROW = 256, 2048
 BATCH_SIZE = 4
@@ -105,24 +106,6 @@ def _name(base: str, folder: str) -> str:
     return f"{_slug(stem)}-{_slug(Path(folder.rstrip('/')).name)}"
 
 
-def _targets(model: dict[str, Any]) -> tuple[str, ...]:
-    from minitrain.models.registry import family_of
-
-    return family_of(model).lora_targets
-
-
-def _lora_lines(method: str, rank: int, model: dict[str, Any]) -> list[str]:
-    if method == "full":
-        return []
-    lines = ["", f"lora:   # {method}: the base stays frozen; only low-rank adapters train (docs/fine-tuning.md)",
-             "  enabled: true", f"  rank: {rank}             # suggested for width {model['d_model']}",
-             f"  alpha: {2 * rank}", "  dropout: 0.05", f"  target_modules: [{', '.join(_targets(model))}]"]
-    if method == "qlora":
-        lines += ["  quantize_base: true   # the frozen base in 4-bit NF4 blocks", "  quant_type: nf4",
-                  "  double_quantize: true"]
-    return lines
-
-
 def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any], data: dict[str, Any],
                      files: dict[str, str], plan: dict[str, Any]) -> str:
     """The YAML text of the config (module docstring); `plan` holds the numbers init chose."""
@@ -172,13 +155,7 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
         f"  warmup_steps: {warmup}",
         "data:",
         *data_lines,
-        *_lora_lines(method, plan["rank"], model),
-        "",
-        "# publish:                 # uncomment to upload to the Hugging Face Hub after training",
-        "#   repo: user/name",
-        "#   private: false",
-        *(["#   merge_adapters: true   # the base with the adapters merged in (default: the adapter)"]
-          if method != "full" else []),
+        *method_lines(method, model, "fine-tuning.md"),
     ]) + "\n"
 
 
@@ -189,8 +166,6 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
 
     method = method or "lora"
     model, tokenizer, facts = describe_base(spec)
-    from minitrain.models.registry import DEFAULT_TYPE, family_of
-
     model = {"type": DEFAULT_TYPE, **model}  # a GPT-2's config has no type: say it
     family = family_of(model)  # learned positions: the rows are the base's context
     data = describe_text_data(folder)
@@ -217,7 +192,7 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
 def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) -> list[str]:
     rank = plan["rank"]
     how = {"full": "full fine-tuning (every weight trains)",
-           "lora": f"LoRA (rank={rank}, alpha={2 * rank}, on {', '.join(_targets(model))})",
+           "lora": f"LoRA (rank={rank}, alpha={2 * rank}, on {', '.join(family_of(model).lora_targets)})",
            "qlora": f"QLoRA (rank={rank}, alpha={2 * rank}, 4-bit NF4 base)"}[method]
     splits = ", ".join(f"{split} {len(v):,}" for split, v in lengths.items())
     lines = [

@@ -251,14 +251,15 @@ def suggested_rank(width: int) -> int:
     return int(min(128, max(4, 2 ** round(math.log2(max(width, 1) / 16)))))
 
 
-def _method_lines(method: str, model: dict[str, Any] | None) -> list[str]:
-    """The `lora:` section of `--method lora|qlora` (none for full) and a commented `publish:` placeholder."""
+def method_lines(method: str, model: dict[str, Any] | None, docs: str = "yaml-mode.md") -> list[str]:
+    """The `lora:` section of `--method lora|qlora` (none for full), its comment pointing at docs/`docs`, and a
+    commented `publish:` placeholder (both init templates and `init --base` write them)."""
     lines = []
     if method in ("lora", "qlora"):
         width = model.get("d_model") or max([*model.get("hidden", []), 1])
         rank = suggested_rank(width)
         targets = family_of(model).lora_targets or linear_module_paths(model)
-        lines += ["", f"lora:   # {method}: the base stays frozen; only low-rank adapters train (docs/yaml-mode.md)",
+        lines += ["", f"lora:   # {method}: the base stays frozen; only low-rank adapters train (docs/{docs})",
                   "  enabled: true", f"  rank: {rank}             # suggested for width {width}",
                   f"  alpha: {2 * rank}", "  dropout: 0.05", f"  target_modules: [{', '.join(targets)}]"]
         if method == "qlora":
@@ -313,6 +314,6 @@ def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name:
     else:
         text = _minimal(layout, tokenizer.vocab_size, longest, batch_size, str(data_folder), model_lines)
     if method is not None:
-        text += "\n".join(_method_lines(method, model)) + "\n"
+        text += "\n".join(method_lines(method, model)) + "\n"
     check_data(config_from_yaml(text, out_name))  # what init writes always validates
     return text

@@ -29,6 +29,7 @@ from minitrain.common.figures import save_figure, subplots
 from minitrain.common.io import atomic_write_json, read_json_object
 from minitrain.common.paths import REPO_ROOT
 from minitrain.common.versions import library_versions
+from minitrain.config import Config, resolved_dict
 from minitrain.data.build import MANIFEST
 from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
 from minitrain.evaluation.metrics import perplexity
@@ -115,8 +116,9 @@ def peak_rss_mb() -> float:
 # manifest.json
 
 
-def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_path: str | os.PathLike) -> dict:
-    """The manifest as it is before training: everything needed to say what ran, status "running".
+def new_manifest(cfg: Config) -> dict:
+    """The manifest of `cfg` as it is before training: everything needed to say what ran (the seeds, the resolved
+    config), status "running".
 
     A run that trained with a student's lab files (MINITRAIN_LAB_DIR, minitrain/seam.py) says which, under
     "lab_files": {"lab_dir", "files", "sha256": {file: digest of its bytes}}.
@@ -125,12 +127,12 @@ def new_manifest(*, seed: int, data_seed: int, config: dict[str, Any], train_pat
     recorded = {"lab_dir": str(seam.lab_dir()), "files": lab_files,
                 "sha256": seam.file_digests(seam.lab_dir(), lab_files)} if lab_files else None
     return {
-        "seed": seed,
-        "data_seed": data_seed,
+        "seed": cfg.training.rng_seed,
+        "data_seed": cfg.training.data_seed,
         "versions": library_versions(_LIBRARIES),
-        "config": config,
+        "config": resolved_dict(cfg),
         "git_sha": git_sha(),
-        "data_manifest_hash": data_manifest_hash(train_path),
+        "data_manifest_hash": data_manifest_hash(cfg.data.train_path),
         "hardware": hardware_info(),
         **({"lab_files": recorded} if recorded else {}),
         "status": "running",
@@ -176,33 +178,32 @@ def load_baseline_ppl(
     return None if any(key in baseline and baseline[key] != run[key] for key in run) else val_ppl
 
 
-def build_results(
-    *,
-    train_ppl: float,
-    val_ppl: float,
-    best_val_step: int | None,
-    best_val_ppl: float | None,
-    baseline_ppl: float | None,
-    val_exact_match: float,
-    wall_seconds: float | None,
-    peak_rss_mb: float,
-    model_path: str,
-) -> dict[str, Any]:
-    """results.json. `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is."""
+def build_results(outcome: dict[str, Any], *, train_loss: float, train_ppl: float, baseline_ppl: float | None,
+                  val_exact_match: float | None, **after_train_loss: Any) -> dict[str, Any]:
+    """results.json of a language model run from its train scores and the loop's `outcome` (wall_seconds and
+    model_path are the caller's to fill in; `after_train_loss` are keys that follow train_loss).
+    `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is."""
+    val_ppl = outcome["val_ppl"]
     beats = None if baseline_ppl is None else bool(val_ppl < baseline_ppl)
     improvement = None if baseline_ppl is None else round(100.0 * (baseline_ppl - val_ppl) / baseline_ppl, 2)
     return {
         "train_ppl": train_ppl,
         "val_ppl": val_ppl,
-        "best_val_step": best_val_step,
-        "best_val_ppl": best_val_ppl,
+        "best_val_step": outcome["best_val_step"],
+        "best_val_ppl": outcome["best_val_ppl"],
         "ngram_baseline_val_ppl": baseline_ppl,
         "beats_baseline": beats,
         "ppl_improvement_pct": improvement,
         "val_exact_match": val_exact_match,
-        "wall_seconds": wall_seconds,
-        "peak_rss_mb": peak_rss_mb,
-        "model_path": model_path,
+        "wall_seconds": None,
+        "peak_rss_mb": peak_rss_mb(),
+        "model_path": "",
+        "status": outcome["status"],
+        "steps": outcome["steps_done"],
+        "train_loss": train_loss,
+        **after_train_loss,
+        "val_loss": outcome["val_loss"],
+        "ms_per_step": outcome["ms_per_step"],
     }
 
 

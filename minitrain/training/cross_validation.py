@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.config import Config, resolved_dict
+from minitrain.config import Config
 from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.table_check import fold_of, split_seed
 from minitrain.monitor.report import write_report
@@ -77,8 +77,7 @@ def cross_validate(
     }
     artifacts.atomic_write_json(out_dir / "results.json", results)
     artifacts.atomic_write_json(out_dir / "manifest.json", {
-        **artifacts.new_manifest(seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed,
-                                 config=resolved_dict(cfg), train_path=cfg.data.train_path),
+        **artifacts.new_manifest(cfg),
         "data_manifest_hash": None, "status": "completed", "runs": [f"fold-{i}" for i in range(cv.folds)],
         "wall_seconds": results["wall_seconds"]})
     shown = {key: f"{mean:.4f} ± {stats['std'][key]:.4f}" for key, mean in stats["mean"].items()}

@@ -32,7 +32,7 @@ from minitrain.training.finetune import prepare_model
 from minitrain.training.scoring import EVAL_BATCH_SIZE
 from minitrain.training.table_results import table_validator
 from minitrain.training.tasks import LANGUAGE_MODELING, table_task
-from minitrain.training.text_run import TEXT_EVAL_BATCH_SIZE, base_tokenizer, text_splits
+from minitrain.training.text_run import TEXT_EVAL_BATCH_SIZE, base_tokenizer, text_splits, train_batcher
 
 # Config sections that do not change what is trained, so a resume may change them: where files go, how
 # progress is shown, naming, tracking, the callbacks (they only watch), the threads; and of `training`, the
@@ -90,9 +90,7 @@ def build_parts(cfg: Config, total_steps: int, fold: Fold | None = None, text: d
         val_split = encode_split(val_records, tokenizer, seq_len, cfg.data.loss_on)
         architecture = cfg.model.architecture()
     t = cfg.training
-    # shuffle/drop_last only when they differ from the defaults: a student's lab-00 batcher takes three arguments.
-    loader = {} if (t.shuffle, t.drop_last) == (True, True) else {"shuffle": t.shuffle, "drop_last": t.drop_last}
-    batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, **loader)  # the data RNG
+    batcher = train_batcher(cfg, train_split)  # the data RNG
     augment = augmenter(cfg.data.augmentation, cfg.data.image_shape)
     if augment is not None:
         batcher = AugmentedBatcher(batcher, augment, t.data_seed)

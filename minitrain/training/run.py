@@ -301,9 +301,7 @@ def _manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[str,
     """manifest.json's content before the first step: the previous run's when resuming it, else a new one, with
     this run's facts (steps, sizes, hashes, runtime, where the weights came from, the resumes)."""
     resumed = checkpoint_path is not None and bool(previous)
-    manifest = previous if resumed else artifacts.new_manifest(
-        seed=cfg.training.rng_seed, data_seed=cfg.training.data_seed, config=resolved_dict(cfg),
-        train_path=cfg.data.train_path)
+    manifest = previous if resumed else artifacts.new_manifest(cfg)
     if not (resumed and continuing and manifest.get("run_id")):
         manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
@@ -433,12 +431,12 @@ def _final_scores(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
     makes the run a diverged one: `outcome` and the manifest say so, and no model file is written."""
     cfg, parts, books = run.cfg, run.parts, run.books
     if parts.table is not None:
-        results = table_results(cfg, parts, outcome, run.out_dir, model_path="")
+        results = table_results(cfg, parts, outcome, run.out_dir)
     elif parts.text is not None:
-        results = text_results(cfg, parts.model, parts.text, outcome, model_path="")
+        results = text_results(cfg, parts.model, parts.text, outcome)
     else:
         results = scoring.language_model_results(cfg, parts.model, parts.tokenizer, parts.train_split,
-                                                 parts.val_records, outcome, run.baseline, model_path="")
+                                                 parts.val_records, outcome, run.baseline)
     bad = artifacts.non_finite_scores(results)
     if bad:
         step = outcome["steps_done"] - 1

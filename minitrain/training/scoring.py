@@ -101,18 +101,13 @@ def score_held_out_splits(cfg: Config, model: Any, tokenizer: CharTokenizer) -> 
 
 
 def language_model_results(cfg: Config, model: Any, tokenizer: CharTokenizer, train_split: Batch,
-                           val_records: list[dict], outcome: dict[str, Any], baseline: float | None,
-                           model_path: str) -> dict[str, Any]:
+                           val_records: list[dict], outcome: dict[str, Any], baseline: float | None) -> dict[str, Any]:
     """results.json of a language model run: train PPL (one pass over train), val exact match for verb records,
-    the comparison with the n-gram baseline, and dev and test when present (wall_seconds is the caller's)."""
+    the comparison with the n-gram baseline, and dev and test when present (wall_seconds and model_path are the
+    caller's)."""
     train_loss, train_ppl = evaluate(model, EvalBatcher(train_split, EVAL_BATCH_SIZE))
     exact = exact_match(model, tokenizer, val_records) if all("form" in r for r in val_records) else None
-    results = artifacts.build_results(
-        train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
-        best_val_ppl=outcome["best_val_ppl"], baseline_ppl=baseline, val_exact_match=exact,
-        wall_seconds=None, peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path,
-    )
-    results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
-                   val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+    results = artifacts.build_results(outcome, train_loss=train_loss, train_ppl=train_ppl, baseline_ppl=baseline,
+                                      val_exact_match=exact)
     results.update(score_held_out_splits(cfg, model, tokenizer))
     return results

@@ -43,9 +43,9 @@ def score_splits(parts: Any) -> dict[str, dict[str, Any]]:
             for split, batch in parts.table.splits.items()}
 
 
-def table_results(cfg: Config, parts: Any, outcome: dict[str, Any], out_dir: Path, model_path: str) -> dict[str, Any]:
-    """results.json's content (wall_seconds is the caller's to fill in); draws confusion_matrix.png (unless
-    output.plots is false)."""
+def table_results(cfg: Config, parts: Any, outcome: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """results.json's content (wall_seconds and model_path are the caller's to fill in); draws
+    confusion_matrix.png (unless output.plots is false)."""
     scores = score_splits(parts)
     pipeline = parts.table.pipeline
     results: dict[str, Any] = {"task": pipeline.task, "status": outcome["status"], "steps": outcome["steps_done"]}
@@ -53,7 +53,7 @@ def table_results(cfg: Config, parts: Any, outcome: dict[str, Any], out_dir: Pat
         results.update({f"{split}_{key}": value for key, value in values.items() if key not in NOT_SCALAR})
     results.update(best_val_step=outcome["best_val_step"], best_val_loss=outcome["best_val_loss"],
                    ms_per_step=outcome["ms_per_step"], wall_seconds=None, peak_rss_mb=artifacts.peak_rss_mb(),
-                   model_path=model_path)
+                   model_path="")
     if pipeline.classes is not None:
         results["classes"] = pipeline.classes
         for split, values in scores.items():

@@ -137,34 +137,35 @@ def _rows(cfg: Config, tokenizer: PretrainedTokenizer, records: list[TextRecord]
                  rows.loss_mask)
 
 
+def train_batcher(cfg: Config, train_split: Any) -> TrainBatcher:
+    """The batcher a run draws its training batches from (the data RNG: training.data_seed)."""
+    t = cfg.training
+    # shuffle/drop_last only when they differ from the defaults: a student's lab-00 batcher takes three arguments.
+    loader = {} if (t.shuffle, t.drop_last) == (True, True) else {"shuffle": t.shuffle, "drop_last": t.drop_last}
+    return TrainBatcher(train_split, t.batch_size, t.data_seed, **loader)
+
+
 def tokens_seen(cfg: Config, train_split: Batch, steps: int) -> dict[str, int]:
     """{"tokens_seen": real input tokens, "loss_tokens_seen": counted targets} of the first `steps` optimizer
     steps, replayed from the data seed (the batcher draws the same rows again; no model runs)."""
-    t = cfg.training
-    loader = {} if (t.shuffle, t.drop_last) == (True, True) else {"shuffle": t.shuffle, "drop_last": t.drop_last}
-    batcher = TrainBatcher(train_split, t.batch_size, t.data_seed, **loader)
+    batcher = train_batcher(cfg, train_split)
     real = counted = 0
-    for _ in range(steps * t.grad_accumulation):
+    for _ in range(steps * cfg.training.grad_accumulation):
         batch = next(batcher)
         real += int(np.count_nonzero(batch.attn_pad_mask))
         counted += int(np.count_nonzero(batch.loss_mask))
     return {"tokens_seen": real, "loss_tokens_seen": counted}
 
 
-def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dict[str, Any],
-                 model_path: str) -> dict[str, Any]:
-    """results.json of a run on a pretrained base (wall_seconds is the caller's): train loss and perplexity on the
-    first rows of train, as many as val has (a whole pass over a corpus a base is fine-tuned on can take longer
-    than the training: `train_rows_scored` says how many), val's from the loop, test's when given, tokens seen
-    and tokens per second of training."""
+def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dict[str, Any]) -> dict[str, Any]:
+    """results.json of a run on a pretrained base (wall_seconds and model_path are the caller's): train loss and
+    perplexity on the first rows of train, as many as val has (a whole pass over a corpus a base is fine-tuned on
+    can take longer than the training: `train_rows_scored` says how many), val's from the loop, test's when given,
+    tokens seen and tokens per second of training."""
     rows = min(len(splits["train"].input), len(splits["val"].input))
     train_loss, train_ppl = evaluate(model, EvalBatcher(take(splits["train"], slice(0, rows)), TEXT_EVAL_BATCH_SIZE))
-    results = artifacts.build_results(
-        train_ppl=train_ppl, val_ppl=outcome["val_ppl"], best_val_step=outcome["best_val_step"],
-        best_val_ppl=outcome["best_val_ppl"], baseline_ppl=None, val_exact_match=None, wall_seconds=None,
-        peak_rss_mb=artifacts.peak_rss_mb(), model_path=model_path)
-    results.update(status=outcome["status"], steps=outcome["steps_done"], train_loss=train_loss,
-                   train_rows_scored=rows, val_loss=outcome["val_loss"], ms_per_step=outcome["ms_per_step"])
+    results = artifacts.build_results(outcome, train_loss=train_loss, train_ppl=train_ppl, baseline_ppl=None,
+                                      val_exact_match=None, train_rows_scored=rows)
     seen = tokens_seen(cfg, splits["train"], outcome["steps_done"])
     ms = outcome.get("ms_per_step")
     per_step = seen["tokens_seen"] / max(outcome["steps_done"], 1)
