@@ -22,7 +22,6 @@ from typing import ClassVar
 import numpy as np
 
 from minitrain.autograd import kernels
-from minitrain.autograd.kernels import adamw_update
 from minitrain.optim.optimizer import Optimizer
 
 
@@ -47,7 +46,9 @@ class AdamW(Optimizer):
     ) -> None:
         args = (data, grad, state["exp_avg"], state["exp_avg_sq"],
                 lr, self.beta1, self.beta2, self.eps, weight_decay, self.step_count, self.decoupled)  # fmt: skip
-        if self.amsgrad:  # the fused kernel keeps no v_max
-            adamw_update.adamw_update_reference(*args, state["max_exp_avg_sq"])
+        if self.amsgrad:  # the fused kernel keeps no v_max; its file (and numba) load on first use, as kernels' do
+            from minitrain.autograd.kernels.adamw_update import adamw_update_reference
+
+            adamw_update_reference(*args, state["max_exp_avg_sq"])
         else:
             kernels.active.adamw_update(*args)
