@@ -76,7 +76,6 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
     elif is_text_source(source):  # a pretrained base, or a run on one: the base's own tokenizer
         if (Path(source) / TOKENIZER_DIR / "tokenizer.json").is_file():
             model_config, state, tokenizer = run_state(source)
-            state = in_model_order(state, model_config)
         else:
             model_config, state, tokenizer, _ = load_pretrained_base(source)
         found = GGUFSource(model_config, state, bpe_fields(tokenizer, int(model_config["vocab_size"])), name)
@@ -89,9 +88,9 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
             raise UserError(f"export --format gguf {source}: the source does not record its vocabulary; pass it "
                             "with --vocab", BAD_INPUT)
         fields = char_fields(CharTokenizer.load(vocab), int(model_config["vocab_size"]))
-        found = GGUFSource(model_config, in_model_order(pretrained.state, model_config), fields, name)
+        found = GGUFSource(model_config, pretrained.state, fields, name)
     check_gguf_family(found.model_config, source)
-    return found
+    return found._replace(state=in_model_order(found.state, found.model_config))
 
 
 def in_model_order(state: dict[str, np.ndarray], model_config: dict[str, Any]) -> dict[str, np.ndarray]:
