@@ -180,7 +180,8 @@ def test_train_parses_a_gguf_base_once_and_encodes_each_record_once(tmp_path, ba
     from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
     from minitrain.data.text_examples import encode_records
     from minitrain.data.text_records import read_file
-    from minitrain.hub import gguf_file, pretrained_runs
+    from minitrain.formats import gguf_read
+    from minitrain.hub import pretrained_runs
 
     write_gguf(tmp_path / "base.gguf", random_hf_state(MINITRAIN), HF_CONFIG)
     text = config_text(tmp_path, tmp_path / "base.gguf", steps=2)
@@ -196,7 +197,7 @@ def test_train_parses_a_gguf_base_once_and_encodes_each_record_once(tmp_path, ba
         monkeypatch.setattr(cls, name, counted)
     count(gguf.GGUFReader, "__init__")
     count(PretrainedTokenizer, "apply_chat_template")
-    gguf_file._open_gguf.cache_clear()
+    gguf_read._open_gguf.cache_clear()
     pretrained_runs._read_base.cache_clear()
     code, _, err = run(["train", write_config(tmp_path, text, "cli.yaml"), "--out-dir", tmp_path / "cli", "--quiet"],
                        capsys)
