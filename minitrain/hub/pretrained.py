@@ -28,7 +28,6 @@ shape, and the tokenizer's ids fit the embedding.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -44,7 +43,7 @@ from minitrain.formats.gguf_read import read_gguf
 from minitrain.formats.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.formats.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
 from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
-from minitrain.hub.hub_errors import hub_download_errors
+from minitrain.hub.hub_errors import download_repo
 from minitrain.hub.sources import gpt2_state
 from minitrain.models.registry import family_of
 from minitrain.runs.model_files import check_tensors
@@ -170,30 +169,8 @@ def _from_folder(folder: Path, spec: str):
 def download_base(repo_id: str, weights: bool = True) -> Path:
     """The files of a Hub model repo a base needs, fetched into the Hugging Face cache; the snapshot folder.
     `weights=False`: config.json and the tokenizer's files only (what `describe_base` reads)."""
-    from huggingface_hub import hf_hub_download  # here: importing the client takes about 0.4 s
-    from huggingface_hub.errors import EntryNotFoundError
-
     needs = f"a file a base needs (config.json, {WEIGHTS_FILE} or {INDEX_FILE} and its shards)"
-    with hub_download_errors(f"base {repo_id}", needs):
-        snapshot = Path(hf_hub_download(repo_id, "config.json")).parent
-        if weights:
-            _download_weights(repo_id)
-        for name in OPTIONAL_FILES:  # the tokenizer's: reading the folder says which it lacks
-            with contextlib.suppress(EntryNotFoundError):
-                hf_hub_download(repo_id, name)
-    return snapshot
-
-
-def _download_weights(repo_id: str) -> None:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
-
-    try:
-        hf_hub_download(repo_id, WEIGHTS_FILE)
-    except EntryNotFoundError:  # a big model: shards listed by the index
-        index = read_json_object(hf_hub_download(repo_id, INDEX_FILE), "weights index")
-        for shard in dict.fromkeys(index.get("weight_map", {}).values()):
-            hf_hub_download(repo_id, str(shard))
+    return download_repo(repo_id, f"base {repo_id}", needs, OPTIONAL_FILES, weights)
 
 
 def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray], tokenizer: PretrainedTokenizer,

@@ -26,7 +26,6 @@ lists what differs.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,7 +41,7 @@ from minitrain.config.schema import Config
 from minitrain.data.gpt2_base import own_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
-from minitrain.hub.hub_errors import hub_download_errors
+from minitrain.hub.hub_errors import download_repo
 from minitrain.hub.run_folder import locate, read_run, run_of, run_vocab
 from minitrain.lora import LoraSettings, add_adapters, check_base, load_adapter_state, merged_state, settings_of
 from minitrain.models.registry import DEFAULT_TYPE, build_model, linear_module_paths, model_keys, model_type
@@ -70,17 +69,8 @@ def is_hub_id(spec: str) -> bool:
 
 def download(repo_id: str) -> Path:
     """Fetch an exported model from the Hub into the HF cache; return the cached snapshot folder."""
-    from huggingface_hub import hf_hub_download  # here: importing the client takes about 0.4 s
-    from huggingface_hub.errors import EntryNotFoundError
-
-    with hub_download_errors(f"{KEY} {repo_id}", f"a file it needs ({', '.join(HUB_REQUIRED)})"):
-        snapshot = Path(hf_hub_download(repo_id, HUB_REQUIRED[0])).parent
-        for name in HUB_REQUIRED[1:]:
-            hf_hub_download(repo_id, name)
-        for name in HUB_OPTIONAL:
-            with contextlib.suppress(EntryNotFoundError):  # a plain GPT-2 repo has no minitrain vocabulary
-                hf_hub_download(repo_id, name)
-    return snapshot
+    return download_repo(repo_id, f"{KEY} {repo_id}", f"a file it needs ({', '.join(HUB_REQUIRED)})", HUB_OPTIONAL,
+                         shards=False)
 
 
 def gpt2_state(path: Path) -> dict[str, np.ndarray]:
