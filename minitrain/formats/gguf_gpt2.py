@@ -17,7 +17,7 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.formats.gguf_read import dequantized, field_value, float32_value, open_gguf, tokenizer_fields
+from minitrain.formats.gguf_read import dequantized, field_value, float32_value, needed, open_gguf, tokenizer_fields
 from minitrain.formats.gguf_vocab import char_vocab
 from minitrain.formats.gguf_write import CONV1D, GPT2_GLOBAL, GPT2_LAYER
 from minitrain.formats.gpt2 import check_state_dict, from_gpt2_config
@@ -30,10 +30,7 @@ _FROM_LAYER = {short: part for part, short in GPT2_LAYER.items()}
 
 def _hf_config(reader, path: Path) -> dict[str, Any]:
     def need(key: str) -> int:
-        value = field_value(reader, f"gpt2.{key}")
-        if value is None:
-            raise UserError(f"{path}: the GGUF lacks gpt2.{key}", 2)
-        return int(value)
+        return int(needed(reader, path, f"gpt2.{key}"))
 
     tokens = field_value(reader, "tokenizer.ggml.tokens") or []
     return {"model_type": "gpt2", "vocab_size": int(field_value(reader, "gpt2.vocab_size") or len(tokens)),

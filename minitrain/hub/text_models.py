@@ -33,8 +33,7 @@ from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.pretrained import is_gguf, load_pretrained_base
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR as RUN_TOKENIZER_DIR
 from minitrain.hub.pretrained_runs import run_model
-from minitrain.hub.sources import is_hub_id, load_model
-from minitrain.models.registry import build_model
+from minitrain.hub.sources import built, is_hub_id, load_model
 from minitrain.nn import Module
 
 
@@ -73,9 +72,7 @@ def load_text_model(spec: str, vocab_path: str | None = None) -> TextModel:
         return TextModel(model, tokenizer, kind, spec)
     if is_pretrained_base(spec):
         model_config, state, tokenizer, facts = load_pretrained_base(spec)
-        model = build_model(model_config)
-        model.load_state_dict(state, source=facts.get("path", spec))
-        return TextModel(model, tokenizer, "pretrained", spec)
+        return TextModel(built(model_config, state, facts.get("path", spec)), tokenizer, "pretrained", spec)
     if (Path(spec) / RUN_TOKENIZER_DIR).is_dir():  # a run on a pretrained base: the base, then its training
         model, tokenizer = run_model(spec)
         return TextModel(model, tokenizer, "minitrain", spec)
