@@ -77,7 +77,7 @@ def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np
     spec = str(spec)
     kind = base_kind(spec)
     if kind == "gguf":
-        model, state, tokenizer, facts = _from_gguf(Path(spec))
+        model, state, tokenizer, facts = _from_gguf(str(Path(spec)))
     elif kind == "folder":
         model, state, tokenizer, facts = _from_folder(Path(spec), spec)
     else:
@@ -95,10 +95,8 @@ def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer
     spec = str(spec)
     kind = base_kind(spec)
     if kind == "gguf":
-        contents = read_gguf(spec, with_tensors=False)
-        model, facts = from_hf_config(contents.config, f"{spec} (GGUF metadata)")
-        tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
-        facts = {"source": "gguf", "path": spec, "read": [spec], **facts, **contents.facts}
+        model, _, tokenizer, facts = _from_gguf(spec, with_tensors=False)
+        facts = {"source": "gguf", "path": spec, "read": [spec], **facts}
     else:
         hub = kind == "hub"
         folder = download_base(spec, weights=False) if hub else Path(spec)
@@ -118,14 +116,14 @@ def _check_ids_fit(spec: str, tokenizer: PretrainedTokenizer, model: dict[str, A
                         f"{model['vocab_size']} embedding rows: those ids would index past the embedding", 2)
 
 
-def _from_gguf(path: Path):
-    contents = read_gguf(path)
-    where = f"{path} (GGUF metadata)"
-    model, facts = from_hf_config(contents.config, where)
+def _from_gguf(path: str, with_tensors: bool = True):
+    """(model, state ({} without `with_tensors`), tokenizer, facts) of the GGUF file `path`."""
+    contents = read_gguf(path, with_tensors)
+    model, facts = from_hf_config(contents.config, f"{path} (GGUF metadata)")
     tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
     raw, contents.state = contents.state, {}  # from_hf_state empties `raw` as it goes: one copy in memory
-    state = from_hf_state(raw, model, str(path))
-    return model, state, tokenizer, {"source": "gguf", "path": str(path), **facts, **contents.facts}
+    state = from_hf_state(raw, model, path) if with_tensors else {}
+    return model, state, tokenizer, {"source": "gguf", "path": path, **facts, **contents.facts}
 
 
 def is_llama(model_config: dict[str, Any]) -> bool:
