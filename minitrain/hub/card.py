@@ -28,9 +28,9 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCardData
 
 from minitrain.common.errors import UserError
-from minitrain.common.hub_id import is_hub_id
-from minitrain.common.io import parse_json, path_exists, read_text
+from minitrain.common.io import parse_json, read_text
 from minitrain.formats.hf_config import ARCHITECTURES
+from minitrain.hub.pretrained import is_base_id
 from minitrain.hub.run_folder import RunInfo
 from minitrain.models.registry import family_of, layout_of, model_type
 
@@ -150,11 +150,6 @@ def eval_results(info: RunInfo, subject: Subject | None = None) -> list[EvalResu
     ]
 
 
-def _hub_id(spec: Any) -> bool:
-    """A base named by Hub id (not a local path, not a .gguf file): the front matter's base_model."""
-    return isinstance(spec, str) and not path_exists(spec) and is_hub_id(spec) and not spec.endswith(".gguf")
-
-
 def card_data(info: RunInfo, model_name: str, subject: Subject | None = None) -> ModelCardData:
     subject = subject or describe(info)
     init_from = info.section("model").get("init_from")
@@ -164,7 +159,7 @@ def card_data(info: RunInfo, model_name: str, subject: Subject | None = None) ->
         language=subject.language,
         tags=list(subject.tags),
         pipeline_tag=subject.task,
-        base_model=init_from if _hub_id(init_from) else None,
+        base_model=init_from if is_base_id(init_from) else None,
         model_name=model_name,
         eval_results=eval_results(info, subject) or None,
     )
@@ -440,6 +435,6 @@ def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str 
              "## License", "", f"The weights derive from `{base}`: {LICENSE_NOTE}.", ""]
     family = "gpt2" if layout_of(model_config) == "gpt2" else family_of(model_config).name
     meta = ModelCardData(library_name="minitrain", tags=["minitrain", family, "text-generation"],
-                         pipeline_tag="text-generation", base_model=base if _hub_id(base) else None,
+                         pipeline_tag="text-generation", base_model=base if is_base_id(base) else None,
                          model_name=name)
     return f"---\n{meta.to_yaml()}\n---\n\n" + "\n".join(line for line in body if line is not None)

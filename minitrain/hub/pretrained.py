@@ -64,10 +64,15 @@ def base_kind(spec: str, prefix: str = "") -> Literal["gguf", "folder", "hub"]:
         return "gguf"
     if Path(spec).is_dir():
         return "folder"
-    problem = hub_id_problem(spec)
-    if not path_exists(spec) and problem is None and not is_gguf(spec):
+    if is_base_id(spec):
         return "hub"
-    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and {problem or 'not a Hub model id'}", 2)
+    problem = hub_id_problem(spec) or "not a Hub model id"
+    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and {problem}", 2)
+
+
+def is_base_id(spec: Any) -> bool:
+    """`user/name` naming a base on the Hub: a valid repo id that is no local path and no .gguf file's name."""
+    return isinstance(spec, str) and not path_exists(spec) and hub_id_problem(spec) is None and not is_gguf(spec)
 
 
 def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer,
