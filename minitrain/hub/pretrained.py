@@ -33,16 +33,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import safetensors.numpy
 
 from minitrain.common.errors import UserError
 from minitrain.common.hub_id import hub_id_problem
-from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exists, read_json_object
+from minitrain.common.io import atomic_write_json, path_exists, read_json_object
 from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
 from minitrain.formats.gguf_read import read_gguf
 from minitrain.formats.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.formats.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
-from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
+from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights, write_weights
 from minitrain.hub.hub_errors import download_repo
 from minitrain.hub.sources import gpt2_state
 from minitrain.models.registry import family_of
@@ -186,9 +185,9 @@ def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray],
         hf_state = to_hf_state(state, model_config)
     else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export_hf.py writes minitrain's own the same way)
         config = to_gpt2_config(model_config, pad, bos, eos)
-        hf_state = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
+        hf_state = state
     atomic_write_json(folder / "config.json", config)
-    atomic_write_bytes(folder / WEIGHTS_FILE, safetensors.numpy.save(hf_state, metadata={"format": "pt"}))
+    write_weights(folder, hf_state)
     tokenizer.save(folder)
     generation = {k: v for k, v in (("bos_token_id", bos), ("eos_token_id", eos), ("pad_token_id", pad))
                   if v is not None}
