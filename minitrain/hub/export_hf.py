@@ -24,13 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.common.hub_id import is_hub_id
-from minitrain.common.io import atomic_write_json, atomic_write_text, path_exists
+from minitrain.common.io import atomic_write_json, atomic_write_text
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
 from minitrain.formats.hf_tokenizer import tokenizer_config, tokenizer_json
 from minitrain.formats.safetensors_folder import write_weights
 from minitrain.hub.card import build_card
+from minitrain.hub.pretrained import is_base_id
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.hub.staging import check_target, staged
 from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
@@ -62,7 +62,7 @@ def hub_base(info: RunInfo, base_model: str | None) -> str:
     """The Hub id a published adapter names as its base: `base_model`, else the base the run records. PEFT loads
     the base by that name, so a local file or folder is refused (minitrain does not upload the base itself)."""
     base = base_model or info.adapter.base
-    if base and is_hub_id(base) and not path_exists(base):
+    if is_base_id(base):
         return base
     raise UserError(f"publish {info.model_path}: a LoRA adapter on the Hub names its base by Hub id, and this run's "
                     f"base {base} is a local file or folder; publish the base first and pass its id with --base-model "
