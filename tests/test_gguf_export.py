@@ -332,3 +332,17 @@ def test_publish_format_gguf_uploads_the_one_file_export_writes(run, tmp_path, m
     assert f"Published: {hub.url}/alice/tiny" in out
     export_gguf(run, tmp_path / "local.gguf", "f16")
     assert hub.repos["alice/tiny"].files == {"tiny-f16.gguf": (tmp_path / "local.gguf").read_bytes()}
+
+
+@pytest.mark.parametrize("arch, key", [("gpt2", "gpt2.context_length"), ("llama", "llama.attention.head_count")])
+def test_a_gguf_without_a_key_the_model_needs_names_it(tmp_path, arch, key):
+    from minitrain.formats.gguf_gpt2 import read_gpt2_gguf
+    from minitrain.formats.gguf_read import read_gguf
+
+    writer = gguf.GGUFWriter(str(tmp_path / "bare.gguf"), arch)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(UserError, match=re.escape(f"bare.gguf: the GGUF lacks {key}")):
+        (read_gpt2_gguf if arch == "gpt2" else read_gguf)(tmp_path / "bare.gguf")

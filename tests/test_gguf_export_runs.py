@@ -94,3 +94,12 @@ def test_a_gpt2_base_with_its_own_bpe_is_written_in_the_gpt2_layout_with_that_bp
     assert loaded.tokenizer.encode("hola como") == ids
     want = logits(source.model, ids)
     assert float(np.abs(logits(loaded.model, ids) - want).max()) <= 2e-3 * float(np.abs(want).max())
+
+
+def test_a_gpt2_base_gives_the_same_bytes_every_time(tmp_path):
+    # The tensors were written in the order the safetensors reader gave them, which varies from call to call.
+    gpt2_folder(tmp_path / "gpt2")
+    first, _ = export_gguf(tmp_path / "gpt2", tmp_path / "a.gguf", "f16")
+    again, _ = export_gguf(tmp_path / "gpt2", tmp_path / "b.gguf", "f16")
+    assert first.read_bytes() == again.read_bytes()
+    assert [t.name for t in open_gguf(first).tensors][:2] == ["token_embd.weight", "position_embd.weight"]

@@ -103,3 +103,22 @@ def test_a_plain_text_run_exports_with_a_card_about_its_text(tmp_path):
     assert "trained on plain text" in card and "| train | 2 | 19 |" in card  # 10 + 2 and 5 + 2 tokens
     assert "Spanish" not in card and "comer|R1|" not in card and "language: es" not in card
     assert "| val PPL | 1.870 |" in card and "exact match" not in card
+
+
+def test_a_family_without_a_layout_is_described_by_its_record(monkeypatch):
+    from dataclasses import replace
+    from pathlib import Path
+
+    from minitrain.models.registry import FAMILIES
+
+    mlp = Path(__file__).resolve().parents[1] / "models" / "mlp-lm-f01987eef0d24fef.safetensors"
+    info = read_run(mlp)
+    text = build_card(info, vocab_size=40)
+    assert "A character-level MLP language model that conjugates Spanish verbs" in text
+    assert f"- Architecture: fixed-context MLP language model ({info.model_config['context']} characters of" in text
+    # A new family says what its model's docstring says, and lists its own keys: never "MLP" words.
+    monkeypatch.setattr(FAMILIES["mlp_lm"].model, "__doc__", "Recurrent toy language model. `logits = model(idx)`.")
+    config = {k: v for k, v in info.model_config.items() if k != "context"}
+    text = build_card(replace(info, model_config=config), vocab_size=40)
+    assert "A character-level toy language model that conjugates" in text and "MLP language" not in text
+    assert f"- Architecture: recurrent toy language model (d_embed {config['d_embed']}, hidden" in text

@@ -146,7 +146,7 @@ def test_a_failed_export_leaves_the_previous_one_whole(run, tmp_path, monkeypatc
     def disk_full(path, data):
         raise UserError(f"{path}: cannot write (No space left on device)")
 
-    monkeypatch.setattr("minitrain.hub.export_hf.atomic_write_bytes", disk_full)  # the weights, after config.json
+    monkeypatch.setattr("minitrain.formats.safetensors_folder.atomic_write_bytes", disk_full)  # the weights
     with pytest.raises(UserError, match="No space left on device"):
         export_model(other, tmp_path / "out")
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before

@@ -194,6 +194,35 @@ def test_sharded_weights_are_joined_by_the_index(tmp_path):
         read_folder_weights(tmp_path)
 
 
+def test_a_hub_base_in_shards_is_fetched_by_its_index_and_an_export_repo_needs_its_one_file(tmp_path, monkeypatch):
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    from minitrain.hub.pretrained import download_base
+    from minitrain.hub.sources import download
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "config.json").write_text("{}")
+    (repo / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "s1", "b": "s2", "c": "s1"}}))
+    for shard in ("s1", "s2"):
+        (repo / shard).write_bytes(b"")
+    asked = []
+
+    def fake(repo_id, name, **_):  # the repo's files, as hf_hub_download finds them in its cache
+        asked.append(name)
+        if not (repo / name).is_file():
+            raise EntryNotFoundError(f"{name} not in {repo_id}")
+        return str(repo / name)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
+    assert download_base("alice/big") == repo
+    assert asked[:5] == ["config.json", "model.safetensors", "model.safetensors.index.json", "s1", "s2"]
+    with pytest.raises(UserError, match=r"model.init_from alice/big: the repo lacks a file it needs \(config.json, "
+                                        r"model.safetensors\)"):
+        download("alice/big")
+
+
 def hf_folder(folder: Path, bf16: bool = True, tied: bool = True) -> dict[str, np.ndarray]:
     """A tiny Llama folder as transformers saves one (BF16 weights), with a tokenizer; returns the fp32 values."""
     folder.mkdir(parents=True, exist_ok=True)

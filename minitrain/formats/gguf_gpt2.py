@@ -17,12 +17,10 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.formats.gguf_read import dequantized, field_value, float32_value, open_gguf, tokenizer_fields
+from minitrain.formats.gguf_read import dequantized, field_value, float32_value, needed, open_gguf, tokenizer_fields
 from minitrain.formats.gguf_vocab import char_vocab
 from minitrain.formats.gguf_write import CONV1D, GPT2_GLOBAL, GPT2_LAYER
 from minitrain.formats.gpt2 import check_state_dict, from_gpt2_config
-from minitrain.models.registry import build_model
-from minitrain.nn import Module
 
 _FROM_GLOBAL = {short: name for name, short in GPT2_GLOBAL.items()}
 _FROM_LAYER = {short: part for part, short in GPT2_LAYER.items()}
@@ -30,10 +28,7 @@ _FROM_LAYER = {short: part for part, short in GPT2_LAYER.items()}
 
 def _hf_config(reader, path: Path) -> dict[str, Any]:
     def need(key: str) -> int:
-        value = field_value(reader, f"gpt2.{key}")
-        if value is None:
-            raise UserError(f"{path}: the GGUF lacks gpt2.{key}", 2)
-        return int(value)
+        return int(needed(reader, path, f"gpt2.{key}"))
 
     tokens = field_value(reader, "tokenizer.ggml.tokens") or []
     return {"model_type": "gpt2", "vocab_size": int(field_value(reader, "gpt2.vocab_size") or len(tokens)),
@@ -79,11 +74,3 @@ def read_gpt2_gguf(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarr
 def gpt2_tokenizer(fields: dict[str, Any]) -> CharTokenizer | PretrainedTokenizer:
     """The character vocabulary the fields spell, else the byte-level BPE they describe."""
     return char_vocab(fields) or PretrainedTokenizer.from_gguf_fields(**fields)
-
-
-def load_gpt2_gguf(path: str | Path) -> tuple[Module, CharTokenizer | PretrainedTokenizer]:
-    """The MiniGPT a gpt2 GGUF holds, built and loaded (float32), and its tokenizer."""
-    model_config, state, fields = read_gpt2_gguf(path)
-    model = build_model(model_config)
-    model.load_state_dict(state, source=str(path))
-    return model, gpt2_tokenizer(fields)

@@ -123,6 +123,14 @@ def field_value(reader, key: str, default: Any = None) -> Any:
     return default if f is None else f.contents()
 
 
+def needed(reader, path: Path, key: str) -> Any:
+    """The value of metadata `key`; UserError naming the file when it lacks it."""
+    value = field_value(reader, key)
+    if value is None:
+        raise UserError(f"{path}: the GGUF lacks {key}", 2)
+    return value
+
+
 def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
     """The `tokenizer.*` metadata as `PretrainedTokenizer.from_gguf_fields`' keyword arguments."""
     def field(key: str, default: Any = None) -> Any:
@@ -175,10 +183,7 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
                         "export)", 2)
 
     def need(key: str) -> Any:
-        value = field(f"{arch}.{key}")
-        if value is None:
-            raise UserError(f"{path}: the GGUF lacks {arch}.{key}", 2)
-        return value
+        return needed(reader, path, f"{arch}.{key}")
 
     scaling = field(f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", None) or any(t.name == "rope_freqs.weight" for t in reader.tensors):

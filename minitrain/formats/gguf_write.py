@@ -94,13 +94,17 @@ def encoded(w: np.ndarray, dtype: str) -> tuple[np.ndarray, Any]:
     return w.astype(np.float16), None
 
 
-def _llama_metadata(writer, model_config: Mapping[str, Any]) -> None:
-    head_dim = model_config.get("head_dim") or model_config["d_model"] // model_config["n_head"]
+def _model_metadata(writer, model_config: Mapping[str, Any], llama: bool) -> None:
+    """The architecture's keys, in the order llama.cpp's converter writes them (a Llama or a GPT-2 layout)."""
     writer.add_context_length(int(model_config["max_seq_len"]))
     writer.add_embedding_length(int(model_config["d_model"]))
     writer.add_block_count(int(model_config["n_layer"]))
     writer.add_feed_forward_length(int(model_config["d_ff"]))
     writer.add_head_count(int(model_config["n_head"]))
+    if not llama:
+        writer.add_layer_norm_eps(LAYER_NORM_EPS)
+        return
+    head_dim = model_config.get("head_dim") or model_config["d_model"] // model_config["n_head"]
     writer.add_head_count_kv(int(model_config.get("n_kv_head") or model_config["n_head"]))
     writer.add_rope_freq_base(float(model_config.get("rope_theta", 10000.0)))
     writer.add_layer_norm_rms_eps(float(model_config.get("rms_norm_eps", 1e-5)))
@@ -108,15 +112,6 @@ def _llama_metadata(writer, model_config: Mapping[str, Any]) -> None:
     if head_dim * model_config["n_head"] != model_config["d_model"]:  # llama.cpp's default is D / H
         writer.add_key_length(int(head_dim))
         writer.add_value_length(int(head_dim))
-
-
-def _gpt2_metadata(writer, model_config: Mapping[str, Any]) -> None:
-    writer.add_context_length(int(model_config["max_seq_len"]))
-    writer.add_embedding_length(int(model_config["d_model"]))
-    writer.add_block_count(int(model_config["n_layer"]))
-    writer.add_feed_forward_length(int(model_config["d_ff"]))
-    writer.add_head_count(int(model_config["n_head"]))
-    writer.add_layer_norm_eps(LAYER_NORM_EPS)
 
 
 def _tokenizer_metadata(writer, fields: Mapping[str, Any]) -> None:
@@ -152,7 +147,7 @@ def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: M
     if dtype == "q8_0":
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     writer.add_vocab_size(int(model_config["vocab_size"]))
-    (_llama_metadata if llama else _gpt2_metadata)(writer, model_config)
+    _model_metadata(writer, model_config, llama)
     _tokenizer_metadata(writer, fields)
     kinds: dict[str, int] = {}
     for short, w in (llama_tensors(model_config, state) if llama else gpt2_tensors(state)):

@@ -49,17 +49,18 @@ def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], 
     if len(state) != needed:
         raise UserError(f"{where}: weights do not fit the model config ({config}): {len(state)} tensors, the "
                         f"config needs {needed}", 2)
-    expected = expected_shapes(model_config)
+    if shown := misfits(state, expected_shapes(model_config)):
+        raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}", 2)
+
+
+def misfits(state: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]]) -> str:
+    """The tensors of `state` missing, unexpected or mis-shaped against `expected` (name -> shape), the first five
+    joined by "; " (and how many more); "" when the state fits."""
     problems = [f"missing {name} {shape}" for name, shape in expected.items() if name not in state]
     problems += [f"unexpected {name}" for name in state if name not in expected]
-    problems += [
-        f"{name} has shape {tuple(state[name].shape)}, the config needs {shape}"
-        for name, shape in expected.items()
-        if name in state and tuple(state[name].shape) != shape
-    ]
-    if problems:
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-        raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}", 2)
+    problems += [f"{name} has shape {tuple(state[name].shape)}, the config needs {shape}"
+                 for name, shape in expected.items() if name in state and tuple(state[name].shape) != shape]
+    return "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
 
 
 def check_exportable(model_config: Mapping[str, Any]) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
+from minitrain.formats.gpt2 import misfits
 from minitrain.models import llama
 from minitrain.nn.rotary import LLAMA3_KEYS
 
@@ -205,13 +206,7 @@ def _transposed(name: str) -> bool:
 
 def check_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any], where: str) -> None:
     """One UserError listing what is missing, unexpected or mis-shaped in an HF-layout state dict."""
-    expected = hf_shapes(model)
-    problems = [f"missing {n} {s}" for n, s in expected.items() if n not in state]
-    problems += [f"unexpected {n}" for n in state if n not in expected]
-    problems += [f"{n} has shape {tuple(state[n].shape)}, the config needs {s}"
-                 for n, s in expected.items() if n in state and tuple(state[n].shape) != s]
-    if problems:
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+    if shown := misfits(state, hf_shapes(model)):
         raise UserError(f"{where}: weights do not fit the model config: {shown}", 2)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import read_json_object
+from minitrain.common.io import atomic_write_bytes, read_json_object
 
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -72,6 +72,14 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
         raw = body[begin:end].view(dtype).reshape(shape)
         out[name] = bf16_to_float32(raw) if kind == "BF16" else raw.astype(np.float32)
     return out
+
+
+def write_weights(folder: str | Path, state: dict[str, np.ndarray]) -> None:
+    """FOLDER/model.safetensors as transformers reads it: float32 tensors, metadata {"format": "pt"}."""
+    import safetensors.numpy  # here: a reader of folders does not need the library
+
+    tensors = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
+    atomic_write_bytes(Path(folder) / WEIGHTS_FILE, safetensors.numpy.save(tensors, metadata={"format": "pt"}))
 
 
 def read_folder_weights(folder: str | Path) -> tuple[dict[str, np.ndarray], list[Path]]:

@@ -1,4 +1,4 @@
-"""The model card (README.md of an exported model), written from what the run recorded.
+"""The model card (README.md of an exported model), written from what the run (or a pretrained base) recorded.
 
 A Hugging Face model card is Markdown with YAML front matter. The front matter is built with
 `huggingface_hub.ModelCardData`, so its keys (`library_name`, `license`, `language`, `tags`, `pipeline_tag`,
@@ -9,7 +9,13 @@ record is printed as "not recorded", never guessed. No dates, so the same run al
 What the card says was trained comes from the run's config (`describe`): the verb corpus of the labs (JSONL
 records, held-out verbs), plain text (one example per line), or a table (model.type sequential: a classifier
 or regressor of the column it names). Only MiniGPT has a transformers twin, so only its card shows how to load
-it with transformers.
+it with transformers. A family is described from its record: its export layout (GPT-2's words for gpt2), else the
+first sentence of its model's docstring (`Fixed-context MLP language model.`).
+
+A pretrained base (`pretrained_card`: a Llama-family or GPT-2 base exported as it is, or a run that fine-tuned one)
+is another kind of subject: a base someone else pretrained, its own byte-level BPE tokenizer (not characters), text
+or chat records counted in the base's tokens, and `LlamaForCausalLM` / `Qwen2ForCausalLM` (a GPT-2 base:
+`GPT2LMHeadModel`) as its transformers class; its license is the base's.
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCardData
 
 from minitrain.common.errors import UserError
-from minitrain.common.hub_id import is_hub_id
-from minitrain.common.io import parse_json, path_exists, read_text
+from minitrain.common.io import parse_json, read_text
+from minitrain.formats.hf_config import ARCHITECTURES
+from minitrain.hub.pretrained import is_base_id
 from minitrain.hub.run_folder import RunInfo
 from minitrain.models.registry import family_of, layout_of, model_type
 
 LICENSE = "mit"
+LICENSE_NOTE = "the base model's license applies (see its own model card)"
 MISSING = "not recorded"
 VERBS, TEXT, TABLE = "verbs", "text", "table"
 
@@ -59,7 +67,7 @@ def describe(info: RunInfo) -> Subject:
                               f"{len(pipeline.get('features', [])) or MISSING} features.",
                        f"tabular-{task}", f"Tabular {task}", "table", str(source), [*base, f"tabular-{task}"])
     gpt2 = layout_of(info.model_config) == "gpt2"  # transformers' GPT-2 is its twin
-    what = "GPT-2" if gpt2 else "MLP language model"
+    what = "GPT-2" if gpt2 else " ".join(_family_sentence(info.model_config).split()[1:])  # without its modifier
     tags = [*base, *(["gpt2"] if gpt2 else []), "character-level"]
     if data.get("format") == "text" or data.get("heldout_policy") == "none":
         train = data.get("train_path", MISSING)
@@ -70,6 +78,11 @@ def describe(info: RunInfo) -> Subject:
                           "T, person 1-6) it writes the conjugated form, e.g. `comer|R1|` -> `comí`.",
                    "text-generation", "Spanish verb conjugation", "spanish-verb-conjugation",
                    "Spanish verb conjugations (minitrain corpus)", [*tags, "spanish", "verb-conjugation"], "es")
+
+
+def _family_sentence(model_config: dict[str, Any]) -> str:
+    """The family's words for itself: the first sentence of its model class's docstring, without the period."""
+    return (family_of(model_config).model.__doc__ or "").strip().split(".")[0]
 
 
 def _layer_summary(model_config: dict[str, Any]) -> str:
@@ -140,14 +153,13 @@ def eval_results(info: RunInfo, subject: Subject | None = None) -> list[EvalResu
 def card_data(info: RunInfo, model_name: str, subject: Subject | None = None) -> ModelCardData:
     subject = subject or describe(info)
     init_from = info.section("model").get("init_from")
-    from_hub = isinstance(init_from, str) and not path_exists(init_from) and is_hub_id(init_from)
     return ModelCardData(
         library_name="minitrain",
         license=LICENSE,
         language=subject.language,
         tags=list(subject.tags),
         pipeline_tag=subject.task,
-        base_model=init_from if from_hub else None,
+        base_model=init_from if is_base_id(init_from) else None,
         model_name=model_name,
         eval_results=eval_results(info, subject) or None,
     )
@@ -200,9 +212,11 @@ def _model_section(info: RunInfo, subject: Subject, vocab_size: int) -> str:
         lines.insert(0, "- Architecture: GPT-2 decoder (pre-LayerNorm blocks, tanh-GELU MLP, learned positions, "
                         f"output layer tied to\n  the token embedding): {mc['n_layer']} layers, {mc['n_head']} heads, "
                         f"width {mc['d_model']}, MLP width {mc['d_ff']}.")
-    else:
-        lines.insert(0, f"- Architecture: fixed-context MLP language model ({mc.get('context')} characters of "
-                        f"{mc.get('d_embed')} dimensions, hidden {mc.get('hidden')}).")
+    else:  # the family's own words and `model:` keys (a fixed-context model's: its context and widths)
+        words, own = _family_sentence(mc), family_of(mc).keys.model_fields
+        details = (f"{mc['context']} characters of {mc.get('d_embed')} dimensions, hidden {mc.get('hidden')}"
+                   if "context" in mc else ", ".join(f"{k} {mc[k]}" for k in own if k in mc))
+        lines.insert(0, f"- Architecture: {words[:1].lower()}{words[1:]} ({details}).")
     lines += [f"- Context length: {mc['max_seq_len']} tokens.",
               f"- Tokenizer: one token per character, {vocab_size} symbols including `<pad>` (0), `<bos>` (1) and "
               f"`<eos>` (2);\n  the embedding has {mc['vocab_size']} rows. `tokenizer.json` holds the same vocabulary "
@@ -359,3 +373,68 @@ model = PeftModel.from_pretrained(GPT2LMHeadModel.from_pretrained("BASE_EXPORT")
 `minitrain merge-adapters RUN_DIR OUT_DIR` folds the adapter into its base instead, and `minitrain publish
 --merge-adapters` publishes the merged model.
 """
+
+
+# --- a pretrained base, or a run that fine-tuned one ------------------------------------------------------------
+
+def architecture_name(model_config: dict[str, Any]) -> str:
+    """The transformers class an export of this config loads as (formats/hf_config.py `to_hf_config`)."""
+    return {**ARCHITECTURES, "gpt2": "GPT2LMHeadModel"}[layout_of(model_config)]
+
+
+def describe_architecture(mc: dict[str, Any]) -> str:
+    if layout_of(mc) == "gpt2":
+        return (f"GPT-2 (GPT2LMHeadModel: LayerNorm, learned positions, GELU MLP, output layer tied to the token "
+                f"embedding): {mc['n_layer']} layers, {mc['n_head']} heads, width {mc['d_model']}, MLP width "
+                f"{mc['d_ff']}, {mc['vocab_size']} embedding rows")
+    head = "tied to the token embedding" if mc.get("tie_embeddings", True) else "its own output matrix"
+    scaling = f", rope_scaling {mc['rope_scaling']['rope_type']}" if mc.get("rope_scaling") else ""
+    bias = ", biases on q/k/v (Qwen2)" if mc.get("attention_bias") else ""
+    return (f"Llama-family decoder ({architecture_name(mc)}: RMSNorm, rotary positions θ {mc.get('rope_theta')}"
+            f"{scaling}, grouped-query attention, SwiGLU MLP{bias}, output layer {head}): {mc['n_layer']} layers, "
+            f"{mc['n_head']} query heads and {mc.get('n_kv_head') or mc['n_head']} key/value heads of "
+            f"{mc.get('head_dim')}, width {mc['d_model']}, MLP width {mc['d_ff']}, {mc['vocab_size']} embedding rows")
+
+
+def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str | None, base: str | None,
+                    info: RunInfo | None = None, chat: bool = False) -> str:
+    """README.md for the export of a pretrained base: of a run (`info`) fine-tuned from `base`, or of `base`."""
+    repo = repo_id or "user/name"
+    name = repo_id or architecture_name(model_config)
+    origin = (f"Fine-tuned with minitrain (a pure-NumPy teaching library) from the pretrained base `{base}`."
+              if info is not None else f"The pretrained model `{base}`, converted to float32 by minitrain.")
+    body = [
+        f"# {name}", "", origin, "", "## Model", "",
+        f"- Architecture: {describe_architecture(model_config)}.",
+        f"- Parameters: {info.num_parameters:,}." if info is not None else None,
+        f"- Context length used: {model_config['max_seq_len']} tokens.",
+        f"- Tokenizer: the base's own ({vocab_size:,} tokens{', with its chat template' if chat else ''}); its "
+        "files are the base's, byte for byte where it had them.",
+    ]
+    if info is not None:
+        data, results = info.section("data"), info.results
+        splits = ["train", "val", *(["test"] if "test_ppl" in results else [])]
+        body += ["", "## Data and training", "",
+                 f"Records of `{data.get('train_path', MISSING)}` (validation: `{data.get('val_path', MISSING)}`), "
+                 f"encoded with the base's tokenizer, `packing: {data.get('packing', MISSING)}`, loss counted on "
+                 f"`{data.get('loss_on', MISSING)}` tokens; {info.manifest.get('steps_done', MISSING)} steps.", "",
+                 _table(("split", "loss", "perplexity"),
+                        [(s, results.get(f"{s}_loss", MISSING), results.get(f"{s}_ppl", MISSING)) for s in splits])]
+    prompt = ('messages = [{"role": "user", "content": "Hola"}]\n'
+              'ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")'
+              if chat else 'ids = tokenizer("Hola", return_tensors="pt").input_ids')
+    body += ["", "## How to load it", "", "With transformers (PyTorch):", "", "```python",
+             "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+             f'model = AutoModelForCausalLM.from_pretrained("{repo}")',
+             f'tokenizer = AutoTokenizer.from_pretrained("{repo}")', prompt,
+             "out = model.generate(ids, max_new_tokens=32, do_sample=False)",
+             "print(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))", "```", "",
+             "With minitrain:", "", "```bash",
+             f'minitrain sample {repo}{" --chat" if chat else ""} --prompt "Hola"',
+             f"minitrain eval {repo} --data test.jsonl", "```", "",
+             "## License", "", f"The weights derive from `{base}`: {LICENSE_NOTE}.", ""]
+    family = "gpt2" if layout_of(model_config) == "gpt2" else family_of(model_config).name
+    meta = ModelCardData(library_name="minitrain", tags=["minitrain", family, "text-generation"],
+                         pipeline_tag="text-generation", base_model=base if is_base_id(base) else None,
+                         model_name=name)
+    return f"---\n{meta.to_yaml()}\n---\n\n" + "\n".join(line for line in body if line is not None)

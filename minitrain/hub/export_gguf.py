@@ -65,20 +65,15 @@ def _gguf_file(path: Path) -> GGUFSource:
 
 def gguf_source(source: str, vocab_path: str | None = None, base_model: str | None = None) -> GGUFSource:
     """The model, state and tokenizer fields of any source (module docstring), checked to fit a GGUF."""
-    from minitrain.hub.export_text import is_text_source
-    from minitrain.hub.pretrained import is_gguf, load_pretrained_base
-    from minitrain.hub.pretrained_runs import TOKENIZER_DIR, run_state
+    from minitrain.hub.export_text import is_text_source, text_state
+    from minitrain.hub.pretrained import is_gguf
     from minitrain.hub.sources import load_pretrained
 
     name = Path(source).name or source
     if is_gguf(source) and Path(source).is_file():
         found = _gguf_file(Path(source))
     elif is_text_source(source):  # a pretrained base, or a run on one: the base's own tokenizer
-        if (Path(source) / TOKENIZER_DIR / "tokenizer.json").is_file():
-            model_config, state, tokenizer = run_state(source)
-            state = in_model_order(state, model_config)
-        else:
-            model_config, state, tokenizer, _ = load_pretrained_base(source)
+        model_config, state, tokenizer = text_state(source)
         found = GGUFSource(model_config, state, bpe_fields(tokenizer, int(model_config["vocab_size"])), name)
     else:  # a character model: a run folder, model file or export (a LoRA run merged by load_pretrained)
         pretrained = load_pretrained(source, base_model)
@@ -89,9 +84,9 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
             raise UserError(f"export --format gguf {source}: the source does not record its vocabulary; pass it "
                             "with --vocab", BAD_INPUT)
         fields = char_fields(CharTokenizer.load(vocab), int(model_config["vocab_size"]))
-        found = GGUFSource(model_config, in_model_order(pretrained.state, model_config), fields, name)
+        found = GGUFSource(model_config, pretrained.state, fields, name)
     check_gguf_family(found.model_config, source)
-    return found
+    return found._replace(state=in_model_order(found.state, found.model_config))
 
 
 def in_model_order(state: dict[str, np.ndarray], model_config: dict[str, Any]) -> dict[str, np.ndarray]:

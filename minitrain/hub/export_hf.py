@@ -23,16 +23,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-import safetensors.numpy
-
 from minitrain.common.errors import BAD_INPUT, UserError
-from minitrain.common.hub_id import is_hub_id
-from minitrain.common.io import atomic_write_bytes, atomic_write_json, atomic_write_text, path_exists
+from minitrain.common.io import atomic_write_json, atomic_write_text
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
 from minitrain.formats.hf_tokenizer import tokenizer_config, tokenizer_json
+from minitrain.formats.safetensors_folder import write_weights
 from minitrain.hub.card import build_card
+from minitrain.hub.pretrained import is_base_id
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.hub.staging import check_target, staged
 from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
@@ -64,17 +62,11 @@ def hub_base(info: RunInfo, base_model: str | None) -> str:
     """The Hub id a published adapter names as its base: `base_model`, else the base the run records. PEFT loads
     the base by that name, so a local file or folder is refused (minitrain does not upload the base itself)."""
     base = base_model or info.adapter.base
-    if base and is_hub_id(base) and not path_exists(base):
+    if is_base_id(base):
         return base
     raise UserError(f"publish {info.model_path}: a LoRA adapter on the Hub names its base by Hub id, and this run's "
                     f"base {base} is a local file or folder; publish the base first and pass its id with --base-model "
                     "user/name, or publish the base with the adapters merged in with --merge-adapters", BAD_INPUT)
-
-
-def weights_bytes(state: dict[str, np.ndarray]) -> bytes:
-    """The safetensors file transformers reads: float32 tensors, metadata {"format": "pt"}."""
-    tensors = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
-    return safetensors.numpy.save(tensors, metadata={"format": "pt"})
 
 
 def export_model(
@@ -116,7 +108,7 @@ def export_model(
     with staged(out) as staging:
         if info.adapter is None:
             atomic_write_json(staging / "config.json", config)
-            atomic_write_bytes(staging / WEIGHTS_FILE, weights_bytes(info.state))
+            write_weights(staging, info.state)
             written = list(EXPORT_FILES)
         else:  # PEFT puts the adapter on the base's own export: no config.json, no weights of the base here
             written = [path.name for path in write_peft_folder(staging, info.state, info.adapter)]

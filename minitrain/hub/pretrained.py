@@ -28,23 +28,21 @@ shape, and the tokenizer's ids fit the embedding.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import safetensors.numpy
 
 from minitrain.common.errors import UserError
 from minitrain.common.hub_id import hub_id_problem
-from minitrain.common.io import atomic_write_bytes, atomic_write_json, path_exists, read_json_object
+from minitrain.common.io import atomic_write_json, path_exists, read_json_object
 from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
 from minitrain.formats.gguf_read import read_gguf
 from minitrain.formats.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
 from minitrain.formats.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
-from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights
-from minitrain.hub.hub_errors import hub_download_errors
+from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights, write_weights
+from minitrain.hub.hub_errors import download_repo
 from minitrain.hub.sources import gpt2_state
 from minitrain.models.registry import family_of
 from minitrain.runs.model_files import check_tensors
@@ -65,10 +63,15 @@ def base_kind(spec: str, prefix: str = "") -> Literal["gguf", "folder", "hub"]:
         return "gguf"
     if Path(spec).is_dir():
         return "folder"
-    problem = hub_id_problem(spec)
-    if not path_exists(spec) and problem is None and not is_gguf(spec):
+    if is_base_id(spec):
         return "hub"
-    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and {problem or 'not a Hub model id'}", 2)
+    problem = hub_id_problem(spec) or "not a Hub model id"
+    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and {problem}", 2)
+
+
+def is_base_id(spec: Any) -> bool:
+    """`user/name` naming a base on the Hub: a valid repo id that is no local path and no .gguf file's name."""
+    return isinstance(spec, str) and not path_exists(spec) and hub_id_problem(spec) is None and not is_gguf(spec)
 
 
 def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer,
@@ -78,7 +81,7 @@ def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np
     spec = str(spec)
     kind = base_kind(spec)
     if kind == "gguf":
-        model, state, tokenizer, facts = _from_gguf(Path(spec))
+        model, state, tokenizer, facts = _from_gguf(str(Path(spec)))
     elif kind == "folder":
         model, state, tokenizer, facts = _from_folder(Path(spec), spec)
     else:
@@ -96,10 +99,8 @@ def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer
     spec = str(spec)
     kind = base_kind(spec)
     if kind == "gguf":
-        contents = read_gguf(spec, with_tensors=False)
-        model, facts = from_hf_config(contents.config, f"{spec} (GGUF metadata)")
-        tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
-        facts = {"source": "gguf", "path": spec, "read": [spec], **facts, **contents.facts}
+        model, _, tokenizer, facts = _from_gguf(spec, with_tensors=False)
+        facts = {"source": "gguf", "path": spec, "read": [spec], **facts}
     else:
         hub = kind == "hub"
         folder = download_base(spec, weights=False) if hub else Path(spec)
@@ -119,14 +120,14 @@ def _check_ids_fit(spec: str, tokenizer: PretrainedTokenizer, model: dict[str, A
                         f"{model['vocab_size']} embedding rows: those ids would index past the embedding", 2)
 
 
-def _from_gguf(path: Path):
-    contents = read_gguf(path)
-    where = f"{path} (GGUF metadata)"
-    model, facts = from_hf_config(contents.config, where)
+def _from_gguf(path: str, with_tensors: bool = True):
+    """(model, state ({} without `with_tensors`), tokenizer, facts) of the GGUF file `path`."""
+    contents = read_gguf(path, with_tensors)
+    model, facts = from_hf_config(contents.config, f"{path} (GGUF metadata)")
     tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
     raw, contents.state = contents.state, {}  # from_hf_state empties `raw` as it goes: one copy in memory
-    state = from_hf_state(raw, model, str(path))
-    return model, state, tokenizer, {"source": "gguf", "path": str(path), **facts, **contents.facts}
+    state = from_hf_state(raw, model, path) if with_tensors else {}
+    return model, state, tokenizer, {"source": "gguf", "path": path, **facts, **contents.facts}
 
 
 def is_llama(model_config: dict[str, Any]) -> bool:
@@ -170,30 +171,8 @@ def _from_folder(folder: Path, spec: str):
 def download_base(repo_id: str, weights: bool = True) -> Path:
     """The files of a Hub model repo a base needs, fetched into the Hugging Face cache; the snapshot folder.
     `weights=False`: config.json and the tokenizer's files only (what `describe_base` reads)."""
-    from huggingface_hub import hf_hub_download  # here: importing the client takes about 0.4 s
-    from huggingface_hub.errors import EntryNotFoundError
-
     needs = f"a file a base needs (config.json, {WEIGHTS_FILE} or {INDEX_FILE} and its shards)"
-    with hub_download_errors(f"base {repo_id}", needs):
-        snapshot = Path(hf_hub_download(repo_id, "config.json")).parent
-        if weights:
-            _download_weights(repo_id)
-        for name in OPTIONAL_FILES:  # the tokenizer's: reading the folder says which it lacks
-            with contextlib.suppress(EntryNotFoundError):
-                hf_hub_download(repo_id, name)
-    return snapshot
-
-
-def _download_weights(repo_id: str) -> None:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
-
-    try:
-        hf_hub_download(repo_id, WEIGHTS_FILE)
-    except EntryNotFoundError:  # a big model: shards listed by the index
-        index = read_json_object(hf_hub_download(repo_id, INDEX_FILE), "weights index")
-        for shard in dict.fromkeys(index.get("weight_map", {}).values()):
-            hf_hub_download(repo_id, str(shard))
+    return download_repo(repo_id, f"base {repo_id}", needs, OPTIONAL_FILES, weights)
 
 
 def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray], tokenizer: PretrainedTokenizer,
@@ -206,9 +185,9 @@ def export_hf_folder(model_config: dict[str, Any], state: dict[str, np.ndarray],
         hf_state = to_hf_state(state, model_config)
     else:  # a GPT-2: MiniGPT's state dict is GPT-2's (hub/export_hf.py writes minitrain's own the same way)
         config = to_gpt2_config(model_config, pad, bos, eos)
-        hf_state = {name: np.ascontiguousarray(a, dtype=np.float32) for name, a in state.items()}
+        hf_state = state
     atomic_write_json(folder / "config.json", config)
-    atomic_write_bytes(folder / WEIGHTS_FILE, safetensors.numpy.save(hf_state, metadata={"format": "pt"}))
+    write_weights(folder, hf_state)
     tokenizer.save(folder)
     generation = {k: v for k, v in (("bos_token_id", bos), ("eos_token_id", eos), ("pad_token_id", pad))
                   if v is not None}

@@ -36,8 +36,9 @@ from minitrain.config.source import ConfigSource
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.hub.pretrained import base_kind, describe_base, download_base, load_pretrained_base
 from minitrain.hub.run_folder import RunInfo, locate, read_run
-from minitrain.lora import LoraSettings, add_adapters, check_base, load_adapter_state, merged_state, settings_of
-from minitrain.models.registry import FAMILIES, build_model, family_of, linear_module_paths, model_keys
+from minitrain.hub.sources import built
+from minitrain.lora import LoraSettings, check_base, merged_state, settings_of
+from minitrain.models.registry import FAMILIES, family_of, linear_module_paths, model_keys
 from minitrain.nn import Module
 
 TOKENIZER_DIR = "tokenizer"  # RUN/tokenizer/: the base's tokenizer files, byte for byte
@@ -160,12 +161,9 @@ def _run_weights(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, np.ndar
 def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
     """A finished run's model and tokenizer (see the module docstring)."""
     config, state, tokenizer, info, settings, base = _run_weights(run_dir)
-    model = build_model(info.model_config)
-    model.load_state_dict(state, source=str(info.model_path) if settings is None else f"model.init_from {base}")
+    source = str(info.model_path) if settings is None else f"model.init_from {base}"
+    model = built(info.model_config, state, source, settings, info.state, str(info.model_path))
     model.config["max_seq_len"] = config["max_seq_len"]
-    if settings is not None:
-        add_adapters(model, settings, rng=np.random.default_rng(0))  # A's random init is overwritten just below
-        load_adapter_state(model, info.state, str(info.model_path))
     return model, tokenizer
 
 

@@ -26,7 +26,6 @@ lists what differs.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,9 +41,9 @@ from minitrain.config.schema import Config
 from minitrain.data.gpt2_base import own_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gpt2 import WEIGHTS_FILE, check_state_dict, from_gpt2_config
-from minitrain.hub.hub_errors import hub_download_errors
+from minitrain.hub.hub_errors import download_repo
 from minitrain.hub.run_folder import locate, read_run, run_of, run_vocab
-from minitrain.lora import add_adapters, check_base, load_adapter_state, merged_state, settings_of
+from minitrain.lora import LoraSettings, add_adapters, check_base, load_adapter_state, merged_state, settings_of
 from minitrain.models.registry import DEFAULT_TYPE, build_model, linear_module_paths, model_keys, model_type
 from minitrain.nn import Module
 from minitrain.runs.model_files import FORMAT as MINITRAIN_FORMAT
@@ -70,17 +69,8 @@ def is_hub_id(spec: str) -> bool:
 
 def download(repo_id: str) -> Path:
     """Fetch an exported model from the Hub into the HF cache; return the cached snapshot folder."""
-    from huggingface_hub import hf_hub_download  # here: importing the client takes about 0.4 s
-    from huggingface_hub.errors import EntryNotFoundError
-
-    with hub_download_errors(f"{KEY} {repo_id}", f"a file it needs ({', '.join(HUB_REQUIRED)})"):
-        snapshot = Path(hf_hub_download(repo_id, HUB_REQUIRED[0])).parent
-        for name in HUB_REQUIRED[1:]:
-            hf_hub_download(repo_id, name)
-        for name in HUB_OPTIONAL:
-            with contextlib.suppress(EntryNotFoundError):  # a plain GPT-2 repo has no minitrain vocabulary
-                hf_hub_download(repo_id, name)
-    return snapshot
+    return download_repo(repo_id, f"{KEY} {repo_id}", f"a file it needs ({', '.join(HUB_REQUIRED)})", HUB_OPTIONAL,
+                         shards=False)
 
 
 def gpt2_state(path: Path) -> dict[str, np.ndarray]:
@@ -180,10 +170,18 @@ def adapted_model(state: dict[str, np.ndarray], model_config: dict[str, Any], wh
     """The LoRA model an adapter stands for: its base (`_adapted_base`) built and loaded, the adapter's tensors put
     in."""
     pretrained = _adapted_base(model_config, where, base, run_dir)
-    model = build_model(_model_keys(pretrained))
-    model.load_state_dict(pretrained.state, source=pretrained.where)
-    add_adapters(model, settings_of(model_config), rng=np.random.default_rng(0))  # A's init is overwritten below
-    load_adapter_state(model, state, where)
+    return built(_model_keys(pretrained), pretrained.state, pretrained.where, settings_of(model_config), state, where)
+
+
+def built(keys: dict[str, Any], state: dict[str, np.ndarray], source: str, settings: LoraSettings | None = None,
+          adapter: dict[str, np.ndarray] | None = None, where: str = "") -> Module:
+    """The model of `keys` with `state` loaded (`source` names it in errors); with LoRA `settings`, its adapters
+    put in and loaded from `adapter` (`where` names the adapter's file)."""
+    model = build_model(keys)
+    model.load_state_dict(state, source=source)
+    if settings is not None:
+        add_adapters(model, settings, rng=np.random.default_rng(0))  # A's random init is overwritten just below
+        load_adapter_state(model, adapter, where)
     return model
 
 
@@ -253,9 +251,7 @@ def load_model(spec: str, base: str | None = None) -> tuple[Module, Path | None]
     """The model built from the source's config with its weights loaded (a LoRA adapter merged into its base, or
     `base`), and its vocabulary (if known)."""
     pretrained = load_pretrained(spec, base)
-    model = build_model(_model_keys(pretrained))
-    model.load_state_dict(pretrained.state, source=pretrained.where)
-    return model, pretrained.vocab_path
+    return built(_model_keys(pretrained), pretrained.state, pretrained.where), pretrained.vocab_path
 
 
 def model_section_from_base(spec: str) -> tuple[dict[str, Any], Path | None]:

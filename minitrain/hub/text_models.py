@@ -26,15 +26,14 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
 from minitrain.data.gpt2_base import hub_file_cache_first, is_gpt2_base
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.formats.gguf_gpt2 import load_gpt2_gguf
+from minitrain.formats.gguf_gpt2 import gpt2_tokenizer, read_gpt2_gguf
 from minitrain.formats.gguf_read import gguf_architecture
 from minitrain.formats.hf_config import MODEL_TYPES
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.pretrained import is_gguf, load_pretrained_base
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR as RUN_TOKENIZER_DIR
 from minitrain.hub.pretrained_runs import run_model
-from minitrain.hub.sources import is_hub_id, load_model
-from minitrain.models.registry import build_model
+from minitrain.hub.sources import built, is_hub_id, load_model
 from minitrain.nn import Module
 
 
@@ -68,14 +67,13 @@ def load_text_model(spec: str, vocab_path: str | None = None) -> TextModel:
     """The model `spec` names with its own tokenizer (module docstring); `vocab_path` is the character vocabulary
     of a minitrain model file that does not record it."""
     if is_gguf(spec) and Path(spec).is_file() and gguf_architecture(spec) == "gpt2":  # MiniGPT, exported
-        model, tokenizer = load_gpt2_gguf(spec)
+        model_config, state, fields = read_gpt2_gguf(spec)
+        tokenizer = gpt2_tokenizer(fields)
         kind = "minitrain" if isinstance(tokenizer, CharTokenizer) else "pretrained"
-        return TextModel(model, tokenizer, kind, spec)
+        return TextModel(built(model_config, state, spec), tokenizer, kind, spec)
     if is_pretrained_base(spec):
         model_config, state, tokenizer, facts = load_pretrained_base(spec)
-        model = build_model(model_config)
-        model.load_state_dict(state, source=facts.get("path", spec))
-        return TextModel(model, tokenizer, "pretrained", spec)
+        return TextModel(built(model_config, state, facts.get("path", spec)), tokenizer, "pretrained", spec)
     if (Path(spec) / RUN_TOKENIZER_DIR).is_dir():  # a run on a pretrained base: the base, then its training
         model, tokenizer = run_model(spec)
         return TextModel(model, tokenizer, "minitrain", spec)
