@@ -43,12 +43,12 @@ test: $(VENV)/.installed-dev
 	$(BIN)/python scripts/line_budget.py
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
-# The damage suites (tests/test_damage*.py: run folders, configs, Hub ids, numbers and tables, sweeps, foreign run
+# The damage suites (tests/*/test_damage*.py: run folders, configs, Hub ids, numbers and tables, sweeps, foreign run
 # files) at length: random seeds, FUZZ_EXAMPLES cases each (make test runs a few from a fixed seed). It prints how
 # many cases it tried; any traceback, hang or stray write fails it.
 FUZZ_EXAMPLES ?= 1000
 fuzz: $(VENV)/.installed-dev
-	MINITRAIN_DAMAGE_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/test_damage*.py
+	MINITRAIN_DAMAGE_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/*/test_damage*.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

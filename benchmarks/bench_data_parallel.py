@@ -8,7 +8,7 @@ that (its lag plus the pipe round trip) and the reduction (the ordered sum and t
     python benchmarks/bench_data_parallel.py --rounds 2
     python benchmarks/bench_data_parallel.py --backend ray   # the workers as actors of a local Ray
 
-Both sides at 1 BLAS thread (the bytes are then the same: tests/test_data_parallel.py). Rounds alternate the
+Both sides at 1 BLAS thread (the bytes are then the same: tests/parallel/test_data_parallel.py). Rounds alternate the
 contestants, so background load on a shared machine hits both alike; medians are printed as one JSON line.
 """
 

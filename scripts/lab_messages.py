@@ -8,7 +8,7 @@ text holds two words in a row (`"val PPL ended within 25 % of its best"`; a test
 none: its words have two letters at most), or any string given to `tr(...)`
 (a single word such as "hint"). Its template is the text with `{}` where a value goes, the key of its entry in
 minitrain/course/es/ (minitrain/course/i18n.py). Commands and paths are no prose: a string holding `.venv/`,
-`--` or `MINITRAIN_LAB_DIR` is left out. tests/test_course_i18n.py checks that every template has an entry.
+`--` or `MINITRAIN_LAB_DIR` is left out. tests/course/test_course_i18n.py checks that every template has an entry.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ The splits are the corpus's own, under the names the text readers know (`locate.
 so the held-out verbs stay held out, and a chat score on test.jsonl is comparable with the corpus's val numbers.
 Line i of each chat file is line i of its corpus file. The output is a pure function of the corpus: running the
 script again writes the same bytes. train.jsonl (2.7 MB) is not committed; the README's sha256 pins it, and
-tests/test_verbs_chat.py rebuilds all three and compares.
+tests/data/test_verbs_chat.py rebuilds all three and compares.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
-"""Fixtures shared by the Hub tests (test_hub_*.py): the stand-in Hub and a finished run (see fakehub.py); and the
-damage suite's count of cases, printed at the end of the session.
+"""Fixtures shared by the Hub tests (hub/test_hub_*.py): the stand-in Hub and a finished run (see fakehub.py); and
+the damage suite's count of cases, printed at the end of the session.
+
+The tests mirror the package: tests/<room>/ holds the tests of minitrain/<room>/, and the tests of the house as a
+whole (layering, the budget, the registries' contracts, the docs' examples) sit here. The shared helpers (fakehub,
+text_fixtures, op_checks, ...) sit here too, and a test imports another's helpers by module name (`from test_run
+import ...`), so every room's folder is put on the import path below, as this folder is.
 
 `make test` runs the suite in several processes (pytest-xdist, -n auto): every test writes only under its own
 tmp_path and serves on port 0, so none sees another's files or ports. The damage counts are a module's state in
@@ -15,9 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakehub import TOKEN, FakeHub, make_run, serving
 
-from minitrain.common.runtime import set_blas_threads
+ROOMS = sorted(room for room in Path(__file__).parent.iterdir() if room.is_dir() and any(room.glob("test_*.py")))
+sys.path[1:1] = [str(room) for room in ROOMS]
+
+from fakehub import TOKEN, FakeHub, make_run, serving  # noqa: E402
+
+from minitrain.common.runtime import set_blas_threads  # noqa: E402
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     _SHARE = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))

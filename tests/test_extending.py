@@ -221,12 +221,13 @@ REGISTRATIONS = [  # (the file a plug-in goes into, the registry it joins, the l
 
 def test_a_family_and_an_optimizer_are_each_one_file_and_one_line(tmp_path):
     """Copy minitrain, drop in the three files, add one line to each registry, and run the contract test
-    (tests/test_families.py) on the new families and with the new optimizer: built from YAML, trained, saved,
+    (tests/models/test_families.py) on the new families and with the new optimizer: built from YAML, trained, saved,
     loaded, sampled, resumed bit-exactly, summarised. Nothing else is edited."""
     copy = tmp_path / "checkout"
     shutil.copytree(ROOT / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__", "*.nb?"))
     (copy / "tests").mkdir()
-    for name in ("conftest.py", "fakehub.py", "test_families.py"):
+    for name in ("conftest.py", "fakehub.py", "models/test_families.py"):
+        (copy / "tests" / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / "tests" / name, copy / "tests" / name)
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
     (copy / "data").symlink_to(ROOT / "data")
@@ -242,7 +243,7 @@ def test_a_family_and_an_optimizer_are_each_one_file_and_one_line(tmp_path):
              "test_every_family_resumes_bit_exactly_with_every_optimizer[gemma-lion]"]
     env = {**os.environ, "PYTHONPATH": str(copy), "NUMBA_DISABLE_JIT": "1"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           *(f"tests/test_families.py::{t}" for t in tests)],
+                           *(f"tests/models/test_families.py::{t}" for t in tests)],
                           cwd=copy, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "5 passed" in done.stdout

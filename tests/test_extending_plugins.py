@@ -88,8 +88,9 @@ def test_each_is_one_file_and_its_record_line_and_its_kinds_contract_covers_it(t
     copy = tmp_path / "checkout"
     shutil.copytree(ROOT / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__", "*.nb?"))
     (copy / "tests").mkdir()
-    for name in ("conftest.py", "fakehub.py", "test_registries.py", "test_run.py", "test_pruning.py",
-                 "test_tables.py"):
+    for name in ("conftest.py", "fakehub.py", "test_registries.py", "training/test_run.py", "pruning/test_pruning.py",
+                 "data/test_tables.py"):
+        (copy / "tests" / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / "tests" / name, copy / "tests" / name)
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
     (copy / "data").symlink_to(ROOT / "data")

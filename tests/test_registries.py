@@ -318,7 +318,7 @@ def test_every_pruning_method_and_structure_prune_exactly_the_share_asked(method
 
 
 def tiny_tables(folder: Path) -> dict[str, tuple[Path, list[dict]]]:
-    """{format: (a file of it, the rows it holds)}, written by pyarrow or by hand (tests/test_tables.py)."""
+    """{format: (a file of it, the rows it holds)}, written by pyarrow or by hand (tests/data/test_tables.py)."""
     from test_tables import ROWS, write_all_formats
 
     written = {fmt: (path, ROWS) for fmt, path in write_all_formats(folder).items()}

@@ -2,7 +2,7 @@
 
 huggingface_hub refuses an id it cannot send (`validate_repo_id`, raising HFValidationError) only once a request is
 on its way; minitrain checks first, at least as strictly, so a bad id is one `error:` line (exit 2) naming the key
-or flag, and an id minitrain accepts is one the client accepts too (tests/test_damage_hub.py checks that over
+or flag, and an id minitrain accepts is one the client accepts too (tests/hub/test_damage_hub.py checks that over
 generated ids). The rules, per part of `user/name`:
 
     1 to 96 characters of ASCII letters, digits, '.', '_' and '-'

@@ -18,7 +18,7 @@ the record too (the fields below the example), so no other room names a family: 
 
 minitrain/models/registry.py lists the families, one line each. The config schema's `model.type` choices and
 `model:` keys, a run folder's file checks, the model file names, `minitrain schema` and the docs' tables all read
-that list, so a new family is one new file (its model and its record) plus one line there. tests/test_families.py
+that list, so a new family is one new file (its model and its record) plus one line there. tests/models/test_families.py
 trains, saves, loads, samples and resumes every registered family with every optimizer.
 """
 

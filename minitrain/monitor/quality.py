@@ -17,7 +17,7 @@ first logged train loss and L_end the mean of the last tenth of the logged train
     generalization   train/val gap: 100 · min(1, exp(L_end − val_end)) = 100 · train PPL / val PPL (val_end: the
                      last val_loss); val PPL twice train PPL earns 50.
     reproducibility  cross-run variance: one run has none to measure, so it is "not measured" (a re-run with
-                     the recorded seeds gives the same numbers bit for bit; tests/test_resume.py checks it).
+                     the recorded seeds gives the same numbers bit for bit; tests/training/test_resume.py checks it).
 
 score = the mean of the measured components (the spec weighs them alike), rounded to one decimal; a component a
 run cannot measure (no val rows, no grad norms, no results.json yet) is left out. Grades are the spec's §16.2:
