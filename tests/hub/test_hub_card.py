@@ -111,7 +111,7 @@ def test_a_family_without_a_layout_is_described_by_its_record(monkeypatch):
 
     from minitrain.models.registry import FAMILIES
 
-    mlp = Path(__file__).resolve().parents[1] / "models" / "mlp-lm-f01987eef0d24fef.safetensors"
+    mlp = Path(__file__).resolve().parents[2] / "models" / "mlp-lm-f01987eef0d24fef.safetensors"
     info = read_run(mlp)
     text = build_card(info, vocab_size=40)
     assert "A character-level MLP language model that conjugates Spanish verbs" in text
