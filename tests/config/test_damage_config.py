@@ -1,8 +1,9 @@
 """Generated damage for the config's switches and the lock command (issue 26): every section that has an `enabled`
 switch, given or not, with or without `enabled`, and every kind of `lock -o` target.
 
-Like tests/training/test_damage.py: `make test` runs a fixed number of examples from a fixed seed (hypothesis' derandomize);
-MINITRAIN_DAMAGE_EXAMPLES runs that many, from random seeds. Each command runs in-process under a hang guard.
+Like tests/training/test_damage.py: `make test` runs a fixed number of examples from a fixed seed (hypothesis'
+derandomize); MINITRAIN_DAMAGE_EXAMPLES runs that many, from random seeds. Each command runs in-process under a
+hang guard.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Every `name.md` (English) has a `name.es.md` (Spanish) twin and vice versa. Twins have the same headings (count
 and levels), the same code blocks (count and language tags), the same shell commands, and cite the same
-repository paths. Every path cited in backticks (`minitrain/loop.py`, `tests/autograd/test_tensor.py::test_name`) and every
-dotted name (`minitrain.x.name`) exists, and every relative Markdown link resolves, so a student reading beside
+repository paths. Every path cited in backticks (`minitrain/loop.py`, `tests/autograd/test_tensor.py::test_name`) and
+every dotted name (`minitrain.x.name`) exists, and every relative Markdown link resolves, so a student reading beside
 the code never follows a dead reference. Every number the text quotes to two decimals or more is a committed
 result (a results file, a manifest, a log or a report under experiments/) rounded as quoted, or a constant
 listed here with its reason.

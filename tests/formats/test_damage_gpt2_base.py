@@ -1,8 +1,8 @@
 """Damage to a GPT-2 base, generated: config.json keys set to values MiniGPT cannot reproduce (or no value at all),
 tokenizer files cut or rewritten. Reading the base (`load_pretrained_base`, what every run, `sample`, `eval` and
 `export` do first) either succeeds with the tokenizer's ids fitting the embedding, or refuses with one UserError,
-exit 2, naming the file; never another exception. Conventions of tests/training/test_damage.py (derandomized in `make test`,
-more examples under MINITRAIN_DAMAGE_EXAMPLES)."""
+exit 2, naming the file; never another exception. Conventions of tests/training/test_damage.py (derandomized in
+`make test`, more examples under MINITRAIN_DAMAGE_EXAMPLES)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A GPT-2 base that brings its own BPE tokenizer is never fed character ids: the character path (model.init_from of a
-character run, `load_pretrained`) refuses it, and it is read as a pretrained base instead (tests/formats/test_gpt2_base.py);
-minitrain's own MiniGPT exports, with their character vocabulary, load as before."""
+character run, `load_pretrained`) refuses it, and it is read as a pretrained base instead
+(tests/formats/test_gpt2_base.py); minitrain's own MiniGPT exports, with their character vocabulary, load as before."""
 
 from __future__ import annotations
 
