@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,7 +86,7 @@ def test_without_numba_jit_too():
     script = (
         "from minitrain.autograd.kernels import batch_split\n"
         "from minitrain.autograd import kernels\n"
-        "from tests.test_batch_split import attention_bytes\n"
+        "from test_batch_split import attention_bytes\n"
         "import numpy as np\n"
         "assert kernels.active.name == 'numpy'\n"
         "batch_split.SPLIT_MACS = 2**62\n"
@@ -94,7 +95,8 @@ def test_without_numba_jit_too():
         "b = attention_bytes(batch=5, n_head=2, time=16, head_size=8, dtype=np.float32)\n"
         "print(a == b)\n"
     )
-    env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "PYTHONPATH": os.getcwd()}
+    here = str(Path(__file__).parent)  # this file's helpers, imported by module name as the suite does
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "PYTHONPATH": os.pathsep.join([os.getcwd(), here])}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
