@@ -8,8 +8,8 @@ For one tensor of the two endpoints θ_0 (t = 0, the base) and θ_1 (t = 1), eac
 
 It walks the arc between the two directions at constant angular speed, where linear interpolation cuts the
 chord and shrinks the norm midway (two orthogonal unit vectors average to norm 0.71). When the vectors are
-nearly parallel (|cos Ω| > 0.9995, mergekit's threshold), sin Ω ≈ 0 makes the formula 0/0, and the arc is the
-chord anyway: θ(t) = (1 − t)θ_0 + tθ_1. A zero tensor (no direction) takes the same fallback.
+nearly parallel or antiparallel (|cos Ω| > 0.9995, mergekit's threshold), sin Ω ≈ 0 makes the formula 0/0 (and
+no one arc joins v and −v): θ(t) = (1 − t)θ_0 + tθ_1, as mergekit. A zero tensor takes the same fallback.
 """
 
 from __future__ import annotations

@@ -55,6 +55,17 @@ def test_prompt_completion_counts_the_completion_and_eos_only():
     assert no_prompt.loss_mask[0] is False and all(no_prompt.loss_mask[1:])
 
 
+def test_a_prompt_completion_record_starts_with_bos_when_the_tokenizer_has_one():
+    """Llama's tokenizer puts BOS first (add_special_tokens): the prompt begins the example, so the example begins
+    with BOS, exactly once (none before the completion), whatever loss_on says and even for an empty prompt."""
+    llama = inst_tokenizer()
+    for prompt, loss_on in (("2 + 2 =", "completion"), ("2 + 2 =", "all"), ("", "completion")):
+        example = encode_record(record("prompt_completion", prompt=prompt, completion=" 4"), llama, loss_on)
+        assert example.ids[0] == llama.bos_id and example.ids.count(llama.bos_id) == 1
+        assert example.ids == [llama.bos_id, *llama.encode(prompt), *llama.encode(" 4"), llama.eos_id]
+        assert example.loss_mask[0] is False
+
+
 def test_a_verb_in_chat_form_counts_the_answer_and_its_end_token():
     tok = TinyTokenizer()
     example = encode_record(record("chat", messages=VERB), tok, "completion")

@@ -4,10 +4,12 @@ defines it that way: linear / task arithmetic (Ilharco et al. 2023), TIES (Yadav
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
-from minitrain.merging.dare import dare_linear, dare_ties, drop_and_rescale, mask_rng
+from minitrain.merging.dare import dare_deltas, dare_linear, dare_ties, drop_and_rescale, mask_rng
 from minitrain.merging.linear import linear, task_arithmetic
 from minitrain.merging.slerp import slerp
 from minitrain.merging.ties import elect_and_mean, ties, trim
@@ -102,6 +104,21 @@ def test_dare_is_reproducible_from_its_seed_and_the_seed_matters():
     assert not np.array_equal(one, dare_linear(base, tensors, [1, 1], [0.3, 0.3], seed=11, name="other"))
 
 
+def test_each_model_has_its_own_mask_seeded_as_docs_merging_md_says():
+    """docs/merging.md: "the mask of model i for tensor NAME is drawn from a generator seeded by (seed, i,
+    crc32(NAME))" — written out here with NumPy and zlib, not with dare.py's mask_rng."""
+    base, tensors = models(3, shape=(20, 20), seed=8)
+    seed, name, density = 9, "model.layers.0.mlp.up_proj.weight", 0.5
+    got = dare_deltas(base, tensors, [density] * 3, seed, name)
+    kept = [g != 0 for g in got]  # every task vector entry is non-zero: a zero is a drop
+    for i, (t, keep) in enumerate(zip(tensors, kept, strict=True)):
+        draws = np.random.default_rng([seed, i, zlib.crc32(name.encode("utf-8"))]).random(base.shape)
+        assert np.array_equal(keep, draws < density)
+        np.testing.assert_allclose(got[i][keep], ((t.astype(np.float64) - base) / density)[keep], rtol=1e-12)
+    assert not np.array_equal(kept[0], kept[1]) and not np.array_equal(kept[1], kept[2])
+    assert 0.3 < (kept[0] == kept[1]).mean() < 0.7  # independent draws agree on about half the entries
+
+
 def test_dare_linear_and_dare_ties_merge_the_dropped_task_vectors():
     base, tensors = models(3, seed=5)
     weights, densities, seed, name = [1.0, 0.8, 1.2], [0.5, 0.6, 0.4], 3, "t"
@@ -137,3 +154,15 @@ def test_slerp_follows_the_great_circle_and_falls_back_to_lerp_when_parallel():
     np.testing.assert_allclose(slerp(0.4, v0, close), 0.6 * v0 + 0.4 * close, **F32)
     zero = np.zeros_like(v0)
     np.testing.assert_allclose(slerp(0.4, zero, v1), 0.4 * v1, **F32)
+
+
+def test_slerp_of_antiparallel_tensors_is_the_linear_path_not_an_arc():
+    """cos Ω = −1 (or within 0.0005 of it): sin Ω ≈ 0, no single great circle joins v and −v, and mergekit takes
+    (1 − t)·v0 + t·v1; the arc formula would divide rounding noise by sin π ≈ 1e-16."""
+    rng = np.random.default_rng(10)
+    v0 = rng.normal(size=(4, 8))
+    for v1 in (-v0, -2.0 * v0, -v0 + 1e-3 * rng.normal(size=v0.shape)):
+        for t in (0.3, 0.5, 0.8):
+            got = slerp(t, v0, v1)
+            assert np.isfinite(got).all()
+            np.testing.assert_allclose(got, (1 - t) * v0 + t * v1, rtol=1e-12, atol=1e-12)

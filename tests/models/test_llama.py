@@ -1,8 +1,8 @@
 """The Llama family (minitrain/models/llama.py and its layers): a float64 gradcheck of a whole tiny model, the KV
 cache against full recomputation, packed documents against separate runs, padding, grouped-query attention
 against multi-head attention with repeated key/value weights, Llama 3's rotary scaling, LoRA targets by Hugging
-Face names, and sampling. Parity with transformers itself is scripts/check_llama_parity.py (torch is not a test
-dependency)."""
+Face names, and sampling. The logits against the published equations in NumPy: test_llama_oracle.py; parity with
+transformers itself is scripts/check_llama_parity.py (torch is not a test dependency)."""
 
 import numpy as np
 import pytest

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 from fakehub import TINY_MODEL
 
+from minitrain.autograd.tensor import Tensor
 from minitrain.data.batch import Batch
 from minitrain.models.registry import build_model
+from minitrain.nn import Linear, Module
 from minitrain.pruning.gradual import GradualPruner, cubic_sparsity
 from minitrain.pruning.masks import keep_mask, prunable_paths, pruned_count
-from minitrain.pruning.scores import input_norms, magnitude_scores, wanda_scores
+from minitrain.pruning.scores import input_norms, magnitude_scores, prune_model, wanda_scores
 
 
 def weights(shape=(16, 12), seed=0):
@@ -148,3 +150,27 @@ def test_gradual_pruning_only_ever_prunes_more_and_its_state_round_trips():
     copy = GradualPruner(paths, 0.75, 0.0, 0, 4, every=1)
     copy.load_state_dict(pruner.state_dict(), model)
     assert all(np.array_equal(copy.masks[p], pruner.masks[p]) for p in paths)
+
+
+class OneLinear(Module):
+    """A model that is one bias-free Linear(2, 2) on the calibration inputs themselves (floats, not token ids)."""
+
+    def __init__(self, weight: np.ndarray) -> None:
+        super().__init__()
+        self.fc = Linear(2, 2, bias=False)
+        self.fc.weight.data[...] = weight
+
+    def forward(self, x: np.ndarray, attn_pad_mask: np.ndarray | None = None) -> Tensor:
+        return self.fc(Tensor(x))
+
+
+def test_prune_model_compares_wanda_scores_within_each_output_by_hand():
+    """W (in, out) = [[4, 1], [3, 0.25]], inputs with ‖X_0‖ = 1, ‖X_1‖ = 2 (the padded position left out): scores
+    [[4, 1], [6, 0.5]]. Half of each output's column goes: 4 of column 0, 0.5 of column 1. Over the whole layer the
+    two smallest (1 and 0.5) would go, both of output 1; by magnitude alone, 3 of column 0."""
+    x = np.array([[[1.0, 2.0], [100.0, 0.0]]], dtype=np.float32)
+    mask = np.array([[True, False]])
+    model = OneLinear(np.array([[4.0, 1.0], [3.0, 0.25]]))
+    masks = prune_model(model, "wanda", 0.5, ["fc"], calibration=[Batch(x, x, mask, mask)])
+    assert masks["fc"].tolist() == [[False, True], [True, False]]
+    assert model.fc.weight.data.tolist() == [[0.0, 1.0], [3.0, 0.0]]
