@@ -1,7 +1,8 @@
 """The local backend's shared memory: one `multiprocessing.shared_memory` block that the training process and its
 workers map, so a step moves no pickled data, only a few bytes of "go" and "done" through each worker's pipe.
 
-    block = SharedBlock.create(layout)      the training process (it owns and finally unlinks the block)
+    block = SharedBlock.create(layout)      the training process (it owns the block)
+    block.unlink()                          once every worker has it mapped: the name goes, the mappings stay
     block = SharedBlock.attach(name, layout)  a worker
     block.params                            (P,) the whole flat parameter buffer, written once per step
     block.write_batch(j, batch, weight)     micro-batch slot j: its (rows, cols) arrays and its loss weight
@@ -116,9 +117,15 @@ class SharedBlock:
                       shaped("loss_mask"))
         return batch, float(weight)
 
-    def close(self) -> None:
-        """Unmap the block; the owner also removes it."""
-        self.params = self.grads = self.losses = self._views = None  # no view may outlive the mapping
-        self.memory.close()
+    def unlink(self) -> None:
+        """Remove the block's name (the owner, once): the memory lives on while a process maps it and is freed
+        by the kernel when the last one ends, however it ends."""
         if self.owner:
             self.memory.unlink()
+            self.owner = False
+
+    def close(self) -> None:
+        """Unmap the block; the owner also removes it, if unlink did not."""
+        self.params = self.grads = self.losses = self._views = None  # no view may outlive the mapping
+        self.memory.close()
+        self.unlink()
