@@ -17,15 +17,20 @@ Each array starts at a 64-byte boundary.
 
 from __future__ import annotations
 
+import os
+import secrets
 from dataclasses import asdict, dataclass
 from multiprocessing import shared_memory
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from minitrain.common.lifeline import _alive
 from minitrain.data.batch import Batch
 
 _ALIGN = 64
+PREFIX = "minitrain-dp-"  # a block's name: PREFIX, its owner's pid, "-", 8 random hex digits
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,13 @@ class SharedBlock:
 
     @classmethod
     def create(cls, layout: Layout) -> SharedBlock:
-        return cls(shared_memory.SharedMemory(create=True, size=layout.size()), layout, owner=True)
+        """A new block, named after this process; first removed: the blocks of owners no longer alive (killed
+        while their workers started, before unlink)."""
+        for left in Path("/dev/shm").glob(f"{PREFIX}*-*"):
+            if left.name.split("-")[2].isdigit() and not _alive(int(left.name.split("-")[2])):
+                left.unlink(missing_ok=True)
+        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        return cls(shared_memory.SharedMemory(name, create=True, size=layout.size()), layout, owner=True)
 
     @classmethod
     def attach(cls, name: str, layout: Layout | dict[str, Any]) -> SharedBlock:

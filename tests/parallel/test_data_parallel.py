@@ -266,8 +266,8 @@ def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_
     stopped_mid_run: list[bool] = []
 
     class Switch(WorkerSwitch):  # stopped after 2 one-process decisions in a row (the default 3 needs a longer run)
-        def __init__(self, *args) -> None:
-            super().__init__(*args, stop_after=2)
+        def __init__(self, *args, **keys) -> None:
+            super().__init__(*args, stop_after=2, **keys)
             switches.append(self)
 
         def apply(self, setting: Setting, final: bool) -> None:
@@ -420,3 +420,21 @@ def test_ctrl_c_while_a_worker_is_stopped_interrupts_the_run(tiny):
     assert time.monotonic() - start < 60
     assert json.loads((tiny / "stopped-ctrl-c" / "manifest.json").read_text())["status"] == "interrupted"
     _leftovers(stopper)
+
+
+@needs_proc
+def test_a_new_block_first_removes_the_blocks_of_dead_owners():
+    """An owner killed while its workers start (before the name is removed) leaves its block; the next start
+    removes it, and leaves a living owner's alone."""
+    from minitrain.parallel.shared import PREFIX, Layout, SharedBlock
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left, living = Path("/dev/shm", f"{PREFIX}{int(dead.stdout)}-0badcafe"), Path("/dev/shm", f"{PREFIX}1-0badcafe")
+    left.write_bytes(b"x"), living.write_bytes(b"x")
+    try:
+        block = SharedBlock.create(Layout(1, 1, 1, 1, 1, "float32"))
+        assert block.name.startswith(f"{PREFIX}{os.getpid()}-") and not left.exists() and living.exists()
+        block.close()
+        assert not Path("/dev/shm", block.name).exists()
+    finally:
+        left.unlink(missing_ok=True), living.unlink(missing_ok=True)
