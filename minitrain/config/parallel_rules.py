@@ -9,6 +9,8 @@ is more than the model's config (adapters, QAT, teachers, tables).
 
 from __future__ import annotations
 
+import os
+
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook
 from minitrain.models.registry import LANGUAGE_MODELS
@@ -66,3 +68,15 @@ def _measured_workers_are_local(sections, raw):
         yield Problem(("runtime", "data_parallel", "backend"),
                       "runtime.threads measure chooses between one process and local workers, which it starts and "
                       "stops mid-run; use backend local, or a fixed runtime.threads with backend ray")
+
+
+@rule("runtime")
+def _local_workers_fit_the_cores(sections, raw):
+    """runtime.data_parallel.workers (backend local) at most this machine's usable cores, unless oversubscribe:
+    each worker is a process holding a model, and more of them than cores only take turns."""
+    parallel = sections["runtime"].data_parallel
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if parallel is not None and parallel.backend == "local" and parallel.workers > cores and not parallel.oversubscribe:
+        yield Problem(_WHERE, f"{parallel.workers} local workers on {cores} usable cores: each is a process holding "
+                              f"a model, and more than the cores only take turns; use at most {cores}, or set "
+                              "runtime.data_parallel.oversubscribe: true")

@@ -97,6 +97,8 @@ class DataParallelConfig(Section):
         description="workers (local: this process and workers − 1 more); must divide training.grad_accumulation")
     backend: Literal["local", "ray"] = Field("local", description="local (processes, shared memory) or ray (actors)")
     address: str | None = Field(None, min_length=1, description="ray only: the cluster (auto, ray://host:10001)")
+    oversubscribe: bool = Field(False, description="local: allow more workers than this machine's usable cores")
+    timeout: float = Field(120.0, gt=0, description="local: seconds a step waits for a silent worker, then stops")
 
     @model_validator(mode="after")
     def _address_is_ray_s(self) -> DataParallelConfig:

@@ -39,7 +39,9 @@ from minitrain.parallel.replica import Replica, ReplicaSpec, micro_batch_gradien
 from minitrain.parallel.shared import Layout, SharedBlock
 
 _GO, _OK, _QUIT, _READY, _FAILED = b"go", b"ok", b"quit", b"ready", b"failed: "
-STOP_SECONDS = 5.0  # how long close() waits for a worker to leave before killing it
+STOP_SECONDS = 5.0  # how long close() waits for a worker to leave, and a step for its workers after Ctrl-C
+TIMEOUT_SECONDS = 120.0  # runtime.data_parallel.timeout's default: a worker silent this long is stalled
+_SLICE = 0.1  # the wait for an answer wakes this often, to see a Ctrl-C (the loop's handler only records it)
 _DURING_A_STEP = "during a step (its update was not applied)"
 
 
@@ -101,10 +103,10 @@ class LocalWorkers:
     """`n` workers, this process and n − 1 processes, over one shared block; `gradients` runs a step, `close`
     ends them."""
 
-    def __init__(self, spec: ReplicaSpec, layout: Layout, n: int) -> None:
+    def __init__(self, spec: ReplicaSpec, layout: Layout, n: int, timeout: float = TIMEOUT_SECONDS) -> None:
         if layout.slots % n:
             raise ValueError(f"data parallel: {n} workers do not divide {layout.slots} micro-batches")
-        self.n, self.per = n, layout.slots // n
+        self.n, self.per, self.timeout = n, layout.slots // n, timeout
         self.block = SharedBlock.create(layout)
         self.processes: list[Any] = []  # worker w ≥ 1 is processes[w − 1]
         self.seconds: dict[str, float] = {}  # the last step's: handoff, own (worker 0's share), wait, reduce
@@ -123,7 +125,9 @@ class LocalWorkers:
                     theirs.close()  # only the worker holds its end: its death is an end-of-file here
                     self.processes.append(process)
                     self.conns.append(ours)
-            self._collect(_READY, "while starting")
+            # The start (imports, numba's warm-up: seconds on a busy machine) is never given less than the default.
+            self._collect(_READY, "while starting", max(timeout, TIMEOUT_SECONDS))
+            self.block.unlink()  # every worker has it mapped: now no death, kill -9 included, can leave it behind
         except BaseException:
             self.close()
             raise
@@ -133,36 +137,49 @@ class LocalWorkers:
         """The worker processes' (workers 1 .. n − 1)."""
         return [p.pid for p in self.processes]
 
-    def gradients(self, model: Any, batches: Sequence[Any], clip_norm: float | None) -> tuple[float, float]:
-        """One step's (loss, grad_norm), the summed (and clipped) gradient in model.buffer.grad."""
+    def gradients(self, model: Any, batches: Sequence[Any], clip_norm: float | None,
+                  step: int | None = None) -> tuple[float, float]:
+        """Step `step`'s (loss, grad_norm), the summed (and clipped) gradient in model.buffer.grad."""
         start = time.perf_counter()
-        step = split_step(batches)
+        number, step = step, split_step(batches)
         block, per = self.block, self.per
         if self.processes:
             block.params[...] = model.buffer.data
         for j in range(per, len(step.batches)):
             block.write_batch(j, step.batches[j], step.weights[j])
         go = _GO + (b"1" if step.alone else b"")
+        during = _DURING_A_STEP if number is None else _DURING_A_STEP.replace("a step", f"step {number}")
         for w, (process, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
             try:
                 conn.send_bytes(go)
             except (BrokenPipeError, ConnectionResetError):  # it died since the last step
-                raise self._died(w, process, _DURING_A_STEP) from None
+                raise self._died(w, process, during) from None
         sent = time.perf_counter()
         for j in range(per):  # worker 0's share, here, while the others compute theirs
             block.losses[j][0] = micro_batch_gradient(model, step.batches[j], step.weights[j], step.alone)
             block.grads[j][...] = model.buffer.grad
         own = time.perf_counter()
-        self._collect(_OK, _DURING_A_STEP)
+        self._collect(_OK, during, self.timeout)
         answered = time.perf_counter()
         out = combine(model, block.grads, [loss[0] for loss in block.losses], step, clip_norm)
         self.seconds = {"handoff": sent - start, "own": own - sent, "wait": answered - own,
                         "reduce": time.perf_counter() - answered}
         return out
 
-    def _collect(self, expected: bytes, during: str) -> None:
-        """Read every worker's answer, in worker order; a worker that died or failed is one UserError."""
+    def _collect(self, expected: bytes, during: str, seconds: float) -> None:
+        """Read every worker's answer, in worker order; a worker that died, failed or stays silent for `seconds`
+        (stopped, stuck) is one UserError. After a Ctrl-C or SIGTERM (recorded by the loop, which stops
+        after this step) the workers get STOP_SECONDS more, then the step is abandoned as a second Ctrl-C would."""
+        deadline, stopping = time.monotonic() + seconds, False
         for w, (process, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
+            while not conn.poll(_SLICE):
+                if not stopping and getattr(signal.getsignal(signal.SIGINT), "signum", None) is not None:
+                    deadline, stopping = min(deadline, time.monotonic() + STOP_SECONDS), True
+                if time.monotonic() > deadline:
+                    if stopping:
+                        raise KeyboardInterrupt
+                    raise UserError(f"data-parallel worker {w} (pid {process.pid}) gave no answer within "
+                                    f"runtime.data_parallel.timeout ({seconds:g} s) {during}: stopped or stuck")
             try:
                 answer = conn.recv_bytes()
             except (EOFError, ConnectionResetError):

@@ -61,7 +61,8 @@ class RayWorkers:
         self.actors = [actor.remote(spec.to_dict()) for _ in range(n)]
         self.pids = self._get([a.pid.remote() for a in self.actors], "while starting")
 
-    def gradients(self, model: Any, batches: Sequence[Any], clip_norm: float | None) -> tuple[float, float]:
+    def gradients(self, model: Any, batches: Sequence[Any], clip_norm: float | None,
+                  step: int | None = None) -> tuple[float, float]:
         step = split_step(batches)
         params = self.ray.put(model.buffer.data)
         per = self.per

@@ -1,7 +1,8 @@
 """The local backend's shared memory: one `multiprocessing.shared_memory` block that the training process and its
 workers map, so a step moves no pickled data, only a few bytes of "go" and "done" through each worker's pipe.
 
-    block = SharedBlock.create(layout)      the training process (it owns and finally unlinks the block)
+    block = SharedBlock.create(layout)      the training process (it owns the block)
+    block.unlink()                          once every worker has it mapped: the name goes, the mappings stay
     block = SharedBlock.attach(name, layout)  a worker
     block.params                            (P,) the whole flat parameter buffer, written once per step
     block.write_batch(j, batch, weight)     micro-batch slot j: its (rows, cols) arrays and its loss weight
@@ -16,15 +17,20 @@ Each array starts at a 64-byte boundary.
 
 from __future__ import annotations
 
+import os
+import secrets
 from dataclasses import asdict, dataclass
 from multiprocessing import shared_memory
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from minitrain.common.lifeline import _alive
 from minitrain.data.batch import Batch
 
 _ALIGN = 64
+PREFIX = "minitrain-dp-"  # a block's name: PREFIX, its owner's pid, "-", 8 random hex digits
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,13 @@ class SharedBlock:
 
     @classmethod
     def create(cls, layout: Layout) -> SharedBlock:
-        return cls(shared_memory.SharedMemory(create=True, size=layout.size()), layout, owner=True)
+        """A new block, named after this process; first removed: the blocks of owners no longer alive (killed
+        while their workers started, before unlink)."""
+        for left in Path("/dev/shm").glob(f"{PREFIX}*-*"):
+            if left.name.split("-")[2].isdigit() and not _alive(int(left.name.split("-")[2])):
+                left.unlink(missing_ok=True)
+        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        return cls(shared_memory.SharedMemory(name, create=True, size=layout.size()), layout, owner=True)
 
     @classmethod
     def attach(cls, name: str, layout: Layout | dict[str, Any]) -> SharedBlock:
@@ -116,9 +128,15 @@ class SharedBlock:
                       shaped("loss_mask"))
         return batch, float(weight)
 
-    def close(self) -> None:
-        """Unmap the block; the owner also removes it."""
-        self.params = self.grads = self.losses = self._views = None  # no view may outlive the mapping
-        self.memory.close()
+    def unlink(self) -> None:
+        """Remove the block's name (the owner, once): the memory lives on while a process maps it and is freed
+        by the kernel when the last one ends, however it ends."""
         if self.owner:
             self.memory.unlink()
+            self.owner = False
+
+    def close(self) -> None:
+        """Unmap the block; the owner also removes it, if unlink did not."""
+        self.params = self.grads = self.losses = self._views = None  # no view may outlive the mapping
+        self.memory.close()
+        self.unlink()

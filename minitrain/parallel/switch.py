@@ -22,7 +22,7 @@ from typing import Any
 
 from minitrain.common.compute import Setting
 from minitrain.common.runtime import set_blas_threads
-from minitrain.parallel.local import LocalWorkers
+from minitrain.parallel.local import TIMEOUT_SECONDS, LocalWorkers
 from minitrain.parallel.replica import ReplicaSpec
 from minitrain.parallel.shared import Layout
 
@@ -30,8 +30,10 @@ from minitrain.parallel.shared import Layout
 class WorkerSwitch:
     """Applies settings to one run: the training process's BLAS threads and, for N workers, a pool of N."""
 
-    def __init__(self, model: Any, micro_batches: int, rows: int, cols: int, stop_after: int = 3) -> None:
+    def __init__(self, model: Any, micro_batches: int, rows: int, cols: int, stop_after: int = 3,
+                 timeout: float = TIMEOUT_SECONDS) -> None:
         self.model, self.micro_batches, self.rows, self.cols = model, micro_batches, rows, cols
+        self.timeout = timeout  # runtime.data_parallel.timeout, for every pool it starts
         self.stop_after = stop_after  # one-process decisions in a row that stop the pool
         self.pool: LocalWorkers | None = None
         self.started: list[tuple[list[int], str]] = []  # each pool's worker pids and shared block, for the tests
@@ -53,7 +55,7 @@ class WorkerSwitch:
             buffer = self.model.buffer
             layout = Layout(self.micro_batches, self.rows, self.cols, buffer.data.size, buffer.grad.size,
                             buffer.data.dtype.name)
-            self.pool = LocalWorkers(ReplicaSpec.of(self.model), layout, workers)
+            self.pool = LocalWorkers(ReplicaSpec.of(self.model), layout, workers, self.timeout)
             self.started.append((self.pool.pids, self.pool.block.name))
             self._one_process_wins = 0  # a new pool is kept for `stop_after` one-process decisions again
 

@@ -37,6 +37,6 @@ def start_workers(settings: Any, model: Any, micro_batches: int, rows: int, cols
             stack.enter_context(blas_threads(1))  # this process is worker 0, at 1 BLAS thread as every worker is
             buffer = model.buffer
             layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
-            workers = LocalWorkers(spec, layout, settings.workers)
+            workers = LocalWorkers(spec, layout, settings.workers, settings.timeout)
         stack.callback(workers.close)
         yield workers

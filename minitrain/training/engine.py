@@ -308,7 +308,7 @@ class _Loop:
         (grad_norm is the norm before), then each element to ±`clip_value`."""
         settings = self.settings
         if self.data.workers is not None:
-            loss, grad_norm = self.data.workers.gradients(self.model, batches, settings.clip_norm)
+            loss, grad_norm = self.data.workers.gradients(self.model, batches, settings.clip_norm, self.state.step)
         else:
             loss, grad_norm = step_gradients(self.model, self.optimizer, batches, settings.clip_norm, self.data.task)
         if settings.clip_value is not None:

@@ -250,7 +250,7 @@ def _worker_switch(cfg: Config, parts: Parts, cleanup: ExitStack) -> WorkerSwitc
     if cfg.runtime.threads != "measure" or cfg.runtime.data_parallel is None:
         return None
     switch = WorkerSwitch(parts.model, cfg.training.grad_accumulation, cfg.training.batch_size,
-                          parts.train_split.input.shape[1])
+                          parts.train_split.input.shape[1], timeout=cfg.runtime.data_parallel.timeout)
     cleanup.callback(switch.close)
     switch.start(cfg.runtime.data_parallel.workers)
     return switch

@@ -110,7 +110,7 @@ def test_a_killed_worker_is_one_error_and_two_workers_resumed_write_the_bytes_of
     with pytest.raises(UserError) as info:
         _train(config, run, callbacks=[killer])
     message = str(info.value)
-    assert f"data-parallel worker 1 (pid {killer.pid}) died during a step" in message
+    assert f"data-parallel worker 1 (pid {killer.pid}) died during step 5" in message
     assert "killed by SIGKILL" in message and "step-4.safetensors" in message and "\n" not in message
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "worker 1" in manifest["error"]
@@ -140,35 +140,48 @@ def test_bad_data_parallel_settings_are_one_error_line(tiny, capsys):
     assert "runtime.data_parallel.workers: required key is missing" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-@needs_proc
-def test_kill_9_of_the_training_process_takes_its_workers_with_it(tiny):
-    """The training process killed mid-run cannot stop its workers: they notice it is gone (common/lifeline.py)
-    and end within seconds, leaving no orphan; then its resource tracker, the last holder of the shared block,
-    removes the block from /dev/shm."""
-    config = _config(tiny, "long", 2, "{threads: 1, data_parallel: {workers: 2}}")
+def _long_run(tiny: Path, name: str, runtime: str = "{threads: 1, data_parallel: {workers: 2}}") -> subprocess.Popen:
+    """`minitrain train` of a run too long to finish, in its own process group, once its 2 workers run steps."""
+    config = _config(tiny, name, 2, runtime)
     config.write_text(config.read_text().replace("val_every: 5", "val_every: 100000")
                       .replace(f"total_steps: {STEPS}", "total_steps: 100000"))
     process = subprocess.Popen([sys.executable, "-m", "minitrain.cli", "train", str(config), "--out-dir",
-                                str(tiny / "long")], start_new_session=True, stdout=subprocess.DEVNULL,
+                                str(tiny / name)], start_new_session=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
+    log, deadline = tiny / name / "train_log.jsonl", time.monotonic() + 120
+    while not (log.is_file() and log.read_text().count("\n") >= 2 and len(_workers_of(process.pid)) == 1):
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
+        time.sleep(0.05)
+    return process
+
+
+def _blocks(pid: int) -> set[str]:
+    """The /dev/shm files process `pid` maps (the name, without the " (deleted)" of an unlinked one)."""
+    return {line.split("/dev/shm/")[1].split()[0] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+            if "/dev/shm/" in line}
+
+
+@pytest.mark.slow
+@needs_proc
+@pytest.mark.parametrize("group", [False, True], ids=["the training process", "its process group"])
+def test_kill_9_of_the_training_process_takes_its_workers_with_it(tiny, group):
+    """The training process killed mid-run cannot stop its workers: they notice it is gone (common/lifeline.py)
+    and end within seconds, leaving no orphan. The shared block's name was removed once every worker had it
+    mapped, so no file is left in /dev/shm, even when `kill -9` takes the whole group (the resource tracker
+    too, which alone used to remove it)."""
+    process = _long_run(tiny, f"long-{group}")
     try:
-        log, deadline = tiny / "long" / "train_log.jsonl", time.monotonic() + 120
-        while not (log.is_file() and log.read_text().count("\n") >= 2 and len(_workers_of(process.pid)) == 1):
-            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
-            time.sleep(0.05)
         workers = _workers_of(process.pid)
         trackers = [child for child in _live("ppid", process.pid) if child not in workers]
-        blocks = {line.split()[-1] for line in Path(f"/proc/{workers[0]}/maps").read_text().splitlines()
-                  if "/dev/shm/" in line}
+        blocks = _blocks(workers[0])
         assert len(blocks) == 1 and len(trackers) == 1, (blocks, trackers)
-        os.kill(process.pid, signal.SIGKILL)
+        (os.killpg if group else os.kill)(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
         deadline = time.monotonic() + 10
         while any(_alive(pid) for pid in workers + trackers):
             assert time.monotonic() < deadline, f"workers {workers} or tracker {trackers} outlived their run"
             time.sleep(0.05)
-        assert not any(Path(block).exists() for block in blocks), f"{blocks} left in /dev/shm"
+        assert not any(Path("/dev/shm", block).exists() for block in blocks), f"{blocks} left in /dev/shm"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -210,7 +223,7 @@ def test_three_workers_then_ctrl_c_then_one_process_write_the_bytes_of_accumulat
     stops them (each leaves with exit code 0). Resumed without workers (runtime is not hashed: a resume may drop
     them), the run then holds, byte for byte, what grad_accumulation 3 writes in one process: the 3 workers' rows
     and state before the interrupt were the same bytes."""
-    config = _config(tiny, "local3", 3, "{threads: 1, data_parallel: {workers: 3}}")
+    config = _config(tiny, "local3", 3, "{threads: 1, data_parallel: {workers: 3, oversubscribe: true}}")
     run, ctrl_c = tiny / "local3", _CtrlC(at=2)
     with pytest.raises(UserError, match="interrupted"):
         _train(config, run, callbacks=[ctrl_c])
@@ -253,8 +266,8 @@ def test_the_measured_choice_starts_and_stops_workers_mid_run_with_the_bytes_of_
     stopped_mid_run: list[bool] = []
 
     class Switch(WorkerSwitch):  # stopped after 2 one-process decisions in a row (the default 3 needs a longer run)
-        def __init__(self, *args) -> None:
-            super().__init__(*args, stop_after=2)
+        def __init__(self, *args, **keys) -> None:
+            super().__init__(*args, stop_after=2, **keys)
             switches.append(self)
 
         def apply(self, setting: Setting, final: bool) -> None:
@@ -326,3 +339,102 @@ def test_worker_0_is_the_training_process_and_the_step_is_train_steps_bytes(n):
     assert get_blas_threads() == threads
     assert got == expected
     assert spread.buffer.grad.tobytes() == alone.buffer.grad.tobytes()
+
+
+def test_local_workers_beyond_the_cores_are_refused_unless_oversubscribed(tiny, capsys):
+    """1000 local workers would be 999 processes, each holding a model (about 200 GB at the course's size): refused on
+    this machine's usable cores with one problem naming the key; oversubscribe lets them through, and Ray's
+    workers (a cluster's CPUs, which Ray itself counts) are not bounded here."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert cores < 1000
+    assert cli.main(["validate", str(_config(tiny, "many", 1000, "{data_parallel: {workers: 1000}}"))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "Traceback" not in err and err.count("error:") == 1
+    assert f"runtime.data_parallel.workers: 1000 local workers on {cores} usable cores" in err
+    for runtime in ("{data_parallel: {workers: 1000, oversubscribe: true}}",
+                    "{data_parallel: {workers: 1000, backend: ray}}"):  # (1000 × 4 lines: more than the data)
+        cli.main(["validate", str(_config(tiny, "many", 1000, runtime))])
+        assert "usable cores" not in capsys.readouterr().err
+    assert cli.main(["validate", str(_config(tiny, "many", cores, f"{{data_parallel: {{workers: {cores}}}}}"))]) == 0
+
+
+class _StopWorker(Callback):
+    """After step `at`, SIGSTOP data-parallel worker 1 (as a debugger, a `kill -STOP` or a swapped-out machine
+    would), noting its pid and the /dev/shm blocks it maps; with `sigint_after`, SIGINT this process that many
+    seconds later, while the next step waits for the stopped worker."""
+
+    def __init__(self, at: int, sigint_after: float | None = None) -> None:
+        super().__init__()
+        self.at, self.sigint_after, self.pid, self.blocks = at, sigint_after, None, set()
+
+    def on_step_end(self, ctx) -> None:
+        if ctx.step == self.at:
+            import multiprocessing
+            import threading
+
+            (process,) = [p for p in multiprocessing.active_children() if p.name == "minitrain-dp-worker-1"]
+            self.pid, self.blocks = process.pid, _blocks(process.pid)
+            os.kill(process.pid, signal.SIGSTOP)
+            if self.sigint_after is not None:
+                threading.Timer(self.sigint_after, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+
+def _leftovers(stopper: _StopWorker) -> None:
+    """No worker process outlives the run and no shared block stays in /dev/shm."""
+    import multiprocessing
+
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("minitrain-dp-worker")]
+    assert not _alive(stopper.pid), f"worker {stopper.pid} outlived its run"
+    assert len(stopper.blocks) == 1 and not any(Path("/dev/shm", b).exists() for b in stopper.blocks)
+
+
+@needs_proc
+def test_a_stopped_worker_is_one_error_naming_it_and_the_step_within_the_timeout(tiny):
+    """Worker 1 SIGSTOPped after step 2: step 3 waits for it no longer than runtime.data_parallel.timeout (1 s here;
+    the default, 120 s, is far above any step of the course's models), then the run fails with one line naming
+    the worker and the step, and leaves no process and no shared block."""
+    config = _config(tiny, "stopped", 2, "{threads: 1, data_parallel: {workers: 2, timeout: 1}}")
+    stopper = _StopWorker(at=2)
+    start = time.monotonic()
+    with pytest.raises(UserError) as info:
+        _train(config, tiny / "stopped", callbacks=[stopper])
+    message = str(info.value)
+    assert (f"data-parallel worker 1 (pid {stopper.pid}) gave no answer within runtime.data_parallel.timeout (1 s) "
+            "during step 3 (its update was not applied): stopped or stuck") in message
+    assert "\n" not in message and time.monotonic() - start < 60
+    assert json.loads((tiny / "stopped" / "manifest.json").read_text())["status"] == "failed"
+    _leftovers(stopper)
+
+
+@needs_proc
+def test_ctrl_c_while_a_worker_is_stopped_interrupts_the_run(tiny):
+    """Worker 1 SIGSTOPped after step 2, then SIGINT while step 3 waits for it (the default timeout, 120 s, is far
+    off): the wait wakes, gives the step local.STOP_SECONDS to finish, then abandons it as a second Ctrl-C
+    would: the run ends interrupted (the CLI's `error: interrupted`, exit 130), its last checkpoint named in
+    the manifest, and leaves no process and no shared block."""
+    config = _config(tiny, "stopped-ctrl-c", 2, "{threads: 1, data_parallel: {workers: 2}}")
+    stopper = _StopWorker(at=2, sigint_after=0.5)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        _train(config, tiny / "stopped-ctrl-c", callbacks=[stopper])
+    assert time.monotonic() - start < 60
+    assert json.loads((tiny / "stopped-ctrl-c" / "manifest.json").read_text())["status"] == "interrupted"
+    _leftovers(stopper)
+
+
+@needs_proc
+def test_a_new_block_first_removes_the_blocks_of_dead_owners():
+    """An owner killed while its workers start (before the name is removed) leaves its block; the next start
+    removes it, and leaves a living owner's alone."""
+    from minitrain.parallel.shared import PREFIX, Layout, SharedBlock
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left, living = Path("/dev/shm", f"{PREFIX}{int(dead.stdout)}-0badcafe"), Path("/dev/shm", f"{PREFIX}1-0badcafe")
+    left.write_bytes(b"x"), living.write_bytes(b"x")
+    try:
+        block = SharedBlock.create(Layout(1, 1, 1, 1, 1, "float32"))
+        assert block.name.startswith(f"{PREFIX}{os.getpid()}-") and not left.exists() and living.exists()
+        block.close()
+        assert not Path("/dev/shm", block.name).exists()
+    finally:
+        left.unlink(missing_ok=True), living.unlink(missing_ok=True)
