@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from minitrain.commands.common import read_from
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import check_output
 from minitrain.formats.gguf_write import DTYPES as GGUF_DTYPES
@@ -39,7 +40,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    inputs = [args.source, args.vocab, args.base_model]
+    inputs = read_from(args.source, args.vocab, args.base_model)
     if args.format == "gguf":
         from minitrain.hub.export_gguf import export_gguf
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from minitrain.commands.common import read_from
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import check_output
 
@@ -35,7 +36,7 @@ def merge_command(args: argparse.Namespace) -> int:
     from minitrain.merging.spec import read_spec
 
     spec = read_spec(args.config)
-    inputs = [args.config, spec.base(), *(entry.model for entry in spec.inputs())]
+    inputs = read_from(args.config, spec.base(), *(entry.model for entry in spec.inputs()))
     # A folder OUT (pretrained bases) is refused by merging/merge.py unless new or empty, --force or not.
     check_output(args.out, inputs, force=args.force, flag="merge -o", folder=True, ours=os.path.isdir)
     facts = merge_models(args.config, args.out)

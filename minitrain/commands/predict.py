@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from minitrain.commands.common import read_from
 from minitrain.common.io import check_output
 
 
@@ -21,7 +22,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def predict_command(args: argparse.Namespace) -> int:
     from minitrain.training.table_predictions import predict
 
-    check_output(args.output, [args.source, args.input], force=args.force, flag="predict -o")
+    check_output(args.output, read_from(args.source, args.input), force=args.force, flag="predict -o")
     summary = predict(args.source, args.input, args.output, args.format)
     scores = "".join(f", {key} {value:.4f}" for key, value in summary.items() if key not in ("rows", "output"))
     print(f"{summary['rows']} predictions written to {summary['output']}{scores}")

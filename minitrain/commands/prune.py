@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from minitrain.commands.common import percent, positive_int
+from minitrain.commands.common import percent, positive_int, read_from
 from minitrain.common.errors import UserError
 from minitrain.common.io import check_output
 from minitrain.pruning.masks import STRUCTURES, TWO_FOUR
@@ -50,7 +50,7 @@ def prune_command(args: argparse.Namespace) -> int:
     if args.method == "magnitude" and (args.calibration, args.calibration_samples) != (None, None):
         raise UserError("--calibration: magnitude pruning reads the weights alone; calibration records are for "
                         "--method wanda", 2)
-    check_output(args.out, [args.source, args.vocab, args.calibration], force=args.force, flag="prune OUT",
+    check_output(args.out, read_from(args.source, args.vocab, args.calibration), force=args.force, flag="prune OUT",
                  suffix=".safetensors")
     row = prune_run(args.source, args.out, args.method, sparsity, args.structure, args.exclude,
                     args.calibration_samples or DEFAULT_CALIBRATION_SAMPLES, args.calibration, args.vocab)

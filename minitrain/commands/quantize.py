@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from minitrain.commands.common import percent, positive_int
+from minitrain.commands.common import percent, positive_int, read_from
 from minitrain.common.errors import UserError
 from minitrain.common.io import check_output
 from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
@@ -44,7 +44,8 @@ def quantize_command(args: argparse.Namespace) -> int:
         scheme = Scheme(args.bits, args.scheme, args.granularity, args.group_size, args.method, args.percentile)
     except ValueError as e:
         raise UserError(f"quantize: {e}", 2) from None
-    check_output(args.out, [args.source, args.vocab], force=args.force, flag="quantize OUT", suffix=".safetensors")
+    check_output(args.out, read_from(args.source, args.vocab), force=args.force, flag="quantize OUT",
+                 suffix=".safetensors")
     row = quantize_run(args.source, args.out, scheme, args.exclude, args.calibration_samples, args.vocab)
     print(format_row(row))
     print(f"wrote {args.out}")

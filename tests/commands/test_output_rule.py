@@ -5,6 +5,7 @@ on real models."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -110,3 +111,18 @@ def test_the_data_losses_of_issue_43_are_refused_and_force_writes_another_file(t
     assert cli.main(["export", str(model), str(other), "--format", "gguf", "--vocab", vocab]) == 2
     assert cli.main(["export", str(model), str(other), "--format", "gguf", "--vocab", vocab, "--force"]) == 0
     assert other.read_bytes() == gguf_bytes
+
+
+def test_a_run_folders_model_file_is_its_input_too(tmp_path, capsys):
+    """A run's model lives in models/, outside its folder: quantize RUN onto it is refused, --force or not."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "experiments" / "18-train-mini", run)
+    model = tmp_path / "m.safetensors"
+    shutil.copyfile(ROOT / "models" / "minigpt-phase18-64ab16764a406b88.safetensors", model)
+    results = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**results, "model_path": str(model)}))
+    before = model.read_bytes()
+    for force in ([], ["--force"]):
+        assert cli.main(["quantize", str(run), str(model), "--bits", "2", *force]) == 2
+        assert f"{model}: is (or holds) the input" in capsys.readouterr().err
+    assert model.read_bytes() == before
