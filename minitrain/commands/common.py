@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from minitrain.common.errors import UserError
 from minitrain.config.datacheck import DataSummary, check_data
@@ -113,3 +115,15 @@ def non_negative_float(text: str) -> float:
 def percent(share: float | None) -> str:
     """An exact-match share as the score tables print it: `61.8 %`, or `-` for a model with none (a table model)."""
     return "-" if share is None else f"{100 * share:.1f} %"
+
+
+def read_from(*sources: str | None) -> list[str | Path | None]:
+    """The paths a command reads, for `check_output`: each source and, for a run folder, the model file its
+    results.json names (a run's model lives in models/, outside its folder)."""
+    from minitrain.hub.run_folder import RESULTS, locate, read_results
+
+    found: list[str | Path | None] = list(sources)
+    for source in sources:
+        if source is not None and os.path.isfile(Path(source, RESULTS)):
+            found.append(locate(read_results(Path(source, RESULTS)).get("model_path"), Path(source)))
+    return found

@@ -1,5 +1,5 @@
 """`minitrain export SOURCE OUT [--format hf|gguf] [--dtype f32|f16|q8_0] [--repo user/name] [--vocab PATH]
-[--merge-adapters] [--base-model SPEC]`: a run as a Hugging Face GPT-2 folder (config.json, model.safetensors,
+[--merge-adapters] [--base-model SPEC] [--force]`: a run as a Hugging Face GPT-2 folder (config.json, model.safetensors,
 tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or merged into its base. A pretrained
 Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned one, as a LlamaForCausalLM /
 Qwen2ForCausalLM folder with the base's tokenizer. `--format gguf`: any of these as one GGUF file for llama.cpp
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 
+from minitrain.commands.common import read_from
 from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.io import check_output
 from minitrain.formats.gguf_write import DTYPES as GGUF_DTYPES
 from minitrain.hub.export_hf import export_model
 
@@ -32,21 +34,27 @@ def register(parser: argparse.ArgumentParser) -> None:
                              "is always merged)")
     parser.add_argument("--base-model", metavar="PATH|user/repo",
                         help="the base the adapters were trained on, when the run does not record it")
+    parser.add_argument("--force", action="store_true", help="--format gguf: replace OUT.gguf if it exists (never "
+                                                                 "the input)")
     parser.set_defaults(handler=export_command)
 
 
 def export_command(args: argparse.Namespace) -> int:
+    inputs = read_from(args.source, args.vocab, args.base_model)
     if args.format == "gguf":
         from minitrain.hub.export_gguf import export_gguf
 
         if args.repo:
             raise UserError("export --format gguf: --repo names the repo of a model card; a GGUF has none", BAD_INPUT)
+        check_output(args.out_dir, inputs, force=args.force, flag="export OUT", suffix=".gguf")
         path, kinds = export_gguf(args.source, args.out_dir, args.dtype or "f32", args.vocab, args.base_model)
         print(f"{path}  ({', '.join(f'{n} {kind}' for kind, n in kinds.items())} tensors)")
         return 0
     if args.dtype is not None:
         raise UserError("export --dtype: only a GGUF export (--format gguf) stores other dtypes than float32",
                         BAD_INPUT)
+    # A folder export replaces only an earlier export (hub/staging.py's check_target), --force or not.
+    check_output(args.out_dir, inputs, force=True, flag="export OUT", folder=True)
     for path in export_model(args.source, args.out_dir, repo_id=args.repo, vocab_path=args.vocab,
                              merge_adapters=args.merge_adapters, base_model=args.base_model):
         print(path)

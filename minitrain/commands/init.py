@@ -13,7 +13,7 @@ from pathlib import Path
 
 from minitrain.commands.init_template import DEFAULT_DATA, METHODS, TEMPLATES, BaseModel, init_config
 from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write_text
+from minitrain.common.io import atomic_write_text, check_output
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +32,8 @@ def init_command(args: argparse.Namespace) -> int:
     if args.base is not None and _is_pretrained_base(args.base):
         return _init_on_pretrained_base(args)
     out = Path(args.output) if args.output not in (None, "-") else None  # `-o -` prints, as lock's does
-    if out is not None and out.exists() and not args.force:
-        raise UserError(f"{out} exists; pass --force to overwrite it", 2)
+    if out is not None:
+        check_output(out, [args.data, args.base], force=args.force, flag="init -o")
     base = None
     if args.base is not None:
         from minitrain.hub.sources import model_section_from_base  # the Hub client is only needed here
@@ -60,8 +60,8 @@ def _init_on_pretrained_base(args: argparse.Namespace) -> int:
     if args.template != "minimal":
         raise UserError(f"--template {args.template} is a MiniGPT config; a pretrained base has its own", 2)
     out = None if args.output == "-" else Path(args.output or DEFAULT_OUTPUT)
-    if out is not None and out.exists() and not args.force:
-        raise UserError(f"{out} exists; pass --force to overwrite it (or -o another file, -o - to print)", 2)
+    if out is not None:
+        check_output(out, [args.data, args.base], force=args.force, flag="init -o")
     text, summary = init_base_config(args.base, args.method, args.data)
     if out is None:
         print(text, end="")

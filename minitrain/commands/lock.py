@@ -9,13 +9,13 @@ replaces another file only when that file is an earlier lock (re-locking refresh
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from minitrain.commands.common import add_set, check_files, load
 from minitrain.commands.lock_file import data_files, lock_contents, lock_path_for, lock_text, write_lock
 from minitrain.common.errors import UserError
+from minitrain.common.io import check_output
 from minitrain.config.loader import is_lock
 from minitrain.config.yaml_lines import load_yaml_file
 
@@ -54,16 +54,7 @@ def check_target(config: Path, out: Path, *, force: bool) -> None:
         existing = existing.parent  # the folders missing below it are made by the write
     if not existing.is_dir():
         raise UserError(f"-o {out}: {existing} exists and is not a folder", 2)
-    if not os.path.lexists(out):
-        return
-    if out.is_dir():
-        raise UserError(f"-o {out}: is a folder; give the lock file's path", 2)
-    if config.exists() and os.path.samefile(config, out):
-        raise UserError(f"-o {out}: is the config being locked; writing the lock there would lose it (its comments "
-                        f"and templates); the default is {lock_path_for(config)}", 2)
-    if force or out.stat().st_size == 0 or _holds_a_lock(out):
-        return
-    raise UserError(f"-o {out}: exists and is not a lock file; pass --force to replace it", 2)
+    check_output(out, [config], force=force, flag="lock -o", ours=_holds_a_lock)
 
 
 def _holds_a_lock(path: Path) -> bool:

@@ -1,14 +1,15 @@
-"""`minitrain prune SOURCE OUT --method magnitude|wanda --sparsity S [--structure unstructured|2:4] [--exclude NAME
-...] [--calibration FILE] [--calibration-samples N]`: zero the least important share of a trained model's linear
-weights, write the pruned model file and score it on the run's val split against the dense model
+"""`minitrain prune SOURCE OUT --method magnitude|wanda --sparsity S [--force] [--structure unstructured|2:4]
+[--exclude NAME ...] [--calibration FILE] [--calibration-samples N]`: zero the least important share of a trained
+model's linear weights, write the pruned model file and score it on the run's val split against the dense model
 (minitrain/training/prune_run.py)."""
 
 from __future__ import annotations
 
 import argparse
 
-from minitrain.commands.common import percent, positive_int
+from minitrain.commands.common import percent, positive_int, read_from
 from minitrain.common.errors import UserError
+from minitrain.common.io import check_output
 from minitrain.pruning.masks import STRUCTURES, TWO_FOUR
 from minitrain.pruning.scores import METHODS
 
@@ -30,6 +31,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration-samples", type=positive_int, default=None, metavar="N",
                         help="wanda: records drawn (seeded) from the calibration data (default 128)")
     parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    parser.add_argument("--force", action="store_true", help="replace OUT if it exists (never the input)")
     parser.set_defaults(handler=prune_command)
 
 
@@ -48,6 +50,8 @@ def prune_command(args: argparse.Namespace) -> int:
     if args.method == "magnitude" and (args.calibration, args.calibration_samples) != (None, None):
         raise UserError("--calibration: magnitude pruning reads the weights alone; calibration records are for "
                         "--method wanda", 2)
+    check_output(args.out, read_from(args.source, args.vocab, args.calibration), force=args.force, flag="prune OUT",
+                 suffix=".safetensors")
     row = prune_run(args.source, args.out, args.method, sparsity, args.structure, args.exclude,
                     args.calibration_samples or DEFAULT_CALIBRATION_SAMPLES, args.calibration, args.vocab)
     print(format_row(row))

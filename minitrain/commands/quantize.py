@@ -1,13 +1,15 @@
-"""`minitrain quantize SOURCE OUT --bits 8|4|2 [--scheme ...] [--granularity ...] [--group-size N] [--exclude NAME
-...] [--calibration-samples N --method minmax|percentile|mse --percentile P]`: a trained model's linear weights in
-integers, written to OUT and scored on the run's val split against float32 (minitrain/training/ptq.py)."""
+"""`minitrain quantize SOURCE OUT --bits 8|4|2 [--force] [--scheme ...] [--granularity ...] [--group-size N]
+[--exclude NAME ...] [--calibration-samples N --method minmax|percentile|mse --percentile P]`: a trained model's
+linear weights in integers, written to OUT and scored on the run's val split against float32
+(minitrain/training/ptq.py)."""
 
 from __future__ import annotations
 
 import argparse
 
-from minitrain.commands.common import percent, positive_int
+from minitrain.commands.common import percent, positive_int, read_from
 from minitrain.common.errors import UserError
+from minitrain.common.io import check_output
 from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, SCHEMES, Scheme
 
 
@@ -24,6 +26,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=METHODS, default="minmax", help="how each unit's range is chosen")
     parser.add_argument("--percentile", type=float, default=99.99, help="percentile method: the range's percentile")
     parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
+    parser.add_argument("--force", action="store_true", help="replace OUT if it exists (never the input)")
     parser.set_defaults(handler=quantize_command)
 
 
@@ -41,6 +44,8 @@ def quantize_command(args: argparse.Namespace) -> int:
         scheme = Scheme(args.bits, args.scheme, args.granularity, args.group_size, args.method, args.percentile)
     except ValueError as e:
         raise UserError(f"quantize: {e}", 2) from None
+    check_output(args.out, read_from(args.source, args.vocab), force=args.force, flag="quantize OUT",
+                 suffix=".safetensors")
     row = quantize_run(args.source, args.out, scheme, args.exclude, args.calibration_samples, args.vocab)
     print(format_row(row))
     print(f"wrote {args.out}")

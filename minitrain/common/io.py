@@ -22,7 +22,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -278,3 +278,45 @@ def sha256_of(path: str | os.PathLike) -> str:
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror})", BAD_INPUT) from None
     return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------------ outputs
+
+def check_output(out: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), *, force: bool,
+                 flag: str, suffix: str | None = None, folder: bool = False,
+                 ours: Callable[[Path], bool] | None = None) -> None:
+    """The one rule for what a command writes (docs/architecture.md): a file of a format is named with its
+    `suffix`; never over one of its `inputs` (the same file by any path, a symbolic or hard link, or a file inside
+    an input folder), even with --force; never a file over a folder; over anything else that exists (an empty file
+    or folder aside) only with `force`, or when `ours(out)` says this command wrote it. A refusal is one
+    `UserError` (exit 2) naming `flag`, `out` and why."""
+    out = Path(out)
+    for given in filter(None, inputs):
+        if _holds(Path(given), out) or (out.is_dir() and _holds(out, Path(given))):
+            raise UserError(f"{flag} {out}: is (or holds) the input {given}; write the output elsewhere (--force "
+                            "never writes over an input)", BAD_INPUT)
+    if out.is_dir() and not folder:
+        raise UserError(f"{flag} {out}: is a folder; give a file name", BAD_INPUT)
+    if suffix is not None and out.suffix != suffix:
+        raise UserError(f"{flag} {out}: this output is a {suffix} file; give a name ending in {suffix}", BAD_INPUT)
+    if not os.path.lexists(out):
+        return
+    empty = not any(out.iterdir()) if out.is_dir() else out.is_file() and out.stat().st_size == 0
+    if not (force or empty or (ours is not None and ours(out))):
+        kind = "a folder" if out.is_dir() else "a file"
+        raise UserError(f"{flag} {out}: exists and is not {kind} this command wrote; pass --force to replace it",
+                        BAD_INPUT)
+
+
+def _holds(given: Path, out: Path) -> bool:
+    """Whether `out` is `given` or, `given` being a folder, lies inside it or is one of its files by another path
+    (a symbolic or hard link; `os.path.samefile`)."""
+    if not path_exists(given) or not path_exists(out):
+        return False
+    if os.path.samefile(given, out):
+        return True
+    if not given.is_dir():
+        return False
+    files = (Path(top, name) for top, _, names in os.walk(given) for name in names)
+    return any(os.path.samefile(p, given) for p in out.resolve().parents) or \
+        any(path_exists(file) and os.path.samefile(file, out) for file in files)

@@ -146,7 +146,7 @@ def test_init_refuses_to_overwrite_and_needs_splits(tmp_path, capsys):
     out = tmp_path / "c.yaml"
     out.write_text("keep me\n", encoding="utf-8")
     code, _, err = run(["init", "--data", folder, "-o", out], capsys)
-    assert code == 2 and "exists; pass --force" in err and out.read_text() == "keep me\n"
+    assert code == 2 and "this command wrote; pass --force" in err and out.read_text() == "keep me\n"
     assert run(["init", "--data", folder, "-o", out, "--force"], capsys)[0] == 0
     code, _, err = run(["init", "--data", tmp_path], capsys)
     assert code == 2 and "expected train.jsonl and val.jsonl" in err

@@ -32,7 +32,7 @@ def test_lock_refuses_to_write_over_its_own_config(tmp_path, capsys):
             target.symlink_to(path.name)
         for force in ([], ["--force"]):
             code, _, err = run(["lock", path, "-o", target, *force], capsys)
-            assert code == 2 and "is the config being locked" in err and err.startswith("error: ")
+            assert code == 2 and "is (or holds) the input" in err and err.startswith("error: ")
     assert path.read_bytes() == before
 
 
@@ -41,7 +41,7 @@ def test_lock_replaces_another_file_only_with_force(tmp_path, capsys):
     other = tmp_path / "notes.txt"
     other.write_text("my notes\n", encoding="utf-8")
     code, _, err = run(["lock", path, "-o", other], capsys)
-    assert code == 2 and f"-o {other}: exists and is not a lock file; pass --force" in err
+    assert code == 2 and f"lock -o {other}: exists and is not a file this command wrote; pass --force" in err
     assert other.read_text(encoding="utf-8") == "my notes\n"
     assert run(["lock", path, "-o", other, "--force"], capsys)[0] == 0
     assert "minitrain_lock" in yaml.safe_load(other.read_text(encoding="utf-8"))

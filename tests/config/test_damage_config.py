@@ -97,9 +97,9 @@ TARGET_KINDS = ["the config", "a link to the config", "a hard link to the config
                 "a path through a file"]
 
 
-def make_target(kind: str, folder: Path, config: Path, junk: bytes) -> Path | str:
-    """The `-o` argument of one kind, made in `folder`."""
-    target = folder / "out.yaml"
+def make_target(kind: str, folder: Path, config: Path, junk: bytes, name: str = "out.yaml") -> Path | str:
+    """The `-o` argument of one kind, made in `folder` (tests/commands/test_output_rule.py's too, named `name`)."""
+    target = folder / name
     if kind == "the config":
         return config
     if kind == "a link to the config":

@@ -262,8 +262,9 @@ def test_the_export_command_writes_a_gguf_and_refuses_bad_options(run, tmp_path,
     assert out == f"{tmp_path / 'm.gguf'}  (11 F16, 18 F32 tensors)\n"
     code, _, err = cli(["export", run, tmp_path / "hf", "--dtype", "f16"], capsys)
     assert code == 2 and "only a GGUF export (--format gguf) stores other dtypes" in err
-    code, _, err = cli(["export", run, tmp_path, "--format", "gguf"], capsys)
-    assert code == 2 and "is a folder; a GGUF export is one file" in err
+    (tmp_path / "folder.gguf").mkdir()
+    code, _, err = cli(["export", run, tmp_path / "folder.gguf", "--format", "gguf"], capsys)
+    assert code == 2 and "is a folder; give a file name" in err
     code, _, err = cli(["export", run, tmp_path / "r.gguf", "--format", "gguf", "--repo", "a/b"], capsys)
     assert code == 2 and "a GGUF has none" in err
 

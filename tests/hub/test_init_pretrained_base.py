@@ -71,7 +71,7 @@ def test_a_gguf_base_and_chat_data_give_a_lora_config_and_the_summary(gguf, chat
     assert "Tokenizer: the base's own (266 tokens, chat template)" in out
     assert out.rstrip().endswith("Next: minitrain train minitrain.yaml")
     code, _, err = init(["--base", gguf, "--data", chat], capsys, tmp_path, monkeypatch)
-    assert code == 2 and "minitrain.yaml exists; pass --force" in err
+    assert code == 2 and "minitrain.yaml: exists and is not a file this command wrote; pass --force" in err
 
 
 @pytest.mark.parametrize("method", ["full", "qlora"])
