@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import functools
 
-from jinja2 import Template
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from minitrain.data.chat_template import render_chat
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>", "</s>"]
 CORPUS = [
@@ -47,11 +47,6 @@ def _bpe() -> Tokenizer:
     return tokenizer
 
 
-@functools.cache
-def _compiled(source: str) -> Template:
-    return ImmutableSandboxedEnvironment().from_string(source)
-
-
 class TinyTokenizer:
     """The TextTokenizer protocol over a tiny BPE: ChatML's ids by default (EOS `<|im_end|>`, no BOS)."""
 
@@ -73,9 +68,8 @@ class TinyTokenizer:
         return self._tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
-        template = _compiled(self.chat_template)
-        return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               bos_token=self.bos or "", eos_token=self.eos or "")
+        return render_chat(self.chat_template, messages, add_generation_prompt,
+                           {"bos_token": self.bos or "", "eos_token": self.eos or ""}, "tiny chat template")
 
 
 def inst_tokenizer() -> TinyTokenizer:

@@ -74,12 +74,14 @@ class PretrainedTokenizer:
     """
 
     def __init__(self, tokenizer: Tokenizer, special: Mapping[str, str | None], chat_template: str | None = None,
-                 files: Mapping[str, bytes] | None = None, where: str = "tokenizer") -> None:
+                 files: Mapping[str, bytes] | None = None, where: str = "tokenizer",
+                 template_where: str | None = None) -> None:
         self.tokenizer = tokenizer
         self.special = {name: special.get(name) for name in SPECIAL_NAMES}
         self.chat_template = chat_template
         self.files = dict(files or {})
         self.where = where
+        self.template_where = template_where or f"{where}: chat_template"  # where the template came from
         for name, token in self.special.items():
             if token is not None and tokenizer.token_to_id(token) is None:
                 raise UserError(f"{where}: {name} {token!r} is not in the vocabulary", 2)
@@ -120,7 +122,7 @@ class PretrainedTokenizer:
         if self.chat_template is None:
             raise UserError(f"{self.where}: this tokenizer has no chat template, so chat data cannot be written for "
                             "it; use text or prompt/completion records", 2)
-        return render_chat(self.chat_template, messages, add_generation_prompt, self.special)
+        return render_chat(self.chat_template, messages, add_generation_prompt, self.special, self.template_where)
 
     # --- reading ------------------------------------------------------------------------------------------------
 
@@ -155,15 +157,16 @@ class PretrainedTokenizer:
             raise UserError(f"{folder}: no tokenizer.json (nor GPT-2's vocab.json + merges.txt). A fine-tune must "
                             "use the base's own tokenizer (save it with transformers' "
                             "`AutoTokenizer.from_pretrained(...).save_pretrained(folder)`)", 2)
-        template = config.get("chat_template")
+        template, template_where = config.get("chat_template"), f"{folder / CONFIG_FILE}: chat_template"
         if isinstance(template, list):  # several named templates: transformers' default is "default"
             named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
             template = named.get("default")
         if "chat_template.jinja" in files:  # newer transformers save the template beside the config
-            template = decode_utf8(files["chat_template.jinja"], str(folder / "chat_template.jinja"), "chat template")
+            template_where = str(folder / "chat_template.jinja")
+            template = decode_utf8(files["chat_template.jinja"], template_where, "chat template")
         if template is not None and not isinstance(template, str):
             raise UserError(f"{folder / CONFIG_FILE}: chat_template must be a string", 2)
-        return cls(tokenizer, special, template, files, where)
+        return cls(tokenizer, special, template, files, where, template_where)
 
     @classmethod
     def from_gguf_fields(cls, tokens: Sequence[str], merges: Sequence[str], token_types: Sequence[int],
@@ -211,7 +214,7 @@ class PretrainedTokenizer:
             bos = special["bos_token"]
             tokenizer.post_processor = processors.TemplateProcessing(
                 single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)])
-        return cls(tokenizer, special, chat_template, None, where)
+        return cls(tokenizer, special, chat_template, None, where, f"{where}: tokenizer.chat_template")
 
     # --- writing ------------------------------------------------------------------------------------------------
 

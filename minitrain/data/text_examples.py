@@ -103,11 +103,8 @@ def _render(tokenizer: TextTokenizer, messages: list[dict], generation_prompt: b
     """`messages` rendered by the chat template (the template writes its own special tokens)."""
     try:
         return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
-    except UserError as e:
+    except UserError as e:  # every error of the template (chat_template.py), with the record it failed on
         raise UserError(f"{where}: {e}", BAD_INPUT) from None
-    except Exception as e:  # jinja2's errors, and any template's `raise_exception(...)`, are the template's message
-        raise UserError(f"{where}: the chat template cannot render this conversation ({type(e).__name__}: {e})",
-                        BAD_INPUT) from None
 
 
 def _chat(record: TextRecord, tokenizer: TextTokenizer, loss_on: str) -> Example:

@@ -114,7 +114,8 @@ def test_a_template_that_rewrites_earlier_turns_is_refused_for_completion_masks(
 
 def test_a_template_error_is_a_user_error_naming_the_record():
     tok = TinyTokenizer("{{ raise_me() }}")
-    with pytest.raises(UserError, match=r"^data\.jsonl:4: the chat template cannot render this conversation"):
+    with pytest.raises(UserError,
+                       match=r"^data\.jsonl:4: tiny chat template: the chat template cannot render this conversation"):
         encode_record(record("chat", messages=VERB), tok)
 
 
