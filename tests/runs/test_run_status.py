@@ -45,7 +45,7 @@ def test_sigterm_while_the_run_is_finished_is_recorded_and_resumable(tmp_path, m
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
     assert seen == ["finishing"]  # training was done, the run was not
     assert stopped.value.exit_code == 143
-    assert str(stopped.value).startswith(f"SIGTERM: interrupted after step 23; checkpoint {final}; resume with: ")
+    assert str(stopped.value).startswith(f"SIGTERM: interrupted after 24 steps; checkpoint {final}; resume with: ")
     manifest = manifest_of(tmp_path / "run")
     assert manifest["status"] == "interrupted" and manifest["signal"] == "SIGTERM"
     assert not (tmp_path / "run" / "results.json").exists()

@@ -259,7 +259,7 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
         train_tiny(config, tmp_path / "run")
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
     assert info.value.exit_code == 130
-    assert str(info.value).startswith(f"SIGINT: interrupted after step 23; checkpoint {final}; resume with: ")
+    assert str(info.value).startswith(f"SIGINT: interrupted after 24 steps; checkpoint {final}; resume with: ")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["stopped_at"] == 23
     assert not (tmp_path / "run" / "results.json").exists()
