@@ -62,7 +62,7 @@ def _init_on_pretrained_base(args: argparse.Namespace) -> int:
     out = None if args.output == "-" else Path(args.output or DEFAULT_OUTPUT)
     if out is not None and out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it (or -o another file, -o - to print)", 2)
-    text, summary = init_base_config(args.base, args.method, args.data)
+    text, summary = init_base_config(args.base, args.method, args.data, str(out or "<stdout>"))
     if out is None:
         print(text, end="")
         print("\n".join(summary), file=sys.stderr)
