@@ -121,12 +121,14 @@ def _check_ids_fit(spec: str, tokenizer: PretrainedTokenizer, model: dict[str, A
 
 
 def _from_gguf(path: str, with_tensors: bool = True):
-    """(model, state ({} without `with_tensors`), tokenizer, facts) of the GGUF file `path`."""
-    contents = read_gguf(path, with_tensors)
+    """(model, state ({} without `with_tensors`), tokenizer, facts) of the GGUF file `path`; the metadata is
+    checked whole before a weight is read (a refused base costs no dequantizing)."""
+    contents = read_gguf(path, with_tensors=False)
     model, facts = from_hf_config(contents.config, f"{path} (GGUF metadata)")
     tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
-    raw, contents.state = contents.state, {}  # from_hf_state empties `raw` as it goes: one copy in memory
-    state = from_hf_state(raw, model, path) if with_tensors else {}
+    _check_ids_fit(path, tokenizer, model)
+    # from_hf_state empties the state it is given as it goes: one copy in memory
+    state = from_hf_state(read_gguf(path).state, model, path) if with_tensors else {}
     return model, state, tokenizer, {"source": "gguf", "path": path, **facts, **contents.facts}
 
 
