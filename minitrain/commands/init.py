@@ -62,7 +62,7 @@ def _init_on_pretrained_base(args: argparse.Namespace) -> int:
     out = None if args.output == "-" else Path(args.output or DEFAULT_OUTPUT)
     if out is not None:
         check_output(out, [args.data, args.base], force=args.force, flag="init -o")
-    text, summary = init_base_config(args.base, args.method, args.data)
+    text, summary = init_base_config(args.base, args.method, args.data, str(out or "<stdout>"))
     if out is None:
         print(text, end="")
         print("\n".join(summary), file=sys.stderr)

@@ -159,8 +159,10 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
     ]) + "\n"
 
 
-def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, list[str]]:
-    """(config text, summary lines) for fine-tuning the pretrained base `spec` on the data in `folder`."""
+def init_base_config(spec: str, method: str | None, folder: str,
+                     out_name: str = DEFAULT_OUTPUT) -> tuple[str, list[str]]:
+    """(config text, summary lines) for fine-tuning the pretrained base `spec` on the data in `folder`; a problem
+    of the text names `out_name`, the file it is for."""
     from minitrain.data.text_records import describe_text_data
     from minitrain.hub.pretrained import describe_base
 
@@ -185,7 +187,7 @@ def init_base_config(spec: str, method: str | None, folder: str) -> tuple[str, l
             "rank": suggested_rank(model["d_model"]), "steps": min(epoch_steps, MAX_STEPS),
             "epoch_steps": epoch_steps, "read_from": read_from, "packing": "pack" if family.packs_rows else "pad"}
     text = base_config_text(spec, method, folder, model, data, files, plan)
-    _validate(text)
+    _validate(text, out_name)
     return text, _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan)
 
 
@@ -220,8 +222,8 @@ def warmup_steps(total: int) -> int:
     return min(100, max(total // 10, 1), total - 1)
 
 
-def _validate(text: str) -> None:
+def _validate(text: str, out_name: str) -> None:
     """What init writes validates."""
     from minitrain.config.loader import config_from_yaml
 
-    config_from_yaml(text, DEFAULT_OUTPUT)
+    config_from_yaml(text, out_name)

@@ -13,6 +13,9 @@ generated ids). The rules, per part of `user/name`:
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from minitrain.common.io import path_exists
 
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 HUB_ID = re.compile(rf"{_PART}/{_PART}")
@@ -29,3 +32,17 @@ def hub_id_problem(text: str) -> str | None:
 
 def is_hub_id(text: str) -> bool:
     return hub_id_problem(text) is None
+
+
+def missing_local_path(text: str) -> str | None:
+    """Why `text` is a local path that is missing (`experiments/18-train-mix` with experiments/ here: a path one
+    letter off, never a Hub id to ask for); None when it exists or its folder is not here."""
+    folder = Path(text).parent
+    if folder == Path(".") or path_exists(text) or not path_exists(folder):
+        return None
+    return f"no such file or folder ({folder}/ is here: a local path, not a Hub id)"
+
+
+def names_hub_repo(text: str) -> bool:
+    """`user/name` that names no local path, so a model source asks the Hub for it."""
+    return not path_exists(text) and hub_id_problem(text) is None and missing_local_path(text) is None

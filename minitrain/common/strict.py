@@ -17,7 +17,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-PositiveInt = Annotated[int, Field(ge=1)]
+MAX_COUNT = 2**31 - 1  # the most any step count, size or index of a config may be: far past any run, and int32-safe
+PositiveInt = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Ratio = Annotated[float, Field(ge=0.0, lt=1.0)]
 
 

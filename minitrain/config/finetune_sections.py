@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from minitrain.common.errors import UserError
-from minitrain.common.strict import PositiveInt, Section
+from minitrain.common.strict import Count, PositiveInt, Section
 from minitrain.lora import LoraSettings, resolve_targets
 from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, OBSERVER_METHODS, SCHEMES, Scheme
 
@@ -54,7 +54,7 @@ class QatConfig(Section):
 class CalibrationConfig(Section):
     """How post-training quantization chooses each unit's range, and the data it may use."""
 
-    samples: int = Field(0, ge=0, description="training records whose inputs weigh the mse method's error")
+    samples: Count = Field(0, description="training records whose inputs weigh the mse method's error")
     method: Literal[METHODS] = "minmax"
     percentile: float = Field(99.99, gt=50, le=100, description="percentile method (and observer)")
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from minitrain.common.registry import Registry
-from minitrain.common.strict import PositiveInt, Section
+from minitrain.common.strict import MAX_COUNT, PositiveInt, Section
 from minitrain.config.section import Metric, fill_defaults
 
 # --- monitoring.tracking, monitoring.system -------------------------------------------------------------------
@@ -66,7 +66,7 @@ class SystemConfig(Section):
     """Sample this process's CPU, memory and disk use every `interval` ms (psutil) into system_metrics.jsonl."""
 
     enabled: bool = True
-    interval: int = Field(1000, ge=100, description="milliseconds between samples")
+    interval: int = Field(1000, ge=100, le=MAX_COUNT, description="milliseconds between samples")
     metrics: list[SystemMetric] = Field(default_factory=lambda: list(SYSTEM_METRICS), min_length=1)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from minitrain.common.errors import UserError
-from minitrain.common.strict import PositiveInt, Ratio, Section
+from minitrain.common.strict import Count, PositiveInt, Ratio, Section
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook
 from minitrain.models.registry import linear_module_paths
@@ -30,8 +30,8 @@ class PruningConfig(Section):
     method: Literal["magnitude"] = Field("magnitude", description="each layer's lowest |W| (Wanda: `minitrain prune`)")
     sparsity: Ratio = Field(0.5, description="s_f: the share of each layer's weights pruned from end_step on")
     initial_sparsity: Ratio = Field(0.0, description="s_i: the share pruned at start_step")
-    start_step: int = Field(0, ge=0, description="t₀: updates done when the first pruning happens (0: before any)")
-    end_step: int | None = Field(None, ge=0, description="t_end: the schedule reaches sparsity here (default t₀)")
+    start_step: Count = Field(0, description="t₀: updates done when the first pruning happens (0: before any)")
+    end_step: Count | None = Field(None, description="t_end: the schedule reaches sparsity here (default t₀)")
     every: PositiveInt = Field(10, description="Δt: steps between two prunings")
     exclude: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="linear layers left dense (names as lora.target_modules)")

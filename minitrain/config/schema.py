@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validator
 
 from minitrain.common.registry import keyword_defaults
-from minitrain.common.strict import PositiveInt, Section
+from minitrain.common.strict import Count, PositiveInt, Section
 from minitrain.config.data_section import DataConfig, on_pretrained_base, text_data_defaults
 from minitrain.config.distillation_section import DistillationConfig
 from minitrain.config.fields import Duration, RunName, SeedInt, parse_duration
@@ -187,7 +187,7 @@ class SchedulerConfig(Section):
     """
 
     type: Literal[tuple(SCHEDULES)] = "warmup_cosine"  # the registry's names (minitrain/optim/schedule.py)
-    warmup_steps: int = Field(0, ge=0)
+    warmup_steps: Count = 0
     warmup_ratio: float | None = Field(None, ge=0, lt=1, description="warm-up as a share of the run's steps")
     warmup_start_lr: float = Field(0.0, ge=0, description="the warm-up rises from here to lr_max")
     total_steps: PositiveInt | None = Field(None, description="lab 01's home of training.total_steps")
@@ -195,10 +195,10 @@ class SchedulerConfig(Section):
     step_size: PositiveInt | None = Field(None, description="step: multiply by gamma every step_size steps")
     gamma: float | None = Field(None, gt=0, le=1, description="step / exponential decay factor")
     factor: float | None = Field(None, gt=0, lt=1, description="plateau: multiply by factor on a plateau")
-    patience: int | None = Field(None, ge=0, description="plateau: evaluations without improvement tolerated")
+    patience: Count | None = Field(None, description="plateau: evaluations without improvement tolerated")
     threshold: float | None = Field(None, ge=0, description="plateau: relative change that counts")
     mode: Literal["min", "max"] | None = None
-    cooldown: int | None = Field(None, ge=0, description="plateau: evaluations ignored after a cut")
+    cooldown: Count | None = Field(None, description="plateau: evaluations ignored after a cut")
     metric: Metric = "val_loss"
     pct_start: float | None = Field(None, gt=0, lt=1, description="one_cycle: share of steps spent rising")
     div_factor: float | None = Field(None, ge=1, description="one_cycle: start lr = lr_max / div_factor")

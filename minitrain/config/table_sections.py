@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from minitrain.common.strict import OneOf, PositiveInt, Ratio, Section
+from minitrain.common.strict import MAX_COUNT, Count, OneOf, PositiveInt, Ratio, Section
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 ColumnList = list[Annotated[str, Field(min_length=1)]]
@@ -75,7 +75,7 @@ class SwapOrDelete(Section):
 
 class RandomCrop(Section):
     size: list[PositiveInt] = Field(min_length=2, max_length=2, description="[height, width] of the crop")
-    padding: int = Field(0, ge=0, description="zeros added on every side before cropping")
+    padding: Count = Field(0, description="zeros added on every side before cropping")
 
 
 class HorizontalFlip(Section):
@@ -107,6 +107,6 @@ IMAGE_AUGMENTATIONS = ("random_crop", "horizontal_flip", "normalize")
 class CrossValidationConfig(Section):
     """Train `folds` models, each validated on one fold of train + val and trained on the others."""
 
-    folds: int = Field(5, ge=2)
+    folds: int = Field(5, ge=2, le=MAX_COUNT)
     stratified: bool = Field(True, description="each fold keeps the classes' proportions")
     shuffle: bool = Field(True, description="shuffle the rows (by the split seed) before cutting folds")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from minitrain.common.hub_id import hub_id_problem
-from minitrain.common.io import path_exists, read_json_object
+from minitrain.common.hub_id import names_hub_repo
+from minitrain.common.io import read_json_object
 from minitrain.data.tokenizer import VOCAB_FORMAT
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt")  # what tells the two kinds of folder apart
@@ -47,7 +47,7 @@ def is_gpt2_base(spec: str) -> bool:
     path = Path(spec)
     if path.is_dir():
         return _is_base_folder(path)
-    if path_exists(spec) or hub_id_problem(spec) is not None or spec.endswith((".safetensors", ".json", ".gguf")):
+    if not names_hub_repo(spec) or spec.endswith((".safetensors", ".json", ".gguf")):
         return False
     return _is_base_repo(spec)
 

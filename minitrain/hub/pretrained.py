@@ -35,8 +35,8 @@ from typing import Any, Literal
 import numpy as np
 
 from minitrain.common.errors import UserError
-from minitrain.common.hub_id import hub_id_problem
-from minitrain.common.io import atomic_write_json, path_exists, read_json_object
+from minitrain.common.hub_id import hub_id_problem, missing_local_path, names_hub_repo
+from minitrain.common.io import atomic_write_json, read_json_object
 from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
 from minitrain.formats.gguf_read import read_gguf
 from minitrain.formats.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
@@ -65,13 +65,13 @@ def base_kind(spec: str, prefix: str = "") -> Literal["gguf", "folder", "hub"]:
         return "folder"
     if is_base_id(spec):
         return "hub"
-    problem = hub_id_problem(spec) or "not a Hub model id"
-    raise UserError(f"{prefix}{spec}: no such folder or .gguf file, and {problem}", 2)
+    problem = f"no such folder or .gguf file, and {hub_id_problem(spec) or 'not a Hub model id'}"
+    raise UserError(f"{prefix}{spec}: {missing_local_path(spec) or problem}", 2)
 
 
 def is_base_id(spec: Any) -> bool:
     """`user/name` naming a base on the Hub: a valid repo id that is no local path and no .gguf file's name."""
-    return isinstance(spec, str) and not path_exists(spec) and hub_id_problem(spec) is None and not is_gguf(spec)
+    return isinstance(spec, str) and names_hub_repo(spec) and not is_gguf(spec)
 
 
 def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer,
@@ -121,12 +121,14 @@ def _check_ids_fit(spec: str, tokenizer: PretrainedTokenizer, model: dict[str, A
 
 
 def _from_gguf(path: str, with_tensors: bool = True):
-    """(model, state ({} without `with_tensors`), tokenizer, facts) of the GGUF file `path`."""
-    contents = read_gguf(path, with_tensors)
+    """(model, state ({} without `with_tensors`), tokenizer, facts) of the GGUF file `path`; the metadata is
+    checked whole before a weight is read (a refused base costs no dequantizing)."""
+    contents = read_gguf(path, with_tensors=False)
     model, facts = from_hf_config(contents.config, f"{path} (GGUF metadata)")
     tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
-    raw, contents.state = contents.state, {}  # from_hf_state empties `raw` as it goes: one copy in memory
-    state = from_hf_state(raw, model, path) if with_tensors else {}
+    _check_ids_fit(path, tokenizer, model)
+    # from_hf_state empties the state it is given as it goes: one copy in memory
+    state = from_hf_state(read_gguf(path).state, model, path) if with_tensors else {}
     return model, state, tokenizer, {"source": "gguf", "path": path, **facts, **contents.facts}
 
 

@@ -34,8 +34,8 @@ import safetensors
 import safetensors.numpy
 
 from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
-from minitrain.common.hub_id import hub_id_problem
-from minitrain.common.io import path_exists, read_bytes, read_json_object, regular_file_problem
+from minitrain.common.hub_id import hub_id_problem, missing_local_path, names_hub_repo
+from minitrain.common.io import read_bytes, read_json_object, regular_file_problem
 from minitrain.config.problems import Problem
 from minitrain.config.schema import Config
 from minitrain.data.gpt2_base import own_tokenizer
@@ -63,8 +63,7 @@ class Pretrained(NamedTuple):
 
 def is_hub_id(spec: str) -> bool:
     """`user/name` that is not a local path (and does not look like a file)."""
-    return (not path_exists(spec) and hub_id_problem(spec) is None
-            and not spec.endswith((".safetensors", ".json", ".gguf")))
+    return names_hub_repo(spec) and not spec.endswith((".safetensors", ".json", ".gguf"))
 
 
 def download(repo_id: str) -> Path:
@@ -148,8 +147,8 @@ def _read_source(spec: str, base: str | None) -> Pretrained:
                         "an export folder or a Hub id", 2)
     if problem != "not found":
         raise UserError(f"{KEY} {spec}: {problem}", 2)
-    raise UserError(f"{KEY} {spec}: no such file or folder, and {hub_id_problem(spec) or 'not a Hub model id'}",
-                    BAD_INPUT)
+    why = missing_local_path(spec) or f"no such file or folder, and {hub_id_problem(spec) or 'not a Hub model id'}"
+    raise UserError(f"{KEY} {spec}: {why}", BAD_INPUT)
 
 
 def _adapted_base(model_config: dict[str, Any], where: str, base: str | None, run_dir: Path | None) -> Pretrained:

@@ -14,6 +14,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import read_bytes
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log
+from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.run_files import (
     FINISHING,
     MANIFEST,
@@ -47,9 +48,11 @@ def _state(run: Path, manifest: dict[str, Any] | None) -> list[str]:
         return [f"writer: {writer} is writing this run now"]
     status = (manifest or {}).get("status")
     if status in UNFINISHED:
+        checkpointed = (run / "checkpoints" / "latest").is_file() or CheckpointManager(run).step_files()
+        then = (f"`--resume {run}` continues from its last checkpoint" if checkpointed else
+                "it stopped before its first checkpoint: nothing to resume, `train --overwrite` starts it again")
         return [f"warning: the manifest says {status!r}, but no process is writing this run: it stopped without "
-                f"recording why (killed, or its disk filled up); `--resume {run}` continues from its last "
-                "checkpoint"]
+                f"recording why (killed, or its disk filled up); {then}"]
     return []
 
 
@@ -80,9 +83,10 @@ def run_summary(run_dir: str | Path) -> str:
             best = min(val, key=lambda r: r["val_loss"])
             lines.append(f"val: last {_fmt(val[-1]['val_loss'])} at step {val[-1]['step']}, "
                          f"best {_fmt(best['val_loss'])} at step {best['step']}")
-        if train:
-            finished = read_results(run / RESULTS) if os.path.lexists(run / RESULTS) else None
-            quality = quality_score(rows, finished)  # efficiency needs results.json's timings
+        if train and not os.path.lexists(run / RESULTS):  # a few steps of a killed run are no grade
+            lines.append("quality: not graded: the run did not finish (no results.json)")
+        elif train:
+            quality = quality_score(rows, read_results(run / RESULTS))  # efficiency needs results.json's timings
             lines.append(f"quality: {quality.score:.1f} / 100, grade {quality.grade}")
     if os.path.lexists(run / RESULTS):
         lines += ["results:", *_scalars(read_results(run / RESULTS))]

@@ -14,11 +14,12 @@
 
 A new run never mixes with an old one: `check_new_run` refuses a folder that holds another run's files unless
 `--overwrite` is given, and then `clear_run` deletes exactly those files (and nothing else the folder holds,
-such as the README.md of an experiment folder). A run that failed on an exception from a lab workspace's file
-(its manifest says `failed_in_lab_file`) is replaced without --overwrite: the student fixed the file and trains
-again. config.yaml counts as another run's only when it differs from
-the config about to be written: the lab's experiment folder holds its own config.yaml and is a fine place to
-train.
+such as the README.md of an experiment folder), and the model file its results.json names unless a run beside
+it names that file too (model files are named by their bytes: two runs that trained the same model share one).
+A run that failed on an exception from a lab workspace's file (its manifest says `failed_in_lab_file`) is
+replaced without --overwrite: the student fixed the file and trains again. config.yaml counts as another run's
+only when it differs from the config about to be written: the lab's experiment folder holds its own config.yaml
+and is a fine place to train.
 
 Every write is atomic (minitrain/common/io.py), through a temporary sibling that a `kill -9` can leave behind;
 `remove_stale_temp_files` deletes those at the next start: in the run folder all of them (the writer lock says
@@ -35,6 +36,8 @@ from pathlib import Path
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json
+from minitrain.common.paths import REPO_ROOT
+from minitrain.runs.run_files import read_results
 
 CONFIG_FILE, LOG_FILE = "config.yaml", "train_log.jsonl"
 RUN_FILES = ("manifest.json", "config.resolved.yaml", LOG_FILE, "metrics.csv", "results.json", "report.md",
@@ -91,6 +94,8 @@ def failed_in_lab_file(out_dir: Path) -> bool:
 
 def clear_run(out_dir: Path) -> None:
     """Delete the files a run writes (see the module docstring) from `out_dir`; anything else stays."""
+    if (model := _own_model_file(out_dir)) is not None:
+        remove_file(model)
     for name in RUN_FILES:
         remove_file(out_dir / name)
     for name in RUN_FOLDERS:
@@ -106,6 +111,31 @@ def clear_run(out_dir: Path) -> None:
         checkpoints.rmdir()
     else:
         remove_file(checkpoints)
+
+
+def _own_model_file(out_dir: Path) -> Path | None:
+    """The model file the run in `out_dir` saved, by results.json's model_path and model_sha256; None when there
+    is none, or when another run beside it or beside the models folder names the same file."""
+    try:
+        results = read_results(out_dir / "results.json") if (out_dir / "results.json").is_file() else {}
+    except UserError:
+        return None
+    recorded, sha = results.get("model_path"), results.get("model_sha256")
+    model = REPO_ROOT / recorded if recorded else None  # recorded relative to the repository, or absolute
+    if model is None or not sha or not model.name.endswith(f"-{sha[:16]}.safetensors") or not model.is_file():
+        return None
+    for base in {out_dir.resolve().parent, model.parent.parent}:
+        for other in [*base.glob("*/results.json"), *base.glob("*/*/results.json")]:
+            if other.parent.resolve() != out_dir.resolve() and _mentions(other, sha):
+                return None
+    return model
+
+
+def _mentions(path: Path, text: str) -> bool:
+    try:
+        return text in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:  # unreadable, or a folder: kept, to be safe
+        return True
 
 
 def remove_file(path: Path) -> None:

@@ -131,7 +131,9 @@ def stopped_error(outcome: dict, rerun: list[str] | tuple[str, ...]) -> UserErro
                          "Lower optimizer.lr_max (or set optimizer.clip) and train again", EXIT_DIVERGED)
     if status == INTERRUPTED:
         signum = signal.Signals[outcome["signal"]]
-        return UserError(f"{signum.name}: interrupted after step {step}; checkpoint {checkpoint}; {resume}",
+        # Counted as the checkpoint is (step-N: N updates done), not by the log's step of the last update (N − 1).
+        done = outcome["steps_done"]
+        return UserError(f"{signum.name}: interrupted after {done} steps; checkpoint {checkpoint}; {resume}",
                          128 + signum.value)
     reason = next((m for m in reversed(outcome["messages"]) if m.startswith("halt")), "an alert fired")
     return UserError(f"halted after step {step} ({reason}); checkpoint {checkpoint}; {resume}", EXIT_HALTED)

@@ -381,12 +381,12 @@ def test_parameter_names_are_the_models(shape):
 
 
 def test_parameter_names_are_listed_only_when_a_group_pattern_needs_them(tmp_path, monkeypatch):
-    # A mistyped n_layer such as 10**12 must not make validation list 10**13 names (hours, then out of memory).
+    # A mistyped n_layer such as 2**31 - 1 must not make validation list 10**10 names (hours, then out of memory).
     calls = []
     names = ["transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.weight"]
     monkeypatch.setattr("minitrain.config.rules.parameter_names", lambda model: calls.append(model) or names)
-    cfg = load_config(write(tmp_path, LAB01), ["model.n_layer=1000000000000"])
-    assert cfg.model.n_layer == 10**12 and calls == []
+    cfg = load_config(write(tmp_path, LAB01), ["model.n_layer=2147483647"])
+    assert cfg.model.n_layer == 2**31 - 1 and calls == []
     problems(tmp_path, LAB01, ["optimizer.groups=[{pattern: 'x', weight_decay: 0}]"])
     assert len(calls) == 1
 

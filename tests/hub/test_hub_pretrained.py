@@ -421,3 +421,15 @@ def test_a_gguf_of_another_architecture_or_not_a_gguf_is_refused(tmp_path):
     (tmp_path / "junk.gguf").write_bytes(b"not a gguf at all")
     with pytest.raises(UserError, match="not a readable GGUF"):
         load_pretrained_base(tmp_path / "junk.gguf")
+
+
+def test_a_gguf_whose_metadata_is_refused_is_refused_before_a_weight_is_read(tmp_path, monkeypatch):
+    # issue 43: a refused GGUF was read and dequantized whole (84 s, 849 MB for a real one) before it was refused.
+    import minitrain.formats.gguf_read as gguf_read
+
+    write_gguf(tmp_path / "tiny.gguf", random_hf_state(MINITRAIN), {**HF_CONFIG, "max_position_embeddings": 0})
+    read, real = [], gguf_read.dequantized
+    monkeypatch.setattr(gguf_read, "dequantized", lambda path, tensor: read.append(tensor.name) or real(path, tensor))
+    with pytest.raises(UserError, match="max_position_embeddings") as refused:
+        load_pretrained_base(tmp_path / "tiny.gguf")
+    assert refused.value.exit_code == 2 and read == []

@@ -9,6 +9,7 @@ import pytest
 import safetensors.numpy
 from fakehub import TINY_MODEL
 from huggingface_hub import constants
+from test_damage import run_cli
 
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
@@ -177,3 +178,16 @@ def test_a_file_that_holds_no_model_is_named_as_such_not_as_missing(run):
     with pytest.raises(UserError, match=r"results\.json: not a model: give a run folder") as error:
         load_pretrained(str(run / "results.json"))
     assert error.value.exit_code == 2
+
+
+@pytest.mark.parametrize("command", [["sample", "--prompt", "hola"], ["eval", "--data", "val.jsonl"]])
+def test_a_mistyped_local_path_shaped_like_a_hub_id_is_missing_not_asked_for(hub, tmp_path, monkeypatch, command):
+    # `experiments/18-train-mix` with experiments/ here is a local path one letter off, not the Hub repo of user
+    # `experiments` (issue 43: a minute of retries, then an error about the Hub that never said the path is missing).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "val.jsonl").write_text('{"text": "hola"}\n', encoding="utf-8")
+    code, _, err = run_cli([command[0], "experiments/18-train-mix", *command[1:]])
+    assert code == 2 and hub.requests == [], err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [err.strip()], err
+    assert "experiments/18-train-mix: no such file or folder (experiments/ is here" in err, err

@@ -148,3 +148,13 @@ def test_data_paths_are_written_as_yaml_strings(gguf, chat, tmp_path, capsys, mo
     assert code == 0, err
     cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
     assert cfg["data"]["train_path"] == str(odd / "train.jsonl") and cfg["data"]["val_path"] == str(odd / "val.jsonl")
+
+
+def test_a_generated_config_that_fails_validation_names_the_file_o_gives(gguf, chat, tmp_path, capsys, monkeypatch):
+    import minitrain.commands.init_base as init_base
+
+    real = init_base.base_config_text
+    monkeypatch.setattr(init_base, "base_config_text", lambda *a: real(*a) + "no_such_key: 1\n")  # a broken writer
+    code, _, err = init(["--base", gguf, "--data", chat, "-o", "elsewhere.yaml"], capsys, tmp_path, monkeypatch)
+    assert code == 2 and "elsewhere.yaml:" in err and "minitrain.yaml" not in err, err
+    assert not (tmp_path / "elsewhere.yaml").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 
 import pytest
@@ -44,7 +45,7 @@ def test_sigterm_while_the_run_is_finished_is_recorded_and_resumable(tmp_path, m
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
     assert seen == ["finishing"]  # training was done, the run was not
     assert stopped.value.exit_code == 143
-    assert str(stopped.value).startswith(f"SIGTERM: interrupted after step 23; checkpoint {final}; resume with: ")
+    assert str(stopped.value).startswith(f"SIGTERM: interrupted after 24 steps; checkpoint {final}; resume with: ")
     manifest = manifest_of(tmp_path / "run")
     assert manifest["status"] == "interrupted" and manifest["signal"] == "SIGTERM"
     assert not (tmp_path / "run" / "results.json").exists()
@@ -115,3 +116,19 @@ def test_a_run_folder_that_stops_taking_writes_mid_run(tmp_path, monkeypatch, ca
     assert manifest_of(tmp_path / "again")["status"] == "running"
     assert "warning: the manifest says 'running', but no process is writing this run" in info(tmp_path / "again",
                                                                                              capsys)
+
+
+def test_info_on_a_run_killed_before_its_first_checkpoint_offers_no_resume_and_no_grade(tmp_path, capsys):
+    config = write_tiny_run(tmp_path)
+    run = tmp_path / "run"
+    train_tiny(config, run)
+    # What `kill -9` before the first checkpoint leaves: the log so far and a manifest that still says running.
+    manifest = manifest_of(run)
+    manifest["status"] = "running"
+    manifest.pop("checkpoint", None)
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    shutil.rmtree(run / "checkpoints")
+    (run / "results.json").unlink()
+    out = info(run, capsys)
+    assert "--resume" not in out and "it stopped before its first checkpoint: nothing to resume" in out, out
+    assert "quality: not graded: the run did not finish" in out and "/ 100, grade" not in out, out

@@ -259,7 +259,7 @@ def test_ctrl_c_while_the_run_is_finished_says_how_to_finish_it(tmp_path, monkey
         train_tiny(config, tmp_path / "run")
     final = tmp_path / "run" / "checkpoints" / "step-24.safetensors"
     assert info.value.exit_code == 130
-    assert str(info.value).startswith(f"SIGINT: interrupted after step 23; checkpoint {final}; resume with: ")
+    assert str(info.value).startswith(f"SIGINT: interrupted after 24 steps; checkpoint {final}; resume with: ")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["stopped_at"] == 23
     assert not (tmp_path / "run" / "results.json").exists()
@@ -366,3 +366,17 @@ def test_resume_from_something_that_cannot_resume_is_exit_2(tmp_path):
             train_tiny(config, tmp_path / "other", resume=source)
         assert info.value.exit_code == 2
     assert not (tmp_path / "other").exists()  # nothing was written
+
+
+def test_overwrite_removes_the_runs_own_previous_model_file_and_never_another_runs(tmp_path):
+    config = write_tiny_run(tmp_path)
+    models = tmp_path / "models"  # one models/ folder for every run here, as the lab's experiments share one
+    short = train_tiny(config, tmp_path / "a", ["scheduler.total_steps=12"])["model_path"]
+    replaced = train_tiny(config, tmp_path / "b")["model_path"]
+    train_tiny(config, tmp_path / "b", ["training.rng_seed=1"], overwrite=True)
+    assert not Path(replaced).exists() and Path(short).exists()  # b's own previous file went; a's stays
+    train_tiny(config, tmp_path / "c", ["scheduler.total_steps=12"])  # the same bytes as a's: the same file
+    again = train_tiny(config, tmp_path / "c", overwrite=True)["model_path"]
+    assert Path(short).exists(), "a's results.json names it too"
+    assert {p.name for p in models.iterdir()} == {Path(p).name for p in (short, again)} | {
+        Path(json.loads((tmp_path / "b" / "results.json").read_text())["model_path"]).name}
