@@ -214,6 +214,7 @@ def test_a_config_json_out_of_range_or_not_an_object_is_one_error(tmp_path, chan
     hf_folder(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({**HF_CONFIG, **change}))
     with hang_guard(60, "reading the folder"), pytest.raises(UserError, match=key) as caught:
+        describe_base(tmp_path)  # what `init --base` reads: no weights, so only a wrong config.json is refused
         load_pretrained_base(tmp_path)
     assert caught.value.exit_code == 2
 
