@@ -27,6 +27,7 @@ What this module undoes, exactly as transformers' GGUF loader does (`modeling_gg
 from __future__ import annotations
 
 import functools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
+from minitrain.formats.hf_config import check_hf_state, from_hf_config
 
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}  # general.architecture -> HF model_type
 _LAYER_NAMES = {
@@ -118,9 +120,21 @@ def _open_gguf(path: Path, _stamp: tuple[int, int, int] | None):
 
 
 def field_value(reader, key: str, default: Any = None) -> Any:
-    """The value of metadata `key` (a string, number or list), `default` when the file lacks it."""
+    """The value of metadata `key` (a string, number or list), `default` when the file lacks it; UserError when
+    it cannot be decoded (a string that is not UTF-8)."""
     f = reader.fields.get(key)
-    return default if f is None else f.contents()
+    try:
+        return default if f is None else f.contents()
+    except (UnicodeDecodeError, ValueError, IndexError) as e:
+        raise UserError(f"{reader.data.filename}: GGUF metadata {key} cannot be read ({type(e).__name__})", 2) from None
+
+
+def _refused(path: Path, key: str, value: Any, why: str) -> UserError:
+    return UserError(f"{path}: GGUF metadata {key} = {value!r:.80}: {why}", 2)
+
+
+def _integer(value: Any, minimum: int = 1) -> bool:
+    return type(value) is int and value >= minimum
 
 
 def needed(reader, path: Path, key: str) -> Any:
@@ -133,17 +147,24 @@ def needed(reader, path: Path, key: str) -> Any:
 
 def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
     """The `tokenizer.*` metadata as `PretrainedTokenizer.from_gguf_fields`' keyword arguments."""
-    def field(key: str, default: Any = None) -> Any:
-        return field_value(reader, key, default)
+    def field(key: str, kind: type, default: Any = None) -> Any:
+        """The value of `key`, refused unless it is `default` or a `kind` (a list: a list of `kind`s)."""
+        value = field_value(reader, f"tokenizer.{key}", default)
+        fits = (isinstance(value, list) and all(type(v) is kind for v in value)) if isinstance(default, list) else (
+            type(value) is kind and (kind is not int or value >= 0))
+        if value is not default and not fits:
+            what = f"a list of {kind.__name__}" if isinstance(default, list) else f"a {kind.__name__}"
+            raise _refused(path, f"tokenizer.{key}", value, f"must be {what}" + (" >= 0" if kind is int else ""))
+        return value
 
+    ids = {name: field(f"ggml.{key}_token_id", int) for name, key in
+           (("bos_id", "bos"), ("eos_id", "eos"), ("pad_id", "padding"), ("unk_id", "unknown"))}
     return {
-        "tokens": field("tokenizer.ggml.tokens") or [], "merges": field("tokenizer.ggml.merges") or [],
-        "token_types": field("tokenizer.ggml.token_type") or [],
-        "bos_id": field("tokenizer.ggml.bos_token_id"), "eos_id": field("tokenizer.ggml.eos_token_id"),
-        "pad_id": field("tokenizer.ggml.padding_token_id"), "unk_id": field("tokenizer.ggml.unknown_token_id"),
-        "chat_template": field("tokenizer.chat_template"),
-        "model": field("tokenizer.ggml.model"), "pre": field("tokenizer.ggml.pre"),
-        "add_bos": bool(field("tokenizer.ggml.add_bos_token", False)), "where": f"{path} (tokenizer)",
+        "tokens": field("ggml.tokens", str, []), "merges": field("ggml.merges", str, []),
+        "token_types": field("ggml.token_type", int, []), **ids,
+        "chat_template": field("chat_template", str),
+        "model": field("ggml.model", str), "pre": field("ggml.pre", str),
+        "add_bos": field("ggml.add_bos_token", bool, False), "where": f"{path} (tokenizer)",
     }
 
 
@@ -168,6 +189,19 @@ def dequantized(path: Path, tensor) -> np.ndarray:
     return w.reshape(expected)
 
 
+def _check_shapes(reader, path: Path, arch: str, config: dict[str, Any]) -> None:
+    """UserError unless the metadata makes a model minitrain builds and the tensors listed fit it: checked before
+    any tensor is read, so no crafted head count or block count reaches the arrays."""
+    model, _ = from_hf_config(config, f"{path} (GGUF metadata)")
+    listed = {}
+    for t in reader.tensors:
+        name = hf_name(t.name)
+        if name is None:
+            raise UserError(f"{path}: tensor {t.name} is not part of a {arch} model minitrain can build", 2)
+        listed[name] = np.broadcast_to(np.float32(0), tuple(int(n) for n in reversed(t.shape)))  # no bytes
+    check_hf_state(listed, model, str(path))
+
+
 def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
     """Read and dequantize a Llama or Qwen2 GGUF (see the module docstring); UserError for anything else."""
     path = Path(path)
@@ -177,44 +211,53 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
         return field_value(reader, key, default)
 
     arch = field("general.architecture")
-    if arch not in ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
         raise UserError(f"{path}: general.architecture = {arch!r}: minitrain reads llama and qwen2 GGUF files as "
                         "a pretrained base (a gpt2 GGUF that minitrain exported is read by sample, eval and "
                         "export)", 2)
 
-    def need(key: str) -> Any:
-        return needed(reader, path, f"{arch}.{key}")
+    def count(key: str, default: Any = None, minimum: int = 1) -> Any:
+        """A positive integer (`minimum` and up) under `arch.key`; the GGUF lacking it is refused unless `default`."""
+        value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
+        if value is not default and not _integer(value, minimum):
+            raise _refused(path, f"{arch}.{key}", value, f"must be an integer >= {minimum}")
+        return value
+
+    def real(key: str, default: float | None = None) -> float:
+        """A positive finite number under `arch.key`, as the decimal its writer meant."""
+        value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
+        if type(value) not in (int, float) or not 0 < value < math.inf:
+            raise _refused(path, f"{arch}.{key}", value, "must be a positive finite number")
+        return float32_value(value)
 
     scaling = field(f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", None) or any(t.name == "rope_freqs.weight" for t in reader.tensors):
         raise UserError(f"{path}: a GGUF with RoPE scaling ({arch}.rope.scaling.type = {scaling!r} or a "
                         "rope_freqs tensor) is not read: use the model's Hugging Face folder, whose config.json "
                         "states the scaling", 2)
-    n_head, n_kv = int(need("attention.head_count")), int(field(f"{arch}.attention.head_count_kv") or 0)
-    n_kv = n_kv or n_head
-    tokens = field("tokenizer.ggml.tokens") or []
+    n_head = count("attention.head_count")
+    n_kv = count("attention.head_count_kv", 0, 0) or n_head
+    tokenizer = tokenizer_fields(reader, path)
     names = {t.name for t in reader.tensors}
     config: dict[str, Any] = {
         "model_type": ARCHITECTURES[arch],
-        "num_hidden_layers": int(need("block_count")),
-        "hidden_size": int(need("embedding_length")),
-        "intermediate_size": int(need("feed_forward_length")),
+        "num_hidden_layers": count("block_count"),
+        "hidden_size": count("embedding_length"),
+        "intermediate_size": count("feed_forward_length"),
         "num_attention_heads": n_head,
         "num_key_value_heads": n_kv,
-        "max_position_embeddings": int(need("context_length")),
-        "rms_norm_eps": float32_value(need("attention.layer_norm_rms_epsilon")),
-        "rope_theta": float32_value(field(f"{arch}.rope.freq_base", 10000.0)),
-        "vocab_size": int(field(f"{arch}.vocab_size") or len(tokens)),
+        "max_position_embeddings": count("context_length"),
+        "rms_norm_eps": real("attention.layer_norm_rms_epsilon"),
+        "rope_theta": real("rope.freq_base", 10000.0),
+        "vocab_size": count("vocab_size", 0, 0) or len(tokenizer["tokens"]),
         "hidden_act": "silu",
         "tie_word_embeddings": "output.weight" not in names,
-        "bos_token_id": field("tokenizer.ggml.bos_token_id"),
-        "eos_token_id": field("tokenizer.ggml.eos_token_id"),
-        "pad_token_id": field("tokenizer.ggml.padding_token_id"),
+        **{f"{key}_token_id": tokenizer[f"{key}_id"] for key in ("bos", "eos", "pad")},
     }
-    head_dim = field(f"{arch}.rope.dimension_count") if arch == "llama" else None
-    if head_dim is not None:
-        config["head_dim"] = int(head_dim)
-    tokenizer = tokenizer_fields(reader, path)
+    head_dim = count("rope.dimension_count", 0) if arch == "llama" else 0
+    if head_dim:
+        config["head_dim"] = head_dim
+    _check_shapes(reader, path, arch, config)
     kinds = sorted({t.tensor_type.name for t in reader.tensors})
     facts = {"gguf_architecture": arch, "gguf_name": field("general.name"), "tensor_types": kinds,
              "file_type": field("general.file_type")}
@@ -222,8 +265,6 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
     if with_tensors:
         for t in reader.tensors:
             name = hf_name(t.name)
-            if name is None:
-                raise UserError(f"{path}: tensor {t.name} is not part of a {arch} model minitrain can build", 2)
             w = dequantized(path, t)
             if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
                 w = unpermute_rope_rows(w, n_head if "q_proj" in name else n_kv)

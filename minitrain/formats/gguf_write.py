@@ -48,7 +48,11 @@ Q8_BLOCK = 32
 
 
 def check_writable(model_config: Mapping[str, Any]) -> None:
-    """UserError for what this writer cannot express in a GGUF minitrain also reads back."""
+    """UserError for what this writer cannot express in a GGUF minitrain also reads back (its sizes are uint32)."""
+    for key in ("vocab_size", "max_seq_len", "d_model", "n_layer", "d_ff", "n_head", "n_kv_head", "head_dim"):
+        if not 0 <= int(model_config.get(key) or 0) < 2**32:
+            raise UserError(f"export --format gguf: {key} = {model_config[key]}: a GGUF stores it as a uint32 "
+                            f"(below {2**32:,})", 2)
     if model_config.get("rope_scaling"):
         raise UserError("export --format gguf: a model with Llama 3 RoPE scaling: llama.cpp keeps it as a "
                         "rope_freqs tensor, which minitrain neither writes nor reads; export a Hugging Face folder "

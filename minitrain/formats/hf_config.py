@@ -31,6 +31,7 @@ carry the copy) is dropped on the way in and not written on the way out, as tran
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,7 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.formats.gpt2 import misfits
 from minitrain.models import llama
+from minitrain.models.registry import tensor_count
 from minitrain.nn.rotary import LLAMA3_KEYS
 
 MODEL_TYPES = ("llama", "qwen2", "mistral")
@@ -63,14 +65,16 @@ def _positive_int(config: Mapping[str, Any], key: str, where: str, default: int 
 def _rope(config: Mapping[str, Any], where: str) -> tuple[float, dict[str, Any] | None]:
     """(θ, scaling) from either spelling: old `rope_theta` + `rope_scaling`, or transformers 5's `rope_parameters`."""
     params = config.get("rope_parameters")
-    scaling = params if isinstance(params, Mapping) else config.get("rope_scaling")
+    if params is not None and not isinstance(params, Mapping):
+        raise _refuse(where, "rope_parameters", params, "must be an object or null")
+    scaling = params if params is not None else config.get("rope_scaling")
+    if scaling is not None and not isinstance(scaling, Mapping):
+        raise _refuse(where, "rope_scaling", scaling, "must be an object or null")
     theta = config.get("rope_theta", (scaling or {}).get("rope_theta", DEFAULT_THETA))
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
-        raise _refuse(where, "rope_theta", theta, "must be a positive number")
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not 0 < theta < math.inf:
+        raise _refuse(where, "rope_theta", theta, "must be a positive finite number")
     if scaling is None:
         return float(theta), None
-    if not isinstance(scaling, Mapping):
-        raise _refuse(where, "rope_scaling", scaling, "must be an object or null")
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if scaling.get("partial_rotary_factor", 1.0) != 1.0:
         raise _refuse(where, "partial_rotary_factor", scaling["partial_rotary_factor"],
@@ -79,7 +83,7 @@ def _rope(config: Mapping[str, Any], where: str) -> tuple[float, dict[str, Any] 
         return float(theta), None
     if kind != "llama3":
         raise _refuse(where, "rope_type", kind, "minitrain implements RoPE types 'default' and 'llama3' only")
-    missing = [k for k in LLAMA3_KEYS if not isinstance(scaling.get(k), (int, float))]
+    missing = [k for k in LLAMA3_KEYS if type(scaling.get(k)) not in (int, float) or not math.isfinite(scaling[k])]
     if missing:
         raise _refuse(where, "rope_scaling", dict(scaling), f"llama3 scaling needs {', '.join(missing)}")
     return float(theta), {"rope_type": "llama3", **{k: scaling[k] for k in LLAMA3_KEYS}}
@@ -205,7 +209,10 @@ def _transposed(name: str) -> bool:
 
 
 def check_hf_state(state: Mapping[str, np.ndarray], model: Mapping[str, Any], where: str) -> None:
-    """One UserError listing what is missing, unexpected or mis-shaped in an HF-layout state dict."""
+    """One UserError listing what is missing, unexpected or mis-shaped in an HF-layout state dict. The tensor
+    count is compared first (`tensor_count` lists no names): a config claiming 10**12 layers is refused at once."""
+    if (needed := tensor_count(model)) > 2 * len(state) + 100:
+        raise UserError(f"{where}: weights do not fit the model config: {len(state)} tensors, it needs {needed}", 2)
     if shown := misfits(state, hf_shapes(model)):
         raise UserError(f"{where}: weights do not fit the model config: {shown}", 2)
 

@@ -16,7 +16,9 @@ The file is memory-mapped, so a shard costs only the float32 copies it produces.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -55,20 +57,29 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     if not isinstance(header, dict):
         raise UserError(f"{path}: not a safetensors file (its header is not a JSON object)", 2)
     body = data[8 + size:]
-    out = {}
+    entries = []
     for name, info in header.items():
         if name == "__metadata__":
             continue
         try:
             kind, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
         except (KeyError, TypeError, ValueError):
-            raise UserError(f"{path}: tensor {name}: malformed header entry {info!r}", 2) from None
-        if kind not in _DTYPES:
+            raise UserError(f"{path}: tensor {name}: malformed header entry {info!r:.200}", 2) from None
+        if not all(type(n) is int and n >= 0 for n in (*shape, begin, end)):
+            raise UserError(f"{path}: tensor {name}: shape {list(shape)!r:.100} and data_offsets {[begin, end]!r:.100} "
+                            "must be integers >= 0", 2)
+        if not isinstance(kind, str) or kind not in _DTYPES:
             raise UserError(f"{path}: tensor {name} is {kind}; minitrain reads F32, F16, BF16 and F64 weights", 2)
         dtype = np.dtype(_DTYPES[kind]).newbyteorder("<")
-        count = int(np.prod(shape, dtype=np.int64))
-        if not 0 <= begin <= end <= len(body) or end - begin != count * dtype.itemsize:
+        if not 0 <= begin <= end <= len(body) or end - begin != math.prod(shape) * dtype.itemsize:
             raise UserError(f"{path}: tensor {name}: data_offsets {[begin, end]} do not hold {kind} {list(shape)}", 2)
+        entries.append((begin, end, name, kind, dtype, shape))
+    spans = sorted(entries, key=lambda e: e[:2])
+    for (_, end, name, *_), (begin, _, other, *_) in itertools.pairwise(spans):
+        if begin < end:  # the safetensors library refuses this too
+            raise UserError(f"{path}: tensors {name} and {other}: their data_offsets overlap", 2)
+    out = {}
+    for begin, end, name, kind, dtype, shape in entries:
         raw = body[begin:end].view(dtype).reshape(shape)
         out[name] = bf16_to_float32(raw) if kind == "BF16" else raw.astype(np.float32)
     return out

@@ -39,12 +39,12 @@ from minitrain.common.hub_id import hub_id_problem, missing_local_path, names_hu
 from minitrain.common.io import atomic_write_json, read_json_object
 from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
 from minitrain.formats.gguf_read import read_gguf
-from minitrain.formats.gpt2 import check_state_dict, expected_shapes, from_gpt2_config, to_gpt2_config
-from minitrain.formats.hf_config import from_hf_config, from_hf_state, hf_shapes, to_hf_config, to_hf_state
+from minitrain.formats.gpt2 import check_state_dict, from_gpt2_config, to_gpt2_config
+from minitrain.formats.hf_config import from_hf_config, from_hf_state, to_hf_config, to_hf_state
 from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights, write_weights
 from minitrain.hub.hub_errors import download_repo
 from minitrain.hub.sources import gpt2_state
-from minitrain.models.registry import family_of
+from minitrain.models.registry import family_of, parameter_count
 from minitrain.runs.model_files import check_tensors
 
 TOKENIZER_FILES = FOLDER_FILES  # tokenizer.json (or GPT-2's vocab.json + merges.txt), its config, the template
@@ -109,8 +109,7 @@ def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer
         read = [str(folder / name) for name in ("config.json", *TOKENIZER_FILES) if (folder / name).is_file()]
         facts = {"source": kind, "path": str(folder), "read": read, **facts, **({"hub_id": spec} if hub else {})}
     _check_ids_fit(spec, tokenizer, model)
-    shapes = hf_shapes(model) if is_llama(model) else expected_shapes(model)
-    facts["parameters"] = sum(int(np.prod(shape)) for shape in shapes.values())
+    facts["parameters"] = parameter_count(model)  # not listed layer by layer: a config may claim 10**12 layers
     return model, tokenizer, facts
 
 

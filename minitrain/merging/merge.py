@@ -31,11 +31,18 @@ def merge_states(spec: MergeSpec, base: dict[str, np.ndarray] | None,
     """Every tensor merged by spec.merge_method (`inputs`: the states of spec.inputs(), in order), in
     `tensor_order` of the base's names (or the first input's)."""
     merge = MERGE_METHODS[spec.merge_method].fn
+    weights = [spec.value(e, "weight", 1.0) for e in spec.inputs()]
+    if not np.isfinite(sum(weights)):
+        raise UserError(f"merge: the weights {weights} sum past the largest float; nothing was written", 2)
     merged = {}
     for name in tensor_order(base if base is not None else inputs[0]):
         tensors = [state[name] for state in inputs]
-        merged[name] = np.ascontiguousarray(merge(spec, name, None if base is None else base[name], tensors,
-                                                  spec.inputs()))
+        with np.errstate(all="ignore"):  # a weight sum of 0 or an overflow: refused below, not warned about
+            merged[name] = np.ascontiguousarray(merge(spec, name, None if base is None else base[name], tensors,
+                                                      spec.inputs()))
+        if not np.isfinite(merged[name]).all():
+            raise UserError(f"merge: tensor {name} comes out NaN or infinite with {spec.merge_method} and weights "
+                            f"{weights} (weights that sum to 0, or too large); nothing was written", 2)
     return merged
 
 

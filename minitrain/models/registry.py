@@ -14,6 +14,7 @@ checkpoint, so `build_model(saved_config)` rebuilds the same architecture. MiniG
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import Any
@@ -97,10 +98,19 @@ def tensor_count(config: Mapping[str, Any]) -> int:
     """How many tensors a model of `config` has, without listing them all: a damaged or crafted file may claim a
     million layers, and the count alone already tells that its weights cannot fit. A model of `n_layer` alike
     layers is counted from its lists at 0 and 1 layers."""
+    return _by_layers(config, len)
+
+
+def parameter_count(config: Mapping[str, Any]) -> int:
+    """How many weights a model of `config` has, counted like `tensor_count` (no list of every layer's shapes)."""
+    return _by_layers(config, lambda shapes: sum(math.prod(shape) for _, shape in shapes))
+
+
+def _by_layers(config: Mapping[str, Any], measure: Callable[[Shapes], int]) -> int:
     shapes = family_of(config).parameter_shapes
     if "n_layer" not in config:
-        return len(shapes(config))
-    fixed, with_one = (len(shapes({**config, "n_layer": n})) for n in (0, 1))
+        return measure(shapes(config))
+    fixed, with_one = (measure(shapes({**config, "n_layer": n})) for n in (0, 1))
     return fixed + (with_one - fixed) * int(config["n_layer"])
 
 

@@ -217,3 +217,17 @@ def test_gpt2_bases_merge_into_a_gpt2_folder_and_other_special_tokens_are_refuse
     assert "special tokens" in tokenizer_difference(llama_specials, gpt2_specials)
     assert tokenizer_difference(gpt2_specials, PretrainedTokenizer.from_gguf_fields(
         **{**tiny_fields(), **GPT2_SPECIALS})) is None
+
+
+@pytest.mark.parametrize("weights, normalize", [((1.0, -1.0), True), ((0.0, 0.0), True), ((1e308, 1.0), False),
+                                                ((1e308, 1e308), True)])
+def test_weights_that_make_a_tensor_nan_are_refused_naming_it(runs, tmp_path, capsys, weights, normalize):
+    config = write(tmp_path / "merge.yaml", {"merge_method": "linear", "parameters": {"normalize": normalize},
+                                             "models": [{"model": str(run), "parameters": {"weight": w}}
+                                                        for run, w in zip(runs[:2], weights, strict=True)]})
+    out = tmp_path / "merged.safetensors"
+    assert main(["merge", str(config), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    named = "tensor " in err if normalize is False or sum(weights) < 1e308 else "sum past" in err
+    assert err.count("error:") == 1 and named and str(list(weights)) in err, err
+    assert not out.exists()
