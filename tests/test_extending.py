@@ -219,31 +219,40 @@ REGISTRATIONS = [  # (the file a plug-in goes into, the registry it joins, the l
 ]
 
 
+def run_with_plug_ins(tmp_path: Path, test_files: list[str], plug_ins: list[tuple], tests: list[str]) -> str:
+    """Copy minitrain and `test_files` (paths under tests/), add each plug-in — (its file or None, where it goes
+    or None, the registry, the line it follows, its line) — and run `tests` in the copy: pytest's output, checked
+    to have passed. Nothing else is edited."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__", "*.nb?"))
+    for name in ("conftest.py", "fakehub.py", *test_files):
+        (copy / "tests" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "tests" / name, copy / "tests" / name)
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    (copy / "data").symlink_to(ROOT / "data")
+    for plug_in, target, registry, after, line in plug_ins:
+        if target is not None:
+            shutil.copy(plug_in, copy / target)
+        text = (copy / registry).read_text(encoding="utf-8")
+        assert text.count(after) == 1, (registry, after)
+        (copy / registry).write_text(text.replace(after, after + line), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(copy), "NUMBA_DISABLE_JIT": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *tests],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return done.stdout
+
+
 def test_a_family_and_an_optimizer_are_each_one_file_and_one_line(tmp_path):
     """Copy minitrain, drop in the three files, add one line to each registry, and run the contract test
     (tests/models/test_families.py) on the new families and with the new optimizer: built from YAML, trained, saved,
     loaded, sampled, resumed bit-exactly, summarised. Nothing else is edited."""
-    copy = tmp_path / "checkout"
-    shutil.copytree(ROOT / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__", "*.nb?"))
-    (copy / "tests").mkdir()
-    for name in ("conftest.py", "fakehub.py", "models/test_families.py"):
-        (copy / "tests" / name).parent.mkdir(exist_ok=True)
-        shutil.copy(ROOT / "tests" / name, copy / "tests" / name)
-    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    (copy / "data").symlink_to(ROOT / "data")
-    for plug_in, (target, registry, after, line) in zip(PLUG_INS, REGISTRATIONS, strict=True):
-        shutil.copy(plug_in, copy / target)
-        text = (copy / registry).read_text(encoding="utf-8")
-        assert text.count(after) == 1
-        (copy / registry).write_text(text.replace(after, after + line), encoding="utf-8")
     tests = ["test_every_family_trains_saves_loads_serves_and_resumes[bigram]",
              "test_every_family_resumes_bit_exactly_with_every_optimizer[bigram-lion]",
              "test_every_family_resumes_bit_exactly_with_every_optimizer[minigpt-lion]",
              "test_every_family_trains_saves_loads_serves_and_resumes[gemma]",
              "test_every_family_resumes_bit_exactly_with_every_optimizer[gemma-lion]"]
-    env = {**os.environ, "PYTHONPATH": str(copy), "NUMBA_DISABLE_JIT": "1"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           *(f"tests/models/test_families.py::{t}" for t in tests)],
-                          cwd=copy, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "5 passed" in done.stdout
+    plug_ins = [(plug_in, *registration) for plug_in, registration in zip(PLUG_INS, REGISTRATIONS, strict=True)]
+    out = run_with_plug_ins(tmp_path, ["models/test_families.py"], plug_ins,
+                            [f"tests/models/test_families.py::{t}" for t in tests])
+    assert "5 passed" in out

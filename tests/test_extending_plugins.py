@@ -6,10 +6,6 @@ merge method an import line too). In a copy of minitrain with the three added, t
 from __future__ import annotations
 
 import csv
-import os
-import shutil
-import subprocess
-import sys
 from itertools import combinations
 from pathlib import Path
 
@@ -17,6 +13,7 @@ import numpy as np
 from extending.csv_tracker import CsvTracker
 from extending.model_stock import model_stock_merge
 from test_course_text import excerpt_matches, parse
+from test_extending import run_with_plug_ins
 
 from minitrain.tracking.tracker import Destination
 
@@ -85,27 +82,11 @@ def test_the_docs_quote_the_files_and_the_lines_they_add():
 
 
 def test_each_is_one_file_and_its_record_line_and_its_kinds_contract_covers_it(tmp_path):
-    copy = tmp_path / "checkout"
-    shutil.copytree(ROOT / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__", "*.nb?"))
-    (copy / "tests").mkdir()
-    for name in ("conftest.py", "fakehub.py", "test_registries.py", "training/test_run.py", "pruning/test_pruning.py",
-                 "data/test_tables.py"):
-        (copy / "tests" / name).parent.mkdir(exist_ok=True)
-        shutil.copy(ROOT / "tests" / name, copy / "tests" / name)
-    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    (copy / "data").symlink_to(ROOT / "data")
-    for name, target, table, after, line in PLUG_INS:
-        if target is not None:
-            shutil.copy(EXTENDING / name, copy / target)
-        text = (copy / table).read_text(encoding="utf-8")
-        assert text.count(after) == 1, (table, after)
-        (copy / table).write_text(text.replace(after, after + line), encoding="utf-8")
     tests = ["test_every_optimizer_brings_a_least_squares_loss_down_and_its_state_round_trips[lion]",
              "test_every_merge_method_merges_tiny_tensors_and_refuses_what_it_does_not_read[model_stock]",
              "test_every_tracker_backend_writes_a_run_that_its_reader_reads_back[csv]"]
-    env = {**os.environ, "PYTHONPATH": str(copy), "NUMBA_DISABLE_JIT": "1"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           *(f"tests/test_registries.py::{t}" for t in tests)],
-                          cwd=copy, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "3 passed" in done.stdout
+    plug_ins = [(EXTENDING / name, target, table, after, line) for name, target, table, after, line in PLUG_INS]
+    out = run_with_plug_ins(tmp_path, ["test_registries.py", "training/test_run.py", "pruning/test_pruning.py",
+                                       "data/test_tables.py"], plug_ins,
+                            [f"tests/test_registries.py::{t}" for t in tests])
+    assert "3 passed" in out

@@ -430,6 +430,6 @@ def test_a_gguf_whose_metadata_is_refused_is_refused_before_a_weight_is_read(tmp
     write_gguf(tmp_path / "tiny.gguf", random_hf_state(MINITRAIN), {**HF_CONFIG, "max_position_embeddings": 0})
     read, real = [], gguf_read.dequantized
     monkeypatch.setattr(gguf_read, "dequantized", lambda path, tensor: read.append(tensor.name) or real(path, tensor))
-    with pytest.raises(UserError, match="max_position_embeddings") as refused:
+    with pytest.raises(UserError, match="context_length = 0") as refused:
         load_pretrained_base(tmp_path / "tiny.gguf")
     assert refused.value.exit_code == 2 and read == []
