@@ -7,7 +7,7 @@ import math
 
 from minitrain.config.finetune_sections import CalibrationConfig, QuantizeConfig
 from minitrain.config.problems import Problem
-from minitrain.config.rule import RuleBook
+from minitrain.config.rule import RuleBook, unknown_layers
 from minitrain.config.schema import ModelConfig
 from minitrain.lora import resolve_targets
 from minitrain.models.registry import linear_module_paths, parameter_shapes
@@ -58,11 +58,8 @@ def _quantize_names_and_groups_fit(sections, raw):
     if not quantize.enabled:
         return
     paths = linear_layers(model)
-    for i, name in enumerate(quantize.exclude):
-        if not any(module_matches(p, name) for p in paths):
-            yield Problem(("quantize", "exclude", i), f"{name!r} names no linear layer (they are {', '.join(paths[:4])}"
-                                                      f"{', ...' if len(paths) > 4 else ''}; embeddings, the tied "
-                                                      "output layer included, are never quantized)")
+    yield from unknown_layers(("quantize", "exclude"), quantize.exclude, paths,
+                              "; embeddings, the tied output layer included, are never quantized")
     if quantize.granularity == "per_group":
         shapes = dict(parameter_shapes(model.architecture()))
         kept = [p for p in paths if not any(module_matches(p, name) for name in quantize.exclude)]

@@ -33,7 +33,7 @@ from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
 from minitrain.config.schema import ADDED_KEYS, MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, Config, schema_default
-from minitrain.config.source import ConfigSource, KeyPath, dotted, walk
+from minitrain.config.source import ConfigSource, KeyPath, dotted, paths_matching, value_at, walk
 from minitrain.config.spec_keys import SPEC_OUTPUT_DIR, aliases, refusal
 from minitrain.config.spec_shape import manifest_problems, translate
 from minitrain.config.templates import Renderer, TemplateError, has_template, render_text
@@ -299,26 +299,13 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
     elif cfg.on_pretrained_base:
         data["data"] = {k: v for k, v in data["data"].items() if k not in CHARACTER_DATA_KEYS}
     data["callbacks"] = [resolved_callback(entry) for entry in data["callbacks"]]
-    for path, neutral in ADDED_KEYS.items():
-        _drop_if(data, path, neutral)
+    for pattern, neutral in ADDED_KEYS.items():
+        for path in paths_matching(data, pattern):
+            if (parent := value_at(data, path[:-1]))[path[-1]] == neutral:
+                del parent[path[-1]]
     if data["training"].get("val_every_epoch"):
         del data["training"]["val_every"]  # unused, and giving both is an error when the result is loaded again
     return data
-
-
-def _drop_if(node: Any, path: tuple[str, ...], neutral: Any) -> None:
-    # Remove the key at `path` ("*": each list item) where it holds `neutral`.
-    if not path:
-        return
-    if path[0] == "*":
-        for item in node if isinstance(node, list) else ():
-            _drop_if(item, path[1:], neutral)
-    elif isinstance(node, dict) and path[0] in node:
-        if len(path) == 1:
-            if node[path[0]] == neutral:
-                del node[path[0]]
-        else:
-            _drop_if(node[path[0]], path[1:], neutral)
 
 
 def resolved_yaml(cfg: Config) -> str:

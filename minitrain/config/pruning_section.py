@@ -15,10 +15,9 @@ from pydantic import Field
 from minitrain.common.errors import UserError
 from minitrain.common.strict import Count, PositiveInt, Ratio, Section
 from minitrain.config.problems import Problem
-from minitrain.config.rule import RuleBook
+from minitrain.config.rule import RuleBook, unknown_layers
 from minitrain.models.registry import linear_module_paths
 from minitrain.nn import Module
-from minitrain.nn.module import module_matches
 from minitrain.pruning.gradual import GradualPruner
 from minitrain.pruning.masks import prunable_paths
 
@@ -69,11 +68,8 @@ def _pruning_fits(sections, raw):
                                                        f"{pruning.sparsity}: the schedule only ever prunes more")
     if pruning.end_step is not None and pruning.end_step < pruning.start_step:
         yield Problem(("pruning", "end_step"), f"{pruning.end_step} is before start_step {pruning.start_step}")
-    paths = linear_module_paths(sections["model"].architecture())
-    for i, name in enumerate(pruning.exclude):
-        if not any(module_matches(p, name) for p in paths):
-            yield Problem(("pruning", "exclude", i), f"{name!r} names no linear layer (they are "
-                                                     f"{', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})")
+    yield from unknown_layers(("pruning", "exclude"), pruning.exclude,
+                              linear_module_paths(sections["model"].architecture()))
     if sections["lora"].enabled:
         yield Problem(("pruning", "enabled"), "a LoRA run trains adapters over a frozen base: prune the merged model "
                                               "(`minitrain merge-adapters`, then `minitrain prune`)")

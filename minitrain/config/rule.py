@@ -19,6 +19,7 @@ from typing import Any
 
 from minitrain.config.problems import Problem
 from minitrain.config.section import HIGHER_IS_BETTER
+from minitrain.nn.module import module_matches
 
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], Iterator[Problem]]
 
@@ -45,6 +46,11 @@ class RuleBook(list[Rule]):
         return add
 
 
+# The keys that say how long a run is; a config gives exactly one (scheduler.total_steps is lab 01's home).
+RUN_LENGTHS = (("training", "total_steps"), ("scheduler", "total_steps"), ("training", "epochs"),
+               ("training", "duration"))
+
+
 def given(raw: Mapping[str, Any], section: str, key: str) -> bool:
     """A key counts as given when it is in the YAML (or --set) with a non-null value."""
     part = raw.get(section)
@@ -56,6 +62,14 @@ def one_home(raw: Mapping[str, Any], key: str, homes: tuple[str, str]) -> Iterat
     first, second = homes
     if given(raw, first, key) and given(raw, second, key):
         yield Problem((second, key), f"also given as {first}.{key}; give it in one place only")
+
+
+def unknown_layers(path: tuple, names: list[str], paths: list[str], note: str = "") -> Iterator[Problem]:
+    """A problem at `path`[i] for each of `names` (an `exclude` list) that names none of the linear layers `paths`."""
+    for i, name in enumerate(names):
+        if not any(module_matches(p, name) for p in paths):
+            yield Problem((*path, i), f"{name!r} names no linear layer (they are {', '.join(paths[:4])}"
+                                      f"{', ...' if len(paths) > 4 else ''}{note})")
 
 
 def mode_fits(path: tuple, metric: str, mode: str) -> Iterator[Problem]:

@@ -1,10 +1,6 @@
 """Rules that involve more than one key. Each is a small function collected by `@rule` into `CORE_RULES`
-(minitrain/config/rule.py); `RULES` joins them with the fine-tuning and table rules of their own modules.
-
-`needs` names the sections a rule reads; it runs whenever those sections passed the schema, so one broken
-section does not hide the problems of another. A rule with `needs=()` reads the raw YAML mapping (the rules about
-a setting given in two homes, which are about presence, not values). `RULES` doubles as the list of checks that
-docs/yaml-mode.md documents and `minitrain validate` counts.
+(what a rule is: minitrain/config/rule.py); `RULES` joins them with the fine-tuning and table rules of their own
+modules, and doubles as the list of checks that docs/yaml-mode.md documents and `minitrain validate` counts.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from minitrain.common.registry import keyword_defaults
 from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
 from minitrain.config.observing import CALLBACKS, METRIC_ALIASES
 from minitrain.config.problems import Problem, did_you_mean
-from minitrain.config.rule import Rule, RuleBook, given, mode_fits, one_home
+from minitrain.config.rule import RUN_LENGTHS, Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
 from minitrain.models.registry import FAMILIES, parameter_shapes, refusal
 from minitrain.nn.module import name_matches
@@ -63,14 +59,7 @@ def _validation_cadence_in_one_form(sections, raw):
 @rule()
 def _one_run_length(sections, raw):
     """Exactly one of training.total_steps (or scheduler.total_steps), training.epochs, training.duration."""
-    named = [
-        f"{section}.{key}"
-        for section, key in (
-            ("training", "total_steps"), ("scheduler", "total_steps"), ("training", "epochs"),
-            ("training", "duration"),
-        )
-        if given(raw, section, key)
-    ]
+    named = [f"{section}.{key}" for section, key in RUN_LENGTHS if given(raw, section, key)]
     kinds = {g.split(".")[1] for g in named}
     if not kinds:
         yield Problem(
@@ -161,6 +150,10 @@ def parameter_names(model: ModelConfig) -> list[str]:
     return [name for name, _ in parameter_shapes(model.architecture())]
 
 
+def _matches_no_parameter(path: tuple, pattern: str, names: list[str]) -> Problem:
+    return Problem(path, f"pattern {pattern!r} matches no parameter (names look like {names[2 % len(names)]!r})")
+
+
 @rule("model")
 def _freeze_matches(sections, raw):
     """Each model.freeze pattern must match at least one parameter name, and something must be left to train."""
@@ -170,8 +163,7 @@ def _freeze_matches(sections, raw):
     names = parameter_names(model)
     for i, pattern in enumerate(model.freeze):
         if not any(name_matches(name, pattern) for name in names):
-            yield Problem(("model", "freeze", i), f"pattern {pattern!r} matches no parameter (names look like "
-                                                  f"{names[2 % len(names)]!r})")  # fmt: skip
+            yield _matches_no_parameter(("model", "freeze", i), pattern, names)
     if all(any(name_matches(n, p) for p in model.freeze) for n in names):
         yield Problem(("model", "freeze"), "freezes every parameter: nothing would be trained")
 
@@ -184,10 +176,7 @@ def _group_matches(sections, raw):
     names = parameter_names(sections["model"])
     for i, group in enumerate(sections["optimizer"].groups):
         if not fnmatch.filter(names, group.pattern):
-            yield Problem(
-                ("optimizer", "groups", i, "pattern"),
-                f"pattern {group.pattern!r} matches no parameter (names look like {names[2 % len(names)]!r})",
-            )
+            yield _matches_no_parameter(("optimizer", "groups", i, "pattern"), group.pattern, names)
 
 
 # --- scheduler ----------------------------------------------------------------------------------------------

@@ -33,6 +33,19 @@ def value_at(data: Any, path: KeyPath) -> Any:
     return data
 
 
+def paths_matching(data: Any, pattern: KeyPath, prefix: KeyPath = ()) -> list[KeyPath]:
+    """The paths in `data` that match `pattern` ("*" for every item of a list)."""
+    if not pattern:
+        return [prefix]
+    head, rest = pattern[0], pattern[1:]
+    if head == "*":
+        items = range(len(data)) if isinstance(data, list) else ()
+        return [p for i in items for p in paths_matching(data[i], rest, (*prefix, i))]
+    if isinstance(data, dict) and head in data:
+        return paths_matching(data[head], rest, (*prefix, head))
+    return []
+
+
 def walk(node: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
     """(path, value) of every mapping key and list item below `node`, in document order, each after the items
     below it (so a caller may remove what it was given)."""

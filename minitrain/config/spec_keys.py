@@ -188,8 +188,9 @@ def value_word(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def classify(path: KeyPath, value: Any) -> tuple[str, str] | None:
-    """("no_effect" | "not_yet" | "cannot", reason) for a key and its value, or None for a key of neither."""
+def classify(path: KeyPath, value: Any) -> tuple[str, str, str] | None:
+    """("no_effect" | "not_yet" | "cannot", reason, what the value must be: a VALUE_KINDS key) for a key and its
+    value, or None for a key of neither."""
     for kind, table in (("cannot", CANNOT), ("not_yet", NOT_YET), ("no_effect", NO_EFFECT)):
         for key, reason in table.items():
             listed, _, pattern = key.partition("=")
@@ -198,7 +199,7 @@ def classify(path: KeyPath, value: Any) -> tuple[str, str] | None:
             if pattern and not (isinstance(value, str | bool | int | float) and
                                 fnmatch.fnmatchcase(value_word(value).lower(), pattern)):
                 continue
-            return kind, reason if isinstance(reason, str) else reason[1]
+            return (kind, reason, "") if isinstance(reason, str) else (kind, reason[1], reason[0])
     return None
 
 
@@ -217,12 +218,16 @@ def accepted_values(path: KeyPath) -> list[str]:
             if "=" in key and _matches(key_path(key.partition("=")[0]), path)]
 
 
-VALUE_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "int>=0": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
-    "int>=1": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-    "number>0": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0, "a number > 0"),
-    "list": (lambda v: isinstance(v, list), "a list"),
+# What a key without effect must hold (NO_EFFECT's first column): a check, its words, and its JSON Schema.
+VALUE_KINDS: dict[str, tuple[Callable[[Any], bool], str, dict[str, Any]]] = {
+    "bool": (lambda v: isinstance(v, bool), "true or false", {"type": "boolean"}),
+    "int>=0": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0",
+               {"type": "integer", "minimum": 0}),
+    "int>=1": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1",
+               {"type": "integer", "minimum": 1}),
+    "number>0": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0, "a number > 0",
+                 {"type": "number", "exclusiveMinimum": 0}),
+    "": (lambda v: True, "anything", {}),  # the value is in the key (model.device=cpu)
 }
 
 

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from minitrain.config.problems import Problem, suggest
-from minitrain.config.source import ConfigSource, KeyPath, dotted, value_at, walk
+from minitrain.config.rule import RUN_LENGTHS
+from minitrain.config.source import ConfigSource, KeyPath, dotted, paths_matching, value_at, walk
 from minitrain.config.spec_keys import (
     FORMAT_VERSION,
     NO_EFFECT,
@@ -34,7 +35,6 @@ from minitrain.config.spec_keys import (
     classify,
     key_path,
     spec_keys_in,
-    value_word,
 )
 
 _NOT_GIVEN, _MISSING = object(), object()
@@ -95,26 +95,13 @@ def translate(data: dict, source: ConfigSource) -> list[Problem]:
     _switch_on_present_sections(t)
     _refuse_and_note(t)
     for spec, home in RENAMED.items():
-        for path in _concrete(t.data, key_path(spec)):
+        for path in paths_matching(t.data, key_path(spec)):
             _move(t, path, key_path(home), VALUE_MAPS.get(spec))
     for convert in CONVERTERS:
         convert(t)
     _drop_spec_sections(t)
     _appendix_a_defaults(t)
     return t.problems
-
-
-def _concrete(data: Any, pattern: KeyPath, prefix: KeyPath = ()) -> list[KeyPath]:
-    """The paths in `data` that match `pattern` ("*" for list items)."""
-    if not pattern:
-        return [prefix]
-    head, rest = pattern[0], pattern[1:]
-    if head == "*":
-        items = range(len(data)) if isinstance(data, list) else ()
-        return [p for i in items for p in _concrete(data[i], rest, (*prefix, i))]
-    if isinstance(data, dict) and head in data:
-        return _concrete(data[head], rest, (*prefix, head))
-    return []
 
 
 def _move(t: _Translation, path: KeyPath, home_pattern: KeyPath, value_map: dict | None) -> None:
@@ -150,8 +137,6 @@ SHAPE_KEYS = ("architecture", "d_model", "n_layer", "layers", "hidden")  # the s
 # spec manifest gets these, a minitrain config keeps lab 01's. The run's length: 10 epochs unless one is given.
 APPENDIX_A = {("training", "batch_size"): 32, ("training", "drop_last"): False,
               ("training", "checkpoint", "save_every"): 1000, ("training", "checkpoint", "save_best"): True}
-RUN_LENGTHS = (("training", "total_steps"), ("training", "epochs"), ("training", "duration"),
-               ("scheduler", "total_steps"))
 
 
 def _appendix_a_defaults(t: _Translation) -> None:
@@ -191,11 +176,9 @@ def _refuse_and_note(t: _Translation) -> None:
         found = classify(path, value)
         if found is None:
             continue
-        kind, reason = found
+        kind, reason, rule = found
         if kind == "no_effect":
-            check = NO_EFFECT.get(dotted(path)) or NO_EFFECT.get(f"{dotted(path)}={value_word(value)}")
-            rule = check[0] if check else ""
-            if rule and not VALUE_KINDS[rule][0](value):
+            if not VALUE_KINDS[rule][0](value):
                 t.problem(path, f"must be {VALUE_KINDS[rule][1]} (got {value!r})")
             else:
                 t.source.notes.append(f"{dotted(path)}: accepted, no effect ({reason})")
@@ -366,10 +349,6 @@ def _drop_spec_sections(t: _Translation) -> None:
 
 # --- the JSON Schema -------------------------------------------------------------------------------------------
 
-_KIND_SCHEMAS = {"bool": {"type": "boolean"}, "int>=0": {"type": "integer", "minimum": 0},
-                 "int>=1": {"type": "integer", "minimum": 1}, "number>0": {"type": "number", "exclusiveMinimum": 0},
-                 "list": {"type": "array"}, "": {}}
-
 
 def json_schema(schema: dict) -> dict:
     """minitrain's JSON Schema (`Config.model_json_schema()`) with the spec's accepted keys added beside
@@ -392,7 +371,7 @@ def json_schema(schema: dict) -> dict:
         _add(schema, key_path(key), extra)
     for key, (kind, reason) in NO_EFFECT.items():
         path, _, value = key.partition("=")
-        node = _add(schema, key_path(path), {**_KIND_SCHEMAS[kind], "description": f"no effect: {reason}"})
+        node = _add(schema, key_path(path), {**VALUE_KINDS[kind][2], "description": f"no effect: {reason}"})
         if value:
             node.setdefault("enum", []).append(True if value == "true" else False if value == "false" else value)
     return schema
