@@ -1,12 +1,6 @@
 """The `data:` section of the training config: where the splits and the vocabulary live, and which of its keys a
 run reads (a language model on characters, a table task, a fine-tune of a pretrained base on text records).
-
-    DataConfig                 the section (its docstring says each key; docs/yaml-mode.md documents them)
-    LANGUAGE_DATA_KEYS         the keys a table task does not read (loader.py leaves them out of its resolved config)
-    CHARACTER_DATA_KEYS        the keys a run on a pretrained base does not read ...
-    TEXT_DATA_DEFAULTS         ... and its defaults for the keys it does (`Config` puts them in)
-    text_data_defaults(model)  those defaults for a model section (MiniGPT's packing is pad)
-    on_pretrained_base(model)  whether a model section fine-tunes a pretrained base
+loader.py leaves the keys a run does not read out of its resolved config; `Config` puts a text run's defaults in.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from minitrain.common.errors import DataError, UserError
 from minitrain.common.io import read_text, regular_file_problem
 from minitrain.config.data_section import DataConfig
 from minitrain.config.problems import ConfigError, Problem
-from minitrain.config.schema import Config
+from minitrain.config.schema import TASK_METRICS, Config
 from minitrain.config.source import ConfigSource
 from minitrain.data.batch import batches_per_epoch
 from minitrain.data.bpe import BPETokenizer
@@ -77,14 +77,19 @@ def check_data(cfg: Config) -> DataSummary:
     A run on a pretrained base (`cfg.on_pretrained_base`) counts its records in tokens of the base's tokenizer,
     which this floor cannot load: here its files are checked only; minitrain/training/text_run.py
     `check_text_data` runs the rest."""
+    summary = DataSummary()
     if cfg.is_table_task:
-        return _check_table(cfg)
-    if cfg.on_pretrained_base:
-        problems = text_file_problems(cfg)
-        if problems:
-            raise ConfigError(problems, cfg.source or ConfigSource())
-        return DataSummary()
-    data, summary = cfg.data, DataSummary()
+        problems = _check_table(cfg, summary)
+    else:
+        problems = text_file_problems(cfg) if cfg.on_pretrained_base else _check_characters(cfg, summary)
+    if problems:
+        raise ConfigError(problems, cfg.source or ConfigSource())
+    return summary
+
+
+def _check_characters(cfg: Config, summary: DataSummary) -> list[Problem]:
+    """A language model on characters (or a BPE of its training split): the files, the tokenizer, every record."""
+    data = cfg.data
     # dev is optional (checked when its file exists); test only when given
     wanted = [s for s in SPLITS if (s != "dev" or os.path.lexists(data.dev_path)) and (s != "test" or data.test_path)]
     bpe = data.uses_bpe  # trained on train_path: no vocab file
@@ -117,10 +122,7 @@ def check_data(cfg: Config) -> DataSummary:
             f"max_seq_len {cfg.model.max_seq_len} is shorter than the longest record: {summary.longest_where} "
             f"needs {summary.longest_input} positions (BOS + text)",
         ))
-    problems += check_batches(cfg, summary)
-    if problems:
-        raise ConfigError(problems, cfg.source or ConfigSource())
-    return summary
+    return problems + check_batches(cfg, summary)
 
 
 def text_file_problems(cfg: Config) -> list[Problem]:
@@ -187,36 +189,33 @@ def check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
     if n_train is None:
         return []
     training = cfg.training
-    problems = []
     batches = batches_per_epoch(n_train, training.batch_size, training.drop_last)
     summary.steps_per_epoch = batches // training.grad_accumulation
     if summary.steps_per_epoch == 0:
-        return [*problems, Problem(
+        return [Problem(
             ("training", "batch_size"),
             f"batch_size {training.batch_size} · grad_accumulation {training.grad_accumulation} is more than the "
             f"{n_train} training records",
         )]
     total = cfg.resolve_steps(summary.steps_per_epoch)
     if training.epochs is not None and total is not None and cfg.resolve_warmup(total) >= total:
-        problems.append(Problem(
+        return [Problem(
             ("scheduler", "warmup_steps"),
             f"warmup_steps {cfg.resolve_warmup(total)} must be below the {total} steps of "
             f"{training.epochs} epoch(s) × {summary.steps_per_epoch}",
-        ))
-    return problems
+        )]
+    return []
 
 
-def _check_table(cfg: Config) -> DataSummary:
+def _check_table(cfg: Config, summary: DataSummary) -> list[Problem]:
     """A table task: the data reads, splits and preprocesses, the layers fit its widths, the metrics and loss fit
     the task inferred from the target, and a batch fits the training split."""
-    from minitrain.config.schema import TASK_METRICS
     from minitrain.config.table_check import load_table  # imports pyarrow-reading code only for tables
 
-    summary = DataSummary()
     try:
         table, _ = load_table(cfg)
     except DataError as exc:
-        raise ConfigError([Problem(exc.key, exc.detail)], cfg.source or ConfigSource()) from None
+        return [Problem(exc.key, exc.detail)]
     summary.records = {split: len(batch.target) for split, batch in table.splits.items()}
     summary.table = {key: table.info[key] for key in ("task", "target", "features", "classes") if key in table.info}
     task = table.pipeline.task
@@ -227,7 +226,4 @@ def _check_table(cfg: Config) -> DataSummary:
     if cfg.training.loss is not None and (cfg.training.loss == "cross_entropy") != (task == "classification"):
         problems.append(Problem(("training", "loss"), f"{cfg.training.loss} does not fit the task {task} (inferred "
                                                       f"from {cfg.data.target!r})"))
-    problems += check_batches(cfg, summary)
-    if problems:
-        raise ConfigError(problems, cfg.source or ConfigSource())
-    return summary
+    return problems + check_batches(cfg, summary)

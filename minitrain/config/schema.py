@@ -12,11 +12,8 @@ Where lab 01 and the YAML-mode issue disagree on a key's home, both homes are ac
 both is an error: `optimizer.clip` or `training.clip` (gradient-norm clipping), `scheduler.total_steps` or
 `training.total_steps`. Use the resolved properties on `Config` (`clip_norm`, `total_steps`, ...) rather than
 reading one home. The spec's manifest shape (`optimizer.lr`, `data.loader.batch_size`, ...) is not a second
-schema: `spec_shape.py` moves its keys to their homes here before validation.
-
-Keys added after lab 01's first runs are listed in `ADDED_KEYS` with their neutral value: `resolved_dict` leaves
-a key out while it holds that value, so config.resolved.yaml and the config hash of every earlier run stay what
-they were.
+schema: `spec_shape.py` moves its keys to their homes here before validation. Keys added after lab 01's first
+runs are `ADDED_KEYS` (below).
 """
 
 from __future__ import annotations
