@@ -7,10 +7,10 @@ import argparse
 
 from minitrain.commands.common import add_set, check_files, load
 from minitrain.config.datacheck import DataSummary
-from minitrain.config.finetune_rules import linear_layers
 from minitrain.config.rules import RULES
 from minitrain.config.schema import Config
 from minitrain.lora import resolve_targets
+from minitrain.models.registry import linear_module_paths
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
     )
     if cfg.lora.enabled:
         targets, _ = resolve_targets(cfg.lora.target_modules, cfg.lora.target_modules_pattern,
-                                     linear_layers(cfg.model))
+                                     linear_module_paths(cfg.model.architecture()))
         base = f", base in 4-bit {cfg.lora.quant_type} blocks" if cfg.lora.quantize_base else ""
         lines.append(f"✓ lora: rank {cfg.lora.rank}, alpha {cfg.lora.alpha:g} on {len(targets)} linear layers{base}")
     if cfg.quantize.enabled:

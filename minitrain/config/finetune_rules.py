@@ -8,16 +8,9 @@ import math
 from minitrain.config.finetune_sections import CalibrationConfig, QuantizeConfig
 from minitrain.config.problems import Problem
 from minitrain.config.rule import RuleBook, unknown_layers
-from minitrain.config.schema import ModelConfig
 from minitrain.lora import resolve_targets
 from minitrain.models.registry import linear_module_paths, parameter_shapes
 from minitrain.nn.module import module_matches
-
-
-def linear_layers(model: ModelConfig) -> list[str]:
-    """The paths of the model's linear layers for this shape (`minitrain.models.registry.linear_module_paths`)."""
-    return linear_module_paths(model.architecture())
-
 
 RULES = RuleBook()
 rule = RULES.rule
@@ -43,7 +36,7 @@ def _lora_targets_match(sections, raw):
     if not lora.enabled:
         return
     chosen, problems = resolve_targets(lora.target_modules, lora.target_modules_pattern,
-                                       linear_layers(sections["model"]))
+                                       linear_module_paths(sections["model"].architecture()))
     for index, message in problems.items():
         yield Problem(("lora", "target_modules_pattern") if index is None else ("lora", "target_modules", index),
                       message)
@@ -57,7 +50,7 @@ def _quantize_names_and_groups_fit(sections, raw):
     quantize, model = sections["quantize"], sections["model"]
     if not quantize.enabled:
         return
-    paths = linear_layers(model)
+    paths = linear_module_paths(model.architecture())
     yield from unknown_layers(("quantize", "exclude"), quantize.exclude, paths,
                               "; embeddings, the tied output layer included, are never quantized")
     if quantize.granularity == "per_group":

@@ -247,8 +247,7 @@ def _default_of(path: KeyPath) -> Any:
     """The schema's default for the key at `path`, under either of its names (for a template's reference);
     KeyError(message) if it has none."""
     for spelled in [path, *aliases(path)]:
-        parent = model_at(Config, spelled[:-1])
-        if parent is not None and str(spelled[-1]) in parent.model_fields:
+        if _in_schema(spelled):
             if (value := schema_default(spelled)) is None:
                 raise KeyError(f"{dotted(path)} is not set in this config (give it a value to use it in a template)")
             return value

@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from minitrain.config.problems import Problem, suggest
+from minitrain.config.problems import Problem, did_you_mean
 from minitrain.config.rule import RUN_LENGTHS
 from minitrain.config.source import ConfigSource, KeyPath, dotted, paths_matching, value_at, walk
 from minitrain.config.spec_keys import (
@@ -339,8 +339,7 @@ def _drop_spec_sections(t: _Translation) -> None:
         if isinstance(node, dict):
             known = spec_keys_in(key_path(section))
             for key in node:
-                close = suggest(str(key), known)
-                hint = f" — did you mean '{close}'?" if close else f"; known here: {', '.join(known)}"
+                hint = did_you_mean(str(key), known) or f"; known here: {', '.join(known)}"
                 t.problem((*path, key), f"unknown key{hint}")
         elif node is not None:
             t.problem(path, f"must be a mapping of {', '.join(spec_keys_in(key_path(section)))}")
