@@ -28,7 +28,6 @@ from minitrain.common.io import read_text, regular_file_problem
 from minitrain.config.data_section import DataConfig
 from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import TASK_METRICS, Config
-from minitrain.config.source import ConfigSource
 from minitrain.data.batch import batches_per_epoch
 from minitrain.data.bpe import BPETokenizer
 from minitrain.data.corpus import load_records
@@ -83,7 +82,7 @@ def check_data(cfg: Config) -> DataSummary:
     else:
         problems = text_file_problems(cfg) if cfg.on_pretrained_base else _check_characters(cfg, summary)
     if problems:
-        raise ConfigError(problems, cfg.source or ConfigSource())
+        raise ConfigError(problems, cfg.source)
     return summary
 
 

@@ -1,5 +1,4 @@
-"""Rules about the `lora:` and `quantize:` sections, collected in `RULES` (minitrain/config/rule.py) like the
-others; each docstring's first line is documented in docs/yaml-mode.md."""
+"""Rules about the `lora:` and `quantize:` sections, a `RuleBook` like the others (minitrain/config/rule.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Rules about `runtime.data_parallel` (minitrain/parallel/), collected in `RULES` (minitrain/config/rule.py) like the
-others; each docstring's first line is documented in docs/yaml-mode.md.
+"""Rules about `runtime.data_parallel` (minitrain/parallel/), a `RuleBook` like the others (minitrain/config/rule.py).
 
 A worker computes whole micro-batches of a language model's loss with the model rebuilt from its config, so what a
 worker cannot reproduce bit for bit is refused: a worker count that does not divide the step's micro-batches,

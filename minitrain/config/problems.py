@@ -38,11 +38,11 @@ class Problem:
 
 
 class ConfigError(UserError):
-    """Every problem found in a config, as one message (exit code 2)."""
+    """Every problem found in a config, as one message (exit code 2); `source` None: a config built in code."""
 
-    def __init__(self, problems: list[Problem], source: ConfigSource) -> None:
+    def __init__(self, problems: list[Problem], source: ConfigSource | None) -> None:
         self.problems = problems
-        self.source = source
+        self.source = source = source or ConfigSource()
         where = source.path or "the config"
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
         lines = [

@@ -1,5 +1,5 @@
-"""Rules about table tasks (sequential models, data sources, splits, metrics, losses), collected in `RULES`
-(minitrain/config/rule.py) like the others; each docstring's first line is documented in docs/yaml-mode.md."""
+"""Rules about table tasks (sequential models, data sources, splits, metrics, losses), a `RuleBook` like the
+others (minitrain/config/rule.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Rules about runs on a pretrained base (`model.type: llama` with `model.init_from`, or minigpt with a GPT-2
-base): text records read with the base's own tokenizer, packed or padded into rows, collected in `RULES`
-(minitrain/config/rule.py) like the others; each docstring's first line is documented in docs/yaml-mode.md.
+base): text records read with the base's own tokenizer, packed or padded into rows (minitrain/config/rule.py).
 
 The data keys of the two kinds of language-model run, side by side:
 
