@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -30,14 +31,12 @@ def parse_duration(text: str) -> float:
     return total
 
 
-def _check_duration(text: str) -> str:
-    parse_duration(text)
-    return text
-
-
-def _check_alert(text: str) -> str:
-    parse_alert(text)  # raises ValueError naming what is wrong with the rule
-    return text
+def _parses(parse: Callable[[str], object]) -> AfterValidator:
+    """A validator of text that `parse` reads without a ValueError (its message names what is wrong)."""
+    def check(text: str) -> str:
+        parse(text)
+        return text
+    return AfterValidator(check)
 
 
 def _check_repo_id(text: str) -> str:
@@ -67,6 +66,6 @@ def default_name(stem: str) -> str:
 
 RunName = Annotated[str, AfterValidator(_check_name)]
 SeedInt = Annotated[int, Field(ge=0, lt=2**63)]
-Duration = Annotated[str, AfterValidator(_check_duration)]
-AlertRule = Annotated[str, AfterValidator(_check_alert)]
+Duration = Annotated[str, _parses(parse_duration)]
+AlertRule = Annotated[str, _parses(parse_alert)]
 RepoId = Annotated[str, AfterValidator(_check_repo_id)]
