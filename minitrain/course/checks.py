@@ -109,6 +109,17 @@ class Interrupted(Exception):
         self.done: list[Outcome] = []
 
 
+def raised(kind: type[BaseException] | tuple[type[BaseException], ...], call: Callable, *args: Any,
+           **keys: Any) -> BaseException | None:
+    """The `kind` exception that `call(*args, **keys)` raised, or None when it returned: a check that a bad input
+    is refused. Any other exception goes up (run_one reports it)."""
+    try:
+        call(*args, **keys)
+    except kind as error:
+        return error
+    return None
+
+
 def run_one(item: Check, subject: Any) -> Outcome:
     """One check's outcome; MemoryError and SystemExit go up to the caller (see the module docstring)."""
     try:

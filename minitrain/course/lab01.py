@@ -17,17 +17,13 @@ import numpy as np
 
 from minitrain.autograd.tensor import TAPE
 from minitrain.course import fixtures
-from minitrain.course.checks import Checklist, Failed
+from minitrain.course.checks import Checklist, Failed, raised
 from minitrain.course.runs import RUN_FILES, check_manifest, read_run, tiny_run
 from minitrain.data.batch import Batch, take
-from minitrain.data.batcher import EvalBatcher, encode_split  # the library's: `lab check` refuses the seam
+from minitrain.data.batcher import EvalBatcher  # the library's: `lab check` refuses the seam
 
 CHECKS = Checklist()
 LOOP, SCRIPT = "minitrain/loop.py", "scripts/train_mini.py"
-
-
-def _split(split: str = "train", n: int = 48) -> Batch:
-    return encode_split(list(fixtures.records(split)[:n]), fixtures.tokenizer(), 32)
 
 
 def _gradient(model, batch: Batch) -> tuple[float, np.ndarray]:
@@ -40,7 +36,7 @@ def _gradient(model, batch: Batch) -> tuple[float, np.ndarray]:
 
 def _reference() -> tuple[Batch, float, np.ndarray]:
     """The batch the train_step checks use (the split's first 8 records) with its plain (loss, gradient)."""
-    batch = take(_split(), slice(0, 8))
+    batch = take(fixtures.split("train", 48), slice(0, 8))
     return (batch, *_gradient(fixtures.tiny_model(0), batch))
 
 
@@ -148,7 +144,7 @@ def _step_zeroes(lab):
 def _step_no_update(lab):
     model = fixtures.tiny_model(0)
     before = model.buffer.data.copy()
-    _step(lab, model, [take(_split(), slice(0, 8))], clip_norm=1.0)
+    _step(lab, model, [take(fixtures.split("train", 48), slice(0, 8))], clip_norm=1.0)
     if not np.array_equal(model.buffer.data, before):
         raise Failed("your train_step changed the weights (it updated them itself); the engine would then update "
                      "twice per step")
@@ -158,7 +154,7 @@ def _step_no_update(lab):
               hint="with k micro-batches, backward micro-batch i with weight n_i / N (n_i of its N counted tokens): "
                    "loss.backward(np.asarray(n_i / N, dtype=loss.dtype)); the result equals one batch of all rows")
 def _step_accumulates(lab):
-    split = _split()
+    split = fixtures.split("train", 48)
     micro = [take(split, slice(0, 4)), take(split, slice(4, 12))]
     counts = [int(b.loss_mask.sum()) for b in micro]
     whole_loss, whole = _gradient(fixtures.tiny_model(0), take(split, slice(0, 12)))
@@ -200,7 +196,7 @@ def _val_losses(model, split: Batch) -> np.ndarray:
               hint="sum −log p(target) over the positions where loss_mask is True, over ALL batches, and divide "
                    "by how many there are (metrics.PerplexityMeter does it); not a mean of batch means")
 def _evaluate_counts(lab):
-    split = _split("val", 144)
+    split = fixtures.split("val")
     model = fixtures.opinionated_model(1)
     nll = _val_losses(model, split)
     counted = int(split.loss_mask.sum())
@@ -229,7 +225,7 @@ def _evaluate_counts(lab):
 @CHECKS.check("evaluate returns val_ppl = exp(val_loss)",
               hint="return (val_loss, math.exp(val_loss)): perplexity is the exponential of the mean loss")
 def _evaluate_ppl(lab):
-    val_loss, val_ppl = lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(_split("val", 144), 48))
+    val_loss, val_ppl = lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(fixtures.split("val"), 48))
     if not _close(float(val_ppl), math.exp(float(val_loss))):
         raise Failed(f"val_ppl {float(val_ppl):.6g} is not exp(val_loss) = {math.exp(float(val_loss)):.6g}")
 
@@ -238,7 +234,7 @@ def _evaluate_ppl(lab):
               hint="model.eval() before the pass and model.train() after it, even on an error (try/finally), or "
                    "`with minitrain.nn.inference(model):`, which also turns the tape off")
 def _evaluate_mode(lab):
-    split = _split("val", 144)
+    split = fixtures.split("val")
     model = fixtures.opinionated_model(1, dropout=0.5)
     evaluate = lab.module(LOOP).evaluate
     model.eval()
@@ -259,7 +255,7 @@ def _evaluate_mode(lab):
                    "the val pass stays alive on the tape until the next backward")
 def _evaluate_tape(lab):
     before = len(TAPE.nodes)
-    lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(_split("val", 48), 16))
+    lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(fixtures.split("val", 48), 16))
     added = len(TAPE.nodes) - before
     del TAPE.nodes[before:]
     if added:
@@ -286,13 +282,10 @@ def _parse_args(lab):
     wrong = {k: getattr(plain, k, "(missing)") for k, v in defaults.items() if getattr(plain, k, "(missing)") != v}
     if wrong:
         raise Failed(f"with only --config, parse_args gave {wrong}; expected {({k: defaults[k] for k in wrong})}")
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage message is not for this checklist
-            parse(["--out-dir", "o"])
-    except SystemExit as stop:
-        if stop.code == 2:
-            return
-    raise Failed("parse_args without --config did not stop with a usage error (exit code 2)")
+    with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage message is not for this checklist
+        stop = raised(SystemExit, parse, ["--out-dir", "o"])
+    if stop is None or stop.code != 2:
+        raise Failed("parse_args without --config did not stop with a usage error (exit code 2)")
 
 
 @CHECKS.check("scripts/train_mini.py trains a short run end to end on these pieces",

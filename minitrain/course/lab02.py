@@ -19,8 +19,8 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.course import fixtures
-from minitrain.course.checks import Checklist, Failed
-from minitrain.data.batcher import TrainBatcher, encode_split  # the library's: `lab check` refuses the seam
+from minitrain.course.checks import Checklist, Failed, raised
+from minitrain.data.batcher import TrainBatcher  # the library's: `lab check` refuses the seam
 from minitrain.loop import train_step
 from minitrain.runs.model_files import save_model_file
 
@@ -58,25 +58,26 @@ def _parts(seed: int, records: int = 40) -> Parts:
     """A tiny model with dropout (so the training RNG matters), AdamW, warm-up + cosine, a batcher."""
     model = fixtures.tiny_model(seed, dropout=0.1)
     optimizer, scheduler = fixtures.adamw(model, lr=3e-3)
-    split = encode_split(list(fixtures.records("train")[:records]), fixtures.tokenizer(), 32)
-    return Parts(model, optimizer, scheduler, TrainBatcher(split, 4, data_seed=seed + 7))
+    return Parts(model, optimizer, scheduler, TrainBatcher(fixtures.split("train", records), 4, data_seed=seed + 7))
 
 
-def _saved(lab, folder: Path, steps: int = 13) -> tuple[Parts, Path]:
+def _saved(lab, steps: int = 13) -> tuple[Parts, Path]:
     """Run a fresh Parts for `steps` steps (past the warm-up, inside the second epoch) and save it."""
     original = _parts(0)
     original.advance(steps)
-    path = folder / f"step-{steps}.safetensors"
+    path = lab.scratch() / f"step-{steps}.safetensors"
     lab.module(CHECKPOINT).save_checkpoint(path, step=steps, config_hash=HASH, extra={"best": 1.5},
                                            **original.objects())
     return original, path
 
 
-def _loaded(lab, path: Path) -> tuple[Parts, dict]:
-    """Other parts (other seeds, no steps), with the checkpoint loaded into them."""
+def _loaded(lab) -> tuple[Parts, Parts, Path, dict]:
+    """`_saved`'s parts and file, other parts (other seeds, no steps) with that file loaded into them, and what
+    load_checkpoint returned."""
+    original, path = _saved(lab)
     other = _parts(1)
     info = lab.module(CHECKPOINT).load_checkpoint(path, config_hash=HASH, **other.objects())
-    return other, info
+    return original, other, path, info
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -92,8 +93,7 @@ def _same(a: Any, b: Any) -> bool:
                    "model_files.encode and io.atomic_write_bytes; load returns {'step', 'extra', 'config_hash', "
                    "'path'}")
 def _round_trip(lab):
-    _, path = _saved(lab, lab.scratch())
-    _, info = _loaded(lab, path)
+    _, _, _, info = _loaded(lab)
     if not isinstance(info, dict) or info.get("step") != 13 or info.get("extra") != {"best": 1.5}:
         raise Failed(f"load_checkpoint returned {info!r}; expected step 13 and extra {{'best': 1.5}}")
 
@@ -101,8 +101,7 @@ def _round_trip(lab):
 def _state_check(name: str, title: str, hint: str):
     @CHECKS.check(title, hint=hint, needs=(_round_trip,))
     def check(lab):
-        original, path = _saved(lab, lab.scratch())
-        other, _ = _loaded(lab, path)
+        original, other, _, _ = _loaded(lab)
         want, got = original.states(), other.states()
         keys = ("next batch", "batcher") if name == "batcher" else (name,)
         if not all(_same(want[k], got[k]) for k in keys):
@@ -145,8 +144,7 @@ _data_state = _state_check("batcher", "the data RNG and its position come back",
               hint="model.load_state_dict copies into the existing arrays (p.data[...] = loaded); `p.data = "
                    "loaded` makes a new array the optimizer never updates", needs=(_model_state,))
 def _copied(lab):
-    _, path = _saved(lab, lab.scratch())
-    other, _ = _loaded(lab, path)
+    _, other, _, _ = _loaded(lab)
     rebound = [name for name, p in other.model.named_parameters()
                if not np.shares_memory(p.data, other.model.buffer.data)]
     if rebound:
@@ -158,8 +156,7 @@ def _copied(lab):
               hint="all five states must come back; compare the lab's five-state table in theory 00",
               needs=(_model_state, _optimizer_state, _schedule_state, _rng_state, _data_state))
 def _continues(lab):
-    original, path = _saved(lab, lab.scratch())
-    other, _ = _loaded(lab, path)
+    original, other, _, _ = _loaded(lab)
     original.advance(7)
     other.advance(7)
     if not np.array_equal(original.model.buffer.data, other.model.buffer.data):
@@ -171,8 +168,7 @@ def _continues(lab):
               hint="let model_files.encode build the bytes (it sorts the header and writes JSON canonically); "
                    "do not add timestamps or anything that changes between saves", needs=(_round_trip,))
 def _same_bytes(lab):
-    _, path = _saved(lab, lab.scratch())
-    other, _ = _loaded(lab, path)
+    _, other, path, _ = _loaded(lab)
     again = lab.scratch() / "again.safetensors"
     lab.module(CHECKPOINT).save_checkpoint(again, step=13, config_hash=HASH, extra={"best": 1.5},
                                            **other.objects())
@@ -184,13 +180,12 @@ def _refused(lab, path: Path, what: str, **keys: Any) -> None:
     """Loading `path` must raise a UserError and leave fresh parts exactly as they were."""
     other = _parts(1)
     before = other.states()
-    try:
-        lab.module(CHECKPOINT).load_checkpoint(path, **{"config_hash": HASH, **keys, **other.objects()})
-    except UserError as error:
-        if str(path) not in str(error):
-            raise Failed(f"{what}: the error does not name the file: {error}") from None
-    else:
+    error = raised(UserError, lab.module(CHECKPOINT).load_checkpoint, path,
+                   **{"config_hash": HASH, **keys, **other.objects()})
+    if error is None:
         raise Failed(f"{what} was loaded; it must be refused with a UserError")
+    if str(path) not in str(error):
+        raise Failed(f"{what}: the error does not name the file: {error}")
     changed = _changed(before, other)
     if changed:
         raise Failed(f"{what} was refused, but only after changing the {', '.join(changed)}")
@@ -206,7 +201,7 @@ def _changed(before: dict[str, Any], parts: Parts) -> list[str]:
               hint="compare the saved config_hash with the one given BEFORE restoring anything; raise UserError "
                    "naming the file", needs=(_round_trip,))
 def _other_config(lab):
-    _, path = _saved(lab, lab.scratch())
+    _, path = _saved(lab)
     _refused(lab, path, "a checkpoint of another config hash", config_hash="f" * 64)
 
 
@@ -224,14 +219,10 @@ def _model_only(lab):
               hint="snapshot the five states first (deep copies); if one load_state_dict raises, restore them all "
                    "from the snapshot, then raise a UserError", needs=(_round_trip,))
 def _rollback(lab):
-    _, path = _saved(lab, lab.scratch())
+    _, path = _saved(lab)
     other = _parts(1, records=36)  # the batcher refuses a state for 40 records, after the model and optimizer
     before = other.states()
-    try:
-        lab.module(CHECKPOINT).load_checkpoint(path, config_hash=HASH, **other.objects())
-    except UserError:
-        pass
-    else:
+    if raised(UserError, lab.module(CHECKPOINT).load_checkpoint, path, config_hash=HASH, **other.objects()) is None:
         raise Failed("a checkpoint whose batcher state is for 40 records loaded into a run of 36")
     changed = _changed(before, other)
     if changed:
@@ -242,7 +233,7 @@ def _rollback(lab):
               hint="never write straight to `path`: io.atomic_write_bytes writes a temp file, fsyncs it and "
                    "renames it over the target", needs=(_round_trip,))
 def _atomic(lab):
-    original, path = _saved(lab, lab.scratch())
+    original, path = _saved(lab)
     old = path.read_bytes()
     original.advance(1)
 

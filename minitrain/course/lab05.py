@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -299,9 +300,11 @@ def _dequantize(lab):
 # ------------------------------------------------------------------------------------------------ run folder
 
 
-def _held_out() -> list[dict]:
-    """The imperfect of the held-out val verbs: the 24 forms the adaptation is scored on."""
-    return [r for r in fixtures.records("val") if r["tense"] == "I"]
+def _held_out_ppl(path: Path) -> float:
+    """The val PPL of the model at `path` (a folder or a file) on the imperfect of the held-out val verbs: the 24
+    forms the adaptation is scored on."""
+    model, _ = load_model(str(path))
+    return score_records(model, fixtures.tokenizer(), [r for r in fixtures.records("val") if r["tense"] == "I"])["ppl"]
 
 
 @CHECKS.check("run folder: the LoRA run finished with your LoRALinear, training only the adapters",
@@ -344,8 +347,7 @@ def _run_merged(lab):
     if not difference < 1e-4:
         raise Failed(f"the merged model's logits differ from the adapted model's by up to {difference:.3g}: "
                      "delta_weight() and forward disagree (the scale?)")
-    model, _ = load_model(str(folder))
-    ppl = score_records(model, fixtures.tokenizer(), _held_out())["ppl"]
+    ppl = _held_out_ppl(folder)
     run_ppl = read_run(lab, "results.json")["val_ppl"]
     if not math.isclose(ppl, run_ppl, rel_tol=1e-4):
         raise Failed(f"the merged model scores val PPL {ppl:.6g} on the held-out imperfect; the run's is "
@@ -367,8 +369,7 @@ def _run_quantized(lab):
     if not scores["val_ppl"] <= 1.05 * scores["float32_val_ppl"]:
         raise Failed(f"at 4 bits the val PPL went from {scores['float32_val_ppl']:.4g} to {scores['val_ppl']:.4g}, "
                      "more than 5 % worse: per-channel 4-bit rounding should cost about 1 %")
-    model, _ = load_model(str(path))
-    ppl = score_records(model, fixtures.tokenizer(), _held_out())["ppl"]
+    ppl = _held_out_ppl(path)
     if not math.isclose(ppl, scores["val_ppl"], rel_tol=1e-4):
         raise Failed(f"the file records val PPL {scores['val_ppl']:.6g}, but the library reading its integers back "
                      f"scores {ppl:.6g}: your quantize_units and dequantize_units do not invert each other as "

@@ -39,15 +39,11 @@ def _tokenizer(lab):
     return lab.module(BPE).BPETokenizer
 
 
-def _names(tokenizer, pairs) -> list[str]:
-    spell = reference_stand_ins()
-    return [" + ".join(repr(bytes(tokenizer.vocab[i]).decode("utf-8", "replace")) if i < BASE
-                       else repr("".join(spell[b] for b in tokenizer.vocab[i])) for i in pair) for pair in pairs]
-
-
 def _shown(pairs) -> list[str]:
     """First merges (bytes only) as `'a' + 'b'`, with the library's ids (the fresh-vocabulary item passed)."""
-    return _names(Reference([], SPECIALS), pairs)
+    vocab, spell = Reference([], SPECIALS).vocab, reference_stand_ins()
+    return [" + ".join(repr(bytes(vocab[i]).decode("utf-8", "replace")) if i < BASE
+                       else repr("".join(spell[b] for b in vocab[i])) for i in pair) for pair in pairs]
 
 
 def _first_merge(lab, texts: list[str], merges: int = 1) -> tuple[list, list]:
@@ -200,6 +196,15 @@ def _verb_merges() -> list[tuple[int, int]]:
     return Reference.train(_corpora()["the verb corpus"], BASE + VERB_MERGES, SPECIALS).merges
 
 
+def _read_by_tokenizers(tokenizer):
+    """`tokenizer` saved as tokenizer.json (bpe_json.save_bpe), and that file read by `tokenizers`."""
+    from tokenizers import Tokenizer
+
+    with tempfile.TemporaryDirectory() as folder:
+        save_bpe(tokenizer, Path(folder) / "tokenizer.json")
+        return Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+
+
 def _with_verb_merges(lab):
     """The student's tokenizer built from the library's merges: encode and decode are graded on their own."""
     return _tokenizer(lab)(_verb_merges(), SPECIALS)
@@ -224,11 +229,7 @@ def _specials(lab):
                    "(lowest rank), everywhere in the word, until no learned pair is left")
 def _encode(lab):
     tokenizer = _with_verb_merges(lab)
-    from tokenizers import Tokenizer
-
-    with tempfile.TemporaryDirectory() as folder:
-        save_bpe(Reference(_verb_merges(), SPECIALS), Path(folder) / "tokenizer.json")
-        theirs = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    theirs = _read_by_tokenizers(Reference(_verb_merges(), SPECIALS))
     for text in [*PROBES, *_corpora()["the verb corpus"][::97]]:
         got, want = list(tokenizer.encode(text)), theirs.encode(text).ids
         if got != want:
@@ -263,12 +264,8 @@ def _round_trip(lab):
               hint="save_bpe reads your tokenizer's .special_tokens, .vocab (the bytes of each id) and .merges "
                    "((left id, right id) per merge): keep them as the docstring says")
 def _saved(lab):
-    from tokenizers import Tokenizer
-
     tokenizer = _tokenizer(lab).train(ADVERSARIAL, BASE + 20, SPECIALS)
-    with tempfile.TemporaryDirectory() as folder:
-        save_bpe(tokenizer, Path(folder) / "tokenizer.json")
-        theirs = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    theirs = _read_by_tokenizers(tokenizer)
     for text in [*PROBES, *ADVERSARIAL]:
         got, want = list(tokenizer.encode(text)), theirs.encode(text).ids
         if got != want:

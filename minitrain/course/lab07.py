@@ -12,8 +12,8 @@ asks for each from Tensor ops, which the library's own files (the yardstick) do 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
+from unittest import mock
 
 import numpy as np
 
@@ -65,13 +65,10 @@ def _verdict(got, want, what: str, mistakes) -> None:
                  f"expected {want.shape}")
 
 
-@contextmanager
-def _own_ops(lab, piece: str, fused: tuple[str, ...]) -> Iterator[None]:
+def _own_ops(lab, piece: str, fused: tuple[str, ...]) -> AbstractContextManager:
     """For a workspace: while `piece` runs, functional's fused ops `fused` raise (see the module docstring)."""
     if lab.workspace is None:
-        yield
-        return
-    saved = {name: getattr(F, name) for name in fused}
+        return nullcontext()
 
     def refuse(name: str):
         def fused_op(*args, **kwargs):
@@ -79,13 +76,7 @@ def _own_ops(lab, piece: str, fused: tuple[str, ...]) -> Iterator[None]:
                          hint=OWN_OPS)
         return fused_op
 
-    for name in fused:
-        setattr(F, name, refuse(name))
-    try:
-        yield
-    finally:
-        for name, op in saved.items():
-            setattr(F, name, op)
+    return mock.patch.multiple(F, **{name: refuse(name) for name in fused})
 
 
 def _same_weights(theirs, ours) -> None:

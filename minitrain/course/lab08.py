@@ -35,14 +35,17 @@ REAL_BASE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 KEYS = ("answer_loss", "answer_ppl", "answer_tokens", "answer_loss_per_char", "answer_ppl_per_char")
 
 
-def _mask(lab):
-    return lab.module(MASK).answer_mask
-
-
 def _pieces(messages: list[dict]) -> list[list[int]]:
     """The library's cut of a conversation into context and answer pieces, with the tiny tokenizer."""
     tokenizer = chat.tokenizer()
     return chat_pieces(messages, tokenizer.apply_chat_template(messages), tokenizer, "the checker's conversation")
+
+
+def _masks(lab, messages: list[dict], loss_on: str = "completion") -> tuple[list[list[int]], list[bool], list[bool]]:
+    """The conversation's pieces, the student's answer_mask of them (as bools) and the library's."""
+    pieces, eos = _pieces(messages), chat.tokenizer().eos_id
+    got = [bool(g) for g in lab.module(MASK).answer_mask(pieces, eos, loss_on)]
+    return pieces, got, reference_mask(pieces, eos, loss_on)
 
 
 def _shown(pieces, mask) -> str:
@@ -96,10 +99,8 @@ def _mask_mistake(got: list[bool], want: list[bool], pieces) -> str:
                    "piece (system, user, the `assistant\\n` header) counts nothing; mask[0] is False")
 def _one_conversation(lab):
     messages = chat.held_out()[0].data["messages"]
-    pieces = _pieces(messages)
-    got = list(_mask(lab)(pieces, chat.tokenizer().eos_id, "completion"))
-    want = reference_mask(pieces, chat.tokenizer().eos_id, "completion")
-    if [bool(g) for g in got] != want:
+    pieces, got, want = _masks(lab, messages)
+    if got != want:
         raise Failed(f"on “{messages[0]['content']}” → “{messages[1]['content']}” your mask counts "
                      f"{_shown(pieces, got)}; expected "
                      f"{_shown(pieces, want)}" + _mask_mistake(got, want, pieces))
@@ -109,9 +110,7 @@ def _one_conversation(lab):
               hint="loss_on='all' trains on the whole conversation: True everywhere but mask[0], since nothing "
                    "predicts the first token")
 def _all_tokens(lab):
-    pieces = _pieces(chat.held_out()[1].data["messages"])
-    got = [bool(g) for g in _mask(lab)(pieces, chat.tokenizer().eos_id, "all")]
-    want = reference_mask(pieces, chat.tokenizer().eos_id, "all")
+    _, got, want = _masks(lab, chat.held_out()[1].data["messages"], "all")
     if got != want:
         counted = sum(got)
         raise Failed(f"loss_on='all' over {len(want)} tokens: your mask counts {counted} of {len(got)}; expected "
@@ -135,11 +134,10 @@ def _random_conversation(rng: random.Random) -> list[dict]:
               hint="every answer piece counts on its own, up to and with its own last end token: a conversation of "
                    "three turns has three answers, and an empty answer still counts its <|im_end|>")
 def _random(lab):
-    rng, mask, eos = random.Random(8), _mask(lab), chat.tokenizer().eos_id
+    rng = random.Random(8)
     for _ in range(200):
         messages = _random_conversation(rng)
-        pieces = _pieces(messages)
-        got, want = [bool(g) for g in mask(pieces, eos, "completion")], reference_mask(pieces, eos, "completion")
+        pieces, got, want = _masks(lab, messages)
         if got != want:
             turns = ", ".join(f"{m['role']}: {m['content']!r}" for m in messages)
             raise Failed(f"on the conversation [{turns}] your mask counts {_shown(pieces, got)}; expected "
