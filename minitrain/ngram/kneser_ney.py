@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from minitrain.ngram.counts import NgramCounts
-from minitrain.ngram.model import LevelTable, NgramLM, apply_level, level_table
+from minitrain.ngram.model import NgramLM, level_table
 
 
 def estimate_discounts(adjusted: np.ndarray) -> np.ndarray:
@@ -63,11 +63,6 @@ class KneserNeyLM(NgramLM):
             self.discounts.append(d)
             # D1, D2 or D3+ by each gram's a = 1, 2, ≥3
             self.levels.append(level_table(counts.keys[j], a, d[np.minimum(a, 3) - 1], 0.0, self.vocab_size))
-
-    def combine(self, p: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: np.ndarray,
-                complete: np.ndarray) -> np.ndarray:
-        # Interpolate with everything below; an unseen or too-long context leaves p as it is.
-        return apply_level(p, table, rows, ctx)
 
     def describe(self) -> dict:
         """The fitted hyper-parameters as JSON-friendly values."""

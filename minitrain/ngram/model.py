@@ -83,8 +83,8 @@ def apply_level(p_lower: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: n
 class NgramLM:
     """Base class: an n-gram model of `order` over `counts.vocab_size` symbols.
 
-    Subclasses build `self.levels` (one `LevelTable` per n-gram length 1..order) and say in `combine` how a
-    level's table meets the distribution from the levels below.
+    Subclasses build `self.levels` (one `LevelTable` per n-gram length 1..order); `combine` says how a level's
+    table meets the distribution from the levels below (interpolation, unless a subclass says otherwise).
     """
 
     def __init__(self, counts: NgramCounts, order: int) -> None:
@@ -98,8 +98,9 @@ class NgramLM:
 
     def combine(self, p: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: np.ndarray,
                 complete: np.ndarray) -> np.ndarray:
-        """The distribution after level `table`, given `p` from the levels below (all (Q, V))."""
-        raise NotImplementedError
+        """The distribution after level `table`, given `p` from the levels below (all (Q, V)): mass + backoff · p
+        where the context was seen; an unseen or too-long context leaves p as it is."""
+        return apply_level(p, table, rows, ctx)
 
     def probs(self, tokens: np.ndarray) -> np.ndarray:
         """p(next | tokens[b, :t+1]) for every position: tokens (B, T) int -> (B, T, V) float64.
