@@ -177,10 +177,6 @@ class TablePipeline:
                    list(data["features"]), data.get("classes"), data.get("image"))
 
 
-def _label_key(value: Any) -> str:
-    return str(plain_value(value))
-
-
 def feature_matrix(columns: Columns, where: str) -> np.ndarray:
     """(N, F) float64 from preprocessed columns; a text column or a missing value is an error naming it."""
     for name, column in columns.items():
@@ -265,7 +261,7 @@ def _stratify_labels(columns: Columns, name: str | None) -> np.ndarray | None:
         return None
     if name not in columns:
         raise DataError(("data", "split", "stratify"), f"column {name!r} is not in the data")
-    return np.array([_label_key(v) for v in columns[name]])
+    return np.array([str(plain_value(v)) for v in columns[name]])  # 3.0 and 3 are one class
 
 
 def _fold(raw: dict[str, Columns], fold: tuple[int, int, bool, bool], seed: int, target: str) -> dict[str, Columns]:

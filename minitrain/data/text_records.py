@@ -48,7 +48,6 @@ from minitrain.common.io import decode_utf8, json_type, read_bytes
 from minitrain.data.formats import EXTENSIONS, read_table
 from minitrain.data.locate import data_files, download_dataset, is_hub_source, split_of
 
-KINDS = ("text", "prompt_completion", "chat")
 KIND_KEYS = {"text": ("text",), "prompt_completion": ("prompt", "completion"), "chat": ("messages",)}
 ROLES = ("system", "user", "assistant")
 # A table format's extensions name it here too, but a text file is one document (not one record per line).
@@ -61,7 +60,7 @@ SPLITS = ("train", "val", "test")  # locate.split_of's names, in the order split
 
 class TextRecord(NamedTuple):
     """One record: `where` it came from (`data/a.jsonl:12`, `data/a.parquet: row 5`, `notes/b.md`), its `kind`
-    (one of KINDS), and `data`, only that kind's keys: {"text"}, {"prompt", "completion"} or {"messages": [{"role",
+    (of KIND_KEYS), and `data`, only that kind's keys: {"text"}, {"prompt", "completion"} or {"messages": [{"role",
     "content"}, ...]}."""
 
     where: str
@@ -256,7 +255,7 @@ def locate_text(source: str | Path) -> dict[str, list[Path]]:
 
 
 def describe_text_data(source: str | Path) -> dict[str, Any]:
-    """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": one of KINDS,
+    """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": a key of KIND_KEYS,
     "format": the files' formats joined by "+" ("jsonl", "documents", "jsonl+parquet"), "samples": records in
     all, "files": [paths as strings], "splits": {split: records}} ("all" when the files are not split)."""
     located = locate_text(source)
