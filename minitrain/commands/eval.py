@@ -85,12 +85,13 @@ def text_rows(tokenizer, data: str | Path, loss_on: str, width: int):
     (text_examples.encode_records), one per row, a longer one split into windows of `width` positions that share
     one token (packing.pack, overflow="split"), so each token is a target once. scripts/check_eval_parity.py
     checks these rows against transformers' tokenizer."""
+    from minitrain.data.locate import data_files
     from minitrain.data.packing import pack, pad_id_of
     from minitrain.data.text_examples import encode_records
-    from minitrain.data.text_records import check_one_kind, read_file, read_files, text_files
+    from minitrain.data.text_records import RECORD_FORMATS, check_one_kind, read_file, read_files
 
     path = Path(data)
-    records = read_files(text_files(path)) if path.is_dir() else read_file(path)
+    records = read_files(data_files(path, RECORD_FORMATS)) if path.is_dir() else read_file(path)
     examples = encode_records(check_one_kind(records), tokenizer, loss_on)
     return pack(examples, width, "pad", pad_id_of(tokenizer), overflow="split")
 

@@ -29,6 +29,8 @@ import numpy as np
 
 from minitrain.data.batch import Batch
 from minitrain.data.batcher import TrainBatcher
+from minitrain.data.packing import pack
+from minitrain.data.text_examples import Example
 
 RANDOM_IMAGE = ("random_crop", "horizontal_flip")
 RANDOM_TEXT = ("random_swap", "random_delete")
@@ -80,13 +82,9 @@ def text_augment(steps: Sequence[tuple[str, Mapping[str, Any]]]) -> Augment:
     """The text steps, in order, as a function of a language-model `Batch` and an RNG."""
 
     def augment(batch: Batch, rng: np.random.Generator) -> Batch:
-        rows = [_edit_row(batch, i, steps, rng) for i in range(len(batch.input))]
-        arrays = [np.zeros_like(a) for a in batch]
-        for i, (line, counted) in enumerate(rows):
-            n = len(line) - 1
-            arrays[0][i, :n], arrays[1][i, :n] = line[:-1], line[1:]
-            arrays[2][i, :n], arrays[3][i, :n] = True, counted[1:]
-        return Batch(*arrays)  # the rest stays 0: PAD, no attention, no loss (edits only ever shorten a line)
+        lines = [Example(*_edit_row(batch, i, steps, rng), f"row {i}") for i in range(len(batch.input))]
+        # One edited line a row, padded with 0 (PAD): edits only ever shorten a line, so each still fits.
+        return Batch(*pack(lines, batch.input.shape[1], "pad")[:4])
 
     return augment
 

@@ -52,8 +52,8 @@ ENDINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "S": _ER_IR_SUBJUNCTIVE,
     },
 }
-FUTURE = ("é", "ás", "á", "emos", "éis", "án")
-CONDITIONAL = ("ía", "ías", "ía", "íamos", "íais", "ían")
+# The future and the conditional put these on the whole infinitive (the conditional's are the -er/-ir imperfect's).
+ON_INFINITIVE = {"F": ("é", "ás", "á", "emos", "éis", "án"), "C": _ER_IR_IMPERFECT}
 STRONG_PRETERITE = ("e", "iste", "o", "imos", "isteis", "ieron")
 
 # class -> (vowel, where the stem is stressed, where an -ir verb's ending starts with a diphthong or a)
@@ -117,10 +117,8 @@ def _conjugate(infinitive: str, verb: Irregular) -> Paradigm:
 
 def _form(infinitive: str, conj: str, stem: str, verb: Irregular, tense: str, person: int) -> str:
     i = person - 1
-    if tense == "F":
-        return (verb.future_stem or strip_accents(infinitive)) + FUTURE[i]
-    if tense == "C":
-        return (verb.future_stem or strip_accents(infinitive)) + CONDITIONAL[i]
+    if tense in ON_INFINITIVE:
+        return (verb.future_stem or strip_accents(infinitive)) + ON_INFINITIVE[tense][i]
     if tense == "R" and (verb.preterite_stem or verb.pattern == "ducir"):
         strong = verb.preterite_stem or stem[:-1] + "j"  # conduc- -> conduj-
         ending = STRONG_PRETERITE[i]

@@ -16,6 +16,7 @@ split in several files (shards) is their rows in name order. "validation" and "d
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from minitrain.common.errors import HUB_FAILED, DataError
@@ -78,9 +79,11 @@ def download_dataset(source: str) -> Path:
     return found
 
 
-def data_files(folder: Path) -> list[Path]:
-    """The files under `folder` (any depth) whose extension names a data format, in name order."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in EXTENSIONS
+def data_files(folder: Path, extensions: Collection[str] = EXTENSIONS) -> list[Path]:
+    """The files under `folder` (any depth, path order) with one of `extensions` (the table formats'), without
+    hidden files and README.md (on the Hub it describes the dataset)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in extensions
+                  and p.name.lower() != "readme.md"
                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
@@ -99,7 +102,7 @@ def locate_source(source: str) -> dict[str, list[Path]]:
         return {"all": [path]}
     if not path.is_dir():
         raise DataError(KEY, f"{source}: no such file or folder")
-    files = [p for p in data_files(path) if p.name.lower() != "readme.md"]
+    files = data_files(path)
     if not files:
         raise DataError(KEY, f"{source}: holds no data file (known extensions: {', '.join(sorted(EXTENSIONS))})")
     by_split: dict[str, list[Path]] = {}

@@ -205,6 +205,16 @@ def sorted_categories(values: Any) -> list[Any]:
     return sorted({plain_value(v) for v in values}, key=lambda v: (isinstance(v, str), v))
 
 
+def category_codes(values: Any, categories: Sequence[Any]) -> tuple[np.ndarray, int | None]:
+    """(N,) int64: each value's index in `categories` (plain values, as `sorted_categories` gives), compared as
+    text, a value as `plain_value` makes it (3.0 is 3); and the first row whose value (None included) is not one
+    of them, or None when every value is."""
+    code_of = {str(c): i for i, c in enumerate(categories)}
+    codes = np.array([-1 if v is None else code_of.get(str(plain_value(v)), -1) for v in values], dtype=np.int64)
+    unseen = np.flatnonzero(codes < 0)
+    return codes, int(unseen[0]) if unseen.size else None
+
+
 def plain_value(value: Any) -> Any:
     """A JSON-ready scalar: NumPy numbers to int/float (whole floats to int, so 3.0 and 3 are one category)."""
     if isinstance(value, np.generic):
@@ -253,14 +263,10 @@ def _apply(step: Mapping[str, Any], columns: Columns, where: str) -> Columns:
 
 def _encode(step: Mapping[str, Any], columns: Columns, out: Columns, where: str) -> Columns:
     for name, categories in step["categories"].items():
-        code_of = {str(c): i for i, c in enumerate(categories)}
-        codes = np.empty(len(columns[name]), dtype=np.int64)
-        for row, value in enumerate(columns[name]):
-            code = None if value is None else code_of.get(str(plain_value(value)))
-            if code is None:
-                raise DataError(KEY, f"{where}, row {row + 1}, column {name!r}: value {plain_value(value)!r} was not "
-                                     f"seen in training (categories: {categories[:10]})")
-            codes[row] = code
+        codes, row = category_codes(columns[name], categories)
+        if row is not None:
+            raise DataError(KEY, f"{where}, row {row + 1}, column {name!r}: value {plain_value(columns[name][row])!r} "
+                                 f"was not seen in training (categories: {categories[:10]})")
         if step["method"] == "onehot":
             position = list(out).index(name)
             items = list(out.items())

@@ -82,27 +82,15 @@ class PretrainedTokenizer:
         self.files = dict(files or {})
         self.where = where
         self.template_where = template_where or f"{where}: chat_template"  # where the template came from
+        ids = {name: None if token is None else tokenizer.token_to_id(token) for name, token in self.special.items()}
         for name, token in self.special.items():
-            if token is not None and tokenizer.token_to_id(token) is None:
+            if token is not None and ids[name] is None:
                 raise UserError(f"{where}: {name} {token!r} is not in the vocabulary", 2)
+        self.bos_id: int | None = ids["bos_token"]  # None where the tokenizer names no such token
+        self.eos_id: int | None = ids["eos_token"]
+        self.pad_id: int | None = ids["pad_token"]
 
     # --- ids ----------------------------------------------------------------------------------------------------
-
-    def _id(self, name: str) -> int | None:
-        token = self.special[name]
-        return None if token is None else self.tokenizer.token_to_id(token)
-
-    @property
-    def bos_id(self) -> int | None:
-        return self._id("bos_token")
-
-    @property
-    def eos_id(self) -> int | None:
-        return self._id("eos_token")
-
-    @property
-    def pad_id(self) -> int | None:
-        return self._id("pad_token")
 
     @property
     def vocab_size(self) -> int:

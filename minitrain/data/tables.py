@@ -36,6 +36,7 @@ from minitrain.data.locate import locate
 from minitrain.data.preprocessing import (
     Columns,
     Preprocessing,
+    category_codes,
     first_text,
     is_numeric,
     missing,
@@ -158,14 +159,11 @@ class TablePipeline:
             if not is_numeric(column):
                 raise DataError(TARGET_KEY, f"{where}: a regression target must be numbers; {self.target!r} holds text")
             return column.astype(np.float64).reshape(-1, 1)
-        index = {_label_key(c): i for i, c in enumerate(self.classes)}
-        ids = np.empty(len(column), dtype=np.int64)
-        for row, value in enumerate(column):
-            found = index.get(_label_key(value))
-            if found is None:
-                raise DataError(TARGET_KEY, f"{where}, row {row + 1}: class {plain_value(value)!r} of {self.target!r} "
-                                            f"never occurs in the training split (classes: {self.classes[:10]})")
-            ids[row] = found
+        ids, row = category_codes(column, self.classes)
+        if row is not None:
+            raise DataError(TARGET_KEY, f"{where}, row {row + 1}: class {plain_value(column[row])!r} of "
+                                        f"{self.target!r} never occurs in the training split (classes: "
+                                        f"{self.classes[:10]})")
         return ids
 
     def to_dict(self) -> dict[str, Any]:
@@ -177,10 +175,6 @@ class TablePipeline:
     def from_dict(cls, data: Mapping[str, Any]) -> TablePipeline:
         return cls(data["task"], data["target"], list(data["columns"]), Preprocessing.from_dict(data["preprocessing"]),
                    list(data["features"]), data.get("classes"), data.get("image"))
-
-
-def _label_key(value: Any) -> str:
-    return str(plain_value(value))
 
 
 def feature_matrix(columns: Columns, where: str) -> np.ndarray:
@@ -267,7 +261,7 @@ def _stratify_labels(columns: Columns, name: str | None) -> np.ndarray | None:
         return None
     if name not in columns:
         raise DataError(("data", "split", "stratify"), f"column {name!r} is not in the data")
-    return np.array([_label_key(v) for v in columns[name]])
+    return np.array([str(plain_value(v)) for v in columns[name]])  # 3.0 and 3 are one class
 
 
 def _fold(raw: dict[str, Columns], fold: tuple[int, int, bool, bool], seed: int, target: str) -> dict[str, Columns]:
@@ -295,7 +289,6 @@ def build_table_data(data: Any, task: str | None, seed: int, dtype: type = np.fl
     features = {name: c for name, c in raw["train"].items() if name != data.target}
     steps = [step.model_dump(exclude_none=True) if hasattr(step, "model_dump") else step
              for step in (data.preprocessing or [])]
-    steps = [{kind: options for kind, options in step.items()} for step in steps]
     preprocessing, done = Preprocessing.fit(steps, features)
     classes = None
     if task == CLASSIFICATION:

@@ -45,17 +45,14 @@ from typing import Any, NamedTuple
 
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import decode_utf8, json_type, read_bytes
-from minitrain.data.formats import read_table
-from minitrain.data.locate import download_dataset, is_hub_source, split_of
+from minitrain.data.formats import EXTENSIONS, read_table
+from minitrain.data.locate import data_files, download_dataset, is_hub_source, split_of
 
-KINDS = ("text", "prompt_completion", "chat")
 KIND_KEYS = {"text": ("text",), "prompt_completion": ("prompt", "completion"), "chat": ("messages",)}
 ROLES = ("system", "user", "assistant")
-RECORD_FORMATS = {
-    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
-    ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow", ".csv": "csv",
-    ".txt": "documents", ".text": "documents", ".md": "documents", ".markdown": "documents",
-}  # fmt: skip
+# A table format's extensions name it here too, but a text file is one document (not one record per line).
+RECORD_FORMATS = {**{ext: fmt for ext, fmt in EXTENSIONS.items() if fmt != "text"},
+                  **dict.fromkeys((".txt", ".text", ".md", ".markdown"), "documents")}
 TABLES = ("parquet", "arrow", "csv")  # read through formats.read_table
 BOM = "\ufeff"
 SPLITS = ("train", "val", "test")  # locate.split_of's names, in the order splits are read
@@ -63,7 +60,7 @@ SPLITS = ("train", "val", "test")  # locate.split_of's names, in the order split
 
 class TextRecord(NamedTuple):
     """One record: `where` it came from (`data/a.jsonl:12`, `data/a.parquet: row 5`, `notes/b.md`), its `kind`
-    (one of KINDS), and `data`, only that kind's keys: {"text"}, {"prompt", "completion"} or {"messages": [{"role",
+    (of KIND_KEYS), and `data`, only that kind's keys: {"text"}, {"prompt", "completion"} or {"messages": [{"role",
     "content"}, ...]}."""
 
     where: str
@@ -233,13 +230,6 @@ def check_one_kind(records: list[TextRecord]) -> list[TextRecord]:
     return records
 
 
-def text_files(folder: Path) -> list[Path]:
-    """The data files under `folder` (any depth, path order), without hidden files and README.md."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in RECORD_FORMATS
-                  and p.name.lower() != "readme.md"
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-
-
 def locate_text(source: str | Path) -> dict[str, list[Path]]:
     """{split: files}: {"all": [...]} for a file or a folder of unsplit files, else {"train": [...], "val": [...],
     "test": [...]} for a folder whose files (records or documents) are named after splits (only the splits present)."""
@@ -248,7 +238,7 @@ def locate_text(source: str | Path) -> dict[str, list[Path]]:
         return {"all": [path]}
     if not path.is_dir():
         raise UserError(f"{source}: no such file or folder", BAD_INPUT)
-    files = text_files(path)
+    files = data_files(path, RECORD_FORMATS)
     if not files:
         raise UserError(f"{source}: holds no text data file (known extensions: {', '.join(sorted(RECORD_FORMATS))})",
                         BAD_INPUT)
@@ -265,7 +255,7 @@ def locate_text(source: str | Path) -> dict[str, list[Path]]:
 
 
 def describe_text_data(source: str | Path) -> dict[str, Any]:
-    """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": one of KINDS,
+    """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": a key of KIND_KEYS,
     "format": the files' formats joined by "+" ("jsonl", "documents", "jsonl+parquet"), "samples": records in
     all, "files": [paths as strings], "splits": {split: records}} ("all" when the files are not split)."""
     located = locate_text(source)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from minitrain.ngram.counts import NgramCounts
-from minitrain.ngram.model import LevelTable, NgramLM, apply_level, group_by_context
+from minitrain.ngram.model import LevelTable, NgramLM, apply_level, level_table
 
 
 class AddKLM(NgramLM):
@@ -28,11 +28,7 @@ class AddKLM(NgramLM):
         self.k = k
         pseudo = k * np.count_nonzero(self.uniform)
         for j in range(1, order + 1):
-            keys, c = counts.keys[j], counts.raw[j]
-            contexts, starts = group_by_context(keys, self.vocab_size)
-            total = (np.add.reduceat(c, starts[:-1]) if c.size else np.zeros(0)) + pseudo
-            mass = c / np.repeat(total, np.diff(starts))
-            self.levels.append(LevelTable(contexts, starts, keys % self.vocab_size, mass, pseudo / total))
+            self.levels.append(level_table(counts.keys[j], counts.raw[j], 0.0, pseudo, self.vocab_size))
 
     def combine(self, p: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: np.ndarray,
                 complete: np.ndarray) -> np.ndarray:

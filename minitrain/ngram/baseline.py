@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write_json, atomic_write_text, sha256_of
+from minitrain.common.io import atomic_write_json, atomic_write_text, read_text, sha256_of
 from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.corpus import load_records
 from minitrain.data.tokenizer import CharTokenizer
@@ -88,10 +88,8 @@ def load_baseline_config(path: str | Path) -> NgramBaselineConfig:
     """Read and validate the config; every problem is reported at once in one `UserError` (exit code 2)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: config file not found", 2) from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raw = yaml.safe_load(read_text(path, "config file"))
+    except yaml.YAMLError as e:
         raise UserError(f"{path}: not a readable YAML file ({e})", 2) from None
     try:
         cfg = NgramBaselineConfig.model_validate(raw)

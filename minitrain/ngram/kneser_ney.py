@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from minitrain.ngram.counts import NgramCounts
-from minitrain.ngram.model import LevelTable, NgramLM, apply_level, group_by_context
+from minitrain.ngram.model import NgramLM, level_table
 
 
 def estimate_discounts(adjusted: np.ndarray) -> np.ndarray:
@@ -61,21 +61,8 @@ class KneserNeyLM(NgramLM):
             a = adjusted_counts(counts, j, order)
             d = np.clip(discount_scale * estimate_discounts(a), 0.0, [1.0, 2.0, 3.0])
             self.discounts.append(d)
-            self.levels.append(self._level_table(counts.keys[j], a, d))
-
-    def _level_table(self, keys: np.ndarray, a: np.ndarray, d: np.ndarray) -> LevelTable:
-        contexts, starts = group_by_context(keys, self.vocab_size)
-        bucket = np.minimum(a, 3) - 1  # 0, 1, 2 for a = 1, 2, ≥3
-        discount = d[bucket]
-        total = np.add.reduceat(a, starts[:-1]).astype(np.float64) if a.size else np.zeros(0)
-        freed = np.add.reduceat(discount, starts[:-1]) if a.size else np.zeros(0)
-        mass = (a - discount) / np.repeat(total, np.diff(starts))
-        return LevelTable(contexts, starts, keys % self.vocab_size, mass, freed / total)
-
-    def combine(self, p: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: np.ndarray,
-                complete: np.ndarray) -> np.ndarray:
-        # Interpolate with everything below; an unseen or too-long context leaves p as it is.
-        return apply_level(p, table, rows, ctx)
+            # D1, D2 or D3+ by each gram's a = 1, 2, ≥3
+            self.levels.append(level_table(counts.keys[j], a, d[np.minimum(a, 3) - 1], 0.0, self.vocab_size))
 
     def describe(self) -> dict:
         """The fitted hyper-parameters as JSON-friendly values."""

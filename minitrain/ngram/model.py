@@ -42,10 +42,17 @@ class LevelTable(NamedTuple):
     backoff: np.ndarray
 
 
-def group_by_context(gram_keys: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """For sorted gram keys, the sorted unique context keys (key // V) and CSR `starts` (C+1,)."""
-    contexts, first = np.unique(gram_keys // vocab_size, return_index=True)
-    return contexts, np.append(first, gram_keys.size)
+def level_table(keys: np.ndarray, counts: np.ndarray, discount: np.ndarray | float, extra: float,
+                vocab_size: int) -> LevelTable:
+    """The level of the grams `keys` (sorted) seen `counts` times, each less `discount`, with `extra` pseudo-counts
+    per context: mass = (c(h w) - d) / (Σ_v c(h v) + extra), backoff = (Σ_v d + extra) / (Σ_v c(h v) + extra)."""
+    contexts, first = np.unique(keys // vocab_size, return_index=True)
+    starts = np.append(first, keys.size)
+    discount = np.broadcast_to(discount, counts.shape)
+    total = (np.add.reduceat(counts, starts[:-1]).astype(np.float64) if counts.size else np.zeros(0)) + extra
+    freed = (np.add.reduceat(discount, starts[:-1]) if counts.size else np.zeros(0)) + extra
+    mass = (counts - discount) / np.repeat(total, np.diff(starts))
+    return LevelTable(contexts, starts, keys % vocab_size, mass, freed / total)
 
 
 def lookup(table: LevelTable, keys: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,8 +83,8 @@ def apply_level(p_lower: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: n
 class NgramLM:
     """Base class: an n-gram model of `order` over `counts.vocab_size` symbols.
 
-    Subclasses build `self.levels` (one `LevelTable` per n-gram length 1..order) and say in `combine` how a
-    level's table meets the distribution from the levels below.
+    Subclasses build `self.levels` (one `LevelTable` per n-gram length 1..order); `combine` says how a level's
+    table meets the distribution from the levels below (interpolation, unless a subclass says otherwise).
     """
 
     def __init__(self, counts: NgramCounts, order: int) -> None:
@@ -91,8 +98,9 @@ class NgramLM:
 
     def combine(self, p: np.ndarray, table: LevelTable, rows: np.ndarray, ctx: np.ndarray,
                 complete: np.ndarray) -> np.ndarray:
-        """The distribution after level `table`, given `p` from the levels below (all (Q, V))."""
-        raise NotImplementedError
+        """The distribution after level `table`, given `p` from the levels below (all (Q, V)): mass + backoff · p
+        where the context was seen; an unseen or too-long context leaves p as it is."""
+        return apply_level(p, table, rows, ctx)
 
     def probs(self, tokens: np.ndarray) -> np.ndarray:
         """p(next | tokens[b, :t+1]) for every position: tokens (B, T) int -> (B, T, V) float64.

@@ -9,23 +9,14 @@ chosen order or discount: it is scored once, afterwards, with the winner.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
-import numpy as np
-
+from minitrain.data.batch import Batch
 from minitrain.evaluation.metrics import PerplexityMeter
 from minitrain.ngram.model import NgramLM
 
 
-class ScoredBatch(Protocol):
-    """The fields of `minitrain.data.batcher.Batch` that scoring reads, each (B, T)."""
-
-    input: np.ndarray
-    target: np.ndarray
-    loss_mask: np.ndarray
-
-
-def evaluate(model: NgramLM, batches: Iterable[ScoredBatch]) -> PerplexityMeter:
+def evaluate(model: NgramLM, batches: Iterable[Batch]) -> PerplexityMeter:
     """Accumulate -log p(target) of `model` over the counted positions of every batch."""
     meter = PerplexityMeter()
     for batch in batches:
@@ -43,7 +34,7 @@ class Tuned(NamedTuple):
 
 
 def grid_search(
-    make_model: Callable[..., NgramLM], candidates: Iterable[dict], dev_batches: Sequence[ScoredBatch]
+    make_model: Callable[..., NgramLM], candidates: Iterable[dict], dev_batches: Sequence[Batch]
 ) -> Tuned:
     """Build `make_model(**params)` for every candidate and keep the one with the lowest dev PPL.
 
