@@ -3,12 +3,7 @@
 (minitrain/quant/grid.py) and the quantizer (minitrain/quant/affine.py) both read it.
 
 Each field's choices are the records of a `Registry` (minitrain/common/registry.py), in the order `quantize:`'s
-schema and `minitrain quantize --help` list them; tests/test_registries.py runs every record:
-
-    BITS           BitWidth(8)                                      codes of 2, 4 or 8 bits
-    SCHEMES        Grid("symmetric", True, qmin, qmax)              the integer levels [qmin, qmax] of `bits`
-    GRANULARITIES  Granularity("per_group", shape, grouped=True)    the units (G, g, C) a weight (in, out) is cut into
-    METHODS        RangeMethod("mse", "minitrain.quant.affine.mse_ranges", observer="histogram")
+schema and `minitrain quantize --help` list them; tests/test_registries.py runs every record.
 """
 
 from __future__ import annotations
