@@ -342,10 +342,10 @@ def test_every_table_format_reads_a_tiny_table_given_or_told_by_each_of_its_exte
 # ----------------------------------------------------------------------------------------------- quantization
 
 
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("granularity", GRANULARITIES)
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("granularity", list(GRANULARITIES))
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+@pytest.mark.parametrize("bits", list(BITS))
 def test_every_quantization_scheme_round_trips_within_its_bound(bits, scheme, granularity, method):
     """minitrain/quant/affine.py's bound: a value inside its unit's grid range [(qmin − z)·s, (qmax − z)·s] comes
     back off by at most s/2, one outside it as the range's nearest end (clipped), 0 exactly; with minmax every
@@ -369,3 +369,53 @@ def test_every_quantization_scheme_round_trips_within_its_bound(bits, scheme, gr
     np.testing.assert_allclose(back[~keep], np.where(units < lowest, lowest, highest)[~keep], rtol=1e-6)
     if method == "minmax":  # every value: the zero point's rounding may shift the grid past an extreme by < s/2
         assert (np.abs(units - back) <= step / 2 * (1 + 1e-5)).all()
+
+
+@pytest.mark.parametrize("bits", list(BITS))
+def test_every_bit_width_packs_its_codes_and_holds_every_grid(bits):
+    """Every code of `bits` bits packs 8 // bits to a byte and back; each grid's levels are at most 2^bits, a
+    symmetric grid's centred on 0, 0 a level of every grid."""
+    from minitrain.quant.bit_packing import pack_bits, unpack_bits
+
+    codes = np.arange(2**bits, dtype=np.uint8).repeat(3)
+    packed = pack_bits(codes, bits)
+    assert packed.size == -(-codes.size * bits // 8)
+    np.testing.assert_array_equal(unpack_bits(packed, bits, codes.size), codes)
+    for grid in SCHEMES.values():
+        qmin, qmax = grid.qmin(bits), grid.qmax(bits)
+        assert qmin <= 0 < qmax and qmax - qmin < 2**bits
+        assert (qmin == -qmax) == grid.symmetric
+
+
+@pytest.mark.parametrize("granularity", list(GRANULARITIES))
+def test_every_granularity_views_each_value_once_and_refuses_what_it_cannot_cut(granularity):
+    """units(W) is a view (G, g, C) of W (in, out) holding each value once, C 1 or out; a grouped granularity needs
+    a group_size and one that divides the inputs."""
+    record = GRANULARITIES[granularity]
+    w = np.arange(12 * 5, dtype=np.float32).reshape(12, 5)
+    units = Scheme(granularity=granularity, group_size=4).units(w)
+    assert units.ndim == 3 and units.size == w.size and units.shape[2] in (1, 5) and np.shares_memory(units, w)
+    assert sorted(units.reshape(-1)) == sorted(w.reshape(-1))
+    if record.grouped:
+        assert units.shape[1] == 4
+        with pytest.raises(ValueError, match="needs group_size"):
+            Scheme(granularity=granularity)
+        with pytest.raises(ValueError, match="does not divide"):
+            Scheme(granularity=granularity, group_size=5).units(w)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_range_method_gives_ranges_holding_zero_inside_the_extremes_and_is_a_qat_observer(method):
+    """lo <= 0 <= hi for every unit, inside [min, max] widened to 0 (a method may clip, never widen); QAT's
+    observer of the record's name picks it (qat.observer of the quantize: section)."""
+    from minitrain.config.finetune_sections import QuantizeConfig
+    from minitrain.quant import affine
+
+    s = Scheme(4, "asymmetric", "per_channel", method=method, percentile=99.0)
+    w = np.random.default_rng(1).standard_t(3, size=(32, 6)).astype(np.float32)
+    w[:, 0] = np.abs(w[:, 0])  # a unit with no negative value: lo is 0
+    lo, hi = affine.unit_ranges(s.units(w), s)
+    assert lo.shape == hi.shape == (1, 6) and (lo <= 0).all() and (hi >= 0).all() and lo[0, 0] == 0
+    assert (lo >= np.minimum(w.min(axis=0), 0)).all() and (hi <= np.maximum(w.max(axis=0), 0)).all()
+    config = QuantizeConfig.model_validate({"qat": {"observer": METHODS[method].observer}})
+    assert config.scheme_for(training=True).method == method

@@ -78,9 +78,14 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
 
 def sigmoid(x: Tensor) -> Tensor:
     """y = 1/(1 + e^(−x)), computed as e^x/(1 + e^x) for x < 0 so that no exp overflows;  dx = g·y·(1 − y)."""
-    e = np.exp(-np.abs(x.data))  # in (0, 1]: never overflows
-    y = np.where(x.data >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
+    y = stable_sigmoid(x.data)
     return Tensor._from_op(y, (x,), lambda g: x._accumulate(g * y * (1 - y)))
+
+
+def stable_sigmoid(x: np.ndarray) -> np.ndarray:
+    """σ(x) in x's dtype from e^(−|x|) ∈ (0, 1], which never overflows: 1/(1 + e) for x ≥ 0, e/(1 + e) below."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:

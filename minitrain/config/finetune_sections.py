@@ -55,7 +55,7 @@ class CalibrationConfig(Section):
     """How post-training quantization chooses each unit's range, and the data it may use."""
 
     samples: Count = Field(0, description="training records whose inputs weigh the mse method's error")
-    method: Literal[METHODS] = "minmax"
+    method: Literal[tuple(METHODS)] = "minmax"
     percentile: float = Field(99.99, gt=50, le=100, description="percentile method (and observer)")
 
 
@@ -63,9 +63,9 @@ class QuantizeConfig(Section):
     """Quantize the linear layers' weights after training (minitrain/quant/), optionally trained for it (qat)."""
 
     enabled: bool = False
-    bits: Literal[BITS] = 8
-    scheme: Literal[SCHEMES] = "symmetric"
-    granularity: Literal[GRANULARITIES] = "per_channel"
+    bits: Literal[tuple(BITS)] = 8
+    scheme: Literal[tuple(SCHEMES)] = "symmetric"
+    granularity: Literal[tuple(GRANULARITIES)] = "per_channel"
     group_size: PositiveInt = Field(128, description="per_group: inputs per scale; must divide each layer's inputs")
     qat: QatConfig = Field(default_factory=QatConfig)
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig)

@@ -76,8 +76,6 @@ class RotaryEmbedding(Module):
 
     def __init__(self, head_dim: int, theta: float = 10000.0, scaling: Mapping[str, Any] | None = None) -> None:
         super().__init__()
-        if head_dim % 2:
-            raise ArgumentError(f"model: head_dim ({head_dim}) must be even for rotary embeddings")
         self.head_dim, self.theta = head_dim, theta
         self.inv_freq = inverse_frequencies(head_dim, theta, scaling)
 

@@ -28,7 +28,7 @@ advances one optimizer step and, if the schedule was given an optimizer, sets th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any, ClassVar, Protocol
 
@@ -131,7 +131,9 @@ class Schedule:
 
 class _Finite(Schedule):
     """A schedule that decays towards `lr_min` over `decay_steps` after the warm-up (default: until `total_steps`,
-    the warm-up counted inside it), then stays at lr_min."""
+    the warm-up counted inside it), then stays at lr_min: `anneal(lr_max, lr_min, min(k / decay_steps, 1))`."""
+
+    anneal: ClassVar[Callable[[float, float, float], float]]
 
     total_steps: int
     lr_min: float = 0.0
@@ -150,24 +152,35 @@ class _Finite(Schedule):
         self.decay_steps = decay_steps if decay_steps is not None else total_steps - warmup_steps
         super().__post_init__()
 
+    def _decay(self, k: int) -> float:
+        return type(self).anneal(self.lr_max, self.lr_min, min(k / self.decay_steps, 1.0))
+
+
+def _cosine_between(start: float, end: float, progress: float) -> float:
+    """Half a cosine from `start` (progress 0) to `end` (progress 1)."""
+    return end + 0.5 * (start - end) * (1.0 + math.cos(math.pi * progress))
+
+
+def _line_between(start: float, end: float, progress: float) -> float:
+    """A straight line from `start` (progress 0) to `end` (progress 1), as torch's linear annealing."""
+    return (end - start) * progress + start
+
+
+_ANNEAL = {"cos": _cosine_between, "linear": _line_between}
+
 
 class WarmupCosine(_Finite):
     """Lab 01's schedule: linear warm-up to lr_max, cosine down to lr_min at total_steps, lr_min after."""
 
     name = "warmup_cosine"
-
-    def _decay(self, k: int) -> float:
-        progress = min(k / self.decay_steps, 1.0)
-        return self.lr_min + 0.5 * (self.lr_max - self.lr_min) * (1.0 + math.cos(math.pi * progress))
+    anneal = _cosine_between
 
 
 class Linear(_Finite):
     """Straight line from lr_max down to lr_min at total_steps."""
 
     name = "linear"
-
-    def _decay(self, k: int) -> float:
-        return self.lr_max + (self.lr_min - self.lr_max) * min(k / self.decay_steps, 1.0)
+    anneal = _line_between
 
 
 class Constant(Schedule):
@@ -251,19 +264,6 @@ class OneCycle(Schedule):
             return self.anneal(self.lr_start, self.lr_max, k / self.peak_step)
         progress = min((k - self.peak_step) / (self.total_steps - 1 - self.peak_step), 1.0)
         return self.anneal(self.lr_max, self.lr_end, progress)
-
-
-def _cosine_between(start: float, end: float, progress: float) -> float:
-    """Half a cosine from `start` (progress 0) to `end` (progress 1)."""
-    return end + 0.5 * (start - end) * (1.0 + math.cos(math.pi * progress))
-
-
-def _line_between(start: float, end: float, progress: float) -> float:
-    """A straight line from `start` (progress 0) to `end` (progress 1), as torch's linear annealing."""
-    return (end - start) * progress + start
-
-
-_ANNEAL = {"cos": _cosine_between, "linear": _line_between}
 
 
 class Plateau(Schedule):

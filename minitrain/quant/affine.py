@@ -23,8 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minitrain.common.registry import load
 from minitrain.quant.grid import dequantize_units, quantize_units, scale_and_zero
-from minitrain.quant.scheme import Scheme
+from minitrain.quant.scheme import METHODS, Scheme
 
 MSE_CLIP_RATIOS = np.linspace(1.0, 0.5, 21)  # the ranges the mse search tries, as shares of the minmax range
 
@@ -38,18 +39,29 @@ class Quantized(NamedTuple):
 
 
 def unit_ranges(units: np.ndarray, scheme: Scheme, gram: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """[lo, hi] of each unit (each (G, C)) by `scheme.method`, always containing 0.
+    """[lo, hi] of each unit (each (G, C)) by `scheme.method` (its record's `ranges`), always containing 0.
 
     `gram` (in, in), the calibration inputs' XᵀX, makes the mse search minimise the output error instead of the
     weight error (per_tensor has no input axis to weigh, so it keeps the weight error)."""
-    if scheme.method == "percentile":
-        lo = np.percentile(units, 100 - scheme.percentile, axis=1)
-        hi = np.percentile(units, scheme.percentile, axis=1)
-    else:
-        lo, hi = units.min(axis=1), units.max(axis=1)
-    lo, hi = np.minimum(lo, 0.0), np.maximum(hi, 0.0)
-    if scheme.method != "mse":
-        return lo, hi
+    return load(METHODS[scheme.method].ranges)(units, scheme, gram)
+
+
+def minmax_ranges(units: np.ndarray, scheme: Scheme, gram: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The extreme values of each unit, widened to include 0."""
+    return np.minimum(units.min(axis=1), 0.0), np.maximum(units.max(axis=1), 0.0)
+
+
+def percentile_ranges(units: np.ndarray, scheme: Scheme, gram: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The (100 − P)-th and P-th percentiles of each unit, widened to include 0."""
+    lo = np.percentile(units, 100 - scheme.percentile, axis=1)
+    hi = np.percentile(units, scheme.percentile, axis=1)
+    return np.minimum(lo, 0.0), np.maximum(hi, 0.0)
+
+
+def mse_ranges(units: np.ndarray, scheme: Scheme, gram: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Of the minmax range scaled by each of MSE_CLIP_RATIOS, the one whose error (`_error_weights`) is least."""
+    lo, hi = minmax_ranges(units, scheme)
     weigh = _error_weights(units, scheme, gram)
     best_error = best_lo = best_hi = None
     for ratio in MSE_CLIP_RATIOS:

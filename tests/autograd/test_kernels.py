@@ -14,6 +14,7 @@ from minitrain.autograd.kernels import (
     fastmath,
     gelu,
     grad_norm,
+    grouped_attention,
     layernorm,
 )
 from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference
@@ -73,8 +74,9 @@ def test_cross_entropy(dtype):
 def test_causal_softmax(dtype):
     scores = normal((2, 3, 6, 6), dtype, 0, scale=4.0)
     key_mask = np.array([[True] * 6, [True, True, True, True, False, False]])
-    probs = attention.causal_softmax_forward_numba(scores.copy(), 0.5, key_mask)  # the kernel works in place
-    agree(probs, attention.causal_softmax_forward_reference(scores, 0.5, key_mask), dtype)
+    bias = attention.causal_bias(key_mask, 6, dtype)
+    probs = grouped_attention.masked_softmax_forward_numba(scores.copy(), 0.5, bias)  # the kernel works in place
+    agree(probs, grouped_attention.masked_softmax_forward_reference(scores, 0.5, bias), dtype)
     np.testing.assert_allclose(probs.sum(axis=-1), 1.0, rtol=1e-6)
     assert np.all(np.triu(probs[0, 0], k=1) == 0) and np.all(probs[1, :, :, 4:] == 0)
     dprobs = normal(probs.shape, dtype, 1)
@@ -84,8 +86,8 @@ def test_causal_softmax(dtype):
 def test_causal_softmax_row_without_keys_is_zero():
     scores = np.ones((1, 1, 3, 3))
     no_keys = np.array([[False, True, True]])  # query 0 may only see key 0, which is padding
-    for kernel in (attention.causal_softmax_forward_numba, attention.causal_softmax_forward_reference):
-        probs = kernel(scores.copy(), 1.0, no_keys)
+    for kernel in (grouped_attention.masked_softmax_forward_numba, grouped_attention.masked_softmax_forward_reference):
+        probs = kernel(scores.copy(), 1.0, attention.causal_bias(no_keys, 3, scores.dtype))
         np.testing.assert_array_equal(probs[0, 0, 0], 0.0)
         np.testing.assert_allclose(probs[0, 0, 2], [0.0, 0.5, 0.5])
 

@@ -16,7 +16,8 @@ dy (B, T, C) and the saved p:
 
 Both implementations do the four matrix products as batched products on views of qkv and write straight into
 the (B, T, C) output and the (B, T, 3C) gradient. They differ in the softmax: NumPy in the reference, the numba
-kernel `causal_softmax_forward_numba` in the other (its rows, and the backward, are attention_softmax.py's).
+kernel in the other, both grouped_attention.py's masked softmax under the causal mask `causal_bias` (its rows,
+and the backward, are attention_softmax.py's).
 From 2²³ multiply-adds per product (B·H·T·T·D: the scaled config, not the lab's) the batch is cut into one slice
 per core, each computed on its own thread (batch_split.py): the same bytes, both cores busy.
 Shapes: qkv (B, T, 3C); key_mask (B, T) bool; out, dy (B, T, C); scores, probs (B, H, T, T).
@@ -28,11 +29,14 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-from numba import njit
 
-from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference, softmax_row
+from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference
 from minitrain.autograd.kernels.batch_split import each_slice
-from minitrain.autograd.kernels.fastmath import FASTMATH
+from minitrain.autograd.kernels.grouped_attention import (
+    additive_mask,
+    masked_softmax_forward_numba,
+    masked_softmax_forward_reference,
+)
 
 
 # ------------------------------------------------------------------------------------------- the products
@@ -64,7 +68,7 @@ def attention_forward(
 
     def part(s: slice) -> None:
         scores = np.matmul(q[s], _transposed(k[s]), out=probs[s])
-        p = softmax(scores, scale, key_mask[s])
+        p = softmax(scores, scale, causal_bias(key_mask[s], time, scores.dtype))
         if p is not scores:  # the NumPy softmax returns a new array; numba's works in place
             scores[...] = p
         np.matmul(scores, v[s], out=y[s])
@@ -101,40 +105,14 @@ def products_macs(q: np.ndarray) -> int:
 
 
 # ------------------------------------------------------------------------------------------- the softmax
-def causal_softmax_forward_reference(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
-    t = scores.shape[-1]
-    allowed = np.tril(np.ones((t, t), dtype=bool))[None, None] & key_mask[:, None, None, :]
-    logits = np.where(allowed, scores * scale, -np.inf)
-    peak = logits.max(axis=-1, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0)
-    e = np.where(allowed, np.exp(logits - peak), 0)
-    total = e.sum(axis=-1, keepdims=True)
-    return (e / np.where(total > 0, total, 1)).astype(scores.dtype)
-
-
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy", nogil=True)  # nogil: batch slices run side by side
-def _softmax_rows(scores, scale, key_mask, bias):
-    """In place: scores becomes probs. bias (T, T) is scratch for the additive mask (0 allowed, −∞ not)."""
-    n_batch, n_head, t, _ = scores.shape
-    for b in range(n_batch):
-        for i in range(t):
-            for j in range(t):
-                bias[i, j] = 0.0 if j <= i and key_mask[b, j] else -np.inf
-        for h in range(n_head):
-            for i in range(t):
-                softmax_row(scores[b, h, i], scale, bias[i])
-
-
-def causal_softmax_forward_numba(scores: np.ndarray, scale: float, key_mask: np.ndarray) -> np.ndarray:
-    """Overwrites `scores` with the probabilities (attention_forward hands over its temporary)."""
-    probs = np.ascontiguousarray(scores)
-    t = scores.shape[-1]
-    _softmax_rows(probs, probs.dtype.type(scale), np.ascontiguousarray(key_mask), np.empty((t, t), probs.dtype))
-    return probs
+def causal_bias(key_mask: np.ndarray, time: int, dtype: np.dtype) -> np.ndarray:
+    """(B, T, T) additive mask: 0 where j ≤ i and key j is a real token, −∞ elsewhere. The causal softmax is
+    grouped_attention.py's masked one under it (one row of scores per query: G = 1)."""
+    return additive_mask(np.tril(np.ones((time, time), dtype=bool))[None] & key_mask[:, None, :], dtype)
 
 
 # The two implementations: the same products, the softmax of each (functional.py calls them through `kernels`).
-attention_forward_reference = partial(attention_forward, softmax=causal_softmax_forward_reference)
+attention_forward_reference = partial(attention_forward, softmax=masked_softmax_forward_reference)
 attention_backward_reference = partial(attention_backward, softmax_backward=softmax_backward_reference)
-attention_forward_numba = partial(attention_forward, softmax=causal_softmax_forward_numba)
+attention_forward_numba = partial(attention_forward, softmax=masked_softmax_forward_numba)
 attention_backward_numba = partial(attention_backward, softmax_backward=softmax_backward_numba)

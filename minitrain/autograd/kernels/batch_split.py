@@ -36,11 +36,7 @@ SPLIT_MACS = 2**23
 _pools: dict[int, ThreadPoolExecutor] = {}  # by size: the threads beside the caller's
 
 
-def _drop_pools() -> None:
-    _pools.clear()
-
-
-os.register_at_fork(after_in_child=_drop_pools)
+os.register_at_fork(after_in_child=_pools.clear)
 
 
 def slices(batch: int, n: int) -> list[slice]:

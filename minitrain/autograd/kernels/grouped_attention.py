@@ -99,7 +99,7 @@ def masked_softmax_forward_reference(scores: np.ndarray, scale: float, bias: np.
     return (e / np.where(total > 0, total, 1)).astype(scores.dtype).reshape(scores.shape)
 
 
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy", nogil=True)  # nogil: attention.py's batch slices
 def _softmax_rows(scores, scale, bias):
     """In place: scores (B, H_kv, R, Tk) becomes probs; row r reads the mask row bias[b, r % Tq]."""
     n_batch, n_kv_head, n_rows, _ = scores.shape

@@ -13,20 +13,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from minitrain.autograd.functional import stable_sigmoid
 from minitrain.autograd.kernels.fastmath import FASTMATH, fast_exp
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
-
-
 def silu_forward_reference(x: np.ndarray) -> np.ndarray:
-    return x * _sigmoid(x)
+    return x * stable_sigmoid(x)
 
 
 def silu_backward_reference(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    s = _sigmoid(x)
+    s = stable_sigmoid(x)
     return (dy * s * (1 + x * (1 - s))).astype(x.dtype)
 
 
