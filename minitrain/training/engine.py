@@ -1,17 +1,7 @@
 """The training engine: lab 01's loop with everything a long run needs around it.
 
-`train()` is the loop; each step is the student-sized pieces of `minitrain/loop.py` (lab 01), and every piece
-of bookkeeping around them is a named method of `_Loop`:
-
-    for step in range(start, total_steps):
-        batches = [next(data.train) for _ in range(grad_accumulation)]
-        lr = scheduler.lr                               # the rate this update uses: lr_at(step)
-        loss, grad_norm = loop.gradients(batches)       # loop.py's train_step: forward, backward, clip
-        if loss or grad_norm is not finite (or exp(loss) is): stop, "diverged"      # before the bad update
-        optimizer.step()                                # then a pruning: section's masks again (pruning/gradual.py)
-        log a train row every log_every steps, validate (loop.evaluate) every val_every steps
-        scheduler.step(); save_best, callbacks
-        stop? (early stopping, a callback, an alert's halt, Ctrl-C, training.duration); checkpoint every save_every
+`train()` is the loop (lab 01's text walks through it step by step); each step is the student-sized pieces of
+`minitrain/loop.py` (lab 01), and every piece of bookkeeping around them is a named method of `_Loop`.
 
 `train_step` and `evaluate` are imported from `minitrain.loop` by name, so a student's own loop.py (the course
 seam, `minitrain/seam.py`) trains here exactly as the library's does.

@@ -4,7 +4,7 @@ minitrain/training/engine.py's docstring)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,10 +82,6 @@ class LoopState:
     best_saved: float | None = None  # metric value of checkpoints/best.safetensors (save_best)
     warned_high_loss: bool = False
     stopped_by: str | None = None  # why a callback stopped the run: resuming its last checkpoint trains no more
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
-        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
 
 
 @dataclass

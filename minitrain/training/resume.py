@@ -88,11 +88,10 @@ def restore(path: Path, parts: Any, books: Bookkeeping) -> tuple[LoopState, dict
     extra = restored["extra"]
     _check_same_data(path, extra.get("data_sha256"), checkpointing.data_sha256)
     try:
-        _LOOP_STATE.validate_json(json.dumps(extra.get("loop", {})), strict=True)  # JSON: strict, yet from a dict
+        start = _LOOP_STATE.validate_json(json.dumps(extra.get("loop", {})), strict=True)  # JSON: strict, from a dict
         for name in ("early_stopping", "alerts"):
             if getattr(books, name) is not None and name in extra:
                 getattr(books, name).load_state_dict(extra[name])
-        start = LoopState.from_dict(extra.get("loop", {}))
     except (UserError, ValidationError, ValueError, TypeError, KeyError, IndexError) as e:
         problem = problem_text(e) if isinstance(e, ValidationError) else str(e)
         raise UserError(f"{path}: cannot restore the loop's state ({problem})", 2) from None
@@ -100,7 +99,7 @@ def restore(path: Path, parts: Any, books: Bookkeeping) -> tuple[LoopState, dict
     return start, extra
 
 
-_LOOP_STATE = TypeAdapter(LoopState)  # the dataclass's field types, checked strictly before it is built
+_LOOP_STATE = TypeAdapter(LoopState)  # builds the LoopState, its fields' types checked strictly
 
 
 def _check_same_data(path: Path, saved: Any, now: dict[str, dict[str, str]]) -> None:

@@ -200,7 +200,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     if books.callbacks and checkpoint_path is not None:
         books.callbacks.load_state_dict(restored.get("callbacks", []))
     books.manifest = run_start.run_manifest(cfg, parts, books, previous, checkpoint_path, continuing=continuing,
-                               init_from=init_from, strict=strict, overrides=overrides, runtime=runtime)
+                                            init_from=init_from, strict=strict, overrides=overrides, runtime=runtime)
     run = _Run(cfg, out_dir, parts, books, final_models_dir, baseline, rerun, quiet=not progress,
                start_time=start_time, earlier_wall=float(books.manifest.get("wall_seconds") or 0.0), switch=switch)
     try:
@@ -246,12 +246,6 @@ def _worker_switch(cfg: Config, parts: Parts, cleanup: ExitStack) -> WorkerSwitc
     cleanup.callback(switch.close)
     switch.start(cfg.runtime.data_parallel.workers)
     return switch
-
-
-
-
-
-
 
 
 # ------------------------------------------------------------------------------------------------- the loop
@@ -417,8 +411,6 @@ def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results
                         quiet=quiet)
 
 
-
-
 def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
     """Write the model file under a temporary name, then rename it after its content hash; return its path
     (relative to the repository when inside it, as results.json records it) and the file's sha256. A table
@@ -441,6 +433,5 @@ def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tupl
     final = final.resolve()
     shown = final.relative_to(REPO_ROOT) if final.is_relative_to(REPO_ROOT) else final
     return str(shown), digest
-
 
 
