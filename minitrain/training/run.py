@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from minitrain.callbacks import Callback, CallbackList
+from minitrain.callbacks import Callback
 from minitrain.common.errors import UserError
 from minitrain.common.io import cannot_write
 from minitrain.common.paths import REPO_ROOT
@@ -55,7 +55,6 @@ from minitrain.monitor.metrics_files import write_metrics
 from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_report
-from minitrain.nn import Module
 from minitrain.parallel.switch import WorkerSwitch
 from minitrain.parallel.workers import start_workers
 from minitrain.runs import run_dir
@@ -315,7 +314,8 @@ def _finish(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
         finished = outcome["status"] in FINISHED  # a final score that is NaN or infinite: diverged after all
         if not finished:
             artifacts.complete_manifest(books.manifest_path, books.manifest, wall_seconds=run.wall_seconds())
-            _train_end(books.callbacks, outcome, run.parts.model, quiet=run.quiet)
+            if books.callbacks:  # the run is over, its files written
+                books.callbacks.train_end(outcome, run.parts.model, quiet=run.quiet)
             raise stopping.stopped_error(outcome, run.rerun)
         return _write_results(run, outcome, rows, results)
     except KeyboardInterrupt as stop:
@@ -398,17 +398,9 @@ def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]
     artifacts.complete_manifest(run.books.manifest_path, manifest, status=outcome["status"], wall_seconds=wall,
                                 model_path=model_path, model_sha256=model_sha256,
                                 quality=None if quality is None else quality.as_dict())
-    _train_end(watch, outcome, parts.model, results, quiet=run.quiet)
-    return results
-
-
-def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results: dict | None = None,
-               quiet: bool = False) -> None:
-    """Tell the watchers the run is over (its files are written): on_train_end, with results.json when it
-    finished."""
     if watch:
-        watch.train_end(status=outcome["status"], step=outcome["steps_done"] - 1, model=model, results=results,
-                        quiet=quiet)
+        watch.train_end(outcome, parts.model, results, quiet=run.quiet)
+    return results
 
 
 def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
