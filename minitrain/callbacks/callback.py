@@ -252,10 +252,12 @@ class CallbackList:
                 raise UserError(f"callback {name} failed at step {step} ({event}): {type(exc).__name__}: {exc}",
                                 1) from None
 
-    def train_end(self, *, status: str, step: int, model: Any, results: Mapping[str, Any] | None = None,
+    def train_end(self, outcome: Mapping[str, Any], model: Any, results: Mapping[str, Any] | None = None,
                   quiet: bool = False) -> None:
-        """Dispatch on_train_end. The loop is over: ctx.info prints (unless `quiet`), and there is no step left to
-        log a row for, checkpoint or stop."""
+        """Dispatch on_train_end for the loop's `outcome` (its status; step: the last one run, steps_done − 1),
+        with results.json's content when the run finished. The loop is over: ctx.info prints (unless `quiet`), and
+        there is no step left to log a row for, checkpoint or stop."""
+        status, step = outcome["status"], outcome["steps_done"] - 1
 
         def over(*_: Any) -> None:
             raise RuntimeError("the run is over: on_train_end cannot log rows, save checkpoints or stop it")

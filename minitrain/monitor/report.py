@@ -1,7 +1,7 @@
 """Run outputs for people: metrics.csv beside train_log.jsonl, and report.md.
 
     rows = read_log(run_dir / "train_log.jsonl")
-    write_metrics_csv(rows, run_dir / "metrics.csv")
+    metrics_table(rows)     # metrics.csv's columns and rows: minitrain/monitor/metrics_files.py writes them
     write_report(run_dir / "report.md", title=cfg.name, results=results, quality=quality_score(rows))
 
 metrics.csv has one row per logged step (a train row and a val row at the same step are merged), `step` first,
@@ -106,10 +106,6 @@ def metrics_csv(rows: Iterable[Mapping[str, Any]]) -> str:
     for row in table:
         writer.writerow([_cell(row.get(c)) for c in columns])
     return out.getvalue()
-
-
-def write_metrics_csv(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike) -> None:
-    atomic_write_text(path, metrics_csv(rows))
 
 
 def _show(value: Any) -> str:

@@ -1,17 +1,7 @@
 """The training engine: lab 01's loop with everything a long run needs around it.
 
-`train()` is the loop; each step is the student-sized pieces of `minitrain/loop.py` (lab 01), and every piece
-of bookkeeping around them is a named method of `_Loop`:
-
-    for step in range(start, total_steps):
-        batches = [next(data.train) for _ in range(grad_accumulation)]
-        lr = scheduler.lr                               # the rate this update uses: lr_at(step)
-        loss, grad_norm = loop.gradients(batches)       # loop.py's train_step: forward, backward, clip
-        if loss or grad_norm is not finite (or exp(loss) is): stop, "diverged"      # before the bad update
-        optimizer.step()                                # then a pruning: section's masks again (pruning/gradual.py)
-        log a train row every log_every steps, validate (loop.evaluate) every val_every steps
-        scheduler.step(); save_best, callbacks
-        stop? (early stopping, a callback, an alert's halt, Ctrl-C, training.duration); checkpoint every save_every
+`train()` is the loop (lab 01's text walks through it step by step); each step is the student-sized pieces of
+`minitrain/loop.py` (lab 01), and every piece of bookkeeping around them is a named method of `_Loop`.
 
 `train_step` and `evaluate` are imported from `minitrain.loop` by name, so a student's own loop.py (the course
 seam, `minitrain/seam.py`) trains here exactly as the library's does.
@@ -47,145 +37,26 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sized
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from minitrain.callbacks.callback import Actions, CallbackList
+from minitrain.callbacks.callback import Actions
 from minitrain.checkpoint import save_checkpoint
 from minitrain.common.io import append_line
-from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.evaluation.metrics import perplexity
 from minitrain.loop import evaluate, train_step
-from minitrain.monitor.early_stopping import EarlyStopping, is_better
-from minitrain.monitor.progress import Progress
+from minitrain.monitor.early_stopping import is_better
 from minitrain.optim.clip import clip_grad_value_
-from minitrain.runs.checkpoint_manager import BEST_FILE, CheckpointManager
+from minitrain.runs.checkpoint_manager import BEST_FILE
 from minitrain.runs.run_files import COMPLETED, DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED
 from minitrain.training import artifacts
+from minitrain.training.loop_inputs import STATEFUL, Bookkeeping, LoopData, LoopSettings, LoopState
 from minitrain.training.stopping import StopSignal, catch_stop_signals
 from minitrain.training.tasks import LANGUAGE_MODELING, task_train_step
-
-# Lab 01: "if the loss stalls above 4.0, stop the run — something is wrong". ln(64) ≈ 4.16 is the loss of a
-# uniform guess over 64 ids, so still being above 4.0 after the warm-up means almost nothing was learned. For
-# another vocabulary the same share of ln(V) (a 49,152-token base: 10.4), so the warning means the same thing.
-HIGH_LOSS_AFTER_WARMUP = 4.0
-
-
-# ------------------------------------------------------------------------------------------------ what train() takes
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    """The numbers that shape the loop (the config's training keys; step numbering: module docstring).
-
-    `total_steps` optimizer updates; a train row every `log_every` steps and a validation every `val_every`
-    steps, both also at the last step. `rng_seed` seeded the training RNG, `model.rng`, which the caller built
-    the model with (it drew the initial weights and draws the dropout masks); train() records it in the
-    manifest. Each update's gradient is the token-weighted mean over `grad_accumulation` micro-batches, its
-    global norm clipped to `clip_norm`, then each element to [−clip_value, clip_value] (None: no clipping).
-    `warmup_steps`: the high-loss warning waits for them; `high_loss` is its threshold. `schedule_metric`: the
-    val value reported to `scheduler.step()` after each validation (only a plateau schedule uses it).
-    `duration_seconds` stops the run on the clock (the one place time decides anything).
-    """
-
-    total_steps: int
-    val_every: int
-    log_every: int
-    rng_seed: int
-    clip_norm: float | None = None
-    clip_value: float | None = None
-    grad_accumulation: int = 1
-    warmup_steps: int = 0
-    high_loss: float = HIGH_LOSS_AFTER_WARMUP
-    schedule_metric: str = "val_loss"
-    duration_seconds: float | None = None
-
-
-@dataclass
-class LoopData:
-    """Where the loop's batches come from and how they become losses.
-
-    `train`: an endless iterator of training batches (a batcher with state_dict() when checkpointing). `val`:
-    the validation batches, scored with `loop.evaluate`, unless `validate(model)` is given: it returns the val
-    row's values, `val_loss` and `val_ppl` first, then any others (training.val_metrics: val_token_accuracy,
-    ...); a table task's validation has no `val_ppl`. `task` turns batches into losses (`step_gradients`).
-    `workers`: data-parallel workers (minitrain/parallel/) that compute each step's gradient in place of
-    train_step, with the same bytes: `workers.gradients(model, batches, clip_norm)` -> (loss, grad_norm).
-    """
-
-    train: Iterator
-    val: Iterable = ()
-    validate: Callable[[Any], dict[str, float]] | None = None
-    task: Any = LANGUAGE_MODELING
-    workers: Any = None
-
-
-@dataclass
-class LoopState:
-    """What the loop itself carries from step to step; saved in every checkpoint, so a resume continues it."""
-
-    step: int = 0  # the next step to run = optimizer updates done
-    best_val_loss: float | None = None
-    best_val_ppl: float | None = None
-    best_val_step: int | None = None
-    last_val_loss: float | None = None
-    last_val_ppl: float | None = None
-    last_loss: float | None = None
-    best_saved: float | None = None  # metric value of checkpoints/best.safetensors (save_best)
-    warned_high_loss: bool = False
-    stopped_by: str | None = None  # why a callback stopped the run: resuming its last checkpoint trains no more
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
-        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
-
-
-@dataclass
-class Checkpointing:
-    """Where and when the loop saves full training checkpoints (see checkpoint.py).
-
-    `save_every` N: after every N-th update (null: only when the run stops). `save_best`: also keep
-    `best.safetensors`, the state at the best `metric` (mode "min" or "max") seen at a validation.
-    `data_sha256` ({config key: {"path", "sha256"}} of the data files) is saved too, so a resume can tell
-    when the data changed under it.
-    """
-
-    manager: CheckpointManager
-    config_hash: str
-    save_every: int | None = None
-    save_best: bool = False
-    metric: str = "val_loss"
-    mode: str = "min"
-    data_sha256: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
-@dataclass
-class Bookkeeping:
-    """What the loop writes, who watches it and where it starts; all optional.
-
-    `manifest` (versions, config, ...) is written to `manifest_path` with status "running" before the first step
-    and completed (in place: the caller sees the final version) when the loop ends, however it ends. `log_path`
-    receives the train_log.jsonl rows. `checkpointing` needs `LoopData.train` to be a batcher with state_dict().
-    `callbacks` hear each step, validation, epoch end and logged row (on_train_end is the caller's to send, once
-    its own files are written); one that requests a stop ends the run after that step (status early_stopped).
-    `start` continues a run restored from a checkpoint.
-    """
-
-    manifest_path: str | Path | None = None
-    manifest: dict[str, Any] = field(default_factory=dict)
-    log_path: str | Path | None = None
-    checkpointing: Checkpointing | None = None
-    early_stopping: EarlyStopping | None = None
-    alerts: AlertMonitor | None = None
-    progress: Progress | None = None
-    callbacks: CallbackList | None = None
-    start: LoopState | None = None
-    pruning: Any = None  # a GradualPruner (minitrain/pruning/gradual.py): after every update; its masks checkpointed
-
 
 # ------------------------------------------------------------------------------------------------ the loop
 
@@ -475,14 +346,7 @@ class _Loop:
         extra = {"loop": asdict(self.state)}
         if books.checkpointing.data_sha256:
             extra["data_sha256"] = books.checkpointing.data_sha256
-        if books.early_stopping is not None:
-            extra["early_stopping"] = books.early_stopping.state_dict()
-        if books.alerts is not None:
-            extra["alerts"] = books.alerts.state_dict()
-        if books.callbacks:
-            extra["callbacks"] = books.callbacks.state_dict()
-        if books.pruning is not None:
-            extra["pruning"] = books.pruning.state_dict()
+        extra.update({name: watcher.state_dict() for name in STATEFUL if (watcher := getattr(books, name))})
         return {
             "model": self.model,
             "optimizer": self.optimizer,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,11 @@ from minitrain.common.io import atomic_write_text, read_bytes, sha256_of
 from minitrain.config import Config, resolved_dict
 from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.data.text_sources import source_files
-from minitrain.evaluation.alerts import AlertMonitor
-from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.report import log_row_problem
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.run_dir import LOG_FILE
 from minitrain.runs.run_files import problem_text, read_manifest
-from minitrain.training.engine import Checkpointing, LoopState
+from minitrain.training.loop_inputs import Bookkeeping, LoopState
 from minitrain.training.parts import hashed_part, training_config_hash
 
 RECORDED_CONFIG = "config.resolved.yaml"
@@ -73,14 +70,15 @@ def resume_checkpoint(resume: str | os.PathLike | None, out_dir: Path, overwrite
     return path
 
 
-def restore(path: Path, parts: Any, checkpointing: Checkpointing, early_stopping: EarlyStopping | None,
-            alerts: AlertMonitor | None) -> tuple[LoopState, dict[str, Any]]:
-    """Load the checkpoint into `parts` and the monitors; return the loop's state to start from, and the
-    checkpoint's `extra` (the callbacks' states are there).
+def restore(path: Path, parts: Any, books: Bookkeeping) -> tuple[LoopState, dict[str, Any]]:
+    """Load the checkpoint into `parts` and the monitors of `books` (early stopping, alerts); return the loop's
+    state to start from, and the checkpoint's `extra` (the callbacks' and the pruning's states are there: they are
+    restored once built).
 
     A checkpoint that cannot resume this run is exit code 2, and so is one whose data files have changed since it
     was saved (the same config would then train another model).
     """
+    checkpointing = books.checkpointing
     try:
         restored = load_checkpoint(path, model=parts.model, optimizer=parts.optimizer, scheduler=parts.scheduler,
                                    batcher=parts.batcher, train_rng=parts.model.rng,
@@ -90,8 +88,10 @@ def restore(path: Path, parts: Any, checkpointing: Checkpointing, early_stopping
     extra = restored["extra"]
     _check_same_data(path, extra.get("data_sha256"), checkpointing.data_sha256)
     try:
-        _LOOP_STATE.validate_json(json.dumps(extra.get("loop", {})), strict=True)  # JSON: strict, yet from a dict
-        start = restore_loop_state(extra, early_stopping, alerts)
+        start = _LOOP_STATE.validate_json(json.dumps(extra.get("loop", {})), strict=True)  # JSON: strict, from a dict
+        for name in ("early_stopping", "alerts"):
+            if getattr(books, name) is not None and name in extra:
+                getattr(books, name).load_state_dict(extra[name])
     except (UserError, ValidationError, ValueError, TypeError, KeyError, IndexError) as e:
         problem = problem_text(e) if isinstance(e, ValidationError) else str(e)
         raise UserError(f"{path}: cannot restore the loop's state ({problem})", 2) from None
@@ -99,7 +99,7 @@ def restore(path: Path, parts: Any, checkpointing: Checkpointing, early_stopping
     return start, extra
 
 
-_LOOP_STATE = TypeAdapter(LoopState)  # the dataclass's field types, checked strictly before it is built
+_LOOP_STATE = TypeAdapter(LoopState)  # builds the LoopState, its fields' types checked strictly
 
 
 def _check_same_data(path: Path, saved: Any, now: dict[str, dict[str, str]]) -> None:
@@ -228,15 +228,3 @@ def _check_log_is_this_runs(source: Path, rows: list[dict[str, Any]], start: Loo
     if not found:
         raise UserError(f"{source}: not the log of the run {checkpoint} continues (its validation rows do not "
                         "match the checkpoint's); move it away to resume without the earlier rows", 2)
-
-
-def restore_loop_state(
-    extra: Mapping[str, Any], early_stopping: EarlyStopping | None, alerts: AlertMonitor | None
-) -> LoopState:
-    """The LoopState saved in a checkpoint's `extra`, and the monitors' states restored in place (the callbacks'
-    states are `extra["callbacks"]`, for `CallbackList.load_state_dict`)."""
-    if early_stopping is not None and "early_stopping" in extra:
-        early_stopping.load_state_dict(extra["early_stopping"])
-    if alerts is not None and "alerts" in extra:
-        alerts.load_state_dict(extra["alerts"])
-    return LoopState.from_dict(extra.get("loop", {}))

@@ -31,58 +31,50 @@ from __future__ import annotations
 import math
 import os
 import time
-import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from minitrain.callbacks import Callback, CallbackList
+from minitrain.callbacks import Callback
 from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write_text, cannot_write, read_text
-from minitrain.common.paths import REPO_ROOT, recorded_path
-from minitrain.config import Config, resolved_dict, resolved_yaml
+from minitrain.common.io import cannot_write
+from minitrain.common.paths import REPO_ROOT
+from minitrain.config import Config, resolved_dict
 from minitrain.config.datacheck import DataSummary
 from minitrain.config.missing_extras import missing_extras
 from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_check import Fold
-from minitrain.evaluation.alerts import AlertMonitor
 from minitrain.models.registry import FAMILIES
 from minitrain.monitor.console_log import console_log
 from minitrain.monitor.curves import train_val_gap
-from minitrain.monitor.early_stopping import EarlyStopping
 from minitrain.monitor.html_report import write_html_report
 from minitrain.monitor.metrics_files import write_metrics
 from minitrain.monitor.progress import Progress
 from minitrain.monitor.quality import quality_score
 from minitrain.monitor.report import read_log, write_report
-from minitrain.nn import Module
 from minitrain.parallel.switch import WorkerSwitch
 from minitrain.parallel.workers import start_workers
 from minitrain.runs import run_dir
-from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import save_model_file
 from minitrain.runs.run_files import DIVERGED, FINISHED, FINISHING, INTERRUPTED
 from minitrain.runs.run_lock import RunLock
 from minitrain.tracking import flatten
-from minitrain.training import artifacts, scoring, stopping
+from minitrain.training import artifacts, run_start, scoring, stopping
 from minitrain.training.cross_validation import cross_validate
 from minitrain.training.dashboard import SMOOTHING_WINDOW, plot_dashboard
-from minitrain.training.distillation_task import teacher_fingerprint
-from minitrain.training.engine import HIGH_LOSS_AFTER_WARMUP, Bookkeeping, Checkpointing, LoopData, LoopSettings, train
+from minitrain.training.engine import train
 from minitrain.training.environment import write_environment
-from minitrain.training.finetune import adapter_facts, after_training, load_init_weights, model_file_state
-from minitrain.training.parts import Parts, build_parts, parameter_counts, training_config_hash, validator_for
+from minitrain.training.finetune import after_training, model_file_state
+from minitrain.training.loop_inputs import HIGH_LOSS_AFTER_WARMUP, Bookkeeping, LoopData, LoopSettings
+from minitrain.training.parts import Parts, build_parts, training_config_hash, validator_for
 from minitrain.training.plan import configure_runtime, resolve_total_steps
 from minitrain.training.resume import (
     check_run_files,
-    data_fingerprint,
     is_recorded_config,
-    keep_log_before,
     previous_manifest,
-    restore,
     resume_checkpoint,
     run_dir_of,
     same_folder,
@@ -91,7 +83,6 @@ from minitrain.training.table_results import plot_table_curve, table_results
 from minitrain.training.text_run import complete_config, data_summary, save_tokenizer, text_results
 from minitrain.training.watchers import watch_run
 
-LOG_FILE = run_dir.LOG_FILE
 HYPERPARAMETERS = ("model", "optimizer", "scheduler", "training", "lora")  # report.md's resolved sections
 CONSOLE_LOG = Path("logs") / "train.log"
 
@@ -150,7 +141,7 @@ def run_training(
     checkpoint_path = resume_checkpoint(resume, out_dir, overwrite)
     final_models_dir = artifacts.models_dir(models_dir or cfg.output.models_dir, out_dir)
     # Before any work: a folder that cannot be written fails now, not after training.
-    _check_folders({"run folder": out_dir, "models folder": final_models_dir})
+    run_start.check_folders({"run folder": out_dir, "models folder": final_models_dir})
     missing = missing_extras(cfg)
     if missing:
         raise ConfigError(missing, cfg.source or ConfigSource())
@@ -170,7 +161,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
                 cleanup: ExitStack) -> dict[str, Any]:
     """run_training's work, with the writer lock held: check the folder, build the parts, start fresh or restore
     the checkpoint, write the files a run starts with, train, finish."""
-    config_text = _config_text(cfg, config_path)
+    config_text = run_start.config_text(cfg, config_path)
     continuing = checkpoint_path is not None and same_folder(run_dir_of(checkpoint_path), out_dir)
     if not continuing:
         run_dir.check_new_run(out_dir, config_text, overwrite)
@@ -182,14 +173,14 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
         check_run_files(checkpoint_path, cfg, previous, out_dir)
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
     parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold, summary.text)
-    books = _bookkeeping(cfg, out_dir, parts)
+    books = run_start.bookkeeping(cfg, out_dir, parts)
     # Read before any work and any write: a damaged baseline file then costs nothing. The n-gram baseline's PPL
     # is per character: a BPE run's per-token PPL is not comparable with it (experiments/26-bpe-verbs compares
     # tokenizers in bits per character).
     baseline = None if parts.table or cfg.on_pretrained_base or cfg.data.uses_bpe else artifacts.load_baseline_ppl(
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
         data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
-    restored, init_from = _start(cfg, out_dir, checkpoint_path, parts, books, overwrite)
+    restored, init_from = run_start.start_run(cfg, out_dir, checkpoint_path, parts, books, overwrite)
     if books.pruning is not None:  # the masks the checkpoint saved (refused when it has none), or boundary 0
         books.pruning.begin(parts.model, restored.get("pruning", {} if checkpoint_path else None), checkpoint_path)
     save_tokenizer(cfg, parts.tokenizer, out_dir)
@@ -197,7 +188,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     if is_recorded_config(cfg, out_dir):  # `train --resume RUN` without a config: the run's files stay as they are
         overrides = previous.get("overrides", overrides)
     else:
-        _write_configs(cfg, out_dir, config_text)
+        run_start.write_configs(cfg, out_dir, config_text)
     write_environment(out_dir)
     switch = _worker_switch(cfg, parts, cleanup)
     books.callbacks = watch_run(cfg, callbacks, cleanup, model=parts.model, tokenizer=parts.tokenizer,
@@ -207,8 +198,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
                                 apply_setting=switch.apply if switch else None)
     if books.callbacks and checkpoint_path is not None:
         books.callbacks.load_state_dict(restored.get("callbacks", []))
-    books.manifest = _manifest(cfg, parts, books, previous, checkpoint_path, continuing=continuing,
-                               init_from=init_from, strict=strict, overrides=overrides, runtime=runtime)
+    books.manifest = run_start.run_manifest(cfg, parts, books, previous, checkpoint_path, continuing=continuing,
+                                            init_from=init_from, strict=strict, overrides=overrides, runtime=runtime)
     run = _Run(cfg, out_dir, parts, books, final_models_dir, baseline, rerun, quiet=not progress,
                start_time=start_time, earlier_wall=float(books.manifest.get("wall_seconds") or 0.0), switch=switch)
     try:
@@ -254,70 +245,6 @@ def _worker_switch(cfg: Config, parts: Parts, cleanup: ExitStack) -> WorkerSwitc
     cleanup.callback(switch.close)
     switch.start(cfg.runtime.data_parallel.workers)
     return switch
-
-
-def _bookkeeping(cfg: Config, out_dir: Path, parts: Parts) -> Bookkeeping:
-    """The loop's files and monitors in `out_dir`: manifest.json, train_log.jsonl, the checkpoints, early
-    stopping and alerts when configured (the manifest, progress display, watchers and start come later)."""
-    ckpt = cfg.training.checkpoint
-    table_files = None if parts.table is None else parts.table.info["files"]
-    checkpointing = Checkpointing(CheckpointManager(out_dir, ckpt.keep_last), training_config_hash(cfg),
-                                  ckpt.save_every, ckpt.save_best, ckpt.metric, ckpt.mode,
-                                  data_sha256=data_fingerprint(cfg, table_files) | teacher_fingerprint(parts.task))
-    watch = cfg.training.early_stopping
-    early_stopping = None if watch is None else EarlyStopping(watch.metric, watch.patience, watch.min_delta,
-                                                              watch.mode)
-    alerts = AlertMonitor(cfg.monitoring.alert_rules()) if cfg.monitoring.alerts else None
-    return Bookkeeping(out_dir / "manifest.json", log_path=out_dir / LOG_FILE, checkpointing=checkpointing,
-                       early_stopping=early_stopping, alerts=alerts,
-                       pruning=cfg.pruning.pruner(parts.model, parts.total_steps))
-
-
-def _start(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Parts, books: Bookkeeping,
-           overwrite: bool) -> tuple[dict[str, Any], Any]:
-    """Resume `checkpoint_path` (its state into `parts` and `books.start`, the log cut back to its step) or start
-    a fresh run (the folder cleared, the weights `model.init_from` names loaded); return the checkpoint's `extra`
-    ({} when fresh) and what the weights came from (the manifest's init_from; None when resumed)."""
-    if checkpoint_path is not None:
-        books.start, restored = restore(checkpoint_path, parts, books.checkpointing, books.early_stopping,
-                                        books.alerts)
-        if overwrite:
-            run_dir.clear_run(out_dir)
-        keep_log_before(run_dir_of(checkpoint_path) or out_dir, books.log_path, books.start, checkpoint_path)
-        for name in ("results.json", "report.md"):  # the run is unfinished again until it completes
-            run_dir.remove_file(out_dir / name)
-        return restored, None
-    init_from = parts.init_from  # a LoRA base, loaded while building
-    if cfg.model.init_from and not cfg.lora.enabled:
-        init_from = load_init_weights(parts.model, cfg)
-    run_dir.clear_run(out_dir)
-    atomic_write_text(out_dir / LOG_FILE, "")
-    return {}, init_from
-
-
-def _manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[str, Any], checkpoint_path: Path | None,
-              *, continuing: bool, init_from: Any, strict: bool, overrides: tuple[str, ...] | list[str],
-              runtime: dict[str, Any]) -> dict[str, Any]:
-    """manifest.json's content before the first step: the previous run's when resuming it, else a new one, with
-    this run's facts (steps, sizes, hashes, runtime, where the weights came from, the resumes)."""
-    resumed = checkpoint_path is not None and bool(previous)
-    manifest = previous if resumed else artifacts.new_manifest(cfg)
-    if not (resumed and continuing and manifest.get("run_id")):
-        manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
-    manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
-                    **parameter_counts(parts.model), **adapter_facts(parts.model),
-                    config_hash=books.checkpointing.config_hash,
-                    data_sha256=books.checkpointing.data_sha256, runtime=runtime)
-    for stale in ("error", "signal"):
-        manifest.pop(stale, None)
-    if init_from is not None:
-        manifest["init_from"] = recorded_path(init_from) if isinstance(init_from, str) else init_from
-    if parts.table is not None:
-        # A table's files and splits are hashed one by one; the corpus manifest beside train_path is not its data.
-        manifest.update(data_manifest_hash=None, data=parts.table.info)
-    if checkpoint_path is not None:
-        manifest.setdefault("resumes", []).append({"checkpoint": str(checkpoint_path), "step": books.start.step})
-    return manifest
 
 
 # ------------------------------------------------------------------------------------------------- the loop
@@ -387,7 +314,8 @@ def _finish(run: _Run, outcome: dict[str, Any]) -> dict[str, Any]:
         finished = outcome["status"] in FINISHED  # a final score that is NaN or infinite: diverged after all
         if not finished:
             artifacts.complete_manifest(books.manifest_path, books.manifest, wall_seconds=run.wall_seconds())
-            _train_end(books.callbacks, outcome, run.parts.model, quiet=run.quiet)
+            if books.callbacks:  # the run is over, its files written
+                books.callbacks.train_end(outcome, run.parts.model, quiet=run.quiet)
             raise stopping.stopped_error(outcome, run.rerun)
         return _write_results(run, outcome, rows, results)
     except KeyboardInterrupt as stop:
@@ -470,31 +398,9 @@ def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]
     artifacts.complete_manifest(run.books.manifest_path, manifest, status=outcome["status"], wall_seconds=wall,
                                 model_path=model_path, model_sha256=model_sha256,
                                 quality=None if quality is None else quality.as_dict())
-    _train_end(watch, outcome, parts.model, results, quiet=run.quiet)
-    return results
-
-
-def _train_end(watch: CallbackList | None, outcome: dict, model: Module, results: dict | None = None,
-               quiet: bool = False) -> None:
-    """Tell the watchers the run is over (its files are written): on_train_end, with results.json when it
-    finished."""
     if watch:
-        watch.train_end(status=outcome["status"], step=outcome["steps_done"] - 1, model=model, results=results,
-                        quiet=quiet)
-
-
-def _check_folders(folders: dict[str, Path]) -> None:
-    """A UserError (exit code 2) unless each folder ({what: path}) is, or can be created as, a writable folder:
-    a path through a file or an unwritable folder is named before any work. Creates nothing (the first write
-    does)."""
-    for what, folder in folders.items():
-        existing = folder
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent  # the nearest part of the path that exists; mkdir starts there
-        if not existing.is_dir():
-            raise UserError(f"{what} {folder}: {existing} exists and is not a folder", 2)
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise UserError(f"{what} {folder}: {existing} is not writable", 2)
+        watch.train_end(outcome, parts.model, results, quiet=run.quiet)
+    return results
 
 
 def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
@@ -521,15 +427,3 @@ def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tupl
     return str(shown), digest
 
 
-def _config_text(cfg: Config, config_path: str | os.PathLike | None) -> str | None:
-    """The text config.yaml gets: the config exactly as given."""
-    if cfg.source is not None and cfg.source.text:
-        return cfg.source.text
-    return read_text(config_path, "config file") if config_path is not None else None
-
-
-def _write_configs(cfg: Config, out_dir: Path, config_text: str | None) -> None:
-    """config.yaml exactly as given, and config.resolved.yaml (defaults filled, overrides applied)."""
-    if config_text is not None:
-        atomic_write_text(out_dir / run_dir.CONFIG_FILE, config_text)
-    atomic_write_text(out_dir / "config.resolved.yaml", resolved_yaml(cfg))

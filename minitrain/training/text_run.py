@@ -13,13 +13,6 @@ Hub id or a .gguf file). Against a character run (data.vocab_path, verb records,
     batches     Batch(input, target, attn_pad_mask, loss_mask) as for every run; for packed rows attn_pad_mask holds
                 the int segment ids (minitrain/data/batch.py), which Llama.forward reads as such
     results     train/val loss and perplexity over the loss tokens, tokens seen and tokens/s; no verb exact match
-
-    complete_config(cfg)       the config with the base's architecture filled in (other configs: as they are)
-    data_summary(cfg)          the data checks of any run: check_text_data for such a run, in tokens
-    save_tokenizer(...)        RUN/tokenizer/
-    text_records(cfg)          {split: records} of train, val (and test): the split files, or data.source split
-    text_splits(cfg, tok)      {split: Batch} of train, val (and test)
-    text_results(...)          results.json's language-model part for such a run
 """
 
 from __future__ import annotations

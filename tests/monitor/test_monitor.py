@@ -15,7 +15,7 @@ from minitrain.evaluation.alerts import AlertMonitor, parse_alert
 from minitrain.monitor.early_stopping import EarlyStopping, is_better
 from minitrain.monitor.progress import Progress, format_seconds, sparkline
 from minitrain.monitor.quality import grade_for, quality_score
-from minitrain.monitor.report import metrics_csv, read_log, report_markdown, write_metrics_csv
+from minitrain.monitor.report import metrics_csv, read_log, report_markdown
 
 # --- alerts ---------------------------------------------------------------------------------------------------
 
@@ -242,8 +242,7 @@ def test_metrics_csv_merges_rows_by_step(tmp_path):
     log.write_text('{"step": 0, "loss": 4.1, "lr": 3e-06}\n{"step": 0, "val_loss": 4.0, "val_ppl": 54.6}\n'
                    '{"step": 10, "loss": 3.2, "lr": 3.3e-05}\n', encoding="utf-8")
     rows = read_log(log)
-    write_metrics_csv(rows, tmp_path / "metrics.csv")
-    table = list(csv.reader((tmp_path / "metrics.csv").read_text(encoding="utf-8").splitlines()))
+    table = list(csv.reader(metrics_csv(rows).splitlines()))
     assert table == [["step", "loss", "lr", "val_loss", "val_ppl"], ["0", "4.1", "3e-06", "4.0", "54.6"],
                      ["10", "3.2", "3.3e-05", "", ""]]
     assert metrics_csv(rows) == metrics_csv(read_log(log))

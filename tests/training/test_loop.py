@@ -26,7 +26,8 @@ from minitrain.optim import build_optimizer
 from minitrain.optim.schedule import build_scheduler
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.run_files import DIVERGED, EARLY_STOPPED, HALTED, INTERRUPTED
-from minitrain.training.engine import Bookkeeping, Checkpointing, LoopData, LoopSettings, train
+from minitrain.training.engine import train
+from minitrain.training.loop_inputs import Bookkeeping, Checkpointing, LoopData, LoopSettings
 
 pytestmark = pytest.mark.lab01
 
