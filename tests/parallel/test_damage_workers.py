@@ -22,7 +22,7 @@ from test_sweep import needs_proc
 from minitrain.callbacks import Callback
 from minitrain.common.errors import UserError
 
-EXAMPLES = int(os.environ.get("MINITRAIN_DAMAGE_EXAMPLES", "2"))
+EXAMPLES = int(os.environ.get("MINITRAIN_DAMAGE_EXAMPLES", "1"))
 FUZZ = "MINITRAIN_DAMAGE_EXAMPLES" in os.environ
 SIGNALS = [signal.SIGKILL, signal.SIGSTOP, signal.SIGSEGV, signal.SIGABRT, signal.SIGTERM]
 

@@ -393,8 +393,13 @@ def test_every_line_of_a_stopped_run_names_the_steps_its_checkpoint_counts(tmp_p
     config, ticks = write_tiny_run(tmp_path), iter(range(100))
     if how == "SIGINT":
         show = _Loop.show_progress
-        monkeypatch.setattr(_Loop, "show_progress", lambda loop, step, *a: (step == 6 and os.kill(os.getpid(),
-                            signal.SIGINT)) or show(loop, step, *a))
+
+        def ctrl_c_at_6(loop, step, *rest):
+            if step == 6:
+                os.kill(os.getpid(), signal.SIGINT)
+            return show(loop, step, *rest)
+
+        monkeypatch.setattr(_Loop, "show_progress", ctrl_c_at_6)
     if how == "duration":
         monkeypatch.setattr(_Loop, "out_of_time", lambda loop: next(ticks) == 6)
     try:
