@@ -118,12 +118,14 @@ def percent(share: float | None) -> str:
 
 
 def read_from(*sources: str | None) -> list[str | Path | None]:
-    """The paths a command reads, for `check_output`: each source and, for a run folder, the model file its
-    results.json names (a run's model lives in models/, outside its folder)."""
-    from minitrain.hub.run_folder import RESULTS, locate, read_results
+    """The paths a command reads, for `check_output`: each source, a run folder's model file (results.json's
+    model_path, outside the folder) and a model file's run folder (RUN/models/, RUN/checkpoints/: read_run's)."""
+    from minitrain.hub.run_folder import RESULTS, locate, read_results, run_of
 
     found: list[str | Path | None] = list(sources)
     for source in sources:
         if source is not None and os.path.isfile(Path(source, RESULTS)):
             found.append(locate(read_results(Path(source, RESULTS)).get("model_path"), Path(source)))
+        elif source is not None and os.path.isfile(source):
+            found.append(run_of(Path(source)))
     return found

@@ -285,7 +285,7 @@ def sha256_of(path: str | os.PathLike) -> str:
 def check_output(out: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), *, force: bool,
                  flag: str, suffix: str | None = None, folder: bool = False,
                  ours: Callable[[Path], bool] | None = None) -> None:
-    """The one rule for what a command writes (docs/architecture.md): a file of a format is named with its
+    """The one rule for what a command writes (docs/yaml-mode.md): a file of a format is named with its
     `suffix`; never over one of its `inputs` (the same file by any path, a symbolic or hard link, or a file inside
     an input folder), even with --force; never a file over a folder; over anything else that exists (an empty file
     or folder aside) only with `force`, or when `ours(out)` says this command wrote it. A refusal is one
@@ -309,14 +309,14 @@ def check_output(out: str | os.PathLike, inputs: Iterable[str | os.PathLike | No
 
 
 def _holds(given: Path, out: Path) -> bool:
-    """Whether `out` is `given` or, `given` being a folder, lies inside it or is one of its files by another path
-    (a symbolic or hard link; `os.path.samefile`)."""
+    """Whether `out` is `given` by any path (a symbolic or hard link: `os.path.samefile`) or lies inside the folder
+    `given` (one of its parents, as written or resolved, is `given`). Only a file with other hard links can be one
+    of `given`'s files by a name outside it: for it alone the folder is searched."""
     if not path_exists(given) or not path_exists(out):
         return False
-    if os.path.samefile(given, out):
+    if any(os.path.samefile(p, given) for p in (out, *out.absolute().parents, *out.resolve().parents)):
         return True
-    if not given.is_dir():
+    if not given.is_dir() or out.is_dir() or os.stat(out).st_nlink < 2:
         return False
     files = (Path(top, name) for top, _, names in os.walk(given) for name in names)
-    return any(os.path.samefile(p, given) for p in out.resolve().parents) or \
-        any(path_exists(file) and os.path.samefile(file, out) for file in files)
+    return any(path_exists(file) and os.path.samefile(file, out) for file in files)

@@ -53,7 +53,7 @@ class FileSchema(BaseModel):
     """What every family's `file_schema` is: the keys it lists are type-checked strictly (a `"8"` is not a number),
     any other key a file holds is kept, and the keys obey the family's `check` (bound by its record)."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
     family_check: ClassVar[Rules] = staticmethod(no_rules)
 
     @model_validator(mode="after")

@@ -109,7 +109,7 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
             loop.save_checkpoint_if_due(stopping)
             if stopping:
                 if out_of_time:
-                    loop.warn(f"training.duration reached after step {step}")
+                    loop.warn(f"training.duration reached after {state.step} steps")
                 break
     return loop.finish(signals)
 
@@ -293,12 +293,12 @@ class _Loop:
             return True
         if callbacks and callbacks.stop_reason is not None:
             self.status, self.stopped_at, self.state.stopped_by = EARLY_STOPPED, step, callbacks.stop_reason
-            self.warn(f"stopped after step {step}: {callbacks.stop_reason}")
+            self.warn(f"stopped after {self.state.step} steps: {callbacks.stop_reason}")
         elif self.halt:
             self.status, self.stopped_at = HALTED, step
         elif signals.signum is not None and not last:
             self.status, self.stopped_at = INTERRUPTED, step
-            self.warn(f"{signals.name} received: stopped after step {step}")
+            self.warn(f"{signals.name} received: stopped after {self.state.step} steps")
         return self.status != COMPLETED or last
 
     # -------------------------------------------------------------------------------------- checkpoints

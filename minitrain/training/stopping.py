@@ -120,8 +120,9 @@ def train_command(cfg: Config, out_dir: Path, config_path, overrides) -> list[st
 def stopped_error(outcome: dict, rerun: list[str] | tuple[str, ...]) -> UserError:
     """The one-line explanation of a run that did not finish, with the command that resumes it: `rerun` (the
     command that started it) with `--resume CHECKPOINT`."""
-    status, step = outcome["status"], outcome.get("stopped_at")
-    checkpoint = outcome["checkpoint"]
+    status, checkpoint = outcome["status"], outcome["checkpoint"]
+    # Counted as the checkpoint is (step-N: N updates done), not by the log's step of the last update (N − 1).
+    done = outcome["steps_done"]
     command = shlex.join([*rerun, "--resume", str(checkpoint)])  # quoted where the shell needs it
     resume = f"resume with: {command}" if checkpoint else "no checkpoint was saved yet: start again"
     if status == DIVERGED:
@@ -131,10 +132,8 @@ def stopped_error(outcome: dict, rerun: list[str] | tuple[str, ...]) -> UserErro
                          "Lower optimizer.lr_max (or set optimizer.clip) and train again", EXIT_DIVERGED)
     if status == INTERRUPTED:
         signum = signal.Signals[outcome["signal"]]
-        # Counted as the checkpoint is (step-N: N updates done), not by the log's step of the last update (N − 1).
-        done = outcome["steps_done"]
         return UserError(f"{signum.name}: interrupted after {done} steps; checkpoint {checkpoint}; {resume}",
                          128 + signum.value)
     reason = next((m for m in reversed(outcome["messages"]) if m.startswith("halt")), "an alert fired")
-    return UserError(f"halted after step {step} ({reason}); checkpoint {checkpoint}; {resume}", EXIT_HALTED)
+    return UserError(f"halted after {done} steps ({reason}); checkpoint {checkpoint}; {resume}", EXIT_HALTED)
 

@@ -126,3 +126,22 @@ def test_a_run_folders_model_file_is_its_input_too(tmp_path, capsys):
         assert cli.main(["quantize", str(run), str(model), "--bits", "2", *force]) == 2
         assert f"{model}: is (or holds) the input" in capsys.readouterr().err
     assert model.read_bytes() == before
+
+
+@pytest.mark.parametrize("target", ["manifest.json", "results.json", "config.resolved.yaml"])
+def test_a_model_files_run_folder_is_its_input_too(tmp_path, capsys, target):
+    """predict RUN/models/M reads RUN's manifest, results and config (hub/run_folder.read_run): -o onto one of
+    them is refused, --force or not."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "experiments" / "digits-mlp", run)
+    (run / "models").mkdir()
+    model = run / "models" / "m.safetensors"
+    shutil.copyfile(ROOT / "models" / "sequential-5b08e83acefefcb4.safetensors", model)
+    rows = tmp_path / "rows.csv"
+    rows.write_text("".join((ROOT / "data" / "digits" / "digits.csv").read_text().splitlines(True)[:4]))
+    before = (run / target).read_bytes()
+    assert cli.main(["predict", str(model), str(rows), "-o", str(tmp_path / "p.csv")]) == 0  # the run reads well
+    for force in ([], ["--force"]):
+        assert cli.main(["predict", str(model), str(rows), "-o", str(run / target), *force]) == 2
+        assert f"{run / target}: is (or holds) the input" in capsys.readouterr().err
+    assert (run / target).read_bytes() == before

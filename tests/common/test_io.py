@@ -11,6 +11,7 @@ from minitrain.common.io import (
     atomic_write,
     atomic_write_json,
     atomic_write_text,
+    check_output,
     read_bytes,
     read_json,
     read_json_object,
@@ -124,3 +125,29 @@ def test_json_nested_to_the_limit_still_reads(tmp_path):
         expected = [expected]
     (tmp_path / "m.json").write_text(json.dumps({"a": expected}))  # 64 levels: the object and 63 lists
     assert read_json(tmp_path / "m.json", "manifest") == {"a": expected}
+
+
+def test_an_output_is_compared_with_an_input_folder_by_its_paths_and_inode_not_by_walking_it(tmp_path, monkeypatch):
+    """check_output finds `out` inside an input folder from out's parents (as written and resolved), and the same
+    file from (st_dev, st_ino); only a file with other hard links may be the folder's by a name outside it."""
+    data = tmp_path / "data"
+    (data / "deep" / "er").mkdir(parents=True)
+    (data / "deep" / "er" / "rows.csv").write_text("x\n")
+    (tmp_path / "via").symlink_to(data / "deep")
+    elsewhere = tmp_path / "elsewhere.csv"
+    elsewhere.write_text("old\n")
+    os.link(data / "deep" / "er" / "rows.csv", tmp_path / "hard.csv")
+    (tmp_path / "soft.csv").symlink_to(data / "deep" / "er" / "rows.csv")
+    walked = []
+    monkeypatch.setattr(os, "walk", lambda *a, **k: walked.append(a) or iter(()))
+    check_output(elsewhere, [data], force=True, flag="-o")  # not the input's: --force replaces it, unwalked
+    assert walked == []
+    for out in (tmp_path / "via" / "er" / "rows.csv", tmp_path / "soft.csv", data / "deep" / ".." / "deep"):
+        with pytest.raises(UserError, match="is \\(or holds\\) the input"):
+            check_output(out, [data], force=True, flag="-o", folder=True)
+    assert walked == []
+    monkeypatch.undo()
+    with pytest.raises(UserError, match="is \\(or holds\\) the input"):
+        check_output(tmp_path / "hard.csv", [data], force=True, flag="-o")
+    with pytest.raises(UserError, match="is \\(or holds\\) the input"):  # an output folder holding an input
+        check_output(tmp_path, [data / "deep" / "er" / "rows.csv"], force=True, flag="-o", folder=True)

@@ -81,7 +81,7 @@ def test_it_is_not_hashed_so_a_resume_may_switch_it(tmp_path):
     config = write_config(tmp_path)
     assert training_config_hash(load_config(config, ON)) == training_config_hash(load_config(config, []))
     whole = train(config, tmp_path / "whole", [])
-    with pytest.raises(UserError, match="halted after step 1"):
+    with pytest.raises(UserError, match="halted after 2 steps"):
         train(config, tmp_path / "parts", ["monitoring.alerts=['step >= 1: halt']"])
     resumed = train(config, tmp_path / "parts", ON, resume=tmp_path / "parts")
     log = "train_log.jsonl"

@@ -86,7 +86,7 @@ def test_alpha_one_trains_exactly_the_plain_run(setup, tmp_path):
 def test_a_distilled_run_stopped_after_k_steps_resumes_bit_exactly(setup, k):
     root, config, distill = setup["root"], setup["config"], setup["distill"]
     run_dir = root / f"split-{k}"
-    with pytest.raises(UserError, match=f"halted after step {k - 1}"):
+    with pytest.raises(UserError, match=f"halted after {k} steps"):
         train_tiny(config, run_dir, [*distill, "training.checkpoint.save_every=1",
                                      f"monitoring.alerts=['step >= {k - 1}: halt']"])
     assert CheckpointManager(run_dir).latest().name == f"step-{k}.safetensors"
@@ -201,7 +201,7 @@ def test_a_resume_refuses_a_teacher_whose_weights_changed_under_the_same_path(se
     save_model_file(teacher, first.state_dict(), first.config)
     run_dir = tmp_path / "run"
     sets = [f"distillation.teacher={teacher}", "training.checkpoint.save_every=4"]
-    with pytest.raises(UserError, match="halted after step 8"):  # the first train row at or after step 7
+    with pytest.raises(UserError, match="halted after 9 steps"):  # the first train row at or after step 7
         train_tiny(config, run_dir, [*sets, "monitoring.alerts=['step >= 7: halt']"])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["data_sha256"]["distillation.teacher"]["path"] == str(teacher)

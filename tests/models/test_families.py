@@ -61,7 +61,7 @@ def train(config: Path, out_dir: Path, overrides: list[str] = (), **keys) -> dic
 
 def halted_then_resumed(config: Path, folder: Path, whole_dir: Path, whole: dict) -> None:
     """Stop a run after step 1 (a halt alert), resume it: the same log and model file as the uninterrupted run."""
-    with pytest.raises(UserError, match="halted after step 1"):
+    with pytest.raises(UserError, match="halted after 2 steps"):
         train(config, folder, ["monitoring.alerts=['step >= 1: halt']"])
     resumed = train(config, folder, resume=folder)
     assert (folder / "train_log.jsonl").read_bytes() == (whole_dir / "train_log.jsonl").read_bytes()

@@ -19,6 +19,7 @@ from test_cli import run
 from minitrain.common.errors import ArgumentError
 from minitrain.course.fixtures import write_tiny_data
 from minitrain.models.registry import FAMILIES, build_model, model_keys, refusal
+from minitrain.runs.model_files import save_model_file
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = FAMILIES["llama"].example  # n_head 4, n_kv_head 2, d_model 16
@@ -81,6 +82,22 @@ def test_a_model_file_is_held_to_the_familys_rules():
     schema.model_validate(saved)
     with pytest.raises(ValidationError, match="n_head 4 is not a multiple of n_kv_head 3"):
         schema.model_validate({**saved, "n_kv_head": 3})
+
+
+@pytest.mark.parametrize("name", ["minigpt", "mlp_lm", "llama"])
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_model_files_float_keys_are_finite_like_a_configs(name, value, tmp_path, capsys):
+    """`rope_theta: .inf` is refused in a config (Section); a model file's config is held to it too, every float."""
+    config = build_model(FAMILIES[name].example).config
+    floats = [key for key, field in FAMILIES[name].file_schema.model_fields.items() if "float" in str(field.annotation)]
+    for key in floats:
+        with pytest.raises(ValidationError):
+            FAMILIES[name].file_schema.model_validate({**config, key: value})
+    if name == "llama":
+        path = tmp_path / "m.safetensors"
+        save_model_file(path, build_model(config).state_dict(), {**config, "rope_theta": value})
+        code, _, err = run(["quantize", path, tmp_path / "q.safetensors", "--bits", "8"], capsys)
+        assert code == 2 and err.count("\n") == 1 and "model_config.rope_theta: input should be" in err
 
 
 @pytest.mark.parametrize("name", ["minigpt", "mlp_lm", "llama"])

@@ -304,6 +304,8 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
         with hang_guard(TIMEOUT, f"minitrain {' '.join(argv)}"), contextlib.redirect_stdout(out), \
                 contextlib.redirect_stderr(err):
             code = cli.main(argv)
+    except SystemExit as e:  # argparse refusing a flag's value: its usage and `minitrain CMD: error: ...`, exit 2
+        code = e.code
     except BaseException:
         STATS["tracebacks"] += 1
         raise

@@ -58,7 +58,7 @@ def tiny(tmp_path_factory) -> dict:
 def test_a_run_stopped_after_k_steps_resumes_bit_exactly(tiny, k):
     root, config = tiny["root"], tiny["config"]
     run_dir = root / f"split-{k}"
-    with pytest.raises(UserError, match=f"halted after step {k - 1}"):
+    with pytest.raises(UserError, match=f"halted after {k} steps"):
         train_tiny(config, run_dir, [*SHORT, f"monitoring.alerts=['step >= {k - 1}: halt']"])
     assert CheckpointManager(run_dir).latest().name == f"step-{k}.safetensors"
     assert rows_before(run_dir, k) == rows_before(root / "short", k)

@@ -380,3 +380,35 @@ def test_overwrite_removes_the_runs_own_previous_model_file_and_never_another_ru
     assert Path(short).exists(), "a's results.json names it too"
     assert {p.name for p in models.iterdir()} == {Path(p).name for p in (short, again)} | {
         Path(json.loads((tmp_path / "b" / "results.json").read_text())["model_path"]).name}
+
+
+@pytest.mark.parametrize("how", ["halt", "SIGINT", "duration"])
+def test_every_line_of_a_stopped_run_names_the_steps_its_checkpoint_counts(tmp_path, monkeypatch, capsys, how):
+    """step-7.safetensors holds 7 updates (log steps 0..6): a run stopped there says "after 7 steps", never 6."""
+    import os
+    import signal
+
+    from minitrain.training.engine import _Loop
+
+    config, ticks = write_tiny_run(tmp_path), iter(range(100))
+    if how == "SIGINT":
+        show = _Loop.show_progress
+
+        def ctrl_c_at_6(loop, step, *rest):
+            if step == 6:
+                os.kill(os.getpid(), signal.SIGINT)
+            return show(loop, step, *rest)
+
+        monkeypatch.setattr(_Loop, "show_progress", ctrl_c_at_6)
+    if how == "duration":
+        monkeypatch.setattr(_Loop, "out_of_time", lambda loop: next(ticks) == 6)
+    try:
+        train_tiny(config, tmp_path / "run", ["monitoring.alerts=['step >= 6: halt']"] if how == "halt" else [])
+        error = ""
+    except UserError as e:
+        error = str(e)
+    lines = capsys.readouterr().err + error
+    named = re.findall(r"(?:stopped|halted|interrupted|reached) after (?:step )?(\d+)", lines)
+    assert named and set(named) == {"7"}, lines
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*")) == ["step-4.safetensors",
+                                                                                        "step-7.safetensors"]

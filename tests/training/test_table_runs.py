@@ -134,7 +134,7 @@ def test_resume_with_augmentation_is_bit_exact(tmp_path):
     whole = train(tmp_path / "whole", config)
     stopped = tmp_path / "stopped"
     halt = {**config, "monitoring": {"progress": "none", "alerts": ["step >= 50: halt"]}}
-    with pytest.raises(UserError, match="halted after step 50"):
+    with pytest.raises(UserError, match="halted after 51 steps"):
         train(stopped, halt)
     resumed = train(stopped, config, resume=stopped / "run")
     assert (stopped / "run" / "train_log.jsonl").read_bytes() == (tmp_path / "whole" / "run" /
