@@ -83,15 +83,15 @@ def load_records(path: str | os.PathLike) -> list[dict]:
         try:
             record = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError:
-            raise UserError(f"{path}:{lineno}: not valid UTF-8") from None
+            raise UserError(f"{path}:{lineno}: not valid UTF-8", 2) from None
         except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+            raise UserError(f"{path}:{lineno}: invalid JSON ({e.msg} at column {e.colno})", 2) from None
         except (ValueError, RecursionError):  # a number of thousands of digits, nesting past the stack
-            raise UserError(f"{path}:{lineno}: invalid JSON (a number too long or nesting too deep)") from None
+            raise UserError(f"{path}:{lineno}: invalid JSON (a number too long or nesting too deep)", 2) from None
         problem = check_record(record)
         if problem:
-            raise UserError(f"{path}:{lineno}: bad record: {problem}")
+            raise UserError(f"{path}:{lineno}: bad record: {problem}", 2)
         records.append(record)
     if not records:
-        raise UserError(f"{path}: corpus file holds no records")
+        raise UserError(f"{path}: corpus file holds no records", 2)
     return records

@@ -27,7 +27,6 @@ What this module undoes, exactly as transformers' GGUF loader does (`modeling_gg
 from __future__ import annotations
 
 import functools
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -224,9 +223,10 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
         return value
 
     def real(key: str, default: float | None = None) -> float:
-        """A positive finite number under `arch.key`, as the decimal its writer meant."""
+        """A positive finite number under `arch.key`, as the decimal its writer meant (float32: a float64 field
+        past float32's range would become inf)."""
         value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
-        if type(value) not in (int, float) or not 0 < value < math.inf:
+        if type(value) not in (int, float) or not 0 < value <= float(np.finfo(np.float32).max):
             raise _refused(path, f"{arch}.{key}", value, "must be a positive finite number")
         return float32_value(value)
 

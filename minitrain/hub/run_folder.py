@@ -134,7 +134,7 @@ def _model_file_of(run_dir: Path, results: dict[str, Any]) -> Path:
         return checkpoint
     raise UserError(
         f"{run_dir}: no model file found (results.json has no existing model_path and there is no "
-        "checkpoint); has this run finished?"
+        "checkpoint); has this run finished?", 2
     )
 
 

@@ -62,7 +62,7 @@ def test_corrupted_line_names_file_and_line(tmp_path, bad_line, message):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(UserError, match=message) as info:
         load_records(path)
-    assert str(info.value).startswith(f"{path}:2: ")
+    assert str(info.value).startswith(f"{path}:2: ") and info.value.exit_code == 2  # invalid data: bad input
 
 
 def test_invalid_utf8_names_the_line(tmp_path):
@@ -76,8 +76,9 @@ def test_missing_and_empty_files(tmp_path):
     with pytest.raises(UserError, match="not found"):
         load_records(tmp_path / "nope.jsonl")
     (tmp_path / "empty.jsonl").write_text("")
-    with pytest.raises(UserError, match="no records"):
+    with pytest.raises(UserError, match="no records") as info:
         load_records(tmp_path / "empty.jsonl")
+    assert info.value.exit_code == 2
 
 
 def test_overlong_line_is_rejected(tmp_path):

@@ -193,8 +193,9 @@ def test_a_crafted_config_json_loads_or_is_one_error(tmp_path_factory, changes):
     ("llama.attention.head_count", (-4, T.INT32, None)), ("llama.attention.head_count_kv", (-2, T.INT32, None)),
     ("tokenizer.ggml.merges", (1.5, T.FLOAT32, None)), ("tokenizer.ggml.bos_token_id", ([1], T.ARRAY, T.INT32)),
     ("tokenizer.ggml.pre", (b"\xff\xfe", T.STRING, None)), ("general.architecture", (["llama"], T.ARRAY, T.STRING)),
-    ("llama.block_count", (2**40, T.UINT64, None)),
+    ("llama.block_count", (2**40, T.UINT64, None)), ("llama.rope.freq_base", (1e300, T.FLOAT64, None)),
 ])
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a float past float32's range: refused, not a stray warning
 def test_gguf_metadata_of_the_wrong_type_or_range_is_one_error_naming_the_key(tmp_path, key, entry):
     path = write_crafted_gguf(tmp_path / "m.gguf", {key: entry})
     with hang_guard(60, f"reading {path}"):

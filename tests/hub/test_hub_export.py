@@ -103,8 +103,9 @@ def test_missing_source_and_unfinished_run_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="no such run folder"):
         export_model(tmp_path / "nope", tmp_path / "export")
     (tmp_path / "empty-run").mkdir()
-    with pytest.raises(UserError, match="no model file found"):
+    with pytest.raises(UserError, match="no model file found") as info:
         export_model(tmp_path / "empty-run", tmp_path / "export")
+    assert info.value.exit_code == 2  # a run folder that lacks what it should hold is bad input (docs/yaml-mode.md)
 
 
 @pytest.mark.parametrize("pointer", [None, "step-7.safetensors\n"])
