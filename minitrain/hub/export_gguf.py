@@ -65,9 +65,10 @@ def _gguf_file(path: Path) -> GGUFSource:
 
 def gguf_source(source: str, vocab_path: str | None = None, base_model: str | None = None) -> GGUFSource:
     """The model, state and tokenizer fields of any source (module docstring), checked to fit a GGUF."""
-    from minitrain.hub.export_text import is_text_source, text_state
+    from minitrain.hub.export_text import text_state
     from minitrain.hub.pretrained import is_gguf
     from minitrain.hub.sources import load_pretrained
+    from minitrain.hub.text_models import is_text_source
 
     name = Path(source).name or source
     if is_gguf(source) and Path(source).is_file():

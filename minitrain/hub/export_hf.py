@@ -88,7 +88,8 @@ def export_model(
     leaves the previous export, if any, as it was: never a new config.json beside old weights. OUT_DIR must be
     new, empty, or an earlier export.
     """
-    from minitrain.hub.export_text import export_text_model, is_text_source  # the Llama family's own folder
+    from minitrain.hub.export_text import export_text_model  # the Llama family's own folder
+    from minitrain.hub.text_models import is_text_source
 
     if is_text_source(source):
         return export_text_model(source, out_dir, repo_id)

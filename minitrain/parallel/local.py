@@ -1,7 +1,7 @@
 """The local backend: data-parallel workers on this machine, the training process and worker processes started
 once per run.
 
-    workers = LocalWorkers(spec, layout, n)        worker 0 is this process; start n − 1 more, each says "ready"
+    workers = LocalWorkers(model, micro_batches, rows, cols, n)   worker 0 is this process; n − 1 more start
     loss, grad_norm = workers.gradients(model, batches, clip_norm)    one step (reduce.py's sum and clip)
     workers.close()                                 stop them, remove the shared block
 
@@ -103,7 +103,10 @@ class LocalWorkers:
     """`n` workers, this process and n − 1 processes, over one shared block; `gradients` runs a step, `close`
     ends them."""
 
-    def __init__(self, spec: ReplicaSpec, layout: Layout, n: int, timeout: float = TIMEOUT_SECONDS) -> None:
+    def __init__(self, model: Any, micro_batches: int, rows: int, cols: int, n: int,
+                 timeout: float = TIMEOUT_SECONDS) -> None:
+        buffer, spec = model.buffer, ReplicaSpec.of(model)  # micro-batches of at most rows × cols
+        layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
         if layout.slots % n:
             raise ValueError(f"data parallel: {n} workers do not divide {layout.slots} micro-batches")
         self.n, self.per, self.timeout = n, layout.slots // n, timeout
