@@ -15,6 +15,10 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
 
+# The flags that stand for a config key (train's, lock's, validate's), by their argparse name.
+FLAG_KEYS = {"seed": "training.rng_seed", "out_dir": "output.dir", "models_dir": "output.models_dir",
+             "data_parallel_address": "runtime.data_parallel.address"}
+
 
 def add_set(parser: argparse.ArgumentParser) -> None:
     """The repeatable `--set KEY=VALUE` override flag."""
@@ -26,15 +30,8 @@ def add_set(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace) -> Config:
     """The validated config of `args.config` with `--set` and the flags that stand for config keys applied."""
-    values = {}
-    if getattr(args, "seed", None) is not None:
-        values["training.rng_seed"] = args.seed
-    if getattr(args, "out_dir", None) is not None:
-        values["output.dir"] = args.out_dir
-    if getattr(args, "models_dir", None) is not None:
-        values["output.models_dir"] = args.models_dir
-    if getattr(args, "data_parallel_address", None) is not None:  # train --address
-        values["runtime.data_parallel.address"] = args.data_parallel_address
+    values = {key: getattr(args, flag) for flag, key in FLAG_KEYS.items() if getattr(args, flag, None) is not None}
+    if "runtime.data_parallel.address" in values:  # train --address
         values["runtime.data_parallel.backend"] = "ray"
     cfg = load_config(args.config, args.overrides, values=values)
     for warning in cfg.source.warnings:  # stderr: stdout may be the thing asked for (`lock -o -`)

@@ -33,11 +33,6 @@ LAYER_NORM_EPS = 1e-5
 TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")
 
 
-def expected_shapes(model_config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Every tensor of a model's state dict and its shape, for a model config (minitrain keys, any family)."""
-    return dict(parameter_shapes(model_config))
-
-
 def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], where: str) -> None:
     """Raise one UserError listing every missing, unexpected or mis-shaped tensor; `where` names the source.
 
@@ -49,7 +44,7 @@ def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], 
     if len(state) != needed:
         raise UserError(f"{where}: weights do not fit the model config ({config}): {len(state)} tensors, the "
                         f"config needs {needed}", 2)
-    if shown := misfits(state, expected_shapes(model_config)):
+    if shown := misfits(state, dict(parameter_shapes(model_config))):
         raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}", 2)
 
 

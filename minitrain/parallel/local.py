@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -45,23 +45,9 @@ _SLICE = 0.1  # the wait for an answer wakes this often, to see a Ctrl-C (the lo
 _DURING_A_STEP = "during a step (its update was not applied)"
 
 
-_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-
-
-@contextlib.contextmanager
-def _one_thread_environment() -> Iterator[None]:
-    """This process's environment with 1 thread for BLAS, OpenMP and numba, while workers are started: a spawned
-    worker reads it before it imports NumPy, so its libraries never start thread pools that would only contend."""
-    saved = {name: os.environ.get(name) for name in _ONE_THREAD}
-    os.environ.update(dict.fromkeys(_ONE_THREAD, "1"))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+# The environment while workers start: a spawned worker reads it before it imports NumPy, so its BLAS, OpenMP and
+# numba never start thread pools that would only contend (restored once they are started).
+_ONE_THREAD = dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"), "1")
 
 
 def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, Any], slots: list[int],
@@ -115,9 +101,10 @@ class LocalWorkers:
         self.seconds: dict[str, float] = {}  # the last step's: handoff, own (worker 0's share), wait, reduce
         self.conns: list[Connection] = []
         context = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads and numba state
+        from unittest import mock  # patch.dict: the environment restored whatever happens
         per = self.per
         try:
-            with _one_thread_environment():
+            with mock.patch.dict(os.environ, _ONE_THREAD):
                 for w in range(1, n):
                     ours, theirs = context.Pipe()
                     process = context.Process(

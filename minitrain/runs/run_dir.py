@@ -36,6 +36,7 @@ from pathlib import Path
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json
+from minitrain.common.lifeline import process_alive
 from minitrain.common.paths import REPO_ROOT
 from minitrain.runs.run_files import read_results
 
@@ -180,12 +181,4 @@ def _temp_files(folder: Path) -> list[Path]:
 
 def process_exists(pid: int) -> bool:
     """Whether another process with this id exists (this process's own earlier files count as left behind)."""
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # gone, or a number no process can have
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
+    return pid != os.getpid() and process_alive(pid)
