@@ -164,11 +164,6 @@ def _scalar(value: Any) -> str:
     return text if yaml.safe_load(f"k: {text}") == {"k": value} else json.dumps(value)
 
 
-def _base_model_lines(model: dict[str, Any], base: str) -> list[str]:
-    return [f"model:   # the shape of --base {base}; init_from loads its weights",
-            *(f"  {key}: {_scalar(value)}" for key, value in model.items())]
-
-
 def _data_lines(layout: DataLayout, *, align: bool) -> list[str]:
     defaults = DataConfig()
     pad = "  " if align else ""  # lab 01 aligns val_path under train_path
@@ -291,7 +286,8 @@ def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name:
     model, model_lines, base_vocab = None, None, None
     if base is not None:
         model, base_vocab = base.model, base.vocab
-        model_lines = _base_model_lines(model, base.spec)
+        model_lines = [f"model:   # the shape of --base {base.spec}; init_from loads its weights",
+                       *(f"  {key}: {_scalar(value)}" for key, value in model.items())]
         if base_vocab is not None:
             _check_base_vocab(layout, base.spec, base_vocab)
     # A folder without vocab.json gets the base's (written once every check passed) or one built from its text.

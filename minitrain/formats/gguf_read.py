@@ -133,10 +133,6 @@ def _refused(path: Path, key: str, value: Any, why: str) -> UserError:
     return UserError(f"{path}: GGUF metadata {key} = {value!r:.80}: {why}", 2)
 
 
-def _integer(value: Any, minimum: int = 1) -> bool:
-    return type(value) is int and value >= minimum
-
-
 def needed(reader, path: Path, key: str) -> Any:
     """The value of metadata `key`; UserError naming the file when it lacks it."""
     value = field_value(reader, key)
@@ -219,7 +215,7 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
     def count(key: str, default: Any = None, minimum: int = 1) -> Any:
         """A positive integer (`minimum` and up) under `arch.key`; the GGUF lacking it is refused unless `default`."""
         value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
-        if value is not default and not _integer(value, minimum):
+        if value is not default and not (type(value) is int and value >= minimum):
             raise _refused(path, f"{arch}.{key}", value, f"must be an integer >= {minimum}")
         return value
 

@@ -154,9 +154,9 @@ def remove_stale_temp_files(out_dir: Path, models_dir: Path, model_prefix: str) 
     checkpoints/), and in `models_dir` the partial model files of processes that no longer exist. Returns them."""
     removed = []
     for folder, names in ((out_dir, {*RUN_FILES, CONFIG_FILE}), (out_dir / CHECKPOINTS, None)):
-        for path in _temp_files(folder):
-            target = _TEMP.match(path.name)["target"]
-            if names is None or target in names:
+        for path in _listing(folder):
+            match = _TEMP.match(path.name)
+            if match and (names is None or match["target"] in names):
                 removed.append(path)
     partial = re.compile(rf"^\.?\.{re.escape(model_prefix)}-(?P<pid>\d+)\.partial\.safetensors(\..{{8}}\.tmp)?$")
     for path in _listing(models_dir):
@@ -173,10 +173,6 @@ def _listing(folder: Path) -> Iterable[Path]:
         return [p for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
     except OSError:
         return []
-
-
-def _temp_files(folder: Path) -> list[Path]:
-    return [p for p in _listing(folder) if _TEMP.match(p.name)]
 
 
 def process_exists(pid: int) -> bool:
