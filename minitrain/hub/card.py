@@ -198,7 +198,7 @@ def _data_section(info: RunInfo, subject: Subject) -> str:
             f"model generalises to new verbs.\n\n{table}")
 
 
-def _model_section(info: RunInfo, subject: Subject, vocab_size: int) -> str:
+def _model_section(info: RunInfo, vocab_size: int) -> str:
     mc = info.model_config
     adapter = " (the adapter's; the base's are in the base model)" if info.adapter else ""
     lines = [f"- Parameters: {info.num_parameters:,}{adapter}."]
@@ -327,7 +327,7 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
 
 ## Model
 
-{_model_section(info, subject, vocab_size)}
+{_model_section(info, vocab_size)}
 
 ## Data
 

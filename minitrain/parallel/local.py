@@ -50,7 +50,7 @@ _DURING_A_STEP = "during a step (its update was not applied)"
 _ONE_THREAD = dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"), "1")
 
 
-def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, Any], slots: list[int],
+def _worker_main(name: str, layout: dict[str, Any], spec: dict[str, Any], slots: list[int],
                  conn: Connection, parent: int) -> None:
     """A worker's life: build the replica, then compute its micro-batches each time it hears "go"."""
     die_with(parent)
@@ -109,7 +109,7 @@ class LocalWorkers:
                     ours, theirs = context.Pipe()
                     process = context.Process(
                         target=_worker_main, name=f"minitrain-dp-worker-{w}", daemon=True,
-                        args=(w, self.block.name, layout.to_dict(), spec.to_dict(),
+                        args=(self.block.name, layout.to_dict(), spec.to_dict(),
                               list(range(w * per, (w + 1) * per)), theirs, os.getpid()))
                     process.start()
                     theirs.close()  # only the worker holds its end: its death is an end-of-file here
