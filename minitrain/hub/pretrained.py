@@ -94,8 +94,7 @@ def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np
 
 
 def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer, dict[str, Any]]:
-    """(model_config, tokenizer, facts) of a base, reading no weight: config.json or the GGUF metadata (a Hub id:
-    config.json and the tokenizer files fetched into the cache). facts["parameters"] counts the weights."""
+    """(model_config, tokenizer, facts) of a base, reading no weight (module docstring)."""
     spec = str(spec)
     kind = base_kind(spec)
     if kind == "gguf":
