@@ -87,14 +87,12 @@ def _worker_main(name: str, layout: dict[str, Any], spec: dict[str, Any], slots:
 
 class LocalWorkers:
     """`n` workers, this process and n − 1 processes, over one shared block; `gradients` runs a step, `close`
-    ends them."""
+    ends them. `n` divides `micro_batches`: the config says so (minitrain/config/parallel_rules.py)."""
 
     def __init__(self, model: Any, micro_batches: int, rows: int, cols: int, n: int,
                  timeout: float = TIMEOUT_SECONDS) -> None:
         buffer, spec = model.buffer, ReplicaSpec.of(model)  # micro-batches of at most rows × cols
         layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
-        if layout.slots % n:
-            raise ValueError(f"data parallel: {n} workers do not divide {layout.slots} micro-batches")
         self.n, self.per, self.timeout = n, layout.slots // n, timeout
         self.block = SharedBlock.create(layout)
         self.processes: list[Any] = []  # worker w ≥ 1 is processes[w − 1]
