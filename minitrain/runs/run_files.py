@@ -167,7 +167,7 @@ class CheckpointMeta(ModelFileMeta):
 def check_model_file_meta(metadata: dict[str, Any], where: str) -> dict[str, Any]:
     """A checkpoint's or model file's metadata, checked against the schema of its kind."""
     validate(metadata, ModelFileMeta, where)
-    return validate(metadata, CheckpointMeta if metadata["kind"] == "checkpoint" else ModelFileMeta, where)
+    return validate(metadata, CheckpointMeta, where) if metadata["kind"] == "checkpoint" else metadata
 
 
 def problem_text(error: ValidationError) -> str:
