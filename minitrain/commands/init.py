@@ -30,7 +30,11 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def init_command(args: argparse.Namespace) -> int:
-    on_base = args.base is not None and _is_pretrained_base(args.base)
+    on_base = False
+    if args.base is not None:
+        from minitrain.hub.text_models import is_pretrained_base  # the Hub client is only needed here
+
+        on_base = is_pretrained_base(args.base)
     if on_base and args.template != "minimal":
         raise UserError(f"--template {args.template} is a MiniGPT config; a pretrained base has its own", 2)
     output = args.output if args.output is not None else DEFAULT_OUTPUT if on_base else None
@@ -43,7 +47,7 @@ def init_command(args: argparse.Namespace) -> int:
     else:
         base = None
         if args.base is not None:
-            from minitrain.hub.sources import model_section_from_base  # the Hub client is only needed here
+            from minitrain.hub.sources import model_section_from_base
 
             base = BaseModel(args.base, *model_section_from_base(args.base))
         text = init_config(args.template, args.data, out.name if out else "config.yaml", base=base, method=args.method)
@@ -56,9 +60,3 @@ def init_command(args: argparse.Namespace) -> int:
     atomic_write_text(out, text)
     print(done)
     return 0
-
-
-def _is_pretrained_base(spec: str) -> bool:
-    from minitrain.hub.text_models import is_pretrained_base
-
-    return is_pretrained_base(spec)
