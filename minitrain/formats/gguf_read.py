@@ -141,6 +141,22 @@ def needed(reader, path: Path, key: str) -> Any:
     return value
 
 
+def count_of(reader, path: Path, key: str, default: Any = None, minimum: int = 1) -> Any:
+    """A positive integer (`minimum` and up) under metadata `key`; the GGUF lacking it is refused unless `default`."""
+    value = needed(reader, path, key) if default is None else field_value(reader, key, default)
+    if value is not default and not (type(value) is int and value >= minimum):
+        raise _refused(path, key, value, f"must be an integer >= {minimum}")
+    return value
+
+
+def real_of(reader, path: Path, key: str, default: float | None = None) -> float:
+    """A positive finite number under metadata `key`, as the decimal its writer meant."""
+    value = needed(reader, path, key) if default is None else field_value(reader, key, default)
+    if type(value) not in (int, float) or not 0 < value < math.inf:
+        raise _refused(path, key, value, "must be a positive finite number")
+    return float32_value(value)
+
+
 def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
     """The `tokenizer.*` metadata as `PretrainedTokenizer.from_gguf_fields`' keyword arguments."""
     def field(key: str, kind: type, default: Any = None) -> Any:
@@ -213,18 +229,10 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
                         "export)", 2)
 
     def count(key: str, default: Any = None, minimum: int = 1) -> Any:
-        """A positive integer (`minimum` and up) under `arch.key`; the GGUF lacking it is refused unless `default`."""
-        value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
-        if value is not default and not (type(value) is int and value >= minimum):
-            raise _refused(path, f"{arch}.{key}", value, f"must be an integer >= {minimum}")
-        return value
+        return count_of(reader, path, f"{arch}.{key}", default, minimum)
 
     def real(key: str, default: float | None = None) -> float:
-        """A positive finite number under `arch.key`, as the decimal its writer meant."""
-        value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
-        if type(value) not in (int, float) or not 0 < value < math.inf:
-            raise _refused(path, f"{arch}.{key}", value, "must be a positive finite number")
-        return float32_value(value)
+        return real_of(reader, path, f"{arch}.{key}", default)
 
     scaling = field(f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", None) or any(t.name == "rope_freqs.weight" for t in reader.tensors):
