@@ -73,11 +73,6 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def _first_line(path: Path) -> str:
-    with path.open(encoding="utf-8", errors="replace") as f:
-        return next((line for line in f if line.strip()), "")
-
-
 def detect_layout(folder: str | Path) -> DataLayout:
     """Find the splits in `folder` and tell JSONL records from plain text lines."""
     folder = Path(folder)
@@ -86,8 +81,10 @@ def detect_layout(folder: str | Path) -> DataLayout:
     train, val = _find(folder, "train"), _find(folder, "val")
     if train is None or val is None:
         raise UserError(f"--data {folder}: expected train.jsonl and val.jsonl (or train.txt and val.txt) there", 2)
+    with train.open(encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.strip()), "")
     try:
-        record = json.loads(_first_line(train))
+        record = json.loads(first)
         fmt = "jsonl" if isinstance(record, dict) and isinstance(record.get("text"), str) else "text"
     except json.JSONDecodeError:
         fmt = "text"
