@@ -76,12 +76,9 @@ def main(argv: Sequence[str] | None = None, *, command: Sequence[str] | None = N
         args = build_parser(words).parse_args(words)  # imports the command's module (pydantic...): Ctrl-C may land here
         args.command_line = list(command) if command is not None else _invocation(argv)
         return args.handler(args)
-    except UserError as exc:
+    except (UserError, ArgumentError) as exc:  # ArgumentError: the teaching core refused a setting (no exit codes)
         print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except ArgumentError as exc:  # the teaching core refused a setting (it raises no UserError: no exit codes there)
-        print(f"error: {exc}", file=sys.stderr)
-        return BAD_INPUT
+        return exc.exit_code if isinstance(exc, UserError) else BAD_INPUT
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

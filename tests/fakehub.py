@@ -454,7 +454,7 @@ def make_run(root: Path, seed: int = 0) -> Path:
     import numpy as np
 
     from minitrain.data.tokenizer import CharTokenizer
-    from minitrain.formats.gpt2 import expected_shapes
+    from minitrain.models.registry import parameter_shapes
     from minitrain.runs.model_files import save_model_file
 
     data = root / "data"
@@ -466,7 +466,7 @@ def make_run(root: Path, seed: int = 0) -> Path:
     run = root / "run"
     rng = np.random.default_rng(seed)
     state = {name: (0.1 * rng.standard_normal(shape)).astype(np.float32)
-             for name, shape in expected_shapes(TINY_MODEL).items()}
+             for name, shape in parameter_shapes(TINY_MODEL)}
     model_path = root / "models" / "minigpt-test.safetensors"
     save_model_file(model_path, state, TINY_MODEL)
     config = {

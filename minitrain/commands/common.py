@@ -15,6 +15,10 @@ from minitrain.config.problems import ConfigError, Problem
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
 
+# The flags that stand for a config key (train's, lock's, validate's), by their argparse name.
+FLAG_KEYS = {"seed": "training.rng_seed", "out_dir": "output.dir", "models_dir": "output.models_dir",
+             "data_parallel_address": "runtime.data_parallel.address"}
+
 
 def add_set(parser: argparse.ArgumentParser) -> None:
     """The repeatable `--set KEY=VALUE` override flag."""
@@ -26,15 +30,8 @@ def add_set(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace) -> Config:
     """The validated config of `args.config` with `--set` and the flags that stand for config keys applied."""
-    values = {}
-    if getattr(args, "seed", None) is not None:
-        values["training.rng_seed"] = args.seed
-    if getattr(args, "out_dir", None) is not None:
-        values["output.dir"] = args.out_dir
-    if getattr(args, "models_dir", None) is not None:
-        values["output.models_dir"] = args.models_dir
-    if getattr(args, "data_parallel_address", None) is not None:  # train --address
-        values["runtime.data_parallel.address"] = args.data_parallel_address
+    values = {key: getattr(args, flag) for flag, key in FLAG_KEYS.items() if getattr(args, flag, None) is not None}
+    if "runtime.data_parallel.address" in values:  # train --address
         values["runtime.data_parallel.backend"] = "ray"
     cfg = load_config(args.config, args.overrides, values=values)
     for warning in cfg.source.warnings:  # stderr: stdout may be the thing asked for (`lock -o -`)
@@ -80,36 +77,24 @@ def check_files(cfg: Config) -> DataSummary:
     return summary
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _bounded(name: str, parse: type, fits, needs: str, echo_text: bool = True):
+    """An argparse type `name`: `parse` the text, refused unless `fits(value)`: "must be `needs`, got ..."."""
+    def check(text: str):
+        value = parse(text)
+        if not fits(value):
+            raise argparse.ArgumentTypeError(f"must be {needs}, got {text if echo_text else value}")
+        return value
+
+    check.__name__ = name  # argparse's "invalid NAME value" for text that does not parse
+    return check
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (what NumPy accepts as a seed)."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def probability(text: str) -> float:
-    """argparse type: a float in (0, 1] (a nucleus: top-p)."""
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """argparse type: a finite float >= 0 (NaN and infinity refused)."""
-    value = float(text)
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
+positive_int = _bounded("positive_int", int, lambda v: v >= 1, ">= 1", echo_text=False)
+non_negative_int = _bounded("non_negative_int", int, lambda v: v >= 0, ">= 0",  # what NumPy accepts as a seed
+                            echo_text=False)
+probability = _bounded("probability", float, lambda v: 0 < v <= 1, "a number in (0, 1]")  # a nucleus: top-p
+non_negative_float = _bounded("non_negative_float", float, lambda v: 0 <= v < float("inf"),  # NaN, inf refused
+                              "a finite number >= 0")
 
 
 def percent(share: float | None) -> str:

@@ -45,7 +45,11 @@ def eval_command(args: argparse.Namespace) -> int:
     if args.answers:
         result, shown = _answers(loaded, args, width)
     else:
-        scores = (_char_scores if isinstance(loaded.tokenizer, CharTokenizer) else _text_scores)(loaded, args, width)
+        from minitrain.evaluation.text_loss import token_loss
+
+        rows = (_char_rows if isinstance(loaded.tokenizer, CharTokenizer) else text_rows)(loaded.tokenizer, args.data,
+                                                                                          args.loss_on, width)
+        scores = token_loss(loaded.model, rows, loaded.model.config["vocab_size"])
         result = {"source": args.source, "data": args.data, "loss": scores["loss"], "ppl": scores["ppl"],
                   "tokens": scores["tokens"], "loss_on": args.loss_on, "max_seq_len": width}
         shown = (f"{args.source} on {args.data}: loss {result['loss']:.4f}  ppl {result['ppl']:.4f}  "
@@ -73,13 +77,6 @@ def _answers(loaded, args: argparse.Namespace, width: int) -> tuple[dict, str]:
                     f"{scores['answer_ppl_per_char']:.4f}, exact match {matched['exact_match']:.1%} of {len(records)}")
 
 
-def _text_scores(loaded, args: argparse.Namespace, width: int) -> dict:
-    from minitrain.evaluation.text_loss import token_loss
-
-    rows = text_rows(loaded.tokenizer, args.data, args.loss_on, width)
-    return token_loss(loaded.model, rows, loaded.model.config["vocab_size"])
-
-
 def text_rows(tokenizer, data: str | Path, loss_on: str, width: int):
     """The PackedBatch `minitrain eval` scores: every record of `data` encoded with `tokenizer`
     (text_examples.encode_records), one per row, a longer one split into windows of `width` positions that share
@@ -96,12 +93,10 @@ def text_rows(tokenizer, data: str | Path, loss_on: str, width: int):
     return pack(examples, width, "pad", pad_id_of(tokenizer), overflow="split")
 
 
-def _char_scores(loaded, args: argparse.Namespace, width: int) -> dict:
+def _char_rows(tokenizer, data: str | Path, loss_on: str, width: int):
+    """The verb corpus's rows a character model is scored on: a record's answer is its completion (the conjugated
+    form and EOS)."""
     from minitrain.data.batcher import encode_split
     from minitrain.data.corpus import load_records
-    from minitrain.evaluation.text_loss import token_loss
 
-    # A verb record's answer is its completion: the conjugated form and EOS.
-    rows = encode_split(load_records(args.data), loaded.tokenizer, width, "answer" if args.loss_on == "completion"
-                        else "all")
-    return token_loss(loaded.model, rows, loaded.model.config["vocab_size"])
+    return encode_split(load_records(data), tokenizer, width, "answer" if loss_on == "completion" else "all")

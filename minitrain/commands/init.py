@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from minitrain.commands.init_base import DEFAULT_OUTPUT, init_base_config
 from minitrain.commands.init_template import DEFAULT_DATA, METHODS, TEMPLATES, BaseModel, init_config
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text, check_output
@@ -29,44 +30,33 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def init_command(args: argparse.Namespace) -> int:
-    if args.base is not None and _is_pretrained_base(args.base):
-        return _init_on_pretrained_base(args)
-    out = Path(args.output) if args.output not in (None, "-") else None  # `-o -` prints, as lock's does
-    if out is not None:
-        check_output(out, [args.data, args.base], force=args.force, flag="init -o")
-    base = None
+    on_base = False
     if args.base is not None:
-        from minitrain.hub.sources import model_section_from_base  # the Hub client is only needed here
+        from minitrain.hub.text_models import is_pretrained_base  # the Hub client is only needed here
 
-        base = BaseModel(args.base, *model_section_from_base(args.base))
-    text = init_config(args.template, args.data, out.name if out else "config.yaml", base=base, method=args.method)
-    if out is None:
-        print(text, end="")
-    else:
-        atomic_write_text(out, text)
-        print(f"wrote {out}; next: minitrain validate {out}")
-    return 0
-
-
-def _is_pretrained_base(spec: str) -> bool:
-    from minitrain.hub.text_models import is_pretrained_base
-
-    return is_pretrained_base(spec)
-
-
-def _init_on_pretrained_base(args: argparse.Namespace) -> int:
-    from minitrain.commands.init_base import DEFAULT_OUTPUT, init_base_config
-
-    if args.template != "minimal":
+        on_base = is_pretrained_base(args.base)
+    if on_base and args.template != "minimal":
         raise UserError(f"--template {args.template} is a MiniGPT config; a pretrained base has its own", 2)
-    out = None if args.output == "-" else Path(args.output or DEFAULT_OUTPUT)
+    output = args.output if args.output is not None else DEFAULT_OUTPUT if on_base else None
+    out = Path(output) if output not in (None, "-") else None  # `-o -` prints, as lock's does
     if out is not None:
         check_output(out, [args.data, args.base], force=args.force, flag="init -o")
-    text, summary = init_base_config(args.base, args.method, args.data, str(out or "<stdout>"))
+    if on_base:
+        text, summary = init_base_config(args.base, args.method, args.data, str(out or "<stdout>"))
+        done = "\n".join([f"Created {out} with:", *summary, f"Next: minitrain train {out}"])
+    else:
+        base = None
+        if args.base is not None:
+            from minitrain.hub.sources import model_section_from_base
+
+            base = BaseModel(args.base, *model_section_from_base(args.base))
+        text = init_config(args.template, args.data, out.name if out else "config.yaml", base=base, method=args.method)
+        summary, done = [], f"wrote {out}; next: minitrain validate {out}"
     if out is None:
         print(text, end="")
-        print("\n".join(summary), file=sys.stderr)
+        if summary:
+            print("\n".join(summary), file=sys.stderr)
         return 0
     atomic_write_text(out, text)
-    print("\n".join([f"Created {out} with:", *summary, f"Next: minitrain train {out}"]))
+    print(done)
     return 0

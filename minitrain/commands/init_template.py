@@ -73,11 +73,6 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def _first_line(path: Path) -> str:
-    with path.open(encoding="utf-8", errors="replace") as f:
-        return next((line for line in f if line.strip()), "")
-
-
 def detect_layout(folder: str | Path) -> DataLayout:
     """Find the splits in `folder` and tell JSONL records from plain text lines."""
     folder = Path(folder)
@@ -86,8 +81,10 @@ def detect_layout(folder: str | Path) -> DataLayout:
     train, val = _find(folder, "train"), _find(folder, "val")
     if train is None or val is None:
         raise UserError(f"--data {folder}: expected train.jsonl and val.jsonl (or train.txt and val.txt) there", 2)
+    with train.open(encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.strip()), "")
     try:
-        record = json.loads(_first_line(train))
+        record = json.loads(first)
         fmt = "jsonl" if isinstance(record, dict) and isinstance(record.get("text"), str) else "text"
     except json.JSONDecodeError:
         fmt = "text"
@@ -162,11 +159,6 @@ def _scalar(value: Any) -> str:
     """`value` as a YAML scalar: plain when it reads back unchanged, else JSON-quoted (valid YAML)."""
     text = str(value)
     return text if yaml.safe_load(f"k: {text}") == {"k": value} else json.dumps(value)
-
-
-def _base_model_lines(model: dict[str, Any], base: str) -> list[str]:
-    return [f"model:   # the shape of --base {base}; init_from loads its weights",
-            *(f"  {key}: {_scalar(value)}" for key, value in model.items())]
 
 
 def _data_lines(layout: DataLayout, *, align: bool) -> list[str]:
@@ -291,7 +283,8 @@ def init_config(template: str, data_folder: str | Path = DEFAULT_DATA, out_name:
     model, model_lines, base_vocab = None, None, None
     if base is not None:
         model, base_vocab = base.model, base.vocab
-        model_lines = _base_model_lines(model, base.spec)
+        model_lines = [f"model:   # the shape of --base {base.spec}; init_from loads its weights",
+                       *(f"  {key}: {_scalar(value)}" for key, value in model.items())]
         if base_vocab is not None:
             _check_base_vocab(layout, base.spec, base_vocab)
     # A folder without vocab.json gets the base's (written once every check passed) or one built from its text.

@@ -29,7 +29,6 @@ from minitrain.config.source import dotted
 from minitrain.config.yaml_lines import load_yaml_file
 
 LOCK_VERSION = 1
-MAX_LOCK_BYTES = 1 << 20  # a lock file is a resolved config and a few hashes: a few kB
 LIBRARIES = ("numpy", "numba", "pydantic", "pyyaml", "safetensors", "matplotlib", "tqdm", "huggingface_hub")
 
 
@@ -93,16 +92,11 @@ def lock_differences(cfg: Config, lock: dict[str, Any]) -> list[str]:
     now = lock_contents(cfg)
     found = [f"config {key}: locked {a!r}, now {b!r}" for key, a, b in _diff(lock["config"], now["config"])
              if key.split(".")[0] not in NOT_LOCKED]
-    for path in sorted(set(lock["data"]) | set(now["data"])):
-        locked, current = lock["data"].get(path), now["data"].get(path)
-        if locked != current:
-            what = "missing now" if current is None else "not in the lock" if locked is None else "content changed"
-            found.append(f"data {path}: {what} (sha256 locked {locked}, now {current})")
-    for name in sorted(set(lock["versions"]) | set(now["versions"])):
-        locked, current = lock["versions"].get(name), now["versions"].get(name)
-        if locked != current:
-            found.append(f"version of {name}: locked {locked}, now {current}")
-    return found
+    for path, locked, current in sorted(_diff(lock["data"], now["data"])):
+        what = "missing now" if current is None else "not in the lock" if locked is None else "content changed"
+        found.append(f"data {path}: {what} (sha256 locked {locked}, now {current})")
+    return found + [f"version of {name}: locked {locked}, now {current}"
+                    for name, locked, current in sorted(_diff(lock["versions"], now["versions"]))]
 
 
 def _diff(a: Any, b: Any, path: tuple = ()) -> list[tuple[str, Any, Any]]:

@@ -11,7 +11,6 @@ prompt character by character, as before."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 
@@ -42,9 +41,9 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def sample_command(args: argparse.Namespace) -> int:
-    from minitrain.hub.text_models import RUN_TOKENIZER_DIR, is_pretrained_base
+    from minitrain.hub.text_models import is_text_source
 
-    if is_pretrained_base(args.source) or (Path(args.source) / RUN_TOKENIZER_DIR / "tokenizer.json").is_file():
+    if is_text_source(args.source):
         return _sample_text_model(args)
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.sources import load_model

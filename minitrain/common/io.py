@@ -265,19 +265,16 @@ def json_type(value: Any) -> str:
 
 
 def sha256_of(path: str | os.PathLike) -> str:
-    """Hex sha256 of a regular file's bytes, read in 1 MiB chunks (`UserError` naming the file if it cannot be
-    read, or is a FIFO, a folder, ...)."""
+    """Hex sha256 of a regular file's bytes, read in chunks (`UserError` naming the file if it cannot be read, or
+    is a FIFO, a folder, ...)."""
     problem = regular_file_problem(path)
     if problem is not None:
         raise UserError(f"{path}: {problem}", BAD_INPUT)
-    digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
+            return hashlib.file_digest(f, "sha256").hexdigest()
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror})", BAD_INPUT) from None
-    return digest.hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------------ outputs

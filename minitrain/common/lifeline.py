@@ -42,14 +42,15 @@ def die_with_parent_if_asked() -> None:
     process's parent, end now when it is already gone (killed before this child got here); a grandchild that
     inherited the variable from a living grandparent watches nobody."""
     value = os.environ.get(PARENT_VARIABLE, "")
-    if value.isdigit() and (int(value) == os.getppid() or not _alive(int(value))):
+    if value.isdigit() and (int(value) == os.getppid() or not process_alive(int(value))):
         die_with(int(value))  # a parent already gone: the watchdog ends this process at its first look
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (another user's included)."""
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or a number no process can have
         return False
     except PermissionError:  # it exists, as another user's
         return True

@@ -17,7 +17,7 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.formats.gguf_read import dequantized, field_value, float32_value, needed, open_gguf, tokenizer_fields
+from minitrain.formats.gguf_read import count_of, dequantized, field_value, open_gguf, real_of, tokenizer_fields
 from minitrain.formats.gguf_vocab import char_vocab
 from minitrain.formats.gguf_write import CONV1D, GPT2_GLOBAL, GPT2_LAYER
 from minitrain.formats.gpt2 import check_state_dict, from_gpt2_config
@@ -28,13 +28,13 @@ _FROM_LAYER = {short: part for part, short in GPT2_LAYER.items()}
 
 def _hf_config(reader, path: Path) -> dict[str, Any]:
     def need(key: str) -> int:
-        return int(needed(reader, path, f"gpt2.{key}"))
+        return count_of(reader, path, f"gpt2.{key}")
 
     tokens = field_value(reader, "tokenizer.ggml.tokens") or []
-    return {"model_type": "gpt2", "vocab_size": int(field_value(reader, "gpt2.vocab_size") or len(tokens)),
+    return {"model_type": "gpt2", "vocab_size": count_of(reader, path, "gpt2.vocab_size", 0, 0) or len(tokens),
             "n_positions": need("context_length"), "n_embd": need("embedding_length"), "n_layer": need("block_count"),
             "n_head": need("attention.head_count"), "n_inner": need("feed_forward_length"),
-            "layer_norm_epsilon": float32_value(field_value(reader, "gpt2.attention.layer_norm_epsilon", 1e-5))}
+            "layer_norm_epsilon": real_of(reader, path, "gpt2.attention.layer_norm_epsilon", 1e-5)}
 
 
 def _minigpt_name(path: Path, short: str) -> str:

@@ -132,16 +132,29 @@ def _refused(path: Path, key: str, value: Any, why: str) -> UserError:
     return UserError(f"{path}: GGUF metadata {key} = {value!r:.80}: {why}", 2)
 
 
-def _integer(value: Any, minimum: int = 1) -> bool:
-    return type(value) is int and value >= minimum
-
-
 def needed(reader, path: Path, key: str) -> Any:
     """The value of metadata `key`; UserError naming the file when it lacks it."""
     value = field_value(reader, key)
     if value is None:
         raise UserError(f"{path}: the GGUF lacks {key}", 2)
     return value
+
+
+def count_of(reader, path: Path, key: str, default: Any = None, minimum: int = 1) -> Any:
+    """A positive integer (`minimum` and up) under metadata `key`; the GGUF lacking it is refused unless `default`."""
+    value = needed(reader, path, key) if default is None else field_value(reader, key, default)
+    if value is not default and not (type(value) is int and value >= minimum):
+        raise _refused(path, key, value, f"must be an integer >= {minimum}")
+    return value
+
+
+def real_of(reader, path: Path, key: str, default: float | None = None) -> float:
+    """A positive finite number under metadata `key`, as the decimal its writer meant (float32: a float64 field
+    past float32's range would become inf)."""
+    value = needed(reader, path, key) if default is None else field_value(reader, key, default)
+    if type(value) not in (int, float) or not 0 < value <= float(np.finfo(np.float32).max):
+        raise _refused(path, key, value, "must be a positive finite number")
+    return float32_value(value)
 
 
 def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
@@ -216,19 +229,10 @@ def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
                         "export)", 2)
 
     def count(key: str, default: Any = None, minimum: int = 1) -> Any:
-        """A positive integer (`minimum` and up) under `arch.key`; the GGUF lacking it is refused unless `default`."""
-        value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
-        if value is not default and not _integer(value, minimum):
-            raise _refused(path, f"{arch}.{key}", value, f"must be an integer >= {minimum}")
-        return value
+        return count_of(reader, path, f"{arch}.{key}", default, minimum)
 
     def real(key: str, default: float | None = None) -> float:
-        """A positive finite number under `arch.key`, as the decimal its writer meant (float32: a float64 field
-        past float32's range would become inf)."""
-        value = needed(reader, path, f"{arch}.{key}") if default is None else field(f"{arch}.{key}", default)
-        if type(value) not in (int, float) or not 0 < value <= float(np.finfo(np.float32).max):
-            raise _refused(path, f"{arch}.{key}", value, "must be a positive finite number")
-        return float32_value(value)
+        return real_of(reader, path, f"{arch}.{key}", default)
 
     scaling = field(f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", None) or any(t.name == "rope_freqs.weight" for t in reader.tensors):

@@ -33,11 +33,6 @@ LAYER_NORM_EPS = 1e-5
 TANH_GELU = ("gelu_new", "gelu_pytorch_tanh")
 
 
-def expected_shapes(model_config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Every tensor of a model's state dict and its shape, for a model config (minitrain keys, any family)."""
-    return dict(parameter_shapes(model_config))
-
-
 def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], where: str) -> None:
     """Raise one UserError listing every missing, unexpected or mis-shaped tensor; `where` names the source.
 
@@ -49,7 +44,7 @@ def check_state_dict(state: Mapping[str, Any], model_config: Mapping[str, Any], 
     if len(state) != needed:
         raise UserError(f"{where}: weights do not fit the model config ({config}): {len(state)} tensors, the "
                         f"config needs {needed}", 2)
-    if shown := misfits(state, expected_shapes(model_config)):
+    if shown := misfits(state, dict(parameter_shapes(model_config))):
         raise UserError(f"{where}: weights do not fit the model config ({config}): {shown}", 2)
 
 
@@ -98,15 +93,16 @@ def to_gpt2_config(model_config: Mapping[str, Any], pad_id: int, bos_id: int, eo
         "embd_pdrop": dropout,
         "attn_pdrop": dropout,
         "layer_norm_epsilon": LAYER_NORM_EPS,
-        "initializer_range": 0.02,
         "scale_attn_weights": model_config.get("attn_scale") is None,
         "tie_word_embeddings": True,
-        "use_cache": True,
-        "bos_token_id": bos_id,
-        "eos_token_id": eos_id,
-        "pad_token_id": pad_id,
-        "torch_dtype": "float32",
+        **shared_keys(bos_id, eos_id, pad_id),
     }
+
+
+def shared_keys(bos_id: int | None, eos_id: int | None, pad_id: int | None) -> dict[str, Any]:
+    """The config.json keys every export writes alike (GPT-2's and the Llama family's): the special ids, float32."""
+    return {"initializer_range": 0.02, "use_cache": True, "bos_token_id": bos_id, "eos_token_id": eos_id,
+            "pad_token_id": pad_id, "torch_dtype": "float32"}
 
 
 def from_gpt2_config(config: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
-from minitrain.formats.gpt2 import misfits
+from minitrain.formats.gpt2 import misfits, shared_keys
 from minitrain.models import llama
 from minitrain.models.registry import tensor_count
 from minitrain.nn.rotary import LLAMA3_KEYS
@@ -181,12 +181,7 @@ def to_hf_config(model: Mapping[str, Any], bos_id: int | None, eos_id: int | Non
         "rope_scaling": dict(model["rope_scaling"]) if model.get("rope_scaling") else None,
         "tie_word_embeddings": bool(model.get("tie_embeddings", True)),
         "attention_dropout": 0.0,
-        "initializer_range": 0.02,
-        "use_cache": True,
-        "bos_token_id": bos_id,
-        "eos_token_id": eos_id,
-        "pad_token_id": pad_id,
-        "torch_dtype": "float32",
+        **shared_keys(bos_id, eos_id, pad_id),
     }
     if kind == "llama":
         config.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)

@@ -21,6 +21,7 @@ import json
 import math
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,23 @@ def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
+def split_header(data: Any) -> tuple[dict[str, Any], int]:
+    """The JSON header of a safetensors file's bytes (or a memory map of them) and the offset where the tensor bytes
+    start; ValueError saying what is wrong."""
+    if len(data) < 8:
+        raise ValueError("shorter than its header")
+    (size,) = struct.unpack_from("<Q", data)
+    if size > min(MAX_HEADER, len(data) - 8):
+        raise ValueError(f"header length {size}")
+    try:
+        header = json.loads(bytes(data[8:8 + size]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"its header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError("its header is not a JSON object")
+    return header, 8 + size
+
+
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     """Every tensor of one safetensors file as float32 (F32, F16, BF16, F64), in the file's order."""
     path = Path(path)
@@ -45,18 +63,11 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
         data = np.memmap(path, dtype=np.uint8, mode="r")
     except (OSError, ValueError) as e:
         raise UserError(f"{path}: cannot read the weights file ({e})", 2) from None
-    if len(data) < 8:
-        raise UserError(f"{path}: not a safetensors file (shorter than its header)", 2)
-    (size,) = struct.unpack("<Q", data[:8].tobytes())
-    if size > min(MAX_HEADER, len(data) - 8):
-        raise UserError(f"{path}: not a safetensors file (header length {size})", 2)
     try:
-        header = json.loads(data[8:8 + size].tobytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"{path}: not a safetensors file (its header is not JSON: {e})", 2) from None
-    if not isinstance(header, dict):
-        raise UserError(f"{path}: not a safetensors file (its header is not a JSON object)", 2)
-    body = data[8 + size:]
+        header, start = split_header(data)
+    except ValueError as e:
+        raise UserError(f"{path}: not a safetensors file ({e})", 2) from None
+    body = data[start:]
     entries = []
     for name, info in header.items():
         if name == "__metadata__":

@@ -138,9 +138,8 @@ def _metric_rows(info: RunInfo, subject: Subject) -> list[tuple[str, str, str, A
     return [*rows, ("train", "perplexity", train, r.get("train_ppl"))]
 
 
-def eval_results(info: RunInfo, subject: Subject | None = None) -> list[EvalResult]:
+def eval_results(info: RunInfo, subject: Subject) -> list[EvalResult]:
     """The model-index entries: the metrics the run recorded (perplexities, exact match, or a table's scores)."""
-    subject = subject or describe(info)
     return [
         EvalResult(task_type=subject.task, task_name=subject.task_name, dataset_type=subject.dataset_type,
                    dataset_name=subject.dataset_name, dataset_split=split, metric_type=metric, metric_name=name,
@@ -150,8 +149,7 @@ def eval_results(info: RunInfo, subject: Subject | None = None) -> list[EvalResu
     ]
 
 
-def card_data(info: RunInfo, model_name: str, subject: Subject | None = None) -> ModelCardData:
-    subject = subject or describe(info)
+def card_data(info: RunInfo, model_name: str, subject: Subject) -> ModelCardData:
     init_from = info.section("model").get("init_from")
     return ModelCardData(
         library_name="minitrain",
@@ -198,7 +196,7 @@ def _data_section(info: RunInfo, subject: Subject) -> str:
             f"model generalises to new verbs.\n\n{table}")
 
 
-def _model_section(info: RunInfo, subject: Subject, vocab_size: int) -> str:
+def _model_section(info: RunInfo, vocab_size: int) -> str:
     mc = info.model_config
     adapter = " (the adapter's; the base's are in the base model)" if info.adapter else ""
     lines = [f"- Parameters: {info.num_parameters:,}{adapter}."]
@@ -327,7 +325,7 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
 
 ## Model
 
-{_model_section(info, subject, vocab_size)}
+{_model_section(info, vocab_size)}
 
 ## Data
 

@@ -14,8 +14,7 @@ adapter_model.safetensors in PEFT's layout (minitrain/lora/peft.py), loaded on t
 
 There is no `lm_head.weight`: GPT-2 ties it to `transformer.wte.weight` and `from_pretrained` re-ties it. The
 `attn.bias` causal-mask buffers old transformers versions kept are not weights, and are not written either.
-Every file goes through an atomic write into a temporary sibling folder, which replaces OUT_DIR only when it is
-complete: an interrupted or failed export never leaves a half-written file, nor a mix of two exports.
+The folder is written whole or not at all (minitrain/hub/staging.py).
 """
 
 from __future__ import annotations
@@ -84,11 +83,10 @@ def export_model(
     PEFT's layout (adapter_config.json, adapter_model.safetensors) with the tokenizer files and the card; with
     `merge_adapters`, its base with the adapters merged in (`base_model` replaces the base the run records).
     `for_hub` (publish): an adapter must name its base by Hub id, PEFT's `base_model_name_or_path` (hub_base).
-    The files are written into a temporary sibling folder and swapped in at the end, so a failure (a full disk)
-    leaves the previous export, if any, as it was: never a new config.json beside old weights. OUT_DIR must be
-    new, empty, or an earlier export.
+    OUT_DIR must be new, empty, or an earlier export, which a failure (a full disk) leaves as it was (staging.py).
     """
-    from minitrain.hub.export_text import export_text_model, is_text_source  # the Llama family's own folder
+    from minitrain.hub.export_text import export_text_model  # the Llama family's own folder
+    from minitrain.hub.text_models import is_text_source
 
     if is_text_source(source):
         return export_text_model(source, out_dir, repo_id)

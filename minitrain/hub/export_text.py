@@ -30,14 +30,9 @@ from minitrain.hub.pretrained import TOKENIZER_FILES, export_hf_folder, load_pre
 from minitrain.hub.pretrained_runs import run_state
 from minitrain.hub.run_folder import read_run
 from minitrain.hub.staging import check_target, staged
-from minitrain.hub.text_models import RUN_TOKENIZER_DIR, is_pretrained_base
+from minitrain.hub.text_models import is_pretrained_base
 
 TEXT_EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "generation_config.json", *TOKENIZER_FILES)
-
-
-def is_text_source(source: str | Path) -> bool:
-    """A pretrained base, or a run that fine-tuned one (it keeps the base's tokenizer in RUN/tokenizer/)."""
-    return is_pretrained_base(str(source)) or (Path(source) / RUN_TOKENIZER_DIR / "tokenizer.json").is_file()
 
 
 def text_state(source: str) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer]:

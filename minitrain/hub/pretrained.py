@@ -83,9 +83,9 @@ def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np
     if kind == "gguf":
         model, state, tokenizer, facts = _from_gguf(str(Path(spec)))
     elif kind == "folder":
-        model, state, tokenizer, facts = _from_folder(Path(spec), spec)
+        model, state, tokenizer, facts = _from_folder(Path(spec))
     else:
-        model, state, tokenizer, facts = _from_folder(download_base(spec), spec)
+        model, state, tokenizer, facts = _from_folder(download_base(spec))
         facts["hub_id"] = spec
     _check_ids_fit(spec, tokenizer, model)
     check_tensors(state, spec)  # float32 by now (BF16/F16 widened, GGUF blocks dequantized): NaN/inf refused
@@ -94,8 +94,7 @@ def load_pretrained_base(spec: str | Path) -> tuple[dict[str, Any], dict[str, np
 
 
 def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer, dict[str, Any]]:
-    """(model_config, tokenizer, facts) of a base, reading no weight: config.json or the GGUF metadata (a Hub id:
-    config.json and the tokenizer files fetched into the cache). facts["parameters"] counts the weights."""
+    """(model_config, tokenizer, facts) of a base, reading no weight (module docstring)."""
     spec = str(spec)
     kind = base_kind(spec)
     if kind == "gguf":
@@ -104,8 +103,7 @@ def describe_base(spec: str | Path) -> tuple[dict[str, Any], PretrainedTokenizer
     else:
         hub = kind == "hub"
         folder = download_base(spec, weights=False) if hub else Path(spec)
-        model, facts = _folder_config(folder, spec)
-        tokenizer = _folder_tokenizer(folder, model)
+        model, tokenizer, facts = _folder_base(folder)
         read = [str(folder / name) for name in ("config.json", *TOKENIZER_FILES) if (folder / name).is_file()]
         facts = {"source": kind, "path": str(folder), "read": read, **facts, **({"hub_id": spec} if hub else {})}
     _check_ids_fit(spec, tokenizer, model)
@@ -136,25 +134,21 @@ def is_llama(model_config: dict[str, Any]) -> bool:
     return family_of(model_config).pretrained == "any"
 
 
-def _folder_config(folder: Path, spec: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(minitrain model config, facts) of config.json: the Llama family's, or MiniGPT's for a GPT-2
-    (formats/gpt2.py)."""
+def _folder_base(folder: Path) -> tuple[dict[str, Any], PretrainedTokenizer, dict[str, Any]]:
+    """(minitrain model config, tokenizer, facts) of a folder's config.json and tokenizer files: the Llama family's,
+    or MiniGPT's for a GPT-2 (formats/gpt2.py, with GPT2Tokenizer's special tokens)."""
     config_path = folder / "config.json"
     config = read_json_object(config_path, "model config")
     if config.get("model_type") != "gpt2":
-        return from_hf_config(config, str(config_path))
+        model, facts = from_hf_config(config, str(config_path))
+        return model, PretrainedTokenizer.from_folder(folder, None), facts
     facts = {"hf_model_type": "gpt2", "architectures": config.get("architectures"),
              **{k: config.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}}
-    return from_gpt2_config(config, str(config_path)), facts
+    return from_gpt2_config(config, str(config_path)), PretrainedTokenizer.from_folder(folder, GPT2_SPECIALS), facts
 
 
-def _folder_tokenizer(folder: Path, model: dict[str, Any]) -> PretrainedTokenizer:
-    return PretrainedTokenizer.from_folder(folder, None if is_llama(model) else GPT2_SPECIALS)
-
-
-def _from_folder(folder: Path, spec: str):
-    model, facts = _folder_config(folder, spec)
-    tokenizer = _folder_tokenizer(folder, model)
+def _from_folder(folder: Path):
+    model, tokenizer, facts = _folder_base(folder)
     if is_llama(model):
         raw, files = read_folder_weights(folder)
         state = from_hf_state(raw, model, str(files[0] if len(files) == 1 else folder / INDEX_FILE))

@@ -59,6 +59,11 @@ def is_pretrained_base(spec: str) -> bool:
         return config is not None and _model_type(config) in MODEL_TYPES  # if not, load_model says why
 
 
+def is_text_source(source: str | Path) -> bool:
+    """A pretrained base, or a run that fine-tuned one (it keeps the base's tokenizer in RUN/tokenizer/)."""
+    return is_pretrained_base(str(source)) or (Path(source) / RUN_TOKENIZER_DIR / "tokenizer.json").is_file()
+
+
 def _model_type(config: Path) -> Any:
     return read_json_object(config, "model config").get("model_type")
 

@@ -31,12 +31,6 @@ from minitrain.hub.export_hf import export_model
 from minitrain.runs.run_files import FINISHED
 
 
-def check_repo_id(repo_id: str) -> None:
-    """The same check with and without --dry-run: an id a dry run accepts is one the upload can use."""
-    if problem := hub_id_problem(repo_id):
-        raise UserError(f"publish --repo: {problem}", BAD_INPUT)
-
-
 def missing_token(repo_id: str) -> str | None:
     """None when the client has a token (HF_TOKEN, else the token file); otherwise what to tell the user."""
     if get_token() is not None:
@@ -80,7 +74,8 @@ def publish(
     adapter's base must be a Hub id (recorded, or `base_model`): PEFT loads it by that name. `vocab_path`: the
     vocabulary of a model file that does not record it. `model_format` "gguf": the repo gets one file,
     REPO-NAME-DTYPE.gguf (hub/export_gguf.py; a LoRA run merged), instead of the Hugging Face folder."""
-    check_repo_id(repo_id)
+    if problem := hub_id_problem(repo_id):  # with and without --dry-run: an id a dry run accepts, the upload can use
+        raise UserError(f"publish --repo: {problem}", BAD_INPUT)
     api = HfApi()
     if not dry_run and (problem := missing_token(repo_id)):
         raise UserError(f"{problem} (nothing was uploaded)")

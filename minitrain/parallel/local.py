@@ -1,7 +1,7 @@
 """The local backend: data-parallel workers on this machine, the training process and worker processes started
 once per run.
 
-    workers = LocalWorkers(spec, layout, n)        worker 0 is this process; start n − 1 more, each says "ready"
+    workers = LocalWorkers(model, micro_batches, rows, cols, n)   worker 0 is this process; n − 1 more start
     loss, grad_norm = workers.gradients(model, batches, clip_norm)    one step (reduce.py's sum and clip)
     workers.close()                                 stop them, remove the shared block
 
@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -45,26 +45,12 @@ _SLICE = 0.1  # the wait for an answer wakes this often, to see a Ctrl-C (the lo
 _DURING_A_STEP = "during a step (its update was not applied)"
 
 
-_ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+# The environment while workers start: a spawned worker reads it before it imports NumPy, so its BLAS, OpenMP and
+# numba never start thread pools that would only contend (restored once they are started).
+_ONE_THREAD = dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"), "1")
 
 
-@contextlib.contextmanager
-def _one_thread_environment() -> Iterator[None]:
-    """This process's environment with 1 thread for BLAS, OpenMP and numba, while workers are started: a spawned
-    worker reads it before it imports NumPy, so its libraries never start thread pools that would only contend."""
-    saved = {name: os.environ.get(name) for name in _ONE_THREAD}
-    os.environ.update(dict.fromkeys(_ONE_THREAD, "1"))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, Any], slots: list[int],
+def _worker_main(name: str, layout: dict[str, Any], spec: dict[str, Any], slots: list[int],
                  conn: Connection, parent: int) -> None:
     """A worker's life: build the replica, then compute its micro-batches each time it hears "go"."""
     die_with(parent)
@@ -101,25 +87,27 @@ def _worker_main(index: int, name: str, layout: dict[str, Any], spec: dict[str, 
 
 class LocalWorkers:
     """`n` workers, this process and n − 1 processes, over one shared block; `gradients` runs a step, `close`
-    ends them."""
+    ends them. `n` divides `micro_batches`: the config says so (minitrain/config/parallel_rules.py)."""
 
-    def __init__(self, spec: ReplicaSpec, layout: Layout, n: int, timeout: float = TIMEOUT_SECONDS) -> None:
-        if layout.slots % n:
-            raise ValueError(f"data parallel: {n} workers do not divide {layout.slots} micro-batches")
+    def __init__(self, model: Any, micro_batches: int, rows: int, cols: int, n: int,
+                 timeout: float = TIMEOUT_SECONDS) -> None:
+        buffer, spec = model.buffer, ReplicaSpec.of(model)  # micro-batches of at most rows × cols
+        layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
         self.n, self.per, self.timeout = n, layout.slots // n, timeout
         self.block = SharedBlock.create(layout)
         self.processes: list[Any] = []  # worker w ≥ 1 is processes[w − 1]
         self.seconds: dict[str, float] = {}  # the last step's: handoff, own (worker 0's share), wait, reduce
         self.conns: list[Connection] = []
         context = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads and numba state
+        from unittest import mock  # patch.dict: the environment restored whatever happens
         per = self.per
         try:
-            with _one_thread_environment():
+            with mock.patch.dict(os.environ, _ONE_THREAD):
                 for w in range(1, n):
                     ours, theirs = context.Pipe()
                     process = context.Process(
                         target=_worker_main, name=f"minitrain-dp-worker-{w}", daemon=True,
-                        args=(w, self.block.name, layout.to_dict(), spec.to_dict(),
+                        args=(self.block.name, layout.to_dict(), spec.to_dict(),
                               list(range(w * per, (w + 1) * per)), theirs, os.getpid()))
                     process.start()
                     theirs.close()  # only the worker holds its end: its death is an end-of-file here

@@ -46,11 +46,10 @@ class _Actor:
 
 
 class RayWorkers:
-    """`n` Ray actors, each computing micro_batches / n micro-batches of every step."""
+    """`n` Ray actors, each computing micro_batches / n micro-batches of every step (n divides it: the config's
+    rule, minitrain/config/parallel_rules.py)."""
 
     def __init__(self, spec: ReplicaSpec, n: int, micro_batches: int, address: str | None) -> None:
-        if micro_batches % n:
-            raise ValueError(f"data parallel: {n} workers do not divide {micro_batches} micro-batches")
         ray = self.ray = require("ray", "ray", "runtime.data_parallel.backend ray")
         self.started = not ray.is_initialized()
         if self.started:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from minitrain.common.lifeline import _alive
+from minitrain.common.lifeline import process_alive
 from minitrain.data.batch import Batch
 
 _ALIGN = 64
@@ -86,7 +86,7 @@ class SharedBlock:
         """A new block, named after this process; first removed: the blocks of owners no longer alive (killed
         while their workers started, before unlink)."""
         for left in Path("/dev/shm").glob(f"{PREFIX}*-*"):
-            if left.name.split("-")[2].isdigit() and not _alive(int(left.name.split("-")[2])):
+            if left.name.split("-")[2].isdigit() and not process_alive(int(left.name.split("-")[2])):
                 left.unlink(missing_ok=True)
         name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         return cls(shared_memory.SharedMemory(name, create=True, size=layout.size()), layout, owner=True)

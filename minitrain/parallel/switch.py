@@ -23,8 +23,6 @@ from typing import Any
 from minitrain.common.compute import Setting
 from minitrain.common.runtime import set_blas_threads
 from minitrain.parallel.local import TIMEOUT_SECONDS, LocalWorkers
-from minitrain.parallel.replica import ReplicaSpec
-from minitrain.parallel.shared import Layout
 
 
 class WorkerSwitch:
@@ -52,10 +50,7 @@ class WorkerSwitch:
         if self.pool is not None and self.pool.n != workers:
             self._stop()
         if self.pool is None:
-            buffer = self.model.buffer
-            layout = Layout(self.micro_batches, self.rows, self.cols, buffer.data.size, buffer.grad.size,
-                            buffer.data.dtype.name)
-            self.pool = LocalWorkers(ReplicaSpec.of(self.model), layout, workers, self.timeout)
+            self.pool = LocalWorkers(self.model, self.micro_batches, self.rows, self.cols, workers, self.timeout)
             self.started.append((self.pool.pids, self.pool.block.name))
             self._one_process_wins = 0  # a new pool is kept for `stop_after` one-process decisions again
 

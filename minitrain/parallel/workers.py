@@ -24,19 +24,15 @@ def start_workers(settings: Any, model: Any, micro_batches: int, rows: int, cols
     if settings is None:
         yield None
         return
-    spec = ReplicaSpec.of(model)
     with ExitStack() as stack:
         if settings.backend == "ray":
             from minitrain.parallel.ray_workers import RayWorkers
 
-            workers: Any = RayWorkers(spec, settings.workers, micro_batches, settings.address)
+            workers: Any = RayWorkers(ReplicaSpec.of(model), settings.workers, micro_batches, settings.address)
         else:
             from minitrain.parallel.local import LocalWorkers
-            from minitrain.parallel.shared import Layout
 
             stack.enter_context(blas_threads(1))  # this process is worker 0, at 1 BLAS thread as every worker is
-            buffer = model.buffer
-            layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
-            workers = LocalWorkers(spec, layout, settings.workers, settings.timeout)
+            workers = LocalWorkers(model, micro_batches, rows, cols, settings.workers, settings.timeout)
         stack.callback(workers.close)
         yield workers

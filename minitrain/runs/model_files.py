@@ -35,6 +35,7 @@ from safetensors import SafetensorError
 
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import atomic_write_bytes, parse_json, read_bytes
+from minitrain.formats.safetensors_folder import split_header
 from minitrain.quant.qfile import KIND as QUANTIZED_KIND
 from minitrain.quant.qfile import dequantized_state
 from minitrain.runs.run_files import check_model_file_meta
@@ -71,22 +72,9 @@ def _content_digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, st
 # ----------------------------------------------------------------------------------------- bytes <-> safetensors
 
 
-def _split_header(data: bytes) -> tuple[dict[str, Any], int]:
-    """Parse the JSON header; return it and the offset where the tensor bytes start."""
-    if len(data) < 8:
-        raise ValueError("file is shorter than the 8-byte safetensors header length")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8:
-        raise ValueError("header length points past the end of the file")
-    header = json.loads(data[8 : 8 + n].decode("utf-8"))
-    if not isinstance(header, dict):
-        raise ValueError("header is not a JSON object")
-    return header, 8 + n
-
-
 def _sorted_header(data: bytes) -> bytes:
     """Rewrite the library's header with `__metadata__` keys sorted (its own order is random per process)."""
-    header, start = _split_header(data)
+    header, start = split_header(data)
     metadata = header.pop("__metadata__", {})
     tensors = sorted(header.items(), key=lambda item: item[1]["data_offsets"])
     text = json.dumps(
@@ -112,7 +100,7 @@ def read_file(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     against its schema, minitrain/runs/run_files.py)."""
     data = read_bytes(path, "model file")
     try:
-        header, _ = _split_header(data)
+        header, _ = split_header(data)
         tensors = {name: a.copy() for name, a in safetensors.numpy.load(data).items()}
     except (SafetensorError, ValueError, KeyError, TypeError, RecursionError) as e:
         raise UserError(f"{path}: not a readable safetensors file, it may be truncated or corrupted ({e})",

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json
+from minitrain.common.lifeline import process_alive
 from minitrain.common.paths import REPO_ROOT
 from minitrain.runs.run_files import read_results
 
@@ -153,9 +154,9 @@ def remove_stale_temp_files(out_dir: Path, models_dir: Path, model_prefix: str) 
     checkpoints/), and in `models_dir` the partial model files of processes that no longer exist. Returns them."""
     removed = []
     for folder, names in ((out_dir, {*RUN_FILES, CONFIG_FILE}), (out_dir / CHECKPOINTS, None)):
-        for path in _temp_files(folder):
-            target = _TEMP.match(path.name)["target"]
-            if names is None or target in names:
+        for path in _listing(folder):
+            match = _TEMP.match(path.name)
+            if match and (names is None or match["target"] in names):
                 removed.append(path)
     partial = re.compile(rf"^\.?\.{re.escape(model_prefix)}-(?P<pid>\d+)\.partial\.safetensors(\..{{8}}\.tmp)?$")
     for path in _listing(models_dir):
@@ -174,18 +175,6 @@ def _listing(folder: Path) -> Iterable[Path]:
         return []
 
 
-def _temp_files(folder: Path) -> list[Path]:
-    return [p for p in _listing(folder) if _TEMP.match(p.name)]
-
-
 def process_exists(pid: int) -> bool:
     """Whether another process with this id exists (this process's own earlier files count as left behind)."""
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # gone, or a number no process can have
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
+    return pid != os.getpid() and process_alive(pid)

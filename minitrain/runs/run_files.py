@@ -167,7 +167,7 @@ class CheckpointMeta(ModelFileMeta):
 def check_model_file_meta(metadata: dict[str, Any], where: str) -> dict[str, Any]:
     """A checkpoint's or model file's metadata, checked against the schema of its kind."""
     validate(metadata, ModelFileMeta, where)
-    return validate(metadata, CheckpointMeta if metadata["kind"] == "checkpoint" else ModelFileMeta, where)
+    return validate(metadata, CheckpointMeta, where) if metadata["kind"] == "checkpoint" else metadata
 
 
 def problem_text(error: ValidationError) -> str:
@@ -202,15 +202,12 @@ def read_results(path: str | os.PathLike) -> dict[str, Any]:
     return validate(read_json_object(path, "results file"), Results, str(path))
 
 
-def _check_run_config(data: Any, where: str) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: the run's config must be a mapping, not {json_type(data)}", BAD_INPUT)
-    return validate(data, RunConfig, where)
-
-
 def read_run_config(path: str | os.PathLike) -> dict[str, Any]:
     """config.resolved.yaml, read within the bounds every YAML file minitrain reads keeps (regular file, size,
     aliases, nesting, number length: minitrain/config/yaml_lines.py), then checked like the other run files."""
-    return _check_run_config(load_yaml_file(path, "resolved config"), str(path))
+    data = load_yaml_file(path, "resolved config")
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: the run's config must be a mapping, not {json_type(data)}", BAD_INPUT)
+    return validate(data, RunConfig, str(path))
 
 

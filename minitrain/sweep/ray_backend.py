@@ -83,10 +83,8 @@ class StopAfter(Callback):
 
 
 def finish_stopped(job: TrialJob, step: int) -> str | None:
-    """Finish a trial the scheduler stopped at step `step` (run_job's result): wait until no process writes its
-    folder (its actor may still be ending, or finishing the run itself), then, unless the folder is done, resume
-    it from its last checkpoint up to that step. Training is deterministic: these are the files the actor would
-    have written."""
+    """Finish a trial the scheduler stopped at step `step`, as the module docstring says (run_job's result): its
+    actor may still be ending, or finishing the run itself, so only once no process writes its folder."""
     deadline = time.monotonic() + RELEASE_WAIT_SECONDS
     while writer_of(job.run_dir) is not None and time.monotonic() < deadline:
         time.sleep(0.1)

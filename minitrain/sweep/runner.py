@@ -72,7 +72,7 @@ def build_jobs(spec: SweepSpec, trials: list[Trial], base: Config, name: str, sw
                drawn_seed: int | None = None) -> list[TrialJob]:
     """Each trial's config: the base, the sweep's `set`, the trial's values and seed (else `drawn_seed`, the one
     seed a base with `seed: null` drew for the whole sweep), its folder and the tracking placement."""
-    shared = [f"{key}={_yaml(value)}" for key, value in spec.set.items()]
+    shared = [f"{key}={json.dumps(value)}" for key, value in spec.set.items()]  # JSON is YAML: it reads back as itself
     jobs = []
     for trial in trials:
         values: dict[str, Any] = {"output.dir": str(sweep_dir / "trials" / trial.id),
@@ -83,10 +83,6 @@ def build_jobs(spec: SweepSpec, trials: list[Trial], base: Config, name: str, sw
         overrides = (*shared, *trial.overrides(), *_tracking_overrides(base, trial, name, sweep_dir))
         jobs.append(TrialJob(trial.id, spec.base, overrides, values, os.getcwd()))
     return jobs
-
-
-def _yaml(value: Any) -> str:
-    return json.dumps(value)  # JSON is YAML: the value reads back as itself
 
 
 def check_jobs(jobs: list[TrialJob]) -> list[Config]:

@@ -15,8 +15,9 @@ from test_run_dir import dead_pid
 
 from minitrain.common.errors import UserError
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.formats.gpt2 import expected_shapes, from_gpt2_config, to_gpt2_config
+from minitrain.formats.gpt2 import from_gpt2_config, to_gpt2_config
 from minitrain.hub.export_hf import EXPORT_FILES, export_model
+from minitrain.models.registry import parameter_shapes
 from minitrain.runs.model_files import load_model_file, save_model_file
 from minitrain.runs.run_lock import RunLock
 
@@ -44,7 +45,7 @@ def test_weights_are_the_model_file_under_gpt2_names(run, tmp_path):
     with safetensors.safe_open(out / "model.safetensors", "numpy") as f:
         assert f.metadata() == {"format": "pt"}
     exported = safetensors.numpy.load_file(out / "model.safetensors")
-    assert set(exported) == set(expected_shapes(TINY_MODEL))  # no lm_head (tied), no attn.bias buffers
+    assert set(exported) == set(dict(parameter_shapes(TINY_MODEL)))  # no lm_head (tied), no attn.bias buffers
     for name, array in original.items():
         assert exported[name].dtype == np.float32
         np.testing.assert_array_equal(exported[name], array)

@@ -98,11 +98,11 @@ def test_linear_and_slerp_merges_read_back_by_eval(runs, tmp_path, capsys):
     ({"n_head": 4}, ["model config n_head is 4 in ", " but 2 in "]),
 ])
 def test_models_of_another_architecture_are_refused_naming_what_differs(runs, tmp_path, capsys, change, message):
-    from minitrain.formats.gpt2 import expected_shapes
+    from minitrain.models.registry import parameter_shapes
 
     other = tmp_path / "other.safetensors"
     shape = {**TINY_MODEL, **change}
-    save_model_file(other, {n: np.zeros(s, np.float32) for n, s in expected_shapes(shape).items()}, shape)
+    save_model_file(other, {n: np.zeros(s, np.float32) for n, s in parameter_shapes(shape)}, shape)
     config = write(tmp_path / "m.yaml", {"merge_method": "task_arithmetic", "base_model": str(runs[0]),
                                          "models": [{"model": str(other)}]})
     assert main(["merge", str(config), "-o", str(tmp_path / "out.safetensors")]) == 2
