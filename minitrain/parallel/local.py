@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -48,6 +48,22 @@ _DURING_A_STEP = "during a step (its update was not applied)"
 # The environment while workers start: a spawned worker reads it before it imports NumPy, so its BLAS, OpenMP and
 # numba never start thread pools that would only contend (restored once they are started).
 _ONE_THREAD = dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"), "1")
+
+
+@contextlib.contextmanager
+def _one_thread_environment() -> Iterator[None]:
+    """`_ONE_THREAD` set, then each name restored: only these names change (`mock.patch.dict` clears the whole
+    environment on the way out, which another thread could read meanwhile)."""
+    saved = {name: os.environ.get(name) for name in _ONE_THREAD}
+    os.environ.update(_ONE_THREAD)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _worker_main(name: str, layout: dict[str, Any], spec: dict[str, Any], slots: list[int],
@@ -99,10 +115,9 @@ class LocalWorkers:
         self.seconds: dict[str, float] = {}  # the last step's: handoff, own (worker 0's share), wait, reduce
         self.conns: list[Connection] = []
         context = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads and numba state
-        from unittest import mock  # patch.dict: the environment restored whatever happens
         per = self.per
         try:
-            with mock.patch.dict(os.environ, _ONE_THREAD):
+            with _one_thread_environment():
                 for w in range(1, n):
                     ours, theirs = context.Pipe()
                     process = context.Process(
