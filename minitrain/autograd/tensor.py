@@ -191,33 +191,49 @@ class Tensor:
         return other if isinstance(other, Tensor) else Tensor(other, dtype=self.data.dtype)
 
     # ----------------------------------------------------------------- arithmetic (with broadcasting)
-    def _binary(self, other: object, symbol: str, op: Callable, grads: Callable) -> Tensor:
-        """y = op(a, b) for b = `other` (lifted to a Tensor); `grads(g, a, b)` gives (da, db) on the arrays, each
-        summed back over the dims broadcasting stretched."""
-        a, b = self, self._lift(other)
-
-        def backward(g: np.ndarray) -> None:
-            da, db = grads(g, a.data, b.data)
-            a._accumulate(unbroadcast(da, a.shape))
-            b._accumulate(unbroadcast(db, b.shape))
-
-        return Tensor._from_op(_check_broadcast(symbol, a, b, op), (a, b), backward)
-
     def __add__(self, other: object) -> Tensor:
         """y = a + b"""
-        return self._binary(other, "+", np.add, lambda g, a, b: (g, g))
+        other = self._lift(other)
+        a, b = self, other
+
+        def backward(g: np.ndarray) -> None:
+            a._accumulate(unbroadcast(g, a.shape))
+            b._accumulate(unbroadcast(g, b.shape))
+
+        return Tensor._from_op(_check_broadcast("+", a, b, np.add), (a, b), backward)
 
     def __sub__(self, other: object) -> Tensor:
         """y = a - b"""
-        return self._binary(other, "-", np.subtract, lambda g, a, b: (g, -g))
+        other = self._lift(other)
+        a, b = self, other
+
+        def backward(g: np.ndarray) -> None:
+            a._accumulate(unbroadcast(g, a.shape))
+            b._accumulate(unbroadcast(-g, b.shape))
+
+        return Tensor._from_op(_check_broadcast("-", a, b, np.subtract), (a, b), backward)
 
     def __mul__(self, other: object) -> Tensor:
         """y = a * b;  da = g * b,  db = g * a"""
-        return self._binary(other, "*", np.multiply, lambda g, a, b: (g * b, g * a))
+        other = self._lift(other)
+        a, b = self, other
+
+        def backward(g: np.ndarray) -> None:
+            a._accumulate(unbroadcast(g * b.data, a.shape))
+            b._accumulate(unbroadcast(g * a.data, b.shape))
+
+        return Tensor._from_op(_check_broadcast("*", a, b, np.multiply), (a, b), backward)
 
     def __truediv__(self, other: object) -> Tensor:
         """y = a / b;  da = g / b,  db = -g * a / b²"""
-        return self._binary(other, "/", np.divide, lambda g, a, b: (g / b, -g * a / (b * b)))
+        other = self._lift(other)
+        a, b = self, other
+
+        def backward(g: np.ndarray) -> None:
+            a._accumulate(unbroadcast(g / b.data, a.shape))
+            b._accumulate(unbroadcast(-g * a.data / (b.data * b.data), b.shape))
+
+        return Tensor._from_op(_check_broadcast("/", a, b, np.divide), (a, b), backward)
 
     def __radd__(self, other: object) -> Tensor:
         return self._lift(other) + self
