@@ -345,6 +345,7 @@ def test_help_and_validate_import_neither_numba_nor_the_models_nor_the_command_m
     help_out = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, check=True,
                               cwd=ROOT).stdout
     assert "    validate      check a config" in help_out and "    lab           start a lab's" in help_out
+    assert "fine-tuned in full or with LoRA / QLoRA" in " ".join(help_out.split())  # what it is for, wrapped
     loaded = set(help_out.split("\n")[-2].split())
     assert "minitrain.cli" in loaded
     assert not {m for m in loaded if m.startswith(("minitrain.commands.", "minitrain.models", "minitrain.config",
