@@ -104,8 +104,8 @@ def _new_tokens(loaded, records, asked: int | None) -> int:
     longest = max((len(tokenizer.encode(r.data["messages"][-1]["content"])) for r in records), default=0)
     budget = asked or min(longest + ANSWER_MARGIN, context - prompt)
     if budget < 1 or prompt + budget > context:
-        raise UserError(f"--max-new-tokens {budget}: the longest prompt has {prompt} tokens, the model's context "
-                        f"{context}", BAD_INPUT)
+        raise UserError(f"--max-new-tokens {budget}: the longest prompt has {prompt} tokens and the model's context "
+                        f"is {context}, which leaves {max(context - prompt, 0)}", BAD_INPUT)
     return budget
 
 
