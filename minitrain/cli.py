@@ -35,8 +35,11 @@ from minitrain.common.paths import recorded_path
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command; only the command `argv` names has its module imported and its arguments added
     (every command's, when argv is None), so `minitrain --help` imports no command module."""
-    parser = argparse.ArgumentParser(prog="minitrain",
-                                     description="Train and inspect MiniGPT and table models from YAML configs.")
+    parser = argparse.ArgumentParser(prog="minitrain", description=(
+        "Train, fine-tune, evaluate and export models from YAML configs, in NumPy on the CPU: pretrained language "
+        "models (the Llama family from a Hugging Face folder, a Hub id or a GGUF file, and GPT-2), fine-tuned in "
+        "full or with LoRA / QLoRA on your own text or chat records, and the course's MiniGPT and table models. "
+        "A fine-tune starts with `minitrain init --base MODEL --data DIR`, then `minitrain train CONFIG`."))
     parser.add_argument("--version", action="version", version=f"minitrain {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     named = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None

@@ -1,7 +1,10 @@
 """`minitrain eval SOURCE --data FILE [--json] [--max-seq-len N] [--loss-on all|completion] [--vocab PATH]
-[--answers]`: the mean token loss, perplexity and number of tokens scored of a model on a text or chat file, with
-the model's own tokenizer; with `--answers`, on chat records, the answer's scores and greedy exact match instead
-(minitrain/evaluation/answers.py, lab 08: per token, per character, and the share of answers written exactly).
+[--answers [--max-new-tokens N]]`: the mean token loss, perplexity and number of tokens scored of a model on a text
+or chat file, with the model's own tokenizer; with `--answers`, on chat records, the answer's scores and greedy
+exact match instead (minitrain/evaluation/answers.py, lab 08: per token, per character, and the share of answers
+written exactly). A greedy answer runs until EOS or `--max-new-tokens`, by default the longest expected answer in
+the model's tokens plus ANSWER_MARGIN (room for whitespace around it, and to show how an answer runs on), within
+what the context leaves after the longest prompt; the first SHOWN answers are printed beside the expected ones.
 
 SOURCE is a pretrained base (a .gguf file, a Hugging Face folder, a Hub id) or a minitrain run, model file or
 export (minitrain/hub/text_models.py). FILE holds text, prompt/completion or chat records (minitrain/data/
@@ -17,9 +20,11 @@ import json
 from pathlib import Path
 
 from minitrain.commands.common import positive_int
+from minitrain.common.errors import BAD_INPUT, UserError
 
 LOSS_ON = ("all", "completion")
 DEFAULT_CONTEXT = 512  # positions per window, unless the model's context is shorter or --max-seq-len says
+ANSWER_MARGIN, SHOWN = 8, 3  # --answers: new tokens past the longest expected answer; answers printed
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +38,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", help="a character model's vocab.json, when the source does not record it")
     parser.add_argument("--answers", action="store_true",
                         help="chat records: score each last (assistant) message, and greedy exact match of it")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=None,
+                        help=f"--answers: new tokens per greedy answer, which stops at EOS (default: the longest "
+                             f"expected answer's tokens + {ANSWER_MARGIN}, within the context)")
     parser.set_defaults(handler=eval_command)
 
 
@@ -40,6 +48,8 @@ def eval_command(args: argparse.Namespace) -> int:
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.hub.text_models import load_text_model
 
+    if args.max_new_tokens and not args.answers:
+        raise UserError("--max-new-tokens: only --answers generates (add --answers, or leave it out)", BAD_INPUT)
     loaded = load_text_model(args.source, args.vocab)
     width = min(args.max_seq_len or DEFAULT_CONTEXT, loaded.model.config["max_seq_len"])
     if args.answers:
@@ -59,8 +69,8 @@ def eval_command(args: argparse.Namespace) -> int:
 
 
 def _answers(loaded, args: argparse.Namespace, width: int) -> tuple[dict, str]:
-    """`--answers`: (the JSON result, the line printed without --json)."""
-    from minitrain.common.errors import BAD_INPUT, UserError
+    """`--answers`: (the JSON result, the lines printed without --json: the scores, then the first SHOWN answers
+    beside the expected ones)."""
     from minitrain.data.text_records import read_file
     from minitrain.data.tokenizer import CharTokenizer
     from minitrain.evaluation.answers import answer_scores, exact_match
@@ -70,11 +80,33 @@ def _answers(loaded, args: argparse.Namespace, width: int) -> tuple[dict, str]:
         raise UserError(f"{args.data}: --answers scores chat records with a pretrained model's chat template",
                         BAD_INPUT)
     scores = answer_scores(loaded.model, loaded.tokenizer, records, width)
-    matched = exact_match(loaded.model, loaded.tokenizer, records)
-    result = {"source": args.source, "data": args.data, **scores, "exact_match": matched["exact_match"]}
-    return result, (f"{args.source} on {args.data}: answer loss {scores['answer_loss']:.4f}  ppl "
-                    f"{scores['answer_ppl']:.4f} ({scores['answer_tokens']} tokens), per character "
-                    f"{scores['answer_ppl_per_char']:.4f}, exact match {matched['exact_match']:.1%} of {len(records)}")
+    budget = _new_tokens(loaded, records, args.max_new_tokens)
+    matched = exact_match(loaded.model, loaded.tokenizer, records, budget)
+    expected = [r.data["messages"][-1]["content"] for r in records]
+    right = round(matched["exact_match"] * len(records))
+    result = {"source": args.source, "data": args.data, **scores, "exact_match": matched["exact_match"],
+              "matched": right, "max_new_tokens": budget}
+    shown = [f"  expected {want!r}, wrote {got!r}" for want, got in zip(expected[:SHOWN], matched["answers"][:SHOWN],
+                                                                         strict=True)]
+    return result, "\n".join([
+        f"{args.source} on {args.data}: answer loss {scores['answer_loss']:.4f}  ppl {scores['answer_ppl']:.4f} "
+        f"({scores['answer_tokens']} tokens), per character {scores['answer_ppl_per_char']:.4f}, exact match "
+        f"{matched['exact_match']:.1%} ({right} of {len(records)}, greedy, up to {budget} new tokens)", *shown])
+
+
+def _new_tokens(loaded, records, asked: int | None) -> int:
+    """The new tokens a greedy answer may take: `asked`, or the longest expected answer's tokens + ANSWER_MARGIN
+    within what the model's context leaves after the longest prompt (a UserError when none fit)."""
+    tokenizer, context = loaded.tokenizer, loaded.model.config["max_seq_len"]
+    prompt = max((len(tokenizer.encode(tokenizer.apply_chat_template(r.data["messages"][:-1],
+                                                                       add_generation_prompt=True))) for r in records),
+                 default=0)
+    longest = max((len(tokenizer.encode(r.data["messages"][-1]["content"])) for r in records), default=0)
+    budget = asked or min(longest + ANSWER_MARGIN, context - prompt)
+    if budget < 1 or prompt + budget > context:
+        raise UserError(f"--max-new-tokens {budget}: the longest prompt has {prompt} tokens and the model's context "
+                        f"is {context}, which leaves {max(context - prompt, 0)}", BAD_INPUT)
+    return budget
 
 
 def text_rows(tokenizer, data: str | Path, loss_on: str, width: int):

@@ -35,6 +35,9 @@ from typing import Any
 
 COMPONENTS = ("convergence", "stability", "efficiency", "generalization", "reproducibility")
 GRADES = ((95, "A+"), (90, "A"), (85, "A-"), (80, "B+"), (75, "B"), (70, "B-"), (65, "C+"), (60, "C"), (50, "D"))
+GRADE_MEANING = {"A+": "production-ready, optimal", "A": "production-ready", "A-": "near-optimal",  # the spec's §16.2
+                 "B+": "good, minor issues", "B": "acceptable", "B-": "needs improvement",
+                 "C+": "significant issues", "C": "major issues", "D": "critical issues", "F": "failed"}
 SPIKE = 4.0  # a grad norm above SPIKE × the median before it is a spike
 
 
@@ -54,6 +57,14 @@ class Quality:
 
     def as_dict(self) -> dict[str, Any]:
         return {"score": self.score, "grade": self.grade, "breakdown": dict(self.breakdown)}
+
+    def explained(self) -> str:
+        """What the grade means, then the components whose mean the score is (`minitrain info`'s two lines)."""
+        measured = ", ".join(f"{name} {value:.1f}" for name, value in self.breakdown.items() if value is not None)
+        missing = ", ".join(name for name, value in self.breakdown.items() if value is None)
+        return (f"grade {self.grade} ({GRADE_MEANING[self.grade]}): how training went, not how good the model is\n"
+                f"  the mean of {measured} (each 0–100{'; not measured: ' + missing if missing else ''}; report.md "
+                "says what each measures)")
 
 
 def _clamp(x: float) -> float:

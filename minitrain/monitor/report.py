@@ -24,7 +24,7 @@ from typing import Any
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import atomic_write_text, parse_json, read_text
 from minitrain.monitor.curves import overfitting_onset
-from minitrain.monitor.quality import COMPONENTS, Quality
+from minitrain.monitor.quality import COMPONENTS, GRADE_MEANING, Quality
 
 
 def read_log(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -125,10 +125,6 @@ _COMPONENT_MEANING = {  # the spec's §16.1 reading of each, then how minitrain 
     "generalization": "train/val gap: train PPL / val PPL at the end",
     "reproducibility": "cross-run variance: one run has no other to compare with",
 }
-# The spec's §16.2 interpretation of each grade.
-_GRADE_MEANING = {"A+": "production-ready, optimal", "A": "production-ready", "A-": "near-optimal",
-                  "B+": "good, minor issues", "B": "acceptable", "B-": "needs improvement",
-                  "C+": "significant issues", "C": "major issues", "D": "critical issues", "F": "failed"}
 
 
 def report_markdown(
@@ -155,7 +151,7 @@ def report_markdown(
         lines += ["", *_train_vs_val(gaps, dashboard=plot is not None)]
     if quality is not None:
         lines += ["", f"## Training quality: {quality.score:.1f} / 100 — grade {quality.grade}", ""]
-        lines += [f"Grade {quality.grade}: {_GRADE_MEANING[quality.grade]} (the spec's §16.2) — as training "
+        lines += [f"Grade {quality.grade}: {GRADE_MEANING[quality.grade]} (the spec's §16.2) — as training "
                   "went; how good the model is, the task's metrics above say.", ""]
         lines += ["| component | score | measures |", "|---|---|---|"]
         for name in COMPONENTS:

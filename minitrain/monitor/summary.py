@@ -87,7 +87,7 @@ def run_summary(run_dir: str | Path) -> str:
             lines.append("quality: not graded: the run did not finish (no results.json)")
         elif train:
             quality = quality_score(rows, read_results(run / RESULTS))  # efficiency needs results.json's timings
-            lines.append(f"quality: {quality.score:.1f} / 100, grade {quality.grade}")
+            lines.append(f"quality: {quality.score:.1f} / 100, {quality.explained()}")
     if os.path.lexists(run / RESULTS):
         lines += ["results:", *_scalars(read_results(run / RESULTS))]
     latest = run / "checkpoints" / "latest"

@@ -178,22 +178,23 @@ def load_baseline_ppl(
     return None if any(key in baseline and baseline[key] != run[key] for key in run) else val_ppl
 
 
-def build_results(outcome: dict[str, Any], *, train_loss: float, train_ppl: float, baseline_ppl: float | None,
-                  val_exact_match: float | None, **after_train_loss: Any) -> dict[str, Any]:
+def build_results(outcome: dict[str, Any], *, train_loss: float, train_ppl: float, val_exact_match: float | None,
+                  baseline_ppl: float | None = None, compares: bool = True, **after_train_loss: Any) -> dict[str, Any]:
     """results.json of a language model run from its train scores and the loop's `outcome` (wall_seconds and
     model_path are the caller's to fill in; `after_train_loss` are keys that follow train_loss).
-    `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is."""
+    `ppl_improvement_pct` = 100·(baseline − val)/baseline: how much lower the model's PPL is. The course's
+    comparison with the n-gram baseline (its val PPL, beats_baseline, ppl_improvement_pct; None when it scored other
+    tokens) is left out where there is none to make (`compares` False: a fine-tune of a pretrained base)."""
     val_ppl = outcome["val_ppl"]
     beats = None if baseline_ppl is None else bool(val_ppl < baseline_ppl)
     improvement = None if baseline_ppl is None else round(100.0 * (baseline_ppl - val_ppl) / baseline_ppl, 2)
+    comparison = {"ngram_baseline_val_ppl": baseline_ppl, "beats_baseline": beats, "ppl_improvement_pct": improvement}
     return {
         "train_ppl": train_ppl,
         "val_ppl": val_ppl,
         "best_val_step": outcome["best_val_step"],
         "best_val_ppl": outcome["best_val_ppl"],
-        "ngram_baseline_val_ppl": baseline_ppl,
-        "beats_baseline": beats,
-        "ppl_improvement_pct": improvement,
+        **(comparison if compares else {}),
         "val_exact_match": val_exact_match,
         "wall_seconds": None,
         "peak_rss_mb": peak_rss_mb(),

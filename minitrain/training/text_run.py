@@ -154,11 +154,11 @@ def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dic
     """results.json of a run on a pretrained base (wall_seconds and model_path are the caller's): train loss and
     perplexity on the first rows of train, as many as val has (a whole pass over a corpus a base is fine-tuned on
     can take longer than the training: `train_rows_scored` says how many), val's from the loop, test's when given,
-    tokens seen and tokens per second of training."""
+    tokens seen and tokens per second of training; no n-gram baseline (the course's, of its character corpus)."""
     rows = min(len(splits["train"].input), len(splits["val"].input))
     train_loss, train_ppl = evaluate(model, EvalBatcher(take(splits["train"], slice(0, rows)), TEXT_EVAL_BATCH_SIZE))
-    results = artifacts.build_results(outcome, train_loss=train_loss, train_ppl=train_ppl, baseline_ppl=None,
-                                      val_exact_match=None, train_rows_scored=rows)
+    results = artifacts.build_results(outcome, train_loss=train_loss, train_ppl=train_ppl, val_exact_match=None,
+                                      compares=False, train_rows_scored=rows)
     seen = tokens_seen(cfg, splits["train"], outcome["steps_done"])
     ms = outcome.get("ms_per_step")
     per_step = seen["tokens_seen"] / max(outcome["steps_done"], 1)

@@ -212,6 +212,10 @@ def test_info_summarises_a_run_folder(tmp_path, capsys):
     assert "status: completed" in out and "config: lab01 — n_layer 2, n_head 4" in out
     assert "log: 4 rows, last step 10, loss 1" in out and "best 1.5 at step 10" in out
     assert "val_ppl: 3.25" in out and "beats_baseline: True" in out and "quality: " in out
+    # convergence 100 (the loss fell, no setback), generalization 100·exp(1.0 − 1.5) = 60.65; the rest unmeasured
+    assert "quality: 80.3 / 100, grade B+ (good, minor issues): how training went, not how good the model is" in out
+    assert ("  the mean of convergence 100.0, generalization 60.7 (each 0–100; not measured: stability, efficiency, "
+            "reproducibility; report.md says what each measures)") in out
     assert "latest checkpoint: step-10.safetensors" in out
     code, _, err = run(["info", tmp_path / "empty"], capsys)
     assert code == 2 and "not a run folder" in err
@@ -341,6 +345,7 @@ def test_help_and_validate_import_neither_numba_nor_the_models_nor_the_command_m
     help_out = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, check=True,
                               cwd=ROOT).stdout
     assert "    validate      check a config" in help_out and "    lab           start a lab's" in help_out
+    assert "fine-tuned in full or with LoRA / QLoRA" in " ".join(help_out.split())  # what it is for, wrapped
     loaded = set(help_out.split("\n")[-2].split())
     assert "minitrain.cli" in loaded
     assert not {m for m in loaded if m.startswith(("minitrain.commands.", "minitrain.models", "minitrain.config",

@@ -143,6 +143,7 @@ def test_lora_on_a_pretrained_base_trains_resumes_bit_exactly_and_samples(tmp_pa
     results = train(tmp_path, config_text(tmp_path, base), "straight")
     run_dir = tmp_path / "straight"
     assert results["steps"] == 3 and results["val_exact_match"] is None
+    assert not {"ngram_baseline_val_ppl", "beats_baseline", "ppl_improvement_pct"} & set(results)  # the course's
     assert results["tokens_seen"] > 0 and results["loss_tokens_seen"] < results["tokens_seen"]
     assert np.isclose(results["val_ppl"], np.exp(results["val_loss"]))
     for name in ("tokenizer.json", "tokenizer_config.json"):
