@@ -100,7 +100,12 @@ def test_a_lora_run_trains_only_its_adapters_and_writes_them_in_peft_layout(tmp_
     assert code == 0 and sorted(Path(p).name for p in out.split()) == sorted(
         ["README.md", CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json"])
     assert safetensors.numpy.load_file(tmp_path / "export" / WEIGHTS_FILE).keys() == peft.keys()
-    assert "LoRA adapter (rank 2, alpha 4" in (tmp_path / "export" / "README.md").read_text()
+    card = (tmp_path / "export" / "README.md").read_text()
+    assert "LoRA adapter (rank 2, alpha 4" in card
+    factors = sum(a.size for name, a in state.items() if name.endswith(("lora_A", "lora_B")))
+    total = sum(a.size for a in safetensors.numpy.load_file(base_file).values()) + factors
+    trained = sum(a.size for a in state.values())  # the factors and the adapted layers' biases (lora_only)
+    assert f"Parameters: {total:,} ({trained:,} trained by the run, {100 * trained / total:.2f} %" in card
     assert run(["sample", tmp_path / "run", "--prompt", "comer|R1|"], capsys)[0] == 0
 
 
