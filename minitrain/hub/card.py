@@ -417,16 +417,21 @@ def describe_architecture(mc: dict[str, Any]) -> str:
 
 
 def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str | None, base: str | None,
-                    info: RunInfo | None = None, chat: bool = False) -> str:
-    """README.md for the export of a pretrained base: of a run (`info`) fine-tuned from `base`, or of `base`."""
+                    info: RunInfo | None = None, chat: bool = False,
+                    merge_gap: tuple[bool, float, int] | None = None) -> str:
+    """README.md for the export of a pretrained base: of a run (`info`) fine-tuned from `base`, or of `base`;
+    `merge_gap` (a QLoRA run): (merged into the float base?, max |Δlogit| between its two merges, positions)."""
     repo = repo_id or "user/name"
     name = repo_id or architecture_name(model_config)
     shown = shown_path(base or MISSING)
     origin = (f"Fine-tuned with minitrain (a pure-NumPy teaching library) from the pretrained base `{shown}`."
               if info is not None else f"The pretrained model `{shown}`, converted to float32 by minitrain.")
-    if info is not None and info.adapter is not None and info.adapter.quantize_base:
-        origin += (" The run's LoRA adapter was " + quantized_base_note(info.adapter) + ". These weights are the "
-                   "adapter folded into that quantized base, dequantized: what the run computed.")
+    if info is not None and info.adapter is not None and merge_gap is not None:
+        onto, other = (("the float base (`export --float-base`): not what the run computed", "the NF4 base") if
+                       merge_gap[0] else ("that quantized base, dequantized: what the run computed", "the float base"))
+        origin += (f" The run's LoRA adapter was {quantized_base_note(info.adapter)}. These weights are the adapter "
+                   f"folded into {onto}; folded into {other} instead, the logits differ by up to {merge_gap[1]:.4g} "
+                   f"(max |Δlogit| over {merge_gap[2]} positions of random token ids).")
     body = [
         f"# {name}", "", origin, "", "## Model", "",
         f"- Architecture: {describe_architecture(model_config)}.",

@@ -14,6 +14,7 @@ import yaml
 from test_cli import run
 from test_hub_pretrained import HF_CONFIG, MINITRAIN, hf_folder, random_hf_state, write_gguf
 
+from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.data.batch import Batch, trim_padding
@@ -278,9 +279,12 @@ def test_a_lora_card_counts_the_whole_model_and_its_trainable_share(tmp_path, ba
     total = base_parameters(base) + LORA_PARAMETERS
     assert f"Parameters: {total:,} ({LORA_PARAMETERS:,} trained by the run" in card
     assert f"{100 * LORA_PARAMETERS / total:.2f} %" in card
+    with pytest.raises(UserError, match=r"--float-base: .* is not a QLoRA run"):  # its base is the float one already
+        export_text_model(tmp_path / "run", tmp_path / "floating", float_base=True)
+    assert not (tmp_path / "floating").exists()
 
 
-def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf4(tmp_path, base):
+def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf4(tmp_path, base, capsys):
     from minitrain.hub.export_text import export_text_model
 
     (tmp_path / "my-data").mkdir()
@@ -303,3 +307,23 @@ def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf
     for written in (card, adapter.joinpath("adapter_config.json").read_text(), json.dumps(meta)):
         assert str(tmp_path) not in written  # no path of this machine: the base and the data by name
     assert json.loads(adapter.joinpath("adapter_config.json").read_text())["base_model_name_or_path"] == "base"
+
+    # merged into the NF4 base it trained on (the default) or into the float base, the gap between the two printed
+    code, _, err = run(["export", tmp_path / "run", tmp_path / "floating", "--float-base"], capsys)
+    assert code == 0 and "exported merged into the float base (--float-base)" in err
+    gap = float(err.split("differ by up to ")[1].split()[0])
+    assert gap > 0 and f"folded into the NF4 base instead, the logits differ by up to {gap:.4g}" in (
+        tmp_path / "floating" / "README.md").read_text()
+    assert f"folded into the float base instead, the logits differ by up to {gap:.4g}" in card
+    peft = safetensors.numpy.load_file(adapter / "adapter_model.safetensors")
+    float_base = safetensors.numpy.load_file(base / "model.safetensors")
+    floating = safetensors.numpy.load_file(tmp_path / "floating" / "model.safetensors")
+    nf4 = safetensors.numpy.load_file(tmp_path / "export" / "model.safetensors")
+    q = "model.layers.0.self_attn.q_proj"
+    update = 2.0 * peft[f"base_model.model.{q}.lora_B.weight"] @ peft[f"base_model.model.{q}.lora_A.weight"]  # α/r
+    np.testing.assert_allclose(floating[f"{q}.weight"], float_base[f"{q}.weight"] + update, atol=1e-6)
+    gate = "model.layers.0.mlp.gate_proj.weight"  # adapted by no LoRA: the float base's, or its NF4 rounding
+    assert np.array_equal(floating[gate], float_base[gate]) and 0 < np.abs(nf4[gate] - float_base[gate]).max() < 0.5
+    assert run(["export", tmp_path / "run", tmp_path / "f.gguf", "--format", "gguf", "--float-base"], capsys)[0] == 2
+    code, out, _ = run(["publish", "--repo", "alice/q", tmp_path / "run", "--dry-run", "--float-base"], capsys)
+    assert code == 0 and f"(--float-base); the two merges' logits differ by up to {gap:.4g}" in out
