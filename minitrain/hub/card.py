@@ -165,6 +165,11 @@ def card_data(info: RunInfo, model_name: str, subject: Subject) -> ModelCardData
     )
 
 
+def base_name(base: str) -> str:
+    """A base as a card names it: its Hub id (or URL), else its file or folder's name, never a path."""
+    return base if is_base_id(base) or "://" in base else Path(base).name
+
+
 def get(section: dict[str, Any], key: str) -> Any:
     return section.get(key, MISSING)
 
@@ -327,7 +332,7 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
     name = repo_id or model_type(info.model_config)
     repo = repo_id or "user/name"
     init_from = info.section("model").get("init_from")
-    origin = (f"Initialised from `{shown_path(init_from)}`, then trained with minitrain." if init_from else
+    origin = (f"Initialised from `{base_name(init_from)}`, then trained with minitrain." if init_from else
               "Trained from scratch (random initialisation) with minitrain, a pure-NumPy teaching library.")
     if info.adapter is not None:
         origin = _adapter_origin(info)
@@ -365,7 +370,7 @@ def _adapter_origin(info: RunInfo) -> str:
     a = info.adapter
     quantized = f" (QLoRA), {quantized_base_note(a)}" if a.quantize_base else ""
     return (f"This repo holds a LoRA adapter (rank {a.rank}, alpha {a.alpha:g}, on {len(a.targets)} linear layers) "
-            f"trained with minitrain on the frozen base `{shown_path(a.base or MISSING)}`{quantized}.")
+            f"trained with minitrain on the frozen base `{base_name(a.base or MISSING)}`{quantized}.")
 
 
 def _peft_loading(info: RunInfo) -> str:
@@ -373,7 +378,7 @@ def _peft_loading(info: RunInfo) -> str:
     return f"""## How to load it
 
 This folder is in PEFT's layout (adapter_config.json, adapter_model.safetensors). The base must be the model the
-adapter was trained on, `{shown_path(info.adapter.base or MISSING)}`, as `minitrain export` writes it:
+adapter was trained on, `{base_name(info.adapter.base or MISSING)}`, as `minitrain export` writes it:
 
 ```python
 from peft import PeftModel
@@ -423,7 +428,7 @@ def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str 
     `merge_gap` (a QLoRA run): (merged into the float base?, max |Δlogit| between its two merges, positions)."""
     repo = repo_id or "user/name"
     name = repo_id or architecture_name(model_config)
-    shown = shown_path(base or MISSING)
+    shown = base_name(base or MISSING)
     origin = (f"Fine-tuned with minitrain (a pure-NumPy teaching library) from the pretrained base `{shown}`."
               if info is not None else f"The pretrained model `{shown}`, converted to float32 by minitrain.")
     if info is not None and info.adapter is not None and merge_gap is not None:
