@@ -1,13 +1,15 @@
 """`minitrain export SOURCE OUT [--format hf|gguf] [--dtype f32|f16|q8_0] [--repo user/name] [--vocab PATH]
-[--merge-adapters] [--base-model SPEC] [--force]`: a run as a Hugging Face GPT-2 folder (config.json, model.safetensors,
-tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or merged into its base. A pretrained
-Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned one, as a LlamaForCausalLM /
-Qwen2ForCausalLM folder with the base's tokenizer. `--format gguf`: any of these as one GGUF file for llama.cpp
+[--merge-adapters] [--base-model SPEC] [--float-base] [--force]`: a run as a Hugging Face GPT-2 folder (config.json,
+model.safetensors, tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or merged into its base. A
+pretrained Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned one, as a
+LlamaForCausalLM / Qwen2ForCausalLM folder with the base's tokenizer (a QLoRA run merged into its NF4 base, or with
+--float-base the float one, the gap printed). `--format gguf`: any of these as one GGUF file for llama.cpp
 (minitrain/hub/export_gguf.py), its matrices in --dtype."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from minitrain.commands.common import read_from
 from minitrain.common.errors import BAD_INPUT, UserError
@@ -34,6 +36,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                              "is always merged)")
     parser.add_argument("--base-model", metavar="PATH|user/repo",
                         help="the base the adapters were trained on, when the run does not record it")
+    parser.add_argument("--float-base", action="store_true", help="a QLoRA run: merge its adapter into the float "
+                        "base, not the NF4 base it trained on (either way the gap between the two is printed)")
     parser.add_argument("--force", action="store_true", help="--format gguf: replace OUT.gguf if it exists (never "
                                                                  "the input)")
     parser.set_defaults(handler=export_command)
@@ -44,8 +48,9 @@ def export_command(args: argparse.Namespace) -> int:
     if args.format == "gguf":
         from minitrain.hub.export_gguf import export_gguf
 
-        if args.repo:
-            raise UserError("export --format gguf: --repo names the repo of a model card; a GGUF has none", BAD_INPUT)
+        if args.repo or args.float_base:
+            raise UserError("export --format gguf: " + ("--repo names the repo of a model card; a GGUF has none"
+                            if args.repo else "--float-base is for a folder; a GGUF holds the NF4 merge"), BAD_INPUT)
         check_output(args.out_dir, inputs, force=args.force, flag="export OUT", suffix=".gguf")
         path, kinds = export_gguf(args.source, args.out_dir, args.dtype or "f32", args.vocab, args.base_model)
         print(f"{path}  ({', '.join(f'{n} {kind}' for kind, n in kinds.items())} tensors)")
@@ -56,6 +61,7 @@ def export_command(args: argparse.Namespace) -> int:
     # A folder export replaces only an earlier export (hub/staging.py's check_target), --force or not.
     check_output(args.out_dir, inputs, force=True, flag="export OUT", folder=True)
     for path in export_model(args.source, args.out_dir, repo_id=args.repo, vocab_path=args.vocab,
-                             merge_adapters=args.merge_adapters, base_model=args.base_model):
+                             merge_adapters=args.merge_adapters, base_model=args.base_model,
+                             float_base=args.float_base, log=lambda line: print(line, file=sys.stderr)):
         print(path)
     return 0

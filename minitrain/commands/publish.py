@@ -1,7 +1,8 @@
 """`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run] [--merge-adapters] [--base-model SPEC]
-[--vocab PATH] [--format hf|gguf] [--dtype f32|f16|q8_0]` (alias `push`): export a run or model file and upload it
-to the Hub; without RUN_DIR, the latest finished run under runs/. A LoRA run uploads its adapter (its base must be a
-Hub id), or with --merge-adapters its base with the adapters merged in. `--format gguf` uploads one GGUF file
+[--float-base] [--vocab PATH] [--format hf|gguf] [--dtype f32|f16|q8_0]` (alias `push`): export a run or model file
+and upload it to the Hub; without RUN_DIR, the latest finished run under runs/. A LoRA run uploads its adapter (its
+base must be a Hub id), or with --merge-adapters its base with the adapters merged in (a run on a Llama base: merged,
+a QLoRA run into its NF4 base, or with --float-base the float one). `--format gguf` uploads one GGUF file
 (REPO-NAME-DTYPE.gguf, a LoRA run merged) instead of the Hugging Face folder."""
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-model", metavar="PATH|user/repo",
                         help="the base the adapters were trained on, when the run does not record it (or it moved); "
                              "an adapter on the Hub names its base by this Hub id")
+    parser.add_argument("--float-base", action="store_true", help="a QLoRA run on a Llama-family base: merge its "
+                        "adapter into the float base, not the NF4 base it trained on (the gap is printed)")
     parser.add_argument("--vocab", help="vocab.json, when the source (a bare model file) does not record it")
     parser.add_argument("--format", choices=FORMATS, default="hf",
                         help="hf: the Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
@@ -48,9 +51,12 @@ def publish_command(args: argparse.Namespace) -> int:
 
     if args.dtype is not None and args.format != "gguf":
         raise UserError("publish --dtype: only a GGUF (--format gguf) stores other dtypes than float32", BAD_INPUT)
+    if args.float_base and args.format == "gguf":
+        raise UserError("publish --float-base: for the Hugging Face folder; a GGUF holds the NF4 merge", BAD_INPUT)
     run_dir = Path(args.run_dir) if args.run_dir else latest_run()
     if not args.run_dir:
         print(f"Publishing the latest run: {run_dir}")
     publish(run_dir, args.repo, private=args.private, dry_run=args.dry_run, merge_adapters=args.merge_adapters,
-            base_model=args.base_model, vocab_path=args.vocab, model_format=args.format, dtype=args.dtype or "f32")
+            base_model=args.base_model, vocab_path=args.vocab, model_format=args.format, dtype=args.dtype or "f32",
+            float_base=args.float_base)
     return 0

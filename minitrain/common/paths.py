@@ -3,6 +3,7 @@
     REPO_ROOT / "experiments" / ...       the reference runs a lab or a default reads
     recorded_path("/home/ana/mt/runs/base/models/x.safetensors")  ->  "runs/base/models/x.safetensors"
                                                                        (run from /home/ana/mt)
+    shown_path("/tmp/base")  ->  "base"   (what a model card or an exported adapter names: never this machine's path)
 """
 
 import os
@@ -21,3 +22,10 @@ def recorded_path(path: str | os.PathLike) -> str:
     absolute = os.path.abspath(path)
     relative = os.path.relpath(absolute)
     return absolute if relative.startswith("..") else relative
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as a file meant for other machines names it (a model card, an exported adapter): `recorded_path`
+    when that is relative (or a URL or Hub id), else just the file or folder's name."""
+    recorded = recorded_path(path)
+    return Path(recorded).name if os.path.isabs(recorded) else recorded

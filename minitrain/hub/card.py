@@ -29,9 +29,11 @@ from huggingface_hub import EvalResult, ModelCardData
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import parse_json, read_text
+from minitrain.common.paths import shown_path
 from minitrain.formats.hf_config import ARCHITECTURES
 from minitrain.hub.pretrained import is_base_id
 from minitrain.hub.run_folder import RunInfo
+from minitrain.lora.peft import quantized_base_note
 from minitrain.models.registry import family_of, layout_of, model_type
 
 LICENSE = "mit"
@@ -61,7 +63,7 @@ def describe(info: RunInfo) -> Subject:
     if family.reads == "table":
         pipeline = info.pipeline
         task = pipeline.get("task", MISSING)
-        source = data.get("source") or data.get("train_path") or MISSING
+        source = shown_path(data.get("source") or data.get("train_path") or MISSING)
         return Subject(TABLE, f"A {_layer_summary(info.model_config)} network ({task}) that predicts the column "
                               f"`{pipeline.get('target', MISSING)}` of the table `{source}` from "
                               f"{len(pipeline.get('features', [])) or MISSING} features.",
@@ -70,7 +72,7 @@ def describe(info: RunInfo) -> Subject:
     what = "GPT-2" if gpt2 else " ".join(_family_sentence(info.model_config).split()[1:])  # without its modifier
     tags = [*base, *(["gpt2"] if gpt2 else []), "character-level"]
     if data.get("format") == "text" or data.get("heldout_policy") == "none":
-        train = data.get("train_path", MISSING)
+        train = shown_path(data.get("train_path", MISSING))
         return Subject(TEXT, f"A character-level {what} trained on plain text (`{train}`, one example per line): "
                              "it continues a prompt one character at a time.",
                        "text-generation", "Character-level language modelling", "text", str(train), tags)
@@ -163,6 +165,11 @@ def card_data(info: RunInfo, model_name: str, subject: Subject) -> ModelCardData
     )
 
 
+def base_name(base: str) -> str:
+    """A base as a card names it: its Hub id (or URL), else its file or folder's name, never a path."""
+    return base if is_base_id(base) or "://" in base else Path(base).name
+
+
 def get(section: dict[str, Any], key: str) -> Any:
     return section.get(key, MISSING)
 
@@ -181,7 +188,7 @@ def _data_section(info: RunInfo, subject: Subject) -> str:
         classes = info.pipeline.get("classes")
         described = f"{len(classes)} classes: {', '.join(map(str, classes[:20]))}" if classes else "values"
         steps = ", ".join(step["kind"] for step in info.pipeline.get("preprocessing", [])) or "none"
-        return (f"Rows of `{data.get('source') or data.get('train_path', MISSING)}`; the target "
+        return (f"Rows of `{shown_path(data.get('source') or data.get('train_path', MISSING))}`; the target "
                 f"`{info.pipeline.get('target', MISSING)}` has {described}. Preprocessing (fitted on the training "
                 f"split, saved in the model file): {steps}.\n\n" + _table(("split", "rows", "sha256"), rows))
     rows = []
@@ -198,8 +205,7 @@ def _data_section(info: RunInfo, subject: Subject) -> str:
 
 def _model_section(info: RunInfo, vocab_size: int) -> str:
     mc = info.model_config
-    adapter = " (the adapter's; the base's are in the base model)" if info.adapter else ""
-    lines = [f"- Parameters: {info.num_parameters:,}{adapter}."]
+    lines = [parameters_line(info)]
     if family_of(mc).reads == "table":
         layers = ", ".join(f"{k} {v}" if not isinstance(v, dict) else k for layer in mc["layers"]
                            for k, v in layer.items())
@@ -220,6 +226,19 @@ def _model_section(info: RunInfo, vocab_size: int) -> str:
               f"`<eos>` (2);\n  the embedding has {mc['vocab_size']} rows. `tokenizer.json` holds the same vocabulary "
               "in the Hugging Face\n  tokenizers format."]
     return "\n".join(lines)
+
+
+def parameters_line(info: RunInfo) -> str:
+    """The whole model's parameters (a QLoRA base's 4-bit weights too) and the share the run trained, as its
+    manifest counted them; a bare model file's own tensors (an adapter file: the adapter's alone)."""
+    m = info.manifest
+    if not isinstance(m.get("parameters"), int):
+        own = f"{info.num_parameters:,}"
+        return f"- Parameters: {f'{MISSING} (the adapter file holds {own})' if info.adapter else own}."
+    total = m["parameters"] + m.get("quantized_parameters", 0)
+    trained = m.get("trainable_parameters", total)
+    share = f" ({trained:,} trained by the run, {100 * trained / total:.2f} %; the rest frozen)"
+    return f"- Parameters: {total:,}{share if trained < total else ''}."
 
 
 def _training_table(info: RunInfo, subject: Subject) -> str:
@@ -313,7 +332,7 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
     name = repo_id or model_type(info.model_config)
     repo = repo_id or "user/name"
     init_from = info.section("model").get("init_from")
-    origin = (f"Initialised from `{init_from}`, then trained with minitrain." if init_from else
+    origin = (f"Initialised from `{base_name(init_from)}`, then trained with minitrain." if init_from else
               "Trained from scratch (random initialisation) with minitrain, a pure-NumPy teaching library.")
     if info.adapter is not None:
         origin = _adapter_origin(info)
@@ -349,9 +368,9 @@ def build_card(info: RunInfo, vocab_size: int | None, repo_id: str | None = None
 
 def _adapter_origin(info: RunInfo) -> str:
     a = info.adapter
-    quantized = f" held in 4-bit {a.quant_type} blocks (QLoRA)" if a.quantize_base else ""
+    quantized = f" (QLoRA), {quantized_base_note(a)}" if a.quantize_base else ""
     return (f"This repo holds a LoRA adapter (rank {a.rank}, alpha {a.alpha:g}, on {len(a.targets)} linear layers) "
-            f"trained with minitrain on the frozen base `{a.base}`{quantized}.")
+            f"trained with minitrain on the frozen base `{base_name(a.base or MISSING)}`{quantized}.")
 
 
 def _peft_loading(info: RunInfo) -> str:
@@ -359,7 +378,7 @@ def _peft_loading(info: RunInfo) -> str:
     return f"""## How to load it
 
 This folder is in PEFT's layout (adapter_config.json, adapter_model.safetensors). The base must be the model the
-adapter was trained on, `{info.adapter.base}`, as `minitrain export` writes it:
+adapter was trained on, `{base_name(info.adapter.base or MISSING)}`, as `minitrain export` writes it:
 
 ```python
 from peft import PeftModel
@@ -371,6 +390,14 @@ model = PeftModel.from_pretrained(GPT2LMHeadModel.from_pretrained("BASE_EXPORT")
 `minitrain merge-adapters RUN_DIR OUT_DIR` folds the adapter into its base instead, and `minitrain publish
 --merge-adapters` publishes the merged model.
 """
+
+
+def _data_files(info: RunInfo) -> str:
+    """The files the run read, as its manifest fingerprinted them (by name: no path of the training machine)."""
+    files = info.manifest.get("data_sha256")
+    rows = [(f"`{Path(entry['path']).name}`", f"`{entry.get('sha256', MISSING)}`") for entry in files.values()
+            if isinstance(entry, dict) and "path" in entry] if isinstance(files, dict) else []
+    return _table(("file read", "sha256"), rows or [(MISSING, MISSING)])
 
 
 # --- a pretrained base, or a run that fine-tuned one ------------------------------------------------------------
@@ -395,16 +422,25 @@ def describe_architecture(mc: dict[str, Any]) -> str:
 
 
 def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str | None, base: str | None,
-                    info: RunInfo | None = None, chat: bool = False) -> str:
-    """README.md for the export of a pretrained base: of a run (`info`) fine-tuned from `base`, or of `base`."""
+                    info: RunInfo | None = None, chat: bool = False,
+                    merge_gap: tuple[bool, float, int] | None = None) -> str:
+    """README.md for the export of a pretrained base: of a run (`info`) fine-tuned from `base`, or of `base`;
+    `merge_gap` (a QLoRA run): (merged into the float base?, max |Δlogit| between its two merges, positions)."""
     repo = repo_id or "user/name"
     name = repo_id or architecture_name(model_config)
-    origin = (f"Fine-tuned with minitrain (a pure-NumPy teaching library) from the pretrained base `{base}`."
-              if info is not None else f"The pretrained model `{base}`, converted to float32 by minitrain.")
+    shown = base_name(base or MISSING)
+    origin = (f"Fine-tuned with minitrain (a pure-NumPy teaching library) from the pretrained base `{shown}`."
+              if info is not None else f"The pretrained model `{shown}`, converted to float32 by minitrain.")
+    if info is not None and info.adapter is not None and merge_gap is not None:
+        onto, other = (("the float base (`export --float-base`): not what the run computed", "the NF4 base") if
+                       merge_gap[0] else ("that quantized base, dequantized: what the run computed", "the float base"))
+        origin += (f" The run's LoRA adapter was {quantized_base_note(info.adapter)}. These weights are the adapter "
+                   f"folded into {onto}; folded into {other} instead, the logits differ by up to {merge_gap[1]:.4g} "
+                   f"(max |Δlogit| over {merge_gap[2]} positions of random token ids).")
     body = [
         f"# {name}", "", origin, "", "## Model", "",
         f"- Architecture: {describe_architecture(model_config)}.",
-        f"- Parameters: {info.num_parameters:,}." if info is not None else None,
+        parameters_line(info) if info is not None else None,
         f"- Context length used: {model_config['max_seq_len']} tokens.",
         f"- Tokenizer: the base's own ({vocab_size:,} tokens{', with its chat template' if chat else ''}); its "
         "files are the base's, byte for byte where it had them.",
@@ -412,10 +448,13 @@ def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str 
     if info is not None:
         data, results = info.section("data"), info.results
         splits = ["train", "val", *(["test"] if "test_ppl" in results else [])]
+        where = (f"`{shown_path(data['source'])}`" if data.get("source") else
+                 f"`{shown_path(data.get('train_path', MISSING))}` (validation: "
+                 f"`{shown_path(data.get('val_path', MISSING))}`)")
         body += ["", "## Data and training", "",
-                 f"Records of `{data.get('train_path', MISSING)}` (validation: `{data.get('val_path', MISSING)}`), "
-                 f"encoded with the base's tokenizer, `packing: {data.get('packing', MISSING)}`, loss counted on "
-                 f"`{data.get('loss_on', MISSING)}` tokens; {info.manifest.get('steps_done', MISSING)} steps.", "",
+                 f"Records of {where}, encoded with the base's tokenizer, `packing: {data.get('packing', MISSING)}`, "
+                 f"loss counted on `{data.get('loss_on', MISSING)}` tokens; {info.manifest.get('steps_done', MISSING)} "
+                 "steps.", "", _data_files(info), "",
                  _table(("split", "loss", "perplexity"),
                         [(s, results.get(f"{s}_loss", MISSING), results.get(f"{s}_ppl", MISSING)) for s in splits])]
     prompt = ('messages = [{"role": "user", "content": "Hola"}]\n'
@@ -430,7 +469,7 @@ def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str 
              "With minitrain:", "", "```bash",
              f'minitrain sample {repo}{" --chat" if chat else ""} --prompt "Hola"',
              f"minitrain eval {repo} --data test.jsonl", "```", "",
-             "## License", "", f"The weights derive from `{base}`: {LICENSE_NOTE}.", ""]
+             "## License", "", f"The weights derive from `{shown}`: {LICENSE_NOTE}.", ""]
     family = "gpt2" if layout_of(model_config) == "gpt2" else family_of(model_config).name
     meta = ModelCardData(library_name="minitrain", tags=["minitrain", family, "text-generation"],
                          pipeline_tag="text-generation", base_model=base if is_base_id(base) else None,

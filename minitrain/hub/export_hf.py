@@ -19,6 +19,7 @@ The folder is written whole or not at all (minitrain/hub/staging.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -76,6 +77,8 @@ def export_model(
     merge_adapters: bool = False,
     base_model: str | None = None,
     for_hub: bool = False,
+    float_base: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Write the export folder for a run folder or model file; return the files written, sorted.
 
@@ -83,13 +86,17 @@ def export_model(
     PEFT's layout (adapter_config.json, adapter_model.safetensors) with the tokenizer files and the card; with
     `merge_adapters`, its base with the adapters merged in (`base_model` replaces the base the run records).
     `for_hub` (publish): an adapter must name its base by Hub id, PEFT's `base_model_name_or_path` (hub_base).
+    `float_base`, `log`: a QLoRA run on a Llama-family base (hub/export_text.py), merged into the float base.
     OUT_DIR must be new, empty, or an earlier export, which a failure (a full disk) leaves as it was (staging.py).
     """
     from minitrain.hub.export_text import export_text_model  # the Llama family's own folder
     from minitrain.hub.text_models import is_text_source
 
     if is_text_source(source):
-        return export_text_model(source, out_dir, repo_id)
+        return export_text_model(source, out_dir, repo_id, float_base, log)
+    if float_base:
+        raise UserError(f"export --float-base: {source} is not a QLoRA run on a Llama-family base (only those are "
+                        "exported merged; a GPT-2 run exports its adapter)", BAD_INPUT)
     info = read_run(source)
     if info.adapter is not None and merge_adapters:
         from minitrain.hub.fold_adapters import merged_model  # merging needs the sources, which import this module

@@ -13,15 +13,21 @@ the Hugging Face folder `LlamaForCausalLM` / `Qwen2ForCausalLM` loads (`hub.pret
 The folder is staged beside OUT_DIR and swapped in whole, as every export is (minitrain/hub/export_hf.py). A LoRA run
 is exported merged: its base read from `init_from` and each adapter's update W + (α/r)·A·B folded into its weight
 with NumPy (`pretrained_runs.run_state`), so the folder is a plain model of the base's architecture.
+
+A QLoRA run trained its adapter on the base held in 4-bit NF4 blocks: by default it is folded into that base,
+dequantized (what the run computed); `float_base` folds it into the float base instead. Either way both merges run
+on PROBE_ROWS rows of random token ids and the largest |Δlogit| between them is logged and written in the card.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import atomic_write_text
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.formats.safetensors_folder import WEIGHTS_FILE
@@ -31,8 +37,11 @@ from minitrain.hub.pretrained_runs import run_state
 from minitrain.hub.run_folder import read_run
 from minitrain.hub.staging import check_target, staged
 from minitrain.hub.text_models import is_pretrained_base
+from minitrain.models.registry import build_model
+from minitrain.nn import inference
 
 TEXT_EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "generation_config.json", *TOKENIZER_FILES)
+PROBE_ROWS, PROBE_LENGTH = 4, 32  # the random token ids both merges of a QLoRA adapter run on
 
 
 def text_state(source: str) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer]:
@@ -43,14 +52,42 @@ def text_state(source: str) -> tuple[dict[str, Any], dict[str, np.ndarray], Pret
     return run_state(source)
 
 
-def export_text_model(source: str | Path, out_dir: str | Path, repo_id: str | None = None) -> list[Path]:
-    """Write the Hugging Face folder of a text source (module docstring); return the files written, sorted."""
+def logit_gap(model_config: dict[str, Any], a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[float, int]:
+    """(max |logit difference|, positions) between two states of one model on PROBE_ROWS rows of random ids."""
+    ids = np.random.default_rng(0).integers(0, model_config["vocab_size"],
+                                            (PROBE_ROWS, min(PROBE_LENGTH, model_config["max_seq_len"])))
+    logits = []
+    for state in (a, b):
+        model = build_model(model_config)
+        model.load_state_dict(state)
+        with inference(model):
+            logits.append(model(ids)[0].data)
+    return float(np.abs(logits[0] - logits[1]).max()), int(ids.size)
+
+
+def export_text_model(source: str | Path, out_dir: str | Path, repo_id: str | None = None, float_base: bool = False,
+                      log: Callable[[str], None] | None = None) -> list[Path]:
+    """Write the Hugging Face folder of a text source (module docstring); return the files written, sorted.
+    `float_base`: a QLoRA run merged into the float base; `log` gets the gap between its two merges."""
     source = str(source)
     info = None if is_pretrained_base(source) else read_run(source)
-    model_config, state, tokenizer = text_state(source)
+    qlora = info is not None and info.adapter is not None and info.adapter.quantize_base
+    if float_base and not qlora:
+        raise UserError(f"export --float-base: {source} is not a QLoRA run; only an adapter trained on a 4-bit base "
+                        "has a float base other than the one it trained on", BAD_INPUT)
+    model_config, state, tokenizer = run_state(source, float_base=True) if float_base else text_state(source)
+    gap = None
+    if qlora:
+        other = run_state(source, float_base=not float_base)[1]
+        gap = (float_base, *logit_gap(model_config, state, other))
+        if log is not None:
+            log(f"{source}: a QLoRA adapter, trained on the NF4-quantized base; exported merged into "
+                f"{'the float base (--float-base)' if float_base else 'that base, dequantized (what the run computed)'}"
+                f"; the two merges' logits differ by up to {gap[1]:.4g} (max |Δlogit| over {gap[2]} positions of "
+                "random token ids)")
     base = source if info is None else str(info.section("model").get("init_from") or MISSING)
     card = pretrained_card(model_config, tokenizer.vocab_size, repo_id, base, info,
-                           chat=tokenizer.chat_template is not None)
+                           chat=tokenizer.chat_template is not None, merge_gap=gap)
     out = Path(out_dir)
     check_target(out, TEXT_EXPORT_FILES)
     with staged(out) as staging:

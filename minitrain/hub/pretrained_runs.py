@@ -16,7 +16,8 @@ them).
                                      run's rows may have been shorter: the network is the same, RoPE has no table)
     run_state(run_dir)               the config and float32 state of `run_model` with its adapters merged, and the
                                      tokenizer, building no model (the adapters folded with NumPy: what export
-                                     writes)
+                                     writes; a QLoRA run's into its NF4 base dequantized, or with `float_base`
+                                     into the float base it was quantized from)
 
 The architecture filled in is what config.resolved.yaml records, so a run folder says exactly what was trained.
 """
@@ -24,6 +25,7 @@ The architecture filled in is what config.resolved.yaml records, so a run folder
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -167,10 +169,12 @@ def run_model(run_dir: str | Path) -> tuple[Module, PretrainedTokenizer]:
     return model, tokenizer
 
 
-def run_state(run_dir: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray], PretrainedTokenizer]:
+def run_state(run_dir: str | Path, float_base: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray],
+                                                                      PretrainedTokenizer]:
     """What `merge_adapters(run_model(run_dir))` holds, building no model: its config, its float32 state (a LoRA
     run's adapters folded into the base by `merged_state`), and the tokenizer."""
     config, state, tokenizer, info, settings, _ = _run_weights(run_dir)
     if settings is not None:
-        state = merged_state(state, info.state, settings, linear_module_paths(config))
+        quantized = replace(settings, quantize_base=settings.quantize_base and not float_base)
+        state = merged_state(state, info.state, quantized, linear_module_paths(config))
     return config, state, tokenizer

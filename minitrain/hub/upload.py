@@ -67,13 +67,15 @@ def publish(
     vocab_path: str | Path | None = None,
     model_format: str = "hf",
     dtype: str = "f32",
+    float_base: bool = False,
 ) -> str:
     """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go).
     `quiet`: no upload progress bars (`train --quiet`). A LoRA run uploads its adapter (PEFT's layout), or with
     `merge_adapters` its base with the adapters merged in (`base_model` when the run does not record its base). An
     adapter's base must be a Hub id (recorded, or `base_model`): PEFT loads it by that name. `vocab_path`: the
     vocabulary of a model file that does not record it. `model_format` "gguf": the repo gets one file,
-    REPO-NAME-DTYPE.gguf (hub/export_gguf.py; a LoRA run merged), instead of the Hugging Face folder."""
+    REPO-NAME-DTYPE.gguf (hub/export_gguf.py; a LoRA run merged), instead of the Hugging Face folder. `float_base`:
+    a QLoRA run on a Llama-family base merged into the float base (hub/export_text.py), the gap logged."""
     if problem := hub_id_problem(repo_id):  # with and without --dry-run: an id a dry run accepts, the upload can use
         raise UserError(f"publish --repo: {problem}", BAD_INPUT)
     api = HfApi()
@@ -88,7 +90,8 @@ def publish(
             files = [export_gguf(run_dir, Path(tmp) / name, dtype, vocab_path, base_model)[0]]
         else:
             files = export_model(run_dir, tmp, repo_id=repo_id, vocab_path=vocab_path,
-                                 merge_adapters=merge_adapters, base_model=base_model, for_hub=True)
+                                 merge_adapters=merge_adapters, base_model=base_model, for_hub=True,
+                                 float_base=float_base, log=log)
         if dry_run:
             log(f"Dry run: would upload to {api.endpoint}/{repo_id} ({'private' if private else 'public'}):")
             for path in files:

@@ -10,9 +10,11 @@
 Our LoRALinear names its parts as PEFT's layer does (base_layer, lora_A, lora_B), so a name maps by a prefix and,
 for the two factors, a `.weight` suffix and a transpose (torch.nn.Linear stores (out, in)). PEFT computes
 y = base(x) + lora_B(lora_A(dropout(x))) · lora_alpha / r: the same update. The base model must be the one the
-adapter was trained on (`base_model_name_or_path` names it); a QLoRA adapter was trained on the 4-bit base, so
-on the float base it is close to, not equal to, the adapted model. scripts/check_hf_export.py --lora loads such
-a folder with PEFT and compares logits.
+adapter was trained on (`base_model_name_or_path` names it by Hub id, or by file name: never this machine's path);
+a QLoRA adapter was trained on the 4-bit base, so on the float base it is close to, not equal to, the adapted
+model: its safetensors metadata says so (`quantized_base_note`; PEFT refuses keys it does not know in
+adapter_config.json, so the note is not there). scripts/check_hf_export.py --lora loads such a folder with PEFT and
+compares logits.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 import safetensors.numpy
 
 from minitrain.common.io import atomic_write_bytes, atomic_write_json
-from minitrain.common.paths import recorded_path
+from minitrain.common.paths import shown_path
 from minitrain.lora.adapter import LoraSettings, adapter_state, settings_of
 from minitrain.nn import Module
 
@@ -53,7 +55,7 @@ def peft_config(settings: LoraSettings, fan_in_fan_out: bool = True) -> dict[str
     return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": recorded_path(settings.base) if settings.base else settings.base,
+        "base_model_name_or_path": shown_path(settings.base) if settings.base else settings.base,
         "r": settings.rank,
         "lora_alpha": settings.alpha,
         "lora_dropout": settings.dropout,
@@ -66,6 +68,13 @@ def peft_config(settings: LoraSettings, fan_in_fan_out: bool = True) -> dict[str
         "use_rslora": False,
         "use_dora": False,
     }
+
+
+def quantized_base_note(settings: LoraSettings) -> str:
+    """What a QLoRA adapter reproduces, in the words its metadata and its model card use."""
+    return (f"trained on the base's linear weights held in 4-bit {settings.quant_type.upper()} blocks: it reproduces "
+            f"the run only on minitrain's {settings.quant_type.upper()}-quantized base (dequantized); on the float "
+            "base it is close to, not equal to, the trained model")
 
 
 def write_peft_adapter(folder: str | Path, model: Module, fan_in_fan_out: bool = True) -> list[Path]:
@@ -81,6 +90,8 @@ def write_peft_folder(folder: str | Path, state: dict[str, np.ndarray], settings
     """The PEFT folder for adapter tensors (our names) and their settings; returns the two files."""
     folder = Path(folder)
     meta = {"format": "pt", "minitrain_quantized_base": str(settings.quantize_base).lower()}
+    if settings.quantize_base:
+        meta.update(minitrain_base_quantization=settings.quant_type, minitrain_note=quantized_base_note(settings))
     atomic_write_bytes(folder / WEIGHTS_FILE, safetensors.numpy.save(peft_tensors(state), metadata=meta))
     atomic_write_json(folder / CONFIG_FILE, peft_config(settings, fan_in_fan_out))
     return [folder / CONFIG_FILE, folder / WEIGHTS_FILE]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from fakehub import make_run
 from huggingface_hub import ModelCard, ModelCardData
@@ -103,6 +104,17 @@ def test_a_plain_text_run_exports_with_a_card_about_its_text(tmp_path):
     assert "trained on plain text" in card and "| train | 2 | 19 |" in card  # 10 + 2 and 5 + 2 tokens
     assert "Spanish" not in card and "comer|R1|" not in card and "language: es" not in card
     assert "| val PPL | 1.870 |" in card and "exact match" not in card
+    assert "(`train.txt`, one example per line)" in card and str(tmp_path) not in card  # no path of this machine
+
+
+@pytest.mark.parametrize("absolute", [True, False])
+def test_a_card_started_from_a_local_file_names_it_by_its_name(tmp_path, absolute):
+    run = make_run(tmp_path)
+    config = yaml.safe_load((run / "config.resolved.yaml").read_text())
+    config["model"]["init_from"] = str(tmp_path / "m" / "base.safetensors") if absolute else "runs/b/base.safetensors"
+    (run / "config.resolved.yaml").write_text(yaml.safe_dump(config))
+    text = build_card(read_run(run), vocab_size=18)
+    assert "Initialised from `base.safetensors`" in text and str(tmp_path) not in text
 
 
 def test_a_family_without_a_layout_is_described_by_its_record(monkeypatch):

@@ -31,7 +31,8 @@ def test_a_hf_base_exports_as_llama_with_its_tokenizer_byte_for_byte_and_a_llama
     assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
     card = (tmp_path / "out" / "README.md").read_text()
     assert "LlamaForCausalLM" in card and "GPT-2" not in card and "minigpt" not in card.lower()
-    assert f"`{folder}`" in card and 'AutoModelForCausalLM.from_pretrained("alice/tiny")' in card
+    assert f"`{folder.name}`" in card and 'AutoModelForCausalLM.from_pretrained("alice/tiny")' in card
+    assert str(tmp_path) not in card  # the base by its folder's name, not this machine's path
     theirs, ours = load_pretrained_base(folder), load_pretrained_base(tmp_path / "out")
     assert ours[0] == theirs[0] and all(np.array_equal(ours[1][n], theirs[1][n]) for n in theirs[1])
     export_model(folder, tmp_path / "out")  # into an earlier export: replaced whole

@@ -100,7 +100,12 @@ def test_a_lora_run_trains_only_its_adapters_and_writes_them_in_peft_layout(tmp_
     assert code == 0 and sorted(Path(p).name for p in out.split()) == sorted(
         ["README.md", CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json"])
     assert safetensors.numpy.load_file(tmp_path / "export" / WEIGHTS_FILE).keys() == peft.keys()
-    assert "LoRA adapter (rank 2, alpha 4" in (tmp_path / "export" / "README.md").read_text()
+    card = (tmp_path / "export" / "README.md").read_text()
+    assert "LoRA adapter (rank 2, alpha 4" in card
+    factors = sum(a.size for name, a in state.items() if name.endswith(("lora_A", "lora_B")))
+    total = sum(a.size for a in safetensors.numpy.load_file(base_file).values()) + factors
+    trained = sum(a.size for a in state.values())  # the factors and the adapted layers' biases (lora_only)
+    assert f"Parameters: {total:,} ({trained:,} trained by the run, {100 * trained / total:.2f} %" in card
     assert run(["sample", tmp_path / "run", "--prompt", "comer|R1|"], capsys)[0] == 0
 
 
@@ -162,6 +167,14 @@ def test_a_qlora_run_resumes_bit_for_bit(tmp_path, base, capsys, double_quantize
     manifest = json.loads((tmp_path / "whole" / "manifest.json").read_text())
     assert manifest["quantized_parameters"] == 2 * (8 * 24 + 8 * 8 + 8 * 16 + 16 * 8)
     assert manifest["base_weight_bytes"] < 4 * manifest["quantized_parameters"] / 5
+    # the exported adapter's card counts the 4-bit weights as the model's and says the adapter needs that base
+    assert run(["export", tmp_path / "whole", tmp_path / "export"], capsys)[0] == 0
+    card = (tmp_path / "export" / "README.md").read_text()
+    base_file = Path(json.loads((base / "results.json").read_text())["model_path"])
+    state, _, _ = load_model_file(whole["model_path"])
+    total = sum(a.size for a in safetensors.numpy.load_file(base_file).values()) + sum(
+        a.size for name, a in state.items() if name.endswith(("lora_A", "lora_B")))
+    assert f"Parameters: {total:,} (" in card and "reproduces the run only on minitrain's NF4-quantized base" in card
 
 
 def test_qat_trains_with_the_weights_it_stores(tmp_path, base, capsys):

@@ -14,6 +14,7 @@ import yaml
 from test_cli import run
 from test_hub_pretrained import HF_CONFIG, MINITRAIN, hf_folder, random_hf_state, write_gguf
 
+from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
 from minitrain.data.batch import Batch, trim_padding
@@ -154,7 +155,7 @@ def test_lora_on_a_pretrained_base_trains_resumes_bit_exactly_and_samples(tmp_pa
     model_file = safetensors.numpy.load_file(results["model_path"])
     assert model_file and all(".lora_" in name for name in model_file)  # adapters only: the base stays in init_from
     adapter = json.loads((run_dir / "adapter" / "adapter_config.json").read_text())
-    assert adapter["fan_in_fan_out"] is False and adapter["r"] == 2 and adapter["base_model_name_or_path"] == str(base)
+    assert adapter["fan_in_fan_out"] is False and adapter["r"] == 2 and adapter["base_model_name_or_path"] == base.name
     tensors = safetensors.numpy.load_file(str(run_dir / "adapter" / "adapter_model.safetensors"))
     assert tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"].shape == (2, 32)  # (r, in)
     assert tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"].shape == (16, 2)  # (out, r)
@@ -260,3 +261,70 @@ def test_a_lora_run_exports_merged_as_a_plain_model_of_the_base(tmp_path, base):
     with inference(base_model):
         assert np.abs(base_model(idx)[0].data - want).max() > 1e-3  # the adapters changed the model
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def base_parameters(base: Path) -> int:
+    """The base's weights, counted from its file (the output layer is tied: no lm_head)."""
+    return sum(a.size for a in safetensors.numpy.load_file(base / "model.safetensors").values())
+
+
+LORA_PARAMETERS = 2 * 2 * (32 + 32 + 32 + 16 + 32 + 16 + 32 + 32)  # 2 layers, rank 2: A (in×r), B (r×out) of q k v o
+
+
+def test_a_lora_card_counts_the_whole_model_and_its_trainable_share(tmp_path, base):
+    from minitrain.hub.export_text import export_text_model
+
+    train(tmp_path, config_text(tmp_path, base), "run")
+    export_text_model(tmp_path / "run", tmp_path / "export")
+    card = (tmp_path / "export" / "README.md").read_text()
+    total = base_parameters(base) + LORA_PARAMETERS
+    assert f"Parameters: {total:,} ({LORA_PARAMETERS:,} trained by the run" in card
+    assert f"{100 * LORA_PARAMETERS / total:.2f} %" in card
+    with pytest.raises(UserError, match=r"--float-base: .* is not a QLoRA run"):  # its base is the float one already
+        export_text_model(tmp_path / "run", tmp_path / "floating", float_base=True)
+    assert not (tmp_path / "floating").exists()
+
+
+def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf4(tmp_path, base, capsys):
+    from minitrain.hub.export_text import export_text_model
+
+    (tmp_path / "my-data").mkdir()
+    for split in ("train", "val"):
+        (tmp_path / "my-data" / f"{split}.jsonl").write_bytes((tmp_path / f"{split}.jsonl").read_bytes())
+    text = config_text(tmp_path, base, extra=LORA.replace("target_modules", "quantize_base: true, target_modules"),
+                       steps=2).replace(f"train_path: {tmp_path}/train.jsonl, val_path: {tmp_path}/val.jsonl",
+                                        f"source: {tmp_path}/my-data")
+    train(tmp_path, text, "run")
+    export_text_model(tmp_path / "run", tmp_path / "export")
+    card = (tmp_path / "export" / "README.md").read_text()
+    total = base_parameters(base) + LORA_PARAMETERS  # the 4-bit weights are the model's too
+    assert f"Parameters: {total:,} ({LORA_PARAMETERS:,} trained by the run" in card
+    assert "`my-data`" in card and "`train.jsonl`" in card and "`val.jsonl`" in card
+    assert "data/processed" not in card and "NF4" in card and "base `base`" in card
+    adapter = tmp_path / "run" / "adapter"
+    meta = json.loads(adapter.joinpath("adapter_model.safetensors").read_bytes()[8:][:int.from_bytes(
+        adapter.joinpath("adapter_model.safetensors").read_bytes()[:8], "little")])["__metadata__"]
+    assert meta["minitrain_base_quantization"] == "nf4" and "NF4" in meta["minitrain_note"]
+    for written in (card, adapter.joinpath("adapter_config.json").read_text(), json.dumps(meta)):
+        assert str(tmp_path) not in written  # no path of this machine: the base and the data by name
+    assert json.loads(adapter.joinpath("adapter_config.json").read_text())["base_model_name_or_path"] == "base"
+
+    # merged into the NF4 base it trained on (the default) or into the float base, the gap between the two printed
+    code, _, err = run(["export", tmp_path / "run", tmp_path / "floating", "--float-base"], capsys)
+    assert code == 0 and "exported merged into the float base (--float-base)" in err
+    gap = float(err.split("differ by up to ")[1].split()[0])
+    assert gap > 0 and f"folded into the NF4 base instead, the logits differ by up to {gap:.4g}" in (
+        tmp_path / "floating" / "README.md").read_text()
+    assert f"folded into the float base instead, the logits differ by up to {gap:.4g}" in card
+    peft = safetensors.numpy.load_file(adapter / "adapter_model.safetensors")
+    float_base = safetensors.numpy.load_file(base / "model.safetensors")
+    floating = safetensors.numpy.load_file(tmp_path / "floating" / "model.safetensors")
+    nf4 = safetensors.numpy.load_file(tmp_path / "export" / "model.safetensors")
+    q = "model.layers.0.self_attn.q_proj"
+    update = 2.0 * peft[f"base_model.model.{q}.lora_B.weight"] @ peft[f"base_model.model.{q}.lora_A.weight"]  # α/r
+    np.testing.assert_allclose(floating[f"{q}.weight"], float_base[f"{q}.weight"] + update, atol=1e-6)
+    gate = "model.layers.0.mlp.gate_proj.weight"  # adapted by no LoRA: the float base's, or its NF4 rounding
+    assert np.array_equal(floating[gate], float_base[gate]) and 0 < np.abs(nf4[gate] - float_base[gate]).max() < 0.5
+    assert run(["export", tmp_path / "run", tmp_path / "f.gguf", "--format", "gguf", "--float-base"], capsys)[0] == 2
+    code, out, _ = run(["publish", "--repo", "alice/q", tmp_path / "run", "--dry-run", "--float-base"], capsys)
+    assert code == 0 and f"(--float-base); the two merges' logits differ by up to {gap:.4g}" in out
