@@ -278,9 +278,10 @@ def _results_section(info: RunInfo, subject: Subject) -> str:
     rows = [
         ("train PPL", _num(r.get("train_ppl"))),
         ("val PPL (held-out verbs)" if subject.kind == VERBS else "val PPL", _num(r.get("val_ppl"))),
-        ("character n-gram baseline, val PPL", _num(r.get("ngram_baseline_val_ppl"))),
-        ("beats the n-gram baseline", MISSING if beats is None else ("yes" if beats else "no")),
     ]
+    if "ngram_baseline_val_ppl" in r:  # the course's runs are compared with the baseline; a fine-tune's are not
+        rows += [("character n-gram baseline, val PPL", _num(r.get("ngram_baseline_val_ppl"))),
+                 ("beats the n-gram baseline", MISSING if beats is None else ("yes" if beats else "no"))]
     if subject.kind == VERBS:
         rows.append(("held-out exact match (greedy)", _pct(r.get("val_exact_match"))))
     counted = "the conjugated form and its EOS" if subject.kind == VERBS else "every character and the EOS"

@@ -134,3 +134,15 @@ def test_a_family_without_a_layout_is_described_by_its_record(monkeypatch):
     text = build_card(replace(info, model_config=config), vocab_size=40)
     assert "A character-level toy language model that conjugates" in text and "MLP language" not in text
     assert f"- Architecture: recurrent toy language model (d_embed {config['d_embed']}, hidden" in text
+
+
+def test_a_run_without_the_baseline_comparison_has_no_baseline_rows(tmp_path):
+    """A fine-tune's results have no n-gram baseline keys (training/artifacts.py): its card lists no '—' rows for
+    a comparison the run never made, while a course run's card keeps them."""
+    from dataclasses import replace
+
+    info = read_run(make_run(tmp_path))
+    assert "| beats the n-gram baseline |" in build_card(info, vocab_size=18)
+    results = {k: v for k, v in info.results.items() if k not in ("ngram_baseline_val_ppl", "beats_baseline")}
+    text = build_card(replace(info, results=results), vocab_size=18)
+    assert "n-gram baseline" not in text and "| val PPL" in text

@@ -301,6 +301,7 @@ def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf
     assert f"Parameters: {total:,} ({LORA_PARAMETERS:,} trained by the run" in card
     assert "`my-data`" in card and "`train.jsonl`" in card and "`val.jsonl`" in card
     assert "data/processed" not in card and "NF4" in card and "base `base`" in card
+    assert "n-gram baseline" not in card  # the course's comparison; a fine-tune's results do not have it
     adapter = tmp_path / "run" / "adapter"
     meta = json.loads(adapter.joinpath("adapter_model.safetensors").read_bytes()[8:][:int.from_bytes(
         adapter.joinpath("adapter_model.safetensors").read_bytes()[:8], "little")])["__metadata__"]
