@@ -353,6 +353,9 @@ def test_dry_run_plans_and_writes_nothing(tmp_path, monkeypatch):
     assert 0 < plan["tokens_per_step"]["counted_mean"] < plan["tokens_per_step"]["real_mean"] <= 256
     assert plan["ms_per_step"] > 0 and plan["output_dir"] == str(tmp_path / "run")
     assert np.isfinite(float(plan["estimated_wall"].split()[0]))
+    duration = plan_run(load_config(config, ["scheduler.total_steps=null", "training.duration=1h"]), say=said.append)
+    assert len(micro_batches) == 2 and duration["steps"] >= 7  # a duration run is sized from its one micro-batch
+    assert duration["estimated_wall"].endswith("(budget 1h)")
 
 
 def test_a_resume_after_the_data_changed_is_refused_naming_the_file(tmp_path):
