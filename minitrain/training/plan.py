@@ -69,8 +69,9 @@ def _say(line: str) -> None:
 
 def plan_run(cfg: Config, summary: DataSummary | None = None, say: Callable[[str], None] = _say) -> dict[str, Any]:
     """The dry run: what `run_training` would do, writing nothing. The time is estimated from one measured forward
-    and backward of one micro-batch (t): a step is t × grad_accumulation, a validation pass t / 3 per validation
-    batch (a forward is about a third of a forward and backward). `say` is told what it does before each slow part.
+    and backward of one micro-batch (t): a step is t × grad_accumulation, a validation pass t / 3 per batch_size
+    validation rows (a forward is about a third of a forward and backward). `say` is told what it does before each
+    slow part.
 
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
     """
@@ -89,7 +90,7 @@ def plan_run(cfg: Config, summary: DataSummary | None = None, say: Callable[[str
     start = time.perf_counter()
     step_gradients(parts.model, parts.optimizer, [next(parts.batcher)], cfg.clip_norm, parts.task)
     measured = time.perf_counter() - start
-    per_step, per_val = measured * t.grad_accumulation, measured / 3 * len(parts.val_batches)
+    per_step, per_val = measured * t.grad_accumulation, measured / 3 * parts.val_batches.num_records / t.batch_size
     if steps is None:  # a duration run: as many steps as fit in the budget (the run itself times 7 steps)
         steps = max(cfg.scheduler.warmup_steps + 1, int(cfg.duration_seconds / (per_step + per_val / val_every)))
     per_step_records = t.batch_size * t.grad_accumulation
