@@ -81,6 +81,9 @@ def test_a_resume_extends_the_run_on_the_schedule_rebuilt_for_the_new_total(halt
     code, _, err = run(["train", "--resume", "run", "--set", "training.total_steps=30",
                         "--set", "monitoring.alerts=['step >= 17: halt']", "--quiet"], capsys)
     assert code == 4, err  # halted again: and resumed below without restating the new total
+    resolved = (halted / "config.resolved.yaml").read_text(encoding="utf-8")
+    assert "# override: --set optimizer.lr_max=2e-3\n" in resolved and "# override: --set training.total_steps=30" \
+        in resolved and "\n  total_steps: 30\n" in resolved
     code, _, err = run(["train", "--resume", "run", "--set", "monitoring.alerts=[]", "--quiet"], capsys)
     assert code == 0, err
     assert json.loads((halted / "results.json").read_text(encoding="utf-8"))["steps"] == 30
