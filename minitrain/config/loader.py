@@ -178,7 +178,13 @@ def _apply_override(data: dict, source: ConfigSource, text: str, replaced: list)
         source.origins[path] = origin
         return [Problem(path, f"value is not a YAML scalar: {exc}")]
     source.overrides += (origin,)
+    if key in _STEPS_ELSEWHERE and isinstance(data.get(_STEPS_ELSEWHERE[key]), dict):  # a new stopping point
+        data[_STEPS_ELSEWHERE[key]].pop("total_steps", None)  # replaces the file's, in either of its two homes
     return _set(data, source, key, value, origin, replaced)
+
+
+_STEPS_ELSEWHERE = {"training.total_steps": "scheduler", "training.max_steps": "scheduler",
+                    "scheduler.total_steps": "training"}
 
 
 def _override_value(raw: str) -> Any:
