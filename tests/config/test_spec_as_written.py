@@ -1,0 +1,63 @@
+"""The specs' own examples as written (issue 44): the publish spec's key names are aliases of minitrain's,
+recorded resolved; defaults never conflict with what the user wrote; refusals name their true cause."""
+
+from __future__ import annotations
+
+import pytest
+from test_config_spec import write
+
+from minitrain.config import ConfigError, load_config, resolved_dict
+
+# The publish spec's §3.3 example (simplify-entrenar), as written.
+PUBLISH_SPEC_3_3 = """\
+model:
+  path: Qwen/Qwen2.5-Coder-0.5B
+data:
+  train_path: ./data/train.jsonl
+  batch_size: 8
+optimizer:
+  name: adamw
+  lr: 2e-4
+lora:
+  rank: 64
+  alpha: 16
+training:
+  epochs: 3
+  output_dir: ./output
+publish:
+  repo: myuser/qwen-finetuned
+  private: false
+  model_card: true
+  merge_adapters: true
+"""
+
+
+def problems_of(tmp_path, text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    return str(info.value)
+
+
+def test_the_publish_specs_names_are_minitrains_keys_resolved(tmp_path):
+    cfg = load_config(write(tmp_path, PUBLISH_SPEC_3_3))
+    data = resolved_dict(cfg)
+    assert data["model"]["init_from"] == "Qwen/Qwen2.5-Coder-0.5B"  # §3.2: a Hub id (or a local path)
+    assert data["training"]["batch_size"] == 8 and data["output"]["dir"] == "./output"
+    assert data["publish"] == {"repo": "myuser/qwen-finetuned", "private": False, "merge_adapters": True}
+    assert "path" not in data["model"] and "batch_size" not in data["data"] and "output_dir" not in data["training"]
+    assert [note.split(":")[0] for note in cfg.source.notes] == ["publish.model_card"]  # the card is always written
+    local = load_config(write(tmp_path, "model:\n  path: ./local-model.safetensors\ntraining:\n  max_steps: 5\n"))
+    assert local.model.init_from == "./local-model.safetensors"
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    ("model:\n  path: a/b\n  init_from: c/d\n", 2, "model.path: also given as model.init_from"),
+    ("data:\n  batch_size: 4\ntraining:\n  batch_size: 2\n", 2, "data.batch_size: also given as training.batch_size"),
+    ("data:\n  batch_size: 0\n", 2, "data.batch_size: must be greater than or equal to 1"),
+    ("model:\n  pth: a/b\n", 2, "model.pth: unknown key — did you mean 'path'?"),
+    ("data:\n  batch_sise: 4\n", 2, "data.batch_sise: unknown key — did you mean 'batch_size'?"),
+    ("training:\n  output_dri: ./o\n", 2, "training.output_dri: unknown key — did you mean 'output_dir'?"),
+    ("publish:\n  repo: u/m\n  model_card: false\n", 3, "publish.model_card: not supported"),
+])
+def test_an_alias_is_checked_under_the_name_the_user_wrote(tmp_path, text, line, message):
+    assert f"c.yaml:{line}: {message}" in problems_of(tmp_path, text)
