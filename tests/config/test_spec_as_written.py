@@ -61,3 +61,26 @@ def test_the_publish_specs_names_are_minitrains_keys_resolved(tmp_path):
 ])
 def test_an_alias_is_checked_under_the_name_the_user_wrote(tmp_path, text, line, message):
     assert f"c.yaml:{line}: {message}" in problems_of(tmp_path, text)
+
+
+# The YAML-mode spec's §9 checkpoint and lr_monitor callbacks, in a spec manifest (Appendix A's defaults apply).
+SPEC_MANIFEST = 'entrenar: "1.0"\nname: cb\nversion: "1.0.0"\ntraining:\n  max_steps: 10\n'
+CALLBACKS_9 = """\
+callbacks:
+  - type: "checkpoint"
+    trigger: "epoch_end"
+    config:
+      save_best: true
+      metric: "val_loss"
+  - type: "lr_monitor"
+    trigger: "step"
+"""
+
+
+def test_a_default_yields_to_the_callback_that_keeps_the_best_model(tmp_path):
+    cfg = load_config(write(tmp_path, SPEC_MANIFEST + CALLBACKS_9))
+    assert cfg.training.checkpoint.save_best is False  # Appendix A's save_best: true yields to the callback's
+    assert cfg.callbacks[0].config.save_best is True
+    assert load_config(write(tmp_path, SPEC_MANIFEST)).training.checkpoint.save_best is True  # no callback: the default
+    both = SPEC_MANIFEST + "  checkpoint: {save_best: true}\n" + CALLBACKS_9  # both written: the user is told
+    assert "kept by one rule only" in problems_of(tmp_path, both)
