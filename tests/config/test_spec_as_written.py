@@ -7,6 +7,7 @@ import pytest
 from test_config_spec import write
 
 from minitrain.config import ConfigError, load_config, resolved_dict
+from minitrain.models.registry import build_model
 
 # The publish spec's §3.3 example (simplify-entrenar), as written.
 PUBLISH_SPEC_3_3 = """\
@@ -84,3 +85,18 @@ def test_a_default_yields_to_the_callback_that_keeps_the_best_model(tmp_path):
     assert load_config(write(tmp_path, SPEC_MANIFEST)).training.checkpoint.save_best is True  # no callback: the default
     both = SPEC_MANIFEST + "  checkpoint: {save_best: true}\n" + CALLBACKS_9  # both written: the user is told
     assert "kept by one rule only" in problems_of(tmp_path, both)
+
+
+# §3.1's freeze list, on a Llama base: the same name endings as lora.target_modules.
+LLAMA = "model:\n  {type: llama, n_layer: 11, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, freeze: %s}\n" \
+        "training:\n  max_steps: 5\n"
+
+
+def test_freeze_takes_the_name_endings_lora_targets_take(tmp_path):
+    cfg = load_config(write(tmp_path, LLAMA % "[embed_tokens, layers.0, layers.1]"))
+    model = build_model(cfg.model.architecture())
+    frozen = model.freeze(cfg.model.freeze)
+    names = [name for name, _ in model.named_parameters()]
+    assert frozen == [n for n in names if n.startswith(("model.embed_tokens.", "model.layers.0.", "model.layers.1."))]
+    assert not any(n.startswith("model.layers.10.") for n in frozen)  # layers.1 is block 1, not block 10
+    assert "'layers.99' matches no parameter" in problems_of(tmp_path, LLAMA % "[layers.99]")
