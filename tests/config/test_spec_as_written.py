@@ -100,3 +100,45 @@ def test_freeze_takes_the_name_endings_lora_targets_take(tmp_path):
     assert frozen == [n for n in names if n.startswith(("model.embed_tokens.", "model.layers.0.", "model.layers.1."))]
     assert not any(n.startswith("model.layers.10.") for n in frozen)  # layers.1 is block 1, not block 10
     assert "'layers.99' matches no parameter" in problems_of(tmp_path, LLAMA % "[layers.99]")
+
+
+# The YAML-mode spec's §7 quantize block, as written (on lab 01's MiniGPT, whose output head is its embedding).
+QUANTIZE_7 = """\
+training:
+  max_steps: 10
+quantize:
+  enabled: true
+  bits: 4
+  scheme: "symmetric"
+  granularity: "per_channel"
+  group_size: 128
+  qat:
+    enabled: false
+    observer: "histogram"
+  calibration:
+    samples: 512
+    method: "percentile"
+    percentile: 99.99
+  exclude:
+    - "lm_head"
+    - "embed_tokens"
+"""
+
+
+def test_the_quantize_block_refuses_only_what_cannot_be_and_warns_what_is_unused(tmp_path):
+    message = problems_of(tmp_path, QUANTIZE_7)
+    assert message.count("quantize.") == 1  # exclude, group_size and qat.observer are not refused
+    assert "c.yaml:13: quantize.calibration.samples: method percentile sets each range from the weights alone" in (
+        message) and "no activations to calibrate" in message
+    cfg = load_config(write(tmp_path, QUANTIZE_7.replace("samples: 512", "samples: 0")))
+    assert [w.split(":")[0] for w in cfg.source.warnings] == [
+        "quantize.group_size", "quantize.qat.observer", "quantize.exclude[0]", "quantize.exclude[1]"]
+    assert "stays float anyway" in cfg.source.warnings[2] and "tied to the token embedding" in cfg.source.warnings[2]
+    assert cfg.quantize.linear_exclude(cfg.model.architecture()) == []  # nothing for quantization to leave out
+    untied = "model: {type: llama, n_layer: 1, n_head: 2, d_model: 16, d_ff: 32, vocab_size: 64, " \
+             "tie_embeddings: false}\n" + QUANTIZE_7.replace("samples: 512", "samples: 0")
+    llama = load_config(write(tmp_path, untied))
+    assert llama.quantize.linear_exclude(llama.model.architecture()) == ["lm_head"]  # a linear layer: excluded
+    assert [w.split(":")[0] for w in llama.source.warnings][2:] == ["quantize.exclude[1]"]
+    still = problems_of(tmp_path, QUANTIZE_7.replace("- \"embed_tokens\"", "- \"c_atn\""))
+    assert "quantize.exclude[1]: 'c_atn' names no linear layer" in still  # a typo is still an error
