@@ -3,11 +3,11 @@ by, and the lookups over them.
 
     RENAMED     the same setting under minitrain's name: optimizer.lr → optimizer.lr_max, with VALUE_MAPS where
                 the spec's words differ (scheduler.name cosine_annealing → warmup_cosine)
-    NO_EFFECT   accepted, and does nothing on CPU NumPy (data.loader.num_workers...); `validate` lists them
+    NO_EFFECT   accepted, and does nothing here (data.loader.num_workers...); `validate` lists them
     NOT_YET     refused: a later version of minitrain adds it (data sources, tracking...). The one table of
                 planned features: it shrinks as they arrive.
-    CANNOT      refused: it cannot work on CPU NumPy, or would mean pickle or a service minitrain cannot reach;
-                the message says what to do instead.
+    CANNOT      refused: it cannot work on CPU NumPy, is another tool's format or service, or would mean pickle;
+                each reason names its own cause and says what to do instead.
 
 A table key is a dotted path, with `*` for every item of a list, or `path=pattern` for the values of that key
 matching a shell-style pattern (`model.device=cuda*`). Keys whose value changes shape (optimizer.betas, the root
@@ -115,7 +115,8 @@ NOT_YET: dict[str, str] = {
 }
 
 _EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
-_PICKLE = "pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors only"
+_PICKLE = ("pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors and "
+           "GGUF")
 _OTHER_FORMAT = ("apr is entrenar's own format; minitrain reads and writes safetensors and GGUF (`minitrain export "
                  "--format hf|gguf` converts)")
 CANNOT: dict[str, str] = {

@@ -192,7 +192,7 @@ def _refuse_and_note(t: _Translation) -> None:
         elif kind == "not_yet":
             t.problem(path, f"not supported yet: {reason}")
         else:
-            t.problem(path, f"not supported on CPU NumPy: {reason}")
+            t.problem(path, f"not supported: {reason}")  # each reason says its cause (the CPU, a service...)
         t.pop(path)
     for listed in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
         path = key_path(listed)

@@ -142,3 +142,49 @@ def test_the_quantize_block_refuses_only_what_cannot_be_and_warns_what_is_unused
     assert [w.split(":")[0] for w in llama.source.warnings][2:] == ["quantize.exclude[1]"]
     still = problems_of(tmp_path, QUANTIZE_7.replace("- \"embed_tokens\"", "- \"c_atn\""))
     assert "quantize.exclude[1]: 'c_atn' names no linear layer" in still  # a typo is still an error
+
+
+# --- refusals name their true cause, overrides are named as overrides, a failed Hub request is exit 5 ----------
+
+@pytest.mark.parametrize(("text", "cause"), [
+    ("output:\n  registry: {enabled: true}\n", "cannot reach the pacha:// registry"),
+    ("monitoring:\n  tracking: {backend: trueno-db}\n", "trueno-db is entrenar's own database"),
+    ("monitoring:\n  tracking: {backend: wandb}\n", "a hosted service minitrain does not reach"),
+    ("output:\n  report: {format: pdf}\n", "print that to PDF"),
+    ("model:\n  format: apr\n", "apr is entrenar's own format"),
+    ("quality: {score: 87.5}\n", "computed by every run"),
+    ("model:\n  format: pt\n", "minitrain reads and writes safetensors and GGUF"),  # GGUF is read too
+    ("model:\n  device: cuda\n", "not supported: minitrain runs NumPy on the CPU"),  # this one is the CPU
+])
+def test_a_refusal_names_its_own_cause(tmp_path, text, cause):
+    message = problems_of(tmp_path, text)
+    assert cause in message and "CPU NumPy" not in message
+
+
+def test_a_problem_an_override_made_names_the_override(tmp_path, capsys):
+    from minitrain import cli
+
+    path = write(tmp_path, "training:\n  epochs: 3\noptimizer:\n  lr: 0.001\n")
+    for flag, shown in (("training.max_steps=5", "--set training.max_steps=5, c.yaml:2: training.epochs: give only "
+                                                 "one of"),
+                        ("optimizer.lr_max=0.1", "--set optimizer.lr_max=0.1, c.yaml:4: optimizer.lr: also given as "
+                                                 "optimizer.lr_max"),
+                        ("model.d_model=30", "  --set model.d_model=30: model.n_head: d_model 30 is not divisible")):
+        assert cli.main(["validate", "--no-data", str(path), "--set", flag]) == 2
+        assert shown.replace("c.yaml", str(path)) in capsys.readouterr().err
+    assert cli.main(["validate", "--no-data", str(path), "--set", "training.batch_size=0"]) == 2
+    assert "  --set training.batch_size=0: training.batch_size: must be" in capsys.readouterr().err  # as before
+
+
+def test_an_offline_hub_source_is_exit_5_as_the_docs_table_says(hub, tmp_path, capsys, monkeypatch):
+    from huggingface_hub import constants
+
+    from minitrain import cli
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    path = write(tmp_path, "model:\n  type: sequential\n  layers: [{linear: {out_features: 2}}]\n"
+                           "data:\n  source: hf://datasets/alice/parity\ntraining:\n  max_steps: 5\n")
+    assert cli.main(["validate", str(path)]) == 5
+    assert "data.source: hf://datasets/alice/parity: not in the local Hugging Face cache" in capsys.readouterr().err
+    worse = write(tmp_path, path.read_text() + "  batch_size: 0\n", "worse.yaml")  # bad input besides: exit 2
+    assert cli.main(["validate", str(worse)]) == 2
