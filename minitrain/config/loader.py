@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from minitrain.config.data_section import CHARACTER_DATA_KEYS, LANGUAGE_DATA_KEYS
 from minitrain.config.fields import default_name
-from minitrain.config.finetune_rules import calibration_warnings
+from minitrain.config.finetune_rules import quantize_warnings
 from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
@@ -139,7 +139,7 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
     if cfg.output.dir is None:  # the spec's Appendix A default for its manifests; runs/<name> for minitrain's
         cfg.output.dir = SPEC_OUTPUT_DIR if spec_shaped else cfg.output_dir
     cfg._source = source
-    source.warnings += calibration_warnings(cfg.quantize)
+    source.warnings += quantize_warnings(cfg.quantize, cfg.model.architecture())
     return cfg
 
 
