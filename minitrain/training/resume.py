@@ -71,12 +71,12 @@ def resume_checkpoint(resume: str | os.PathLike | None, out_dir: Path, overwrite
     return path
 
 
-def restore(path: Path, parts: Any, books: Bookkeeping, written_under: str | None = None
+def restore(path: Path, parts: Any, books: Bookkeeping, written_under: tuple[str, ...] | None = None
             ) -> tuple[LoopState, dict[str, Any]]:
     """Load the checkpoint into `parts` and the monitors of `books` (early stopping, alerts); return the loop's
     state to start from, and the checkpoint's `extra` (the callbacks' and the pruning's states are there: they are
-    restored once built). `written_under`: the config hash the checkpoint was saved under (check_run_files), when
-    the run's stopping point changed.
+    restored once built). `written_under`: the config hashes the run's checkpoints may have been saved under
+    (check_run_files: one per stopping point the run has had).
 
     A checkpoint that cannot resume this run is exit code 2, and so is one whose data files have changed since it
     was saved (the same config would then train another model), and one saved past this run's total_steps.
@@ -85,9 +85,12 @@ def restore(path: Path, parts: Any, books: Bookkeeping, written_under: str | Non
     try:
         restored = load_checkpoint(path, model=parts.model, optimizer=parts.optimizer, scheduler=parts.scheduler,
                                    batcher=parts.batcher, train_rng=parts.model.rng,
-                                   config_hash=written_under or checkpointing.config_hash)
+                                   config_hash=None if written_under else checkpointing.config_hash)
     except UserError as e:
         raise UserError(str(e), 2) from None
+    if written_under and restored["config_hash"] not in written_under:  # refused before anything is written
+        raise UserError(f"{path}: was written under config hash {restored['config_hash'][:12]}, this run's config "
+                        f"hashes to {written_under[0][:12]}; resume with the config the run started with", 2)
     if restored["step"] > parts.total_steps:
         raise UserError(f"{path}: saved after step {restored['step']}, past the new total_steps "
                         f"{parts.total_steps}; a resume can shorten a run only to a step it has not passed", 2)
@@ -160,12 +163,13 @@ def _without_stop(hashed: dict[str, Any]) -> dict[str, Any]:
             if isinstance(keys, dict) else keys for section, keys in hashed.items()}
 
 
-def check_run_files(checkpoint: Path, cfg: Config, manifest: dict[str, Any], out_dir: Path) -> str:
+def check_run_files(checkpoint: Path, cfg: Config, manifest: dict[str, Any], out_dir: Path) -> tuple[str, ...]:
     """Refuse (exit code 2, naming the file) a manifest or recorded config that belongs to another run than the
     checkpoint: a resume continues them, so another run's (another kind, another config) would be mixed in.
     Only the stopping point (STOP_KEYS) may differ from the recorded config: the run is extended or shortened,
-    its schedule rebuilt for the new total (docs/yaml-mode.md, "Resuming"). Returns the config hash the run's
-    checkpoints were written under."""
+    its schedule rebuilt for the new total (docs/yaml-mode.md, "Resuming"). Returns the config hashes the run's
+    checkpoints may have been written under: the recorded config's, then those of its earlier stopping points
+    (the manifest's `earlier_config_hashes`: a checkpoint from before a move that was cut short still resumes)."""
     folder = run_dir_of(checkpoint) or out_dir
     path = folder / RECORDED_CONFIG
     then_hash = this_hash = training_config_hash(cfg)
@@ -186,7 +190,8 @@ def check_run_files(checkpoint: Path, cfg: Config, manifest: dict[str, Any], out
         raise UserError(f"{folder / 'manifest.json'}: belongs to another run (config hash "
                         f"{str(manifest['config_hash'])[:12]}, the config given hashes to {this_hash[:12]}); move "
                         "it away to resume with a new manifest", 2)
-    return then_hash
+    earlier = manifest.get("earlier_config_hashes") if manifest else None
+    return (then_hash, *(h for h in earlier if isinstance(h, str))) if isinstance(earlier, list) else (then_hash,)
 
 
 def first_difference(recorded: Any, current: Any, key: str = "") -> tuple[str, str, str] | None:

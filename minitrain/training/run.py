@@ -186,7 +186,8 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
 
     if is_recorded_config(cfg, out_dir):  # `train --resume RUN` without a config: the run's files stay as they are
         overrides = previous.get("overrides", overrides)
-        if written_under != books.checkpointing.config_hash:  # a new stopping point: recorded after the run's own
+        # A new stopping point: recorded after the run's own overrides.
+        if written_under is None or written_under[0] != books.checkpointing.config_hash:
             overrides = cfg.source.overrides = (*overrides, *cfg.source.overrides)
             run_start.write_configs(cfg, out_dir, None)
     else:

@@ -44,7 +44,7 @@ def bookkeeping(cfg: Config, out_dir: Path, parts: Parts) -> Bookkeeping:
 
 
 def start_run(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Parts, books: Bookkeeping,
-           overwrite: bool, written_under: str | None = None) -> tuple[dict[str, Any], Any]:
+           overwrite: bool, written_under: tuple[str, ...] | None = None) -> tuple[dict[str, Any], Any]:
     """Resume `checkpoint_path` (its state into `parts` and `books.start`, the log cut back to its step) or start
     a fresh run (the folder cleared, the weights `model.init_from` names loaded); return the checkpoint's `extra`
     ({} when fresh) and what the weights came from (the manifest's init_from; None when resumed)."""
@@ -73,6 +73,9 @@ def run_manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[s
     manifest = previous if resumed else artifacts.new_manifest(cfg)
     if not (resumed and continuing and manifest.get("run_id")):
         manifest["run_id"] = uuid.uuid4().hex  # a continuation in another folder is a run of its own
+    earlier = manifest.get("config_hash")
+    if resumed and isinstance(earlier, str) and earlier != books.checkpointing.config_hash:  # a new stopping point:
+        manifest.setdefault("earlier_config_hashes", []).append(earlier)  # the older checkpoints' (check_run_files)
     manifest.update(total_steps=parts.total_steps, strict=strict, overrides=list(overrides),
                     **parameter_counts(parts.model), **adapter_facts(parts.model),
                     config_hash=books.checkpointing.config_hash,

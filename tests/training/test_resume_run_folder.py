@@ -106,3 +106,22 @@ def test_a_resume_shortens_the_run_but_not_below_its_checkpoint(halted, capsys):
                         "--quiet"], capsys)
     assert code == 0, err
     assert json.loads((halted / "results.json").read_text(encoding="utf-8"))["steps"] == 16
+
+
+def test_a_resume_cut_short_before_its_first_checkpoint_still_resumes(halted, capsys, monkeypatch):
+    """A move of the stopping point is recorded at the start (config.resolved.yaml, the manifest), before any
+    checkpoint under the new config exists: if that resume dies first, the older checkpoints must still resume
+    the run (the manifest keeps the hashes they were written under)."""
+    import minitrain.training.run as run_module
+
+    def dies(*args, **kwargs):
+        raise MemoryError("killed before its first checkpoint")
+
+    with monkeypatch.context() as m:
+        m.setattr(run_module, "train", dies)
+        code, _, err = run(["train", "--resume", "run", "--set", "training.total_steps=30", "--quiet"], capsys)
+    assert code != 0 and "memory" in err.lower(), err
+    assert "\n  total_steps: 30\n" in (halted / "config.resolved.yaml").read_text(encoding="utf-8")
+    code, _, err = run(["train", "--resume", "run", "--set", "monitoring.alerts=[]", "--quiet"], capsys)
+    assert code == 0, err
+    assert json.loads((halted / "results.json").read_text(encoding="utf-8"))["steps"] == 30
