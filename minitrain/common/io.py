@@ -307,13 +307,17 @@ def check_output(out: str | os.PathLike, inputs: Iterable[str | os.PathLike | No
 
 def _holds(given: Path, out: Path) -> bool:
     """Whether `out` is `given` by any path (a symbolic or hard link: `os.path.samefile`) or lies inside the folder
-    `given` (one of its parents, as written or resolved, is `given`). Only a file with other hard links can be one
-    of `given`'s files by a name outside it: for it alone the folder is searched."""
+    `given` (one of its parents, as written or resolved, is `given`), or one of `given`'s entries reaches it by a
+    name outside the folder: a symbolic link (to `out` or to a folder above it), or, when `out` has other hard
+    links, a hard link."""
     if not path_exists(given) or not path_exists(out):
         return False
-    if any(os.path.samefile(p, given) for p in (out, *out.absolute().parents, *out.resolve().parents)):
+    above = (out, *out.absolute().parents, *out.resolve().parents)
+    if any(os.path.samefile(p, given) for p in above):
         return True
-    if not given.is_dir() or out.is_dir() or os.stat(out).st_nlink < 2:
+    if not given.is_dir() or out.is_dir():
         return False
-    files = (Path(top, name) for top, _, names in os.walk(given) for name in names)
-    return any(path_exists(file) and os.path.samefile(file, out) for file in files)
+    linked = os.stat(out).st_nlink > 1
+    entries = (Path(top, name) for top, dirs, names in os.walk(given) for name in (*dirs, *names))
+    return any((linked or entry.is_symlink()) and path_exists(entry) and any(os.path.samefile(entry, p) for p in above)
+               for entry in entries)

@@ -127,9 +127,9 @@ def test_json_nested_to_the_limit_still_reads(tmp_path):
     assert read_json(tmp_path / "m.json", "manifest") == {"a": expected}
 
 
-def test_an_output_is_compared_with_an_input_folder_by_its_paths_and_inode_not_by_walking_it(tmp_path, monkeypatch):
-    """check_output finds `out` inside an input folder from out's parents (as written and resolved), and the same
-    file from (st_dev, st_ino); only a file with other hard links may be the folder's by a name outside it."""
+def test_an_output_is_compared_with_an_input_folder_by_its_paths_inodes_and_the_folders_links(tmp_path):
+    """check_output finds `out` inside an input folder from out's parents (as written and resolved), the same
+    file by (st_dev, st_ino), and an input folder's symbolic links (to a file or a folder) that reach it."""
     data = tmp_path / "data"
     (data / "deep" / "er").mkdir(parents=True)
     (data / "deep" / "er" / "rows.csv").write_text("x\n")
@@ -138,15 +138,17 @@ def test_an_output_is_compared_with_an_input_folder_by_its_paths_and_inode_not_b
     elsewhere.write_text("old\n")
     os.link(data / "deep" / "er" / "rows.csv", tmp_path / "hard.csv")
     (tmp_path / "soft.csv").symlink_to(data / "deep" / "er" / "rows.csv")
-    walked = []
-    monkeypatch.setattr(os, "walk", lambda *a, **k: walked.append(a) or iter(()))
-    check_output(elsewhere, [data], force=True, flag="-o")  # not the input's: --force replaces it, unwalked
-    assert walked == []
+    check_output(elsewhere, [data], force=True, flag="-o")  # not the input's: --force replaces it
     for out in (tmp_path / "via" / "er" / "rows.csv", tmp_path / "soft.csv", data / "deep" / ".." / "deep"):
         with pytest.raises(UserError, match="is \\(or holds\\) the input"):
             check_output(out, [data], force=True, flag="-o", folder=True)
-    assert walked == []
-    monkeypatch.undo()
+    (tmp_path / "outside").mkdir()
+    for link, target in ((data / "link.csv", elsewhere), (data / "deep" / "shelf", tmp_path / "outside")):
+        out = target if target.is_file() else target / "new.csv"
+        out.write_text("mine\n")
+        link.symlink_to(target)  # the folder reads `out` through its link: out is the input's too
+        with pytest.raises(UserError, match="is \\(or holds\\) the input"):
+            check_output(out, [data], force=True, flag="-o")
     with pytest.raises(UserError, match="is \\(or holds\\) the input"):
         check_output(tmp_path / "hard.csv", [data], force=True, flag="-o")
     with pytest.raises(UserError, match="is \\(or holds\\) the input"):  # an output folder holding an input
