@@ -232,7 +232,8 @@ def parameters_line(info: RunInfo) -> str:
     """The whole model's parameters (a QLoRA base's 4-bit weights too) and the share the run trained, as its
     manifest counted them; a bare model file's own tensors (an adapter file: the adapter's alone)."""
     m = info.manifest
-    if not isinstance(m.get("parameters"), int):
+    counts = [m.get(key, 0) for key in ("parameters", "quantized_parameters", "trainable_parameters")]
+    if not all(type(n) is int and n >= 0 for n in counts) or not m.get("parameters"):  # none, or a damaged one
         own = f"{info.num_parameters:,}"
         return f"- Parameters: {f'{MISSING} (the adapter file holds {own})' if info.adapter else own}."
     total = m["parameters"] + m.get("quantized_parameters", 0)
@@ -397,7 +398,7 @@ def _data_files(info: RunInfo) -> str:
     """The files the run read, as its manifest fingerprinted them (by name: no path of the training machine)."""
     files = info.manifest.get("data_sha256")
     rows = [(f"`{Path(entry['path']).name}`", f"`{entry.get('sha256', MISSING)}`") for entry in files.values()
-            if isinstance(entry, dict) and "path" in entry] if isinstance(files, dict) else []
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str)] if isinstance(files, dict) else []
     return _table(("file read", "sha256"), rows or [(MISSING, MISSING)])
 
 

@@ -146,3 +146,20 @@ def test_a_run_without_the_baseline_comparison_has_no_baseline_rows(tmp_path):
     results = {k: v for k, v in info.results.items() if k not in ("ngram_baseline_val_ppl", "beats_baseline")}
     text = build_card(replace(info, results=results), vocab_size=18)
     assert "n-gram baseline" not in text and "| val PPL" in text
+
+
+@pytest.mark.parametrize("damage", [
+    {"parameters": 0}, {"parameters": 100, "quantized_parameters": None}, {"parameters": 100, "trainable_parameters":
+    None}, {"parameters": True}, {"parameters": -5}, {"data_sha256": {"train": {"path": 5}}},
+    {"data_sha256": {"train": {"path": None, "sha256": 3}}}, {"data_sha256": [1]},
+])
+def test_a_damaged_manifest_gives_a_card_from_the_model_file_not_a_traceback(tmp_path, damage):
+    """A manifest is schema-checked only for the keys a run needs to resume; the counts and data entries a card
+    reads are checked where it reads them: a damaged one falls back to the file's own count."""
+    from dataclasses import replace
+
+    info = read_run(make_run(tmp_path))
+    text = build_card(replace(info, manifest={**info.manifest, **damage}), vocab_size=18)
+    assert "- Parameters: " in text and "Traceback" not in text
+    if "parameters" in damage:
+        assert f"- Parameters: {sum(a.size for a in info.state.values()):,}." in text
