@@ -295,6 +295,12 @@ def test_a_lora_run_exports_its_adapter_by_default_and_merged_on_merge_adapters(
     code, out, _ = run(["publish", "--repo", "alice/a", tmp_path / "run", "--dry-run", "--merge-adapters"], capsys)
     listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ")}
     assert code == 0 and "model.safetensors" in listed and "adapter_config.json" not in listed
+    from minitrain.hub.final_model import write_final_model  # what `train` writes into the spec's ./output
+
+    weights, facts = write_final_model(tmp_path / "run")
+    facts = json.loads(facts.read_text())
+    assert all(".lora_" in name for name in safetensors.numpy.load_file(weights)) and facts["method"] == "lora"
+    assert facts["base"] == "base" and facts["adapter_dir"] == "adapter" and facts["lora"]["rank"] == 2
 
 
 def base_parameters(base: Path) -> int:
