@@ -1,10 +1,11 @@
 """`minitrain export SOURCE OUT [--format hf|gguf] [--dtype f32|f16|q8_0] [--repo user/name] [--vocab PATH]
 [--merge-adapters] [--base-model SPEC] [--float-base] [--force]`: a run as a Hugging Face GPT-2 folder (config.json,
-model.safetensors, tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or merged into its base. A
-pretrained Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned one, as a
-LlamaForCausalLM / Qwen2ForCausalLM folder with the base's tokenizer (a QLoRA run merged into its NF4 base, or with
---float-base the float one, the gap printed). `--format gguf`: any of these as one GGUF file for llama.cpp
-(minitrain/hub/export_gguf.py), its matrices in --dtype."""
+model.safetensors, tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or with --merge-adapters
+merged into its base. A pretrained Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned
+one, as a LlamaForCausalLM / Qwen2ForCausalLM folder with the base's tokenizer (a LoRA run: its adapter, or merged, a
+QLoRA run into its NF4 base or with --float-base the float one, the gap printed). `--format gguf` (always merged):
+any of these as one GGUF file for llama.cpp (minitrain/hub/export_gguf.py), its matrices in --dtype. The spec's
+`--format safetensors` is hf."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from minitrain.formats.gguf_write import DTYPES as GGUF_DTYPES
 from minitrain.hub.export_hf import export_model
 
 FORMATS = ("hf", "gguf")
+SPEC_FORMATS = {"safetensors": "hf"}  # the publish spec's name for the Hugging Face folder
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -25,22 +27,27 @@ def register(parser: argparse.ArgumentParser) -> None:
                                        "or Hub id of a Llama-family base")
     parser.add_argument("out_dir", help="folder to write (config.json, model.safetensors, tokenizer, README.md); "
                                         "with --format gguf, the .gguf file")
-    parser.add_argument("--format", choices=FORMATS, default="hf",
-                        help="hf: a Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
+    parser.add_argument("--format", choices=(*FORMATS, *SPEC_FORMATS), default="hf", type=format_name,
+                        help="hf (or safetensors): a Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
     parser.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
                         help="--format gguf: how the matrices are stored (default f32; norms and biases stay f32)")
     parser.add_argument("--repo", help="user/name the model card's loading snippet refers to")
     parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
     parser.add_argument("--merge-adapters", action="store_true",
-                        help="a LoRA run: export its base with the adapters merged in (default: the adapter; a GGUF "
-                             "is always merged)")
+                        help="a LoRA run: export its base with the adapters merged in (default: the adapter in PEFT's "
+                             "layout; a GGUF is always merged)")
     parser.add_argument("--base-model", metavar="PATH|user/repo",
                         help="the base the adapters were trained on, when the run does not record it")
-    parser.add_argument("--float-base", action="store_true", help="a QLoRA run: merge its adapter into the float "
-                        "base, not the NF4 base it trained on (either way the gap between the two is printed)")
+    parser.add_argument("--float-base", action="store_true", help="a QLoRA run: merge its adapter (implies "
+                        "--merge-adapters) into the float base, not the NF4 base it trained on (the gap is printed)")
     parser.add_argument("--force", action="store_true", help="--format gguf: replace OUT.gguf if it exists (never "
                                                                  "the input)")
     parser.set_defaults(handler=export_command)
+
+
+def format_name(name: str) -> str:
+    """--format as minitrain names it (the spec's safetensors is hf)."""
+    return SPEC_FORMATS.get(name, name)
 
 
 def export_command(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
-"""`minitrain init [--template minimal|lab01] [--data DIR] [--base PATH|user/repo] [--method full|lora|qlora]
-[-o FILE] [--force]`: write a config for a data folder, validated before it is written.
+"""`minitrain init [--template minimal|lab01|lora|qlora|full] [--data DIR] [--base PATH|user/repo]
+[--method full|lora|qlora] [-o FILE] [--force]`: write a config for a data folder, validated before it is written.
+The spec's template names lora, qlora and full are `--template minimal --method NAME` (lora needs a --base).
 
 With a pretrained Llama-family base (a .gguf file, a Hugging Face folder or Hub id of a llama, qwen2 or mistral
 model) the config fine-tunes it on text/chat records (minitrain/commands/init_base.py): it is written to
-minitrain.yaml unless -o says otherwise (`-o -` prints it), and a summary of what was found is printed."""
+config.yaml unless -o says otherwise (`-o -` prints it), and a summary of what was found is printed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from minitrain.common.io import atomic_write_text, check_output
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--template", choices=TEMPLATES, default="minimal")
+    parser.add_argument("--template", choices=(*TEMPLATES, *METHODS), default="minimal",
+                        help="minimal (default) or lab01; the spec's lora, qlora, full: minimal with --method NAME")
     parser.add_argument("--data", default=DEFAULT_DATA, metavar="DIR", help=f"data folder (default {DEFAULT_DATA})")
     parser.add_argument("--base", metavar="PATH|user/repo",
                         help="start from this model: its shape fills the model section, its weights model.init_from")
@@ -30,6 +32,13 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def init_command(args: argparse.Namespace) -> int:
+    if args.template in METHODS:  # the spec's template names are minitrain's methods
+        if args.method not in (None, args.template):
+            raise UserError(f"init: --template {args.template} means --method {args.template}, not {args.method}", 2)
+        if args.base is None and args.template != "full":
+            raise UserError(f"init --template {args.template}: LoRA adapts a trained model, and there is no default "
+                            "one; name it with --base PATH|user/repo (a .gguf, a Hugging Face folder or Hub id)", 2)
+        args.template, args.method = "minimal", args.template
     on_base = False
     if args.base is not None:
         from minitrain.hub.text_models import is_pretrained_base  # the Hub client is only needed here

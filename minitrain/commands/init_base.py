@@ -45,7 +45,7 @@ BATCH_SIZE = 4
 LARGE = 50_000_000  # parameters from which a base's activations, not its weights, decide what fits
 MAX_STEPS = 500  # a first run on a CPU: the summary says how many steps one epoch is
 LR = {"full": 2e-5, "lora": 2e-4, "qlora": 2e-4}
-DEFAULT_OUTPUT = "minitrain.yaml"
+DEFAULT_OUTPUT = "config.yaml"  # the spec's `init` then `train config.yaml`
 HOLD_OUT = {"train": 0.9, "val": 0.1}  # data.split of a folder without a validation file
 
 

@@ -82,6 +82,10 @@ def train_command(args: argparse.Namespace) -> int:
         print(f"  {key}: {mean:.4f} ± {results['std'][key]:.4f}")
     if cfg.output.model_format == "gguf":
         _write_gguf(cfg, results)
+    from minitrain.hub.final_model import is_spec_run_dir, write_final_model  # the publish spec's ./output files
+
+    if is_spec_run_dir(cfg.output.dir):
+        print("\n".join(f"  saved: {path}" for path in write_final_model(cfg.output.dir)))
     if cfg.publish is not None:
         _publish_run(cfg, results["status"], quiet=args.quiet)
     return 0

@@ -425,15 +425,18 @@ def describe_architecture(mc: dict[str, Any]) -> str:
 
 def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str | None, base: str | None,
                     info: RunInfo | None = None, chat: bool = False,
-                    merge_gap: tuple[bool, float, int] | None = None) -> str:
+                    merge_gap: tuple[bool, float, int] | None = None, adapter: bool = False) -> str:
     """README.md for the export of a pretrained base: of a run (`info`) fine-tuned from `base`, or of `base`;
-    `merge_gap` (a QLoRA run): (merged into the float base?, max |Δlogit| between its two merges, positions)."""
+    `merge_gap` (a QLoRA run): (merged into the float base?, max |Δlogit| between its two merges, positions);
+    `adapter`: the export is the run's LoRA adapter in PEFT's layout, loaded onto `base`."""
     repo = repo_id or "user/name"
     name = repo_id or architecture_name(model_config)
     shown = base_name(base or MISSING)
     origin = (f"Fine-tuned with minitrain (a pure-NumPy teaching library) from the pretrained base `{shown}`."
               if info is not None else f"The pretrained model `{shown}`, converted to float32 by minitrain.")
-    if info is not None and info.adapter is not None and merge_gap is not None:
+    if adapter:
+        origin = _adapter_origin(info) + " It is in PEFT's layout, and loads onto that base."
+    elif info is not None and info.adapter is not None and merge_gap is not None:
         onto, other = (("the float base (`export --float-base`): not what the run computed", "the NF4 base") if
                        merge_gap[0] else ("that quantized base, dequantized: what the run computed", "the float base"))
         origin += (f" The run's LoRA adapter was {quantized_base_note(info.adapter)}. These weights are the adapter "
@@ -463,14 +466,16 @@ def pretrained_card(model_config: dict[str, Any], vocab_size: int, repo_id: str 
               'ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")'
               if chat else 'ids = tokenizer("Hola", return_tensors="pt").input_ids')
     body += ["", "## How to load it", "", "With transformers (PyTorch):", "", "```python",
-             "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
-             f'model = AutoModelForCausalLM.from_pretrained("{repo}")',
+             *(["from peft import AutoPeftModelForCausalLM  # the base adapter_config.json names, then this"]
+               if adapter else []), f"from transformers import {'' if adapter else 'AutoModelForCausalLM, '}"
+             "AutoTokenizer", "", f'model = Auto{"Peft" if adapter else ""}ModelForCausalLM.from_pretrained("{repo}")',
              f'tokenizer = AutoTokenizer.from_pretrained("{repo}")', prompt,
              "out = model.generate(ids, max_new_tokens=32, do_sample=False)",
              "print(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))", "```", "",
-             "With minitrain:", "", "```bash",
-             f'minitrain sample {repo}{" --chat" if chat else ""} --prompt "Hola"',
-             f"minitrain eval {repo} --data test.jsonl", "```", "",
+             *(["`minitrain export RUN_DIR OUT_DIR --merge-adapters` writes the base with the adapter merged in."]
+               if adapter else ["With minitrain:", "", "```bash",
+                                f'minitrain sample {repo}{" --chat" if chat else ""} --prompt "Hola"',
+                                f"minitrain eval {repo} --data test.jsonl", "```"]), "",
              "## License", "", f"The weights derive from `{shown}`: {LICENSE_NOTE}.", ""]
     family = "gpt2" if layout_of(model_config) == "gpt2" else family_of(model_config).name
     meta = ModelCardData(library_name="minitrain", tags=["minitrain", family, "text-generation"],

@@ -93,10 +93,11 @@ def export_model(
     from minitrain.hub.text_models import is_text_source
 
     if is_text_source(source):
-        return export_text_model(source, out_dir, repo_id, float_base, log)
+        return export_text_model(source, out_dir, repo_id, float_base, log, merge_adapters,
+                                 lambda info: hub_base(info, base_model) if for_hub else base_model)
     if float_base:
-        raise UserError(f"export --float-base: {source} is not a QLoRA run on a Llama-family base (only those are "
-                        "exported merged; a GPT-2 run exports its adapter)", BAD_INPUT)
+        raise UserError(f"export --float-base: {source} is not a QLoRA run on a Llama-family base (a GPT-2 "
+                        "adapter merges with --merge-adapters into the base it trained on)", BAD_INPUT)
     info = read_run(source)
     if info.adapter is not None and merge_adapters:
         from minitrain.hub.fold_adapters import merged_model  # merging needs the sources, which import this module

@@ -68,6 +68,7 @@ def publish(
     model_format: str = "hf",
     dtype: str = "f32",
     float_base: bool = False,
+    model_card: bool = True,
 ) -> str:
     """Export `run_dir` and upload it to `repo_id`; return the repo URL (for a dry run, where it would go).
     `quiet`: no upload progress bars (`train --quiet`). A LoRA run uploads its adapter (PEFT's layout), or with
@@ -75,7 +76,8 @@ def publish(
     adapter's base must be a Hub id (recorded, or `base_model`): PEFT loads it by that name. `vocab_path`: the
     vocabulary of a model file that does not record it. `model_format` "gguf": the repo gets one file,
     REPO-NAME-DTYPE.gguf (hub/export_gguf.py; a LoRA run merged), instead of the Hugging Face folder. `float_base`:
-    a QLoRA run on a Llama-family base merged into the float base (hub/export_text.py), the gap logged."""
+    a QLoRA run on a Llama-family base merged into the float base (hub/export_text.py), the gap logged.
+    `model_card` false: README.md is left out of the upload."""
     if problem := hub_id_problem(repo_id):  # with and without --dry-run: an id a dry run accepts, the upload can use
         raise UserError(f"publish --repo: {problem}", BAD_INPUT)
     api = HfApi()
@@ -92,6 +94,9 @@ def publish(
             files = export_model(run_dir, tmp, repo_id=repo_id, vocab_path=vocab_path,
                                  merge_adapters=merge_adapters, base_model=base_model, for_hub=True,
                                  float_base=float_base, log=log)
+        if not model_card and (card := Path(tmp) / "README.md").exists():
+            card.unlink()
+            files = [path for path in files if path != card]
         if dry_run:
             log(f"Dry run: would upload to {api.endpoint}/{repo_id} ({'private' if private else 'public'}):")
             for path in files:

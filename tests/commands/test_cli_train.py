@@ -107,3 +107,29 @@ def test_a_stopped_run_prints_the_minitrain_command_that_was_typed(tmp_path):
     printed = shlex.split(done.stderr.split("resume with: ")[1])
     assert printed[0] in (str(program), "minitrain") and printed[1:] == [*typed[1:], "--resume",
                                                                          "run/checkpoints/step-5.safetensors"]
+
+
+def test_a_run_in_the_specs_output_folder_saves_model_safetensors_and_final_model_json(tmp_path, capsys, monkeypatch):
+    # publish spec §4.1: `train config.yaml` saves ./output/model.safetensors and ./output/final_model.json, and
+    # `publish --repo R` (no folder) publishes ./output
+    import hashlib
+
+    monkeypatch.chdir(tmp_path)
+    make_corpus(tmp_path / "d")
+    assert run(["init", "--data", "d", "-o", "c.yaml"], capsys)[0] == 0
+    short = ["--set", "training.total_steps=2", "--set", "training.batch_size=2", "--set", "scheduler.warmup_steps=0"]
+    assert run(["train", "c.yaml", *short, "--out-dir", "elsewhere", "--quiet"], capsys)[0] == 0
+    assert not (tmp_path / "elsewhere" / "final_model.json").exists()  # only the spec's folder gets them
+    code, out, err = run(["train", "c.yaml", *short, "--out-dir", "./output", "--quiet"], capsys)
+    assert code == 0 and "saved: output/model.safetensors" in out, err
+    results = json.loads((tmp_path / "output" / "results.json").read_text())
+    facts = json.loads((tmp_path / "output" / "final_model.json").read_text())
+    weights = (tmp_path / "output" / "model.safetensors").read_bytes()
+    assert hashlib.sha256(weights).hexdigest() == results["model_sha256"] == facts["sha256"]
+    assert weights == Path(results["model_path"]).read_bytes()
+    assert facts["method"] == "scratch" and facts["holds"] == "the whole model" and facts["base"] is None
+    assert {k: facts[k] for k in ("run_id", "status", "steps", "val_loss")} == {
+        k: results[k] for k in ("run_id", "status", "steps", "val_loss")}
+    assert not list((tmp_path / "output").glob(".*tmp"))  # nothing half written is left
+    code, out, _ = run(["publish", "--repo", "alice/m", "--dry-run"], capsys)
+    assert code == 0 and "Publishing ./output (the default folder)" in out

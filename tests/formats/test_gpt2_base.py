@@ -167,7 +167,10 @@ def test_lora_on_a_gpt2_base_trains_resumes_bit_exactly_samples_evals_and_export
     assert scores[run_dir]["tokens"] == scores[base]["tokens"] > 0
     assert scores[run_dir]["loss"] != scores[base]["loss"]  # the adapters changed the model
 
-    code, _, err = run(["export", run_dir, tmp_path / "export"], capsys)
+    code, _, err = run(["export", run_dir, tmp_path / "adapter"], capsys)  # the adapter, as PEFT users expect
+    assert code == 0 and not (tmp_path / "adapter" / "model.safetensors").exists(), err
+    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["fan_in_fan_out"] is True  # Conv1D
+    code, _, err = run(["export", run_dir, tmp_path / "export", "--merge-adapters"], capsys)
     assert code == 0, err
     out = tmp_path / "export"
     assert json.loads((out / "config.json").read_text())["architectures"] == ["GPT2LMHeadModel"]

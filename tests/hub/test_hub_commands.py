@@ -54,6 +54,24 @@ def test_publish_without_run_dir_takes_the_latest_finished_run(tmp_path, monkeyp
         run_command(["publish", "--repo", "alice/m"])
 
 
+def test_the_publish_specs_spellings_and_its_default_folder_dot_output(hub, tmp_path, monkeypatch, capsys):
+    # publish spec §3.1 PublishArgs: RUN_DIR defaults to ./output (a spec-shaped manifest's run folder), even with a
+    # newer run under runs/; --format safetensors is minitrain's hf folder; --model-card is the default
+    (tmp_path / "project" / "runs").mkdir(parents=True)
+    shutil.move(make_run(tmp_path / "a"), tmp_path / "project" / "runs" / "newer")
+    output = Path(shutil.move(make_run(tmp_path / "b"), tmp_path / "project" / "output"))
+    os.utime(output / "results.json", ns=(1, 1))
+    monkeypatch.chdir(tmp_path / "project")
+    assert run_command(["publish", "--repo", "alice/m", "--format", "safetensors", "--model-card"]) == 0
+    assert "Publishing ./output (the default folder)" in capsys.readouterr().out
+    assert sorted(hub.repos["alice/m"].files) == sorted(EXPORT_FILES)
+    assert run_command(["export", "output", "out", "--format", "safetensors"]) == 0
+    assert all(hub.repos["alice/m"].files[name] == (Path("out") / name).read_bytes() for name in EXPORT_FILES
+               if name != "README.md")  # the card names the repo
+    assert run_command(["publish", "--repo", "alice/n", "--no-model-card"]) == 0
+    assert sorted(hub.repos["alice/n"].files) == sorted(set(EXPORT_FILES) - {"README.md"})
+
+
 def test_sample_greedy_prints_the_prompt_and_its_continuation(run, capsys):
     model, vocab = load_model(str(run))
     expected = generate(model, CharTokenizer.load(vocab), "comer|R1|", max_new_tokens=6)

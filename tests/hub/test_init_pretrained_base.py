@@ -59,26 +59,44 @@ def test_a_gguf_base_and_chat_data_give_a_lora_config_and_the_summary(gguf, chat
     code, out, err = init(["--base", gguf, "--method", "lora", "--data", chat], capsys, tmp_path, monkeypatch)
     assert code == 0, err
     assert list(chat.iterdir()) and listing(chat) == before  # the data folder is only read
-    cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
+    cfg = parse_yaml((tmp_path / "config.yaml").read_text()).data
     assert cfg["model"] == {**MINITRAIN, "init_from": str(gguf)}  # the tiny base's context, 64, caps the rows
     assert cfg["data"] == {"train_path": str(chat / "train.jsonl"), "val_path": str(chat / "val.jsonl"),
                            "packing": "pack", "loss_on": "completion", "overflow": "error"}
     assert cfg["lora"]["target_modules"] == [*LLAMA_TARGETS] and cfg["lora"]["rank"] == 4  # width 32
     assert cfg["optimizer"]["lr_max"] == 2e-4 and cfg["name"] == "tiny-chat"
-    assert out.startswith("Created minitrain.yaml with:\n  Model: ")
+    assert out.startswith("Created config.yaml with:\n  Model: ")
     assert "(32 hidden, 2 layers, 4 heads / 2 key-value, " in out and "from its GGUF metadata" in out
     assert "5 samples detected: train 4, val 1; chat records, jsonl" in out and "Method: LoRA (rank=4" in out
     assert "Tokenizer: the base's own (266 tokens, chat template)" in out
-    assert out.rstrip().endswith("Next: minitrain train minitrain.yaml")
+    assert out.rstrip().endswith("Next: minitrain train config.yaml")
     code, _, err = init(["--base", gguf, "--data", chat], capsys, tmp_path, monkeypatch)
-    assert code == 2 and "minitrain.yaml: exists and is not a file this command wrote; pass --force" in err
+    assert code == 2 and "config.yaml: exists and is not a file this command wrote; pass --force" in err
+
+
+def test_the_specs_init_template_lora_then_train_config_yaml(gguf, chat, tmp_path, capsys, monkeypatch):
+    # yaml-mode spec §12 `init --template lora`, publish spec §1/§4.1 `init --base ...` then `train config.yaml`
+    code, printed, err = init(["--base", gguf, "--method", "lora", "--data", chat, "-o", "-"], capsys, tmp_path,
+                              monkeypatch)
+    assert code == 0, err
+    code, out, err = init(["--template", "lora", "--base", gguf, "--data", chat], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "config.yaml").read_text() == printed.replace("<stdout>", "config.yaml")
+    assert out.rstrip().endswith("Next: minitrain train config.yaml")
+    code, out, err = cli(["validate", "config.yaml", "--set", "training.batch_size=1"], capsys)  # 4 tiny records
+    assert code == 0, out + err
+    code, _, err = init(["--template", "qlora", "--method", "lora", "--base", gguf, "--data", chat], capsys, tmp_path,
+                        monkeypatch)
+    assert code == 2 and err.strip() == "error: init: --template qlora means --method qlora, not lora"
+    code, out, err = init(["--template", "lora", "--data", chat], capsys, tmp_path, monkeypatch)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "name it with --base" in err and not out
 
 
 @pytest.mark.parametrize("method", ["full", "qlora"])
 def test_full_and_qlora(gguf, chat, tmp_path, capsys, monkeypatch, method):
     code, out, err = init(["--base", gguf, "--method", method, "--data", chat, "-o", "-"], capsys, tmp_path,
                           monkeypatch)
-    assert code == 0 and not (tmp_path / "minitrain.yaml").exists()
+    assert code == 0 and not (tmp_path / "config.yaml").exists()
     cfg = parse_yaml(out).data
     if method == "full":
         assert "lora" not in cfg and cfg["optimizer"]["lr_max"] == 2e-5 and "full fine-tuning" in err
@@ -125,7 +143,7 @@ def test_data_without_a_validation_file_is_the_source_with_a_tenth_held_out(gguf
     write_jsonl(tmp_path / "only" / "train.jsonl", CHAT * 4)  # the spec's §4.1: ./data/train.jsonl and nothing else
     code, out, err = init(["--base", gguf, "--data", tmp_path / "only"], capsys, tmp_path, monkeypatch)
     assert code == 0, err
-    cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
+    cfg = parse_yaml((tmp_path / "config.yaml").read_text()).data
     assert cfg["data"]["source"] == str(tmp_path / "only") and cfg["data"]["split"] == {"train": 0.9, "val": 0.1}
     assert "train 18, val 2;" in out and os.listdir(tmp_path / "only") == ["train.jsonl"]
     (tmp_path / "docs").mkdir()
@@ -146,7 +164,7 @@ def test_data_paths_are_written_as_yaml_strings(gguf, chat, tmp_path, capsys, mo
     odd = chat.rename(tmp_path / "d #1: x")  # '#' starts a comment and ': ' a mapping, unless quoted
     code, _, err = init(["--base", gguf, "--method", "lora", "--data", odd], capsys, tmp_path, monkeypatch)
     assert code == 0, err
-    cfg = parse_yaml((tmp_path / "minitrain.yaml").read_text()).data
+    cfg = parse_yaml((tmp_path / "config.yaml").read_text()).data
     assert cfg["data"]["train_path"] == str(odd / "train.jsonl") and cfg["data"]["val_path"] == str(odd / "val.jsonl")
 
 
@@ -156,7 +174,7 @@ def test_a_generated_config_that_fails_validation_names_the_file_o_gives(gguf, c
     real = init_base.base_config_text
     monkeypatch.setattr(init_base, "base_config_text", lambda *a: real(*a) + "no_such_key: 1\n")  # a broken writer
     code, _, err = init(["--base", gguf, "--data", chat, "-o", "elsewhere.yaml"], capsys, tmp_path, monkeypatch)
-    assert code == 2 and "elsewhere.yaml:" in err and "minitrain.yaml" not in err, err
+    assert code == 2 and "elsewhere.yaml:" in err and "config.yaml" not in err, err
     assert not (tmp_path / "elsewhere.yaml").exists()
 
 
@@ -171,9 +189,9 @@ def test_one_epoch_is_counted_as_validate_counts_it_and_the_run_validates_a_few_
     write_jsonl(tmp_path / "long" / "val.jsonl", long[40:])
     code, _, err = init(["--base", gguf, "--data", tmp_path / "long"], capsys, tmp_path, monkeypatch)
     assert code == 0, err
-    text = (tmp_path / "minitrain.yaml").read_text()
+    text = (tmp_path / "config.yaml").read_text()
     cfg = parse_yaml(text).data
     said = int(text.split("# one epoch is ")[1].split()[0])
-    counted = data_summary(complete_config(load_config(tmp_path / "minitrain.yaml"))).steps_per_epoch
+    counted = data_summary(complete_config(load_config(tmp_path / "config.yaml"))).steps_per_epoch
     assert said == counted == cfg["training"]["total_steps"] == 10  # 40 rows of one record, 4 a batch
     assert cfg["training"]["val_every"] == 2  # five validations in ten steps, not one a step

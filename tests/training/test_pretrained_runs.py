@@ -245,7 +245,7 @@ def test_a_lora_run_exports_merged_as_a_plain_model_of_the_base(tmp_path, base):
 
     train(tmp_path, config_text(tmp_path, base), "run")
     adapted, tokenizer = run_model(tmp_path / "run")
-    export_text_model(tmp_path / "run", tmp_path / "export")
+    export_text_model(tmp_path / "run", tmp_path / "export", merge_adapters=True)
     model_config, state, exported_tokenizer, _ = load_pretrained_base(tmp_path / "export")
     assert "lora" not in model_config and exported_tokenizer.encode("hola como") == tokenizer.encode("hola como")
     # trained on rows of 48 positions, the model keeps the base's context of 64 (a published fine-tune is not cut)
@@ -263,6 +263,46 @@ def test_a_lora_run_exports_merged_as_a_plain_model_of_the_base(tmp_path, base):
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_a_lora_run_exports_its_adapter_by_default_and_merged_on_merge_adapters(tmp_path, base, capsys):
+    # what PEFT users expect, and what docs/hub.md and `export --help` say: the adapter, merged on --merge-adapters
+    train(tmp_path, config_text(tmp_path, base), "run")
+    code, _, err = run(["export", tmp_path / "run", tmp_path / "adapter"], capsys)
+    assert code == 0, err
+    names = {p.name for p in (tmp_path / "adapter").iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "README.md"} <= names
+    assert not {"config.json", "model.safetensors"} & names
+    ours, runs = tmp_path / "adapter", tmp_path / "run" / "adapter"  # the run wrote RUN/adapter from its live model
+    assert (ours / "adapter_config.json").read_bytes() == (runs / "adapter_config.json").read_bytes()
+    exported, written = (safetensors.numpy.load_file(f / "adapter_model.safetensors") for f in (ours, runs))
+    assert exported.keys() == written.keys() and all(np.array_equal(exported[k], written[k]) for k in written)
+    assert (tmp_path / "adapter" / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
+    card = (tmp_path / "adapter" / "README.md").read_text()
+    assert "holds a LoRA adapter (rank 2, alpha 4" in card and "AutoPeftModelForCausalLM.from_pretrained" in card
+    code, _, err = run(["export", tmp_path / "run", tmp_path / "merged", "--merge-adapters"], capsys)
+    assert code == 0 and not (tmp_path / "merged" / "adapter_config.json").exists(), err
+    peft = safetensors.numpy.load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    merged = safetensors.numpy.load_file(tmp_path / "merged" / "model.safetensors")
+    q = "model.layers.1.self_attn.q_proj"
+    update = 2.0 * peft[f"base_model.model.{q}.lora_B.weight"] @ peft[f"base_model.model.{q}.lora_A.weight"]  # α/r
+    want = safetensors.numpy.load_file(base / "model.safetensors")[f"{q}.weight"] + update
+    np.testing.assert_allclose(merged[f"{q}.weight"], want, atol=1e-6)
+    # On the Hub an adapter names its base by Hub id, and this base is a local folder
+    code, out, err = run(["publish", "--repo", "alice/a", tmp_path / "run", "--dry-run"], capsys)
+    assert code == 2 and "--merge-adapters" in err and not out
+    code, out, _ = run(["publish", "--repo", "alice/a", tmp_path / "run", "--dry-run", "--base-model", "bob/b"], capsys)
+    listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ")}
+    assert code == 0 and "adapter_model.safetensors" in listed and "model.safetensors" not in listed
+    code, out, _ = run(["publish", "--repo", "alice/a", tmp_path / "run", "--dry-run", "--merge-adapters"], capsys)
+    listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ")}
+    assert code == 0 and "model.safetensors" in listed and "adapter_config.json" not in listed
+    from minitrain.hub.final_model import write_final_model  # what `train` writes into the spec's ./output
+
+    weights, facts = write_final_model(tmp_path / "run")
+    facts = json.loads(facts.read_text())
+    assert all(".lora_" in name for name in safetensors.numpy.load_file(weights)) and facts["method"] == "lora"
+    assert facts["base"] == "base" and facts["adapter_dir"] == "adapter" and facts["lora"]["rank"] == 2
+
+
 def base_parameters(base: Path) -> int:
     """The base's weights, counted from its file (the output layer is tied: no lm_head)."""
     return sum(a.size for a in safetensors.numpy.load_file(base / "model.safetensors").values())
@@ -275,7 +315,7 @@ def test_a_lora_card_counts_the_whole_model_and_its_trainable_share(tmp_path, ba
     from minitrain.hub.export_text import export_text_model
 
     train(tmp_path, config_text(tmp_path, base), "run")
-    export_text_model(tmp_path / "run", tmp_path / "export")
+    export_text_model(tmp_path / "run", tmp_path / "export", merge_adapters=True)
     card = (tmp_path / "export" / "README.md").read_text()
     total = base_parameters(base) + LORA_PARAMETERS
     assert f"Parameters: {total:,} ({LORA_PARAMETERS:,} trained by the run" in card
@@ -295,7 +335,7 @@ def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf
                        steps=2).replace(f"train_path: {tmp_path}/train.jsonl, val_path: {tmp_path}/val.jsonl",
                                         f"source: {tmp_path}/my-data")
     train(tmp_path, text, "run")
-    export_text_model(tmp_path / "run", tmp_path / "export")
+    export_text_model(tmp_path / "run", tmp_path / "export", merge_adapters=True)
     card = (tmp_path / "export" / "README.md").read_text()
     total = base_parameters(base) + LORA_PARAMETERS  # the 4-bit weights are the model's too
     assert f"Parameters: {total:,} ({LORA_PARAMETERS:,} trained by the run" in card
