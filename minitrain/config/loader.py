@@ -178,13 +178,15 @@ def _apply_override(data: dict, source: ConfigSource, text: str, replaced: list)
         source.origins[path] = origin
         return [Problem(path, f"value is not a YAML scalar: {exc}")]
     source.overrides += (origin,)
-    if key in _STEPS_ELSEWHERE and isinstance(data.get(_STEPS_ELSEWHERE[key]), dict):  # a new stopping point
-        data[_STEPS_ELSEWHERE[key]].pop("total_steps", None)  # replaces the file's, in either of its two homes
+    if key in _STOPPING_POINT and value is not None:  # a new stopping point replaces the file's, however spelled
+        for other in _STOPPING_POINT - {key}:
+            section, name = other.split(".")
+            if isinstance(data.get(section), dict):
+                data[section].pop(name, None)
     return _set(data, source, key, value, origin, replaced)
 
 
-_STEPS_ELSEWHERE = {"training.total_steps": "scheduler", "training.max_steps": "scheduler",
-                    "scheduler.total_steps": "training"}
+_STOPPING_POINT = frozenset({"training.total_steps", "training.max_steps", "scheduler.total_steps"})
 
 
 def _override_value(raw: str) -> Any:

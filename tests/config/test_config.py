@@ -493,3 +493,21 @@ def test_a_whole_template_in_set_fills_a_number_quoted_or_not(tmp_path, value):
     cfg = load_config(write(tmp_path, LAB01), [f"optimizer.lr_max={value}"], env={"LR": "2e-3"})
     assert cfg.optimizer.lr_max == 2e-3
     assert cfg.source.overrides == (f"--set optimizer.lr_max={value}",)
+
+
+@pytest.mark.parametrize("in_file, override, steps", [
+    ("scheduler:\n  warmup_steps: 10\n  total_steps: 2000", "training.total_steps=30", 30),
+    ("scheduler:\n  warmup_steps: 10\n  total_steps: 2000", "training.max_steps=30", 30),
+    ("scheduler:\n  warmup_steps: 10\ntraining:\n  max_steps: 2000", "training.total_steps=30", 30),
+    ("scheduler:\n  warmup_steps: 10\ntraining:\n  max_steps: 2000", "scheduler.total_steps=30", 30),
+    ("scheduler:\n  warmup_steps: 10\ntraining:\n  total_steps: 2000", "training.max_steps=30", 30),
+    ("scheduler:\n  warmup_steps: 10\ntraining:\n  total_steps: 2000", "scheduler.total_steps=null", 2000),
+])
+def test_a_set_stopping_point_replaces_the_files_however_either_spells_it(tmp_path, in_file, override, steps):
+    """`--set` of the stopping point (what a resume may move) replaces the file's, whichever of its three
+    spellings each uses; a null override is no new stopping point and leaves the file's alone."""
+    text = LAB01.replace("scheduler:\n  warmup_steps: 100\n  total_steps: 2000", in_file, 1)
+    if "training:\n  max_steps" in in_file or "training:\n  total_steps" in in_file:
+        text = text.replace("\ntraining:\n  batch_size", "\n  batch_size", 1)  # one training section
+    cfg = load_config(write(tmp_path, text), [f"--set {override}".removeprefix("--set ")])
+    assert (cfg.scheduler.total_steps or cfg.training.total_steps) == steps
