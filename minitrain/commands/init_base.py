@@ -65,7 +65,8 @@ def machine_memory() -> int:
         return 8 << 30
 
 
-def first_run(parameters: int, memory: int, longest: int, context: int, can_recompute: bool) -> dict[str, Any]:
+def first_run(parameters: int, memory: int, longest: int, context: int, can_recompute: bool,
+              fixed_row: int | None = None) -> dict[str, Any]:
     """{"batch_size", "row", "gradient_checkpointing"} of a first run, so that it leaves a laptop usable:
 
     - a base under LARGE (50M) parameters, a course-sized model whose activations are small: BATCH_SIZE (4) rows of
@@ -73,11 +74,13 @@ def first_run(parameters: int, memory: int, longest: int, context: int, can_reco
     - from LARGE: micro-batches of 256 tokens (batch_size x row), 128 on a machine under 8 GiB or for a base from
       1B parameters; rows from 64 (`row_length`, at most those tokens), as many as fill them; gradient checkpointing
       where the family can recompute its layers (llama: ~30x less activation memory for a second forward). A
-      135M base's logits alone take 0.6 MB a token (49,152 float32 scores, ~3 copies in the loss)."""
+      135M base's logits alone take 0.6 MB a token (49,152 float32 scores, ~3 copies in the loss).
+    `fixed_row`: the row a family must train on (learned positions: its whole context), the batch sized for it."""
     if parameters < LARGE:
-        return {"batch_size": BATCH_SIZE, "row": row_length(longest, context), "gradient_checkpointing": False}
+        return {"batch_size": BATCH_SIZE, "row": fixed_row or row_length(longest, context),
+                "gradient_checkpointing": False}
     tokens = 128 if memory < 8 << 30 or parameters >= 1_000_000_000 else 256
-    row = row_length(longest, context, 64, tokens)
+    row = fixed_row or row_length(longest, context, 64, tokens)
     return {"batch_size": max(tokens // row, 1), "row": row, "gradient_checkpointing": can_recompute}
 
 
@@ -219,9 +222,8 @@ def init_base_config(spec: str, method: str | None, folder: str,
     lengths = {split: [len(e.ids) for e in found] for split, found in examples.items()}
     longest = max(max(v) for v in lengths.values())
     plan = first_run(facts["parameters"], machine_memory(), longest, model["max_seq_len"],
-                     refusal(model["type"], "recomputation") is None)
-    if family.learned_positions:
-        plan["row"] = model["max_seq_len"]
+                     refusal(model["type"], "recomputation") is None,
+                     model["max_seq_len"] if family.learned_positions else None)
     too_long = sum(n - 1 > plan["row"] for v in lengths.values() for n in v)
     read_from = {"gguf": "its GGUF metadata", "folder": "its config.json",
                  "hub": "config.json from the Hub"}[facts["source"]]

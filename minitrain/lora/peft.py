@@ -10,7 +10,8 @@
 Our LoRALinear names its parts as PEFT's layer does (base_layer, lora_A, lora_B), so a name maps by a prefix and,
 for the two factors, a `.weight` suffix and a transpose (torch.nn.Linear stores (out, in)). PEFT computes
 y = base(x) + lora_B(lora_A(dropout(x))) · lora_alpha / r: the same update. The base model must be the one the
-adapter was trained on (`base_model_name_or_path` names it by Hub id, or by file name: never this machine's path);
+adapter was trained on (`base_model_name_or_path` names it by Hub id, or by its path relative to the working
+folder, else its file name: `common/paths.shown_path`);
 a QLoRA adapter was trained on the 4-bit base, so on the float base it is close to, not equal to, the adapted
 model: its safetensors metadata says so (`quantized_base_note`; PEFT refuses keys it does not know in
 adapter_config.json, so the note is not there). scripts/check_hf_export.py --lora loads such a folder with PEFT and

@@ -107,6 +107,8 @@ class LocalWorkers:
 
     def __init__(self, model: Any, micro_batches: int, rows: int, cols: int, n: int,
                  timeout: float = TIMEOUT_SECONDS) -> None:
+        if micro_batches % n:  # a config is checked for it (parallel_rules.py); a direct caller is told here
+            raise ValueError(f"{n} workers do not divide {micro_batches} micro-batches")
         buffer, spec = model.buffer, ReplicaSpec.of(model)  # micro-batches of at most rows × cols
         layout = Layout(micro_batches, rows, cols, buffer.data.size, buffer.grad.size, buffer.data.dtype.name)
         self.n, self.per, self.timeout = n, layout.slots // n, timeout

@@ -34,3 +34,10 @@ def test_a_family_that_cannot_recompute_its_layers_does_not_checkpoint():
 
 def test_the_machine_memory_is_read_from_the_system():
     assert machine_memory() > 256 << 20
+
+
+def test_a_family_with_learned_positions_sizes_its_batch_for_its_whole_context():
+    """GPT-2 trains on rows of its whole context (1,024): one row a micro-batch, not 4 sized for a 64-token row."""
+    assert first_run(124_000_000, 16 * GIB, 40, 1024, False, fixed_row=1024) == {
+        "batch_size": 1, "row": 1024, "gradient_checkpointing": False}
+    assert first_run(10_000_000, 16 * GIB, 40, 1024, False, fixed_row=1024)["row"] == 1024
