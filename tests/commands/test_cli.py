@@ -249,13 +249,15 @@ def test_info_on_a_damaged_run_folder_is_one_line(tmp_path, capsys, name, text, 
 def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
     import minitrain.training.run
 
-    def too_big(cfg, summary=None):
+    def too_big(cfg, summary=None, **progress):
         raise MemoryError("Unable to allocate 477. GiB for an array with shape (64, 1000000000)")
 
     monkeypatch.setattr(minitrain.training.plan, "plan_run", too_big)
     code, out, err = run(["train", config_for(make_corpus(tmp_path / "d")), "--dry-run"], capsys)
     assert code == 1 and out == ""
-    assert err == ("error: out of memory (Unable to allocate 477. GiB for an array with shape (64, 1000000000)); "
+    # the dry run's progress line, then the one error line
+    assert err == ("dry run: checking the data\n"
+                   "error: out of memory (Unable to allocate 477. GiB for an array with shape (64, 1000000000)); "
                    "make the model (model.*) or the batch (training.batch_size) smaller\n")
 
 
