@@ -262,7 +262,7 @@ def _loop_settings(cfg: Config, parts: Parts, summary: DataSummary) -> LoopSetti
         cfg.training.rng_seed, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
         grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
         high_loss=high_loss(parts.model.config.get("vocab_size", 64)), schedule_metric=cfg.scheduler.metric,
-        duration_seconds=cfg.duration_seconds)
+        duration_seconds=cfg.duration_seconds, val_offset=int(cfg.training.val_every_epoch))
 
 
 def _run_loop(run: _Run, summary: DataSummary) -> dict[str, Any]:
