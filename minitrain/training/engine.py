@@ -155,7 +155,7 @@ class _Loop:
         """A message the user must see (a warning, an alert, why the run stopped); kept for the outcome."""
         self.messages.append(message)
         progress = self.books.progress
-        if progress is not None and progress.mode != "none":
+        if progress is not None and progress.mode not in ("none", "log"):  # "log": not on the screen
             progress.write(message)
         else:
             print(message, file=sys.stderr, flush=True)

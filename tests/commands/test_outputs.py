@@ -84,6 +84,17 @@ def run_plain(config, run, **keys):
                         baseline_path=config.parent / "baseline.json", **keys)
 
 
+def test_a_run_that_shows_nothing_still_keeps_its_log(tmp_path, capsys):
+    # the spec's §15.3: every run writes logs/ (the tiny config has monitoring.progress: none)
+    run = tmp_path / "run"
+    train_tiny(write_tiny_run(tmp_path), run)
+    assert capsys.readouterr().out == ""  # nothing on the screen
+    log = (run / "logs" / "train.log").read_text().splitlines()
+    assert [line.split(" |")[0] for line in log if line.startswith("step ") and "/24" in line] == [
+        f"step {n}/24" for n in range(2, 25, 2)]
+    assert any(line.startswith("step 23: val_loss") for line in log)
+
+
 def test_environment_yaml_and_the_console_log(tmp_path):
     config = write_tiny_run(tmp_path)
     config.write_text(config.read_text().replace("monitoring: {progress: none}", "monitoring: {progress: plain}"))
