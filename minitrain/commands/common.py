@@ -11,7 +11,7 @@ from minitrain.common.errors import UserError
 from minitrain.config.datacheck import DataSummary, check_data
 from minitrain.config.loader import load_config
 from minitrain.config.missing_extras import missing_extras
-from minitrain.config.problems import ConfigError, Problem
+from minitrain.config.problems import ConfigError, Problem, exit_code_of
 from minitrain.config.schema import Config
 from minitrain.config.source import ConfigSource
 
@@ -53,7 +53,7 @@ def check_files(cfg: Config) -> DataSummary:
         except ConfigError as exc:
             problems += exc.problems
         except UserError as exc:
-            problems.append(Problem(("model", "init_from"), str(exc)))
+            problems.append(Problem(("model", "init_from"), str(exc), exit_code_of(exc)))
     else:
         try:
             summary = check_data(cfg)

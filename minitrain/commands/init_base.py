@@ -21,35 +21,74 @@ What it does (the publish spec's smart init, §3.4), reading and never writing t
     the family record's `lora_targets`: every linear layer of a block (Llama's q_proj ... down_proj, GPT-2's c_attn,
     attn.c_proj, c_fc, mlp.c_proj)
 
-Row length: the shortest power of two from 256 up that holds the longest record (a record of n tokens fills
-n - 1 positions: inputs ids[:-1], targets ids[1:]), at most the base's context and at most MAX_ROW. A longer record
-is split into pieces (`overflow: split`) rather than refused, and the summary says how many there are.
+Row length, batch size and gradient checkpointing: `first_run` (the base's parameter count and the machine's
+memory). A record longer than a row is split into pieces (`overflow: split`) rather than refused, and the summary
+says how many there are. One epoch is counted as `validate` counts it: the training records packed into rows as the
+run packs them (`data.packing.pack`), full batches of them; the run validates about five times (`val_every`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from minitrain.commands.init_template import _scalar, method_lines, suggested_rank
-from minitrain.models.registry import DEFAULT_TYPE, family_of
+from minitrain.models.registry import DEFAULT_TYPE, family_of, refusal
 
 MIN_ROW, MAX_ROW = 256, 2048
 BATCH_SIZE = 4
+LARGE = 50_000_000  # parameters from which a base's activations, not its weights, decide what fits
 MAX_STEPS = 500  # a first run on a CPU: the summary says how many steps one epoch is
 LR = {"full": 2e-5, "lora": 2e-4, "qlora": 2e-4}
 DEFAULT_OUTPUT = "minitrain.yaml"
 HOLD_OUT = {"train": 0.9, "val": 0.1}  # data.split of a folder without a validation file
 
 
-def row_length(longest: int, context: int) -> int:
-    """Positions per row for records of at most `longest` tokens (module docstring)."""
+def row_length(longest: int, context: int, shortest: int = MIN_ROW, ceiling: int = MAX_ROW) -> int:
+    """Positions per row for records of at most `longest` tokens: the shortest power of two from `shortest` that
+    holds the longest record (a record of n tokens fills n - 1 positions: inputs ids[:-1], targets ids[1:]), at
+    most the base's context and `ceiling`."""
     need = max(longest - 1, 1)
-    return min(context, MAX_ROW, max(MIN_ROW, 2 ** math.ceil(math.log2(need))))
+    return min(context, ceiling, max(shortest, 2 ** math.ceil(math.log2(need))))
+
+
+def machine_memory() -> int:
+    """Bytes of physical memory (os.sysconf), or 8 GiB where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def first_run(parameters: int, memory: int, longest: int, context: int, can_recompute: bool) -> dict[str, Any]:
+    """{"batch_size", "row", "gradient_checkpointing"} of a first run, so that it leaves a laptop usable:
+
+    - a base under LARGE (50M) parameters, a course-sized model whose activations are small: BATCH_SIZE (4) rows of
+      `row_length` (from 256), no gradient checkpointing
+    - from LARGE: micro-batches of 256 tokens (batch_size x row), 128 on a machine under 8 GiB or for a base from
+      1B parameters; rows from 64 (`row_length`, at most those tokens), as many as fill them; gradient checkpointing
+      where the family can recompute its layers (llama: ~30x less activation memory for a second forward). A
+      135M base's logits alone take 0.6 MB a token (49,152 float32 scores, ~3 copies in the loss)."""
+    if parameters < LARGE:
+        return {"batch_size": BATCH_SIZE, "row": row_length(longest, context), "gradient_checkpointing": False}
+    tokens = 128 if memory < 8 << 30 or parameters >= 1_000_000_000 else 256
+    row = row_length(longest, context, 64, tokens)
+    return {"batch_size": max(tokens // row, 1), "row": row, "gradient_checkpointing": can_recompute}
+
+
+def epoch_steps(train: list, plan: dict[str, Any]) -> int:
+    """Optimizer steps of one epoch as `validate` counts them: the training examples packed into rows as the run
+    packs them, full batches of batch_size rows."""
+    from minitrain.data.batch import batches_per_epoch
+    from minitrain.data.packing import pack
+
+    rows = pack(train, plan["row"], plan["packing"], overflow=plan["overflow"])
+    return max(batches_per_epoch(len(rows.input), plan["batch_size"]), 1)
 
 
 def _data_section(data: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -70,8 +109,8 @@ def _split_of(file: str) -> str:
     return split_of(Path(file)) or "all"
 
 
-def _lengths(section: dict[str, Any], tokenizer: Any, loss_on: str) -> dict[str, list[int]]:
-    """Token count of every record of every split, read and encoded as the run will (the same split)."""
+def _examples(section: dict[str, Any], tokenizer: Any, loss_on: str) -> dict[str, list]:
+    """Every record of every split, read and encoded as the run will (the same split)."""
     from minitrain.data.text_examples import encode_records
     from minitrain.data.text_records import read_file
     from minitrain.data.text_sources import source_records
@@ -83,7 +122,7 @@ def _lengths(section: dict[str, Any], tokenizer: Any, loss_on: str) -> dict[str,
         records = source_records(section["source"], section.get("split"), seed)
     else:
         records = {key.removesuffix("_path"): read_file(path) for key, path in section.items()}
-    return {split: [len(e.ids) for e in encode_records(found, tokenizer, loss_on)] for split, found in records.items()}
+    return {split: encode_records(found, tokenizer, loss_on) for split, found in records.items()}
 
 
 def _value(value: Any) -> str:
@@ -142,8 +181,10 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
         f"  init_from: {_scalar(spec)}",
         "training:",
         f"  total_steps: {plan['steps']}   # one epoch is {plan['epoch_steps']} steps of batch_size x max_seq_len",
-        f"  batch_size: {BATCH_SIZE}",
-        f"  val_every: {max(plan['steps'] // 10, 1)}",
+        f"  batch_size: {plan['batch_size']}   # rows per step: init's rule for this base and this machine's memory",
+        f"  val_every: {max(math.ceil(plan['steps'] / 5), 1)}   # about five validations",
+        *(["  gradient_checkpointing: true   # recompute each layer in backward: far less memory, the same "
+           "gradients"] if plan["gradient_checkpointing"] else []),
         "  log_every: 10",
         "optimizer:",
         "  type: adamw",
@@ -174,18 +215,21 @@ def init_base_config(spec: str, method: str | None, folder: str,
     files = _data_section(data, folder)
     loss_on = "completion" if data["kind"] in ("chat", "prompt_completion") else "all"
     print(f"counting the tokens of {data['samples']:,} records with the base's tokenizer ...", file=sys.stderr)
-    lengths = _lengths(files, tokenizer, loss_on)
+    examples = _examples(files, tokenizer, loss_on)
+    lengths = {split: [len(e.ids) for e in found] for split, found in examples.items()}
     longest = max(max(v) for v in lengths.values())
-    row = model["max_seq_len"] if family.learned_positions else row_length(longest, model["max_seq_len"])
-    too_long = sum(n - 1 > row for v in lengths.values() for n in v)
-    train_tokens = sum(lengths["train"])
-    epoch_steps = max(math.ceil(train_tokens / (BATCH_SIZE * row)), 1)
+    plan = first_run(facts["parameters"], machine_memory(), longest, model["max_seq_len"],
+                     refusal(model["type"], "recomputation") is None)
+    if family.learned_positions:
+        plan["row"] = model["max_seq_len"]
+    too_long = sum(n - 1 > plan["row"] for v in lengths.values() for n in v)
     read_from = {"gguf": "its GGUF metadata", "folder": "its config.json",
                  "hub": "config.json from the Hub"}[facts["source"]]
-    plan = {"name": _name(spec, folder), "row": row, "longest": longest, "loss_on": loss_on,
-            "overflow": "split" if too_long else "error", "too_long": too_long,
-            "rank": suggested_rank(model["d_model"]), "steps": min(epoch_steps, MAX_STEPS),
-            "epoch_steps": epoch_steps, "read_from": read_from, "packing": "pack" if family.packs_rows else "pad"}
+    plan.update(name=_name(spec, folder), longest=longest, loss_on=loss_on, overflow="split" if too_long else "error",
+                too_long=too_long, rank=suggested_rank(model["d_model"]), read_from=read_from,
+                packing="pack" if family.packs_rows else "pad")
+    plan["epoch_steps"] = epoch_steps(examples["train"], plan)
+    plan["steps"] = min(plan["epoch_steps"], MAX_STEPS)
     text = base_config_text(spec, method, folder, model, data, files, plan)
     _validate(text, out_name)
     return text, _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan)
@@ -211,7 +255,8 @@ def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) 
         f"{'the answers' if plan['loss_on'] == 'completion' else 'every token'}"
         + (f"; {plan['too_long']} records split" if plan["too_long"] else ""),
         f"  Optimizer: AdamW (lr={_rate(LR[method])}, warmup={warmup_steps(plan['steps'])} steps), "
-        f"{plan['steps']} steps of {BATCH_SIZE} rows",
+        f"{plan['steps']} steps of {plan['batch_size']} rows"
+        + (", gradient checkpointing" if plan["gradient_checkpointing"] else ""),
         f"  Output: runs/{plan['name']}/",
     ]
     return lines

@@ -53,6 +53,8 @@ def train_command(args: argparse.Namespace) -> int:
         raise UserError(problem, 2)
     _resume_in_its_folder(args)
     cfg = load(args)
+    if args.dry_run:  # what it does before each slow part, as it goes (minitrain.training.plan)
+        print("dry run: checking the data", file=sys.stderr, flush=True)
     summary = check_files(cfg)  # before the other checks; the run reuses it rather than reading the data again
     if args.strict:
         check_strict(cfg, _lock_file_for(args.config))

@@ -44,7 +44,7 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
     ]
     if source and source.notes:
         keys = sorted(note.partition(":")[0] for note in source.notes)
-        lines.append(f"– accepted, no effect on CPU NumPy: {', '.join(keys)} (docs/yaml-mode.md says why)")
+        lines.append(f"– accepted, no effect: {', '.join(keys)} (docs/yaml-mode.md says why)")
     if summary is None:
         lines.append("– data files and model.init_from not checked (--no-data)")
     else:

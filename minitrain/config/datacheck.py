@@ -26,7 +26,7 @@ from typing import Any
 from minitrain.common.errors import DataError, UserError
 from minitrain.common.io import read_text, regular_file_problem
 from minitrain.config.data_section import DataConfig
-from minitrain.config.problems import ConfigError, Problem
+from minitrain.config.problems import ConfigError, Problem, exit_code_of
 from minitrain.config.schema import TASK_METRICS, Config
 from minitrain.data.batch import batches_per_epoch
 from minitrain.data.bpe import BPETokenizer
@@ -214,7 +214,7 @@ def _check_table(cfg: Config, summary: DataSummary) -> list[Problem]:
     try:
         table, _ = load_table(cfg)
     except DataError as exc:
-        return [Problem(exc.key, exc.detail)]
+        return [Problem(exc.key, exc.detail, exit_code_of(exc))]
     summary.records = {split: len(batch.target) for split, batch in table.splits.items()}
     summary.table = {key: table.info[key] for key in ("task", "target", "features", "classes") if key in table.info}
     task = table.pipeline.task

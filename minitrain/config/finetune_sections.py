@@ -10,6 +10,8 @@ from pydantic import Field
 from minitrain.common.errors import UserError
 from minitrain.common.strict import Count, PositiveInt, Section
 from minitrain.lora import LoraSettings, resolve_targets
+from minitrain.models.registry import linear_module_paths
+from minitrain.nn.module import module_matches
 from minitrain.quant.scheme import BITS, GRANULARITIES, METHODS, OBSERVER_METHODS, SCHEMES, Scheme
 
 
@@ -71,6 +73,12 @@ class QuantizeConfig(Section):
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig)
     exclude: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list, description="linear layers kept in float (names as lora.target_modules)")
+
+    def linear_exclude(self, architecture: dict) -> list[str]:
+        """The exclude entries that name linear layers: what quantization reads (the others name layers that stay
+        float anyway, an embedding or a tied lm_head; `validate` says so)."""
+        paths = linear_module_paths(architecture)
+        return [name for name in self.exclude if any(module_matches(p, name) for p in paths)]
 
     def scheme_for(self, training: bool = False) -> Scheme:
         """The quantization scheme: ranges by calibration.method, or (`training`: QAT, and the quantization after

@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from minitrain.config.data_section import CHARACTER_DATA_KEYS, LANGUAGE_DATA_KEYS
 from minitrain.config.fields import default_name
-from minitrain.config.finetune_rules import calibration_warnings
+from minitrain.config.finetune_rules import quantize_warnings
 from minitrain.config.observing import resolved_callback
 from minitrain.config.problems import ConfigError, Problem, from_validation_error, model_at, unknown_key_message
 from minitrain.config.rules import run_rules
@@ -139,7 +139,7 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
     if cfg.output.dir is None:  # the spec's Appendix A default for its manifests; runs/<name> for minitrain's
         cfg.output.dir = SPEC_OUTPUT_DIR if spec_shaped else cfg.output_dir
     cfg._source = source
-    source.warnings += calibration_warnings(cfg.quantize)
+    source.warnings += quantize_warnings(cfg.quantize, cfg.model.architecture())
     return cfg
 
 
@@ -178,7 +178,13 @@ def _apply_override(data: dict, source: ConfigSource, text: str, replaced: list)
         source.origins[path] = origin
         return [Problem(path, f"value is not a YAML scalar: {exc}")]
     source.overrides += (origin,)
+    if key in _STEPS_ELSEWHERE and isinstance(data.get(_STEPS_ELSEWHERE[key]), dict):  # a new stopping point
+        data[_STEPS_ELSEWHERE[key]].pop("total_steps", None)  # replaces the file's, in either of its two homes
     return _set(data, source, key, value, origin, replaced)
+
+
+_STEPS_ELSEWHERE = {"training.total_steps": "scheduler", "training.max_steps": "scheduler",
+                    "scheduler.total_steps": "training"}
 
 
 def _override_value(raw: str) -> Any:

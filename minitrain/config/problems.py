@@ -19,14 +19,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from minitrain.common.errors import UserError
+from minitrain.common.errors import BAD_INPUT, HUB_FAILED, UserError
 from minitrain.config.source import ConfigSource, KeyPath, dotted
 from minitrain.config.spec_keys import spec_keys_in
 from minitrain.config.tokens import mask_tokens
 
 UNION_TAGS = ("<rule>", "<mapping>")  # the tags of schema.AlertEntry, which pydantic puts in error locations
 
-EXIT_INVALID_CONFIG = 2
+EXIT_INVALID_CONFIG = BAD_INPUT
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,17 @@ class Problem:
 
     path: KeyPath
     message: str
+    exit_code: int = BAD_INPUT  # HUB_FAILED: a Hub request failed while checking it (`exit_code_of`)
+
+
+def exit_code_of(error: Exception) -> int:
+    """The exit code of a problem found by catching `error`: a failed Hub request's (5), else bad input (2)."""
+    return HUB_FAILED if getattr(error, "exit_code", None) == HUB_FAILED else BAD_INPUT
 
 
 class ConfigError(UserError):
-    """Every problem found in a config, as one message (exit code 2); `source` None: a config built in code."""
+    """Every problem found in a config, as one message; `source` None: a config built in code. Its exit code is
+    bad input's (2), or a failed Hub request's (5) when that is every problem (docs/yaml-mode.md's table)."""
 
     def __init__(self, problems: list[Problem], source: ConfigSource | None) -> None:
         self.problems = problems
@@ -46,12 +53,33 @@ class ConfigError(UserError):
         where = source.path or "the config"
         count = f"{len(problems)} problem" + ("s" if len(problems) != 1 else "")
         lines = [
-            f"  {source.where(p.path)}: " + (f"{dotted(source.spelled(p.path))}: " if p.path else "")
-            + source.spell_message(p.message)
+            f"  {_where(source, p.path, source.spell_message(p.message))}: "
+            + (f"{dotted(source.spelled(p.path))}: " if p.path else "") + source.spell_message(p.message)
             for p in _ordered(problems, source)
         ]
         # A token pasted into the config is refused (loader.py), and never echoed: not in a value, key or --set.
-        super().__init__(mask_tokens(f"{where} has {count}:\n" + "\n".join(lines)), EXIT_INVALID_CONFIG)
+        codes = {p.exit_code for p in problems}
+        super().__init__(mask_tokens(f"{where} has {count}:\n" + "\n".join(lines)),
+                         codes.pop() if len(codes) == 1 else EXIT_INVALID_CONFIG)
+
+
+def _where(source: ConfigSource, path: KeyPath, message: str) -> str:
+    """Where a problem is (`source.where`) and, when that is the file, each override its message names, which the
+    file's value clashes with: `--set training.max_steps=5, c.yaml:2: training.epochs: give only one of ...`; a
+    key without a line of its own (a default) is the override's alone."""
+    where = source.where(path)
+    if where in source.origins.values():
+        return where
+    section = source.spelled(path)[:-1]
+    named = [origin for key, origin in source.origins.items() if len(key) > 1 and (
+        _names(message, dotted(key)) or (key[:-1] == section and _names(message, str(key[-1]))))]
+    if not named:
+        return where
+    return ", ".join(dict.fromkeys([*named, *([] if where == (source.path or "<config>") else [where])]))
+
+
+def _names(message: str, key: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(key)}(?![\w\[])", message) is not None
 
 
 def _ordered(problems: list[Problem], source: ConfigSource) -> list[Problem]:

@@ -359,7 +359,7 @@ class Config(Section):
         """Optimizer steps this run takes: total_steps, or epochs · steps_per_epoch; None for a duration run.
 
         A duration run stops on the clock, so its number of steps is unknown in advance; the loop decides the
-        schedule's horizon (e.g. from a few timed steps, as the dry run does).
+        schedule's horizon (from a few timed steps, or the dry run from one timed micro-batch).
         """
         if self.total_steps is not None:
             return self.total_steps

@@ -3,11 +3,11 @@ by, and the lookups over them.
 
     RENAMED     the same setting under minitrain's name: optimizer.lr → optimizer.lr_max, with VALUE_MAPS where
                 the spec's words differ (scheduler.name cosine_annealing → warmup_cosine)
-    NO_EFFECT   accepted, and does nothing on CPU NumPy (data.loader.num_workers...); `validate` lists them
+    NO_EFFECT   accepted, and does nothing here (data.loader.num_workers...); `validate` lists them
     NOT_YET     refused: a later version of minitrain adds it (data sources, tracking...). The one table of
                 planned features: it shrinks as they arrive.
-    CANNOT      refused: it cannot work on CPU NumPy, or would mean pickle or a service minitrain cannot reach;
-                the message says what to do instead.
+    CANNOT      refused: it cannot work on CPU NumPy, is another tool's format or service, or would mean pickle;
+                each reason names its own cause and says what to do instead.
 
 A table key is a dotted path, with `*` for every item of a list, or `path=pattern` for the values of that key
 matching a shell-style pattern (`model.device=cuda*`). Keys whose value changes shape (optimizer.betas, the root
@@ -64,6 +64,11 @@ RENAMED: dict[str, str] = {
     "data.loader.drop_last": "training.drop_last",
     "data.loader.seed": "training.data_seed",
     "monitoring.terminal.enabled": "monitoring.progress",
+    # the publish spec's names (simplify-entrenar §3.2-3.3): a Hub id or a local path, the loader's batch, the
+    # output folder (as Hugging Face's TrainingArguments.output_dir)
+    "model.path": "model.init_from",
+    "data.batch_size": "training.batch_size",
+    "training.output_dir": "output.dir",
 }
 
 VALUE_MAPS: dict[str, dict[Any, Any]] = {
@@ -95,6 +100,8 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
     "output.report.enabled": ("bool", "report.md is always written"),
     "output.report.include_plots": ("bool", "report.md always shows the loss curve"),
+    "publish.model_card=true": ("", "a published model always carries its model card (README.md, written from the "
+                                    "run)"),
 }
 
 # The planned features, one line each: refused as "not supported yet" until they arrive. Each says what to do
@@ -108,7 +115,8 @@ NOT_YET: dict[str, str] = {
 }
 
 _EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"
-_PICKLE = "pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors only"
+_PICKLE = ("pt files are pickles, which run code when they are loaded; minitrain reads and writes safetensors and "
+           "GGUF")
 _OTHER_FORMAT = ("apr is entrenar's own format; minitrain reads and writes safetensors and GGUF (`minitrain export "
                  "--format hf|gguf` converts)")
 CANNOT: dict[str, str] = {
@@ -138,6 +146,8 @@ CANNOT: dict[str, str] = {
                                          "(a local SQLite file or your server), tensorboard or jsonl",
     "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
                        "uploads the model to the Hugging Face Hub",
+    "publish.model_card=false": "a published model always carries its model card (README.md, written from the "
+                                "run): it says what the model is and how to load it",
     "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
     "quantize.scheme=dynamic": "dynamic quantization rounds the activations at run time to feed integer matrix "
                                "kernels; minitrain computes in float32 from dequantized weights, so it would cost "

@@ -134,16 +134,23 @@ def manifest_problems(data: dict) -> list[Problem]:
 SHAPE_KEYS = ("architecture", "d_model", "n_layer", "layers", "hidden")  # the spec's and minitrain's
 
 # The spec's Appendix A defaults where minitrain's own differ (docs/yaml-mode.md, "The spec's manifest shape"); a
-# spec manifest gets these, a minitrain config keeps lab 01's. The run's length: 10 epochs unless one is given.
-APPENDIX_A = {("training", "batch_size"): 32, ("training", "drop_last"): False,
-              ("training", "checkpoint", "save_every"): 1000, ("training", "checkpoint", "save_best"): True}
+# spec manifest gets these, a minitrain config keeps lab 01's. Each record: the key, its default, and the places
+# where the user may write the same setting otherwise (§9's checkpoint callback keeps the best model by its own
+# save_best): a default yields to what the user wrote, never conflicts with it. The run's length: 10 epochs
+# unless one is given.
+APPENDIX_A: dict[KeyPath, tuple[Any, tuple[KeyPath, ...]]] = {
+    ("training", "batch_size"): (32, ()), ("training", "drop_last"): (False, ()),
+    ("training", "checkpoint", "save_every"): (1000, ()),
+    ("training", "checkpoint", "save_best"): (True, (("callbacks", "*", "config", "save_best"),)),
+}
 
 
 def _appendix_a_defaults(t: _Translation) -> None:
     """Give a spec manifest the spec's defaults (APPENDIX_A, 10 epochs) for the keys it leaves out."""
     if not t.spec_shaped:
         return
-    unset = [path for path in APPENDIX_A if t.get(path, _MISSING) is _MISSING]  # save_every: null is given
+    unset = [path for path, (_, elsewhere) in APPENDIX_A.items() if t.get(path, _MISSING) is _MISSING  # null: given
+             and not any(paths_matching(t.data, other) for other in elsewhere)]
     if all(t.get(path, None) is None for path in RUN_LENGTHS):
         unset.append(("training", "epochs"))
     for path in unset:
@@ -151,7 +158,7 @@ def _appendix_a_defaults(t: _Translation) -> None:
         for part in path[:-1]:
             node = node.setdefault(part, {}) if isinstance(node, dict) else None
         if isinstance(node, dict):  # not a mapping: the schema reports it
-            node[path[-1]] = APPENDIX_A.get(path, 10)
+            node[path[-1]] = APPENDIX_A.get(path, (10,))[0]
 
 
 def _headers(t: _Translation) -> None:
@@ -185,7 +192,7 @@ def _refuse_and_note(t: _Translation) -> None:
         elif kind == "not_yet":
             t.problem(path, f"not supported yet: {reason}")
         else:
-            t.problem(path, f"not supported on CPU NumPy: {reason}")
+            t.problem(path, f"not supported: {reason}")  # each reason says its cause (the CPU, a service...)
         t.pop(path)
     for listed in {key.partition("=")[0] for key in NO_EFFECT if "=" in key}:
         path = key_path(listed)

@@ -36,7 +36,7 @@ import safetensors.numpy
 from minitrain.common.errors import BAD_INPUT, ArgumentError, UserError
 from minitrain.common.hub_id import hub_id_problem, missing_local_path, names_hub_repo
 from minitrain.common.io import read_bytes, read_json_object, regular_file_problem
-from minitrain.config.problems import Problem
+from minitrain.config.problems import Problem, exit_code_of
 from minitrain.config.schema import Config
 from minitrain.data.gpt2_base import own_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
@@ -216,7 +216,7 @@ def init_from_problems(cfg: Config) -> list[Problem]:
         model_config = {k: v for k, v in cfg.model.architecture().items() if k != "type" or v != DEFAULT_TYPE}
         _check_fits(load_pretrained(spec), spec, model_config, cfg.data.vocab_path)
     except (UserError, ArgumentError) as exc:
-        return [Problem(("model", "init_from"), str(exc).removeprefix(f"{KEY} "))]
+        return [Problem(("model", "init_from"), str(exc).removeprefix(f"{KEY} "), exit_code_of(exc))]
     return []
 
 

@@ -33,9 +33,11 @@ from minitrain.common.errors import ArgumentError, UserError
 
 
 def name_matches(name: str, pattern: str) -> bool:
-    """A parameter's dotted name matches a glob (fnmatch: `*` crosses dots, "transformer.h.0.*") or names a
-    module it lives in ("transformer.h.0" is every parameter of block 0, not of block 10)."""
-    return fnmatch.fnmatchcase(name, pattern) or name.startswith(pattern + ".")
+    """A parameter's dotted name is named by `pattern` as a LoRA target names a layer (`module_matches`), through
+    the name itself or the path of any module it lives in: "transformer.h.0" or "layers.0" is every parameter of
+    block 0, not of block 10; "embed_tokens" the embedding's; "transformer.h.*.attn.*" a glob (`*` crosses dots)."""
+    parts = name.split(".")
+    return any(module_matches(".".join(parts[:end]), pattern) for end in range(len(parts), 0, -1))
 
 
 def module_matches(path: str, name: str) -> bool:
@@ -179,8 +181,9 @@ class Module:
 
     def freeze(self, patterns: str | Iterable[str]) -> list[str]:
         """Freeze every parameter whose dotted name matches one of `patterns` (`name_matches`: a glob such as
-        "transformer.h.*.attn.*", or a module path such as "transformer.wte"); returns the frozen names. A
-        pattern that matches no parameter is a ValueError naming it: a typo must not leave a model unfrozen."""
+        "transformer.h.*.attn.*", a module path such as "transformer.wte", or its end, "wte"); returns the frozen
+        names. A pattern that matches no parameter is a ValueError naming it: a typo must not leave a model
+        unfrozen."""
         patterns = [patterns] if isinstance(patterns, str) else list(patterns)
         named = list(self.named_parameters())
         unmatched = [pattern for pattern in patterns if not any(name_matches(n, pattern) for n, _ in named)]

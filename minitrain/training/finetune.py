@@ -99,7 +99,8 @@ def after_training(
         samples = 0 if q.qat.enabled else q.calibration.samples
         calibration = calibration_batches(train_records, tokenizer, cfg.model.max_seq_len, cfg.data.loss_on,
                                           samples, cfg.training.data_seed)
-        quantization = quantize_model(model, q.scheme_for(training=q.qat.enabled), q.exclude, calibration)
+        quantization = quantize_model(model, q.scheme_for(training=q.qat.enabled),
+                                      q.linear_exclude(cfg.model.architecture()), calibration)
         scores = score_records(dequantized_model(model, quantization), tokenizer, val_records, cfg.data.loss_on)
         path = out_dir / f"quantized-int{q.bits}.safetensors"
         evaluation = {"qat": q.qat.enabled, **{f"val_{k}": v for k, v in scores.items()}}

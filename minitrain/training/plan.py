@@ -1,9 +1,11 @@
-"""Sizing and planning a run without training it: the steps a duration budget allows, and the dry run
-(`minitrain train --dry-run`), both from a few timed steps on throw-away objects."""
+"""Sizing and planning a run without training it: the steps a duration budget allows (from a few timed steps on
+throw-away objects), and the dry run (`minitrain train --dry-run`, from one timed forward/backward)."""
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -61,18 +63,36 @@ def resolve_total_steps(cfg: Config, summary: DataSummary) -> int:
     return max(warmup + 1, int(cfg.duration_seconds / per_step))
 
 
-def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
-    """The dry run: what `run_training` would do, from a few timed steps; writes nothing.
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def plan_run(cfg: Config, summary: DataSummary | None = None, say: Callable[[str], None] = _say) -> dict[str, Any]:
+    """The dry run: what `run_training` would do, writing nothing. The time is estimated from one measured forward
+    and backward of one micro-batch (t): a step is t × grad_accumulation, a validation pass t / 3 per batch_size
+    validation rows (a forward is about a third of a forward and backward). `say` is told what it does before each
+    slow part.
 
     `summary` is `check_data(cfg)`'s result when the caller has already run the data checks.
     """
     cfg = complete_config(cfg)
-    summary = summary if summary is not None else data_summary(cfg)
+    if summary is None:
+        say("dry run: checking the data")
+        summary = data_summary(cfg)
     configure_runtime(cfg)
-    steps = resolve_total_steps(cfg, summary)
-    parts = build_parts(cfg, max(steps, cfg.resolve_warmup(steps) + 10), text=summary.text)
     t = cfg.training
     val_every = cfg.resolve_val_every(summary.steps_per_epoch)
+    steps = cfg.resolve_steps(summary.steps_per_epoch)
+    say("dry run: building the model, optimizer and batches" + (" (loading the base)" if cfg.on_pretrained_base
+                                                                   else ""))
+    parts = build_parts(cfg, max(steps or 1, cfg.resolve_warmup(steps or 1) + 10), text=summary.text)
+    say(f"dry run: timing one forward/backward of one micro-batch ({t.batch_size} rows)")
+    start = time.perf_counter()
+    step_gradients(parts.model, parts.optimizer, [next(parts.batcher)], cfg.clip_norm, parts.task)
+    measured = time.perf_counter() - start
+    per_step, per_val = measured * t.grad_accumulation, measured / 3 * parts.val_batches.num_records / t.batch_size
+    if steps is None:  # a duration run: as many steps as fit in the budget (the run itself times 7 steps)
+        steps = max(cfg.scheduler.warmup_steps + 1, int(cfg.duration_seconds / (per_step + per_val / val_every)))
     per_step_records = t.batch_size * t.grad_accumulation
     split = parts.train_split
     if parts.table is None:
@@ -82,7 +102,6 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
                                              "counted_mean": round(counted, 1)}}
     else:
         per_step_size = {"rows_per_step": per_step_records, "data": parts.table.info}
-    per_step, per_val = _time_steps(parts, cfg)
     offset = int(t.val_every_epoch)  # the engine's rule: (step + offset) % val_every == 0, and the last step
     n_val = len(range(-offset % val_every, steps, val_every)) + (0 if (steps - 1 + offset) % val_every == 0 else 1)
     estimate = steps * per_step + n_val * per_val
@@ -94,6 +113,8 @@ def plan_run(cfg: Config, summary: DataSummary | None = None) -> dict[str, Any]:
         "ms_per_step": round(1000 * per_step, 2),
         "validations": n_val,
         "estimated_wall": f"{estimate:.0f} s" + (f" (budget {cfg.training.duration})" if t.duration else ""),
+        "estimated_from": f"one forward/backward of one micro-batch, measured: {measured:.3f} s (its first call, "
+                          "so the estimate errs high)",
         "output_dir": cfg.output.dir,
         "models_dir": str(artifacts.models_dir(cfg.output.models_dir, cfg.output_dir)),
         **({"publish_to": cfg.publish.repo} if cfg.publish is not None else {}),

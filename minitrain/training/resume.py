@@ -24,6 +24,7 @@ from minitrain.config.yaml_lines import load_yaml_file
 from minitrain.data.text_sources import source_files
 from minitrain.monitor.report import log_row_problem
 from minitrain.runs.checkpoint_manager import CheckpointManager
+from minitrain.runs.model_files import config_hash
 from minitrain.runs.run_dir import LOG_FILE
 from minitrain.runs.run_files import problem_text, read_manifest
 from minitrain.training.loop_inputs import Bookkeeping, LoopState
@@ -70,21 +71,26 @@ def resume_checkpoint(resume: str | os.PathLike | None, out_dir: Path, overwrite
     return path
 
 
-def restore(path: Path, parts: Any, books: Bookkeeping) -> tuple[LoopState, dict[str, Any]]:
+def restore(path: Path, parts: Any, books: Bookkeeping, written_under: str | None = None
+            ) -> tuple[LoopState, dict[str, Any]]:
     """Load the checkpoint into `parts` and the monitors of `books` (early stopping, alerts); return the loop's
     state to start from, and the checkpoint's `extra` (the callbacks' and the pruning's states are there: they are
-    restored once built).
+    restored once built). `written_under`: the config hash the checkpoint was saved under (check_run_files), when
+    the run's stopping point changed.
 
     A checkpoint that cannot resume this run is exit code 2, and so is one whose data files have changed since it
-    was saved (the same config would then train another model).
+    was saved (the same config would then train another model), and one saved past this run's total_steps.
     """
     checkpointing = books.checkpointing
     try:
         restored = load_checkpoint(path, model=parts.model, optimizer=parts.optimizer, scheduler=parts.scheduler,
                                    batcher=parts.batcher, train_rng=parts.model.rng,
-                                   config_hash=checkpointing.config_hash)
+                                   config_hash=written_under or checkpointing.config_hash)
     except UserError as e:
         raise UserError(str(e), 2) from None
+    if restored["step"] > parts.total_steps:
+        raise UserError(f"{path}: saved after step {restored['step']}, past the new total_steps "
+                        f"{parts.total_steps}; a resume can shorten a run only to a step it has not passed", 2)
     extra = restored["extra"]
     _check_same_data(path, extra.get("data_sha256"), checkpointing.data_sha256)
     try:
@@ -146,26 +152,41 @@ def is_recorded_config(cfg: Config, run_folder: Path) -> bool:
     return path is not None and Path(path).name == RECORDED_CONFIG and same_folder(Path(path).parent, run_folder)
 
 
-def check_run_files(checkpoint: Path, cfg: Config, manifest: dict[str, Any], out_dir: Path) -> None:
+STOP_KEYS = {"training": ("total_steps", "epochs"), "scheduler": ("total_steps",)}  # what a resume may change
+
+
+def _without_stop(hashed: dict[str, Any]) -> dict[str, Any]:
+    return {section: {k: v for k, v in keys.items() if k not in STOP_KEYS.get(section, ())}
+            if isinstance(keys, dict) else keys for section, keys in hashed.items()}
+
+
+def check_run_files(checkpoint: Path, cfg: Config, manifest: dict[str, Any], out_dir: Path) -> str:
     """Refuse (exit code 2, naming the file) a manifest or recorded config that belongs to another run than the
-    checkpoint: a resume continues them, so another run's (another kind, another config) would be mixed in."""
+    checkpoint: a resume continues them, so another run's (another kind, another config) would be mixed in.
+    Only the stopping point (STOP_KEYS) may differ from the recorded config: the run is extended or shortened,
+    its schedule rebuilt for the new total (docs/yaml-mode.md, "Resuming"). Returns the config hash the run's
+    checkpoints were written under."""
     folder = run_dir_of(checkpoint) or out_dir
     path = folder / RECORDED_CONFIG
+    then_hash = this_hash = training_config_hash(cfg)
     if os.path.lexists(path):
         recorded = load_yaml_file(path, "recorded config")
         if not isinstance(recorded, dict):
             raise UserError(f"{path}: not a resolved config (a mapping of sections)", 2)
-        differs = first_difference(hashed_part(recorded), hashed_part(resolved_dict(cfg)))
+        now = hashed_part(resolved_dict(cfg))
+        if first_difference(hashed_part(recorded), now) is not None:
+            then_hash = config_hash(hashed_part(recorded))
+        differs = first_difference(_without_stop(hashed_part(recorded)), _without_stop(now))
         if differs is not None:
             key, then, now = differs
             raise UserError(f"{path}: the run was recorded with {key} = {then}, the config given has {now}; "
                             f"continue it with its own config (minitrain train --resume {folder}) or start a new "
                             "run", 2)
-    this_hash = training_config_hash(cfg)
-    if manifest and manifest.get("config_hash") not in (None, this_hash):
+    if manifest and manifest.get("config_hash") not in (None, then_hash):
         raise UserError(f"{folder / 'manifest.json'}: belongs to another run (config hash "
                         f"{str(manifest['config_hash'])[:12]}, the config given hashes to {this_hash[:12]}); move "
                         "it away to resume with a new manifest", 2)
+    return then_hash
 
 
 def first_difference(recorded: Any, current: Any, key: str = "") -> tuple[str, str, str] | None:

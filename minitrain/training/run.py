@@ -169,8 +169,7 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     runtime = configure_runtime(cfg)
 
     previous = previous_manifest(checkpoint_path, out_dir)
-    if checkpoint_path is not None:
-        check_run_files(checkpoint_path, cfg, previous, out_dir)
+    written_under = check_run_files(checkpoint_path, cfg, previous, out_dir) if checkpoint_path else None
     total_steps = previous.get("total_steps") if cfg.training.duration and previous else None
     parts = build_parts(cfg, total_steps or resolve_total_steps(cfg, summary), fold, summary.text)
     books = run_start.bookkeeping(cfg, out_dir, parts)
@@ -180,13 +179,16 @@ def _train_into(cfg: Config, out_dir: Path, checkpoint_path: Path | None, final_
     baseline = None if parts.table or cfg.on_pretrained_base or cfg.data.uses_bpe else artifacts.load_baseline_ppl(
         baseline_path or artifacts.DEFAULT_BASELINE_PATH,
         data_manifest_hash=artifacts.data_manifest_hash(cfg.data.train_path), loss_on=cfg.data.loss_on)
-    restored, init_from = run_start.start_run(cfg, out_dir, checkpoint_path, parts, books, overwrite)
+    restored, init_from = run_start.start_run(cfg, out_dir, checkpoint_path, parts, books, overwrite, written_under)
     if books.pruning is not None:  # the masks the checkpoint saved (refused when it has none), or boundary 0
         books.pruning.begin(parts.model, restored.get("pruning", {} if checkpoint_path else None), checkpoint_path)
     save_tokenizer(cfg, parts.tokenizer, out_dir)
 
     if is_recorded_config(cfg, out_dir):  # `train --resume RUN` without a config: the run's files stay as they are
         overrides = previous.get("overrides", overrides)
+        if written_under != books.checkpointing.config_hash:  # a new stopping point: recorded after the run's own
+            overrides = cfg.source.overrides = (*overrides, *cfg.source.overrides)
+            run_start.write_configs(cfg, out_dir, None)
     else:
         run_start.write_configs(cfg, out_dir, config_text)
     write_environment(out_dir)

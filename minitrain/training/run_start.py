@@ -44,12 +44,12 @@ def bookkeeping(cfg: Config, out_dir: Path, parts: Parts) -> Bookkeeping:
 
 
 def start_run(cfg: Config, out_dir: Path, checkpoint_path: Path | None, parts: Parts, books: Bookkeeping,
-           overwrite: bool) -> tuple[dict[str, Any], Any]:
+           overwrite: bool, written_under: str | None = None) -> tuple[dict[str, Any], Any]:
     """Resume `checkpoint_path` (its state into `parts` and `books.start`, the log cut back to its step) or start
     a fresh run (the folder cleared, the weights `model.init_from` names loaded); return the checkpoint's `extra`
     ({} when fresh) and what the weights came from (the manifest's init_from; None when resumed)."""
     if checkpoint_path is not None:
-        books.start, restored = restore(checkpoint_path, parts, books)
+        books.start, restored = restore(checkpoint_path, parts, books, written_under)
         if overwrite:
             run_dir.clear_run(out_dir)
         keep_log_before(run_dir_of(checkpoint_path) or out_dir, books.log_path, books.start, checkpoint_path)

@@ -276,7 +276,7 @@ def test_a_core_refusal_is_one_error_line_and_any_other_value_error_stays_a_trac
     for message, refuse in refusals.items():
         monkeypatch.setattr(minitrain.training.plan, "plan_run", lambda cfg, summary=None, refuse=refuse: refuse())
         code, out, err = run(["train", config, "--dry-run"], capsys)
-        assert (code, out, err) == (2, "", f"error: {message}\n")
+        assert (code, out, err) == (2, "", f"dry run: checking the data\nerror: {message}\n")
     bugs = {  # a ValueError that is no refusal: NumPy inside a core function, a core guard, code outside the core
         "cannot reshape array": lambda: Tensor(np.ones(3)).reshape(4),
         "unknown activation": lambda: nn.Linear(2, 2, activation="relu6"),

@@ -28,8 +28,11 @@ def test_init_validate_dry_run_train(tmp_path, capsys, monkeypatch, template, st
                 "training.val_every=2", "optimizer.lr_max=2e-3"]
     short = [arg for setting in settings for arg in ("--set", setting)]
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    code, out, _ = run(["train", "c.yaml", *short, "--dry-run"], capsys)
+    code, out, err = run(["train", "c.yaml", *short, "--dry-run"], capsys)
     assert code == 0 and out.startswith("dry run (nothing written):")
+    assert err.splitlines()[:3] == ["dry run: checking the data", "dry run: building the model, optimizer and "
+                                    "batches", "dry run: timing one forward/backward of one micro-batch (2 rows)"]
+    assert "estimated_from: one forward/backward of one micro-batch, measured: " in out
     assert "steps: 4" in out and "parameters: " in out
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 

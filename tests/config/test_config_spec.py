@@ -372,7 +372,7 @@ def test_a_spec_shaped_config_validates_and_lists_what_has_no_effect(tmp_path, c
     path = write(tmp_path, SPEC_SHAPED.replace("vocab_size: 64,\n", "vocab_size: 64,\n"))
     assert cli.main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "– accepted, no effect on CPU NumPy: data.loader.num_workers, model.device, training.deterministic" in out
+    assert "– accepted, no effect: data.loader.num_workers, model.device, training.deterministic" in out
     assert "run: 200 steps of batch 16 × 2, adamw lr 0.002 → 1e-05 (warmup_cosine)" in out
 
 
@@ -394,7 +394,7 @@ def test_a_spec_shaped_config_validates_and_lists_what_has_no_effect(tmp_path, c
      "for a language model's accuracy use token_accuracy"),
     ("training:\n  effective_batch_size: 32\n", 2, "training.effective_batch_size",
      "is 32, but batch_size 8 × grad_accumulation 1 = 8"),
-    ("model:\n  device: cuda:0\n", 2, "model.device", "not supported on CPU NumPy: minitrain runs NumPy on the CPU"),
+    ("model:\n  device: cuda:0\n", 2, "model.device", "not supported: minitrain runs NumPy on the CPU"),
     ("model:\n  device: tpu\n", 2, "model.device", "must be auto or cpu (got 'tpu')"),
     ("model:\n  source: s3://bucket/model\n", 2, "model.source", "reaches no service but the Hugging Face Hub"),
     ("model:\n  format: pt\n", 2, "model.format", "pt files are pickles"),

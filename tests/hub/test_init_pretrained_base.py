@@ -158,3 +158,22 @@ def test_a_generated_config_that_fails_validation_names_the_file_o_gives(gguf, c
     code, _, err = init(["--base", gguf, "--data", chat, "-o", "elsewhere.yaml"], capsys, tmp_path, monkeypatch)
     assert code == 2 and "elsewhere.yaml:" in err and "minitrain.yaml" not in err, err
     assert not (tmp_path / "elsewhere.yaml").exists()
+
+
+def test_one_epoch_is_counted_as_validate_counts_it_and_the_run_validates_a_few_times(gguf, tmp_path, capsys,
+                                                                                      monkeypatch):
+    from minitrain.config import load_config
+    from minitrain.training.text_run import complete_config, data_summary
+
+    long = [{"messages": [{"role": "user", "content": f"hola {i}"}, {"role": "assistant", "content": "como " * 5}]}
+            for i in range(48)]  # records too long to share a row of 64 positions: packing leaves rows part empty
+    write_jsonl(tmp_path / "long" / "train.jsonl", long[:40])
+    write_jsonl(tmp_path / "long" / "val.jsonl", long[40:])
+    code, _, err = init(["--base", gguf, "--data", tmp_path / "long"], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    text = (tmp_path / "minitrain.yaml").read_text()
+    cfg = parse_yaml(text).data
+    said = int(text.split("# one epoch is ")[1].split()[0])
+    counted = data_summary(complete_config(load_config(tmp_path / "minitrain.yaml"))).steps_per_epoch
+    assert said == counted == cfg["training"]["total_steps"] == 10  # 40 rows of one record, 4 a batch
+    assert cfg["training"]["val_every"] == 2  # five validations in ten steps, not one a step

@@ -4,6 +4,7 @@ another run's (issue 26: item 4 and the resume deviation)."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -66,3 +67,42 @@ def test_a_foreign_manifest_is_refused(halted, tmp_path, capsys):
     shutil.rmtree(halted / "checkpoints")
     code, _, err = run(["train", "--resume", "run", "--quiet"], capsys)
     assert code == 2 and "error: " in err
+
+
+def _cosine(step: int, total: int) -> float:
+    """The tiny run's schedule as lab 01 and torch define it: warm-up 6 steps to 2e-3, cosine down to 3e-4."""
+    if step < 6:
+        return 2e-3 * (step + 1) / 6
+    return 3e-4 + 0.5 * (2e-3 - 3e-4) * (1 + math.cos(math.pi * (step - 6) / (total - 6)))
+
+
+def test_a_resume_extends_the_run_on_the_schedule_rebuilt_for_the_new_total(halted, capsys):
+    kept = (halted / "train_log.jsonl").read_text(encoding="utf-8").splitlines()
+    code, _, err = run(["train", "--resume", "run", "--set", "training.total_steps=30",
+                        "--set", "monitoring.alerts=['step >= 17: halt']", "--quiet"], capsys)
+    assert code == 4, err  # halted again: and resumed below without restating the new total
+    resolved = (halted / "config.resolved.yaml").read_text(encoding="utf-8")
+    assert "# override: --set optimizer.lr_max=2e-3\n" in resolved and "# override: --set training.total_steps=30" \
+        in resolved and "\n  total_steps: 30\n" in resolved
+    code, _, err = run(["train", "--resume", "run", "--set", "monitoring.alerts=[]", "--quiet"], capsys)
+    assert code == 0, err
+    assert json.loads((halted / "results.json").read_text(encoding="utf-8"))["steps"] == 30
+    resumed_at = json.loads((halted / "manifest.json").read_text(encoding="utf-8"))["resumes"][0]["step"]
+    rows = [json.loads(line) for line in (halted / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+    lrs = {row["step"]: row["lr"] for row in rows if "lr" in row}
+    assert max(lrs) == 29 and min(lrs) == 0
+    for step, lr in lrs.items():  # the steps taken keep the old curve, the rest follow the new total's
+        assert lr == pytest.approx(_cosine(step, 24 if step < resumed_at else 30), rel=1e-6), step
+    now = (halted / "train_log.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [line for line in now if json.loads(line)["step"] < resumed_at] == \
+        [line for line in kept if json.loads(line)["step"] < resumed_at]  # byte for byte
+
+
+def test_a_resume_shortens_the_run_but_not_below_its_checkpoint(halted, capsys):
+    code, _, err = run(["train", "--resume", "run", "--set", "training.max_steps=7", "--quiet"], capsys)
+    assert code == 2 and err.startswith("error: ") and "saved after step 11, past the new total_steps 7" in err, err
+    assert err.count("\n") == 1 and not (halted / "results.json").exists()
+    code, _, err = run(["train", "--resume", "run", "--set", "training.max_steps=16", "--set", "monitoring.alerts=[]",
+                        "--quiet"], capsys)
+    assert code == 0, err
+    assert json.loads((halted / "results.json").read_text(encoding="utf-8"))["steps"] == 16

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
+import minitrain.training.plan
 from minitrain.common.errors import UserError
 from minitrain.config import load_config
 from minitrain.config.problems import ConfigError
@@ -328,17 +329,33 @@ def test_nan_run_raises_a_user_error_and_records_diverged(tmp_path):
     assert not (tmp_path / "run" / "results.json").exists()
 
 
-def test_dry_run_plans_and_writes_nothing(tmp_path):
+def test_dry_run_plans_and_writes_nothing(tmp_path, monkeypatch):
     config = write_tiny_run(tmp_path)
     before = sorted(tmp_path.rglob("*"))
-    plan = plan_run(load_config(config, ["output.dir=" + str(tmp_path / "run")]))
+    micro_batches, said = [], []
+    real_step = minitrain.training.plan.step_gradients
+
+    def counted(model, optimizer, batches, *rest):
+        micro_batches.extend(batches)
+        return real_step(model, optimizer, batches, *rest)
+
+    monkeypatch.setattr(minitrain.training.plan, "step_gradients", counted)
+    plan = plan_run(load_config(config, ["output.dir=" + str(tmp_path / "run"), "training.grad_accumulation=2"]),
+                    say=said.append)
+    assert len(micro_batches) == 1 and len(micro_batches[0].input) == 4  # one micro-batch of batch_size rows
+    assert said == ["dry run: checking the data", "dry run: building the model, optimizer and batches",
+                    "dry run: timing one forward/backward of one micro-batch (4 rows)"]
+    assert plan["estimated_from"].startswith("one forward/backward of one micro-batch, measured: ")
     assert sorted(tmp_path.rglob("*")) == before
     assert plan["parameters"] == MiniGPT(1, 2, 16, 32, 64, 32).num_parameters()
-    assert plan["steps"] == 24 and plan["epochs"] == pytest.approx(24 * 4 / 40)
-    assert plan["tokens_per_step"]["max"] == 4 * 32
-    assert 0 < plan["tokens_per_step"]["counted_mean"] < plan["tokens_per_step"]["real_mean"] <= 128
+    assert plan["steps"] == 24 and plan["epochs"] == pytest.approx(24 * 8 / 40)
+    assert plan["tokens_per_step"]["max"] == 2 * 4 * 32
+    assert 0 < plan["tokens_per_step"]["counted_mean"] < plan["tokens_per_step"]["real_mean"] <= 256
     assert plan["ms_per_step"] > 0 and plan["output_dir"] == str(tmp_path / "run")
     assert np.isfinite(float(plan["estimated_wall"].split()[0]))
+    duration = plan_run(load_config(config, ["scheduler.total_steps=null", "training.duration=1h"]), say=said.append)
+    assert len(micro_batches) == 2 and duration["steps"] >= 7  # a duration run is sized from its one micro-batch
+    assert duration["estimated_wall"].endswith("(budget 1h)")
 
 
 def test_a_resume_after_the_data_changed_is_refused_naming_the_file(tmp_path):
