@@ -88,7 +88,7 @@ class Context:
         self._act().log({"step": self.step, **{k: float(v) for k, v in values.items()}})
 
     def info(self, message: str) -> None:
-        """Show a line on the progress display (so also in logs/train.log); nothing when the run is quiet."""
+        """Show a line on the progress display and in logs/train.log (a quiet run: in the log only)."""
         self._act().info(message)
 
     def save_checkpoint(self, best: bool = False) -> Path | None:

@@ -168,10 +168,11 @@ METRIC_ALIASES = {"train_loss": "loss", "learning_rate": "lr"}
 
 
 class MetricsOutput(Section):
-    """metrics.csv is always written; `format` json or parquet writes metrics.json / metrics.parquet too.
+    """metrics.csv is always written; `format` json or parquet writes metrics.json / metrics.parquet too; none
+    given: parquet where pyarrow is installed (the spec's §15.3: every run writes metrics.parquet), else csv.
     `include` keeps only the columns named (or matched by a glob: `grad_norm/*`), `step` always."""
 
-    format: Literal["csv", "json", "parquet"] = "csv"
+    format: Literal["csv", "json", "parquet"] | None = None
     include: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
 
 

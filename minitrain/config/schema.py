@@ -261,7 +261,7 @@ class TrainingConfig(Section):
     clip: float | None = Field(None, gt=0, description="max global gradient L2 norm")
     clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
     val_every: PositiveInt = 50
-    val_every_epoch: bool = Field(False, description="validate once per epoch (val_every = steps per epoch)")
+    val_every_epoch: bool = Field(False, description="validate at the end of each epoch (and the last step)")
     val_metrics: list[ValMetric] = Field(default_factory=lambda: list(ALWAYS_MEASURED),
                                          description="what each validation logs besides loss and perplexity")
     log_every: PositiveInt = 10

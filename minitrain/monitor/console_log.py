@@ -3,6 +3,8 @@
     with console_log(run_dir / "logs" / "train.log"):
         ...                          # everything printed to stdout and stderr also goes to the file
 
+A run that shows nothing on the screen writes its plain progress lines there through `log_only()`.
+
 The file gets whole lines only. A progress bar redraws its line with carriage returns; those redraws are dropped
 and the line the bar leaves at the end is kept, so the log reads like the plain progress mode. The file is
 created at the first line printed, so a run that fails its checks before printing anything writes nothing.
@@ -10,6 +12,7 @@ created at the first line printed, so a run that fails its checks before printin
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -60,6 +63,12 @@ class _LogFile:
         if self.file is not None:
             os.fsync(self.file.fileno())
             self.file.close()
+
+
+def log_only() -> TextIO | None:
+    """Inside `console_log`: a stream whose lines go to its file only, not to the screen; None outside it."""
+    log = getattr(sys.stdout, "log", None)
+    return _Tee(io.StringIO(), log) if isinstance(log, _LogFile) else None
 
 
 @contextmanager

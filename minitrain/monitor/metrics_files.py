@@ -1,5 +1,5 @@
 """The run's metrics table in the format `output.metrics` asks for: metrics.csv always, and metrics.json or
-metrics.parquet (pyarrow, minitrain[parquet]) beside it.
+metrics.parquet (pyarrow, minitrain[parquet]) beside it; by default metrics.parquet where pyarrow is installed.
 
 All three hold the same table as report.metrics_table builds it from train_log.jsonl: one row per logged step,
 `step` first, then every logged key (or only those `include` names: a name, a glob such as `grad_norm/*`, or the
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minitrain.common.extras import require
+from minitrain.common.extras import installed, require
 from minitrain.common.io import atomic_write_bytes, atomic_write_text
 from minitrain.config.observing import METRIC_ALIASES, MetricsOutput
 from minitrain.monitor.report import metrics_csv, metrics_table
@@ -50,12 +50,12 @@ def metrics_parquet(columns: Sequence[str], table: Sequence[Mapping[str, Any]]) 
 
 def write_metrics(rows: Iterable[Mapping[str, Any]], run_dir: str | os.PathLike, settings: MetricsOutput) -> None:
     """metrics.csv (with `include` applied when the format is csv), and metrics.json or metrics.parquet."""
-    run_dir = Path(run_dir)
+    run_dir, fmt = Path(run_dir), settings.format or ("parquet" if installed("pyarrow") else "csv")
     columns, table = metrics_table(list(rows))
     chosen = select_columns(columns, settings.include)
-    csv_columns = chosen if settings.format == "csv" else columns
+    csv_columns = chosen if fmt == "csv" else columns
     atomic_write_text(run_dir / "metrics.csv", metrics_csv([{c: r[c] for c in csv_columns if c in r} for r in table]))
-    if settings.format == "json":
+    if fmt == "json":
         atomic_write_text(run_dir / "metrics.json", metrics_json(chosen, table))
-    elif settings.format == "parquet":
+    elif fmt == "parquet":
         atomic_write_bytes(run_dir / "metrics.parquet", metrics_parquet(chosen, table))

@@ -9,7 +9,8 @@
 
 mode "bar" shows a tqdm bar with ETA and, after it, loss, lr, tokens/s and a sparkline of the recent loss
 (`▇▆▅▄▃▂▂▁`); "plain" prints one line every `every` steps (what a log file or CI wants); "auto" picks the bar
-when the stream is a terminal and plain lines otherwise; "none" (and quiet=True) prints nothing.
+when the stream is a terminal and plain lines otherwise; "none" (and quiet=True) prints nothing; "log" is
+"plain" for a stream that is no screen (a run that shows nothing still keeps its lines in logs/train.log).
 tokens/s = tokens counted since the first update / seconds since the first update.
 """
 
@@ -67,7 +68,7 @@ class Progress:
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        if mode not in ("auto", "bar", "plain", "none"):
+        if mode not in ("auto", "bar", "plain", "none", "log"):
             raise ValueError(f"progress mode must be auto, bar, plain or none, got {mode!r}")
         self.stream = stream if stream is not None else sys.stdout
         if quiet:
@@ -113,7 +114,7 @@ class Progress:
         if self.mode == "bar":
             self._bar.set_postfix_str(self._status(loss, lr, with_eta=False), refresh=False)
             self._bar.update(self.done - self._bar.n)
-        elif self.mode == "plain" and (step + 1) % self.every == 0:
+        elif self.mode in ("plain", "log") and (step + 1) % self.every == 0:
             print(self._plain_line(step, loss, lr), file=self.stream, flush=True)
 
     def _status(self, loss: float | None, lr: float | None, *, with_eta: bool) -> str:
@@ -140,7 +141,7 @@ class Progress:
         """Print a line (a validation result, an alert) without garbling the bar."""
         if self.mode == "bar":
             self._bar.write(message, file=self.stream)
-        elif self.mode == "plain":
+        elif self.mode in ("plain", "log"):
             print(message, file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -2,10 +2,13 @@
 
 Every schedule is a function of the 0-based step s (the index of the optimizer step about to be taken):
 
-    lr(s) = start + (lr_max − start) · (s + 1) / warmup_steps    while s < warmup_steps   (warm-up, optional)
+    lr(s) = lr_max · (s + 1) / warmup_steps                       while s < warmup_steps   (warm-up, optional)
+    lr(s) = start + (lr_max − start) · s / warmup_steps          the same, with warmup_start_lr = start > 0
     lr(s) = decay(k),  k = s − warmup_steps                      afterwards
 
-with start = warmup_start_lr (default 0), decay(0) = lr_max and, for the schedules with an end, k running over
+The first is lab 01's warm-up (warmup_start_lr 0, the default: no step at lr 0); the second is torch's
+LinearLR(start_factor=start/lr_max, total_iters=warmup_steps): step 0 trains at start (torch refuses a start
+factor of 0). decay(0) = lr_max and, for the schedules with an end, k running over
 D = decay_steps (default total_steps − warmup_steps; lr_min after it):
 
     warmup_cosine  decay(k) = lr_min + ½(lr_max − lr_min)(1 + cos(π·k/D)),  lr_min once k >= D   (lab 01)
@@ -89,8 +92,8 @@ class Schedule:
         if step < 0:
             raise ValueError(f"lr_at: step must be >= 0, got {step}")
         if step < self.warmup_steps:
-            start = self.warmup_start_lr
-            return start + (self.lr_max - start) * (step + 1) / self.warmup_steps
+            start = self.warmup_start_lr  # 0: lab 01's rise from lr_max/warmup_steps; > 0: torch's LinearLR
+            return start + (self.lr_max - start) * (step + (start == 0)) / self.warmup_steps
         return self._decay(step - self.warmup_steps)
 
     @property

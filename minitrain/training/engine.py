@@ -12,9 +12,10 @@ Step numbering (the same in train_log.jsonl, checkpoints and resume):
 - A train row `{step, loss, lr, grad_norm}` is logged when `s % log_every == 0` and at the last step: `loss` is
   the (token-mean) loss of step s's batch, measured before its update; `lr` is the rate that update used;
   `grad_norm` is the global gradient norm before clipping.
-- A val row `{step, val_loss, val_ppl}` is logged when `s % val_every == 0` and at the last step, measured on
-  the weights *after* update s. So 2000 steps log train rows at 0, 10, ..., 1990, 1999 and val rows at 0, 50,
-  ..., 1950, 1999.
+- A val row `{step, val_loss, val_ppl}` is logged when `(s + val_offset) % val_every == 0` and at the last step,
+  measured on the weights *after* update s. So 2000 steps log train rows at 0, 10, ..., 1990, 1999 and val rows
+  at 0, 50, ..., 1950, 1999; val_every_epoch (val_every = an epoch's steps, val_offset 1) validates at each
+  epoch's last step: 10 epochs of 44 steps validate at 43, 87, ..., 439, ten times.
 - A checkpoint named `step-N` holds the state after N updates (steps 0..N-1 done, every row of those steps
   logged); resuming from it runs step N next and appends exactly the rows an uninterrupted run would write.
 
@@ -94,7 +95,7 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
             if step % settings.log_every == 0 or last:
                 loop.log_train(step, loss, lr, grad_norm)
             measured = None
-            if step % settings.val_every == 0 or last:
+            if (step + settings.val_offset) % settings.val_every == 0 or last:
                 measured = loop.validate(step, loss)  # on the weights after this update
                 if measured is None:  # diverged: the weights after this update are neither logged nor saved
                     break
@@ -154,7 +155,7 @@ class _Loop:
         """A message the user must see (a warning, an alert, why the run stopped); kept for the outcome."""
         self.messages.append(message)
         progress = self.books.progress
-        if progress is not None and progress.mode != "none":
+        if progress is not None and progress.mode not in ("none", "log"):  # "log": not on the screen
             progress.write(message)
         else:
             print(message, file=sys.stderr, flush=True)

@@ -27,9 +27,10 @@ class LoopSettings:
     """The numbers that shape the loop (the config's training keys; step numbering: engine.py's docstring).
 
     `total_steps` optimizer updates; a train row every `log_every` steps and a validation every `val_every`
-    steps, both also at the last step. `rng_seed` seeded the training RNG, `model.rng`, which the caller built
-    the model with (it drew the initial weights and draws the dropout masks); train() records it in the
-    manifest. Each update's gradient is the token-weighted mean over `grad_accumulation` micro-batches, its
+    steps, both also at the last step (`val_offset` 1: at the last of each val_every steps, not the first, as
+    val_every_epoch validates at each epoch's end). `rng_seed` seeded the training RNG, `model.rng`, which the
+    caller built the model with (it drew the initial weights and draws the dropout masks); train() records it in
+    the manifest. Each update's gradient is the token-weighted mean over `grad_accumulation` micro-batches, its
     global norm clipped to `clip_norm`, then each element to [−clip_value, clip_value] (None: no clipping).
     `warmup_steps`: the high-loss warning waits for them; `high_loss` is its threshold. `schedule_metric`: the
     val value reported to `scheduler.step()` after each validation (only a plateau schedule uses it).
@@ -47,6 +48,7 @@ class LoopSettings:
     high_loss: float = HIGH_LOSS_AFTER_WARMUP
     schedule_metric: str = "val_loss"
     duration_seconds: float | None = None
+    val_offset: int = 0
 
 
 @dataclass

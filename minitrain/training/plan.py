@@ -102,7 +102,8 @@ def plan_run(cfg: Config, summary: DataSummary | None = None, say: Callable[[str
                                              "counted_mean": round(counted, 1)}}
     else:
         per_step_size = {"rows_per_step": per_step_records, "data": parts.table.info}
-    n_val = len(range(0, steps, val_every)) + (0 if (steps - 1) % val_every == 0 else 1)
+    offset = int(t.val_every_epoch)  # the engine's rule: (step + offset) % val_every == 0, and the last step
+    n_val = len(range(-offset % val_every, steps, val_every)) + (0 if (steps - 1 + offset) % val_every == 0 else 1)
     estimate = steps * per_step + n_val * per_val
     return {
         **parameter_counts(parts.model),

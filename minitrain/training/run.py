@@ -48,7 +48,7 @@ from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_check import Fold
 from minitrain.models.registry import FAMILIES
-from minitrain.monitor.console_log import console_log
+from minitrain.monitor.console_log import console_log, log_only
 from minitrain.monitor.curves import train_val_gap
 from minitrain.monitor.html_report import write_html_report
 from minitrain.monitor.metrics_files import write_metrics
@@ -265,15 +265,18 @@ def _loop_settings(cfg: Config, parts: Parts, summary: DataSummary) -> LoopSetti
         cfg.training.rng_seed, clip_norm=cfg.clip_norm, clip_value=cfg.clip_value,
         grad_accumulation=cfg.training.grad_accumulation, warmup_steps=cfg.resolve_warmup(parts.total_steps),
         high_loss=high_loss(parts.model.config.get("vocab_size", 64)), schedule_metric=cfg.scheduler.metric,
-        duration_seconds=cfg.duration_seconds)
+        duration_seconds=cfg.duration_seconds, val_offset=int(cfg.training.val_every_epoch))
 
 
 def _run_loop(run: _Run, summary: DataSummary) -> dict[str, Any]:
     """engine.train on the run's parts; its outcome. A second Ctrl-C or a failed write still leaves an honest
     manifest."""
     cfg, parts, books = run.cfg, run.parts, run.books
-    books.progress = Progress(parts.total_steps, cfg.monitoring.progress, every=cfg.training.log_every,
-                              quiet=run.quiet, start_step=books.start.step if books.start else 0)
+    shown = not run.quiet and cfg.monitoring.progress != "none"
+    log = None if shown else log_only()  # nothing on the screen: the plain lines still go to logs/train.log
+    books.progress = Progress(parts.total_steps, "log" if log else cfg.monitoring.progress, stream=log,
+                              every=cfg.training.log_every, quiet=not shown and log is None,
+                              start_step=books.start.step if books.start else 0)
     try:
         parallel = None if run.switch else cfg.runtime.data_parallel  # the switch starts its own workers
         with start_workers(parallel, parts.model, cfg.training.grad_accumulation, cfg.training.batch_size,

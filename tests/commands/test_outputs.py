@@ -41,11 +41,23 @@ def test_metrics_in_json_and_parquet_hold_the_csv_table_and_include_picks_column
     assert table.to_pylist() == [{"step": int(r["step"]), "loss": r["loss"], "val_ppl": r["val_ppl"]} for r in full]
     assert len(csv_table((run / "metrics.csv").read_text())[0]) == 6  # metrics.csv keeps every column
 
-    # format csv: include applies to it
-    train_tiny(config, run, ["output.metrics.include=[learning_rate]"], overwrite=True)
-    assert (run / "metrics.csv").read_text().splitlines()[0] == "step,lr"
+    # format csv: include applies to it, and no other file
+    train_tiny(config, run, ["output.metrics.format=csv", "output.metrics.include=[learning_rate]"], overwrite=True)
+    assert (run / "metrics.csv").read_text().splitlines()[0] == "step,lr" and not (run / "metrics.parquet").exists()
     assert select_columns(["step", "loss", "grad_norm/a", "grad_norm/b"], ["grad_norm/*"]) == [
         "step", "grad_norm/a", "grad_norm/b"]
+
+
+def test_a_run_writes_metrics_parquet_by_default(tmp_path):
+    # the spec's §15.3: every run writes metrics.parquet (pyarrow installed: minitrain[parquet], in dev)
+    import pyarrow.parquet as pq
+
+    run = tmp_path / "run"
+    train_tiny(write_tiny_run(tmp_path), run)
+    full = csv_table((run / "metrics.csv").read_text())
+    table = pq.read_table(run / "metrics.parquet")
+    assert table.column_names == ["step", "loss", "lr", "grad_norm", "val_loss", "val_ppl"]
+    assert table.to_pylist() == [{**row, "step": int(row["step"])} for row in full]
 
 
 def test_html_report_is_one_self_contained_page(tmp_path):
@@ -70,6 +82,17 @@ def run_plain(config, run, **keys):
 
     return run_training(load_config(config), run, models_dir=config.parent / "models",
                         baseline_path=config.parent / "baseline.json", **keys)
+
+
+def test_a_run_that_shows_nothing_still_keeps_its_log(tmp_path, capsys):
+    # the spec's §15.3: every run writes logs/ (the tiny config has monitoring.progress: none)
+    run = tmp_path / "run"
+    train_tiny(write_tiny_run(tmp_path), run)
+    assert capsys.readouterr().out == ""  # nothing on the screen
+    log = (run / "logs" / "train.log").read_text().splitlines()
+    assert [line.split(" |")[0] for line in log if line.startswith("step ") and "/24" in line] == [
+        f"step {n}/24" for n in range(2, 25, 2)]
+    assert any(line.startswith("step 23: val_loss") for line in log)
 
 
 def test_environment_yaml_and_the_console_log(tmp_path):

@@ -180,10 +180,20 @@ def test_integer_keys_give_float_learning_rates(kind):
         schedule.step()
 
 
+def torch_linear_lr(base_lr: float, start_factor: float, total_iters: int, step: int) -> float:
+    """torch.optim.lr_scheduler.LinearLR's closed form (end_factor 1): the lr of step `step`."""
+    return base_lr * (start_factor + (1.0 - start_factor) * min(total_iters, step) / total_iters)
+
+
 def test_warmup_can_start_from_a_given_lr():
-    sched = build_scheduler("warmup_cosine", **LAB01, warmup_start_lr=1e-5)
-    assert sched.lr_at(0) == pytest.approx(1e-5 + (3e-4 - 1e-5) / 100, rel=1e-12)
-    assert sched.lr_at(99) == pytest.approx(3e-4, rel=1e-12) and sched.lr_at(100) == pytest.approx(3e-4)
+    # the spec's warmup.start_lr: torch's LinearLR(start_factor=start_lr/lr_max, total_iters=warmup_steps), then
+    # the cosine from its milestone (SequentialLR): step 0 trains at start_lr, step warmup_steps at lr_max
+    for start, lr_max, warmup in ((1e-5, 3e-4, 100), (1e-7, 1e-3, 10)):
+        sched = build_scheduler("warmup_cosine", lr_max=lr_max, warmup_steps=warmup, total_steps=200,
+                                warmup_start_lr=start)
+        expected = [torch_linear_lr(lr_max, start / lr_max, warmup, s) for s in range(warmup + 1)]
+        assert [sched.lr_at(s) for s in range(warmup + 1)] == pytest.approx(expected, rel=1e-12)
+        assert sched.lr_at(0) == pytest.approx(start, rel=1e-12)
     # start 0 is lab 01's warm-up bit for bit: lr_max · (s + 1) / warmup_steps
     plain = build_scheduler("warmup_cosine", **LAB01, warmup_start_lr=0.0)
     assert [plain.lr_at(s) for s in range(100)] == [3e-4 * (s + 1) / 100 for s in range(100)]

@@ -16,6 +16,7 @@ from minitrain.data.batcher import EvalBatcher, encode_split
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.evaluation.metrics import TokenAccuracyMeter
 from minitrain.models.minigpt import MiniGPT
+from minitrain.training.plan import plan_run
 from minitrain.training.scoring import measure
 
 pytestmark = pytest.mark.slow
@@ -61,8 +62,12 @@ def test_validation_every_epoch_and_a_test_split(tmp_path):
         "  dev_path:", f"  test_path: {tmp_path}/data/test.jsonl\n  dev_path:")
     config.write_text(text)
     results = train_tiny(config, tmp_path / "run")
-    # 40 records in batches of 4: 10 steps an epoch, so validations at 0, 10, 20 and the last step
-    assert [r["step"] for r in log_rows(tmp_path / "run") if "val_loss" in r] == [0, 10, 20, 23]
+    # 40 records in batches of 4: 10 steps an epoch, so validations at each epoch's last step (9, 19: after 10
+    # and 20 updates) and at the run's last step; two whole epochs validate twice, the last step not again
+    assert [r["step"] for r in log_rows(tmp_path / "run") if "val_loss" in r] == [9, 19, 23]
+    train_tiny(config, tmp_path / "two", ["scheduler.total_steps=20"])
+    assert [r["step"] for r in log_rows(tmp_path / "two") if "val_loss" in r] == [9, 19]
+    assert plan_run(load_config(config, ["scheduler.total_steps=20"]))["validations"] == 2
     assert results["test_ppl"] > 1 and results["test_loss"] == pytest.approx(np.log(results["test_ppl"]))
 
 
