@@ -16,9 +16,11 @@ from __future__ import annotations
 import copy
 import secrets
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from minitrain.config.problems import Problem, did_you_mean
+from minitrain.common.errors import HUB_FAILED, UserError
+from minitrain.config.problems import Problem, did_you_mean, exit_code_of
 from minitrain.config.rule import RUN_LENGTHS
 from minitrain.config.source import ConfigSource, KeyPath, dotted, paths_matching, value_at, walk
 from minitrain.config.spec_keys import (
@@ -36,6 +38,10 @@ from minitrain.config.spec_keys import (
     key_path,
     spec_keys_in,
 )
+from minitrain.data.gpt2_base import hub_file_cache_first
+from minitrain.formats.gguf_read import base_model_type
+from minitrain.formats.hf_config import MODEL_TYPES
+from minitrain.models.registry import FAMILIES
 
 _NOT_GIVEN, _MISSING = object(), object()
 
@@ -124,7 +130,8 @@ def manifest_problems(data: dict) -> list[Problem]:
                 for key in ("name", "version") if data.get(key) is None]
     lora, model = data.get("lora"), data.get("model")
     lora_on = isinstance(lora, dict) and lora.get("enabled", True) is not False
-    if lora_on and not (isinstance(model, dict) and any(key in model for key in SHAPE_KEYS)):
+    if lora_on and not (isinstance(model, dict) and (any(key in model for key in SHAPE_KEYS)
+                                                     or _reads_its_architecture(model.get("source")))):
         problems.append(Problem(("lora",), "a spec manifest's LoRA needs model.architecture (the base's shape, "
                                            "which `minitrain init --base` writes), so its target_modules can be "
                                            "checked"))
@@ -132,6 +139,13 @@ def manifest_problems(data: dict) -> list[Problem]:
 
 
 SHAPE_KEYS = ("architecture", "d_model", "n_layer", "layers", "hidden")  # the spec's and minitrain's
+
+
+def _reads_its_architecture(source: Any) -> bool:
+    """A model.source whose architecture `_model_source` reads: a .gguf file, a folder's or Hub repo's config.json."""
+    return isinstance(source, str) and (source.startswith("hf://") or source.lower().endswith(".gguf")
+                                        or Path(source, "config.json").is_file())
+
 
 # The spec's Appendix A defaults where minitrain's own differ (docs/yaml-mode.md, "The spec's manifest shape"); a
 # spec manifest gets these, a minitrain config keeps lab 01's. Each record: the key, its default, and the places
@@ -222,11 +236,39 @@ def _uri_problem(t: _Translation, path: KeyPath, value: str) -> bool:
 
 
 def _model_source(t: _Translation) -> None:
-    """model.source hf://user/repo is model.init_from user/repo (a Hub id); a local path stays as it is."""
-    home = ("model", "init_from")
+    """model.source hf://user/repo is model.init_from user/repo (a Hub id); a local path stays as it is. In a spec
+    manifest the source's own architecture (a .gguf's, a folder's or Hub repo's config.json) gives model.type, and
+    a type written (model.architecture.type) must be the same."""
+    home, spelled = ("model", "init_from"), ("model", "source")
     value = t.get(home, None)
-    if t.source.renamed.get(home) == ("model", "source") and isinstance(value, str) and value.startswith("hf://"):
-        t.data["model"]["init_from"] = value.removeprefix("hf://")
+    if t.source.renamed.get(home) != spelled or not isinstance(value, str):
+        return
+    spec = t.data["model"]["init_from"] = value.removeprefix("hf://")
+    if not t.spec_shaped:
+        return
+    try:
+        config = hub_file_cache_first(spec, "config.json") if value.startswith("hf://") else None
+        family = _family_of(base_model_type(config.parent if config else spec))
+    except UserError as exc:  # the file cannot be read: said once, here
+        t.problems.append(Problem(spelled, str(exc), exit_code_of(exc)))
+        family = _family_of("llama") if spec.lower().endswith(".gguf") else None  # minitrain's GGUF bases
+    except (OSError, ValueError) as exc:  # the Hub client's errors (no such repo, an invalid id, the network)
+        t.problems.append(Problem(spelled, f"{value}: its config.json cannot be read from the Hub "
+                                           f"({type(exc).__name__}); give model.architecture.type", HUB_FAILED))
+        return
+    given, typed = t.get(("model", "type"), None), t.source.renamed.get(("model", "type"), ("model", "type"))
+    if family is None or given == family:
+        return
+    if given is not None and not any(p.path == spelled for p in t.problems):
+        t.problem(typed, f"the {given} family, but model.source {value} is a {family} model; leave it out (the "
+                         f"source's architecture is read) or make it {family}")
+    t.data["model"]["type"] = family  # the rules check the rest against the source's family: one error, not three
+
+
+def _family_of(model_type: Any) -> str | None:
+    """The family reading a base of this Hugging Face model_type: llama for Llama, Qwen2, Mistral; minigpt, GPT-2."""
+    bases = {"gpt2": "gpt2", **dict.fromkeys(MODEL_TYPES, "any")}.get(model_type)
+    return next((name for name, family in FAMILIES.items() if family.pretrained == bases), None) if bases else None
 
 
 def _betas(t: _Translation) -> None:

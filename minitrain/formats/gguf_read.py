@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
+from minitrain.common.io import read_json_object
 from minitrain.formats.hf_config import check_hf_state, from_hf_config
 
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}  # general.architecture -> HF model_type
@@ -183,6 +184,17 @@ def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
 def gguf_architecture(path: str | Path) -> Any:
     """general.architecture of a GGUF file (None when it lacks the key)."""
     return field_value(open_gguf(Path(path)), "general.architecture")
+
+
+def base_model_type(spec: str | Path) -> Any:
+    """The Hugging Face model_type of a base, no weight read: a .gguf file's general.architecture (llama, qwen2,
+    gpt2), a folder's config.json model_type; None for another source (a model file, a run folder); UserError
+    when the file cannot be read."""
+    path = Path(spec)
+    if path.suffix.lower() == ".gguf":
+        return gguf_architecture(path)
+    return read_json_object(path / "config.json", "model config").get("model_type") if (
+        path / "config.json").is_file() else None
 
 
 def dequantized(path: Path, tensor) -> np.ndarray:
