@@ -257,6 +257,10 @@ def _model_source(t: _Translation) -> None:
                                            f"({type(exc).__name__}); give model.architecture.type", HUB_FAILED))
         return
     given, typed = t.get(("model", "type"), None), t.source.renamed.get(("model", "type"), ("model", "type"))
+    if family is None and config is None and value.startswith("hf://") and given is None and t.get(("lora",), None):
+        t.problems.append(Problem(spelled, f"{value}: no config.json to read its architecture from (none in the "
+                                           "repo, or offline and not in the local Hugging Face cache); give "
+                                           "model.architecture.type for its LoRA", HUB_FAILED))
     if family is None or given == family:
         return
     if given is not None and not any(p.path == spelled for p in t.problems):

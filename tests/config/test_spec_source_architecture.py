@@ -11,7 +11,7 @@ from test_damage_model_files import write_crafted_gguf
 from test_hub_pretrained import hf_folder
 
 from minitrain import cli
-from minitrain.config import load_config
+from minitrain.config import ConfigError, load_config
 
 # The YAML-mode spec's Appendix B ("After: Declarative YAML"), as written but for the source.
 APPENDIX_B = """\
@@ -113,3 +113,13 @@ def test_a_source_that_cannot_be_read_is_one_error_line(tmp_path, monkeypatch, c
     assert message in err and "GPT-2" not in err and "needs model.architecture" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1 or (len(lines) == 2 and "has 1 problem" in lines[0]), lines
+
+
+def test_appendix_b_offline_names_its_hub_source_first(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))  # the conftest keeps it offline
+    with pytest.raises(ConfigError) as info:
+        load_config(manifest(tmp_path, monkeypatch, "hf://meta-llama/Llama-2-7b"))
+    first = str(info.value).splitlines()[1]
+    assert "config.yaml:6: model.source: hf://meta-llama/Llama-2-7b: no config.json to read its architecture" in first
