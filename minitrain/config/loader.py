@@ -304,7 +304,7 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
         unused = (*LANGUAGE_DATA_KEYS, *(("train_path", "val_path") if cfg.data.source else ()))
         data["data"] = {k: v for k, v in data["data"].items() if k not in unused}
     elif cfg.on_pretrained_base:
-        data["data"] = {k: v for k, v in data["data"].items() if k not in CHARACTER_DATA_KEYS}
+        data["data"] = {k: v for k, v in data["data"].items() if k not in (*CHARACTER_DATA_KEYS, "format")}
     data["callbacks"] = [resolved_callback(entry) for entry in data["callbacks"]]
     for pattern, neutral in ADDED_KEYS.items():
         for path in paths_matching(data, pattern):
