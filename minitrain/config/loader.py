@@ -126,10 +126,13 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
     data.setdefault("name", default_name)
     spec_shaped = "entrenar" in data  # the spec's header; translate() removes it
     template_problems = _render_templates(data, source, env if env is not None else os.environ, now, replaced)
-    problems += template_problems + _token_problems(data) + translate(data, source)
+    refused = translate(data, source)
+    problems += template_problems + _token_problems(data) + refused
     sections, schema_problems = _validate_sections(data)
-    # A template that failed stays unrendered; what the schema says of that text would only repeat the problem.
+    # A template that failed stays unrendered, a list entry whose kind was refused stays empty: what the schema
+    # says of them would only repeat the problem.
     failed = {p.path for p in template_problems}
+    failed |= {p.path[:-1] for p in refused if len(p.path) > 1 and isinstance(p.path[-2], int)}
     problems += [p for p in schema_problems
                  if not any(source.spelled(p.path)[: len(f)] == f for f in failed)]
     problems += run_rules(sections, data)

@@ -17,3 +17,19 @@ def test_a_pretrained_bases_resolved_config_loads_again():
     resolved = resolved_dict(config_from_dict(ON_A_BASE))
     assert "format" not in resolved["data"]
     assert resolved_dict(config_from_dict(resolved)) == resolved
+
+
+def test_a_list_entry_whose_kind_is_refused_is_not_also_said_to_name_no_kind():
+    """The spec's §2.2 (color_jitter, back_translate) and §11 (tokenize): the refusal is the one problem of the entry;
+    the entry left empty once its key is refused is not also reported as naming none of the kinds."""
+    import pytest
+
+    from minitrain.config import ConfigError
+
+    data = {"training": {"total_steps": 10}, "data": {"augmentation": [{"color_jitter": {"brightness": 0.2}},
+                                                                       {"random_swap": {"probability": 0.1}}]}}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data)
+    message = str(info.value)
+    assert "data.augmentation[0].color_jitter: not supported yet" in message
+    assert "per entry (got none)" not in message and "1 problem" in message
