@@ -122,7 +122,8 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
         origin = _flag_origin(key, value)
         source.overrides += (origin,)
         problems += _set(data, source, _flag_home(data, key), value, origin, replaced)
-    problems += manifest_problems(data)  # before minitrain's own default name
+    manifest = manifest_problems(data)  # before minitrain's own default name
+    problems += manifest
     data.setdefault("name", default_name)
     spec_shaped = "entrenar" in data  # the spec's header; translate() removes it
     template_problems = _render_templates(data, source, env if env is not None else os.environ, now, replaced)
@@ -135,7 +136,10 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
     failed |= {p.path[:-1] for p in refused if len(p.path) > 1 and isinstance(p.path[-2], int)}
     problems += [p for p in schema_problems
                  if not any(source.spelled(p.path)[: len(f)] == f for f in failed)]
-    problems += run_rules(sections, data)
+    # A manifest's LoRA without the model's shape (§14 rule 5): its targets are checked against no assumed model.
+    unshaped = any(p.path == ("lora",) for p in manifest)
+    problems += [p for p in run_rules(sections, data)
+                 if not (unshaped and p.path[:2] in (("lora", "target_modules"), ("lora", "target_modules_pattern")))]
     if problems:
         raise ConfigError(problems, source)
     cfg = Config.model_validate(data)

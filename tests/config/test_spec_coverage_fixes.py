@@ -33,3 +33,20 @@ def test_a_list_entry_whose_kind_is_refused_is_not_also_said_to_name_no_kind():
     message = str(info.value)
     assert "data.augmentation[0].color_jitter: not supported yet" in message
     assert "per entry (got none)" not in message and "1 problem" in message
+
+
+def test_a_manifests_lora_without_the_architecture_is_not_checked_against_a_model_it_does_not_name():
+    """The spec's Appendix B: LoRA on hf://meta-llama/Llama-2-7b with no model.architecture (§14 rule 5) is refused
+    for that; its q_proj/v_proj are not also checked against the GPT-2 minitrain would otherwise assume."""
+    import pytest
+
+    from minitrain.config import ConfigError
+
+    data = {"entrenar": "1.0", "name": "llama-lora", "version": "1.0.0", "model": {"source": "hf://meta-llama/Llama"},
+            "lora": {"enabled": True, "rank": 16, "alpha": 32, "target_modules": ["q_proj", "v_proj"]},
+            "training": {"epochs": 3}}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data)
+    message = str(info.value)
+    assert "lora: a spec manifest's LoRA needs model.architecture" in message
+    assert "GPT-2" not in message and "1 problem" in message
