@@ -10,13 +10,15 @@ Appendix A's defaults apply. A command runs as written, `entrenar` read as `mini
 workspace: ./base a tiny Llama folder, ./data and ./my-data a few chat records, config.yaml what the spec's own
 `init --base ... --method qlora` wrote, config.lock.yaml its lock, ./output a finished tiny run. The only swaps,
 each named in its row: the Hub id Qwen/Qwen2.5-Coder-0.5B becomes ./base, `train` and `publish` get --dry-run
-(nothing trained, nothing uploaded), and a `# comment` is dropped.
+(nothing trained, nothing uploaded), and a `# comment` is dropped. The publish spec's PublishArgs (Rust) is
+checked field by field against `minitrain publish --help`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import traceback
@@ -43,7 +45,7 @@ CHAT = [{"messages": [{"role": "user", "content": f"hola {i}"}, {"role": "assist
 class Snippet:
     spec: str  # a key of SPECS
     section: str
-    kind: str  # "yaml" or "cmd"
+    kind: str  # "yaml", "cmd" or "flags" (a command's options, as the spec's Rust declares them)
     raw: str  # the spec's text after a leading newline
 
     @property
@@ -66,6 +68,37 @@ entrenar train config.yaml   # trains AND publishes
 """),
     Snippet("publish", "§3.1", "cmd", r"""
 entrenar publish --repo myuser/my-model ./output/
+"""),
+    Snippet("publish", "§3.1", "flags", r"""
+pub struct PublishArgs {
+    /// HuggingFace repo ID (e.g., myuser/my-model)
+    #[arg(long)]
+    pub repo: String,
+
+    /// Path to trained model output directory
+    #[arg(default_value = "./output")]
+    pub model_dir: PathBuf,
+
+    /// Make the repository private
+    #[arg(long)]
+    pub private: bool,
+
+    /// Generate and upload a model card
+    #[arg(long, default_value_t = true)]
+    pub model_card: bool,
+
+    /// Merge LoRA adapters before publishing
+    #[arg(long)]
+    pub merge_adapters: bool,
+
+    /// Base model for adapter merging (HF repo ID or local path)
+    #[arg(long)]
+    pub base_model: Option<String>,
+
+    /// Export format (safetensors or gguf)
+    #[arg(long, default_value = "safetensors")]
+    pub format: String,
+}
 """),
     Snippet("publish", "§3.2", "yaml", r"""
 model:
@@ -927,6 +960,19 @@ def run_cmd(snippet: Snippet, root: Path, base: Path) -> tuple[str, str]:
     return how + (f" ({'; '.join(swaps)})" if swaps else ""), verdict(code, text, root)
 
 
+def run_flags(snippet: Snippet, root: Path) -> tuple[str, str]:
+    """A clap struct of the spec (PublishArgs): each `#[arg(long)]` field must be a flag of `minitrain publish`, and
+    the positional one (its default ./output) the positional argument with that default, which `--help` says."""
+    code, text = call(["publish", "--help"])
+    assert code == 0, text
+    fields = re.findall(r"#\[arg\(([^)]*)\)\]\s*pub (\w+):", snippet.text)
+    absent = [f"--{name.replace('_', '-')}" for args, name in fields
+              if "long" in args and f"--{name.replace('_', '-')}" not in text]
+    absent += [f"{name} (default ./output)" for args, name in fields if "long" not in args and "./output" not in text]
+    how = "each field a flag in ``minitrain publish --help``"
+    return how, (f"missing: `` {', '.join(absent)} ``" if absent else "works")
+
+
 @cache
 def table(root: Path) -> tuple[tuple[str, str], ...]:
     """(how each snippet ran, its verdict), in SNIPPETS' order; an exception is the verdict `traceback: ...`."""
@@ -939,6 +985,8 @@ def table(root: Path) -> tuple[tuple[str, str], ...]:
             if snippet.kind == "yaml":
                 where.mkdir()
                 rows.append(run_yaml(snippet, where))
+            elif snippet.kind == "flags":
+                rows.append(run_flags(snippet, where))
             else:
                 shutil.copytree(base, where)
                 rows.append(run_cmd(snippet, where, base))
@@ -960,7 +1008,9 @@ def render(rows: tuple[tuple[str, str], ...]) -> str:
            "tests/test_spec_coverage.py`); the test fails when this file differs from what it computes. Every YAML "
            "block and command line of the two specs (docs/yaml-mode.md names them), run as the test's docstring "
            "says: a YAML block by `minitrain validate --no-data`, a command as written in a small workspace. "
-           "*works*: exit 0; *refused*: the one error line it gave; *missing*: an unknown key, command or flag.", "",
+           "*works*: exit 0; *refused*: the one error line it gave; *missing*: an unknown key, command or flag. "
+           "The publish spec's Rust is the other tool's own code: §2.4's `use` lines and §3.1's `Publish(PublishArgs)` "
+           "are not run; §3.1's PublishArgs is checked flag by flag against `minitrain publish --help`.", "",
            f"{len(rows)} snippets: {counts['works']} work, {counts['refused']} refused, {counts['missing']} missing.",
            "", "| Spec | § | Snippet (first line) | Run as | Verdict |", "|---|---|---|---|---|"]
     for snippet, (how, result) in zip(SNIPPETS, rows, strict=True):
