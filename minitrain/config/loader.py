@@ -122,17 +122,24 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
         origin = _flag_origin(key, value)
         source.overrides += (origin,)
         problems += _set(data, source, _flag_home(data, key), value, origin, replaced)
-    problems += manifest_problems(data)  # before minitrain's own default name
+    manifest = manifest_problems(data)  # before minitrain's own default name
+    problems += manifest
     data.setdefault("name", default_name)
     spec_shaped = "entrenar" in data  # the spec's header; translate() removes it
     template_problems = _render_templates(data, source, env if env is not None else os.environ, now, replaced)
-    problems += template_problems + _token_problems(data) + translate(data, source)
+    refused = translate(data, source)
+    problems += template_problems + _token_problems(data) + refused
     sections, schema_problems = _validate_sections(data)
-    # A template that failed stays unrendered; what the schema says of that text would only repeat the problem.
+    # A template that failed stays unrendered, a list entry whose kind was refused stays empty: what the schema
+    # says of them would only repeat the problem.
     failed = {p.path for p in template_problems}
+    failed |= {p.path[:-1] for p in refused if len(p.path) > 1 and isinstance(p.path[-2], int)}
     problems += [p for p in schema_problems
                  if not any(source.spelled(p.path)[: len(f)] == f for f in failed)]
-    problems += run_rules(sections, data)
+    # A manifest's LoRA without the model's shape (§14 rule 5): its targets are checked against no assumed model.
+    unshaped = any(p.path == ("lora",) for p in manifest)
+    problems += [p for p in run_rules(sections, data)
+                 if not (unshaped and p.path[:2] in (("lora", "target_modules"), ("lora", "target_modules_pattern")))]
     if problems:
         raise ConfigError(problems, source)
     cfg = Config.model_validate(data)
@@ -304,7 +311,7 @@ def resolved_dict(cfg: Config) -> dict[str, Any]:
         unused = (*LANGUAGE_DATA_KEYS, *(("train_path", "val_path") if cfg.data.source else ()))
         data["data"] = {k: v for k, v in data["data"].items() if k not in unused}
     elif cfg.on_pretrained_base:
-        data["data"] = {k: v for k, v in data["data"].items() if k not in CHARACTER_DATA_KEYS}
+        data["data"] = {k: v for k, v in data["data"].items() if k not in (*CHARACTER_DATA_KEYS, "format")}
     data["callbacks"] = [resolved_callback(entry) for entry in data["callbacks"]]
     for pattern, neutral in ADDED_KEYS.items():
         for path in paths_matching(data, pattern):
