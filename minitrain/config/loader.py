@@ -136,8 +136,9 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
     failed |= {p.path[:-1] for p in refused if len(p.path) > 1 and isinstance(p.path[-2], int)}
     problems += [p for p in schema_problems
                  if not any(source.spelled(p.path)[: len(f)] == f for f in failed)]
-    # A manifest's LoRA without the model's shape (§14 rule 5): its targets are checked against no assumed model.
-    unshaped = any(p.path == ("lora",) for p in manifest)
+    # A manifest's LoRA without the model's shape (§14 rule 5, or a model.source that could not tell it): its
+    # targets are checked against no assumed model.
+    unshaped = any(p.path == ("lora",) for p in manifest) or any(p.path == ("model", "source") for p in problems)
     problems += [p for p in run_rules(sections, data)
                  if not (unshaped and p.path[:2] in (("lora", "target_modules"), ("lora", "target_modules_pattern")))]
     if problems:

@@ -36,8 +36,9 @@ def test_a_list_entry_whose_kind_is_refused_is_not_also_said_to_name_no_kind():
 
 
 def test_a_manifests_lora_without_the_architecture_is_not_checked_against_a_model_it_does_not_name():
-    """The spec's Appendix B: LoRA on hf://meta-llama/Llama-2-7b with no model.architecture (§14 rule 5) is refused
-    for that; its q_proj/v_proj are not also checked against the GPT-2 minitrain would otherwise assume."""
+    """The spec's Appendix B: LoRA on hf://meta-llama/Llama-2-7b with no model.architecture, offline: the source
+    cannot tell its architecture, and that is the one problem; its q_proj/v_proj are not also checked against the
+    GPT-2 minitrain would otherwise assume."""
     import pytest
 
     from minitrain.config import ConfigError
@@ -48,5 +49,5 @@ def test_a_manifests_lora_without_the_architecture_is_not_checked_against_a_mode
     with pytest.raises(ConfigError) as info:
         config_from_dict(data)
     message = str(info.value)
-    assert "lora: a spec manifest's LoRA needs model.architecture" in message
+    assert "model.source: hf://meta-llama/Llama" in message
     assert "GPT-2" not in message and "1 problem" in message
