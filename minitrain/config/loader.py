@@ -186,15 +186,21 @@ def _apply_override(data: dict, source: ConfigSource, text: str, replaced: list)
         source.origins[path] = origin
         return [Problem(path, f"value is not a YAML scalar: {exc}")]
     source.overrides += (origin,)
-    if key in _STOPPING_POINT and value is not None:  # a new stopping point replaces the file's, however spelled
-        for other in _STOPPING_POINT - {key}:
-            section, name = other.split(".")
-            if isinstance(data.get(section), dict):
-                data[section].pop(name, None)
+    path = tuple(key.split("."))
+    others = _DURATION - {key} if key in _DURATION else {dotted(alias) for alias in aliases(path)}
+    for other in others if value is not None else ():  # a new value replaces the file's, however either spells it
+        *parents, name = other.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(name, None)
     return _set(data, source, key, value, origin, replaced)
 
 
-_STOPPING_POINT = frozenset({"training.total_steps", "training.max_steps", "scheduler.total_steps"})
+# How long to train: a new stopping point (what a resume may move), epochs or duration replaces the file's.
+_DURATION = frozenset({"training.total_steps", "training.max_steps", "scheduler.total_steps", "training.epochs",
+                       "training.duration"})
 
 
 def _override_value(raw: str) -> Any:

@@ -3,6 +3,8 @@ that was not true."""
 
 from __future__ import annotations
 
+import pytest
+
 from minitrain.config import config_from_dict, resolved_dict
 
 LLAMA = {"type": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "d_model": 32, "d_ff": 64, "vocab_size": 266,
@@ -51,3 +53,19 @@ def test_a_manifests_lora_without_the_architecture_is_not_checked_against_a_mode
     message = str(info.value)
     assert "model.source: hf://meta-llama/Llama" in message
     assert "GPT-2" not in message and "1 problem" in message
+
+
+@pytest.mark.parametrize(("in_file", "override", "where", "value"), [
+    ({"optimizer": {"lr_max": 0.01}}, "optimizer.lr=0.0001", ("optimizer", "lr_max"), 0.0001),
+    ({"optimizer": {"lr": 0.01}}, "optimizer.lr_max=0.0001", ("optimizer", "lr_max"), 0.0001),
+    ({"scheduler": {"warmup": {"steps": 5}}}, "scheduler.warmup_steps=2", ("scheduler", "warmup_steps"), 2),
+    ({"training": {"total_steps": 10}}, "training.epochs=5", ("training", "epochs"), 5),
+    ({"training": {"epochs": 3}}, "training.max_steps=7", ("training", "total_steps"), 7),
+    ({"training": {"epochs": 3}}, "training.duration=2h", ("training", "duration"), "2h"),
+])
+def test_a_set_replaces_the_files_value_however_either_spells_it(in_file, override, where, value):
+    """The spec's §12 `train config.yaml --set training.epochs=5 --set optimizer.lr=0.0001` on a config that
+    says total_steps and lr_max (what `init` writes): the override replaces the file's setting, not a conflict."""
+    data = {**ON_A_BASE, **in_file}
+    section, key = where
+    assert getattr(getattr(config_from_dict(data, [override]), section), key) == value
