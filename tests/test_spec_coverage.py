@@ -863,6 +863,11 @@ output:
 ]
 
 
+def snippet(spec: str, section: str) -> str:
+    """The text of `spec`'s first snippet in `section`: other tests run the spec's examples from here too."""
+    return next(s.text for s in SNIPPETS if (s.spec, s.section) == (spec, section))
+
+
 def write_chat(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, records in (("train.jsonl", CHAT[:16]), ("val.jsonl", CHAT[16:])):

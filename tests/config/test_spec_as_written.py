@@ -5,32 +5,12 @@ from __future__ import annotations
 
 import pytest
 from test_config_spec import write
+from test_spec_coverage import snippet
 
 from minitrain.config import ConfigError, load_config, resolved_dict
 from minitrain.models.registry import build_model
 
-# The publish spec's §3.3 example (simplify-entrenar), as written.
-PUBLISH_SPEC_3_3 = """\
-model:
-  path: Qwen/Qwen2.5-Coder-0.5B
-data:
-  train_path: ./data/train.jsonl
-  batch_size: 8
-optimizer:
-  name: adamw
-  lr: 2e-4
-lora:
-  rank: 64
-  alpha: 16
-training:
-  epochs: 3
-  output_dir: ./output
-publish:
-  repo: myuser/qwen-finetuned
-  private: false
-  model_card: true
-  merge_adapters: true
-"""
+PUBLISH_SPEC_3_3 = snippet("publish", "§3.3")  # the publish spec's example, as written
 
 
 def problems_of(tmp_path, text: str) -> str:

@@ -9,31 +9,13 @@ import json
 import pytest
 from test_damage_model_files import write_crafted_gguf
 from test_hub_pretrained import hf_folder
+from test_spec_coverage import snippet
 
 from minitrain import cli
 from minitrain.config import ConfigError, load_config
 
-# The YAML-mode spec's Appendix B ("After: Declarative YAML"), as written but for the source.
-APPENDIX_B = """\
-entrenar: "1.0"
-name: "llama-lora"
-version: "1.0.0"
-
-model:
-  source: "{source}"
-{architecture}
-lora:
-  enabled: true
-  rank: 16
-  alpha: 32
-  target_modules: [q_proj, v_proj]
-
-training:
-  epochs: 3
-
-output:
-  dir: "./output"
-"""
+# The YAML-mode spec's Appendix B ("After: Declarative YAML"), as written; manifest() swaps in the source.
+APPENDIX_B = snippet("yaml", "Appendix B")
 
 
 def manifest(tmp_path, monkeypatch, source: str, architecture: str = ""):
@@ -44,7 +26,9 @@ def manifest(tmp_path, monkeypatch, source: str, architecture: str = ""):
         records = "".join(json.dumps({"text": f"hola mundo {i}"}) + "\n" for i in range(300))
         (tmp_path / "data" / "processed" / f"{split}.jsonl").write_text(records)
     path = tmp_path / "config.yaml"
-    path.write_text(APPENDIX_B.format(source=source, architecture=architecture))
+    written = '  source: "hf://meta-llama/Llama-2-7b"\n'
+    assert written in APPENDIX_B
+    path.write_text(APPENDIX_B.replace(written, f'  source: "{source}"\n{architecture}'))
     return path
 
 
