@@ -63,12 +63,11 @@ def logit_gap(model_config: dict[str, Any], a: dict[str, np.ndarray], b: dict[st
     """(max |logit difference|, positions) between two states of one model on PROBE_ROWS rows of random ids."""
     ids = np.random.default_rng(0).integers(0, model_config["vocab_size"],
                                             (PROBE_ROWS, min(PROBE_LENGTH, model_config["max_seq_len"])))
-    logits = []
-    for state in (a, b):
-        model = build_model(model_config)
+    model, logits = build_model(model_config), []
+    for state in (a, b):  # one model, each state loaded into its arrays in turn
         model.load_state_dict(state)
         with inference(model):
-            logits.append(model(ids)[0].data)
+            logits.append(model(ids)[0].data.copy())
     return float(np.abs(logits[0] - logits[1]).max()), int(ids.size)
 
 
