@@ -4,7 +4,7 @@
     output/model.safetensors   the run's final model file (results.json's model_path), hard-linked, or copied when
                                it lives on another disk: the whole model, or a LoRA run's adapters alone
     output/final_model.json    what that file is, read from the run's records (results.json, config.resolved.yaml):
-                               its sha256, what it holds, the model type, the base by Hub id or file name, the
+                               its sha256, what it holds, the model type, the base (its Hub id, else `shown_path`), the
                                method, the LoRA settings, the PEFT folder, the run's status, steps and losses
 
 Each is written under a temporary name and renamed, so neither is ever half written. `minitrain publish` without
