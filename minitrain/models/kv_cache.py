@@ -9,7 +9,7 @@ them, per layer, in arrays allocated once for the longest sequence of the call:
 
 so a step costs O(n) instead of re-running O(n²) attention over the prefix. `KVCache.advance(mask)` registers
 new positions: which are real tokens (batched prompts are left-padded; padding is never attended to) and each
-token's rotary position (real tokens before it in its row).
+token's rotary position (real tokens before it in its row), kept per key (`positions`) for a sliding window.
 Shapes: B batch, capacity = the most positions the call will hold, H_kv key/value heads, D head_dim.
 """
 
@@ -40,13 +40,15 @@ class LayerCache:
 
 
 class KVCache:
-    """Every layer's `LayerCache`, the key mask (B, capacity) and each row's count of real tokens so far."""
+    """Every layer's `LayerCache`, the key mask and each key's rotary position (B, capacity), and each row's count
+    of real tokens so far."""
 
     def __init__(
         self, n_layer: int, batch: int, capacity: int, n_kv_head: int, head_dim: int, dtype: type = np.float32
     ) -> None:
         self.layers = [LayerCache(batch, capacity, n_kv_head, head_dim, dtype) for _ in range(n_layer)]
         self.key_mask = np.zeros((batch, capacity), dtype=bool)
+        self.positions = np.zeros((batch, capacity), dtype=np.int64)
         self.seen = np.zeros(batch, dtype=np.int64)  # real tokens so far per row: the next one's position
         self.length = 0
 
@@ -58,7 +60,7 @@ class KVCache:
         if end > self.key_mask.shape[1]:
             raise ValueError(f"KV cache: {end} positions do not fit its capacity of {self.key_mask.shape[1]}")
         self.key_mask[:, self.length : end] = mask
-        positions = rope_positions(*mask.shape, mask, start=self.seen)
+        positions = self.positions[:, self.length : end] = rope_positions(*mask.shape, mask, start=self.seen)
         self.seen += mask.sum(axis=1)
         self.length = end
         return positions, self.key_mask[:, :end]
