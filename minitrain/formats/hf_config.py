@@ -303,7 +303,7 @@ def _to_gemma_config(model: Mapping[str, Any], bos_id: int | None, eos_id: int |
     if layout == "gemma2" and (local != theta or scaling):
         raise UserError("export: Gemma 2 has one RoPE base and no scaling; a qk_norm: true model is a Gemma 3", 2)
     if not float(scalar := model.get("query_pre_attn_scalar") or head_dim).is_integer():
-        raise UserError(f"export: query_pre_attn_scalar {scalar} is not a whole number, as transformers' Gemma needs", 2)
+        raise UserError(f"export: query_pre_attn_scalar {scalar} is not a whole number (transformers' Gemma)", 2)
     config: dict[str, Any] = {
         "architectures": [ARCHITECTURES[layout]], "model_type": "gemma2" if layout == "gemma2" else "gemma3_text",
         **_shape_keys(model, head_dim, {"hidden_activation": "gelu_pytorch_tanh"}),
