@@ -272,3 +272,34 @@ def test_a_gemma3_27b_scales_scores_by_width_over_heads_and_linear_rope_scaling_
     assert config["query_pre_attn_scalar"] == 32 // 4
     assert config["rope_scaling"] == {"rope_type": "linear", "factor": 8.0}
     assert config["layer_types"].count(FULL) == 10
+
+
+@pytest.mark.parametrize("arch", list(GGUF_LAYOUTS))
+def test_every_layout_names_each_tensor_once_and_undoes_its_converter(tmp_path, arch):
+    """The contract of a GGUF_LAYOUTS record, on a one-layer file holding every tensor name it lists: each becomes
+    a distinct Hugging Face name; a norm loses the record's norm_offset; q/k rows are un-permuted (HF's halves from
+    llama.cpp's interleaved pairs, per head) exactly when the record says its converter permuted them; the config
+    names the record's model_type."""
+    layout, rng = GGUF_LAYOUTS[arch], np.random.default_rng(3)
+    meta = {**GEMMA, "block_count": 1, "attention.key_length": 8, "attention.value_length": 8}
+    shapes = {"attn_q.weight": (32, 32), "attn_k.weight": (16, 32), "attn_q.bias": (32,), "attn_k.bias": (16,),
+              "attn_v.bias": (16,)}
+    names = {**{short: f"model.layers.0.{long}" for short, long in layout.layer_names.items()},
+             "token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
+    tensors = {(f"blk.0.{short}" if long.startswith("model.layers") else short): (
+        Q.F32, rng.normal(0, 1, (8,) if "norm" in short else shapes.get(short, (32, 32))).astype(np.float32))
+        for short, long in names.items()}
+    path = write(tmp_path / f"{arch}.gguf", arch, meta, tensors)
+    reader = open_gguf(path)
+    found, config, _ = gguf_hf_config(reader, path)
+    assert found is layout and config["model_type"] == layout.model_type
+    state = gguf_hf_state(reader, path, layout, config)
+    assert len(state) == len(tensors) == len(set(names.values()))
+    for short, long in names.items():
+        stored = tensors[f"blk.0.{short}" if long.startswith("model.layers") else short][1]
+        if long.endswith("norm.weight"):
+            stored = stored - np.float32(layout.norm_offset)
+        elif layout.rope_permuted and long.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = 4 if "q_proj" in long else 2
+            stored = stored.reshape(heads, 8 // 2, 2, 32).swapaxes(1, 2).reshape(stored.shape)
+        np.testing.assert_array_equal(state[long], stored, err_msg=long)
