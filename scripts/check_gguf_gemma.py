@@ -88,12 +88,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("gguf", nargs="?", default=DEFAULT_GGUF)
     parser.add_argument("--torch-python", default=DEFAULT_TORCH)
-    parser.add_argument("--transformers-side", metavar="OUT", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.transformers_side:
-        transformers_side(args.gguf, args.transformers_side)
-        return 0
-
     from safetensors import safe_open
 
     from minitrain.common.errors import UserError
@@ -121,7 +116,7 @@ def main() -> int:
     ok = True
     with tempfile.TemporaryDirectory() as out:
         Path(out, "minitrain_config.json").write_text(json.dumps(config))
-        subprocess.run([args.torch_python, __file__, str(path), "--transformers-side", out], check=True)
+        subprocess.run([args.torch_python, __file__, "--transformers-side", str(path), out], check=True)
         # numbers as float32 (the file's): the GGUF loader keeps rms_norm_eps as 9.999999974752427e-07
         configs = json.loads(Path(out, "configs.json").read_text(), parse_float=lambda s: float(np.float32(s)))
         built, loaded = configs["built"], configs["loaded"]
@@ -150,4 +145,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["--transformers-side"]:  # the torch environment's half: GGUF, OUT
+        transformers_side(*sys.argv[2:4])
+    else:
+        sys.exit(main())
