@@ -36,7 +36,11 @@ import numpy as np
 
 DEFAULT_GGUF = "/tmp/gemma/gemma-3-270m-q4_k_m.gguf"
 DEFAULT_TORCH = "/tmp/tv/bin/python"
-IDS = [2, 818, 5279, 9380, 13182, 236743, 1717, 9899, 506, 31770, 4799, 236761]  # fixed ids: BOS, then any tokens
+IDS = [2, 818, 5279, 9380, 13182, 236743, 1717, 9899, 506, 31770, 4799, 236761]  # BOS, then any tokens (mod V)
+
+
+def ids_of(config: dict) -> list[int]:
+    return [i % config["vocab_size"] for i in IDS]
 NOT_THE_MODEL = {"_name_or_path", "_model_name_or_path", "architectures", "transformers_version", "dtype",
                  "unk_token_id", "output_attentions", "output_hidden_states", "return_dict", "quantization_config"}
 
@@ -53,9 +57,10 @@ def transformers_side(gguf: str, out: str) -> None:
     state = {k: v.contiguous() for k, v in model.state_dict().items()
              if not (k == "lm_head.weight" and model.config.tie_word_embeddings)}
     save_file(state, f"{out}/hf_state.safetensors")
+    ids = ids_of(json.loads(Path(f"{out}/minitrain_config.json").read_text()))
     with torch.no_grad():
-        logits = model(torch.tensor([IDS])).logits[0].double()
-    logprobs = torch.log_softmax(logits, -1)[torch.arange(len(IDS) - 1), torch.tensor(IDS[1:])]
+        logits = model(torch.tensor([ids])).logits[0].double()
+    logprobs = torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
     np.save(f"{out}/logprobs.npy", logprobs.numpy())
     ours = json.loads(Path(f"{out}/minitrain_config.json").read_text())
     built = AutoConfig.for_model(**ours).to_dict()
@@ -76,11 +81,11 @@ def logprob_check(path: Path, theirs: np.ndarray) -> bool:
     model.load_state_dict(from_hf_state(contents.state, model_config, str(path)), source=str(path))
     model.eval()
     with no_grad():
-        logits = np.asarray(model(np.array([IDS]))[0].data[0], np.float64)
+        logits = np.asarray(model(np.array([ids := ids_of(contents.config)]))[0].data[0], np.float64)
     shifted = logits - logits.max(-1, keepdims=True)
-    logprobs = (shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)))[np.arange(len(IDS) - 1), IDS[1:]]
+    logprobs = (shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)))[np.arange(len(ids) - 1), ids[1:]]
     gap = float(np.abs(logprobs - theirs).max())
-    print(f"(d) log-probs of {len(IDS) - 1} tokens: max |difference| {gap:.3g} (target 1e-4)")
+    print(f"(d) log-probs of {len(ids) - 1} tokens: max |difference| {gap:.3g} (target 1e-4)")
     return gap <= 1e-4
 
 
