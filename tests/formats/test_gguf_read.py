@@ -17,6 +17,7 @@ from minitrain.common.errors import UserError
 from minitrain.formats import gguf_read
 from minitrain.formats.gguf_layouts import FULL, GGUF_LAYOUTS, SLIDING
 from minitrain.formats.gguf_read import gguf_hf_config, gguf_hf_state, open_gguf, read_gguf, readable_types
+from minitrain.formats.hf_config import MODEL_TYPES
 
 Q = gguf.GGMLQuantizationType
 LLAMA = {"block_count": 1, "context_length": 32, "embedding_length": 32, "feed_forward_length": 256,
@@ -303,3 +304,18 @@ def test_every_layout_names_each_tensor_once_and_undoes_its_converter(tmp_path, 
             heads = 4 if "q_proj" in long else 2
             stored = stored.reshape(heads, 8 // 2, 2, 32).swapaxes(1, 2).reshape(stored.shape)
         np.testing.assert_array_equal(state[long], stored, err_msg=long)
+
+
+@pytest.mark.skipif("gemma3_text" not in MODEL_TYPES, reason="from_hf_config reads gemma3_text once the Gemma model "
+                    "is merged")
+def test_read_gguf_of_a_gemma3_file_fits_minitrains_gemma(tmp_path):
+    from minitrain.formats.hf_config import from_hf_config, from_hf_state
+    from minitrain.models.registry import build_model
+
+    path, stored = gemma_file(tmp_path / "g3.gguf", "gemma3", GEMMA, np.random.default_rng(1))
+    contents = read_gguf(path)
+    for name, values in expected_state(stored, GEMMA3_NAMES).items():
+        np.testing.assert_array_equal(contents.state[name], values, err_msg=name)
+    model_config, _ = from_hf_config(contents.config, str(path))
+    assert model_config["layer_types"] == [SLIDING] * 5 + [FULL] and model_config["sliding_window"] == 8
+    build_model(model_config).load_state_dict(from_hf_state(dict(contents.state), model_config, str(path)))
