@@ -11,9 +11,10 @@ Hugging Face's, and what llama.cpp's converter did to a tensor that the reader u
 Gemma's RMSNorm computes x·(1 + w); llama.cpp's converter stores every `*norm.weight` as 1 + w, so the reader
 subtracts 1 (as transformers' GGUF loader does). What llama.cpp hard-codes rather than stores (llama-model.cpp) is
 written here as it does: Gemma 2's soft-caps default to 50 (attention) and 30 (logits), its window to 4096, its
-even layers slide; Gemma 3's layers slide but every 6th (sliding_window_pattern 6), its local layers rotate with
-base 10000; both scale the scores by query_pre_attn_scalar = head_dim, but the 27B models (46 and 62 layers) by
-hidden_size / num_attention_heads.
+even layers slide; Gemma 3's layers slide but every 6th (sliding_window_pattern 6; none without
+attention.sliding_window), its local layers rotate with base 10000; both scale the scores by query_pre_attn_scalar
+= head_dim, but the 27B models (46 and 62 layers) by hidden_size / num_attention_heads (transformers' GGUF loader
+leaves its config's default 256 there, which is right only where head_dim is 256).
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def _gemma2_keys(meta: Any, shared: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _gemma3_keys(meta: Any, shared: Mapping[str, Any]) -> dict[str, Any]:
-    return {**_gemma_keys(meta, shared, 62, 6), "sliding_window": meta.count("attention.sliding_window"),
+    """No (or a 0) attention.sliding_window: every layer global, as llama.cpp reads such a file."""
+    window = meta.count("attention.sliding_window", 0, 0)
+    return {**_gemma_keys(meta, shared, 62, 6 if window else 1), "sliding_window": window or None,
             "rope_local_base_freq": 10000.0, "attn_logit_softcapping": None,
             "final_logit_softcapping": meta.real("final_logit_softcapping") if meta.has(
                 "final_logit_softcapping") else None}

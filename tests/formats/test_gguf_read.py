@@ -257,7 +257,7 @@ def test_read_gguf_checks_the_converted_config_and_shapes_before_any_tensor_is_r
     assert seen == [gguf_hf_config(open_gguf(path), path)[1]]
 
 
-def test_a_gemma3_27b_scales_scores_by_width_over_heads_and_linear_rope_scaling_is_kept(tmp_path):
+def test_a_gemma3_27b_scales_scores_by_width_over_heads_linear_rope_scaling_is_kept_and_no_window_none(tmp_path):
     """llama.cpp: the 62-layer Gemma 3 divides by hidden_size / num_attention_heads; a linear rope.scaling is
     transformers' rope_scaling of the global layers."""
     meta = {**GEMMA, "block_count": 62, "rope.scaling.factor": 8.0}
@@ -273,6 +273,10 @@ def test_a_gemma3_27b_scales_scores_by_width_over_heads_and_linear_rope_scaling_
     assert config["query_pre_attn_scalar"] == 32 // 4
     assert config["rope_scaling"] == {"rope_type": "linear", "factor": 8.0}
     assert config["layer_types"].count(FULL) == 10
+    del meta["attention.sliding_window"]  # llama.cpp: then no layer slides
+    write(tmp_path / "full.gguf", "gemma3", meta, {})
+    _, config, _ = gguf_hf_config(open_gguf(tmp_path / "full.gguf"), tmp_path / "full.gguf")
+    assert config["layer_types"] == [FULL] * 62 and config["sliding_window"] is None
 
 
 @pytest.mark.parametrize("arch", list(GGUF_LAYOUTS))
