@@ -172,7 +172,11 @@ class PretrainedTokenizer:
         """The tokenizer a GGUF's `tokenizer.ggml.*` fields describe, built by the record of its `model` in
         GGUF_TOKENIZER_MODELS (see the module docstring); `add_bos` / `add_space_prefix` None: the file does not
         say, and the record's default (llama.cpp's) holds."""
-        kind = GGUF_TOKENIZER_MODELS.pick(model, f"{where}: tokenizer.ggml.model")  # type: ignore[arg-type]
+        if model not in GGUF_TOKENIZER_MODELS:
+            raise UserError(f"{where}: tokenizer.ggml.model = {model!r}: minitrain builds the tokenizers of "
+                            f"{' and '.join(map(repr, GGUF_TOKENIZER_MODELS))} GGUF files only (byte-level BPE, "
+                            "SentencePiece); a Hugging Face folder's tokenizer.json is read as it is", 2)
+        kind = GGUF_TOKENIZER_MODELS[model]
         types = list(token_types) or [1] * len(tokens)  # no types given: every token is a normal one
         if len(types) != len(tokens):
             raise UserError(f"{where}: {len(types)} token types for {len(tokens)} tokens", 2)

@@ -67,8 +67,8 @@ def test_llama3_split_regex_is_used_for_its_pre_type():
 
 
 def test_a_gguf_tokenizer_model_without_a_record_is_refused_with_the_choices():
-    with pytest.raises(UserError, match=r"tokenizer\.ggml\.model: unknown GGUF tokenizer model 'bert' \(choose one of "
-                                        r"gpt2, llama\)"):
+    with pytest.raises(UserError, match=r"tokenizer\.ggml\.model = 'bert': minitrain builds the "
+                                        r"tokenizers of 'gpt2' and 'llama' GGUF files only"):
         PretrainedTokenizer.from_gguf_fields(**tiny_fields(), model="bert")
 
 
