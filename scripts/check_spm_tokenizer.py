@@ -8,7 +8,9 @@ the checkout. For each file, minitrain builds its tokenizer from the `tokenizer.
 transformers loads anything; then `AutoTokenizer.from_pretrained(dir, gguf_file=...)` builds its own. Compared on
 the mixed texts of scripts/make_spm_fixtures.py, the paragraphs of scripts/fixtures/eval-text.txt and every message
 of the verb corpus's chat test set (data/chat/verbs/test.jsonl): ids with and without special tokens, the decode of
-the ids, the decode with special tokens skipped. A --folder (a Hugging Face folder with tokenizer.json) is compared
+the ids, the decode with special tokens skipped. The folder minitrain saves for the tokenizer (what a run keeps
+in RUN/tokenizer/ and exports) is loaded back by `AutoTokenizer.from_pretrained(folder)` and compared the same
+way against minitrain's ids. A --folder (a Hugging Face folder with tokenizer.json) is compared
 the same way through `PretrainedTokenizer.from_folder`. Exit status 0 when every text agrees.
 """
 
@@ -18,6 +20,7 @@ import argparse
 import json
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,7 +79,12 @@ def main() -> int:
         start = time.perf_counter()
         theirs = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         print(f"  transformers built it in {time.perf_counter() - start:.2f} s")
-        ok &= compare(tok, theirs, texts(theirs.bos_token or "", theirs.eos_token or ""), str(path))
+        cases = texts(theirs.bos_token or "", theirs.eos_token or "")
+        ok &= compare(tok, theirs, cases, str(path))
+        with tempfile.TemporaryDirectory() as saved:
+            tok.save(saved)
+            label = f"  minitrain's saved folder of {path.name}"
+            ok &= compare(tok, AutoTokenizer.from_pretrained(saved), cases, label)
     for path, tok in folders.items():
         theirs = AutoTokenizer.from_pretrained(str(path))
         ok &= compare(tok, theirs, texts(theirs.bos_token or "", theirs.eos_token or ""), str(path))

@@ -110,3 +110,13 @@ def test_a_tokenizer_model_minitrain_cannot_build_is_refused_naming_file_and_val
                                         r"minitrain builds the tokenizers of 'gpt2' and 'llama' GGUF files only") as e:
         gguf_tokenizer("gemma", model=model)
     assert e.value.exit_code == 2 and tuple(GGUF_TOKENIZER_MODELS) == ("gpt2", "llama")
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_the_saved_folder_reads_back_with_the_same_ids(tmp_path, style):
+    """What a run keeps in RUN/tokenizer/ and exports (transformers loads it alike: scripts/check_spm_tokenizer.py)."""
+    gguf_tokenizer(style).save(tmp_path)
+    tok = PretrainedTokenizer.from_folder(tmp_path)
+    for text, want in zip(texts(style), ORACLE[style]["gguf"]["rows"], strict=True):
+        assert tok.encode(text, add_special_tokens=True) == want["ids"], text
+        assert tok.decode(want["plain"]) == want["decode"], text
