@@ -47,23 +47,54 @@ TEXTS = [
     "hablar|P1|hablo\nvender|C4|venderíamos\nañadir|I6|añadían",
     "", " ", "\n", "a  b", "ñ", "é", "🙂", "<unk> <mask> <pad>",
 ]
-# Gemma 3's chat template, in the shape Google's tokenizer_config.json gives it (a system turn is folded into the
-# first user turn; the assistant is "model").
-GEMMA_TEMPLATE = (
-    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}"
-    "{%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}{%- set loop_messages = messages[1:] -%}"
-    "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}"
-    "{%- for message in loop_messages -%}"
-    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
-    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{%- endif -%}"
-    "{%- if message['role'] == 'assistant' -%}{%- set role = 'model' -%}{%- else -%}"
-    "{%- set role = message['role'] -%}{%- endif -%}"
-    "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '') }}"
-    "{{ message['content'] | trim }}{{ '<end_of_turn>\\n' }}{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}")
+# Gemma 3's chat template as its tokenizer_config.json gives it (a system turn is folded into the first user turn;
+# the assistant is "model"; a content may be a list of text and image parts).
+GEMMA_TEMPLATE = """{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+"""
 CHAT = [{"role": "system", "content": "Eres un profesor de español."},
         {"role": "user", "content": "Conjuga «vender» en condicional, primera persona del plural."},
-        {"role": "assistant", "content": "venderíamos"}]
+        {"role": "assistant", "content": "venderíamos"},
+        {"role": "user", "content": [{"type": "text", "text": " ¿Y en futuro? "}]},
+        {"role": "assistant", "content": "  venderemos\n"}]
 
 
 def corpus() -> list[str]:
@@ -196,7 +227,7 @@ def main() -> None:
                      "sentencepiece": [None if "<" in t else sp.encode(t) for t in texts]}
             if style == "gemma":
                 entry["chat"] = from_folder.apply_chat_template(CHAT, tokenize=False)
-                entry["chat_prompt"] = from_folder.apply_chat_template(CHAT[:2], tokenize=False,
+                entry["chat_prompt"] = from_folder.apply_chat_template(CHAT[:4], tokenize=False,
                                                                        add_generation_prompt=True)
             result[style] = entry
     (out / "ids.json").write_text(json.dumps(result, ensure_ascii=False) + "\n", encoding="utf-8")
