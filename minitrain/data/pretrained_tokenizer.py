@@ -119,6 +119,21 @@ class PretrainedTokenizer:
                             "it; use text or prompt/completion records", 2)
         return render_chat(self.chat_template, messages, add_generation_prompt, self.special, self.template_where)
 
+    def turn_end_id(self) -> int | None:
+        """The special token the chat template closes an assistant turn with (ChatML's <|im_end|>, Gemma's
+        <end_of_turn>, Llama 3's <|eot_id|>), found by rendering a one-answer conversation: a chat answer ends
+        there, which is EOS for some templates and not for others (Gemma's EOS is <eos>). None without a template
+        or where the template writes no special token after the answer."""
+        if self.chat_template is None:
+            return None
+        chat = [{"role": "user", "content": "?"}, {"role": "assistant", "content": "!"}]
+        try:
+            answer = self.apply_chat_template(chat)[len(self.apply_chat_template(chat[:1], True)):]
+        except UserError:  # a template that wants another conversation (a system turn first)
+            return None
+        special = {i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special}
+        return next((i for i in self.encode(answer) if i in special), None)
+
     # --- reading ------------------------------------------------------------------------------------------------
 
     @classmethod

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_pretrained_tokenizer import tiny_fields
 
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import GGUF_TOKENIZER_MODELS, PretrainedTokenizer
@@ -120,3 +121,11 @@ def test_the_saved_folder_reads_back_with_the_same_ids(tmp_path, style):
     for text, want in zip(texts(style), ORACLE[style]["gguf"]["rows"], strict=True):
         assert tok.encode(text, add_special_tokens=True) == want["ids"], text
         assert tok.decode(want["plain"]) == want["decode"], text
+
+
+def test_the_turn_end_is_the_token_the_template_closes_an_answer_with():
+    """Gemma closes a turn with <end_of_turn> (6 here), not its EOS <eos> (1): a chat answer stops there."""
+    gemma = PretrainedTokenizer.from_folder(SPM / "gemma-hf")
+    assert (gemma.turn_end_id(), gemma.eos_id) == (6, 1)
+    assert gguf_tokenizer("gemma").turn_end_id() is None  # no template in the GGUF
+    assert PretrainedTokenizer.from_gguf_fields(**tiny_fields()).turn_end_id() == 2  # ChatML's <|im_end|>: its EOS
