@@ -183,10 +183,11 @@ class PretrainedTokenizer:
                          bos_id: int | None, eos_id: int | None, pad_id: int | None, chat_template: str | None,
                          model: str | None = "gpt2", pre: str | None = None, unk_id: int | None = None,
                          add_bos: bool | None = None, add_eos: bool = False, add_space_prefix: bool | None = None,
-                         where: str = "GGUF tokenizer") -> PretrainedTokenizer:
+                         scores: Sequence[float] = (), where: str = "GGUF tokenizer") -> PretrainedTokenizer:
         """The tokenizer a GGUF's `tokenizer.ggml.*` fields describe, built by the record of its `model` in
         GGUF_TOKENIZER_MODELS (see the module docstring); `add_bos` / `add_space_prefix` None: the file does not
-        say, and the record's default (llama.cpp's) holds."""
+        say, and the record's default (llama.cpp's) holds. `scores` are not used (SentencePiece's merges rank by
+        position, data/sentencepiece.py): they are read so that a GGUF written again keeps them."""
         if model not in GGUF_TOKENIZER_MODELS:
             raise UserError(f"{where}: tokenizer.ggml.model = {model!r}: minitrain builds the tokenizers of "
                             f"{' and '.join(map(repr, GGUF_TOKENIZER_MODELS))} GGUF files only (byte-level BPE, "

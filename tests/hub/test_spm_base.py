@@ -86,3 +86,22 @@ def test_the_command_line_refuses_it_with_one_error_line_and_exit_2(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "'bert'" in lines[0]
     assert str(path) in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_sentencepiece_gguf_written_again_keeps_its_tokenizer(tmp_path):
+    """export --format gguf of a SentencePiece GGUF: scores, token types, add_bos / add_space_prefix carried,
+    so minitrain (and llama.cpp, which ranks merges by the scores) reads the same tokenizer back."""
+    from minitrain.formats.gguf_write import write_gguf_model
+    from minitrain.hub.export_gguf import gguf_source
+
+    source = gguf_source(str(spm_base(tmp_path)))
+    write_gguf_model(tmp_path / "again.gguf", source.model_config, source.state, source.fields)
+    path = tmp_path / "again.gguf"
+    again = gguf_read.tokenizer_fields(gguf_read.open_gguf(path), path)
+    original = gguf_read.tokenizer_fields(gguf_read.open_gguf(SPM / "llama.gguf"), SPM / "llama.gguf")
+    for key in ("tokens", "scores", "token_types", "model", "bos_id", "eos_id", "unk_id", "add_bos",
+                "add_space_prefix"):
+        assert again[key] == original[key], key
+    tok = load_pretrained_base(path)[2]
+    texts = [t.format(**ORACLE["llama"]["specials"]) for t in ORACLE["texts"]]
+    assert [tok.encode(t, True) for t in texts] == [row["ids"] for row in ORACLE["llama"]["gguf"]["rows"]]
