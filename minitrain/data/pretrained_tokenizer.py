@@ -211,13 +211,9 @@ class PretrainedTokenizer:
         bos = special["bos_token"] if (kind.add_bos if add_bos is None else add_bos) else None
         eos = special["eos_token"] if add_eos else None
         if bos is not None or eos is not None:  # transformers' template: [BOS] $A [EOS], each end if the file says
-
-            def seq(part: str, type_id: int) -> list[str]:
-                return [*[f"{bos}:{type_id}"] * (bos is not None), f"${part}:{type_id}",
-                        *[f"{eos}:{type_id}"] * (eos is not None)]
-
+            single = " ".join(t for t in (bos, "$A", eos) if t is not None)
             tokenizer.post_processor = processors.TemplateProcessing(
-                single=seq("A", 0), pair=seq("A", 0) + seq("B", 1),
+                single=single, pair=f"{single} {single.replace('$A', '$B')}",
                 special_tokens=[(t, tokenizer.token_to_id(t)) for t in dict.fromkeys((bos, eos)) if t is not None])
         return cls(tokenizer, special, chat_template, None, where, f"{where}: tokenizer.chat_template")
 
