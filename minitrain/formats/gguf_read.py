@@ -169,10 +169,12 @@ def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
            (("bos_id", "bos"), ("eos_id", "eos"), ("pad_id", "padding"), ("unk_id", "unknown"))}
     return {
         "tokens": field("ggml.tokens", str, []), "merges": field("ggml.merges", str, []),
+        "scores": field("ggml.scores", float, []),
         "token_types": field("ggml.token_type", int, []), **ids,
         "chat_template": field("chat_template", str),
         "model": field("ggml.model", str), "pre": field("ggml.pre", str),
-        "add_bos": field("ggml.add_bos_token", bool, False), "where": f"{path} (tokenizer)",
+        "add_bos": field("ggml.add_bos_token", bool), "add_eos": field("ggml.add_eos_token", bool, False),
+        "add_space_prefix": field("ggml.add_space_prefix", bool), "where": f"{path} (tokenizer)",
     }
 
 
