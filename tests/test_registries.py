@@ -21,6 +21,7 @@ from minitrain.common.registry import keyword_defaults
 from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, TrackingConfig
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.data.formats import TABLE_FORMATS, detect_format, read_table
+from minitrain.data.pretrained_tokenizer import GGUF_TOKENIZER_MODELS, PretrainedTokenizer
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
@@ -419,3 +420,30 @@ def test_every_range_method_gives_ranges_holding_zero_inside_the_extremes_and_is
     assert (lo >= np.minimum(w.min(axis=0), 0)).all() and (hi <= np.maximum(w.max(axis=0), 0)).all()
     config = QuantizeConfig.model_validate({"qat": {"observer": METHODS[method].observer}})
     assert config.scheme_for(training=True).method == method
+
+
+# ----------------------------------------------------------------------------------------- GGUF tokenizer models
+
+
+def gguf_vocab_of(model: str) -> dict:
+    """A vocabulary of each `tokenizer.ggml.model`, as formats/gguf_read.py hands its fields over: a new record
+    needs one here (a tiny one, or a committed file)."""
+    from test_pretrained_tokenizer import tiny_fields
+
+    from minitrain.formats.gguf_read import open_gguf, tokenizer_fields
+
+    spm = Path(__file__).parent / "data" / "spm" / "llama.gguf"
+    return {"gpt2": tiny_fields, "llama": lambda: tokenizer_fields(open_gguf(spm), spm)}[model]()
+
+
+@pytest.mark.parametrize("model", list(GGUF_TOKENIZER_MODELS))
+def test_every_gguf_tokenizer_model_keeps_the_files_ids_and_round_trips_text(model):
+    """A token's id is its place in tokenizer.ggml.tokens (the embedding's rows mean those ids), control tokens are
+    matched whole, and any text decodes back to itself (byte-level BPE or byte fallback: nothing is unknown)."""
+    fields = {**gguf_vocab_of(model), "model": model}
+    tok = PretrainedTokenizer.from_gguf_fields(**fields)
+    assert all(tok.tokenizer.token_to_id(t) == i for i, t in enumerate(fields["tokens"]) if t.strip())
+    control = next(i for i, kind in enumerate(fields["token_types"]) if kind == 3)
+    assert tok.encode(fields["tokens"][control]) == [control]
+    text = "Conjuga «vender»: venderíamos, 1234 🙂\n\tfin"
+    assert tok.decode(tok.encode(text)) == text

@@ -5,6 +5,7 @@
     hf_tokenizer.py         the character vocabulary as a Hugging Face tokenizer.json
     safetensors_folder.py   a model folder's weights (one file or shards; BF16/F16 widened to float32)
     gguf_read.py            a GGUF file: config, dequantized weights (q/k un-permuted), tokenizer fields; a base's type
+    gguf_layouts.py         llama.cpp's GGUF layouts (llama, qwen2, gemma2, gemma3): config keys, tensor names, undoing
     gguf_write.py           a model's state dict as one GGUF file (the Llama family's layout and GPT-2's)
     gguf_vocab.py           a tokenizer as a GGUF's tokenizer fields, and the character vocabulary back
     gguf_gpt2.py            a GGUF in the gpt2 layout read back as MiniGPT

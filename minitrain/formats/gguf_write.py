@@ -129,7 +129,14 @@ def _tokenizer_metadata(writer, fields: Mapping[str, Any]) -> None:
                      ("pad_id", writer.add_pad_token_id), ("unk_id", writer.add_unk_token_id)):
         if fields.get(key) is not None:
             add(int(fields[key]))
-    writer.add_add_bos_token(bool(fields.get("add_bos", False)))
+    if fields.get("add_bos") is not None:  # a GGUF read without the key is written without it
+        writer.add_add_bos_token(bool(fields["add_bos"]))
+    if fields.get("add_eos"):
+        writer.add_add_eos_token(True)
+    if fields.get("add_space_prefix") is not None:  # SentencePiece (tokenizer.ggml.model llama)
+        writer.add_add_space_prefix(bool(fields["add_space_prefix"]))
+    if fields.get("scores"):  # SentencePiece: llama.cpp ranks its merges by them
+        writer.add_token_scores([float(v) for v in fields["scores"]])
     if fields.get("chat_template"):
         writer.add_chat_template(fields["chat_template"])
 
