@@ -23,7 +23,8 @@ d_model, V vocab_size.
 `forward` is every language model's (language_model.py), plus `segment_ids` for packed documents: a token attends
 only to earlier tokens of its own segment, and rotary positions restart at 0 with each segment (and count real
 tokens only: a left-padded row starts at 0 too). `generate` continues prompts with a KV cache
-(minitrain/models/kv_cache.py), feeding one new token per step. `model.gradient_checkpointing = True` keeps only
+(minitrain/models/kv_cache.py), feeding one new token per step; a sliding layer's cache rolls (its W − 1 latest
+keys). `model.gradient_checkpointing = True` keeps only
 each layer's input on the tape and recomputes the layer in backward (minitrain/autograd/recompute.py): the same
 gradients, a second forward pass of the layers, and ~30× less activation memory at SmolLM2-135M's shape (what brings
 a QLoRA step on 4 × 256 tokens under 1.5 GB).
@@ -194,8 +195,11 @@ class Decoder(LanguageModel):
             if self.gradient_checkpointing and cache is None and TAPE.recording:
                 x = checkpoint(lambda h, layer=layer, cos=cos, sin=sin, mask=mask: layer(h, cos, sin, mask), x,
                                [p for p in layer.parameters() if p.requires_grad], _dropout_rngs(layer))  # fmt: skip
-            else:
-                x = layer(x, cos, sin, mask, None if cache is None else cache.layers[i])
+            elif cache is None:
+                x = layer(x, cos, sin, mask)
+            else:  # a rolling cache answers with its latest keys only
+                x = layer(x, cos, sin, mask[..., -cache.layers[i].visible(mask.shape[-1], idx.shape[1]) :],
+                          cache.layers[i])
         return m.norm(x)
 
     def head(self, x: Tensor) -> Tensor:
@@ -244,7 +248,8 @@ class Decoder(LanguageModel):
             idx[row, width - len(prompt) :], mask[row, width - len(prompt) :] = prompt, True
         c = self.config
         cache = KVCache(c["n_layer"], len(prompts), width + max_new_tokens, c["n_kv_head"], c["head_dim"],
-                        self.model.embed_tokens.weight.dtype)  # fmt: skip
+                        self.model.embed_tokens.weight.dtype,
+                        [c.get("sliding_window") if kind == SLIDING else None for kind in self.kinds])  # fmt: skip
         new: list[list[int]] = [[] for _ in prompts]
         done = np.zeros(len(prompts), dtype=bool)
         with inference(self):

@@ -49,3 +49,18 @@ def test_generation_through_the_cache_is_greedy_full_forward_with_the_window(key
     plain = Llama(**KEYS, rng=3, dtype=np.float64)
     plain.load_state_dict(model.state_dict())
     assert plain.generate(prompts, max_new_tokens=9) != got  # the window mattered
+
+
+def test_a_sliding_layers_cache_rolls_keeping_the_window_minus_one_latest_keys():
+    from minitrain.models.kv_cache import KVCache
+    from minitrain.nn import inference
+
+    model = model_of(WINDOWS["qwen2-layer-1"])  # layer 0 full, layer 1 a window of 2
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]])
+    cache = KVCache(2, 1, 12, 2, 4, np.float64, [None, 2])
+    with inference(model):
+        first = model.step(ids[:, :6], np.ones((1, 6), bool), cache)
+        later = [model.step(ids[:, t : t + 1], np.ones((1, 1), bool), cache) for t in (6, 7)]
+    assert cache.layers[0].keys.shape[1] == 12 and cache.layers[1].keys.shape[1] == 1  # W − 1 = 1 kept
+    full = logits(model, ids)[0]
+    np.testing.assert_allclose(np.stack([first[0], *(z[0] for z in later)]), full[5:], rtol=1e-12, atol=1e-12)
