@@ -1,7 +1,7 @@
 """Model file formats of other tools, read and written with no network: GGUF, Hugging Face folders and configs.
 
     gpt2.py                 the config mapping and tensor table shared by MiniGPT and transformers' GPT-2
-    hf_config.py            Llama / Qwen2 / Mistral config.json <-> minitrain's Llama, and the two state-dict layouts
+    hf_config.py            Llama / Qwen2 / Mistral / Gemma 2 / Gemma 3 config.json <-> minitrain, the state layouts
     hf_tokenizer.py         the character vocabulary as a Hugging Face tokenizer.json
     safetensors_folder.py   a model folder's weights (one file or shards; BF16/F16 widened to float32)
     gguf_read.py            a GGUF file: config, dequantized weights (q/k un-permuted), tokenizer fields; a base's type
