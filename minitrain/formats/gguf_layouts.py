@@ -44,6 +44,8 @@ GEMMA2_LAYER_NAMES = {
 GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                 "output.weight": "lm_head.weight"}
 SLIDING, FULL = "sliding_attention", "full_attention"  # transformers' layer_types
+GEMMA_WRITTEN = {"sliding_window": "attention.sliding_window", "attn_logit_softcapping": "attn_logit_softcapping",
+                 "final_logit_softcapping": "final_logit_softcapping"}
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ class GGUFLayout:
     -> model.layers.N.<long>), `hf_keys(meta, shared)` (its own config keys from its `<arch>.*` metadata; `meta`
     has count/real/field/has as formats/gguf_read.py's `Metadata`, `shared` the config so far), `rope_permuted`
     (the converter permuted q/k rows for interleaved RoPE), `norm_offset` (stored norm = offset + w),
-    `rope_scalings` (the `rope.scaling.type`s it maps to a config's rope_scaling)."""
+    `rope_scalings` (the `rope.scaling.type`s it maps to a config's rope_scaling), `written` (minitrain config key ->
+    its `<arch>.*` key, written when the config sets it: formats/gguf_write.py)."""
 
     name: str
     model_type: str
@@ -61,6 +64,7 @@ class GGUFLayout:
     rope_permuted: bool = False
     norm_offset: float = 0.0
     rope_scalings: tuple[str, ...] = field(default=())
+    written: Mapping[str, str] = field(default_factory=dict)
 
 
 def _llama_keys(meta: Any, shared: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,8 +100,8 @@ def _gemma3_keys(meta: Any, shared: Mapping[str, Any]) -> dict[str, Any]:
 GGUF_LAYOUTS: Registry[GGUFLayout] = Registry("GGUF architecture", [
     GGUFLayout("llama", "llama", SHARED_LAYER_NAMES, _llama_keys, rope_permuted=True),
     GGUFLayout("qwen2", "qwen2", SHARED_LAYER_NAMES, lambda meta, shared: {"hidden_act": "silu"}),
-    GGUFLayout("gemma2", "gemma2", GEMMA2_LAYER_NAMES, _gemma2_keys, norm_offset=1.0),
+    GGUFLayout("gemma2", "gemma2", GEMMA2_LAYER_NAMES, _gemma2_keys, norm_offset=1.0, written=GEMMA_WRITTEN),
     GGUFLayout("gemma3", "gemma3_text", {**GEMMA2_LAYER_NAMES, "attn_q_norm.weight": "self_attn.q_norm.weight",
                                          "attn_k_norm.weight": "self_attn.k_norm.weight"},
-               _gemma3_keys, norm_offset=1.0, rope_scalings=("linear",)),
+               _gemma3_keys, norm_offset=1.0, rope_scalings=("linear",), written=GEMMA_WRITTEN),
 ])

@@ -42,7 +42,7 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
-from minitrain.formats.gguf_layouts import GGUF_LAYOUTS, GLOBAL_NAMES, SHARED_LAYER_NAMES, GGUFLayout
+from minitrain.formats.gguf_layouts import GGUF_LAYOUTS, GLOBAL_NAMES, GGUFLayout
 from minitrain.formats.hf_config import check_hf_state, from_hf_config
 
 _BLOCK = re.compile(r"blk\.(\d+)\.(.+)")
@@ -58,15 +58,15 @@ def hf_name(name: str, layout: GGUFLayout = GGUF_LAYOUTS["llama"]) -> str | None
     return None
 
 
-def gguf_name(hf: str) -> str:
-    """The llama.cpp name of a Hugging Face Llama-family tensor name (the inverse of `hf_name`)."""
+def gguf_name(hf: str, layout: GGUFLayout = GGUF_LAYOUTS["llama"]) -> str:
+    """The llama.cpp name of a Hugging Face tensor name in `layout` (the inverse of `hf_name`)."""
     for short, long in GLOBAL_NAMES.items():
         if hf == long:
             return short
     match = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", hf)
-    short = {long: short for short, long in SHARED_LAYER_NAMES.items()}.get(match[2]) if match else None
+    short = {long: short for short, long in layout.layer_names.items()}.get(match[2]) if match else None
     if short is None:
-        raise UserError(f"export: tensor {hf} has no llama.cpp name", 2)
+        raise UserError(f"export: tensor {hf} has no llama.cpp name in its {layout.name} layout", 2)
     return f"blk.{match[1]}.{short}"
 
 
