@@ -46,10 +46,12 @@ def exact_match(model: Any, tokenizer: Any, records: Sequence[TextRecord], max_n
     tokens and stripped of surrounding whitespace; `batch` prompts at a time."""
     prompts = [tokenizer.encode(tokenizer.apply_chat_template(r.data["messages"][:-1], add_generation_prompt=True))
                for r in records]
+    end = tokenizer.turn_end_id()  # where the template ends an answer: EOS, or Gemma's <end_of_turn>
+    end = tokenizer.eos_id if end is None else end
     answers: list[str] = []
     with inference(model):
         for start in range(0, len(prompts), batch):
-            new = model.generate(prompts[start : start + batch], max_new_tokens, eos_id=tokenizer.eos_id,
+            new = model.generate(prompts[start : start + batch], max_new_tokens, eos_id=end,
                                  vocab_limit=tokenizer.vocab_size)
             answers += [tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in new]
     right = [a == r.data["messages"][-1]["content"] for a, r in zip(answers, records, strict=True)]
