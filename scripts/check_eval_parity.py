@@ -7,7 +7,9 @@ fixtures (scripts/fixtures/):
 
     eval-text.txt    one text document (~740 tokens), loss on all, windows of 200 positions (4 windows)
     eval-text.txt    the same, windows of 1024 (one row)
-    eval-chat.jsonl  4 conversations, loss on completion (the assistant turns and their <|im_end|>)
+    eval-english.txt a short English paragraph, one row (a base's perplexity on English)
+    eval-chat.jsonl  4 conversations, loss on completion (the assistant turns and their <|im_end|>); left out,
+                     and said so, for a base without a chat template (a GGUF may lack one: Gemma 3 270M's does)
 
 For each, this process (the minitrain environment) runs `minitrain eval GGUF --data FILE --json` as a user would,
 and dumps the rows eval scores (`commands.eval.text_rows`: ids, and which targets count). Another process, run
@@ -46,6 +48,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CASES = [  # (name, file, loss_on, max_seq_len)
     ("text, windows of 200", FIXTURES / "eval-text.txt", "all", 200),
     ("text, one row of 1024", FIXTURES / "eval-text.txt", "all", 1024),
+    ("English text, one row", FIXTURES / "eval-english.txt", "all", 1024),
     ("chat, loss on completion", FIXTURES / "eval-chat.jsonl", "completion", 512),
 ]
 TOLERANCE = 1e-3
@@ -86,6 +89,11 @@ def _chat_pieces(tok, messages: list[dict]) -> tuple[list[int], list[bool]]:
     return ids, mask
 
 
+def cases(chat: bool) -> list[tuple[str, Path, str, int]]:
+    """CASES, without the chat case when the base has no chat template."""
+    return [case for case in CASES if chat or case[1].suffix != ".jsonl"]
+
+
 def transformers_side(gguf: str, out: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -94,7 +102,7 @@ def transformers_side(gguf: str, out: str) -> None:
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
     result = []
-    for _, path, _, width in CASES:
+    for _, path, _, width in cases(tok.chat_template is not None):
         whole_template_ids = None
         if path.suffix == ".txt":
             pieces = _text_pieces(tok, path.read_text(encoding="utf-8"), width)
@@ -156,8 +164,11 @@ def main() -> int:
     from minitrain.hub.pretrained import describe_base
 
     _, tok, _ = describe_base(args.gguf)
+    chosen = cases(tok.chat_template is not None)
+    if len(chosen) < len(CASES):
+        print(f"{args.gguf} has no chat template: the chat case is left out")
     ours = [(minitrain_eval(args.gguf, path, loss_on, width), minitrain_rows(tok, path, loss_on, width))
-            for _, path, loss_on, width in CASES]
+            for _, path, loss_on, width in chosen]
     with tempfile.TemporaryDirectory() as tmp:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1",
                "TRANSFORMERS_VERBOSITY": "error", "TQDM_DISABLE": "1", "OMP_NUM_THREADS": os.environ.get(
@@ -166,7 +177,7 @@ def main() -> int:
         theirs = json.loads(Path(tmp, "transformers.json").read_text())
 
     ok = True
-    for (name, path, loss_on, width), (result, rows), them in zip(CASES, ours, theirs, strict=True):
+    for (name, path, loss_on, width), (result, rows), them in zip(chosen, ours, theirs, strict=True):
         same_rows = rows == them["rows"]
         relative = abs(result["ppl"] - them["ppl"]) / them["ppl"]
         passed = same_rows and result["tokens"] == them["tokens"] and relative <= TOLERANCE

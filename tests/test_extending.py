@@ -1,6 +1,7 @@
 """The worked examples of docs/extending.md, as the code the page quotes and the tests that prove it works: a new op
 with its backward, a new layer (RMSNorm) trained inside MiniGPT, a new optimizer (Lion), and a new family composed
-from the decoder's pieces (Gemma), checked against a forward written in plain NumPy from Gemma's equations."""
+from the decoder's pieces (the first Gemma, from the pieces of minitrain/models/gemma.py), checked against a forward
+written in plain NumPy from Gemma's equations."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from extending.gemma import Gemma
+from extending.gemma1 import Gemma1
 from extending.lion import Lion
 from test_course_text import excerpt_matches, parse
 
@@ -164,7 +165,7 @@ GEMMA = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=16, head_dim=6, d_ff=24, 
 
 
 def test_gemma_is_the_decoder_with_its_own_pieces_and_matches_its_equations_in_numpy():
-    model = Gemma(**GEMMA, rng=0)
+    model = Gemma1(**GEMMA, rng=0)
     assert all(not p.data.any() for name, p in model.named_parameters() if name.endswith("norm.weight"))  # w = 0
     assert "lm_head.weight" not in model.state_dict() and len(model.state_dict()) == 2 + 9 * GEMMA["n_layer"]
     rng = np.random.default_rng(1)
@@ -184,7 +185,7 @@ def test_gemma_is_the_decoder_with_its_own_pieces_and_matches_its_equations_in_n
 
 
 def test_gemma_gradients_match_central_differences_in_float64():
-    model = Gemma(**{**GEMMA, "n_layer": 1, "d_model": 8, "head_dim": 4, "d_ff": 8}, rng=2, dtype=np.float64)
+    model = Gemma1(**{**GEMMA, "n_layer": 1, "d_model": 8, "head_dim": 4, "d_ff": 8}, rng=2, dtype=np.float64)
     rng = np.random.default_rng(3)
     model.load_state_dict({name: rng.normal(0.0, 0.4, p.shape) for name, p in model.state_dict().items()})
     idx = rng.integers(0, GEMMA["vocab_size"], (2, 5))
@@ -211,11 +212,11 @@ def test_docs_extending_quotes_exactly_this_file_and_every_example():
 
 # ---------------------------------------------------------------- one file and one line: a family and an optimizer
 
-PLUG_INS = [ROOT / "tests" / "extending" / name for name in ("bigram.py", "lion.py", "gemma.py")]
+PLUG_INS = [ROOT / "tests" / "extending" / name for name in ("bigram.py", "lion.py", "gemma1.py")]
 REGISTRATIONS = [  # (the file a plug-in goes into, the registry it joins, the line that registers it)
     ("minitrain/models/bigram.py", "minitrain/models/registry.py", '    "sequential",\n', '    "bigram",\n'),
     ("minitrain/optim/lion.py", "minitrain/optim/factory.py", '    "lamb.Lamb",\n', '    "lion.Lion",\n'),
-    ("minitrain/models/gemma.py", "minitrain/models/registry.py", '    "llama",\n', '    "gemma",\n'),
+    ("minitrain/models/gemma1.py", "minitrain/models/registry.py", '    "gemma",\n', '    "gemma1",\n'),
 ]
 
 
@@ -250,8 +251,8 @@ def test_a_family_and_an_optimizer_are_each_one_file_and_one_line(tmp_path):
     tests = ["test_every_family_trains_saves_loads_serves_and_resumes[bigram]",
              "test_every_family_resumes_bit_exactly_with_every_optimizer[bigram-lion]",
              "test_every_family_resumes_bit_exactly_with_every_optimizer[minigpt-lion]",
-             "test_every_family_trains_saves_loads_serves_and_resumes[gemma]",
-             "test_every_family_resumes_bit_exactly_with_every_optimizer[gemma-lion]"]
+             "test_every_family_trains_saves_loads_serves_and_resumes[gemma1]",
+             "test_every_family_resumes_bit_exactly_with_every_optimizer[gemma1-lion]"]
     plug_ins = [(plug_in, *registration) for plug_in, registration in zip(PLUG_INS, REGISTRATIONS, strict=True)]
     out = run_with_plug_ins(tmp_path, ["models/test_families.py"], plug_ins,
                             [f"tests/models/test_families.py::{t}" for t in tests])

@@ -21,6 +21,7 @@ from minitrain.common.registry import keyword_defaults
 from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, TrackingConfig
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.data.formats import TABLE_FORMATS, detect_format, read_table
+from minitrain.data.pretrained_tokenizer import GGUF_TOKENIZER_MODELS, PretrainedTokenizer
 from minitrain.data.record_shapes import SHAPES as RECORD_SHAPES
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
@@ -450,3 +451,30 @@ def test_every_record_shape_reads_its_example_and_names_the_line_of_a_broken_one
     path.write_text(json.dumps({k: v for k, v in shape.example.items() if k != shape.marks[-1]}) + "\n", "utf-8")
     with pytest.raises(UserError, match=re.escape(f"{path}:1: ")):
         read_file(path)
+
+
+# ----------------------------------------------------------------------------------------- GGUF tokenizer models
+
+
+def gguf_vocab_of(model: str) -> dict:
+    """A vocabulary of each `tokenizer.ggml.model`, as formats/gguf_read.py hands its fields over: a new record
+    needs one here (a tiny one, or a committed file)."""
+    from test_pretrained_tokenizer import tiny_fields
+
+    from minitrain.formats.gguf_read import open_gguf, tokenizer_fields
+
+    spm = Path(__file__).parent / "data" / "spm" / "llama.gguf"
+    return {"gpt2": tiny_fields, "llama": lambda: tokenizer_fields(open_gguf(spm), spm)}[model]()
+
+
+@pytest.mark.parametrize("model", list(GGUF_TOKENIZER_MODELS))
+def test_every_gguf_tokenizer_model_keeps_the_files_ids_and_round_trips_text(model):
+    """A token's id is its place in tokenizer.ggml.tokens (the embedding's rows mean those ids), control tokens are
+    matched whole, and any text decodes back to itself (byte-level BPE or byte fallback: nothing is unknown)."""
+    fields = {**gguf_vocab_of(model), "model": model}
+    tok = PretrainedTokenizer.from_gguf_fields(**fields)
+    assert all(tok.tokenizer.token_to_id(t) == i for i, t in enumerate(fields["tokens"]) if t.strip())
+    control = next(i for i, kind in enumerate(fields["token_types"]) if kind == 3)
+    assert tok.encode(fields["tokens"][control]) == [control]
+    text = "Conjuga «vender»: venderíamos, 1234 🙂\n\tfin"
+    assert tok.decode(tok.encode(text)) == text

@@ -260,11 +260,21 @@ def attention_mask(
     return allowed
 
 
-def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: np.ndarray, scale: float | None = None) -> Tensor:
+def sliding_window(allowed: np.ndarray, positions_q: np.ndarray, positions_k: np.ndarray, window: int
+                   ) -> np.ndarray:
+    """`allowed` (B or 1, Tq, Tk) narrowed to a window of W positions: the query at position p sees a key at p_k only
+    when p_k > p − W, itself and the W − 1 before it (transformers' `kv_idx > q_idx - sliding_window`).
+    positions_q (B, Tq), positions_k (B, Tk): rotary positions, which count a document's real tokens only."""
+    return allowed & (np.asarray(positions_k)[:, None, :] > np.asarray(positions_q)[:, :, None] - window)
+
+
+def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: np.ndarray, scale: float | None = None,
+                      softcap: float | None = None) -> Tensor:
     """Grouped-query attention under a mask, as one tape node; math in kernels/grouped_attention.py.
 
     q (B, Tq, H, D); k, v (B, Tk, H_kv, D) with H_kv dividing H (query head h reads key/value head h·H_kv // H);
-    allowed (B or 1, Tq, Tk) bool (`attention_mask`); scale 1/√D unless given. Returns the heads' outputs side by
+    allowed (B or 1, Tq, Tk) bool (`attention_mask`); scale 1/√D unless given; softcap c: scores c·tanh(s/c) before
+    the mask (Gemma 2). Returns the heads' outputs side by
     side, (B, Tq, H·D), ready for the output projection."""
     batch, time_q, n_head, head_size = q.shape
     if k.shape != v.shape or k.shape[0] != batch or k.shape[3] != head_size or n_head % k.shape[2]:
@@ -273,11 +283,11 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: np.ndarray, scal
     allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), (batch, time_q, k.shape[1]))
     macs = time_q * n_head // k.shape[2] * head_size * k.shape[1]  # one (G·Tq, D)·(D, Tk) product per (B, H_kv)
     with one_thread_below(macs):
-        y, probs = kernels.active.grouped_attention_forward(q.data, k.data, v.data, allowed, scale)
+        y, probs = kernels.active.grouped_attention_forward(q.data, k.data, v.data, allowed, scale, softcap)
 
     def backward(g: np.ndarray) -> None:
         with one_thread_below(macs):
-            dq, dk, dv = kernels.active.grouped_attention_backward(q.data, k.data, v.data, probs, g, scale)
+            dq, dk, dv = kernels.active.grouped_attention_backward(q.data, k.data, v.data, probs, g, scale, softcap)
         q._accumulate(dq)
         k._accumulate(dk)
         v._accumulate(dv)

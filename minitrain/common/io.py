@@ -29,8 +29,10 @@ from typing import IO, Any
 from minitrain.common.errors import BAD_INPUT, UserError
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
-    """Call `write(f)` on a temporary binary file beside `path`, then rename it over `path`.
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None],
+                 check: Callable[[Path], None] | None = None) -> None:
+    """Call `write(f)` on a temporary binary file beside `path`, then `check(temporary path)` (it raises to refuse
+    what was written), then rename it over `path`.
 
     A failure of the file system (no such folder, permission denied, disk full) is a `UserError` naming `path`;
     the previous file, if any, is left as it was.
@@ -49,6 +51,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        if check is not None:
+            check(Path(tmp))
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)

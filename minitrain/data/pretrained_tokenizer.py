@@ -14,17 +14,24 @@ Two places hold a tokenizer:
                             the special ids, `tokenizer.chat_template` (read by minitrain/formats/gguf_read.py and
                             handed here as plain lists)
 
-From a GGUF, only byte-level BPE (`tokenizer.ggml.model = gpt2`: GPT-2, SmolLM, Llama 3, Qwen2) is rebuilt, the
-way transformers rebuilds it (`integrations/gguf/gguf_tokenizer_mapping.py`): a BPE over the GGUF's tokens and
-merges, GPT-2's byte-level pre-tokenizer (or the split regex of the `tokenizer.ggml.pre` families transformers
-knows), the byte-level decoder, control tokens (type 3) as special added tokens, user-defined ones (type 4) as
-plain added tokens. SentencePiece files (`llama`, the original Llama/Mistral) are refused: their normalizer and
-byte fallback are not in the GGUF, and a guess would feed the model wrong ids.
+From a GGUF, the tokenizer is rebuilt by the record of its `tokenizer.ggml.model` in GGUF_TOKENIZER_MODELS, the way
+transformers rebuilds it (`integrations/gguf/gguf_tokenizer_mapping.py`); any other model (bert, rwkv, t5) is
+refused, naming the file and the value, before a weight is read:
+
+    gpt2    byte-level BPE (GPT-2, SmolLM, Llama 3, Qwen2): a BPE over the GGUF's tokens and merges, GPT-2's
+            byte-level pre-tokenizer (or the split regex of the `tokenizer.ggml.pre` families transformers knows),
+            the byte-level decoder
+    llama   SentencePiece BPE with byte fallback (Llama 2, Mistral, Gemma): data/sentencepiece.py
+
+Either way control tokens (type 3) are special added tokens and user-defined ones (type 4) plain added tokens,
+and BOS / EOS go in front / at the end as `tokenizer.ggml.add_bos_token` / `add_eos_token` say (a SentencePiece
+file that does not say gets BOS, as in llama.cpp and transformers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +40,9 @@ from tokenizers.models import BPE
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_bytes, atomic_write_json, decode_utf8, parse_json, read_bytes
+from minitrain.common.registry import Registry
 from minitrain.data.chat_template import render_chat
+from minitrain.data.sentencepiece import CONTROL, USER_DEFINED, sentencepiece_bpe
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
@@ -41,8 +50,6 @@ SPECIAL_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
 # What a folder's tokenizer is read from, and carried byte for byte into a run and its exports.
 FOLDER_FILES = (TOKENIZER_FILE, CONFIG_FILE, "special_tokens_map.json", "chat_template.jinja", "vocab.json",
                 "merges.txt")
-# GGUF token types (llama.cpp's llama_token_type): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
-CONTROL, USER_DEFINED = 3, 4
 
 # The split regexes transformers puts before the byte-level step for these `tokenizer.ggml.pre` values; any
 # other value gets GPT-2's own regex (inside `ByteLevel`), as in transformers.
@@ -112,6 +119,21 @@ class PretrainedTokenizer:
                             "it; use text or prompt/completion records", 2)
         return render_chat(self.chat_template, messages, add_generation_prompt, self.special, self.template_where)
 
+    def turn_end_id(self) -> int | None:
+        """The special token the chat template closes an assistant turn with (ChatML's <|im_end|>, Gemma's
+        <end_of_turn>, Llama 3's <|eot_id|>), found by rendering a one-answer conversation: a chat answer ends
+        there, which is EOS for some templates and not for others (Gemma's EOS is <eos>). None without a template
+        or where the template writes no special token after the answer."""
+        if self.chat_template is None:
+            return None
+        chat = [{"role": "user", "content": "?"}, {"role": "assistant", "content": "!"}]
+        try:
+            answer = self.apply_chat_template(chat)[len(self.apply_chat_template(chat[:1], True)):]
+        except UserError:  # a template that wants another conversation (a system turn first)
+            return None
+        special = {i for i, t in self.tokenizer.get_added_tokens_decoder().items() if t.special}
+        return next((i for i in self.encode(answer) if i in special), None)
+
     # --- reading ------------------------------------------------------------------------------------------------
 
     @classmethod
@@ -159,35 +181,21 @@ class PretrainedTokenizer:
     @classmethod
     def from_gguf_fields(cls, tokens: Sequence[str], merges: Sequence[str], token_types: Sequence[int],
                          bos_id: int | None, eos_id: int | None, pad_id: int | None, chat_template: str | None,
-                         model: str = "gpt2", pre: str | None = None, unk_id: int | None = None,
-                         add_bos: bool = False, where: str = "GGUF tokenizer") -> PretrainedTokenizer:
-        """The byte-level BPE a GGUF's `tokenizer.ggml.*` fields describe (see the module docstring)."""
-        if model != "gpt2":
-            raise UserError(f"{where}: tokenizer.ggml.model is {model!r}; minitrain rebuilds only byte-level BPE "
-                            "tokenizers (gpt2) from a GGUF. A SentencePiece vocabulary ('llama') needs its "
-                            "normalizer and byte fallback, which the GGUF does not describe exactly: use the "
-                            "model's Hugging Face folder (tokenizer.json) instead", 2)
-        if not merges:
-            raise UserError(f"{where}: a byte-level BPE GGUF without tokenizer.ggml.merges", 2)
-        spelling = bytes_to_unicode()
-        alphabet = set(spelling.values())
-        # A token written in plain text (not in the byte alphabet) is spelled in it, as transformers does.
-        vocab = {}
-        for i, token in enumerate(tokens):
-            key = token if set(token) <= alphabet else "".join(spelling[b] for b in token.encode("utf-8"))
-            vocab[key] = i
-        tokenizer = byte_level_bpe(vocab, merges, where, PRE_TOKENIZER_SPLITS.get(pre or ""))
+                         model: str | None = "gpt2", pre: str | None = None, unk_id: int | None = None,
+                         add_bos: bool | None = None, add_eos: bool = False, add_space_prefix: bool | None = None,
+                         scores: Sequence[float] = (), where: str = "GGUF tokenizer") -> PretrainedTokenizer:
+        """The tokenizer a GGUF's `tokenizer.ggml.*` fields describe, built by the record of its `model` in
+        GGUF_TOKENIZER_MODELS (see the module docstring); `add_bos` / `add_space_prefix` None: the file does not
+        say, and the record's default (llama.cpp's) holds. `scores` are not used (SentencePiece's merges rank by
+        position, data/sentencepiece.py): they are read so that a GGUF written again keeps them."""
+        if model not in GGUF_TOKENIZER_MODELS:
+            raise UserError(f"{where}: tokenizer.ggml.model = {model!r}: minitrain builds the tokenizers of "
+                            f"{' and '.join(map(repr, GGUF_TOKENIZER_MODELS))} GGUF files only (byte-level BPE, "
+                            "SentencePiece); a Hugging Face folder's tokenizer.json is read as it is", 2)
+        kind = GGUF_TOKENIZER_MODELS[model]
         types = list(token_types) or [1] * len(tokens)  # no types given: every token is a normal one
         if len(types) != len(tokens):
             raise UserError(f"{where}: {len(types)} token types for {len(tokens)} tokens", 2)
-        # A "control" token outside the byte alphabet is a llama.cpp mislabel; transformers skips it too.
-        control = [AddedToken(t, normalized=False, special=True)
-                   for t, kind in zip(tokens, types, strict=True) if kind == CONTROL and set(t) <= alphabet]
-        tokenizer.add_special_tokens(control)
-        user = [AddedToken(t, normalized=False, special=False)
-                for t, kind in zip(tokens, types, strict=True) if kind == USER_DEFINED and t in vocab]
-        if user:
-            tokenizer.add_tokens(user)
 
         def token(i: int | None, name: str) -> str | None:
             if i is None:
@@ -198,10 +206,15 @@ class PretrainedTokenizer:
 
         special = {"bos_token": token(bos_id, "bos_token_id"), "eos_token": token(eos_id, "eos_token_id"),
                    "pad_token": token(pad_id, "padding_token_id"), "unk_token": token(unk_id, "unknown_token_id")}
-        if add_bos and special["bos_token"] is not None:
-            bos = special["bos_token"]
+        prefix = kind.add_space_prefix if add_space_prefix is None else add_space_prefix
+        tokenizer = kind.build(tokens, merges, types, pre, special["unk_token"], prefix, where)
+        bos = special["bos_token"] if (kind.add_bos if add_bos is None else add_bos) else None
+        eos = special["eos_token"] if add_eos else None
+        if bos is not None or eos is not None:  # transformers' template: [BOS] $A [EOS], each end if the file says
+            single = " ".join(t for t in (bos, "$A", eos) if t is not None)
             tokenizer.post_processor = processors.TemplateProcessing(
-                single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)])
+                single=single, pair=f"{single} {single.replace('$A', '$B')}",
+                special_tokens=[(t, tokenizer.token_to_id(t)) for t in dict.fromkeys((bos, eos)) if t is not None])
         return cls(tokenizer, special, chat_template, None, where, f"{where}: tokenizer.chat_template")
 
     # --- writing ------------------------------------------------------------------------------------------------
@@ -245,6 +258,49 @@ def byte_level_bpe(vocab: dict[str, int], merges: Sequence[str], where: str, spl
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tokenizer.decoder = decoders.ByteLevel()
     return tokenizer
+
+
+def _byte_level_from_gguf(tokens: Sequence[str], merges: Sequence[str], types: Sequence[int], pre: str | None,
+                         unk: str | None, add_space_prefix: bool, where: str) -> Tokenizer:
+    """`tokenizer.ggml.model = gpt2`: the byte-level BPE over the GGUF's tokens and merges (module docstring)."""
+    if not merges:
+        raise UserError(f"{where}: a byte-level BPE GGUF without tokenizer.ggml.merges", 2)
+    spelling = bytes_to_unicode()
+    alphabet = set(spelling.values())
+    # A token written in plain text (not in the byte alphabet) is spelled in it, as transformers does.
+    vocab = {}
+    for i, token in enumerate(tokens):
+        key = token if set(token) <= alphabet else "".join(spelling[b] for b in token.encode("utf-8"))
+        vocab[key] = i
+    tokenizer = byte_level_bpe(vocab, merges, where, PRE_TOKENIZER_SPLITS.get(pre or ""))
+    # A "control" token outside the byte alphabet is a llama.cpp mislabel; transformers skips it too.
+    tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True)
+                                  for t, kind in zip(tokens, types, strict=True) if kind == CONTROL
+                                  and set(t) <= alphabet])
+    user = [AddedToken(t, normalized=False, special=False)
+            for t, kind in zip(tokens, types, strict=True) if kind == USER_DEFINED and t in vocab]
+    if user:
+        tokenizer.add_tokens(user)
+    return tokenizer
+
+
+@dataclass(frozen=True)
+class GGUFTokenizerModel:
+    """How the tokenizer of one `tokenizer.ggml.model` is rebuilt: `build(tokens, merges, types, pre, unk,
+    add_space_prefix, where)` gives the pipeline with its added tokens; `add_bos` and `add_space_prefix` are what
+    llama.cpp assumes where the file has no tokenizer.ggml.add_bos_token / add_space_prefix."""
+
+    name: str
+    build: Callable[..., Tokenizer]
+    add_bos: bool
+    add_space_prefix: bool
+
+
+GGUF_TOKENIZER_MODELS: Registry[GGUFTokenizerModel] = Registry("GGUF tokenizer model", [
+    GGUFTokenizerModel("gpt2", _byte_level_from_gguf, add_bos=False, add_space_prefix=False),  # GPT-2, Llama 3
+    GGUFTokenizerModel("llama", lambda tokens, merges, types, pre, unk, prefix, where: sentencepiece_bpe(
+        tokens, types, unk, prefix, where), add_bos=True, add_space_prefix=True),  # SentencePiece: Llama 2, Gemma
+])
 
 
 def _json_object(files: Mapping[str, bytes], name: str, folder: Path) -> dict[str, Any]:

@@ -111,8 +111,10 @@ def _render(tokenizer: TextTokenizer, messages: list[dict], generation_prompt: b
 
 def _chat(record: TextRecord, tokenizer: TextTokenizer, loss_on: str) -> Example:
     if tokenizer.chat_template is None:
-        raise UserError(f"{record.where}: a chat record, but the tokenizer has no chat template "
-                        "(tokenizer_config.json chat_template)", BAD_INPUT)
+        raise UserError(f"{record.where}: a chat record, but the tokenizer has no chat template (a folder's "
+                        "tokenizer_config.json chat_template or chat_template.jinja, a GGUF's tokenizer.chat_template, "
+                        "which some GGUFs lack): use the model's Hugging Face folder, or prompt/completion records",
+                        BAD_INPUT)
     messages = record.data["messages"]
     text = _render(tokenizer, messages, False, record.where)
     if loss_on == "all":

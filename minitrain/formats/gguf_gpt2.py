@@ -17,7 +17,15 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
-from minitrain.formats.gguf_read import count_of, dequantized, field_value, open_gguf, real_of, tokenizer_fields
+from minitrain.formats.gguf_read import (
+    check_types,
+    count_of,
+    dequantized,
+    field_value,
+    open_gguf,
+    real_of,
+    tokenizer_fields,
+)
 from minitrain.formats.gguf_vocab import char_vocab
 from minitrain.formats.gguf_write import CONV1D, GPT2_GLOBAL, GPT2_LAYER
 from minitrain.formats.gpt2 import check_state_dict, from_gpt2_config
@@ -53,6 +61,7 @@ def read_gpt2_gguf(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarr
     if field_value(reader, "general.architecture") != "gpt2":
         raise UserError(f"{path}: general.architecture is not gpt2", 2)
     model_config = from_gpt2_config(_hf_config(reader, path), f"{path} (GGUF metadata)")
+    check_types(reader, path)
     state, output = {}, None
     for t in reader.tensors:
         w = dequantized(path, t)

@@ -2,9 +2,13 @@
 
 A GGUF holds everything in one file: key/value metadata (the architecture under `llama.*`, the tokenizer under
 `tokenizer.*`) and the tensors, often quantized in blocks (Q8_0, Q4_1, ...). The `gguf` package (the llama.cpp
-project's own reader) parses it and `gguf.quants.dequantize` turns any block format back into float32.
+project's own reader) parses it and `gguf.quants.dequantize` turns its block formats (Q4_0 ... Q8_0, the K-quants
+Q2_K ... Q6_K, the IQ types, F16, BF16: `readable_types()` asks the installed package) back into float32; a file
+holding a tensor of another type is refused from its header, before any tensor is read.
 
-What this module undoes, exactly as transformers' GGUF loader does (`modeling_gguf_pytorch_utils.py`):
+Each architecture is a `GGUFLayout` record (formats/gguf_layouts.py: llama, qwen2, gemma2, gemma3): its metadata
+as a transformers config dict (`gguf_hf_config`), its tensors under HF names (`gguf_hf_state`). What this module
+undoes, exactly as transformers' GGUF loader does (`modeling_gguf_pytorch_utils.py`):
 
 - names: llama.cpp's short names back to Hugging Face's
       token_embd.weight            model.embed_tokens.weight
@@ -15,6 +19,9 @@ What this module undoes, exactly as transformers' GGUF loader does (`modeling_gg
       blk.N.ffn_{gate,up,down}     model.layers.N.mlp.{gate,up,down}_proj.weight
       output_norm.weight           model.norm.weight
       output.weight                lm_head.weight (absent: the head is tied to the embedding)
+  and Gemma's own (gguf_layouts.py): ffn_norm is pre_feedforward_layernorm there, post_attention_norm and
+  post_ffw_norm the norms after attention and MLP, attn_{q,k}_norm Gemma 3's self_attn.{q,k}_norm.
+- Gemma's norms: stored as 1 + w (its RMSNorm computes x·(1 + w)); 1 is subtracted.
 - shapes: GGUF lists a tensor's dimensions fastest-first (ne0 = columns), so [in, out] there is NumPy's
   (out, in), the HF layout; the reader's arrays are already row-major (out, in) and are checked against it.
 - RoPE: llama.cpp rotates interleaved pairs (x0, x1), (x2, x3)...; HF rotates halves (x_i, x_{i+d/2}). Its
@@ -35,43 +42,31 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import read_json_object
+from minitrain.formats.gguf_layouts import GGUF_LAYOUTS, GLOBAL_NAMES, GGUFLayout
 from minitrain.formats.hf_config import check_hf_state, from_hf_config
 
-ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}  # general.architecture -> HF model_type
-_LAYER_NAMES = {
-    "attn_norm.weight": "input_layernorm.weight",
-    "attn_q.weight": "self_attn.q_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
-    "attn_k.weight": "self_attn.k_proj.weight", "attn_k.bias": "self_attn.k_proj.bias",
-    "attn_v.weight": "self_attn.v_proj.weight", "attn_v.bias": "self_attn.v_proj.bias",
-    "attn_output.weight": "self_attn.o_proj.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight",
-    "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
-    "ffn_down.weight": "mlp.down_proj.weight",
-}
-_GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
-                 "output.weight": "lm_head.weight"}
 _BLOCK = re.compile(r"blk\.(\d+)\.(.+)")
 
 
-def hf_name(name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor name (None: not a tensor of the Llama family)."""
-    if name in _GLOBAL_NAMES:
-        return _GLOBAL_NAMES[name]
+def hf_name(name: str, layout: GGUFLayout = GGUF_LAYOUTS["llama"]) -> str | None:
+    """The Hugging Face name of a GGUF tensor name in `layout` (None: not a tensor of that layout)."""
+    if name in GLOBAL_NAMES:
+        return GLOBAL_NAMES[name]
     match = _BLOCK.fullmatch(name)
-    if match and match[2] in _LAYER_NAMES:
-        return f"model.layers.{match[1]}.{_LAYER_NAMES[match[2]]}"
+    if match and match[2] in layout.layer_names:
+        return f"model.layers.{match[1]}.{layout.layer_names[match[2]]}"
     return None
 
 
-def gguf_name(hf: str) -> str:
-    """The llama.cpp name of a Hugging Face Llama-family tensor name (the inverse of `hf_name`)."""
-    for short, long in _GLOBAL_NAMES.items():
+def gguf_name(hf: str, layout: GGUFLayout = GGUF_LAYOUTS["llama"]) -> str:
+    """The llama.cpp name of a Hugging Face tensor name in `layout` (the inverse of `hf_name`)."""
+    for short, long in GLOBAL_NAMES.items():
         if hf == long:
             return short
     match = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", hf)
-    short = {long: short for short, long in _LAYER_NAMES.items()}.get(match[2]) if match else None
+    short = {long: short for short, long in layout.layer_names.items()}.get(match[2]) if match else None
     if short is None:
-        raise UserError(f"export: tensor {hf} has no llama.cpp name", 2)
+        raise UserError(f"export: tensor {hf} has no llama.cpp name in its {layout.name} layout", 2)
     return f"blk.{match[1]}.{short}"
 
 
@@ -174,10 +169,12 @@ def tokenizer_fields(reader, path: Path) -> dict[str, Any]:
            (("bos_id", "bos"), ("eos_id", "eos"), ("pad_id", "padding"), ("unk_id", "unknown"))}
     return {
         "tokens": field("ggml.tokens", str, []), "merges": field("ggml.merges", str, []),
+        "scores": field("ggml.scores", float, []),
         "token_types": field("ggml.token_type", int, []), **ids,
         "chat_template": field("chat_template", str),
         "model": field("ggml.model", str), "pre": field("ggml.pre", str),
-        "add_bos": field("ggml.add_bos_token", bool, False), "where": f"{path} (tokenizer)",
+        "add_bos": field("ggml.add_bos_token", bool), "add_eos": field("ggml.add_eos_token", bool, False),
+        "add_space_prefix": field("ggml.add_space_prefix", bool), "where": f"{path} (tokenizer)",
     }
 
 
@@ -187,25 +184,50 @@ def gguf_architecture(path: str | Path) -> Any:
 
 
 def base_model_type(spec: str | Path) -> Any:
-    """The Hugging Face model_type of a base, no weight read: a .gguf file's general.architecture (llama, qwen2,
-    gpt2), a folder's config.json model_type; None for another source (a model file, a run folder); UserError
-    when the file cannot be read."""
+    """The Hugging Face model_type of a base, no weight read: a .gguf file's general.architecture as its layout
+    names it (llama, qwen2, gemma3 -> gemma3_text; gpt2 as is), a folder's config.json model_type; None for another
+    source (a model file, a run folder); UserError when the file cannot be read."""
     path = Path(spec)
     if path.suffix.lower() == ".gguf":
-        return gguf_architecture(path)
+        arch = gguf_architecture(path)
+        return GGUF_LAYOUTS[arch].model_type if arch in GGUF_LAYOUTS else arch
     return read_json_object(path / "config.json", "model config").get("model_type") if (
         path / "config.json").is_file() else None
 
 
-def dequantized(path: Path, tensor) -> np.ndarray:
-    """A reader tensor as float32 in NumPy's row-major (out, in) shape: GGUF lists dimensions fastest-first."""
+@functools.cache
+def readable_types() -> frozenset[str]:
+    """The tensor types the installed gguf package dequantizes, found by asking it: each type's one block of zero
+    bytes through `gguf.quants.dequantize` (NotImplementedError: not readable; Q8_1, Q8_K, I8..I64, F64 in 0.19)."""
+    import gguf
     from gguf.quants import dequantize
 
-    try:
-        w = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
-    except NotImplementedError:  # the gguf package reads every llama.cpp weight format but a few
-        raise UserError(f"{path}: tensor {tensor.name} is stored as {tensor.tensor_type.name}, a type the gguf "
-                        "package cannot dequantize; convert the file to F16, Q8_0 or Q4_K first", 2) from None
+    readable = set()
+    for kind in gguf.GGMLQuantizationType:
+        try:
+            dequantize(np.zeros((1, gguf.GGML_QUANT_SIZES[kind][1]), np.uint8), kind)
+            readable.add(kind.name)
+        except (NotImplementedError, KeyError):
+            pass
+    return frozenset(readable)
+
+
+def check_types(reader, path: Path) -> None:
+    """UserError naming the first tensor whose type the gguf package cannot dequantize: the header lists every
+    tensor's type, so a file is refused before any tensor is read."""
+    for t in reader.tensors:
+        if t.tensor_type.name not in readable_types():
+            raise UserError(f"{path}: tensor {t.name} is stored as {t.tensor_type.name}, a type the gguf package "
+                            f"cannot dequantize (it reads {', '.join(sorted(readable_types()))}); convert the file "
+                            "to one of those first", 2)
+
+
+def dequantized(path: Path, tensor) -> np.ndarray:
+    """A reader tensor as float32 in NumPy's row-major (out, in) shape: GGUF lists dimensions fastest-first. Its
+    type was checked by `check_types`."""
+    from gguf.quants import dequantize
+
+    w = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
     expected = tuple(int(n) for n in reversed(tensor.shape))
     if w.size != int(np.prod(expected)):
         raise UserError(f"{path}: tensor {tensor.name} holds {w.size} values, its shape {list(tensor.shape)} needs "
@@ -213,76 +235,106 @@ def dequantized(path: Path, tensor) -> np.ndarray:
     return w.reshape(expected)
 
 
-def _check_shapes(reader, path: Path, arch: str, config: dict[str, Any]) -> None:
+class Metadata:
+    """The `<arch>.*` metadata of one GGUF, checked as it is read: `count` a positive integer, `real` a positive
+    finite number (`count_of`, `real_of`), `field` anything, `has` whether the file holds the key."""
+
+    def __init__(self, reader, path: Path, arch: str) -> None:
+        self.reader, self.path, self.arch = reader, path, arch
+
+    def count(self, key: str, default: Any = None, minimum: int = 1) -> Any:
+        return count_of(self.reader, self.path, f"{self.arch}.{key}", default, minimum)
+
+    def real(self, key: str, default: float | None = None) -> float:
+        return real_of(self.reader, self.path, f"{self.arch}.{key}", default)
+
+    def field(self, key: str, default: Any = None) -> Any:
+        return field_value(self.reader, f"{self.arch}.{key}", default)
+
+    def has(self, key: str) -> bool:
+        return f"{self.arch}.{key}" in self.reader.fields
+
+
+def gguf_hf_config(reader, path: Path) -> tuple[GGUFLayout, dict[str, Any], dict[str, Any]]:
+    """(layout, transformers config dict, tokenizer fields) from the metadata alone, in transformers' key names for
+    the layout's model_type; UserError for an architecture without a record, RoPE scaling the layout does not map,
+    a tensor type the gguf package cannot read. No tensor is read."""
+    arch = field_value(reader, "general.architecture")
+    if not isinstance(arch, str) or arch not in GGUF_LAYOUTS:
+        raise UserError(f"{path}: general.architecture = {arch!r}: minitrain reads {', '.join(GGUF_LAYOUTS)} GGUF "
+                        "files as a pretrained base (a gpt2 GGUF that minitrain exported is read by sample, eval and "
+                        "export)", 2)
+    layout, meta = GGUF_LAYOUTS[arch], Metadata(reader, path, arch)
+    scaling = meta.field("rope.scaling.type", "none")
+    freqs = any(t.name == "rope_freqs.weight" for t in reader.tensors)
+    if scaling not in ("none", None, *layout.rope_scalings) or freqs:
+        raise UserError(f"{path}: a GGUF with RoPE scaling ({arch}.rope.scaling.type = {scaling!r} or a "
+                        "rope_freqs tensor) is not read: use the model's Hugging Face folder, whose config.json "
+                        "states the scaling", 2)
+    check_types(reader, path)
+    n_head = meta.count("attention.head_count")
+    tokenizer = tokenizer_fields(reader, path)
+    config: dict[str, Any] = {
+        "model_type": layout.model_type,
+        "num_hidden_layers": meta.count("block_count"),
+        "hidden_size": meta.count("embedding_length"),
+        "intermediate_size": meta.count("feed_forward_length"),
+        "num_attention_heads": n_head,
+        "num_key_value_heads": meta.count("attention.head_count_kv", 0, 0) or n_head,
+        "max_position_embeddings": meta.count("context_length"),
+        "rms_norm_eps": meta.real("attention.layer_norm_rms_epsilon"),
+        "rope_theta": meta.real("rope.freq_base", 10000.0),
+        "vocab_size": meta.count("vocab_size", 0, 0) or len(tokenizer["tokens"]),
+        "tie_word_embeddings": all(t.name != "output.weight" for t in reader.tensors),
+        **{f"{key}_token_id": tokenizer[f"{key}_id"] for key in ("bos", "eos", "pad")},
+    }
+    config.update(layout.hf_keys(meta, config))
+    if scaling not in ("none", None):
+        config["rope_scaling"] = {"rope_type": scaling, "factor": meta.real("rope.scaling.factor")}
+    return layout, config, tokenizer
+
+
+def gguf_hf_state(reader, path: Path, layout: GGUFLayout, config: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Every tensor dequantized to float32 under its Hugging Face name, with what the converter did undone: q/k
+    rows un-permuted (`rope_permuted`), `norm_offset` taken off each norm weight (module docstrings)."""
+    state: dict[str, np.ndarray] = {}
+    for t, name in hf_names(reader, path, layout):
+        w = dequantized(path, t)
+        if layout.rope_permuted and name.endswith(("q_proj.weight", "k_proj.weight")):
+            w = unpermute_rope_rows(w, config["num_attention_heads" if "q_proj" in name else "num_key_value_heads"])
+        if layout.norm_offset and name.endswith("norm.weight"):
+            w = w - np.float32(layout.norm_offset)
+        state[name] = np.ascontiguousarray(w)
+    return state
+
+
+def hf_names(reader, path: Path, layout: GGUFLayout) -> list[tuple[Any, str]]:
+    """(reader tensor, its Hugging Face name) for every tensor of the file; UserError for one the layout lacks."""
+    named = [(t, hf_name(t.name, layout)) for t in reader.tensors]
+    for t, name in named:
+        if name is None:
+            raise UserError(f"{path}: tensor {t.name} is not part of a {layout.name} model minitrain can build", 2)
+    return named
+
+
+def _check_shapes(reader, path: Path, layout: GGUFLayout, config: dict[str, Any]) -> None:
     """UserError unless the metadata makes a model minitrain builds and the tensors listed fit it: checked before
     any tensor is read, so no crafted head count or block count reaches the arrays."""
     model, _ = from_hf_config(config, f"{path} (GGUF metadata)")
-    listed = {}
-    for t in reader.tensors:
-        name = hf_name(t.name)
-        if name is None:
-            raise UserError(f"{path}: tensor {t.name} is not part of a {arch} model minitrain can build", 2)
-        listed[name] = np.broadcast_to(np.float32(0), tuple(int(n) for n in reversed(t.shape)))  # no bytes
+    listed = {name: np.broadcast_to(np.float32(0), tuple(int(n) for n in reversed(t.shape)))  # no bytes
+              for t, name in hf_names(reader, path, layout)}
     check_hf_state(listed, model, str(path))
 
 
 def read_gguf(path: str | Path, with_tensors: bool = True) -> GGUFContents:
-    """Read and dequantize a Llama or Qwen2 GGUF (see the module docstring); UserError for anything else."""
+    """Read and dequantize a GGUF of a layout in GGUF_LAYOUTS (the module docstring): its metadata converted and
+    checked against the model minitrain builds from it before any tensor is read; UserError for anything else."""
     path = Path(path)
     reader = open_gguf(path)
-
-    def field(key: str, default: Any = None) -> Any:
-        return field_value(reader, key, default)
-
-    arch = field("general.architecture")
-    if not isinstance(arch, str) or arch not in ARCHITECTURES:
-        raise UserError(f"{path}: general.architecture = {arch!r}: minitrain reads llama and qwen2 GGUF files as "
-                        "a pretrained base (a gpt2 GGUF that minitrain exported is read by sample, eval and "
-                        "export)", 2)
-
-    def count(key: str, default: Any = None, minimum: int = 1) -> Any:
-        return count_of(reader, path, f"{arch}.{key}", default, minimum)
-
-    def real(key: str, default: float | None = None) -> float:
-        return real_of(reader, path, f"{arch}.{key}", default)
-
-    scaling = field(f"{arch}.rope.scaling.type", "none")
-    if scaling not in ("none", None) or any(t.name == "rope_freqs.weight" for t in reader.tensors):
-        raise UserError(f"{path}: a GGUF with RoPE scaling ({arch}.rope.scaling.type = {scaling!r} or a "
-                        "rope_freqs tensor) is not read: use the model's Hugging Face folder, whose config.json "
-                        "states the scaling", 2)
-    n_head = count("attention.head_count")
-    n_kv = count("attention.head_count_kv", 0, 0) or n_head
-    tokenizer = tokenizer_fields(reader, path)
-    names = {t.name for t in reader.tensors}
-    config: dict[str, Any] = {
-        "model_type": ARCHITECTURES[arch],
-        "num_hidden_layers": count("block_count"),
-        "hidden_size": count("embedding_length"),
-        "intermediate_size": count("feed_forward_length"),
-        "num_attention_heads": n_head,
-        "num_key_value_heads": n_kv,
-        "max_position_embeddings": count("context_length"),
-        "rms_norm_eps": real("attention.layer_norm_rms_epsilon"),
-        "rope_theta": real("rope.freq_base", 10000.0),
-        "vocab_size": count("vocab_size", 0, 0) or len(tokenizer["tokens"]),
-        "hidden_act": "silu",
-        "tie_word_embeddings": "output.weight" not in names,
-        **{f"{key}_token_id": tokenizer[f"{key}_id"] for key in ("bos", "eos", "pad")},
-    }
-    head_dim = count("rope.dimension_count", 0) if arch == "llama" else 0
-    if head_dim:
-        config["head_dim"] = head_dim
-    _check_shapes(reader, path, arch, config)
-    kinds = sorted({t.tensor_type.name for t in reader.tensors})
-    facts = {"gguf_architecture": arch, "gguf_name": field("general.name"), "tensor_types": kinds,
-             "file_type": field("general.file_type")}
-    state: dict[str, np.ndarray] = {}
-    if with_tensors:
-        for t in reader.tensors:
-            name = hf_name(t.name)
-            w = dequantized(path, t)
-            if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
-                w = unpermute_rope_rows(w, n_head if "q_proj" in name else n_kv)
-            state[name] = np.ascontiguousarray(w)
+    layout, config, tokenizer = gguf_hf_config(reader, path)
+    _check_shapes(reader, path, layout, config)
+    facts = {"gguf_architecture": layout.name, "gguf_name": field_value(reader, "general.name"),
+             "tensor_types": sorted({t.tensor_type.name for t in reader.tensors}),
+             "file_type": field_value(reader, "general.file_type")}
+    state = gguf_hf_state(reader, path, layout, config) if with_tensors else {}
     return GGUFContents(config, state, tokenizer, facts)

@@ -5,7 +5,9 @@ The fields are the keyword arguments of `PretrainedTokenizer.from_gguf_fields` (
     tokens         one string per id, 0 .. V-1 (V = the embedding's rows; unused rows padded as [PAD{i}])
     merges         the BPE merges, "left right", in rank order
     token_types    per id: 1 normal, 3 control (special), 4 user-defined (an added token), 5 unused
-    bos_id, eos_id, pad_id, unk_id, chat_template, model ("gpt2": byte-level BPE), pre, add_bos
+    scores         per id, SentencePiece's (kept as read; minitrain writes none for a byte-level BPE)
+    bos_id, eos_id, pad_id, unk_id, chat_template, model ("gpt2": byte-level BPE, "llama": SentencePiece), pre,
+    add_bos, add_eos, add_space_prefix (None: the file does not say)
 
 A pretrained base's byte-level BPE (a `tokenizers` BPE model under a ByteLevel pre-tokenizer) gives them directly.
 minitrain's character vocabulary ([<pad>, <bos>, <eos>, then the corpus's characters]) is written as a byte-level

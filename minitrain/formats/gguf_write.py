@@ -2,10 +2,14 @@
 
 Two layouts, the ones llama.cpp's `convert_hf_to_gguf.py` writes for these networks:
 
-    Llama family (general.architecture llama, or qwen2 with q/k/v biases): HF names shortened as
-        formats/gguf_read.py lists (token_embd, blk.N.attn_q, ...), every Linear as NumPy (out, in) = GGUF [in, out],
-        q/k rows permuted per head for llama (`permute_rope_rows`: llama.cpp rotates interleaved pairs), the
-        lm_head as output.weight only when untied.
+    The decoders (general.architecture llama, qwen2 with q/k/v biases, gemma2, gemma3): HF names shortened as
+        their GGUF_LAYOUTS record lists (token_embd, blk.N.attn_q, ...; formats/gguf_layouts.py), every Linear as
+        NumPy (out, in) = GGUF [in, out], q/k rows permuted per head for llama (`permute_rope_rows`: llama.cpp
+        rotates interleaved pairs), Gemma's norms stored as 1 + w, the lm_head as output.weight only when untied;
+        the record's `written` keys (Gemma's window and soft-caps) beside the shared ones. What llama.cpp
+        hard-codes instead of reading (Gemma's local/global pattern, local RoPE base, score scale) cannot be
+        written: the file is read back before it replaces OUT, and a model the reader would build differently
+        is refused, naming the key.
     GPT-2 (MiniGPT; general.architecture gpt2):
         transformer.wte / wpe               token_embd / position_embd     (V, D) / (P, D)
         h.N.ln_1, ln_2 (weight, bias)       blk.N.attn_norm, blk.N.ffn_norm
@@ -32,6 +36,7 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write
+from minitrain.formats.gguf_layouts import FULL, GGUF_LAYOUTS, SLIDING, GGUFLayout
 from minitrain.formats.gguf_read import gguf_name, permute_rope_rows
 from minitrain.formats.gpt2 import LAYER_NORM_EPS
 from minitrain.formats.hf_config import to_hf_state
@@ -59,16 +64,16 @@ def check_writable(model_config: Mapping[str, Any]) -> None:
                         "(--format hf)", 2)
 
 
-def llama_tensors(model_config: Mapping[str, Any], state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
-    """(GGUF name, NumPy (out, in) array) of a minitrain Llama state dict, q/k permuted for llama."""
-    permute = not model_config.get("attention_bias")  # llama.cpp's llama layout permutes q/k; qwen2's (biases) not
+def decoder_tensors(layout: GGUFLayout, model_config: Mapping[str, Any], state: Mapping[str, np.ndarray]
+                    ) -> Iterator[tuple[str, np.ndarray]]:
+    """(GGUF name, NumPy (out, in) array) of a minitrain decoder state dict in `layout` (module docstring)."""
     n_head, n_kv = model_config["n_head"], model_config.get("n_kv_head") or model_config["n_head"]
     for hf, w in to_hf_state(state, model_config).items():
-        if permute and hf.endswith("q_proj.weight"):
-            w = permute_rope_rows(w, n_head)
-        elif permute and hf.endswith("k_proj.weight"):
-            w = permute_rope_rows(w, n_kv)
-        yield gguf_name(hf), w
+        if layout.rope_permuted and hf.endswith(("q_proj.weight", "k_proj.weight")):
+            w = permute_rope_rows(w, n_head if hf.endswith("q_proj.weight") else n_kv)
+        if layout.norm_offset and hf.endswith("norm.weight"):
+            w = w + np.float32(layout.norm_offset)
+        yield gguf_name(hf, layout), w
 
 
 def gpt2_tensors(state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray]]:
@@ -98,14 +103,14 @@ def encoded(w: np.ndarray, dtype: str) -> tuple[np.ndarray, Any]:
     return w.astype(np.float16), None
 
 
-def _model_metadata(writer, model_config: Mapping[str, Any], llama: bool) -> None:
+def _model_metadata(writer, model_config: Mapping[str, Any], layout: GGUFLayout | None) -> None:
     """The architecture's keys, in the order llama.cpp's converter writes them (a Llama or a GPT-2 layout)."""
     writer.add_context_length(int(model_config["max_seq_len"]))
     writer.add_embedding_length(int(model_config["d_model"]))
     writer.add_block_count(int(model_config["n_layer"]))
     writer.add_feed_forward_length(int(model_config["d_ff"]))
     writer.add_head_count(int(model_config["n_head"]))
-    if not llama:
+    if layout is None:
         writer.add_layer_norm_eps(LAYER_NORM_EPS)
         return
     head_dim = model_config.get("head_dim") or model_config["d_model"] // model_config["n_head"]
@@ -116,6 +121,10 @@ def _model_metadata(writer, model_config: Mapping[str, Any], llama: bool) -> Non
     if head_dim * model_config["n_head"] != model_config["d_model"]:  # llama.cpp's default is D / H
         writer.add_key_length(int(head_dim))
         writer.add_value_length(int(head_dim))
+    for key, short in layout.written.items():
+        if (value := model_config.get(key)) is not None:
+            add = writer.add_float32 if isinstance(value, float) else writer.add_uint32
+            add(f"{layout.name}.{short}", value)
 
 
 def _tokenizer_metadata(writer, fields: Mapping[str, Any]) -> None:
@@ -129,7 +138,14 @@ def _tokenizer_metadata(writer, fields: Mapping[str, Any]) -> None:
                      ("pad_id", writer.add_pad_token_id), ("unk_id", writer.add_unk_token_id)):
         if fields.get(key) is not None:
             add(int(fields[key]))
-    writer.add_add_bos_token(bool(fields.get("add_bos", False)))
+    if fields.get("add_bos") is not None:  # a GGUF read without the key is written without it
+        writer.add_add_bos_token(bool(fields["add_bos"]))
+    if fields.get("add_eos"):
+        writer.add_add_eos_token(True)
+    if fields.get("add_space_prefix") is not None:  # SentencePiece (tokenizer.ggml.model llama)
+        writer.add_add_space_prefix(bool(fields["add_space_prefix"]))
+    if fields.get("scores"):  # SentencePiece: llama.cpp ranks its merges by them
+        writer.add_token_scores([float(v) for v in fields["scores"]])
     if fields.get("chat_template"):
         writer.add_chat_template(fields["chat_template"])
 
@@ -143,18 +159,18 @@ def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: M
     if dtype not in DTYPES:
         raise UserError(f"export --dtype {dtype}: a GGUF is written as {', '.join(DTYPES)}", 2)
     check_writable(model_config)
-    arch = layout_of(model_config)  # llama, qwen2 or gpt2 (hub/export_gguf.py refuses the others)
-    llama = arch != "gpt2"
+    arch = layout_of(model_config)  # a GGUF_LAYOUTS record's name or gpt2 (hub/export_gguf.py refuses the others)
+    layout = None if arch == "gpt2" else GGUF_LAYOUTS[arch]
     writer = gguf.GGUFWriter(None, arch)
     writer.add_name(name)
     writer.add_file_type(FILE_TYPES[dtype])
     if dtype == "q8_0":
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     writer.add_vocab_size(int(model_config["vocab_size"]))
-    _model_metadata(writer, model_config, llama)
+    _model_metadata(writer, model_config, layout)
     _tokenizer_metadata(writer, fields)
     kinds: dict[str, int] = {}
-    for short, w in (llama_tensors(model_config, state) if llama else gpt2_tensors(state)):
+    for short, w in (gpt2_tensors(state) if layout is None else decoder_tensors(layout, model_config, state)):
         data, raw = encoded(w, dtype)
         writer.add_tensor(short, data, raw_dtype=raw)
         kind = raw.name if raw is not None else ("F16" if data.dtype == np.float16 else "F32")
@@ -167,5 +183,32 @@ def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: M
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
 
-    atomic_write(path, write)
+    atomic_write(path, write, None if layout is None else lambda tmp: read_back(tmp, model_config, arch))
     return dict(sorted(kinds.items()))
+
+
+def read_back(path: Path, model_config: Mapping[str, Any], arch: str) -> None:
+    """UserError unless the GGUF at `path` reads back (formats/gguf_read.py) as the model `model_config` is: every
+    key the reader sets equal, a float to float32 rounding (what a GGUF stores), a key left None (its default)
+    equal to what the reader derives for it."""
+    from minitrain.formats.gguf_read import read_gguf
+    from minitrain.formats.hf_config import from_hf_config
+
+    read, _ = from_hf_config(read_gguf(path, with_tensors=False).config, "export")
+    for key, value in read.items():
+        ours = model_config.get(key, value)
+        if ours is None and value is not None:
+            ours = _default_of(key, model_config, read)
+        same = np.float32(ours) == np.float32(value) if isinstance(value, float) else ours == value
+        if not same:
+            raise UserError(f"export --format gguf: model.{key} = {ours!r}: llama.cpp's {arch} layout cannot hold "
+                            f"it (a reader of the file builds {value!r}); export a Hugging Face folder "
+                            "(--format hf)", 2)
+
+
+def _default_of(key: str, model_config: Mapping[str, Any], read: Mapping[str, Any]) -> Any:
+    """What a decoder builds for `key` left None (models/decoder.py, models/gemma.py)."""
+    n_layer, window = model_config["n_layer"], model_config.get("sliding_window")
+    return {"head_dim": model_config["d_model"] // model_config["n_head"], "n_kv_head": model_config["n_head"],
+            "query_pre_attn_scalar": read.get("head_dim"), "rope_local_theta": model_config.get("rope_theta"),
+            "layer_types": [SLIDING if window else FULL] * n_layer}.get(key)

@@ -1,21 +1,30 @@
 """The composed decoder: a decoder-only language model whose layers are built from the pieces it is given (a norm,
 an attention, an MLP), as torchtune composes its models. Llama, Qwen2 and Mistral are one configuration of it
-(minitrain/models/llama.py); docs/extending.md's Gemma is another, in a few lines. Names are Hugging Face's.
+(minitrain/models/llama.py); Gemma 2 and 3 another (minitrain/models/gemma.py). Names are Hugging Face's.
 
     idx (B, T) ──► embed_tokens[idx]·s ──► n_layer × DecoderLayer ──► norm ──► lm_head ──► logits (B, T, V)
 
     DecoderLayer(x):  h = x + self_attn(input_layernorm(x))     attention(C, n_head, n_kv_head, head_dim, bias, p)
                       y = h + mlp(post_attention_layernorm(h))  mlp(C, d_ff, p);  norm(C, rms_norm_eps)
+    with `sandwich_norms` (Gemma 2/3: a norm before and after each sub-layer, transformers' names):
+                      h = x + post_attention_layernorm(self_attn(input_layernorm(x)))
+                      y = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)))
 
 s is `embed_scale` (1 unless given); the head is the token embedding, transposed, unless `tie_embeddings` is false;
 p is `dropout`, on each sub-layer's output; the queries and keys of every layer are rotated by their position
-(θ = `rope_theta`, and Llama 3's `rope_scaling`). A layer builds its attention, MLP and norms in that order, so the
-init draws in transformers' order (q, k, v, o, gate...). B batch, T time, C = d_model, V vocab_size.
+(θ = `rope_theta`, and `rope_scaling`). Each layer is of a kind, `layer_types[i]` (transformers' names):
+"full_attention" or "sliding_attention", whose query at position p sees only keys at p − W < p_k ≤ p, W =
+`sliding_window` (positions count a document's real tokens); without layer_types every layer slides when a window is
+given (Mistral), else none. Sliding layers rotate by θ = `rope_local_theta` when given (Gemma 3). Logits are
+soft-capped, c·tanh(z/c), by c = `final_logit_softcapping` when given (Gemma 2). A layer builds its attention, MLP
+and norms in that order, so the init draws in transformers' order (q, k, v, o, gate...). B batch, T time, C =
+d_model, V vocab_size.
 
 `forward` is every language model's (language_model.py), plus `segment_ids` for packed documents: a token attends
 only to earlier tokens of its own segment, and rotary positions restart at 0 with each segment (and count real
 tokens only: a left-padded row starts at 0 too). `generate` continues prompts with a KV cache
-(minitrain/models/kv_cache.py), feeding one new token per step. `model.gradient_checkpointing = True` keeps only
+(minitrain/models/kv_cache.py), feeding one new token per step; a sliding layer's cache rolls (its W − 1 latest
+keys). `model.gradient_checkpointing = True` keeps only
 each layer's input on the tape and recomputes the layer in backward (minitrain/autograd/recompute.py): the same
 gradients, a second forward pass of the layers, and ~30× less activation memory at SmolLM2-135M's shape (what brings
 a QLoRA step on 4 × 256 tokens under 1.5 GB).
@@ -41,6 +50,8 @@ from minitrain.nn.llama_mlp import LlamaMLP
 from minitrain.nn.llama_shared import LLAMA_INIT_STD, KeyValueStore
 from minitrain.nn.rotary import RotaryEmbedding, rope_positions
 
+FULL, SLIDING = "full_attention", "sliding_attention"  # a layer's kind, transformers' `layer_types` names
+
 
 def decoder_rules(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """The decoder's keys' rules (its family's `check`): heads divide the width (unless head_dim is given),
@@ -56,25 +67,44 @@ def decoder_rules(config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     elif head_dim is None and config["d_model"] % n_head == 0 and config["d_model"] // n_head % 2:
         yield "n_head", (f"d_model / n_head = {config['d_model'] // n_head} is odd; rotary embeddings rotate pairs "
                          "of dims (or give an even head_dim)")
+    kinds = config.get("layer_types")
+    if kinds is not None and len(kinds) != config["n_layer"]:
+        yield "layer_types", f"{len(kinds)} kinds for n_layer {config['n_layer']} layers; give one per layer"
+    elif kinds is not None and not set(kinds) <= {FULL, SLIDING}:
+        yield "layer_types", f"{sorted(set(kinds) - {FULL, SLIDING})}: a layer is {FULL!r} or {SLIDING!r}"
+    elif SLIDING in (kinds or ()) and not config.get("sliding_window"):
+        yield "sliding_window", f"layer_types has {SLIDING!r} layers; give their window"
+
+
+def layer_kinds(config: Mapping[str, Any]) -> list[str]:
+    """Each layer's kind: `layer_types`, or every layer sliding when only a window is given (Mistral), else full."""
+    return list(config.get("layer_types") or [SLIDING if config.get("sliding_window") else FULL] * config["n_layer"])
 
 
 class DecoderLayer(Module):
-    """h = x + self_attn(input_layernorm(x));  y = h + mlp(post_attention_layernorm(h)).  (B, T, C) -> (B, T, C).
+    """h = x + self_attn(input_layernorm(x));  y = h + mlp(post_attention_layernorm(h)).  (B, T, C) -> (B, T, C);
+    with the two feed-forward norms, the sandwich of the module docstring.
 
     torchtune's TransformerSelfAttentionLayer, with self_attn called as LlamaAttention is. Registered in transformers'
-    order (self_attn, mlp, then the two norms): the state dict lists the tensors as a Hugging Face checkpoint does."""
+    order (self_attn, mlp, then the norms): the state dict lists the tensors as a Hugging Face checkpoint does."""
 
-    def __init__(self, self_attn: Module, mlp: Module, input_layernorm: Module, post_attention_layernorm: Module
+    def __init__(self, self_attn: Module, mlp: Module, input_layernorm: Module, post_attention_layernorm: Module,
+                 pre_feedforward_layernorm: Module | None = None, post_feedforward_layernorm: Module | None = None
                  ) -> None:
         super().__init__()
         self.self_attn, self.mlp = self_attn, mlp
         self.input_layernorm, self.post_attention_layernorm = input_layernorm, post_attention_layernorm
+        self.pre_feedforward_layernorm, self.post_feedforward_layernorm = pre_feedforward_layernorm, \
+            post_feedforward_layernorm
 
     def forward(
         self, x: Tensor, cos: np.ndarray, sin: np.ndarray, allowed: np.ndarray, cache: KeyValueStore | None = None
     ) -> Tensor:
-        h = x + self.self_attn(self.input_layernorm(x), cos, sin, allowed, cache)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        h = self.self_attn(self.input_layernorm(x), cos, sin, allowed, cache)
+        if self.pre_feedforward_layernorm is None:
+            return (h := x + h) + self.mlp(self.post_attention_layernorm(h))
+        h = x + self.post_attention_layernorm(h)
+        return h + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(h)))
 
 
 class Decoder(LanguageModel):
@@ -92,18 +122,20 @@ class Decoder(LanguageModel):
         mlp: Callable[..., Module] = LlamaMLP,
         attention: Callable[..., Module] = LlamaAttention,
         embed_scale: float | None = None,
+        sandwich_norms: bool = False,
         rng: np.random.Generator | int = 0,
         dtype: type = np.float32,
     ) -> None:
         """`config` (self.config, saved in model files): the keys above, n_layer, max_seq_len (n_kv_head None: n_head;
-        head_dim None: d_model // n_head), obeying decoder_rules. Pieces get dtype= and, but norms, rng= (the
-        training RNG, or its seed)."""
+        head_dim None: d_model // n_head) and the optional ones of the module docstring, obeying decoder_rules.
+        Pieces get dtype= and, but norms, rng= (the training RNG, or its seed)."""
         super().__init__()
         c = self.config = config
         enforce(decoder_rules, c)
         c["n_kv_head"] = c["n_head"] if c["n_kv_head"] is None else c["n_kv_head"]
         c["head_dim"] = c["d_model"] // c["n_head"] if c["head_dim"] is None else c["head_dim"]
         rotary = RotaryEmbedding(c["head_dim"], c["rope_theta"], c.get("rope_scaling"))  # fails before any weight
+        self.kinds = layer_kinds(c)
         self.embed_scale = embed_scale
         self.rng = rng = np.random.default_rng(rng)
         d, eps, made = c["d_model"], c["rms_norm_eps"], dict(rng=rng, dtype=dtype)
@@ -112,7 +144,8 @@ class Decoder(LanguageModel):
             return DecoderLayer(
                 attention(d, c["n_head"], c["n_kv_head"], c["head_dim"], c.get("attention_bias", False),
                           c["dropout"], **made),
-                mlp(d, c["d_ff"], c["dropout"], **made), norm(d, eps, dtype=dtype), norm(d, eps, dtype=dtype))
+                mlp(d, c["d_ff"], c["dropout"], **made),
+                *(norm(d, eps, dtype=dtype) for _ in range(4 if sandwich_norms else 2)))
 
         self.model = ModuleDict(
             embed_tokens=Embedding(c["vocab_size"], d, std=LLAMA_INIT_STD, **made),
@@ -120,6 +153,8 @@ class Decoder(LanguageModel):
             norm=norm(d, eps, dtype=dtype),
             rotary_emb=rotary,
         )
+        if c.get("rope_local_theta") is not None:  # no parameters: the state dict is unchanged
+            self.model.rotary_emb_local = RotaryEmbedding(c["head_dim"], c["rope_local_theta"])
         if not c.get("tie_embeddings", True):
             self.lm_head = Linear(d, c["vocab_size"], bias=False, std=LLAMA_INIT_STD, **made)
 
@@ -139,28 +174,40 @@ class Decoder(LanguageModel):
         positions = rope_positions(batch, time, attn_pad_mask, segment_ids)
         return self.head(self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids)))
 
-    def decode(self, idx: np.ndarray, positions: np.ndarray, allowed: np.ndarray, cache: KVCache | None = None
-               ) -> Tensor:
+    def decode(self, idx: np.ndarray, positions: np.ndarray, allowed: np.ndarray, cache: KVCache | None = None,
+               key_positions: np.ndarray | None = None) -> Tensor:
         """The hidden states after the final norm, (B, T, C): the embedding and every layer, with rotary
-        positions (B, T) and the attention mask `allowed` (B, T, T_k); with a cache, over the cached positions too."""
+        positions (B, T) and the attention mask `allowed` (B, T, T_k); with a cache, over the cached positions too,
+        whose rotary positions are `key_positions` (B, T_k; default `positions`): a sliding layer's window reads
+        them."""
         m = self.model
         x = m.embed_tokens(idx)
         if self.embed_scale is not None:
             x = x * self.embed_scale
-        cos, sin = m.rotary_emb(positions, x.dtype)
-        for i, layer in enumerate(m.layers):
+        rotary = {FULL: m.rotary_emb, SLIDING: getattr(m, "rotary_emb_local", m.rotary_emb)}
+        rope = {kind: rotary[kind](positions, x.dtype) for kind in set(self.kinds)}
+        masks = {FULL: allowed}
+        if SLIDING in self.kinds:
+            keys = positions if key_positions is None else key_positions
+            masks[SLIDING] = F.sliding_window(allowed, positions, keys, self.config["sliding_window"])
+        for i, (layer, kind) in enumerate(zip(m.layers, self.kinds, strict=True)):
+            (cos, sin), mask = rope[kind], masks[kind]
             if self.gradient_checkpointing and cache is None and TAPE.recording:
-                x = checkpoint(lambda h, layer=layer: layer(h, cos, sin, allowed), x,
+                x = checkpoint(lambda h, layer=layer, cos=cos, sin=sin, mask=mask: layer(h, cos, sin, mask), x,
                                [p for p in layer.parameters() if p.requires_grad], _dropout_rngs(layer))  # fmt: skip
-            else:
-                x = layer(x, cos, sin, allowed, None if cache is None else cache.layers[i])
+            elif cache is None:
+                x = layer(x, cos, sin, mask)
+            else:  # a rolling cache answers with its latest keys only
+                x = layer(x, cos, sin, mask[..., -cache.layers[i].visible(mask.shape[-1], idx.shape[1]) :],
+                          cache.layers[i])
         return m.norm(x)
 
     def head(self, x: Tensor) -> Tensor:
         """Logits (..., V) from hidden states (..., C): the token embedding, transposed, when tied."""
-        if self.config.get("tie_embeddings", True):
-            return F.linear(x, self.model.embed_tokens.weight.T)
-        return self.lm_head(x)
+        tied = self.config.get("tie_embeddings", True)
+        logits = F.linear(x, self.model.embed_tokens.weight.T) if tied else self.lm_head(x)
+        cap = self.config.get("final_logit_softcapping")
+        return (logits / cap).tanh() * cap if cap else logits
 
     # ------------------------------------------------------------------------------------------- generation
     def step(self, idx: np.ndarray, mask: np.ndarray, cache: KVCache) -> np.ndarray:
@@ -168,7 +215,7 @@ class Decoder(LanguageModel):
         position, (B, V). Call under `inference(model)`."""
         positions, key_mask = cache.advance(mask)
         allowed = F.attention_mask(idx.shape[1], key_mask.shape[1], key_mask)
-        x = self.decode(idx, positions, allowed, cache)
+        x = self.decode(idx, positions, allowed, cache, cache.positions[:, : cache.length])
         return self.head(x[:, -1]).data
 
     def generate(
@@ -201,7 +248,8 @@ class Decoder(LanguageModel):
             idx[row, width - len(prompt) :], mask[row, width - len(prompt) :] = prompt, True
         c = self.config
         cache = KVCache(c["n_layer"], len(prompts), width + max_new_tokens, c["n_kv_head"], c["head_dim"],
-                        self.model.embed_tokens.weight.dtype)  # fmt: skip
+                        self.model.embed_tokens.weight.dtype,
+                        [c.get("sliding_window") if kind == SLIDING else None for kind in self.kinds])  # fmt: skip
         new: list[list[int]] = [[] for _ in prompts]
         done = np.zeros(len(prompts), dtype=bool)
         with inference(self):

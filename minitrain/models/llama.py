@@ -4,7 +4,8 @@ grouped-query attention with rotary positions (`n_kv_head` key/value heads share
 heads; θ = `rope_theta`, optionally Llama 3's `rope_scaling`; llama_attention.py) and the SwiGLU MLP
 down_proj(silu(gate_proj(x)) · up_proj(x)) (llama_mlp.py). No biases except the optional q/k/v ones
 (`attention_bias`: Qwen2); the output head tied to the token embedding or its own (`tie_embeddings`). One class
-covers Hugging Face's `llama`, `qwen2` and `mistral` configs (without a sliding window); `dropout` is 0 in every
+covers Hugging Face's `llama`, `qwen2` and `mistral` configs, with their sliding window (`sliding_window` W: a
+query sees the W latest positions, on the layers `layer_types` names, all by default); `dropout` is 0 in every
 pretrained model. Parameter names are LlamaForCausalLM's (`model.layers.0.self_attn.q_proj.weight`...); linear
 weights are stored [in, out], the transpose of theirs (minitrain's `nn.Linear`), lm_head's too.
 
@@ -65,6 +66,8 @@ class Llama(Decoder):
         tie_embeddings: bool = True,
         attention_bias: bool = False,
         head_dim: int | None = None,
+        sliding_window: int | None = None,
+        layer_types: list[str] | None = None,
         dropout: float = 0.0,
         rng: np.random.Generator | int = 0,
         dtype: type = np.float32,
@@ -75,6 +78,8 @@ class Llama(Decoder):
                       rope_scaling=None if rope_scaling is None else dict(rope_scaling),
                       rms_norm_eps=float(rms_norm_eps), tie_embeddings=bool(tie_embeddings),
                       attention_bias=bool(attention_bias), head_dim=head_dim, dropout=float(dropout))  # fmt: skip
+        window = {"sliding_window": sliding_window, "layer_types": None if layer_types is None else list(layer_types)}
+        config.update({k: v for k, v in window.items() if v is not None})  # absent when None: older files' bytes
         super().__init__(config, norm=RMSNorm, rng=rng, dtype=dtype)
 
 
@@ -91,6 +96,9 @@ class RopeScaling(Section):
     original_max_position_embeddings: PositiveInt
 
 
+LayerKind = Literal["full_attention", "sliding_attention"]  # transformers' layer_types (models/decoder.py)
+
+
 class LlamaKeys(Section):
     """`model:` keys of `type: llama` (with n_layer, n_head, d_model, d_ff, vocab_size, max_seq_len, dropout);
     left out, they take Llama's defaults."""
@@ -102,6 +110,9 @@ class LlamaKeys(Section):
     rms_norm_eps: float | None = Field(None, gt=0, description="llama: RMSNorm eps (default 1e-5)")
     tie_embeddings: bool | None = Field(None, description="llama: output head = token embedding (default true)")
     attention_bias: bool | None = Field(None, description="llama: biases on q, k, v (Qwen2; default false)")
+    sliding_window: PositiveInt | None = Field(None, description="llama: attend to the W latest positions (Mistral)")
+    layer_types: list[LayerKind] | None = Field(None, description="llama: which layers slide (default: all, with a "
+                                                                   "window)")
 
 
 def hf_model_type(config: Mapping[str, Any]) -> str:
@@ -116,7 +127,8 @@ def _linear_paths(config: Mapping[str, Any]) -> list[str]:
 
 
 FAMILY = ModelFamily(name="llama", model=Llama, keys=LlamaKeys, file_prefix="llama",
-                     file_schema=file_schema_of("llama", Llama, LlamaKeys, optional=("rope_scaling",)),
+                     file_schema=file_schema_of("llama", Llama, LlamaKeys,
+                                                 optional=("rope_scaling", "sliding_window", "layer_types")),
                      reads="text", parameter_shapes=parameter_shapes, width=lambda config: config["d_model"],
                      linear_paths=_linear_paths, check=decoder_rules, packs_rows=True,
                      pretrained="any", fan_in_fan_out=False, layout=hf_model_type,

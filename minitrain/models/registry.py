@@ -5,6 +5,8 @@
     sequential  SequentialModel, a stack of nn layers listed in the config, for tables (minitrain/models/sequential.py)
     llama       Llama, the Llama / Qwen2 / Mistral decoder: RMSNorm, rotary, SwiGLU, grouped-query attention
                 (minitrain/models/llama.py)
+    gemma       Gemma, Gemma 2 and 3: the decoder with sandwich norms, q/k norms, GeGLU, local and global layers
+                (minitrain/models/gemma.py)
 
 Each family's file ends with its record (`FAMILY`, minitrain/models/family.py); a new family is a new file and
 one line in `FAMILY_MODULES`. A model's `config` dict holds its constructor keys; it is saved in every model file and
@@ -31,6 +33,7 @@ FAMILY_MODULES = (
     "mlp_lm",
     "sequential",
     "llama",
+    "gemma",
 )
 FAMILIES: Registry[ModelFamily] = Registry(
     "model family", (import_module(f"minitrain.models.{name}").FAMILY for name in FAMILY_MODULES))

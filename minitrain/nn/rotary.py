@@ -14,6 +14,8 @@ transformers' `_compute_llama3_parameters`, with L = original_max_position_embed
     λ_i > L/low_freq_factor      ω_i / factor                        (slow frequencies: stretched)
     otherwise                    (1 − s)·ω_i/factor + s·ω_i,   s = (L/λ_i − low_freq_factor) / (high − low)
 
+transformers' linear scaling ({"rope_type": "linear", "factor"}, Gemma 3's global layers) divides every ω_i by factor.
+
 Angles are taken in float32 (position · ω_i, one rounded product, as transformers does) so long positions round
 alike; a float64 model (gradient checks) computes them in float64.
 """
@@ -37,8 +39,10 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: Mapping[str, Any] 
     freqs = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     if scaling is None:
         return freqs
+    if scaling.get("rope_type") == "linear" and "factor" in scaling:
+        return freqs / float(scaling["factor"])
     if scaling.get("rope_type") != "llama3" or any(key not in scaling for key in LLAMA3_KEYS):
-        raise ArgumentError(f"rope_scaling: only the Llama 3 form is supported, {{'rope_type': 'llama3', "
+        raise ArgumentError(f"rope_scaling: only the linear and Llama 3 forms are supported, {{'rope_type': 'llama3', "
                             f"{', '.join(repr(k) + ': ...' for k in LLAMA3_KEYS)}}}; got {dict(scaling)}")
     factor, low, high = (float(scaling[k]) for k in LLAMA3_KEYS[:3])
     context = float(scaling["original_max_position_embeddings"])

@@ -92,6 +92,6 @@ def test_it_is_not_hashed_so_a_resume_may_switch_it(tmp_path):
 def test_a_family_without_it_is_refused(tmp_path):
     config = write_config(tmp_path, "minigpt")
     with pytest.raises(UserError, match=r"training\.gradient_checkpointing: model.type minigpt cannot recompute its "
-                                        r"layers in backward \(.*; only llama can\); set it to false"):
+                                        r"layers in backward \(.*; only llama, gemma can\); set it to false"):
         load_config(config, ON)
     assert not load_config(config, ["training.gradient_checkpointing=false"]).training.gradient_checkpointing

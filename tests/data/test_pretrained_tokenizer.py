@@ -66,9 +66,10 @@ def test_llama3_split_regex_is_used_for_its_pre_type():
     assert plain.tokenizer.pre_tokenizer.pre_tokenize_str("12345")[0][0] == "12345"
 
 
-def test_sentencepiece_gguf_is_refused_with_the_reason():
-    with pytest.raises(UserError, match="SentencePiece"):
-        PretrainedTokenizer.from_gguf_fields(**{**tiny_fields(), "merges": []}, model="llama")
+def test_a_gguf_tokenizer_model_without_a_record_is_refused_with_the_choices():
+    with pytest.raises(UserError, match=r"tokenizer\.ggml\.model = 'bert': minitrain builds the "
+                                        r"tokenizers of 'gpt2' and 'llama' GGUF files only"):
+        PretrainedTokenizer.from_gguf_fields(**tiny_fields(), model="bert")
 
 
 @pytest.mark.parametrize(("change", "message"), [

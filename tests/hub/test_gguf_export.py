@@ -234,9 +234,10 @@ def test_permute_and_unpermute_are_inverse(shape, heads):
 # --- refusals and the commands ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("source", "message"), [
-    (TABLE, "model.type sequential cannot be written as a GGUF (llama.cpp has no layout for it; only minigpt, llama "
-            "can)"),
-    (MLP_LM, "model.type mlp_lm cannot be written as a GGUF (llama.cpp has no layout for it; only minigpt, llama can)"),
+    (TABLE, "model.type sequential cannot be written as a GGUF (llama.cpp has no layout for it; only minigpt, llama, "
+            "gemma can)"),
+    (MLP_LM, "model.type mlp_lm cannot be written as a GGUF (llama.cpp has no layout for it; only minigpt, llama, "
+             "gemma can)"),
 ])
 def test_a_model_llama_cpp_has_no_layout_for_is_refused_with_the_reason(tmp_path, capsys, source, message):
     code, _, err = cli(["export", source, tmp_path / "x.gguf", "--format", "gguf", "--vocab", VOCAB], capsys)

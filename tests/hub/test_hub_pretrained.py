@@ -69,10 +69,17 @@ def test_qwen2_has_qkv_biases_and_exports_as_qwen2():
     assert to_hf_config(model, 1, 2, 2)["architectures"] == ["Qwen2ForCausalLM"]
 
 
-def test_an_active_sliding_window_caps_the_sequence_length():
-    model, facts = from_hf_config({**HF_CONFIG, "model_type": "mistral", "sliding_window": 16}, "config.json")
-    assert model["max_seq_len"] == 16
-    assert facts["max_seq_len_capped_by_sliding_window"] == {"max_position_embeddings": 64, "sliding_window": 16}
+def test_an_active_sliding_window_is_the_models_own_and_goes_back_out():
+    model, _ = from_hf_config({**HF_CONFIG, "model_type": "mistral", "sliding_window": 16}, "config.json")
+    assert model["max_seq_len"] == 64 and model["sliding_window"] == 16 and model.get("layer_types") is None
+    assert to_hf_config(model, 1, 2, None)["sliding_window"] == 16 == from_hf_config(
+        to_hf_config(model, 1, 2, None), "x")[0]["sliding_window"]
+    qwen2 = {**HF_CONFIG, "model_type": "qwen2", "use_sliding_window": True, "sliding_window": 16,
+             "max_window_layers": 1}  # Qwen2Config: layers from max_window_layers on slide
+    model, _ = from_hf_config(qwen2, "config.json")
+    assert model["layer_types"] == ["full_attention", "sliding_attention"] and model["sliding_window"] == 16
+    back = to_hf_config(model, 1, 2, None)
+    assert back["max_window_layers"] == 1 and from_hf_config(back, "x")[0] == model
 
 
 def test_rope_parameters_and_llama3_scaling_are_read_in_both_spellings():

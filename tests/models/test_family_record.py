@@ -100,14 +100,19 @@ def test_a_model_files_float_keys_are_finite_like_a_configs(name, value, tmp_pat
         assert code == 2 and err.count("\n") == 1 and "model_config.rope_theta: input should be" in err
 
 
-@pytest.mark.parametrize("name", ["minigpt", "mlp_lm", "llama"])
+OPTIONAL = {"minigpt": ["attn_scale"], "llama": ["rope_scaling", "sliding_window", "layer_types"],
+            "gemma": ["rope_scaling", "rope_local_theta", "query_pre_attn_scalar", "attn_logit_softcapping",
+                      "final_logit_softcapping", "sliding_window", "layer_types"]}
+
+
+@pytest.mark.parametrize("name", ["minigpt", "mlp_lm", "llama", "gemma"])
 def test_a_file_schema_is_derived_from_the_constructor_and_the_model_keys(name):
     """Each constructor key is in the file schema, required but for dropout and the ones the model may leave out."""
     family = FAMILIES[name]
     fields = family.file_schema.model_fields
     assert set(fields) - {"type"} == set(model_keys(name))
     optional = {key for key, field in fields.items() if not field.is_required()}
-    assert optional == {"dropout", *({"minigpt": ["attn_scale"], "llama": ["rope_scaling"]}.get(name, []))}
+    assert optional == {"dropout", *OPTIONAL.get(name, [])}
     assert ("type" in fields) is (name != "minigpt")  # MiniGPT's files predate `type`
     config = build_model(family.example).config  # what a model file of the example holds
     assert family.file_schema.model_validate(dict(config)).model_dump(exclude_unset=True) == config
@@ -119,8 +124,8 @@ def test_a_refusal_names_the_families_whose_record_has_the_capability():
     assert refusal("llama", "packing") is None and refusal("minigpt", "gguf") is None
     assert refusal("minigpt", "packing") == (
         "model.type minigpt cannot read packed rows (it has no segment ids, so the documents packed into a row would "
-        "attend to each other; only llama can)")
-    assert refusal("mlp_lm", "gguf").endswith("(llama.cpp has no layout for it; only minigpt, llama can)")
+        "attend to each other; only llama, gemma can)")
+    assert refusal("mlp_lm", "gguf").endswith("(llama.cpp has no layout for it; only minigpt, llama, gemma can)")
 
 
 # --------------------------------------------------------------------- any family: the bigram of docs/extending.md
@@ -168,10 +173,10 @@ def test_a_new_familys_check_runs_in_validate_and_train(bigram_checkout, tmp_pat
 
 @pytest.mark.parametrize(("sections", "line"), [
     ({"output": {"model_format": "gguf"}}, "output.model_format: gguf: model.type bigram cannot be written as a GGUF "
-                                           "(llama.cpp has no layout for it; only minigpt, llama can)"),
+                                           "(llama.cpp has no layout for it; only minigpt, llama, gemma can)"),
     ({"data_packing": "pack"}, "data.packing: model.type bigram cannot read packed rows (it has no segment ids, so "
-                               "the documents packed into a row would attend to each other; only llama can); packing "
-                               "is for a pretrained base (model.init_from)"),
+                               "the documents packed into a row would attend to each other; only llama, gemma can); "
+                               "packing is for a pretrained base (model.init_from)"),
 ])
 def test_a_family_without_a_capability_is_refused_by_validate_with_the_reason(bigram_checkout, tmp_path, sections,
                                                                               line):

@@ -4,7 +4,8 @@ equations (Touvron et al. 2023; Su et al. 2021's rotary embeddings in transforme
 `_compute_llama3_parameters`), nothing of minitrain but the weights, read by Hugging Face name from the state dict.
 float64 throughout and a tight tolerance, on tiny random configs chosen so that every piece shows: a large eps
 against small activations, a small θ with many pairs, all three rope_scaling regimes, GQA, q/k/v biases, an untied
-head and head_dim ≠ d_model / n_head."""
+head, head_dim ≠ d_model / n_head, and sliding windows shorter than the sequence (transformers' rule: the query at
+position i sees keys i − W < j ≤ i), on every layer (Mistral) or some (Qwen2's layer_types)."""
 
 import math
 
@@ -50,6 +51,9 @@ def llama_reference(w: dict[str, np.ndarray], idx: np.ndarray, c: dict) -> np.nd
         return h @ p[f"self_attn.{name}.weight"] + p.get(f"self_attn.{name}.bias", 0.0)
 
     x = w["model.embed_tokens.weight"][idx]
+    q_at, k_at = np.arange(time)[:, None], np.arange(time)[None, :]
+    window = c.get("sliding_window")
+    kinds = c.get("layer_types") or ["sliding_attention" if window else "full_attention"] * c["n_layer"]
     for i in range(c["n_layer"]):
         p = {name.removeprefix(f"model.layers.{i}."): v for name, v in w.items()}
         h = norm(x, p["input_layernorm.weight"])
@@ -57,7 +61,8 @@ def llama_reference(w: dict[str, np.ndarray], idx: np.ndarray, c: dict) -> np.nd
         k = rope(proj(h, p, "k_proj").reshape(batch, time, kv, dim)).repeat(heads // kv, axis=2)  # head h: kv h//G
         v = proj(h, p, "v_proj").reshape(batch, time, kv, dim).repeat(heads // kv, axis=2)
         scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(dim)
-        scores = np.where(np.tril(np.ones((time, time), dtype=bool)), scores, -np.inf)
+        seen = (k_at <= q_at) & ((k_at > q_at - window) if kinds[i] == "sliding_attention" else True)
+        scores = np.where(seen, scores, -np.inf)
         weights = np.exp(scores - scores.max(-1, keepdims=True))
         weights /= weights.sum(-1, keepdims=True)
         attended = np.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, time, heads * dim)
@@ -77,6 +82,9 @@ CONFIGS = {
     "llama3-gqa-untied-head_dim": dict(n_kv_head=2, head_dim=8, rope_scaling=LLAMA3, tie_embeddings=False),
     "qwen2-bias-tied": dict(n_kv_head=2, attention_bias=True, rope_theta=30.0),
     "mistral-mha": dict(n_kv_head=4, head_dim=6, tie_embeddings=False, rms_norm_eps=0.2),
+    "mistral-window-4": dict(n_kv_head=2, sliding_window=4, tie_embeddings=False),
+    "qwen2-window-on-layer-1": dict(n_kv_head=2, attention_bias=True, sliding_window=3,
+                                    layer_types=["full_attention", "sliding_attention"]),
 }
 
 
@@ -100,3 +108,13 @@ def test_the_oracle_sees_every_regime_of_llama3_scaling():
     """A self-check of the test: the scaled frequencies differ from the plain ones in two of three regimes."""
     plain, scaled = inverse_frequencies(8, 100.0, None), inverse_frequencies(8, 100.0, LLAMA3)
     assert scaled[0] == plain[0] and scaled[-1] == plain[-1] / 8 and plain[1] / 8 < scaled[1] < plain[1]
+
+
+def test_the_oracle_window_changes_the_logits():
+    """A self-check of the test: a window shorter than the sequence changes what the reference computes."""
+    model = Llama(**{**BASE, **CONFIGS["mistral-window-4"]}, rng=0, dtype=np.float64)
+    weights = {name: p.data for name, p in model.named_parameters()}
+    idx = np.random.default_rng(1).integers(0, BASE["vocab_size"], (1, 12))
+    windowed = llama_reference(weights, idx, model.config)
+    full = llama_reference(weights, idx, {**model.config, "sliding_window": None})
+    assert np.allclose(windowed[:, :4], full[:, :4]) and not np.allclose(windowed[:, 4:], full[:, 4:])

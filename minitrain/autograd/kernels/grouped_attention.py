@@ -8,8 +8,10 @@ attention, H_kv = 1 multi-query). Query head h reads key/value head h // G, G = 
     p_ij = exp(s_ij − m_i) / Σ_allowed exp(s_ik − m_i)   where allowed[b, i, j], else 0   (m_i: the row maximum)
     y_i  = Σ_j p_ij · v_j
 
-`allowed` (B, Tq, Tk) is the whole mask (causal, padding keys, document boundaries: see
-`functional.attention_mask`). A row with no allowed key gets p = 0 and y = 0.
+`allowed` (B, Tq, Tk) is the whole mask (causal, padding keys, document boundaries, a sliding window: see
+`functional.attention_mask`). A row with no allowed key gets p = 0 and y = 0. With a `softcap` c (Gemma 2's
+attention logit soft-capping) the scaled scores are squashed into (−c, c) before the mask, s_ij = c·tanh(s_ij/c),
+and the backward multiplies ds by its derivative 1 − tanh² (the tanh recomputed from q·k, not saved).
 
 The G query heads that share a key/value head are stacked as G·Tq rows of one matrix, so every product is one
 batched BLAS call over (B, H_kv) and the key/value heads are never copied G times: their gradients,
@@ -57,22 +59,29 @@ def additive_mask(allowed: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.where(allowed, 0.0, -np.inf).astype(dtype)
 
 
+def _capped(scores: np.ndarray, scale: float, softcap: float) -> np.ndarray:
+    """tanh(scale·s/c), the soft-capped scores over c."""
+    return np.tanh(scores * (scale / softcap)).astype(scores.dtype)
+
+
 def grouped_attention_forward(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None = None, *,
-    softmax: Callable,
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray, scale: float | None = None,
+    softcap: float | None = None, *, softmax: Callable,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """y = softmax(scale·q·kᵀ, allowed)·v per head -> out (B, Tq, H·D), probs (B, H_kv, G·Tq, Tk)."""
+    """y = softmax(scale·q·kᵀ (soft-capped), allowed)·v per head -> out (B, Tq, H·D), probs (B, H_kv, G·Tq, Tk)."""
     n_kv_head, head_size = k.shape[2], q.shape[3]
     scale = 1.0 / np.sqrt(head_size) if scale is None else scale
     qs = stack_groups(q, n_kv_head)
     scores = qs @ np.ascontiguousarray(k.transpose(0, 2, 3, 1))  # (B, H_kv, G·Tq, Tk)
+    if softcap:
+        scores, scale = softcap * _capped(scores, scale, softcap), 1.0
     probs = softmax(scores, scale, additive_mask(allowed, q.dtype))
     return unstack_groups(probs @ _heads_first(v), q.shape[1]), probs
 
 
 def grouped_attention_backward(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, probs: np.ndarray, dy: np.ndarray, scale: float | None = None,
-    *, softmax_backward: Callable,
+    softcap: float | None = None, *, softmax_backward: Callable,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dq (B, Tq, H, D), dk, dv (B, Tk, H_kv, D)) from dy (B, Tq, H·D) and the saved probabilities."""
     batch, time_q, n_head, head_size = q.shape
@@ -80,7 +89,10 @@ def grouped_attention_backward(
     scale = 1.0 / np.sqrt(head_size) if scale is None else scale
     g = stack_groups(dy.reshape(batch, time_q, n_head, head_size), n_kv_head)  # (B, H_kv, G·Tq, D)
     dv = np.swapaxes(probs, -1, -2) @ g
-    dscores = softmax_backward(probs, g @ np.ascontiguousarray(v.transpose(0, 2, 3, 1)), scale)
+    dscores = softmax_backward(probs, g @ np.ascontiguousarray(v.transpose(0, 2, 3, 1)), 1.0 if softcap else scale)
+    if softcap:  # d(c·tanh(scale·s/c))/ds = scale·(1 − tanh²)
+        t = _capped(stack_groups(q, n_kv_head) @ np.ascontiguousarray(k.transpose(0, 2, 3, 1)), scale, softcap)
+        dscores *= scale * (1 - t * t)
     dq = unstack_groups(dscores @ _heads_first(k), time_q).reshape(q.shape)
     dk = np.swapaxes(dscores, -1, -2) @ stack_groups(q, n_kv_head)
     return dq, _heads_first(dk), _heads_first(dv)
