@@ -22,6 +22,7 @@ from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, TrackingConf
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.data.formats import TABLE_FORMATS, detect_format, read_table
 from minitrain.data.pretrained_tokenizer import GGUF_TOKENIZER_MODELS, PretrainedTokenizer
+from minitrain.data.record_shapes import SHAPES as RECORD_SHAPES
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
@@ -420,6 +421,36 @@ def test_every_range_method_gives_ranges_holding_zero_inside_the_extremes_and_is
     assert (lo >= np.minimum(w.min(axis=0), 0)).all() and (hi <= np.maximum(w.max(axis=0), 0)).all()
     config = QuantizeConfig.model_validate({"qat": {"observer": METHODS[method].observer}})
     assert config.scheme_for(training=True).method == method
+
+
+# ----------------------------------------------------------------------------------------------- record shapes
+
+
+@pytest.mark.parametrize("name", list(RECORD_SHAPES))
+def test_every_record_shape_reads_its_example_and_names_the_line_of_a_broken_one(name, tmp_path):
+    """A shape's example, as a JSONL line, is a record of the shape and of its kind, or (kind None) one error line
+    naming the file and line; a row lacking the shape's last mark is one error naming the line."""
+    from text_fixtures import TinyTokenizer
+
+    from minitrain.common.errors import UserError
+    from minitrain.data.text_examples import encode_record
+    from minitrain.data.text_records import read_file
+
+    shape, path = RECORD_SHAPES[name], tmp_path / "data.jsonl"
+    path.write_text(json.dumps(shape.example, ensure_ascii=False) + "\n", "utf-8")
+    if shape.kind is None:
+        with pytest.raises(UserError, match=re.escape(f"{path}:1: ") + ".*no preference training yet") as caught:
+            read_file(path)
+        assert caught.value.exit_code == 2
+        return
+    [record] = read_file(path)
+    assert (record.shape, record.kind) == (name, shape.kind)
+    if shape.kind != "text":  # the answer is learned: some tokens count, and not all
+        mask = encode_record(record, TinyTokenizer(), "completion").loss_mask
+        assert any(mask) and not all(mask[1:])
+    path.write_text(json.dumps({k: v for k, v in shape.example.items() if k != shape.marks[-1]}) + "\n", "utf-8")
+    with pytest.raises(UserError, match=re.escape(f"{path}:1: ")):
+        read_file(path)
 
 
 # ----------------------------------------------------------------------------------------- GGUF tokenizer models

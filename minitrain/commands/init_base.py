@@ -175,7 +175,7 @@ def base_config_text(spec: str, method: str, folder: str, model: dict[str, Any],
     ]
     warmup = warmup_steps(plan["steps"])
     return "\n".join([
-        f"# minitrain config: {method} fine-tuning of {spec} on {folder} ({data['kind']} records),",
+        f"# minitrain config: {method} fine-tuning of {spec} on {folder} ({data['shape']} records),",
         f"# written by `minitrain init --base {spec} --method {method}`. docs/fine-tuning.md explains every key.",
         f"name: {plan['name']}",
         f"model:   # the base's architecture ({plan['read_from']}); init_from loads its weights",
@@ -251,7 +251,7 @@ def _summary(spec, method, model, tokenizer, facts, data, files, lengths, plan) 
         f"{', chat template' if tokenizer.chat_template else ''})",
         f"  Method: {how}",
         f"  Data: {files.get('source') or files['train_path']} ({data['samples']:,} samples detected: {splits}; "
-        f"{data['kind']} records, {data['format']})",
+        f"{data['shape']} records, {data['format']})",
         f"  Tokens: {sum(lengths['train']):,} in train, longest record {plan['longest']}; rows of {plan['row']} "
         f"{'packed' if plan['packing'] == 'pack' else 'padded'}, loss on "
         f"{'the answers' if plan['loss_on'] == 'completion' else 'every token'}"

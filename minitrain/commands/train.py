@@ -144,7 +144,10 @@ def _publish_run(cfg: Config, status: str, quiet: bool) -> None:
     try:
         maybe_publish_after_training(cfg, cfg.output.dir, status, quiet=quiet)
     except UserError as exc:
-        later = f"minitrain publish --repo {cfg.publish.repo} {cfg.output.dir}"
+        flags = {"--private": cfg.publish.private, "--merge-adapters": cfg.publish.merge_adapters,
+                 "--no-model-card": not cfg.publish.model_card}
+        later = " ".join(["minitrain publish --repo", cfg.publish.repo, *(f for f, on in flags.items() if on),
+                          str(cfg.output.dir)])
         raise UserError(f"{exc}. Training finished and its run folder {cfg.output.dir} is complete; publish it "
                         f"later with: {later}", exc.exit_code) from None
 

@@ -138,9 +138,11 @@ def _build(data, source, problems, overrides, *, values=None, env=None, now=None
                  if not any(source.spelled(p.path)[: len(f)] == f for f in failed)]
     # A manifest's LoRA without the model's shape (§14 rule 5, or a model.source that could not tell it): its
     # targets are checked against no assumed model.
+    # A key already refused (an s3:// data.source) is not reported again by a rule that misses it.
     unshaped = any(p.path == ("lora",) for p in manifest) or any(p.path == ("model", "source") for p in problems)
-    problems += [p for p in run_rules(sections, data)
-                 if not (unshaped and p.path[:2] in (("lora", "target_modules"), ("lora", "target_modules_pattern")))]
+    reported = {p.path for p in refused}
+    problems += [p for p in run_rules(sections, data) if p.path not in reported
+                 and not (unshaped and p.path[:2] in (("lora", "target_modules"), ("lora", "target_modules_pattern")))]
     if problems:
         raise ConfigError(problems, source)
     cfg = Config.model_validate(data)

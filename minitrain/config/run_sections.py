@@ -84,6 +84,7 @@ class PublishConfig(Section):
     repo: RepoId = Field(description="user/name on the Hub")
     private: bool = False
     merge_adapters: bool = Field(False, description="a LoRA run: publish the base with the adapters merged in")
+    model_card: bool = Field(True, description="false: README.md, the model card, is left out of the upload")
 
 
 class DataParallelConfig(Section):

@@ -100,8 +100,6 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
     "output.report.enabled": ("bool", "report.md is always written"),
     "output.report.include_plots": ("bool", "report.md always shows the loss curve"),
-    "publish.model_card=true": ("", "a published model always carries its model card (README.md, written from the "
-                                    "run)"),
 }
 
 # The planned features, one line each: refused as "not supported yet" until they arrive. Each says what to do
@@ -146,8 +144,6 @@ CANNOT: dict[str, str] = {
                                          "(a local SQLite file or your server), tensorboard or jsonl",
     "output.registry": "minitrain cannot reach the pacha:// registry; a publish: {repo: user/name} section "
                        "uploads the model to the Hugging Face Hub",
-    "publish.model_card=false": "a published model always carries its model card (README.md, written from the "
-                                "run): it says what the model is and how to load it",
     "quality": "the quality score is computed by every run (report.md, `minitrain info`), not configured",
     "quantize.scheme=dynamic": "dynamic quantization rounds the activations at run time to feed integer matrix "
                                "kernels; minitrain computes in float32 from dequantized weights, so it would cost "

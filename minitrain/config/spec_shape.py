@@ -157,6 +157,8 @@ APPENDIX_A: dict[KeyPath, tuple[Any, tuple[KeyPath, ...]]] = {
     ("training", "checkpoint", "save_every"): (1000, ()),
     ("training", "checkpoint", "save_best"): (True, (("callbacks", "*", "config", "save_best"),)),
 }
+# The ratios of a data.split that gives none of them (§15.1's split of only a seed): Appendix A's.
+SPLIT_RATIOS = {"train": 0.8, "val": 0.1, "test": 0.1}
 
 
 def _appendix_a_defaults(t: _Translation) -> None:
@@ -173,6 +175,9 @@ def _appendix_a_defaults(t: _Translation) -> None:
             node = node.setdefault(part, {}) if isinstance(node, dict) else None
         if isinstance(node, dict):  # not a mapping: the schema reports it
             node[path[-1]] = APPENDIX_A.get(path, (10,))[0]
+    split = t.get(("data", "split"), None)
+    if isinstance(split, dict) and not set(split) & set(SPLIT_RATIOS):
+        split.update(SPLIT_RATIOS)
 
 
 def _headers(t: _Translation) -> None:

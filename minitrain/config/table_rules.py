@@ -138,7 +138,8 @@ def _data_named_one_way(sections, raw):
                 yield Problem(("data", key), "also given: data.source; give the data one way (a source, or the "
                                              "split files)")
     elif given(raw, "data", "split"):
-        yield Problem(("data", "split"), "splits one source: give data.source (a file, folder or hf:// dataset)")
+        yield Problem(("data", "source"), "missing: data.split splits one source; give it (a file, folder or hf:// "
+                                          "dataset)")
 
 
 @rule("data")
@@ -165,8 +166,9 @@ def _table_keys_need_a_table_model(sections, raw):
                                                                                          "preprocessing", "split")
         for key in keys:
             if given(raw, "data", key):
-                yield Problem(("data", key), f"is for tables (model.type sequential); a {kind} model reads its text "
-                                             "from data.train and data.val")
+                also = " and pretrained bases (model.init_from)" if key in ("source", "split") else ""
+                yield Problem(("data", key), f"is for tables (model.type sequential){also}; a {kind} model of its own "
+                                             "reads its text from data.train and data.val")
     for i, step in enumerate(data.augmentation):
         if step.kind in IMAGE_AUGMENTATIONS and not table:
             yield Problem(("data", "augmentation", i), f"{step.kind} transforms image rows of a table (model.type "

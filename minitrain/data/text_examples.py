@@ -27,7 +27,9 @@ BPE joins "\n" with the spaces after it) cannot blur a mask. A turn's tokens cou
 one (ChatML's `<|im_end|>` then "\n": the newline after the end token is the template's, not the answer's). A
 template that breaks the prefix property (one that rewrites earlier turns, as those that drop past reasoning do)
 is refused with the record's place: its masks would be wrong. With `loss_on: all`, a conversation is simply
-`encode(apply_chat_template(messages))`.
+`encode(apply_chat_template(messages))`. A conversational prompt/completion record (TRL's, `record_shapes.py`)
+has one turn, its whole completion: `before` = the prompt with the generation prompt, `after` = the conversation
+(TRL counts the completion's text in the same way, and also what the template writes after its last end token).
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def _chat(record: TextRecord, tokenizer: TextTokenizer, loss_on: str) -> Example
     if loss_on == "all":
         ids = tokenizer.encode(text)
         return Example(ids, answer_mask([ids], tokenizer.eos_id, "all"), record.where)
-    pieces = chat_pieces(messages, text, tokenizer, record.where)
+    pieces = chat_pieces(messages, text, tokenizer, record.where, record.data.get("completion_from"))
     mask = answer_mask(pieces, tokenizer.eos_id, "completion")  # each assistant turn: up to and with its last EOS
     if not any(mask[1:]):
         raise UserError(f"{record.where}: loss_on: completion, but the conversation has no assistant turn to learn",
@@ -126,23 +128,26 @@ def _chat(record: TextRecord, tokenizer: TextTokenizer, loss_on: str) -> Example
     return Example([i for piece in pieces for i in piece], mask, record.where)
 
 
-def chat_pieces(messages: list[dict[str, Any]], text: str, tokenizer: TextTokenizer, where: str) -> list[list[int]]:
+def chat_pieces(messages: list[dict[str, Any]], text: str, tokenizer: TextTokenizer, where: str,
+                completion_from: int | None = None) -> list[list[int]]:
     """The conversation's tokens as [context, turn, context, turn, ..., context]: `text` (the whole conversation
     rendered) cut at `assistant_cuts`, each piece tokenized on its own (module docstring)."""
-    cuts = [0, *assistant_cuts(messages, text, tokenizer, where), len(text)]
+    cuts = [0, *assistant_cuts(messages, text, tokenizer, where, completion_from), len(text)]
     return [tokenizer.encode(text[start:end]) for start, end in itertools.pairwise(cuts)]
 
 
-def assistant_cuts(messages: list[dict[str, Any]], text: str, tokenizer: TextTokenizer, where: str) -> list[int]:
+def assistant_cuts(messages: list[dict[str, Any]], text: str, tokenizer: TextTokenizer, where: str,
+                   completion_from: int | None = None) -> list[int]:
     """[before_1, after_1, before_2, after_2, ...]: where each assistant turn starts and ends in `text` (the whole
-    conversation rendered), found prefix by prefix (module docstring); UserError when the template breaks the
-    prefix property."""
+    conversation rendered), found prefix by prefix (module docstring); with `completion_from` (a conversational
+    prompt/completion record) one turn, messages[completion_from:] together. UserError when the template breaks
+    the prefix property."""
     cuts: list[int] = []
-    for i, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
+    turns = ([(completion_from, len(messages))] if completion_from is not None else
+             [(i, i + 1) for i, message in enumerate(messages) if message["role"] == "assistant"])
+    for i, end in turns:
         before = _render(tokenizer, messages[:i], True, where)
-        after = _render(tokenizer, messages[: i + 1], False, where)
+        after = _render(tokenizer, messages[:end], False, where)
         for prefix, what in ((before, "the messages before it with the generation prompt"),
                              (after, "the conversation up to it")):
             if not text.startswith(prefix):

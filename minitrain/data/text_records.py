@@ -1,16 +1,9 @@
-"""Text data as people have it: a file, a folder of files or a Hugging Face dataset, read into records of one kind.
+"""Text data as people have it: a file, a folder of files or a Hugging Face dataset, read into records of one shape.
 
-A record's kind is told by its keys:
-
-    kind                a record holds                                   for example
-    text                text (a non-empty string)                        {"text": "Érase una vez..."}
-    prompt_completion   prompt (a string), completion (non-empty)        {"prompt": "2 + 2 =", "completion": " 4"}
-    chat                messages: a non-empty list of {role, content},   {"messages": [{"role": "user",
-                        role system (first message only), user or        "content": "Hola"}, {"role": "assistant",
-                        assistant, content a string                      "content": "¡Hola!"}]}
-
-Other keys (an id, a source, a score) are ignored; keys of two kinds in one record (`text` and `messages`) are an
-error rather than a guess. Every record of every file read together must be of one kind.
+A record's shape is told by its keys, and read as one of three kinds (`record_shapes.py` has the table): text
+(`{"text"}`), prompt_completion (`{"prompt", "completion"}` strings) or chat (`{"messages"}`, also from ShareGPT's
+`conversations`, Alpaca's `instruction`/`input`/`output` and TRL's conversational prompt/completion); preference
+rows (`chosen`/`rejected`) are refused. Every record of every file read together must be of one shape.
 
 Files, by extension:
 
@@ -47,9 +40,8 @@ from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import decode_utf8, json_type, read_bytes
 from minitrain.data.formats import EXTENSIONS, read_table
 from minitrain.data.locate import data_files, download_dataset, is_hub_source, split_of
+from minitrain.data.record_shapes import Malformed, parse_record
 
-KIND_KEYS = {"text": ("text",), "prompt_completion": ("prompt", "completion"), "chat": ("messages",)}
-ROLES = ("system", "user", "assistant")
 # A table format's extensions name it here too, but a text file is one document (not one record per line).
 RECORD_FORMATS = {**{ext: fmt for ext, fmt in EXTENSIONS.items() if fmt != "text"},
                   **dict.fromkeys((".txt", ".text", ".md", ".markdown"), "documents")}
@@ -60,16 +52,14 @@ SPLITS = ("train", "val", "test")  # locate.split_of's names, in the order split
 
 class TextRecord(NamedTuple):
     """One record: `where` it came from (`data/a.jsonl:12`, `data/a.parquet: row 5`, `notes/b.md`), its `kind`
-    (of KIND_KEYS), and `data`, only that kind's keys: {"text"}, {"prompt", "completion"} or {"messages": [{"role",
-    "content"}, ...]}."""
+    (text, prompt_completion or chat), and `data`, only that kind's keys: {"text"}, {"prompt", "completion"} or
+    {"messages": [{"role", "content"}, ...]} (and "completion_from", the first message the loss learns, for a
+    chat_prompt_completion record); `shape`, the `record_shapes.SHAPES` record it was read from."""
 
     where: str
     kind: str
     data: dict[str, Any]
-
-
-class _Malformed(Exception):
-    """Why a parsed record is not a record (the caller adds where it is)."""
+    shape: str = ""
 
 
 def format_of(path: Path) -> str:
@@ -79,66 +69,6 @@ def format_of(path: Path) -> str:
         known = ", ".join(sorted(RECORD_FORMATS))
         raise UserError(f"{path}: not a text data file (known extensions: {known})", BAD_INPUT)
     return found
-
-
-def parse_record(obj: Any, tabular: bool = False) -> tuple[str, dict[str, Any]]:
-    """(kind, data) of one parsed record; `_Malformed` saying what is wrong. `tabular`: a null is an absent key."""
-    if not isinstance(obj, dict):
-        raise _Malformed(f"expected a JSON object, got {json_type(obj)}")
-    if tabular:
-        obj = {key: value for key, value in obj.items() if value is not None}
-    kinds = [kind for kind, keys in KIND_KEYS.items() if any(key in obj for key in keys)]
-    if not kinds:
-        raise _Malformed(f"holds none of the keys text, prompt + completion, messages (its keys: {sorted(obj)})")
-    if len(kinds) > 1:
-        found = sorted(key for kind in kinds for key in KIND_KEYS[kind] if key in obj)
-        raise _Malformed(f"holds keys of two kinds of record ({', '.join(found)}): keep one of text, "
-                         "prompt + completion, messages")
-    kind = kinds[0]
-    missing = [key for key in KIND_KEYS[kind] if key not in obj]
-    if missing:
-        present = next(key for key in KIND_KEYS[kind] if key in obj)
-        raise _Malformed(f"has {present!r} but no {missing[0]!r}")
-    if kind == "chat":
-        return kind, {"messages": _messages(obj["messages"], tabular)}
-    data = {key: obj[key] for key in KIND_KEYS[kind]}
-    for key, value in data.items():
-        _check_string(value, repr(key))
-        if key != "prompt" and not value.strip():
-            raise _Malformed(f"{key!r} is empty")
-    return kind, data
-
-
-def _check_string(value: Any, what: str) -> None:
-    if not isinstance(value, str):
-        raise _Malformed(f"{what} must be a string, got {json_type(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as e:  # JSON's "\ud800" escape decodes to a lone surrogate, which is no text
-        raise _Malformed(f"{what} holds a lone surrogate {value[e.start]!r}, which is not text") from None
-
-
-def _messages(messages: Any, tabular: bool) -> list[dict[str, str]]:
-    if not isinstance(messages, list) or not messages:
-        raise _Malformed(f"'messages' must be a non-empty list of {{role, content}} objects, got "
-                         f"{json_type(messages) if messages != [] else 'an empty list'}")
-    checked = []
-    for i, message in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(message, dict):
-            raise _Malformed(f"{where} must be an object {{role, content}}, got {json_type(message)}")
-        if tabular:
-            message = {key: value for key, value in message.items() if value is not None}
-        if set(message) != {"role", "content"}:
-            raise _Malformed(f"{where} must have exactly the keys role and content, got {sorted(message)}")
-        role, content = message["role"], message["content"]
-        if role not in ROLES:
-            raise _Malformed(f"{where}: role {role!r} is not one of {', '.join(ROLES)}")
-        if role == "system" and i > 0:
-            raise _Malformed(f"{where}: a system message may only come first")
-        _check_string(content, f"{where}: content")
-        checked.append({"role": role, "content": content})
-    return checked
 
 
 def _json_value(text: str, where: str) -> Any:
@@ -152,10 +82,10 @@ def _json_value(text: str, where: str) -> Any:
 
 def _record(obj: Any, where: str, tabular: bool = False) -> TextRecord:
     try:
-        kind, data = parse_record(obj, tabular)
-    except _Malformed as e:
+        shape, data = parse_record(obj, tabular)
+    except Malformed as e:
         raise UserError(f"{where}: {e}", BAD_INPUT) from None
-    return TextRecord(where, kind, data)
+    return TextRecord(where, shape.kind, data, shape.name)
 
 
 def _json_lines(path: Path, raw: bytes) -> list[TextRecord]:
@@ -195,7 +125,7 @@ def _document(path: Path, raw: bytes) -> list[TextRecord]:
     text = decode_utf8(raw, str(path), "document").removeprefix(BOM)
     if not text.strip():
         raise UserError(f"{path}: the document is empty", BAD_INPUT)
-    return [TextRecord(str(path), "text", {"text": text})]
+    return [TextRecord(str(path), "text", {"text": text}, "text")]
 
 
 def read_file(path: str | Path) -> list[TextRecord]:
@@ -221,12 +151,12 @@ def read_files(files: Sequence[str | Path]) -> list[TextRecord]:
 
 
 def check_one_kind(records: list[TextRecord]) -> list[TextRecord]:
-    """`records`, when all are of one kind; else a UserError naming the first record of another kind."""
+    """`records`, when all are of one shape; else a UserError naming the first record of another shape."""
     first = records[0]
     for record in records:
-        if record.kind != first.kind:
-            raise UserError(f"{record.where}: a {record.kind} record, but {first.where} is a {first.kind} record: "
-                            "all records must be of one kind", BAD_INPUT)
+        if record.shape != first.shape:
+            raise UserError(f"{record.where}: a {record.shape} record, but {first.where} is a {first.shape} record: "
+                            "all records must be of one shape", BAD_INPUT)
     return records
 
 
@@ -255,15 +185,17 @@ def locate_text(source: str | Path) -> dict[str, list[Path]]:
 
 
 def describe_text_data(source: str | Path) -> dict[str, Any]:
-    """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": a key of KIND_KEYS,
+    """What `minitrain init` says of a data source, reading it and writing nothing: {"kind": text,
+    prompt_completion or chat, "shape": the records' shape (of record_shapes.SHAPES),
     "format": the files' formats joined by "+" ("jsonl", "documents", "jsonl+parquet"), "samples": records in
     all, "files": [paths as strings], "splits": {split: records}} ("all" when the files are not split)."""
     located = locate_text(source)
     splits = {split: read_files(files) for split, files in located.items()}
-    kind = check_one_kind([records[0] for records in splits.values()])[0].kind
+    first = check_one_kind([records[0] for records in splits.values()])[0]
     files = [file for group in located.values() for file in group]
     return {
-        "kind": kind,
+        "kind": first.kind,
+        "shape": first.shape,
         "format": "+".join(sorted({format_of(file) for file in files})),
         "samples": sum(len(records) for records in splits.values()),
         "files": [str(file) for file in files],

@@ -97,6 +97,7 @@ def publish(
         if not model_card and (card := Path(tmp) / "README.md").exists():
             card.unlink()
             files = [path for path in files if path != card]
+            log("Model card: not written (README.md is left out of the upload)")
         if dry_run:
             log(f"Dry run: would upload to {api.endpoint}/{repo_id} ({'private' if private else 'public'}):")
             for path in files:
@@ -152,6 +153,7 @@ def maybe_publish_after_training(cfg, run_dir: str | Path, status: str, quiet: b
     if status not in FINISHED:
         print(f"Not publishing to {cfg.publish.repo}: the run ended with status {status!r}")
         return None
-    print(f"Publishing to {cfg.publish.repo} (publish: section of the config)")
+    print(f"Publishing to {cfg.publish.repo} (publish: section of the config"
+          + ("; no model card: publish.model_card is false)" if not cfg.publish.model_card else ")"))
     return publish(run_dir, cfg.publish.repo, private=cfg.publish.private, quiet=quiet,
-                   merge_adapters=cfg.publish.merge_adapters)
+                   merge_adapters=cfg.publish.merge_adapters, model_card=cfg.publish.model_card)

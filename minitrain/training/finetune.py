@@ -77,10 +77,17 @@ def adapter_facts(model: Module) -> dict[str, Any]:
     weights in bytes as held."""
     if settings_of(model) is None:
         return {}
-    quantized = sum(m.weight.size for m in model.modules() if isinstance(m, Linear4Bit))
+    quantized = four_bit_weights(model)[0]
     trainable, total = model.num_parameters(trainable_only=True), model.num_parameters() + quantized
     return {**({"quantized_parameters": quantized} if quantized else {}),
             "trainable_share": round(trainable / total, 6), "base_weight_bytes": base_weight_bytes(model)}
+
+
+def four_bit_weights(model: Module) -> tuple[int, int, str]:
+    """(weights, bytes, code book) of the 4-bit blocks a QLoRA model holds beside its parameters ((0, 0, "") for
+    none): each weight counted once as the model has it, the bytes as stored (codes, scales)."""
+    held = [m.weight for m in model.modules() if isinstance(m, Linear4Bit)]
+    return sum(w.size for w in held), sum(w.nbytes for w in held), held[0].quant_type.upper() if held else ""
 
 
 def after_training(

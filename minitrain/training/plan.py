@@ -16,6 +16,7 @@ from minitrain.config.datacheck import DataSummary
 from minitrain.loop import evaluate
 from minitrain.training import artifacts
 from minitrain.training.engine import step_gradients
+from minitrain.training.finetune import four_bit_weights
 from minitrain.training.parts import Parts, build_parts, parameter_counts, validator_for
 from minitrain.training.text_run import complete_config, data_summary
 
@@ -67,6 +68,18 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _counts(model: Any) -> dict[str, Any]:
+    """`parameter_counts`, the 4-bit base weights of a QLoRA model counted among the parameters (frozen) and told
+    apart: "N parameters (B bytes as NF4)"."""
+    counts = parameter_counts(model)
+    held, nbytes, book = four_bit_weights(model)
+    if not held:
+        return counts
+    total, trainable = counts["parameters"] + held, counts.get("trainable_parameters", counts["parameters"])
+    return {"parameters": total, "trainable_parameters": trainable, "frozen_parameters": total - trainable,
+            "base_4bit": f"{held:,} parameters ({nbytes:,} bytes as {book})"}
+
+
 def plan_run(cfg: Config, summary: DataSummary | None = None, say: Callable[[str], None] = _say) -> dict[str, Any]:
     """The dry run: what `run_training` would do, writing nothing. The time is estimated from one measured forward
     and backward of one micro-batch (t): a step is t × grad_accumulation, a validation pass t / 3 per batch_size
@@ -106,7 +119,7 @@ def plan_run(cfg: Config, summary: DataSummary | None = None, say: Callable[[str
     n_val = len(range(-offset % val_every, steps, val_every)) + (0 if (steps - 1 + offset) % val_every == 0 else 1)
     estimate = steps * per_step + n_val * per_val
     return {
-        **parameter_counts(parts.model),
+        **_counts(parts.model),
         **per_step_size,
         "steps": steps,
         "epochs": round(steps * per_step_records / parts.batcher.num_records, 3),

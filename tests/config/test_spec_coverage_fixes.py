@@ -69,3 +69,35 @@ def test_a_set_replaces_the_files_value_however_either_spells_it(in_file, overri
     data = {**ON_A_BASE, **in_file}
     section, key = where
     assert getattr(getattr(config_from_dict(data, [override]), section), key) == value
+
+
+def test_a_manifests_split_of_only_a_seed_takes_appendix_as_ratios_and_names_the_missing_source():
+    """The spec's §15.1: `data: {split: {seed: 42}}` in a manifest. Appendix A gives the ratios (0.8/0.1/0.1), so
+    they are not "required key missing"; what is missing is the source the split splits, named as such."""
+    from minitrain.config import ConfigError
+
+    head = {"entrenar": "1.0", "name": "x", "version": "1.0.0", "training": {"epochs": 1}}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({**head, "data": {"split": {"seed": 42}}})
+    message = str(info.value)
+    assert "required key is missing" not in message
+    assert "data.source: missing: data.split splits one source; give it" in message
+    on_a_base = {**head, "model": LLAMA, "data": {"source": "d/", "split": {"seed": 42}}}
+    assert resolved_dict(config_from_dict(on_a_base))["data"]["split"] == {"train": 0.8, "val": 0.1, "test": 0.1,
+                                                                          "stratify": None, "seed": 42}
+    given = {**on_a_base, "data": {"source": "d/", "split": {"train": 0.9, "val": 0.1}}}  # the user's ratios stay
+    assert resolved_dict(config_from_dict(given))["data"]["split"]["test"] == 0.0
+
+
+def test_a_refused_source_is_not_also_said_to_be_missing():
+    """The spec's §2.1: an s3:// data.source is refused with its reason; its data.split is not also told to give
+    data.source, which was given."""
+    from minitrain.config import ConfigError
+
+    data = {"model": LLAMA, "training": {"total_steps": 10},
+            "data": {"source": "s3://bucket/data.ald", "split": {"train": 0.9, "val": 0.1}}}
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data)
+    message = str(info.value)
+    assert "data.source: not supported: minitrain reaches no service" in message
+    assert "give it" not in message and "1 problem" in message

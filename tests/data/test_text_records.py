@@ -79,10 +79,11 @@ def test_blank_lines_crlf_and_a_byte_order_mark_are_read(tmp_path):
 BAD_LINES = [
     ('{"text": "uno"', r"invalid JSON"),
     ("[1, 2]", r"expected one JSON object per line, got a list"),
-    ('{"id": 3}', r"holds none of the keys text, prompt \+ completion, messages \(its keys: \['id'\]\)"),
+    ('{"id": 3}', r"holds none of the keys text, prompt \+ completion, messages, conversations, instruction \+ output "
+                    r"\(its keys: \['id'\]\)"),
     ('{"prompt": "p"}', r"has 'prompt' but no 'completion'"),
     ('{"completion": "c"}', r"has 'completion' but no 'prompt'"),
-    ('{"text": "t", "messages": []}', r"keys of two kinds of record \(messages, text\)"),
+    ('{"text": "t", "messages": []}', r"keys of two shapes of record \(messages, text\)"),
     ('{"text": 3}', r"'text' must be a string, got an integer"),
     ('{"text": "  \\n"}', r"'text' is empty"),
     ('{"prompt": "p", "completion": ""}', r"'completion' is empty"),
@@ -186,13 +187,14 @@ def test_describe_counts_samples_and_writes_nothing(tmp_path):
     pyarrow.parquet.write_table(pa.Table.from_pylist(CHAT), data / "test.parquet")
     before = snapshot(data), sorted(os.listdir(data))
     described = describe_text_data(data)
-    assert described == {"kind": "chat", "format": "jsonl+parquet", "samples": 8,
+    assert described == {"kind": "chat", "shape": "chat", "format": "jsonl+parquet", "samples": 8,
                          "files": [str(data / "train.jsonl"), str(data / "test.parquet")],
                          "splits": {"train": 6, "test": 2}}
     assert (snapshot(data), sorted(os.listdir(data))) == before
     (tmp_path / "one.md").write_text("hola", "utf-8")
-    assert describe_text_data(tmp_path / "one.md") == {"kind": "text", "format": "documents", "samples": 1,
-                                                       "files": [str(tmp_path / "one.md")], "splits": {"all": 1}}
+    assert describe_text_data(tmp_path / "one.md") == {"kind": "text", "shape": "text", "format": "documents",
+                                                       "samples": 1, "files": [str(tmp_path / "one.md")],
+                                                       "splits": {"all": 1}}
 
 
 def test_an_hf_dataset_is_read_from_the_cache(hub):

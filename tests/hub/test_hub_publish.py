@@ -152,6 +152,17 @@ def test_the_publish_section_runs_only_after_a_successful_run(hub, run, status, 
     assert (REPO in hub.repos) == published
 
 
+def test_a_publish_section_with_model_card_false_uploads_no_card_and_says_so(hub, run, capsys):
+    with_card = maybe_publish_after_training(Config(publish={"repo": REPO}), run, "completed")
+    cfg = Config(publish={"repo": "alice/no-card", "model_card": False})
+    assert maybe_publish_after_training(cfg, run, "completed") and with_card
+    out = capsys.readouterr().out
+    assert "Publishing to alice/no-card (publish: section of the config; no model card: publish.model_card is " \
+        "false)" in out and "Model card: not written" in out
+    assert "README.md" in hub.repos[REPO].files and "README.md" not in hub.repos["alice/no-card"].files
+    assert set(hub.repos[REPO].files) - set(hub.repos["alice/no-card"].files) == {"README.md"}
+
+
 def test_no_publish_section_means_no_publishing(hub, run):
     assert maybe_publish_after_training(Config(), run, "completed") is None
     assert hub.requests == []

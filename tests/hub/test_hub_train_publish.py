@@ -75,6 +75,15 @@ def test_no_token_keeps_the_run_folder_complete_and_uploads_nothing(tmp_path, mo
     assert results["status"] == "completed" and Path(results["model_path"]).is_file()
 
 
+def test_the_later_publish_command_keeps_the_sections_settings(tmp_path, monkeypatch, capsys):
+    config = write_tiny_run(tmp_path, f"publish: {{repo: {REPO}, private: true, model_card: false}}\n")
+    with serving(monkeypatch, tmp_path / "hf", None, {TOKEN: "alice"}):
+        code, _, err = train(config, tmp_path, capsys)
+    assert code == 1 and "Traceback" not in err
+    assert f"later with: minitrain publish --repo {REPO} --private --no-model-card {tmp_path / 'run'}" in err
+    assert "model_card: false" in (tmp_path / "run" / "config.resolved.yaml").read_text()
+
+
 def test_the_dry_run_names_the_repo_and_publishes_nothing(tmp_path, monkeypatch, capsys):
     config = write_tiny_run(tmp_path, PUBLISH)
     with serving(monkeypatch, tmp_path / "hf", TOKEN, {TOKEN: "alice"}) as hub:

@@ -195,3 +195,29 @@ def test_one_epoch_is_counted_as_validate_counts_it_and_the_run_validates_a_few_
     counted = data_summary(complete_config(load_config(tmp_path / "config.yaml"))).steps_per_epoch
     assert said == counted == cfg["training"]["total_steps"] == 10  # 40 rows of one record, 4 a batch
     assert cfg["training"]["val_every"] == 2  # five validations in ten steps, not one a step
+
+
+SHAPED = {
+    "sharegpt": {"conversations": [{"from": "human", "value": "hola"}, {"from": "gpt", "value": "como"}]},
+    "alpaca": {"instruction": "hola", "input": "", "output": "como"},
+    "chat_prompt_completion": {"prompt": [{"role": "user", "content": "hola"}],
+                               "completion": [{"role": "assistant", "content": "como"}]},
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPED))
+def test_init_and_validate_detect_each_shape_and_refuse_preference_rows(gguf, tmp_path, capsys, monkeypatch, shape):
+    write_jsonl(tmp_path / "d" / "train.jsonl", [SHAPED[shape]] * 4)
+    write_jsonl(tmp_path / "d" / "val.jsonl", [SHAPED[shape]])
+    code, out, err = init(["--base", gguf, "--data", tmp_path / "d"], capsys, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert f"5 samples detected: train 4, val 1; {shape} records, jsonl" in out
+    assert parse_yaml((tmp_path / "config.yaml").read_text()).data["data"]["loss_on"] == "completion"
+    code, out, err = cli(["validate", "config.yaml", "--set", "training.batch_size=1"], capsys)
+    assert code == 0, out + err
+    write_jsonl(tmp_path / "d" / "val.jsonl", [SHAPED[shape], {"prompt": "hola", "chosen": "como", "rejected": "x"}])
+    for argv in (["validate", "config.yaml", "--set", "training.batch_size=1"],
+                 ["init", "--base", str(gguf), "--data", str(tmp_path / "d"), "--force"]):
+        code, out, err = cli(argv, capsys)
+        assert code == 2 and f"{tmp_path / 'd' / 'val.jsonl'}:2" in out + err and "no preference training yet" in \
+            out + err and "Traceback" not in err, argv

@@ -177,6 +177,22 @@ def test_a_qlora_run_resumes_bit_for_bit(tmp_path, base, capsys, double_quantize
     assert f"Parameters: {total:,} (" in card and "reproduces the run only on minitrain's NF4-quantized base" in card
 
 
+def test_a_qlora_dry_run_counts_the_4bit_base_as_the_models_parameters(tmp_path, base, capsys):
+    """The plan's parameters are the whole model's, the 4-bit base weights among them (frozen), and the line
+    base_4bit says how many are held in NF4 blocks and their bytes (64 codes of half a byte + a float32 scale)."""
+    config = lora_config(tmp_path, base, LORA + "  quantize_base: true\n")
+    code, out, err = run(["train", config, "--dry-run"], capsys)
+    assert code == 0, err
+    plan = dict(line.strip().split(": ", 1) for line in out.splitlines() if line.startswith("  ") and
+                line[2] != " " and not line.endswith(":"))
+    base_file = Path(json.loads((base / "results.json").read_text())["model_path"])
+    adapters = 2 * ((2 * 8 + 24 * 2) + (2 * 16 + 8 * 2))  # rank 2: A, B of c_attn (8 → 24) and mlp.c_proj (16 → 8)
+    total = sum(a.size for a in safetensors.numpy.load_file(base_file).values()) + adapters
+    held = 2 * (8 * 24 + 8 * 8 + 8 * 16 + 16 * 8)  # every linear layer of the base, in 4-bit blocks of 64
+    assert int(plan["parameters"]) == total == int(plan["trainable_parameters"]) + int(plan["frozen_parameters"])
+    assert plan["base_4bit"] == f"{held:,} parameters ({held // 2 + 4 * (held // 64)} bytes as NF4)"
+
+
 def test_qat_trains_with_the_weights_it_stores(tmp_path, base, capsys):
     body = ("quantize:\n  enabled: true\n  bits: 4\n  granularity: per_group\n  group_size: 8\n"
             "  qat:\n    enabled: true\n    observer: histogram\n"
