@@ -140,3 +140,7 @@ def test_the_character_gguf_says_add_bos_and_reads_back_with_the_run_s_ids_and_l
         config, state, tokenizer, _ = load_pretrained_base(tmp_path / "hf")
         assert tokenizer.encode("vivir|P1|vivo", add_special_tokens=True) == ids
         assert float(np.abs(logits(built(config, state, "hf"), ids) - logits(source, ids)).max()) <= 1e-6
+        back, _ = export_gguf(tmp_path / "hf", tmp_path / "back" / "run.gguf")  # and from there to a GGUF again
+        assert gguf.GGUFReader(back).fields["tokenizer.ggml.tokens"].contents() == \
+            reader.fields["tokenizer.ggml.tokens"].contents()
+        assert float(np.abs(logits(load_text_model(str(back)).model, ids) - logits(source, ids)).max()) <= 1e-6
