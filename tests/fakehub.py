@@ -446,8 +446,9 @@ TINY_MODEL = {"n_layer": 2, "n_head": 2, "d_model": 8, "d_ff": 16, "vocab_size":
 RECORDS = ["comer|R1|comí", "comer|P1|como", "vivir|R1|viví", "vivir|P1|vivo", "mover|P1|muevo"]
 
 
-def make_run(root: Path, seed: int = 0) -> Path:
-    """A run folder as training leaves it (manifest, resolved config, results, model file), with random weights.
+def make_run(root: Path, seed: int = 0, model: dict | None = None) -> Path:
+    """A run folder as training leaves it (manifest, resolved config, results, model file), with random weights;
+    `model`: its model config (default TINY_MODEL, a MiniGPT).
 
     Export, card and publish only read files, so the weights need no training; the data files are real.
     """
@@ -465,12 +466,13 @@ def make_run(root: Path, seed: int = 0) -> Path:
 
     run = root / "run"
     rng = np.random.default_rng(seed)
+    model = model or TINY_MODEL
     state = {name: (0.1 * rng.standard_normal(shape)).astype(np.float32)
-             for name, shape in parameter_shapes(TINY_MODEL)}
-    model_path = root / "models" / "minigpt-test.safetensors"
-    save_model_file(model_path, state, TINY_MODEL)
+             for name, shape in parameter_shapes(model)}
+    model_path = root / "models" / f"{model.get('type', 'minigpt')}-test.safetensors"
+    save_model_file(model_path, state, model)
     config = {
-        "model": dict(TINY_MODEL),
+        "model": dict(model),
         "data": {"train_path": str(data / "train.jsonl"), "val_path": str(data / "val.jsonl"),
                  "vocab_path": str(data / "vocab.json"), "heldout_policy": "verbs_4", "loss_on": "answer"},
         "optimizer": {"type": "adamw", "lr_max": 0.001, "lr_min": 0.0001, "beta1": 0.9, "beta2": 0.95,

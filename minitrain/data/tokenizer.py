@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_json, read_json
@@ -73,10 +74,11 @@ class CharTokenizer:
         return tokenizer
 
     def save(self, path: str | os.PathLike) -> None:
-        atomic_write_json(
-            path,
-            {"format": VOCAB_FORMAT, "specials": list(SPECIALS), "chars": self.chars, "vocab_size": self.vocab_size},
-        )
+        atomic_write_json(path, self.as_json())
+
+    def as_json(self) -> dict[str, Any]:
+        """What `save` writes (and `load` reads)."""
+        return {"format": VOCAB_FORMAT, "specials": list(SPECIALS), "chars": self.chars, "vocab_size": self.vocab_size}
 
     def encode(self, text: str) -> list[int]:
         """Ids of the characters of `text`, without BOS/EOS. An unknown character is a `UserError`."""

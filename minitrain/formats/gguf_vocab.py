@@ -13,7 +13,8 @@ A pretrained base's byte-level BPE (a `tokenizers` BPE model under a ByteLevel p
 minitrain's character vocabulary ([<pad>, <bos>, <eos>, then the corpus's characters]) is written as a byte-level
 BPE too, so that llama.cpp tokenizes text with it: a character is spelled in GPT-2's byte alphabet ('é' is the two
 bytes C3 A9, spelled 'Ã©'), and a merge joins the bytes of each character of two or more bytes back into its one
-token. Reading such a file, `char_vocab` recognises the layout and gives back the same `CharTokenizer`.
+token. Reading such a file, `char_vocab` recognises the layout and gives back the same `CharTokenizer`
+(`gguf_tokenizer`: of any architecture). add_bos_token is written true: the model was trained with BOS first.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from minitrain.data.pretrained_tokenizer import (
     bytes_to_unicode,
 )
 from minitrain.data.tokenizer import SPECIALS, CharTokenizer
+from minitrain.formats.hf_tokenizer import char_pretrained
 
 NORMAL, UNUSED = 1, 5  # llama.cpp's token types (CONTROL 3 and USER_DEFINED 4 come from the tokenizer module)
 _SPELLING = bytes_to_unicode()
@@ -42,7 +44,9 @@ def spell(text: str) -> str:
 
 
 def char_fields(tokenizer: CharTokenizer, vocab_size: int) -> dict[str, Any]:
-    """The fields of a character vocabulary; `vocab_size` is the model's (rows beyond the vocabulary are unused)."""
+    """The fields of a character vocabulary; `vocab_size` is the model's (rows beyond the vocabulary are unused).
+    add_bos_token is true: a character model trains on [BOS] + characters + [EOS] (`CharTokenizer.encode_line`),
+    so llama.cpp must put BOS in front of a prompt as minitrain does."""
     tokens = [*SPECIALS, *(spell(c) for c in tokenizer.chars)]
     merges = []
     for c in tokenizer.chars:  # 'é' = 'Ã' + '©': one merge; a 3-byte character needs two, left to right
@@ -54,7 +58,7 @@ def char_fields(tokenizer: CharTokenizer, vocab_size: int) -> dict[str, Any]:
     types = [CONTROL] * len(SPECIALS) + [NORMAL] * len(tokenizer.chars)
     return _padded({"tokens": tokens, "merges": merges, "token_types": types, "bos_id": tokenizer.bos_id,
                     "eos_id": tokenizer.eos_id, "pad_id": tokenizer.pad_id, "unk_id": None, "chat_template": None,
-                    "model": "gpt2", "pre": "gpt-2", "add_bos": False}, vocab_size)
+                    "model": "gpt2", "pre": "gpt-2", "add_bos": True}, vocab_size)
 
 
 def char_vocab(fields: dict[str, Any]) -> CharTokenizer | None:
@@ -75,6 +79,14 @@ def char_vocab(fields: dict[str, Any]) -> CharTokenizer | None:
         return CharTokenizer(chars)
     except UserError:  # not sorted, repeated, too many: not a minitrain vocabulary
         return None
+
+
+def gguf_tokenizer(fields: dict[str, Any], max_length: int) -> PretrainedTokenizer:
+    """The tokenizer of a GGUF's fields: its character vocabulary (as its Hugging Face export has it,
+    formats/hf_tokenizer.py) when they spell one (a BPE over them would lack the bytes its merges join), else the
+    tokenizer of its tokenizer.ggml.model."""
+    chars = char_vocab(fields)
+    return PretrainedTokenizer.from_gguf_fields(**fields) if chars is None else char_pretrained(chars, max_length)
 
 
 def bpe_fields(tokenizer: PretrainedTokenizer, vocab_size: int) -> dict[str, Any]:

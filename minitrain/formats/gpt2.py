@@ -62,12 +62,13 @@ def check_exportable(model_config: Mapping[str, Any]) -> None:
     """UserError unless transformers' GPT-2 can represent the model (a MiniGPT with GPT-2's attention scale)."""
     kind = model_type(model_config)
     if family_of(model_config).reads == "table":
-        raise UserError("export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2); this model is a "
-                        "sequential table model: its run folder and model file hold everything `minitrain predict "
-                        "RUN_DIR rows.csv -o out.csv` needs")
+        raise UserError("export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2), and the Llama "
+                        "family its own; this model is a sequential table model: its run folder and model file hold "
+                        "everything `minitrain predict RUN_DIR rows.csv -o out.csv` needs")
     if layout_of(model_config) != "gpt2":
-        raise UserError(f"export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2); this model is "
-                        f"{kind}. Sample and evaluate it with minitrain (`minitrain sample RUN_DIR ...`)")
+        raise UserError(f"export: only MiniGPT (model.type minigpt) has a transformers twin (GPT-2), and the Llama "
+                        f"family its own; this model is {kind}. Sample and evaluate it with minitrain (`minitrain "
+                        "sample RUN_DIR ...`)")
     scale = model_config.get("attn_scale")
     if scale not in (None, 1.0):
         raise UserError(f"export: attn_scale {scale:g}: GPT-2 scales attention by 1/sqrt(head size) or not at all "

@@ -5,6 +5,7 @@ file that llama.cpp (and so Ollama, LM Studio) loads.
     a run folder, model file or export of a        MiniGPT -> gpt2 layout      the character vocabulary, spelled
         character model (a LoRA run: merged)                                   as byte-level BPE (formats/gguf_vocab.py)
     a run on a pretrained base (RUN/tokenizer/)    its family (LoRA: merged)   the base's BPE
+    a character Llama's Hugging Face export        llama                       its character vocabulary, as above
     a Llama-family or GPT-2 base: .gguf, Hugging   llama / qwen2 / gpt2        the base's BPE (a .gguf's own
         Face folder or Hub id                                                  tokenizer fields, as they were)
     a gpt2 GGUF minitrain wrote                    gpt2                        its own fields, as they were
@@ -29,6 +30,7 @@ from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gguf_vocab import bpe_fields, char_fields
 from minitrain.formats.gguf_write import write_gguf_model
+from minitrain.formats.hf_tokenizer import char_tokenizer_of
 from minitrain.models.registry import model_type, parameter_shapes, refusal
 
 
@@ -74,7 +76,9 @@ def gguf_source(source: str, vocab_path: str | None = None, base_model: str | No
         found = _gguf_file(Path(source))
     elif is_text_source(source):  # a pretrained base, or a run on one: the base's own tokenizer
         model_config, state, tokenizer = text_state(source)
-        found = GGUFSource(model_config, state, bpe_fields(tokenizer, int(model_config["vocab_size"])), name)
+        chars = char_tokenizer_of(tokenizer)  # a character Llama's Hugging Face export: its vocabulary again
+        fields = (char_fields if chars else bpe_fields)(chars or tokenizer, int(model_config["vocab_size"]))
+        found = GGUFSource(model_config, state, fields, name)
     else:  # a character model: a run folder, model file or export (a LoRA run merged by load_pretrained)
         pretrained = load_pretrained(source, base_model)
         model_config = pretrained.model_config

@@ -1,5 +1,7 @@
-"""`minitrain export`: turn a run (or a model file) into a folder `transformers` loads as `GPT2LMHeadModel`
-(a Llama-family base, or a run that fine-tuned one, as `LlamaForCausalLM` / `Qwen2ForCausalLM`: hub/export_text.py).
+"""`minitrain export`: turn a run (or a model file) into a folder `transformers` loads as `GPT2LMHeadModel`, or
+for a Llama or Gemma trained from scratch as its own class (`LlamaForCausalLM`, `Gemma3ForCausalLM`, ...: the folder
+hub/pretrained.export_hf_folder writes, with generation_config.json, and the character tokenizer's files below);
+a Llama-family base, or a run that fine-tuned one, is exported by hub/export_text.py.
 
     OUT_DIR/
       config.json             GPT-2 config (see minitrain/formats/gpt2.py for the key mapping)
@@ -27,15 +29,16 @@ from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import atomic_write_json, atomic_write_text
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gpt2 import WEIGHTS_FILE, check_exportable, to_gpt2_config
-from minitrain.formats.hf_tokenizer import tokenizer_config, tokenizer_json
+from minitrain.formats.hf_tokenizer import char_pretrained
 from minitrain.formats.safetensors_folder import write_weights
 from minitrain.hub.card import build_card
-from minitrain.hub.pretrained import is_base_id
+from minitrain.hub.pretrained import export_hf_folder, is_base_id, is_llama
 from minitrain.hub.run_folder import RunInfo, read_run
 from minitrain.hub.staging import check_target, staged
 from minitrain.lora.peft import CONFIG_FILE as ADAPTER_CONFIG
 from minitrain.lora.peft import WEIGHTS_FILE as ADAPTER_WEIGHTS
 from minitrain.lora.peft import write_peft_folder
+from minitrain.models.registry import family_of
 
 ADAPTER_FILES = (ADAPTER_CONFIG, ADAPTER_WEIGHTS)  # a LoRA run's export holds these instead of config + weights
 EXPORT_FILES = ("README.md", "config.json", WEIGHTS_FILE, "tokenizer.json", "tokenizer_config.json", "vocab.json")
@@ -106,21 +109,23 @@ def export_model(
         info = replace(info, state=model.state_dict(), model_config=dict(model.config), adapter=None)
     elif info.adapter is not None and for_hub:
         info = replace(info, adapter=replace(info.adapter, base=hub_base(info, base_model)))
-    check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported
-    tokenizer = run_tokenizer(info, vocab_path)
+    llama = is_llama(info.model_config)  # a Llama or Gemma trained from scratch: its own transformers class
+    if not llama:
+        check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported
+    files = char_pretrained(run_tokenizer(info, vocab_path), info.model_config["max_seq_len"])
     out = Path(out_dir)
-    check_target(out, EXPORT_FILES + ADAPTER_FILES)
-    config = to_gpt2_config(info.model_config, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+    check_target(out, EXPORT_FILES + ADAPTER_FILES + ("generation_config.json",))
     with staged(out) as staging:
-        if info.adapter is None:
+        if info.adapter is not None:  # PEFT puts the adapter on the base's own export: no config.json, no weights
+            write_peft_folder(staging, info.state, info.adapter, family_of(info.model_config).fan_in_fan_out)
+            files.save(staging)
+        elif llama:
+            export_hf_folder(info.model_config, info.state, files, staging)
+        else:
+            config = to_gpt2_config(info.model_config, files.pad_id, files.bos_id, files.eos_id)
             atomic_write_json(staging / "config.json", config)
             write_weights(staging, info.state)
-            written = list(EXPORT_FILES)
-        else:  # PEFT puts the adapter on the base's own export: no config.json, no weights of the base here
-            written = [path.name for path in write_peft_folder(staging, info.state, info.adapter)]
-            written += [name for name in EXPORT_FILES if name not in ("config.json", WEIGHTS_FILE)]
-        tokenizer.save(staging / "vocab.json")
-        atomic_write_json(staging / "tokenizer.json", tokenizer_json(tokenizer))
-        atomic_write_json(staging / "tokenizer_config.json", tokenizer_config(info.model_config["max_seq_len"]))
-        atomic_write_text(staging / "README.md", build_card(info, tokenizer.vocab_size, repo_id))
-    return sorted(out / name for name in written)
+            files.save(staging)
+        atomic_write_text(staging / "README.md", build_card(info, files.vocab_size, repo_id))
+        written = sorted(p.name for p in staging.iterdir())
+    return [out / name for name in written]

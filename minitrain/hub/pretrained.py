@@ -39,6 +39,7 @@ from minitrain.common.hub_id import hub_id_problem, missing_local_path, names_hu
 from minitrain.common.io import atomic_write_json, read_json_object
 from minitrain.data.pretrained_tokenizer import FOLDER_FILES, PretrainedTokenizer
 from minitrain.formats.gguf_read import read_gguf
+from minitrain.formats.gguf_vocab import gguf_tokenizer
 from minitrain.formats.gpt2 import check_state_dict, from_gpt2_config, to_gpt2_config
 from minitrain.formats.hf_config import from_hf_config, from_hf_state, to_hf_config, to_hf_state
 from minitrain.formats.safetensors_folder import INDEX_FILE, WEIGHTS_FILE, read_folder_weights, write_weights
@@ -122,7 +123,7 @@ def _from_gguf(path: str, with_tensors: bool = True):
     checked whole before a weight is read (a refused base costs no dequantizing)."""
     contents = read_gguf(path, with_tensors=False)
     model, facts = from_hf_config(contents.config, f"{path} (GGUF metadata)")
-    tokenizer = PretrainedTokenizer.from_gguf_fields(**contents.tokenizer)
+    tokenizer = gguf_tokenizer(contents.tokenizer, model["max_seq_len"])  # a character vocabulary too
     _check_ids_fit(path, tokenizer, model)
     # from_hf_state empties the state it is given as it goes: one copy in memory
     state = from_hf_state(read_gguf(path).state, model, path) if with_tensors else {}

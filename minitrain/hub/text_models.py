@@ -11,7 +11,8 @@
     ./gpt2/ (a GPT-2 with its own BPE)     pretrained   tokenizer.json, or vocab.json + merges.txt
     user/name (a Hub repo of such a model) pretrained   the same files, from the Hugging Face cache
     a run folder, model file, export       minitrain    the run's own: RUN/tokenizer/ when it was trained from a
-        folder or Hub export of minitrain               pretrained base, else the character vocabulary
+        folder or Hub export of minitrain               pretrained base, else the character vocabulary (also read
+                                                        from a character Llama's or Gemma's GGUF or export)
 
 The model is built from the source's config and its weights loaded (a LoRA run's adapters merged into its base),
 in float32, and never trained here.
@@ -29,6 +30,7 @@ from minitrain.data.tokenizer import CharTokenizer
 from minitrain.formats.gguf_gpt2 import gpt2_tokenizer, read_gpt2_gguf
 from minitrain.formats.gguf_read import gguf_architecture
 from minitrain.formats.hf_config import MODEL_TYPES
+from minitrain.formats.hf_tokenizer import char_tokenizer_of
 from minitrain.hub.hub_errors import hub_download_errors
 from minitrain.hub.pretrained import is_gguf, load_pretrained_base
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR as RUN_TOKENIZER_DIR
@@ -78,7 +80,9 @@ def load_text_model(spec: str, vocab_path: str | None = None) -> TextModel:
         return TextModel(built(model_config, state, spec), tokenizer, kind, spec)
     if is_pretrained_base(spec):
         model_config, state, tokenizer, facts = load_pretrained_base(spec)
-        return TextModel(built(model_config, state, facts.get("path", spec)), tokenizer, "pretrained", spec)
+        chars = char_tokenizer_of(tokenizer)  # a character Llama or Gemma: its GGUF or Hugging Face export
+        return TextModel(built(model_config, state, facts.get("path", spec)), chars or tokenizer,
+                         "pretrained" if chars is None else "minitrain", spec)
     if (Path(spec) / RUN_TOKENIZER_DIR).is_dir():  # a run on a pretrained base: the base, then its training
         model, tokenizer = run_model(spec)
         return TextModel(model, tokenizer, "minitrain", spec)
