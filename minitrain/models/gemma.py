@@ -79,7 +79,7 @@ class GemmaAttention(LlamaAttention):
 
 
 class Gemma(Decoder):
-    """Gemma 2 / Gemma 3 language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`;
+    """Gemma-family language model (Gemma 2, Gemma 3). `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`;
     generate() with a KV cache."""
 
     def __init__(

@@ -37,6 +37,9 @@ FAMILIES = {
     "llama": ({"type": "llama", **SHAPE}, "LlamaForCausalLM"),
     "gemma3": ({"type": "gemma", **SHAPE, "head_dim": 4, "sliding_window": 4, "rope_local_theta": 100.0,
                 "layer_types": ["sliding_attention", "full_attention"]}, "Gemma3ForCausalLM"),
+    # a Gemma 3 as llama.cpp's gemma3 layout holds one: its local layers' base 10000, no global layer below 6
+    "gemma3-llama.cpp": ({"type": "gemma", **SHAPE, "head_dim": 4, "sliding_window": 4, "rope_local_theta": 10000.0,
+                          "rope_theta": 1e6, "layer_types": ["sliding_attention"] * 2}, "Gemma3ForCausalLM"),
     "gemma2": ({"type": "gemma", **SHAPE, "head_dim": 4, "qk_norm": False, "attn_logit_softcapping": 5.0,
                 "final_logit_softcapping": 3.0}, "Gemma2ForCausalLM"),
 }
@@ -113,7 +116,7 @@ def test_the_tokenizer_json_is_the_character_tokenizer_on_odd_text(known, odd):
     assert fast.encode(text).ids == want
 
 
-@pytest.mark.parametrize("family", ["minigpt", "llama"])  # a Gemma GGUF: once gguf_write.py has its layout
+@pytest.mark.parametrize("family", ["minigpt", "llama", "gemma3-llama.cpp"])
 def test_the_character_gguf_says_add_bos_and_reads_back_with_the_run_s_ids_and_logits(tmp_path, family, capsys):
     run = make_run(tmp_path / "m", seed=2) if family == "minigpt" else scratch_run(tmp_path, family)
     path, _ = export_gguf(run, tmp_path / "run.gguf")  # general.name: the run folder's, "run"
