@@ -261,6 +261,7 @@ CONSTANTS = {
     "0.127": "bits per weight of a double-quantized absmax: 8/64 + 32/(64·256) (minitrain/quant/blockwise.py)",
     "0.011": "1.4 / 127, the 8-bit scale of theory 07's exercise 2",
     "0.0055": "half of 1.4 / 127, the largest rounding move in theory 07's exercise 2",
+    "7.2092": "lab 06: bpe-512's val_ppl_per_token as remade on the course machine, 2026-12-07 (the text says so)",
     "1.179": "lab 05: the 4-bit file's val PPL on the machine that first made its reference run (the text says so)",
 }
 NUMBER = re.compile(r"(?<![\w.])\d+\.\d{2,}(?:e-?\d+)?(?![\w.])")
@@ -331,3 +332,16 @@ def test_the_number_check_can_fail():
     assert any(quotes("5.799501", v) for v in values)  # the baseline's val_ppl
     assert not any(quotes("5.799516", v) for v in values)  # the number the course once quoted for it
     assert any(quotes("1.191", v) for v in values)  # lab 05: the 4-bit merged model's val PPL, in its file
+
+
+def test_lab05_quotes_the_bytes_its_commands_give():
+    """Lab 05's 4-bit file, made at labs/05/run, is the committed one with a shorter path (issue 49: the text
+    quoted the committed file's 90,048 B where the lab's commands give 90,032 B)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from lab05_table import bytes_at_the_labs_path, numbers, quoted_table
+
+    assert numbers(quoted_table()["the 4-bit merged file: bytes, val PPL"])[0] == bytes_at_the_labs_path() == 90032
+    spanish = (ROOT / "lab" / "05-lora-and-quantization.es.md").read_text(encoding="utf-8")
+    assert "| 90 032, 1.191 |" in spanish and "90 048 bytes" not in spanish
