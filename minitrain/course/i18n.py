@@ -2,7 +2,7 @@
 
     tr = translator(language(), "lab03")   # "es" from MINITRAIN_LANG=es, LC_ALL, LC_MESSAGES or LANG = es_*
     tr("val PPL ended within 25 % of its best: this run does not overfit")
-    # -> "la PPL de val terminó a menos de un 25 % de su mejor valor: esta ejecución no sobreajusta"
+    # -> "la PPL de validación terminó a menos de un 25 % de su mejor valor: esta ejecución no sobreajusta"
 
 The English text stays in the code, where it is written, and is the key: the checks raise, and `grade`
 returns, English; only what is printed is translated, in the process that prints it. A catalogue is
@@ -10,7 +10,7 @@ minitrain/course/<language>/<name>.yaml (`common` for the checker's machinery an
 for each lab), a list of entries
 
     - en: "val PPL ended within {} % of its best: this run does not overfit"
-      es: "la PPL de val terminó a menos de un {} % de su mejor valor: esta ejecución no sobreajusta"
+      es: "la PPL de validación terminó a menos de un {} % de su mejor valor: esta ejecución no sobreajusta"
 
 where `{}` stands for a value the code puts in (a number, a path, another message). A printed text is matched
 against the English templates, and each value found in it is translated in turn when it is a message too, so

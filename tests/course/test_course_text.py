@@ -261,8 +261,10 @@ CONSTANTS = {
     "0.127": "bits per weight of a double-quantized absmax: 8/64 + 32/(64·256) (minitrain/quant/blockwise.py)",
     "0.011": "1.4 / 127, the 8-bit scale of theory 07's exercise 2",
     "0.0055": "half of 1.4 / 127, the largest rounding move in theory 07's exercise 2",
+    "7.2092": "lab 06: bpe-512's val_ppl_per_token as remade on the course machine, 2026-12-07 (the text says so)",
     "1.179": "lab 05: the 4-bit file's val PPL on the machine that first made its reference run (the text says so)",
 }
+SPANISH_NUMBER = re.compile(r"(?<![\w.,])(\d+),(\d{2,})(?!\w|,\d)")
 NUMBER = re.compile(r"(?<![\w.])\d+\.\d{2,}(?:e-?\d+)?(?![\w.])")
 
 
@@ -318,7 +320,10 @@ def results() -> dict[int, set[str]]:
 
 @pytest.mark.parametrize("path", course_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_quoted_number_is_a_committed_result(path, results):
-    wrong = [token for token in NUMBER.findall(parse(path).prose) if token not in CONSTANTS
+    prose = parse(path).prose
+    if path.name.endswith(".es.md"):  # Spanish prose writes the decimal comma: 63,47 is 63.47
+        prose = SPANISH_NUMBER.sub(r"\1.\2", prose)
+    wrong = [token for token in NUMBER.findall(prose) if token not in CONSTANTS
              and ("e" in token or token not in results[len(token.split(".")[1])])]
     assert not wrong, (f"{path.relative_to(ROOT)} quotes {sorted(set(wrong))}, which no committed results file holds "
                        "(as rounded); correct them, or list a constant with its reason in CONSTANTS")
@@ -327,7 +332,22 @@ def test_every_quoted_number_is_a_committed_result(path, results):
 def test_the_number_check_can_fail():
     assert quotes("5.800", 5.799501) and quotes("5.799501", 5.799501) and not quotes("5.799516", 5.799501)
     assert NUMBER.findall("val 5.799516 and 1.37, 8.2 s, step 350, 1e-4, v1.12.3") == ["5.799516", "1.37"]
+    spanish = SPANISH_NUMBER.sub(r"\1.\2", "PPL 63,47 y 7,2092, los pasos 1, 2 y 3,4")
+    assert NUMBER.findall(spanish) == ["63.47", "7.2092"]  # the decimal comma read, a list's commas not
     values = committed_results()
     assert any(quotes("5.799501", v) for v in values)  # the baseline's val_ppl
     assert not any(quotes("5.799516", v) for v in values)  # the number the course once quoted for it
     assert any(quotes("1.191", v) for v in values)  # lab 05: the 4-bit merged model's val PPL, in its file
+
+
+def test_lab05_quotes_the_bytes_its_commands_give():
+    """Lab 05's 4-bit file, made at labs/05/run, is the committed one with a shorter path (issue 49: the text
+    quoted the committed file's 90,048 B where the lab's commands give 90,032 B)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from lab05_table import bytes_at_the_labs_path, numbers, quoted_table
+
+    assert numbers(quoted_table()["the 4-bit merged file: bytes, val PPL"])[0] == bytes_at_the_labs_path() == 90032
+    spanish = (ROOT / "lab" / "05-lora-and-quantization.es.md").read_text(encoding="utf-8")
+    assert "| 90 032, 1,191 |" in spanish and "90 048 bytes" not in spanish
