@@ -58,10 +58,13 @@ def check_writable(model_config: Mapping[str, Any]) -> None:
         if not 0 <= int(model_config.get(key) or 0) < 2**32:
             raise UserError(f"export --format gguf: {key} = {model_config[key]}: a GGUF stores it as a uint32 "
                             f"(below {2**32:,})", 2)
-    if model_config.get("rope_scaling"):
-        raise UserError("export --format gguf: a model with Llama 3 RoPE scaling: llama.cpp keeps it as a "
-                        "rope_freqs tensor, which minitrain neither writes nor reads; export a Hugging Face folder "
-                        "(--format hf)", 2)
+    scaling = model_config.get("rope_scaling")
+    arch = layout_of(model_config)
+    if scaling and (arch not in GGUF_LAYOUTS or scaling.get("rope_type") not in GGUF_LAYOUTS[arch].rope_scalings):
+        why = ("Llama 3 RoPE scaling: llama.cpp keeps it as a rope_freqs tensor, which minitrain neither writes nor "
+               "reads" if scaling.get("rope_type") == "llama3" else f"{scaling.get('rope_type')} RoPE scaling: "
+               f"llama.cpp's {arch} layout does not hold it")
+        raise UserError(f"export --format gguf: a model with {why}; export a Hugging Face folder (--format hf)", 2)
 
 
 def decoder_tensors(layout: GGUFLayout, model_config: Mapping[str, Any], state: Mapping[str, np.ndarray]
@@ -121,6 +124,11 @@ def _model_metadata(writer, model_config: Mapping[str, Any], layout: GGUFLayout 
     if head_dim * model_config["n_head"] != model_config["d_model"]:  # llama.cpp's default is D / H
         writer.add_key_length(int(head_dim))
         writer.add_value_length(int(head_dim))
+    if scaling := model_config.get("rope_scaling"):  # a type the layout's record maps (check_writable)
+        from gguf import RopeScalingType
+
+        writer.add_rope_scaling_type(RopeScalingType(scaling["rope_type"]))
+        writer.add_rope_scaling_factor(float(scaling["factor"]))
     for key, short in layout.written.items():
         if (value := model_config.get(key)) is not None:
             add = writer.add_float32 if isinstance(value, float) else writer.add_uint32

@@ -91,7 +91,13 @@ class Gemma(Decoder):
         sliding_window: int | None = None, layer_types: list[str] | None = None, dropout: float = 0.0,
         rng: np.random.Generator | int = 0, dtype: type = np.float32,
     ) -> None:
-        """The keys of the module docstring; n_kv_head defaults to n_head, head_dim to d_model // n_head."""
+        """The keys of the module docstring; n_kv_head defaults to n_head, head_dim to d_model // n_head. With
+        `rope_scaling` the local layers rotate unscaled, by `rope_local_theta` or else `rope_theta` (transformers
+        scales only Gemma's global layers), and the config records that base."""
+        if rope_scaling is not None and rope_local_theta is None:
+            rope_local_theta = float(rope_theta)
+        attn_logit_softcapping, final_logit_softcapping = (None if cap is None else float(cap) for cap in (
+            attn_logit_softcapping, final_logit_softcapping))  # a GGUF stores them as float32
         config = dict(type="gemma", n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, d_model=d_model, d_ff=d_ff,
                       vocab_size=vocab_size, max_seq_len=max_seq_len, head_dim=head_dim, rope_theta=float(rope_theta),
                       rope_scaling=None if rope_scaling is None else dict(rope_scaling),

@@ -67,3 +67,27 @@ def test_what_llama_cpp_hard_codes_otherwise_is_refused_and_nothing_is_replaced(
         write_gguf_model(path, model.config, model.state_dict(), char_fields(TOKENIZER, TOKENIZER.vocab_size))
     assert path.read_bytes() == b"an earlier export"
     assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]  # no temporary file left
+
+
+def test_a_gemma_3_with_linear_rope_scaling_is_written_with_it_and_reads_back_the_same(tmp_path):
+    """Gemma 3 4B+ scales its global layers' RoPE linearly: llama.cpp stores rope.scaling.type / factor."""
+    model = random_gemma({**GEMMA3, "rope_scaling": {"rope_type": "linear", "factor": 8.0}})
+    path = tmp_path / "m.gguf"
+    write_gguf_model(path, model.config, model.state_dict(), char_fields(TOKENIZER, TOKENIZER.vocab_size))
+    reader = gguf.GGUFReader(path)
+    assert reader.fields["gemma3.rope.scaling.type"].contents() == "linear"
+    assert reader.fields["gemma3.rope.scaling.factor"].contents() == 8.0
+    contents = read_gguf(path)
+    config, _ = from_hf_config(contents.config, "test")
+    assert config["rope_scaling"] == {"rope_type": "linear", "factor": 8.0}
+
+
+def test_local_layers_rotate_unscaled_when_only_the_global_base_is_given():
+    """transformers scales only Gemma's global layers: rope_scaling without rope_local_theta leaves the sliding
+    layers at rope_theta, the same network as naming that base for them."""
+    scaled = {**GEMMA3, "rope_theta": 1e4, "rope_local_theta": None, "rope_scaling": {"rope_type": "linear",
+                                                                                        "factor": 8.0}}
+    implicit, explicit = random_gemma(scaled), random_gemma({**scaled, "rope_local_theta": 1e4})
+    idx = np.random.default_rng(3).integers(0, TOKENIZER.vocab_size, (1, 12))
+    np.testing.assert_array_equal(implicit.logits(idx).data, explicit.logits(idx).data)
+    assert implicit.config["rope_local_theta"] == 1e4
