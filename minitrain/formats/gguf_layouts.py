@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minitrain.common.registry import Registry
+from minitrain.models.decoder import FULL, SLIDING
 
 SHARED_LAYER_NAMES = {
     "attn_norm.weight": "input_layernorm.weight",
@@ -43,7 +44,6 @@ GEMMA2_LAYER_NAMES = {
 }
 GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                 "output.weight": "lm_head.weight"}
-SLIDING, FULL = "sliding_attention", "full_attention"  # transformers' layer_types
 GEMMA_WRITTEN = {"sliding_window": "attention.sliding_window", "attn_logit_softcapping": "attn_logit_softcapping",
                  "final_logit_softcapping": "final_logit_softcapping"}
 

@@ -36,10 +36,11 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write
-from minitrain.formats.gguf_layouts import FULL, GGUF_LAYOUTS, SLIDING, GGUFLayout
+from minitrain.formats.gguf_layouts import GGUF_LAYOUTS, GGUFLayout
 from minitrain.formats.gguf_read import gguf_name, permute_rope_rows
 from minitrain.formats.gpt2 import LAYER_NORM_EPS
 from minitrain.formats.hf_config import to_hf_state
+from minitrain.models.decoder import layer_kinds
 from minitrain.models.registry import layout_of
 
 DTYPES = ("f32", "f16", "q8_0")
@@ -216,7 +217,6 @@ def read_back(path: Path, model_config: Mapping[str, Any], arch: str) -> None:
 
 def _default_of(key: str, model_config: Mapping[str, Any], read: Mapping[str, Any]) -> Any:
     """What a decoder builds for `key` left None (models/decoder.py, models/gemma.py)."""
-    n_layer, window = model_config["n_layer"], model_config.get("sliding_window")
     return {"head_dim": model_config["d_model"] // model_config["n_head"], "n_kv_head": model_config["n_head"],
             "query_pre_attn_scalar": read.get("head_dim"), "rope_local_theta": model_config.get("rope_theta"),
-            "layer_types": [SLIDING if window else FULL] * n_layer}.get(key)
+            "layer_types": layer_kinds(model_config)}.get(key)

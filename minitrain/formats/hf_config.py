@@ -48,7 +48,7 @@ import numpy as np
 from minitrain.common.errors import UserError
 from minitrain.formats.gpt2 import misfits, shared_keys
 from minitrain.models import gemma, llama
-from minitrain.models.decoder import FULL, SLIDING
+from minitrain.models.decoder import FULL, SLIDING, layer_kinds
 from minitrain.models.registry import parameter_shapes, tensor_count
 from minitrain.nn.rotary import LLAMA3_KEYS
 
@@ -297,7 +297,7 @@ def _to_gemma_config(model: Mapping[str, Any], bos_id: int | None, eos_id: int |
     """A Gemma's config.json, in both spellings of RoPE (transformers 4's keys and 5's rope_parameters)."""
     layout = gemma.hf_layout(model)
     head_dim = model.get("head_dim") or model["d_model"] // model["n_head"]
-    kinds = list(model.get("layer_types") or [SLIDING if model.get("sliding_window") else FULL] * model["n_layer"])
+    kinds = layer_kinds(model)
     theta, local = float(model["rope_theta"]), float(model.get("rope_local_theta") or model["rope_theta"])
     scaling = dict(model["rope_scaling"]) if model.get("rope_scaling") else None
     if layout == "gemma2" and (local != theta or scaling):
