@@ -16,30 +16,29 @@ their last characters, so the padding mask and the loss mask are exercised.
 
 Contestants. minitrain with BLAS threads chosen by the size rule (`rule`, the default), fixed at each count of
 `--threads` (`1t`, `2t`), and chosen by timing (`measure`: minitrain/callbacks/thread_choice.py's SettingChooser,
-which has made its first decision during the warm-up and keeps watching), and on 2 local data-parallel workers × 1 BLAS
-thread (`2workers`: the same global batch in two micro-batches of B/2 lines, minitrain/parallel/local.py). The
+which has made its first decision during the warm-up and keeps watching), and on 2 local data-parallel workers × 1
+BLAS thread (`2workers`: the same global batch in two micro-batches of B/2 lines, minitrain/parallel/local.py). The
 peers, each only when importable (never a dependency; --no-torch, --no-jax leave one out): PyTorch eager on each
 count of `--threads`, each with its default AdamW and with `fused=True`, and torch.compile (fused AdamW, each count)
-unless --no-compile; JAX, the whole step under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned
-to that many cores, for each count the machine has.
+unless --no-compile; JAX, the whole step under one jax.jit (benchmarks/jax_minigpt.py), in a child process pinned to
+that many cores, for each count the machine has.
 With --against, minitrain's step once more with another checkout's code and that checkout's thread rule
 (`against_rule`, a child process running benchmarks/checkout_step.py): before and after a change, in one run.
 
 Timing: warm-up steps first (numba compiles or loads its cache, torch.compile and XLA compile, the allocator
-settles), then rounds. In each round every contestant runs `steps` steps, one after the other, so background
-load (the machine may be shared) hits all of them alike; the order is reversed every other round, so the first in
-turn changes. Before each block there is a pause of PAUSE_S and a
-quarter as many settling steps, not timed: the previous contestant's idle workers (OpenBLAS's, OpenMP's in
-PyTorch, XLA's) keep spinning for a while after their last product, and with one core busy a 2-thread block
-slowed the next contestant's first ten lab steps by 40 %. Reported: the median step
-time over all rounds, tokens/s (B·T positions per step, padding included), and ratios of minitrain (rule) to
-the fastest peer, of minitrain on each thread count to the fastest peer on as many threads (or cores), and to the
-floor (benchmarks/step_floor.py: the step's matrix products timed one by one, on
-1 thread and at the best count per product). With --busy a process spinning on one core runs the whole time
-(it is started before the warm-up and killed at the end). minitrain's peak RSS is measured in a separate process
-without the peers. The 1-minute load average before a config's first measurement and after its last is printed
-beside its ratios, and they are a result only if neither exceeds 1.5 (benchmarks/load_rule.py, the project's rule);
-otherwise the line says NOT A RESULT, and `--strict` makes the run exit 1.
+settles), then rounds. In each round every contestant runs `steps` steps, one after the other, so background load
+(the machine may be shared) hits all of them alike; the order is reversed every other round, so the first in turn
+changes. Before each block there is a pause of PAUSE_S and a quarter as many settling steps, not timed: the previous
+contestant's idle workers (OpenBLAS's, OpenMP's in PyTorch, XLA's) keep spinning for a while after their last
+product, and with one core busy a 2-thread block slowed the next contestant's first ten lab steps by 40 %. Reported:
+the median step time over all rounds, tokens/s (B·T positions per step, padding included), and ratios of minitrain
+(rule) to the fastest peer, of minitrain on each thread count to the fastest peer on as many threads (or cores), and
+to the floor (benchmarks/step_floor.py: the step's matrix products timed one by one, on 1 thread and at the best
+count per product). With --busy a process spinning on one core runs the whole time (it is started before the warm-up
+and killed at the end). minitrain's peak RSS is measured in a separate process without the peers. The 1-minute load
+average before a config's first measurement and after its last is printed beside its ratios, and they are a result
+only if neither exceeds 1.5 (benchmarks/load_rule.py, the project's rule); otherwise the line says NOT A RESULT, and
+`--strict` makes the run exit 1.
 """
 
 from __future__ import annotations
