@@ -26,7 +26,7 @@ def test_the_step_benchmark_reports_every_setting_the_floor_and_a_checkout_to_co
     done = bench_step("--against", str(REPO))  # this very checkout: the same step in a child process
     assert done.returncode == 0, done.stderr
     row = json.loads(done.stdout.splitlines()[0])
-    labels = ["minitrain_rule", "minitrain_1t", "minitrain_measure", "against_rule"]
+    labels = ["minitrain_rule", "minitrain_1t", "minitrain_2t", "minitrain_measure", "against_rule"]  # --threads 1,2
     assert all(row[f"{label}_ms"] > 0 for label in labels)
     assert "peer_best" not in row  # no peer was asked for
     if (os.cpu_count() or 1) >= 2:  # the same global batch on 2 local data-parallel workers
@@ -37,6 +37,8 @@ def test_the_step_benchmark_reports_every_setting_the_floor_and_a_checkout_to_co
     assert "threads: measured 1 thread →" in done.stderr  # the measured choice decided during the warm-up
     assert "torch: left out" in done.stderr and "jax: left out" in done.stderr
     assert "ms per step" in done.stdout and "lab: minitrain (rule," in done.stdout
+    assert row["verdict"].startswith(f"load {row['load_before']:g} -> {row['load_after']:g} on ")  # load rule
+    assert row["verdict"] in done.stdout.splitlines()[-1]  # printed beside the ratios
     assert row["against_rule_first_loss_diff"] == 0.0  # the same code, weights and batch: the same first loss
     assert row["ratio_minitrain_over_against"] == pytest.approx(row["minitrain_rule_ms"] / row["against_rule_ms"],
                                                                 abs=1e-3)  # fmt: skip

@@ -1,0 +1,47 @@
+"""The project's rule for a speed ratio: a ratio measured above load 1.5 is not a result.
+
+The machines are shared, and another job's threads take cores from both contestants, not always alike (one waits
+for a descheduled BLAS or OpenMP worker more than the other). So every comparison records the 1-minute load average
+(`os.getloadavg()[0]`) just before its first timed run and just after its last, prints both beside its ratio, and
+calls the ratio a result only when neither exceeds LIMIT. Otherwise the raw times and the ratio are still printed,
+marked "NOT A RESULT (load X > 1.5)", and `--strict` (for CI and for regenerating the docs) makes the run exit 1.
+
+The load at the end counts the benchmark's own running threads too (about one per thread it times): a 2-thread
+comparison on a 2-core machine adds up to 2 to it, so there the rule asks for a machine with nothing else running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+LIMIT = 1.5
+
+
+def load_now() -> float:
+    """The 1-minute load average, to two decimals."""
+    return round(os.getloadavg()[0], 2)
+
+
+def counts(start: float, end: float, limit: float = LIMIT) -> bool:
+    """Whether a ratio measured between loads `start` and `end` is a result: neither above `limit`."""
+    return max(start, end) <= limit
+
+
+def verdict(start: float, end: float, cores: int, limit: float = LIMIT) -> str:
+    """The words printed beside a ratio: the loads and the core count, then whether the ratio is a result."""
+    loads = f"load {start:g} -> {end:g} on {cores} cores: "
+    if counts(start, end, limit):
+        return loads + "result"
+    return loads + f"NOT A RESULT (load {max(start, end):g} > {limit:g})"
+
+
+def add_strict_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strict", action="store_true",
+                        help=f"exit 1 if any ratio was measured above load {LIMIT:g} (CI, docs regeneration)")
+
+
+def finish(all_count: bool, strict: bool) -> None:
+    """Exit 1 under `--strict` when some ratio was not a result; otherwise return (the table is already printed)."""
+    if strict and not all_count:
+        raise SystemExit(f"--strict: a ratio above was measured above load {LIMIT:g}, so this run is not a result")
