@@ -175,7 +175,7 @@ def main() -> None:
         for layers in depths:
             mine, theirs = table[("minitrain", case, layers, threads)], table.get(("torch", case, layers, threads))
             line, counted = row(case, str(layers), threads, mine, theirs, verdict(*loads[(case, layers, threads)],
-                                                                                  cores))  # fmt: skip
+                                                                                  cores, threads))  # fmt: skip
             print(line)
             all_count &= counted
         if args.fit and FULL_DEPTH not in depths:

@@ -304,7 +304,7 @@ def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quic
                 result[f"{label}_first_loss_diff"] = abs(loss - float(loss0.item()))
             times = time_rounds({**contestants, **children}, warmup, rounds, steps)
     result["load_after"] = load_now()
-    result["verdict"] = verdict(result["load_before"], result["load_after"], os.cpu_count() or 1)
+    result["verdict"] = verdict(result["load_before"], result["load_after"], os.cpu_count() or 1, max(threads))
 
     tokens = batch_size * cfg["max_seq_len"]
     for label, ts in times.items():
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(result), flush=True)
             rows.append(result)
     print_table(rows, threads)
-    finish(all(counts(r["load_before"], r["load_after"]) for r in rows), args.strict)
+    finish(all(counts(r["load_before"], r["load_after"], max(threads)) for r in rows), args.strict)
 
 
 def print_table(rows: list[dict], threads: list[int]) -> None:

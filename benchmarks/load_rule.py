@@ -6,8 +6,9 @@ for a descheduled BLAS or OpenMP worker more than the other). So every compariso
 calls the ratio a result only when neither exceeds LIMIT. Otherwise the raw times and the ratio are still printed,
 marked "NOT A RESULT (load X > 1.5)", and `--strict` (for CI and for regenerating the docs) makes the run exit 1.
 
-The load at the end counts the benchmark's own running threads too (about one per thread it times): a 2-thread
-comparison on a 2-core machine adds up to 2 to it, so there the rule asks for a machine with nothing else running.
+The load at the end counts the benchmark's own running threads too (about one per thread it times: a 2-thread
+comparison adds up to 2), so the rule reads the end's load less those threads: the load before is the others' work
+alone, the load after less the benchmark's own threads is what the others added while it ran.
 """
 
 from __future__ import annotations
@@ -23,17 +24,23 @@ def load_now() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def counts(start: float, end: float, limit: float = LIMIT) -> bool:
-    """Whether a ratio measured between loads `start` and `end` is a result: neither above `limit`."""
-    return max(start, end) <= limit
+def others_load(start: float, end: float, threads: int = 0) -> float:
+    """The load of other work around a comparison timed on `threads` threads: the worse of the load before and the
+    load after less the benchmark's own threads."""
+    return round(max(start, end - threads), 2)
 
 
-def verdict(start: float, end: float, cores: int, limit: float = LIMIT) -> str:
+def counts(start: float, end: float, threads: int = 0, limit: float = LIMIT) -> bool:
+    """Whether a ratio measured between loads `start` and `end` (on `threads` threads) is a result."""
+    return others_load(start, end, threads) <= limit
+
+
+def verdict(start: float, end: float, cores: int, threads: int = 0, limit: float = LIMIT) -> str:
     """The words printed beside a ratio: the loads and the core count, then whether the ratio is a result."""
-    loads = f"load {start:g} -> {end:g} on {cores} cores: "
-    if counts(start, end, limit):
+    loads = f"load {start:g} -> {end:g} on {cores} cores ({threads} of them the benchmark's): "
+    if counts(start, end, threads, limit):
         return loads + "result"
-    return loads + f"NOT A RESULT (load {max(start, end):g} > {limit:g})"
+    return loads + f"NOT A RESULT (others' load {others_load(start, end, threads):g} > {limit:g})"
 
 
 def add_strict_flag(parser: argparse.ArgumentParser) -> None:

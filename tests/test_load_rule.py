@@ -15,14 +15,21 @@ _SPEC.loader.exec_module(load_rule)
 
 
 def test_a_quiet_comparison_is_a_result_and_says_its_loads_and_cores():
-    assert load_rule.verdict(0.4, 0.9, 2) == "load 0.4 -> 0.9 on 2 cores: result"
+    assert load_rule.verdict(0.4, 0.9, 2) == "load 0.4 -> 0.9 on 2 cores (0 of them the benchmark's): result"
     assert load_rule.counts(1.5, 1.5)  # the limit itself is allowed: "above 1.5" is not a result
+
+
+def test_the_benchmarks_own_threads_are_not_counted_against_it():
+    assert load_rule.counts(0.2, 2.9, threads=2)  # 2 of the 2.9 are its own threads
+    assert not load_rule.counts(0.2, 3.6, threads=2)  # 1.6 added by other work while it ran
+    assert not load_rule.counts(1.6, 1.6, threads=2)  # the others' load before is never excused
 
 
 @pytest.mark.parametrize(("start", "end", "worst"), [(2.3, 6.1, "6.1"), (1.6, 0.2, "1.6"), (0.3, 1.51, "1.51")])
 def test_a_load_above_the_limit_at_either_end_is_not_a_result(start, end, worst):
     assert not load_rule.counts(start, end)
-    expected = f"load {start:g} -> {end:g} on 2 cores: NOT A RESULT (load {worst} > 1.5)"
+    expected = (f"load {start:g} -> {end:g} on 2 cores (0 of them the benchmark's): "
+                f"NOT A RESULT (others' load {worst} > 1.5)")
     assert load_rule.verdict(start, end, 2) == expected
 
 
