@@ -89,10 +89,8 @@ def stable_sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """y = exp(x − max) / Σ exp(x − max);  dx = y·(g − Σ g·y)."""
-    e = np.exp(x.data - x.data.max(axis=axis, keepdims=True))
-    y = e / e.sum(axis=axis, keepdims=True)
-    return Tensor._from_op(y, (x,), lambda g: x._accumulate(y * (g - (g * y).sum(axis=axis, keepdims=True))))
+    """`x.softmax(axis)`: the op lives on Tensor (PyTorch's `x.softmax(dim)`)."""
+    return x.softmax(axis)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
