@@ -88,9 +88,9 @@ def stable_sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
 
 
-def softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """`x.softmax(axis)`: the op lives on Tensor (PyTorch's `x.softmax(dim)`)."""
-    return x.softmax(axis)
+def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """`x.softmax(axis)` (or PyTorch's `dim`): the op lives on Tensor."""
+    return x.softmax(axis, dim=dim)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:

@@ -30,7 +30,7 @@ def save(state_dict: Mapping[str, np.ndarray | Tensor], path: str | os.PathLike)
     for name, value in state_dict.items():
         array = value.data if isinstance(value, Tensor) else value
         if not isinstance(name, str) or not isinstance(array, np.ndarray):
-            raise TypeError(f"minitrain.save: {name!r} is a {type(value).__name__}; {NO_PICKLE}")
+            raise TypeError(f"minitrain.save: {name!r} is {type(value).__name__}, not an array; {NO_PICKLE}")
         arrays[name] = np.ascontiguousarray(array)
     atomic_write_bytes(path, safetensors.numpy.save(arrays))
 
