@@ -1,9 +1,8 @@
 """`minitrain.save(state_dict, path)` and `minitrain.load(path)`: PyTorch's habit, for state dicts, as safetensors.
 
-`torch.save` pickles any Python object, and unpickling runs whatever code the file names, so opening a stranger's
-.pt file can do anything. These two write and read only name -> array (a model's `state_dict()`; Tensors are
-saved as their arrays) as safetensors, a JSON header and the raw bytes: nothing in the file runs. The arrays keep
-their dtype and shape, so `model.load_state_dict(minitrain.load(path))` restores a model exactly.
+`torch.save` pickles any object, and unpickling runs whatever code the file names. These write and read only
+name -> array (Tensors as their arrays) as safetensors, a JSON header and raw bytes, dtypes and shapes kept: nothing
+in the file runs, and `model.load_state_dict(minitrain.load(path))` restores a model exactly.
 """
 
 from __future__ import annotations

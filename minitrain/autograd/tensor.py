@@ -23,9 +23,6 @@ import numpy as np
 
 Backward = Callable[[np.ndarray], None]
 Axes = int | tuple[int, ...] | None
-# PyTorch's methods that minitrain answers with its own way, not a bare "no attribute" (docs/pytorch-users.md).
-NOT_IN_MINITRAIN = dict.fromkeys(("cuda", "to", "cpu"), "minitrain is CPU-only: every array is a NumPy array in "
-                                 "memory, float32 unless made float64; drop the device move")
 
 
 class Tape:
@@ -407,17 +404,17 @@ class Tensor:
         return Tensor._from_op(x.data[index], (x,), backward)
 
 
+# `x.max(dim=d)` as PyTorch returns it: the maxima (on the tape) and where they are (int64, no gradient).
 class MaxResult(NamedTuple):
-    """`x.max(dim=d)` as PyTorch returns it: the maxima (on the tape) and where they are (int64, no gradient)."""
-
     values: Tensor
     indices: np.ndarray
 
 
 def not_in_minitrain(owner: str, name: str) -> AttributeError:
-    """The AttributeError for `owner.name`: minitrain's way when `name` is PyTorch's (`NOT_IN_MINITRAIN`)."""
-    if name in NOT_IN_MINITRAIN:
-        return AttributeError(f"{owner}.{name}(): {NOT_IN_MINITRAIN[name]} (docs/pytorch-users.md)")
+    """The AttributeError for `owner.name`, saying minitrain's way where `name` is a PyTorch device move."""
+    if name in ("cuda", "to", "cpu"):
+        return AttributeError(f"{owner}.{name}(): minitrain is CPU-only (NumPy arrays in memory): drop the device "
+                              "move (docs/pytorch-users.md)")
     return AttributeError(f"'{owner}' object has no attribute {name!r}")
 
 

@@ -60,18 +60,16 @@ class Parameter(Tensor):
 
 
 class Parameters(list):
-    """What `model.parameters()` returns: a list of the parameters that also holds their names (`named`) and the
-    model's flat buffer once packed (`buffer`), so `AdamW(model.parameters())` is `AdamW(model.named_parameters())`
-    (minitrain/optim/groups.py)."""
+    """`model.parameters()`: a list that also holds the names (`named`) and the flat buffer once packed (`buffer`),
+    so `AdamW(model.parameters())` is `AdamW(model.named_parameters(), buffer=model.buffer)`."""
 
     def __init__(self, named: list[tuple[str, Parameter]], buffer: ParameterBuffer | None) -> None:
         super().__init__(p for _, p in named)
         self.named, self.buffer = named, buffer
 
 
+# What `load_state_dict` returns, as PyTorch's does: the names it did not find, and those it did not use.
 class IncompatibleKeys(NamedTuple):
-    """What `load_state_dict` returns, as PyTorch's does: the names it did not find, and those it did not use."""
-
     missing_keys: list[str]
     unexpected_keys: list[str]
 

@@ -83,15 +83,11 @@ def _check_rule(i: int, rule: Mapping[str, object]) -> None:
 def named_and_rules(
     params: Iterable[Any], lr: float
 ) -> tuple[list[tuple[str, Tensor]], list[dict[str, object]], ParameterBuffer | None]:
-    """(name, parameter) pairs, the rules of PyTorch's param groups, and the flat buffer, from what an optimizer got:
-
-    - (name, parameter) pairs (`model.named_parameters()`, `trainable_parameters()`): as given;
-    - `model.parameters()`: the names it holds, and the model's buffer once packed (`nn.module.Parameters`);
-    - bare tensors, or PyTorch's groups of them: named "0", "1", ... in order, as PyTorch's optimizer state numbers
-      them; a group's lr becomes lr_scale = its lr / `lr`, and its weight_decay applies to all of its parameters.
-
-    Of parameters given bare or by `model.parameters()`, the frozen ones are left out: PyTorch's step skips a
-    parameter with no gradient, where minitrain's would still decay it."""
+    """(name, parameter) pairs, PyTorch's param groups as rules, and the flat buffer, of what an optimizer was given:
+    (name, parameter) pairs as they are; `model.parameters()` with the names and buffer it holds (nn.module.Parameters);
+    bare tensors, or groups of them, named "0", "1", ... as PyTorch's optimizer state numbers them, with a group's
+    lr as lr_scale = its lr / `lr` and its weight_decay for all its parameters. Frozen ones given bare are left out:
+    PyTorch skips a parameter without a gradient, where minitrain would still decay it."""
     if isinstance(params, Tensor):
         raise ArgumentError("optimizer: give it a list of parameters, not one tensor (as PyTorch asks too)")
     if hasattr(params, "named"):

@@ -6,11 +6,12 @@ weight_decay), `state_names` (its state buffers, each starting at 0; or it overr
 
 which applies its rule to a *segment*: a 1-D run of parameters that share one lr and one weight decay. Every
 subclass is made a dataclass, so its hyper-parameters are its constructor's keywords, in order, after the
-parameters and before `*, groups=None, buffer=None, betas=None`; each `float` one is checked (`BOUNDS`, else [0, ∞)) and
-stored as a float, each `bool` one as a bool.
+parameters and before `*, groups=None, buffer=None, betas=None` (PyTorch's `(beta1, beta2)`); each `float` one is
+checked (`BOUNDS`, else [0, ∞)) and stored as a float, each `bool` one as a bool.
 
 Two layouts, same results:
-- Parameters in their own arrays (any list of `(name, tensor)`): each parameter is its own segment.
+- Parameters in their own arrays (`(name, tensor)` pairs, or PyTorch's spellings: `groups.named_and_rules`): each
+  parameter is its own segment.
 - Parameters living in one `ParameterBuffer` (pass `buffer=`): consecutive parameters with the same settings
   are merged into ONE segment, a slice of the flat arrays. With the default settings that is two segments,
   the decay group and the no-decay group, so an optimizer step is two calls, whatever the number of
@@ -83,7 +84,7 @@ class Optimizer:
     _: KW_ONLY
     groups: InitVar[Sequence[Mapping[str, object]] | None] = None
     buffer: ParameterBuffer | None = None
-    betas: InitVar[tuple[float, float] | None] = None  # PyTorch's spelling of (beta1, beta2)
+    betas: InitVar[tuple[float, float] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
