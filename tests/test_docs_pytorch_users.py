@@ -303,6 +303,8 @@ def cross_entropy_options() -> None:
     for option in ({"ignore_index": -100}, {"reduction": "sum"}, {"label_smoothing": 0.1}):
         with pytest.raises(TypeError, match="unexpected keyword"):
             F.cross_entropy(logits, targets, **option)
+    with pytest.raises(TypeError):  # Tensor targets: not yet
+        F.cross_entropy(logits, Tensor(np.array([0, 2, 1, 1])))
     mask = targets != -100
     rows = logits.data[mask] - np.log(np.exp(logits.data[mask]).sum(axis=1, keepdims=True))
     want = -rows[np.arange(3), targets[mask]].mean()

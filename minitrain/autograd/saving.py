@@ -18,7 +18,8 @@ from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_bytes
 
-NO_PICKLE = "minitrain never pickles: a state dict holds arrays only (minitrain.save(model.state_dict(), path))"
+NO_PICKLE = ("minitrain never pickles: a state dict holds arrays only (minitrain.save(model.state_dict(), path); a "
+             "training state with its optimizer is minitrain/checkpoint.py's)")
 
 
 def save(state_dict: Mapping[str, np.ndarray | Tensor], path: str | os.PathLike) -> None:
