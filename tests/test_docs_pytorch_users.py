@@ -121,6 +121,20 @@ def weight_decay_skips_1d() -> None:
         np.testing.assert_allclose(p.data, before[name] * factor, rtol=1e-6, err_msg=name)
 
 
+def set_lr() -> None:
+    model = Net()
+    loss_of(model).backward()
+    before = {n: p.data.copy() for n, p in model.named_parameters()}
+    optimizer = SGD([{"params": model.hidden.parameters(), "lr": 0.2}, {"params": model.out.parameters()}], lr=0.1)
+    optimizer.set_lr(0.01)  # the hidden group keeps twice the base lr
+    optimizer.step()
+    for name, p in model.named_parameters():
+        lr = 0.02 if name.startswith("hidden") else 0.01
+        np.testing.assert_allclose(p.data, before[name] - np.float32(lr) * p.grad, rtol=1e-6, atol=1e-9)
+    with pytest.raises(AttributeError, match=r"optimizer.param_groups: .*optimizer.set_lr\(lr\)"):
+        optimizer.param_groups  # noqa: B018
+
+
 # ------------------------------------------------------------------------------------------------ state dicts
 def load_state_dict_strict() -> None:
     source, target = Net(), Net()
@@ -316,6 +330,7 @@ CHECKS: dict[str, Callable[..., None]] = {
     "`AdamW(params, betas=(0.9, 0.95))`": adamw_betas,
     '`AdamW([{"params": ..., "lr": 1e-4}, {"params": ..., "weight_decay": 0.0}], lr=1e-3)`': param_groups,
     "`AdamW(model.parameters(), weight_decay=0.1)`": weight_decay_skips_1d,
+    '`for g in optimizer.param_groups: g["lr"] = 1e-4`': set_lr,
     "`model.load_state_dict(sd, strict=False)`": load_state_dict_strict,
     "`model.state_dict()`": state_dict_arrays,
     "`torch.save(model.state_dict(), path)`, `torch.load(path)`": save_and_load,

@@ -208,6 +208,11 @@ class Optimizer:
         """Set the base learning rate (a scheduler calls this before each step); groups scale it."""
         self.lr = float(lr)
 
+    @property
+    def param_groups(self) -> None:  # PyTorch's way to change the lr by hand
+        raise AttributeError("optimizer.param_groups: minitrain's lr is one number, `optimizer.set_lr(lr)`; each "
+                             "group keeps its ratio to it (docs/pytorch-users.md)")
+
     # ------------------------------------------------------------------------------------------ state I/O
     def state_dict(self) -> dict[str, Any]:
         """`{"type", "step", "lr"}` (JSON-serialisable) plus `"buffers"`: `{"<buffer>.<param>": array}` (copies)."""
