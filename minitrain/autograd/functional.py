@@ -88,11 +88,9 @@ def stable_sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype)
 
 
-def softmax(x: Tensor, axis: int = -1) -> Tensor:
-    """y = exp(x − max) / Σ exp(x − max);  dx = y·(g − Σ g·y)."""
-    e = np.exp(x.data - x.data.max(axis=axis, keepdims=True))
-    y = e / e.sum(axis=axis, keepdims=True)
-    return Tensor._from_op(y, (x,), lambda g: x._accumulate(y * (g - (g * y).sum(axis=axis, keepdims=True))))
+def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """`x.softmax(axis)` (or PyTorch's `dim`): the op lives on Tensor."""
+    return x.softmax(axis, dim=dim)
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:

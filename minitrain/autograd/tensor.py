@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 
 Backward = Callable[[np.ndarray], None]
+Axes = int | tuple[int, ...] | None
 
 
 class Tape:
@@ -163,8 +165,15 @@ class Tensor:
     def size(self) -> int:
         return self.data.size
 
+    def numel(self) -> int:
+        """The number of elements (PyTorch's name; `size` is NumPy's, the same int, not PyTorch's shape)."""
+        return self.data.size
+
     def __len__(self) -> int:
         return len(self.data)
+
+    def __getattr__(self, name: str) -> object:  # only for a name Tensor lacks
+        raise not_in_minitrain(type(self).__name__, name)
 
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
@@ -306,25 +315,37 @@ class Tensor:
         y = np.sqrt(self.data)
         return Tensor._from_op(y, (self,), lambda g: self._accumulate(g / (2 * y)))
 
-    # ----------------------------------------------------------------- reductions
-    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    def softmax(self, axis: int = -1, *, dim: int | None = None) -> Tensor:
+        """y = exp(x − max) / Σ exp(x − max) over `axis` (or PyTorch's `dim`);  dx = y·(g − Σ g·y)."""
+        axis = axis if dim is None else dim
+        e = np.exp(self.data - self.data.max(axis=axis, keepdims=True))
+        y = e / e.sum(axis=axis, keepdims=True)
+        return Tensor._from_op(y, (self,), lambda g: self._accumulate(y * (g - (g * y).sum(axis=axis, keepdims=True))))
+
+    # ----------------------------------------------------------------- reductions (PyTorch's dim=, keepdim= too)
+    def sum(self, axis: Axes = None, keepdims: bool = False, *, dim: Axes = None, keepdim: bool = False) -> Tensor:
         """y = Σ x over `axis`;  dx = g broadcast back to x's shape"""
-        x = self
+        axis, keepdims, x = axis if dim is None else dim, keepdims or keepdim, self
 
         def backward(g: np.ndarray) -> None:
             x._accumulate(np.broadcast_to(_keep_reduced_dims(g, x.ndim, axis, keepdims), x.shape))
 
         return Tensor._from_op(np.sum(x.data, axis=axis, keepdims=keepdims), (x,), backward)
 
-    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    def mean(self, axis: Axes = None, keepdims: bool = False, *, dim: Axes = None, keepdim: bool = False) -> Tensor:
         """y = Σ x / n over `axis`"""
+        axis, keepdims = axis if dim is None else dim, keepdims or keepdim
         axes = range(self.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
         n = int(np.prod([self.shape[a] for a in axes]))
         return self.sum(axis=axis, keepdims=keepdims) * (1.0 / n)
 
-    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-        """y = max x over `axis`; the gradient is shared equally among tied maxima."""
-        x = self
+    def max(self, axis: Axes = None, keepdims: bool = False, *, dim: int | None = None,
+            keepdim: bool = False) -> Tensor | MaxResult:
+        """y = max x over `axis`; the gradient is shared equally among tied maxima. PyTorch's `dim=` gives PyTorch's
+        answer, `(values, indices)`."""
+        keepdims, x = keepdims or keepdim, self
+        if dim is not None:
+            return MaxResult(x.max(dim, keepdims), np.argmax(x.data, axis=dim, keepdims=keepdims))
         y = np.max(x.data, axis=axis, keepdims=keepdims)
 
         def backward(g: np.ndarray) -> None:
@@ -342,7 +363,13 @@ class Tensor:
         x = self
         return Tensor._from_op(x.data.reshape(new_shape), (x,), lambda g: x._accumulate(g.reshape(x.shape)))
 
-    def transpose(self, *axes: int) -> Tensor:
+    view = reshape  # PyTorch's name; NumPy's reshape is already a view when it can be, and a copy only otherwise
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """x with a new size-1 axis at `dim` (PyTorch's name for np.expand_dims): a reshape."""
+        return self.reshape(np.expand_dims(self.data, dim).shape)
+
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
         """Permute dimensions (no args: reverse them, like ndarray.transpose); dx = g permuted back."""
         order = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)
         x = self
@@ -350,7 +377,14 @@ class Tensor:
         inverse = None if order is None else np.argsort(order)
         return Tensor._from_op(y, (x,), lambda g: x._accumulate(np.transpose(g, inverse)))
 
-    permute = transpose
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        """Two axes: swap them at any rank, as torch.transpose(a, b) does; else `permute(*axes)`, NumPy's meaning
+        (the two agree on a matrix's transpose(1, 0))."""
+        if len(axes) == 2 and all(isinstance(a, int) for a in axes):
+            order = list(range(self.ndim))
+            order[axes[0]], order[axes[1]] = order[axes[1]], order[axes[0]]
+            axes = (order,)
+        return self.permute(*axes)
 
     @property
     def T(self) -> Tensor:
@@ -368,6 +402,20 @@ class Tensor:
             x._accumulate(dx)
 
         return Tensor._from_op(x.data[index], (x,), backward)
+
+
+# `x.max(dim=d)` as PyTorch returns it: the maxima (on the tape) and where they are (int64, no gradient).
+class MaxResult(NamedTuple):
+    values: Tensor
+    indices: np.ndarray
+
+
+def not_in_minitrain(owner: str, name: str) -> AttributeError:
+    """The AttributeError for `owner.name`, saying minitrain's way where `name` is a PyTorch device move."""
+    if name in ("cuda", "to", "cpu"):
+        return AttributeError(f"{owner}.{name}(): minitrain is CPU-only (NumPy arrays in memory): drop the device "
+                              "move (docs/pytorch-users.md)")
+    return AttributeError(f"'{owner}' object has no attribute {name!r}")
 
 
 def zero_grad(params: Iterable[Tensor]) -> None:

@@ -121,7 +121,7 @@ class ParamGroup(Section):
 
 def _signature_defaults(cls: type) -> dict[str, Any]:
     """Keyword arguments of `cls.__init__` with their defaults (inspect.Parameter.empty when required)."""
-    return keyword_defaults(cls, skip=("named_params", "optimizer", "buffer"))
+    return keyword_defaults(cls, skip=("named_params", "optimizer", "buffer", "betas"))  # a config says beta1/beta2
 
 
 class OptimizerConfig(Section):

@@ -107,7 +107,7 @@ def add_adapters(model: Module, settings: LoraSettings, rng: np.random.Generator
         if path in settings.targets:
             model.set_submodule(path, LoRALinear(layer, settings.rank, settings.alpha, settings.dropout, rng=rng,
                                                  init=settings.init_weights))
-    model.config = {**model.config, "lora": settings.as_dict()}
+    model.config = {**getattr(model, "config", {}), "lora": settings.as_dict()}  # any Module: a user's has none
     trained = set(adapter_names(model))
     for name, p in model.named_parameters():
         p.requires_grad = name in trained

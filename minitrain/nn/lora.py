@@ -62,9 +62,10 @@ class LoRALinear(Module):
         rng: np.random.Generator | None = None,
         init: str = "kaiming",
     ) -> None:
-        """Wrap `base_layer` (a `Linear`, or a 4-bit `Linear4Bit`): keep it as `self.base_layer` (never trained
-        here), and set `self.rank`, `self.alpha`, `self.scaling = alpha / rank` and the parameters, named as PEFT
-        names them (the adapter files and `minitrain.lora` find them by these names):
+        """Wrap `base_layer` (a `Linear`, or a 4-bit `Linear4Bit`): keep it as `self.base_layer`, frozen here
+        (`requires_grad_(False)`: it never trains, gets no gradient, is no trainable parameter), and set `self.rank`,
+        `self.alpha`, `self.scaling = alpha / rank` and the parameters, named as PEFT names them (the adapter files
+        and `minitrain.lora` find them by these names):
 
             self.lora_A  Parameter (in, rank), drawn from `rng` (None: the default generator) by `init` (the
                          module docstring's three rules)
@@ -79,7 +80,7 @@ class LoRALinear(Module):
         dtype = base_layer.weight.dtype if isinstance(base_layer, Linear) else getattr(base_layer.bias, "dtype",
                                                                                       np.float32)
         self.rank, self.alpha, self.scaling = rank, alpha, alpha / rank
-        self.base_layer = base_layer
+        self.base_layer = base_layer.requires_grad_(False)
         self.lora_A = Parameter(init_lora_a(base_layer.in_features, rank, init, rng), dtype=dtype)
         self.lora_B = Parameter(np.zeros((rank, base_layer.out_features)), dtype=dtype)
         self.lora_dropout = Dropout(dropout, rng=rng)

@@ -23,12 +23,12 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.autograd.tensor import Tensor, no_grad
+from minitrain.autograd.tensor import Tensor, no_grad, not_in_minitrain
 from minitrain.common.errors import ArgumentError, UserError
 
 
@@ -57,6 +57,21 @@ class Parameter(Tensor):
     def __repr__(self) -> str:
         frozen = "" if self.requires_grad else ", frozen"
         return f"Parameter(shape={list(self.shape)}, dtype={self.dtype}{frozen})"
+
+
+class Parameters(list):
+    """`model.parameters()`: a list that also holds the names (`named`) and the flat buffer once packed (`buffer`),
+    so `AdamW(model.parameters())` is `AdamW(model.named_parameters(), buffer=model.buffer)`."""
+
+    def __init__(self, named: list[tuple[str, Parameter]], buffer: ParameterBuffer | None) -> None:
+        super().__init__(p for _, p in named)
+        self.named, self.buffer = named, buffer
+
+
+# What `load_state_dict` returns, as PyTorch's does: the names it did not find, and those it did not use.
+class IncompatibleKeys(NamedTuple):
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 class Module:
@@ -96,6 +111,9 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # only for a name the module lacks: `.cuda()` says minitrain's way
+        raise not_in_minitrain(type(self).__name__, name)
 
     # ----------------------------------------------------------------------------------------------- the tree
     def named_children(self) -> Iterator[tuple[str, Module]]:
@@ -141,8 +159,8 @@ class Module:
                     seen.add(id(p))
                     yield (f"{module_name}.{name}" if module_name else name), p
 
-    def parameters(self) -> list[Parameter]:
-        return [p for _, p in self.named_parameters()]
+    def parameters(self) -> Parameters:
+        return Parameters(list(self.named_parameters()), self.__dict__.get("buffer"))
 
     def trainable_parameters(self) -> list[tuple[str, Parameter]]:
         """(name, parameter) for the parameters that are not frozen: what an optimizer should update."""
@@ -222,14 +240,18 @@ class Module:
         """name -> a copy of every parameter (frozen ones included), in registration order."""
         return {name: p.data.copy() for name, p in self.named_parameters()}
 
-    def load_state_dict(self, state_dict: Mapping[str, np.ndarray], source: str = "state dict") -> None:
-        """Copy every tensor in, in place (packed parameters stay views of the flat buffer).
+    def load_state_dict(self, state_dict: Mapping[str, np.ndarray], strict: bool = True, *,
+                        source: str = "state dict") -> IncompatibleKeys:
+        """Copy every tensor in, in place (packed parameters stay views of the flat buffer); returns the missing and
+        unexpected names, as PyTorch does.
 
-        A missing, unexpected or mis-shaped tensor is one UserError that lists them all; nothing is copied then.
+        A mis-shaped tensor, or with `strict` a missing or unexpected one, is one UserError that lists them all;
+        nothing is copied then.
         """
         params = dict(self.named_parameters())
-        problems = [f"missing tensor '{n}'" for n in params if n not in state_dict]
-        problems += [f"unexpected tensor '{n}'" for n in state_dict if n not in params]
+        keys = IncompatibleKeys([n for n in params if n not in state_dict], [n for n in state_dict if n not in params])
+        problems = [f"missing tensor '{n}'" for n in keys.missing_keys] if strict else []
+        problems += [f"unexpected tensor '{n}'" for n in keys.unexpected_keys] if strict else []
         problems += [
             f"tensor '{n}' has shape {list(np.shape(a))}, the model expects {list(params[n].shape)}"
             for n, a in state_dict.items() if n in params and np.shape(a) != params[n].shape
@@ -237,7 +259,9 @@ class Module:
         if problems:
             raise UserError(f"{source} does not fit this {type(self).__name__}: " + "; ".join(problems))
         for name, array in state_dict.items():
-            params[name].data[...] = array
+            if name in params:
+                params[name].data[...] = array
+        return keys
 
     # ---------------------------------------------------------------------------------------------- repr
     def extra_repr(self) -> str:

@@ -11,18 +11,23 @@ A list of override rules can change them for parameters whose name matches a she
 
 The first rule that matches a parameter wins; a rule sets only the keys it names. A rule whose pattern matches
 no parameter is an error (a typo there would otherwise silently change nothing).
+
+PyTorch's spellings of the parameters become names and rules too (`named_and_rules`): `model.parameters()`, bare
+tensors, and param groups `[{"params": [...], "lr": 1e-4, "weight_decay": 0.0}, ...]`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from minitrain.autograd.parameters import gets_weight_decay
+from minitrain.autograd.parameters import ParameterBuffer, gets_weight_decay
+from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import ArgumentError
 
 RULE_KEYS = ("pattern", "lr_scale", "weight_decay")
+TORCH_GROUP_KEYS = ("params", "lr", "weight_decay")
 
 
 class Setting(NamedTuple):
@@ -73,3 +78,36 @@ def _check_rule(i: int, rule: Mapping[str, object]) -> None:
         value = rule.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise ArgumentError(f"{where}.{key}: must be a number >= 0, got {value!r}")
+
+
+def named_and_rules(
+    params: Iterable[Any], lr: float
+) -> tuple[list[tuple[str, Tensor]], list[dict[str, object]], ParameterBuffer | None]:
+    """(name, parameter) pairs, PyTorch's param groups as rules, and the flat buffer, of what an optimizer was given:
+    (name, parameter) pairs as they are; `model.parameters()` with the names and buffer it holds (nn.module.Parameters);
+    bare tensors, or groups of them, named "0", "1", ... as PyTorch's optimizer state numbers them, with a group's
+    lr as lr_scale = its lr / `lr` and its weight_decay for all its parameters. Frozen ones given bare are left out:
+    PyTorch skips a parameter without a gradient, where minitrain would still decay it."""
+    if isinstance(params, Tensor):
+        raise ArgumentError("optimizer: give it a list of parameters, not one tensor (as PyTorch asks too)")
+    if hasattr(params, "named"):
+        return [(n, p) for n, p in params.named if p.requires_grad], [], params.buffer
+    params = list(params)
+    if all(isinstance(item, tuple) for item in params):
+        return params, [], None
+    named, rules, count = [], [], 0
+    for i, group in enumerate(params if isinstance(params[0], Mapping) else [{"params": params}]):
+        unknown = sorted(set(group) - set(TORCH_GROUP_KEYS)) if isinstance(group, Mapping) else ["(not a dict)"]
+        if unknown or "params" not in group:
+            raise ArgumentError(f"optimizer param group {i}: {unknown or 'no params'}: a group is a dict with 'params' "
+                                "and may set 'lr' and 'weight_decay'; set every other setting on the optimizer")
+        given = [group["params"]] if isinstance(group["params"], Tensor) else list(group["params"])
+        mine = [(str(count + k), p) for k, p in enumerate(given) if p.requires_grad]
+        count += len(given)
+        setting = {"lr_scale": group["lr"] / lr} if "lr" in group else {}
+        setting |= {"weight_decay": group["weight_decay"]} if "weight_decay" in group else {}
+        named += mine
+        rules += [{"pattern": name, **setting} for name, _ in mine if setting]
+    if len({id(p) for _, p in named}) < len(named):
+        raise ArgumentError("optimizer: a parameter is given twice (PyTorch refuses this too)")
+    return named, rules, None

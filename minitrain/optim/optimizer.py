@@ -6,11 +6,12 @@ weight_decay), `state_names` (its state buffers, each starting at 0; or it overr
 
 which applies its rule to a *segment*: a 1-D run of parameters that share one lr and one weight decay. Every
 subclass is made a dataclass, so its hyper-parameters are its constructor's keywords, in order, after the
-parameters and before `*, groups=None, buffer=None`; each `float` one is checked (`BOUNDS`, else [0, ∞)) and
-stored as a float, each `bool` one as a bool.
+parameters and before `*, groups=None, buffer=None, betas=None` (PyTorch's `(beta1, beta2)`); each `float` one is
+checked (`BOUNDS`, else [0, ∞)) and stored as a float, each `bool` one as a bool.
 
 Two layouts, same results:
-- Parameters in their own arrays (any list of `(name, tensor)`): each parameter is its own segment.
+- Parameters in their own arrays (`(name, tensor)` pairs, or PyTorch's spellings: `groups.named_and_rules`): each
+  parameter is its own segment.
 - Parameters living in one `ParameterBuffer` (pass `buffer=`): consecutive parameters with the same settings
   are merged into ONE segment, a slice of the flat arrays. With the default settings that is two segments,
   the decay group and the no-decay group, so an optimizer step is two calls, whatever the number of
@@ -31,7 +32,7 @@ import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
 from minitrain.common.errors import ArgumentError, UserError
-from minitrain.optim.groups import Setting, resolve_settings
+from minitrain.optim.groups import Setting, named_and_rules, resolve_settings
 
 # The hyper-parameters whose range is not [0, ∞), by name: (low, high, open_low, open_high).
 BOUNDS = {
@@ -83,14 +84,18 @@ class Optimizer:
     _: KW_ONLY
     groups: InitVar[Sequence[Mapping[str, object]] | None] = None
     buffer: ParameterBuffer | None = None
+    betas: InitVar[tuple[float, float] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         dataclass(eq=False, repr=False)(cls)  # its annotated attributes become its constructor's keywords
 
-    def __post_init__(
-        self, named_params: Iterable[tuple[str, Parameter]], groups: Sequence[Mapping[str, object]] | None
-    ) -> None:
+    def __post_init__(self, named_params: Iterable[tuple[str, Parameter]],
+                      groups: Sequence[Mapping[str, object]] | None, betas: tuple[float, float] | None) -> None:
+        if betas is not None:
+            if not hasattr(self, "beta1"):
+                raise ArgumentError(f"optimizer.betas: {self.name} has no betas")
+            self.beta1, self.beta2 = betas
         for field in fields(self):
             kind, value = getattr(field.type, "__name__", field.type), getattr(self, field.name)
             if kind == "float":
@@ -98,12 +103,13 @@ class Optimizer:
                 setattr(self, field.name, float(value))
             elif kind == "bool":
                 setattr(self, field.name, bool(value))
-        self.params = list(named_params)
+        self.params, torch_rules, found_buffer = named_and_rules(named_params, self.lr)
+        self.buffer = found_buffer if self.buffer is None else self.buffer
         self.step_count = 0  # number of step() calls so far; the step being taken is step_count after += 1
         shapes = {name: tuple(p.data.shape) for name, p in self.params}
         if len(shapes) != len(self.params):
             raise ValueError("optimizer: duplicate parameter names")
-        settings = resolve_settings(shapes, self.weight_decay, groups)
+        settings = resolve_settings(shapes, self.weight_decay, [*torch_rules, *(groups or [])])
 
         buffer = self.buffer
         if buffer is None:
@@ -201,6 +207,11 @@ class Optimizer:
     def set_lr(self, lr: float) -> None:
         """Set the base learning rate (a scheduler calls this before each step); groups scale it."""
         self.lr = float(lr)
+
+    @property
+    def param_groups(self) -> None:  # PyTorch's way to change the lr by hand
+        raise AttributeError("optimizer.param_groups: minitrain's lr is one number, `optimizer.set_lr(lr)`; each "
+                             "group keeps its ratio to it (docs/pytorch-users.md)")
 
     # ------------------------------------------------------------------------------------------ state I/O
     def state_dict(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from minitrain.lora import (
 from minitrain.models.minigpt import MiniGPT
 from minitrain.models.mlp_lm import MLPLanguageModel
 from minitrain.models.registry import linear_module_paths
-from minitrain.nn import Linear, inference
+from minitrain.nn import Linear, Module, inference
 from minitrain.nn.lora import LoRALinear, init_lora_a
 from minitrain.nn.quantized import Linear4Bit
 from minitrain.optim import AdamW
@@ -205,3 +205,37 @@ def test_targets_by_name_suffix_pattern_and_the_specs_llama_names(targets, patte
 @pytest.mark.parametrize("model", [MiniGPT(**LAB, rng=0), MLPLanguageModel(64, 32, hidden=[32, 16], rng=0)])
 def test_the_linear_layers_a_config_names_are_the_built_models(model):
     assert linear_module_paths(model.config) == linear_paths(model)
+
+
+def test_wrapping_a_linear_by_hand_freezes_its_base():
+    """The trap of issue 47: LoRALinear(base) left base_layer.weight trainable, so it got a gradient and an optimizer
+    built from trainable_parameters() trained it, though the layer's docstring says the base never trains."""
+    layer = LoRALinear(Linear(6, 5, rng=rng()), rank=2, alpha=4, rng=rng(1))
+    assert [name for name, _ in layer.trainable_parameters()] == ["lora_A", "lora_B"]
+    layer(Tensor(rng(2).normal(0, 1, (3, 6)))).sum().backward()
+    assert layer.base_layer.weight.grad is None and layer.base_layer.bias.grad is None
+    assert layer.lora_A.grad is not None and layer.lora_B.grad is not None
+
+
+class TwoLayers(Module):
+    """A user's own network, with no `config` of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = Linear(6, 8, activation="gelu", rng=rng(3))
+        self.out = Linear(8, 4, rng=rng(4))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out(self.hidden(x))
+
+
+def test_add_adapters_and_merge_work_on_any_module():
+    model, x = TwoLayers(), Tensor(rng(5).normal(0, 1, (3, 6)))
+    add_adapters(model, LoraSettings(rank=2, alpha=4, targets=("hidden", "out")), rng(1))
+    assert [n for n, _ in model.trainable_parameters()] == [f"{m}.lora_{ab}" for m in ("hidden", "out") for ab in "AB"]
+    assert adapter_names(model) == [n for n, _ in model.trainable_parameters()]
+    model.out.lora_B.data[...] = rng(6).normal(0, 0.5, model.out.lora_B.shape)
+    adapted = model(x).data
+    merge_adapters(model)
+    assert isinstance(model.out, Linear) and settings_of(model) is None
+    np.testing.assert_allclose(model(x).data, adapted, rtol=1e-5, atol=1e-6)

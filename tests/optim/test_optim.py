@@ -390,7 +390,7 @@ def test_build_optimizer_rejects_unknown_type_and_keys():
     with pytest.raises(UserError, match=r"optimizer.momentum: not a key of adamw \(valid: lr, beta1"):
         build_optimizer("adamw", _own_params(), momentum=0.9)
     assert list(keyword_defaults(OPTIMIZERS["sgd"], skip=("named_params",))) == [
-        "lr", "momentum", "dampening", "nesterov", "weight_decay", "groups", "buffer"]
+        "lr", "momentum", "dampening", "nesterov", "weight_decay", "groups", "buffer", "betas"]
 
 
 @pytest.mark.parametrize(
@@ -434,7 +434,7 @@ def test_an_optimizer_is_its_declared_keywords_and_its_rule():
             data -= lr * grad
 
     assert list(keyword_defaults(HalfStep, skip=("named_params",))) == [
-        "lr", "shrink", "weight_decay", "groups", "buffer"]
+        "lr", "shrink", "weight_decay", "groups", "buffer", "betas"]
     p = Param(np.ones((2, 2), dtype=np.float32), np.full((2, 2), 2.0, dtype=np.float32))
     opt = HalfStep([("p", p)])
     assert opt.shrink is False and opt.lr == 0.5
