@@ -16,6 +16,7 @@ checked field by field against `minitrain publish --help`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -874,10 +875,10 @@ def write_chat(folder: Path) -> None:
         (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records), "utf-8")
 
 
-def call(argv: list[str]) -> tuple[int, str]:
-    """cli.main in this process; (exit code, its stderr and stdout). Only an exception other than SystemExit
-    escapes (a traceback: the test fails)."""
-    import contextlib
+def call(argv: list[str], stdout: list[str] | None = None) -> tuple[int, str]:
+    """cli.main in this process; (exit code, its stderr and stdout); `stdout`, when given, also gets the stdout
+    alone (what a shell's `> FILE` receives). Only an exception other than SystemExit escapes (a traceback: the
+    test fails)."""
     import io
 
     err, out = io.StringIO(), io.StringIO()
@@ -886,6 +887,8 @@ def call(argv: list[str]) -> tuple[int, str]:
             code = cli.main(argv)
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 2
+    if stdout is not None:
+        stdout.append(out.getvalue())
     return code or 0, err.getvalue() + out.getvalue()
 
 
@@ -930,16 +933,290 @@ def verdict(code: int, text: str, where: Path) -> str:
     return ("missing: " if missing else "refused: ") + "<br>".join(f"`` {line} ``" for line in found)
 
 
-def run_yaml(snippet: Snippet, root: Path) -> tuple[str, str]:
+# --- effects: what a working snippet did, checked against what its spec says it means ------------------------------
+# A snippet that exits 0 is not yet a snippet that works: each one's effect is checked here against the spec's own
+# words (the claim quotes them), from the files and output the run left. A claim that fails is "silently
+# different", and the test fails.
+
+
+@dataclass(frozen=True)
+class Ran:
+    where: Path  # the folder it ran in
+    output: str  # stderr and stdout
+    argv: tuple[str, ...]  # a command's minitrain arguments; () for a YAML block
+
+
+Claim = tuple[str, bool | str]  # (what the spec says it means, whether the run did that: True, False or SAID)
+SAID = "said"  # the run differs from the spec and says so on screen (the claim names where)
+
+
+@contextlib.contextmanager
+def inside(folder: Path):
+    """Run in `folder`: the workspace's configs name their files relative to it."""
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def loaded(where: Path, name: str = "config.yaml", overrides: tuple[str, ...] = ()):
+    """The config `train` and `validate` load, read in `where`."""
+    from minitrain.config import load_config
+
+    with inside(where):
+        return load_config(name, overrides=overrides)
+
+
+def dry_plan(output: str) -> dict:
+    """The plan `train --dry-run` prints under its `dry run (nothing written):` line: its top-level `key: value`s."""
+    import yaml
+
+    plan = output.split("dry run (nothing written):\n", 1)[1]
+    return {key: yaml.safe_load(value) if value else None for key, value in re.findall(r"^  (\w+):(.*)$", plan, re.M)}
+
+
+def init_effect(ran: Ran) -> list[Claim]:
+    """§3.4: `init --base B --method qlora --data D` writes config.yaml from the base's config.json, a 4-bit base
+    with LoRA adapters, the data of D, a publish: placeholder; it validates (`train config.yaml` is §1's next step)."""
+    base = json.loads((ran.where / "base" / "config.json").read_text("utf-8"))
+    text = (ran.where / "config.yaml").read_text("utf-8")
+    cfg = loaded(ran.where)
+    folder = ran.argv[ran.argv.index("--data") + 1].strip("./")
+    return [("writes config.yaml (no other config file)", not (ran.where / "minitrain.yaml").exists()),
+            ("the architecture from the base's config.json", (cfg.model.d_model, cfg.model.n_layer,
+             cfg.model.vocab_size) == (base["hidden_size"], base["num_hidden_layers"], base["vocab_size"])),
+            ("QLoRA: LoRA adapters on a frozen 4-bit NF4 base", cfg.lora.enabled and cfg.lora.quantize_base
+             and cfg.lora.quantize_bits == 4 and cfg.lora.quant_type == "nf4"),
+            (f"the data of --data ({folder}/train.jsonl)", cfg.data.train_path == f"{folder}/train.jsonl"),
+            ("a publish: section placeholder", "# publish:" in text and "#   repo:" in text),
+            ("§4.1's `Output: ./output/` is runs/<name>/ here, as init's Output: line says", "Output: ./output/"
+             in ran.output or (SAID if re.search(r"^  Output: runs/[\w.-]+/$", ran.output, re.M) else False))]
+
+
+def dry_run_effect(ran: Ran, overrides: tuple[str, ...] = ()) -> list[Claim]:
+    """§12: `--dry-run` shows the execution plan and trains nothing; the plan is the config's run."""
+    plan, cfg = dry_plan(ran.output), loaded(ran.where, ran.argv[1], overrides)
+    steps, epochs = cfg.training.total_steps, cfg.training.epochs
+    length = f"{steps} steps" if steps else f"{epochs} epochs"
+    return [("shows the plan, writes nothing", not (ran.where / "runs").exists()
+             and not (ran.where / str(cfg.output.dir)).exists()),
+            (f"the config's run: {length} into {cfg.output.dir}", plan["output_dir"] == str(cfg.output.dir)
+             and (plan["steps"] == steps if steps else plan["epochs"] == epochs)),
+            ("QLoRA: only the adapters train, the base in 4 bits", plan["trainable_parameters"] < plan["parameters"]
+             and "base_4bit" in plan)]
+
+
+def publishes_effect(ran: Ran, repo: str) -> list[Claim]:
+    """§1 / §4.2: with a publish: section, `train config.yaml` trains and then publishes (its premise: init's
+    placeholder uncommented)."""
+    text = (ran.where / "config.yaml").read_text("utf-8").replace("# publish:", "publish:").replace(
+        "#   repo: user/name", f"  repo: {repo}")
+    (ran.where / "published.yaml").write_text(text, "utf-8")
+    with inside(ran.where):
+        code, output = call(["train", "published.yaml", "--dry-run", "--out-dir", "p"])
+    return [(f"with the publish: section, the plan ends in publishing to {repo}",
+             code == 0 and dry_plan(output).get("publish_to") == repo)]
+
+
+def trained_effect(ran: Ran) -> list[Claim]:
+    """§1: `train config.yaml` trains and saves the model (run for real here, besides the dry run), leaving §15.3's
+    artifacts."""
+    out = ran.where / "trained"
+    with inside(ran.where):
+        code, _ = call(["train", "config.yaml", "--out-dir", "trained", "--quiet"])
+    results = json.loads((out / "results.json").read_text("utf-8")) if code == 0 else {}
+    steps = [r["step"] for r in read_log(out) if "loss" in r] if code == 0 else []
+    artifacts = ("config.yaml", "config.resolved.yaml", "environment.yaml", "metrics.parquet", "checkpoints", "logs")
+    return [("a real run trains every step and saves the model", code == 0 and steps == list(range(
+        loaded(ran.where).training.total_steps)) and bool(results.get("model_path"))),
+            ("§15.3's artifacts: " + ", ".join(artifacts), code == 0 and all((out / a).exists() for a in artifacts))]
+
+
+def publish_effect(ran: Ran) -> list[Claim]:
+    """§3.1: publish (default ./output) uploads model.safetensors + README.md (the card) + config.json."""
+    listed = set(re.findall(r"^  (\S+)  \(", ran.output, re.M))
+    claims = [("lists model.safetensors, README.md (model card), config.json; sends nothing (--dry-run)",
+               {"model.safetensors", "README.md", "config.json"} <= listed and "Dry run" in ran.output)]
+    if len(ran.argv) == 4:  # no folder given: the spec's default
+        claims.append(("the default folder is ./output", "Publishing ./output (the default folder)" in ran.output))
+    else:  # §4.1's ./output/ after its init and train: this workspace's is a run of its own
+        shutil.rmtree(ran.where / "output")
+        with inside(ran.where):
+            code, output = call(list(ran.argv))
+        claims.append(("./output/ is the workspace's finished run: after §4.1's init and train the run is in "
+                       "runs/<name>/, and `publish ./output/` then says ./output is missing",
+                       SAID if code != 0 and "output: no such run folder" in output else False))
+    return claims
+
+
+def publish_args_effect() -> list[Claim]:
+    """§3.1 PublishArgs: --private off, --model-card on, --merge-adapters off, --format safetensors by default."""
+    args = cli.build_parser().parse_args(["publish", "--repo", "a/b"])
+    return [("defaults: not private, a model card, adapters not merged, safetensors",
+             (args.private, args.model_card, args.merge_adapters, args.format) in
+             ((False, True, False, "safetensors"), (False, True, False, "hf")))]
+
+
+def validate_effect(ran: Ran) -> list[Claim]:
+    """§14: validate checks required fields, types, ranges and cross-field rules, says the config is valid, runs
+    nothing."""
+    return [("types, ranges and cross-field rules checked; 'valid'; nothing run",
+             all(part in ran.output for part in ("types and ranges valid", "cross-field rules pass", "is valid."))
+             and not (ran.where / "runs").exists())]
+
+
+def lock_effect(ran: Ran) -> list[Claim]:
+    """§15.2: `lock config.yaml > config.lock.yaml` leaves a lockfile with resolved versions and hashes."""
+    import hashlib
+
+    import yaml
+
+    lock = yaml.safe_load((ran.where / "config.lock.yaml").read_text("utf-8")) or {}
+    data = lock.get("data") or {}
+    return [("config.lock.yaml: the resolved config, library versions, each data file's sha256",
+             bool(lock.get("config")) and bool(lock.get("versions")) and len(data) == 2
+             and all(hashlib.sha256((ran.where / path).read_bytes()).hexdigest() == digest
+                     for path, digest in data.items()))]
+
+
+def yaml_effect(snippet: Snippet, ran: Ran) -> list[Claim]:
+    """A YAML block's meaning, from the config `validate` loaded."""
+    from minitrain.config import resolved_dict
+
+    cfg = resolved_dict(loaded(ran.where))
+    first = next(line for line in snippet.text.splitlines() if line.strip() and not line.startswith("#"))
+    if snippet.section == "§3.2":
+        import yaml
+
+        written = yaml.safe_load(snippet.text)["model"]["architecture"]["layers"]
+        for layer in written:
+            layer.get("linear", {}).setdefault("bias", True)
+        return [("the layers as written (784→256→128→10, ReLU, dropout 0.2, softmax)",
+                 cfg["model"]["type"] == "sequential" and cfg["model"]["layers"] == written)]
+    if first == "output:":
+        return [("output.dir is ./experiments/{name}/{ISO 8601 timestamp}",
+                 re.fullmatch(r"\./experiments/spec-example/\d{8}T\d{6}Z", cfg["output"]["dir"]) is not None)]
+    if first == "training:":
+        bigger = snippet.text.replace('"{{ data', "33 # {{ data")
+        (ran.where / "bigger.yaml").write_text(bigger + MANIFEST_ROOT, "utf-8")
+        code, output = call(["validate", "--no-data", str(ran.where / "bigger.yaml")])
+        return [("effective_batch_size = batch_size × accumulation_steps = 32 (Appendix A); 33 is refused",
+                 cfg["training"]["batch_size"] * cfg["training"]["grad_accumulation"] == 32 and code != 0
+                 and "effective_batch_size" in output)]
+    if first == "optimizer:":
+        return [("lr 1e-5 (lora.enabled is false, Appendix A)", cfg["optimizer"]["lr_max"] == 1e-5)]
+    raise AssertionError(f"no effect check for {snippet.section}: {first}")
+
+
+def effect_of(snippet: Snippet, ran: Ran) -> list[Claim]:
+    """The claims a working snippet is checked on (an AssertionError for one without: every working row has some)."""
+    if snippet.kind == "yaml":
+        return yaml_effect(snippet, ran)
+    if snippet.kind == "flags":
+        return publish_args_effect()
+    command, rest = ran.argv[0], ran.argv[1:]
+    if command == "init":
+        return init_effect(ran)
+    if command == "publish":
+        return publish_effect(ran)
+    if command in ("validate",):
+        return validate_effect(ran)
+    if command == "lock":
+        return lock_effect(ran)
+    overrides = tuple(rest[i + 1] for i, a in enumerate(rest) if a == "--set")
+    claims = dry_run_effect(ran, overrides)
+    if overrides:
+        cfg = loaded(ran.where, rest[0], overrides)
+        plan = dry_plan(ran.output)
+        claims.append(("--set training.epochs=5 --set optimizer.lr=0.0001: 5 epochs at lr 1e-4",
+                       cfg.training.epochs == 5 and plan["epochs"] == 5.0 and cfg.optimizer.lr_max == 1e-4))
+    elif "trains AND publishes" in snippet.text or snippet.section == "§4.2":
+        claims += publishes_effect(ran, "myuser/qwen-rust-coder" if snippet.section == "§4.2" else
+                                   "myuser/my-finetuned-model")
+    elif (snippet.spec, snippet.section) == ("publish", "§1"):
+        claims += trained_effect(ran)
+    elif (snippet.spec, snippet.section) == ("publish", "§4.1"):
+        out = dry_plan(ran.output)["output_dir"]
+        claims.append((f"§4.1's `Saved: ./output/model.safetensors` is {out}/ here, as the plan's output_dir says",
+                       out in ("output", "./output") or SAID))  # the plan prints it
+    return claims
+
+
+def effect_text(claims: list[Claim]) -> str:
+    wrong, said = ([claim for claim, ok in claims if ok is kind] for kind in (False, SAID))
+    if wrong:
+        return "silently different: " + "; ".join(wrong)
+    held = "as the spec says: " + "; ".join(claim for claim, ok in claims if ok is True)
+    return f"differs, and says so: {'; '.join(said)}; otherwise {held}" if said else held
+
+
+def read_log(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "train_log.jsonl").read_text("utf-8").splitlines() if line.strip()]
+
+
+def semantics(root: Path, base: Path) -> list[Claim]:
+    """The issue's semantics, run once for real: the workspace's config with the spec's spellings of validation
+    each epoch and a warm-up from start_lr, trained two epochs (2 steps each); and §3.3's keys, resolved."""
+    import yaml
+
+    from minitrain.config import load_config, resolved_dict
+
+    shutil.copytree(base, root)
+    config = yaml.safe_load((root / "config.yaml").read_text("utf-8"))
+    for key in ("total_steps", "val_every"):
+        del config["training"][key]
+    config["training"].update(epochs=2, validation={"every_epoch": True}, log_every=1)
+    config["scheduler"] = {"warmup": {"steps": 2, "start_lr": 1e-7}}
+    config["output"] = {"plots": False}  # the figures are the other run's (trained_effect): seconds saved
+    (root / "spec.yaml").write_text(yaml.safe_dump(config), "utf-8")
+    with inside(root):
+        code, output = call(["train", "spec.yaml", "--out-dir", "run", "--quiet"])
+    assert code == 0, output
+    log, resolved = read_log(root / "run"), yaml.safe_load((root / "run" / "config.resolved.yaml").read_text("utf-8"))
+    aliases = snippet("publish", "§3.3").replace(HUB_ID, TINY_BASE)
+    (root / "s33.yaml").write_text(aliases, "utf-8")  # as written, a fine-tune without held-out records: refused
+    with inside(root):
+        code, output = call(["validate", "s33.yaml"])
+        refused = code == 2 and "give its held-out records as data.val_path" in output
+        held_out = aliases.replace("  batch_size: 8", "  batch_size: 8\n  val_path: data/val.jsonl")
+        (root / "s33.yaml").write_text(held_out, "utf-8")
+        cfg = resolved_dict(load_config("s33.yaml"))
+    trained = [r for r in log if "loss" in r]
+    peak = resolved["optimizer"]["lr_max"]
+    return [("training.validation.every_epoch validates at each epoch's end (steps 1 and 3 of 4)",
+             [r["step"] for r in log if "val_loss" in r] == [1, 3]),
+            ("scheduler.warmup.start_lr: step 0 trains at 1e-7, step 1 halfway to lr_max (torch's LinearLR)",
+             trained[0]["lr"] == pytest.approx(1e-7) and trained[1]["lr"] == pytest.approx(1e-7 + (peak - 1e-7) / 2)),
+            ("metrics.parquet written by default (§15.3)", (root / "run" / "metrics.parquet").is_file()),
+            ("config.resolved.yaml records the spec's keys resolved (val_every_epoch, warmup_start_lr)",
+             resolved["training"].get("val_every_epoch") is True
+             and resolved["scheduler"].get("warmup_start_lr") == 1e-7 and "validation" not in resolved["training"]),
+            ("publish spec §3.3 with ./base for its Hub id: without data.val_path, refused (the default is the "
+             "course's corpus); with it, model.path is init_from ./base read as a llama with its LoRA targets, "
+             "data.batch_size training.batch_size 8, training.output_dir output.dir ./output, lr 2e-4, rank 64, "
+             "alpha 16, 3 epochs, the publish: section as written",
+             refused and cfg["model"]["init_from"] == TINY_BASE and cfg["model"]["type"] == "llama"
+             and cfg["lora"]["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                   "down_proj"]
+             and (cfg["training"]["batch_size"], cfg["output"]["dir"], cfg["optimizer"]["lr_max"]) == (8, "./output",
+                                                                                                   2e-4)
+             and (cfg["lora"]["rank"], cfg["lora"]["alpha"], cfg["training"]["epochs"]) == (64, 16, 3)
+             and cfg["publish"] == {"repo": "myuser/qwen-finetuned", "private": False, "model_card": True,
+                                    "merge_adapters": True})]
+
+
+def run_yaml(snippet: Snippet, root: Path) -> tuple[str, str, Ran]:
     path, text, how = root / "config.yaml", snippet.text, "validate --no-data"
     if snippet.spec == "yaml" and not any(line.startswith("entrenar:") for line in text.splitlines()):
         text, how = text + MANIFEST_ROOT, how + " (in a manifest: §1.1's required root keys appended)"
     path.write_text(text, "utf-8")
     code, output = call(["validate", "--no-data", str(path)])
-    return how, verdict(code, output, root)
+    return how, verdict(code, output, root), Ran(root, output, ())
 
 
-def run_cmd(snippet: Snippet, root: Path, base: Path) -> tuple[str, str]:
+def run_cmd(snippet: Snippet, root: Path, base: Path) -> tuple[str, str, Ran]:
     line, swaps = snippet.text.strip(), []
     if "#" in line:
         line, swaps = line.split("#")[0].strip(), ["comment dropped"]
@@ -953,19 +1230,21 @@ def run_cmd(snippet: Snippet, root: Path, base: Path) -> tuple[str, str]:
         argv, swaps = [*argv, "--dry-run"], [*swaps, "--dry-run added"]
     if argv[0] == "init":
         (root / "config.yaml").unlink()
-    here = os.getcwd()
+    here, stdout = os.getcwd(), []
     os.chdir(root)
     try:
-        code, text = call(argv)
+        if redirect:  # the shell opens (truncates) the file before the command runs, and it gets the stdout
+            (root / redirect).write_text("", "utf-8")
+        code, text = call(argv, stdout)
     finally:
         os.chdir(here)
-    if redirect and code == 0:
-        (root / redirect).write_text(text, "utf-8")
+    if redirect and stdout[0]:
+        (root / redirect).write_text(stdout[0], "utf-8")
     how = "``minitrain " + " ".join(shlex.quote(a) for a in argv) + "``" + (f" > {redirect}" if redirect else "")
-    return how + (f" ({'; '.join(swaps)})" if swaps else ""), verdict(code, text, root)
+    return how + (f" ({'; '.join(swaps)})" if swaps else ""), verdict(code, text, root), Ran(root, text, tuple(argv))
 
 
-def run_flags(snippet: Snippet, root: Path) -> tuple[str, str]:
+def run_flags(snippet: Snippet, root: Path) -> tuple[str, str, Ran]:
     """A clap struct of the spec (PublishArgs): each `#[arg(long)]` field must be a flag of `minitrain publish`, and
     the positional one (its default ./output) the positional argument with that default, which `--help` says."""
     code, text = call(["publish", "--help"])
@@ -975,12 +1254,13 @@ def run_flags(snippet: Snippet, root: Path) -> tuple[str, str]:
               if "long" in args and f"--{name.replace('_', '-')}" not in text]
     absent += [f"{name} (default ./output)" for args, name in fields if "long" not in args and "./output" not in text]
     how = "each field a flag in ``minitrain publish --help``"
-    return how, (f"missing: `` {', '.join(absent)} ``" if absent else "works")
+    return how, (f"missing: `` {', '.join(absent)} ``" if absent else "works"), Ran(root, text, ("publish",))
 
 
 @cache
-def table(root: Path) -> tuple[tuple[str, str], ...]:
-    """(how each snippet ran, its verdict), in SNIPPETS' order; an exception is the verdict `traceback: ...`."""
+def table(root: Path) -> tuple[tuple[tuple[str, str, str], ...], tuple[Claim, ...]]:
+    """((how each snippet ran, its verdict, its effect), in SNIPPETS' order; the issue's semantics, run). An
+    exception is the verdict `traceback: ...`; a working snippet's effect is `effect_of`'s claims, rendered."""
     root.mkdir()
     base = workspace(root)
     rows = []
@@ -989,25 +1269,27 @@ def table(root: Path) -> tuple[tuple[str, str], ...]:
         try:
             if snippet.kind == "yaml":
                 where.mkdir()
-                rows.append(run_yaml(snippet, where))
+                how, result, ran = run_yaml(snippet, where)
             elif snippet.kind == "flags":
-                rows.append(run_flags(snippet, where))
+                how, result, ran = run_flags(snippet, where)
             else:
                 shutil.copytree(base, where)
-                rows.append(run_cmd(snippet, where, base))
+                how, result, ran = run_cmd(snippet, where, base)
+            rows.append((how, result, effect_text(effect_of(snippet, ran)) if result == "works" else ""))
         except Exception:  # the verdict names it, and the test fails
-            rows.append(("", "traceback: " + traceback.format_exc().strip().splitlines()[-1]))
-    return tuple(rows)
+            rows.append(("", "traceback: " + traceback.format_exc().strip().splitlines()[-1], ""))
+    return tuple(rows), tuple(semantics(root / "semantics", base))
 
 
 @pytest.fixture
-def verdicts(tmp_path_factory, offline_hub) -> tuple[tuple[str, str], ...]:
+def verdicts(tmp_path_factory, offline_hub) -> tuple[tuple[tuple[str, str, str], ...], tuple[Claim, ...]]:
     """The table, computed once, by the first test that asks, with the Hub offline (conftest's offline_hub)."""
     return table(tmp_path_factory.getbasetemp() / "spec-coverage")
 
 
-def render(rows: tuple[tuple[str, str], ...]) -> str:
-    counts = {kind: sum(v.startswith(kind) for _, v in rows) for kind in ("works", "refused", "missing")}
+def render(rows: tuple[tuple[str, str, str], ...], checked: tuple[Claim, ...]) -> str:
+    counts = {kind: sum(v.startswith(kind) for _, v, _ in rows) for kind in ("works", "refused", "missing")}
+    different, said = (sum(effect.startswith(kind) for _, _, effect in rows) for kind in ("silently", "differs"))
     out = ["# The specs' examples in minitrain", "",
            "Generated by `tests/test_spec_coverage.py` (`MINITRAIN_WRITE_SPEC_COVERAGE=1 pytest "
            "tests/test_spec_coverage.py`); the test fails when this file differs from what it computes. Every YAML "
@@ -1015,12 +1297,21 @@ def render(rows: tuple[tuple[str, str], ...]) -> str:
            "says: a YAML block by `minitrain validate --no-data`, a command as written in a small workspace. "
            "*works*: exit 0; *refused*: the one error line it gave; *missing*: an unknown key, command or flag. "
            "The publish spec's Rust is the other tool's own code: §2.4's `use` lines and §3.1's `Publish(PublishArgs)` "
-           "are not run; §3.1's PublishArgs is checked flag by flag against `minitrain publish --help`.", "",
-           f"{len(rows)} snippets: {counts['works']} work, {counts['refused']} refused, {counts['missing']} missing.",
-           "", "| Spec | § | Snippet (first line) | Run as | Verdict |", "|---|---|---|---|---|"]
-    for snippet, (how, result) in zip(SNIPPETS, rows, strict=True):
+           "are not run; §3.1's PublishArgs is checked flag by flag against `minitrain publish --help`. A snippet "
+           "that works has its effect checked against what its spec says it means (the last column: each claim an "
+           "assertion on the files and output it left, `effect_of` in the test); one whose effect differs from it "
+           "*differs, and says so* when its output says what it does instead, else it is *silently different*.", "",
+           f"{len(rows)} snippets: {counts['works']} work ({counts['works'] - different - said} as the spec says, "
+           f"{said} differ and say so, {different} silently different), {counts['refused']} refused, "
+           f"{counts['missing']} missing.",
+           "", "| Spec | § | Snippet (first line) | Run as | Verdict | Effect checked |", "|---|---|---|---|---|---|"]
+    for snippet, (how, result, effect) in zip(SNIPPETS, rows, strict=True):
         first = next(line for line in snippet.text.splitlines() if line.strip()).strip().replace("|", "\\|")
-        out.append(f"| {SPECS[snippet.spec]} | {snippet.section} | `` {first} `` | {how} | {result} |")
+        out.append(f"| {SPECS[snippet.spec]} | {snippet.section} | `` {first} `` | {how} | {result} | "
+                   f"{effect} |")
+    out += ["", "The issue's semantics (yaml-mode-spec.txt §5.2, §4.2, §15.3), one real two-epoch run of the "
+                "workspace's config.yaml with the spec's spellings (`semantics` in the test):", ""]
+    out += [f"- {'as the spec says' if ok else 'silently different'}: {claim}" for claim, ok in checked]
     return "\n".join(out) + "\n"
 
 
@@ -1029,13 +1320,18 @@ IDS = [f"{i:02d}-{s.spec}-{s.section.replace('§', 's').replace(' ', '-')}" for 
 
 @pytest.mark.parametrize("index", range(len(SNIPPETS)), ids=IDS)
 def test_each_spec_example_works_or_says_why_not(verdicts, index):
-    result = verdicts[index][1]
+    _, result, effect = verdicts[0][index]
     assert result.startswith(("works", "refused: `", "missing: `")), result
     assert "Traceback" not in result
+    assert effect.startswith(("as the spec says", "differs, and says so")) or result != "works", effect
+
+
+def test_the_issues_semantics_hold_in_a_real_run(verdicts):
+    assert all(ok for _, ok in verdicts[1]), [claim for claim, ok in verdicts[1] if not ok]
 
 
 def test_the_coverage_doc_is_the_table_the_test_computes(verdicts):
-    text = render(verdicts)
+    text = render(*verdicts)
     if os.environ.get("MINITRAIN_WRITE_SPEC_COVERAGE") == "1":
         DOC.write_text(text, "utf-8")
     assert DOC.read_text("utf-8") == text, "docs/spec-coverage.md is stale: MINITRAIN_WRITE_SPEC_COVERAGE=1"

@@ -166,7 +166,9 @@ def _flag_origin(key: str, value: Any) -> str:
 
 
 def _flag_home(data: dict, key: str) -> str:
-    # `--seed` sets the seed the file sets: the spec's root seed (both seeds) when the file has one.
+    # A flag sets the key the file spells: the spec's root seed for `--seed`, training.output_dir for `--out-dir`.
+    if key == "output.dir" and isinstance(data.get("training"), dict) and "output_dir" in data["training"]:
+        return "training.output_dir"
     return "seed" if key == "training.rng_seed" and "seed" in data else key
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from minitrain.common.errors import HUB_FAILED, UserError
+from minitrain.common.hub_id import names_hub_repo
 from minitrain.config.problems import Problem, did_you_mean, exit_code_of
 from minitrain.config.rule import RUN_LENGTHS
 from minitrain.config.source import ConfigSource, KeyPath, dotted, paths_matching, value_at, walk
@@ -242,17 +243,18 @@ def _uri_problem(t: _Translation, path: KeyPath, value: str) -> bool:
 
 def _model_source(t: _Translation) -> None:
     """model.source hf://user/repo is model.init_from user/repo (a Hub id); a local path stays as it is. In a spec
-    manifest the source's own architecture (a .gguf's, a folder's or Hub repo's config.json) gives model.type, and
-    a type written (model.architecture.type) must be the same."""
-    home, spelled = ("model", "init_from"), ("model", "source")
+    manifest, and for the publish spec's model.path, the source's own architecture gives model.type (a type written
+    must be the same) and a LoRA naming no target_modules that family's linear layers (init --base's)."""
+    home, spelled, path = ("model", "init_from"), t.source.renamed.get(("model", "init_from")), ("model", "path")
     value = t.get(home, None)
-    if t.source.renamed.get(home) != spelled or not isinstance(value, str):
+    if spelled not in (("model", "source"), path) or not isinstance(value, str):
         return
     spec = t.data["model"]["init_from"] = value.removeprefix("hf://")
-    if not t.spec_shaped:
+    if not t.spec_shaped and spelled != path:
         return
+    hub = value.startswith("hf://") or (spelled == path and names_hub_repo(spec))
     try:
-        config = hub_file_cache_first(spec, "config.json") if value.startswith("hf://") else None
+        config = hub_file_cache_first(spec, "config.json") if hub else None
         family = _family_of(base_model_type(config.parent if config else spec))
     except UserError as exc:  # the file cannot be read: said once, here
         t.problems.append(Problem(spelled, str(exc), exit_code_of(exc)))
@@ -262,16 +264,18 @@ def _model_source(t: _Translation) -> None:
                                            f"({type(exc).__name__}); give model.architecture.type", HUB_FAILED))
         return
     given, typed = t.get(("model", "type"), None), t.source.renamed.get(("model", "type"), ("model", "type"))
-    if family is None and config is None and value.startswith("hf://") and given is None and t.get(("lora",), None):
+    if family is None and config is None and hub and given is None and t.get(("lora",), None):
         t.problems.append(Problem(spelled, f"{value}: no config.json to read its architecture from (none in the "
                                            "repo, or offline and not in the local Hugging Face cache); give "
                                            "model.architecture.type for its LoRA", HUB_FAILED))
-    if family is None or given == family:
+    if family is None:
         return
-    if given is not None and not any(p.path == spelled for p in t.problems):
-        t.problem(typed, f"the {given} family, but model.source {value} is a {family} model; leave it out (the "
+    if given not in (None, family) and not any(p.path == spelled for p in t.problems):
+        t.problem(typed, f"the {given} family, but {dotted(spelled)} {value} is a {family} model; leave it out (the "
                          f"source's architecture is read) or make it {family}")
     t.data["model"]["type"] = family  # the rules check the rest against the source's family: one error, not three
+    if isinstance(lora := t.data.get("lora"), dict) and "target_modules" not in lora and FAMILIES[family].lora_targets:
+        lora["target_modules"] = list(FAMILIES[family].lora_targets)
 
 
 def _family_of(model_type: Any) -> str | None:

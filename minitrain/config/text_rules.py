@@ -23,7 +23,7 @@ rule = RULES.rule
 
 @rule("model", "data")
 def _pretrained_base_brings_its_tokenizer(sections, raw):
-    """A pretrained base (model.init_from) trains on its own tokenizer's ids from train_path/val_path:
+    """A pretrained base (model.init_from) trains on its own tokenizer's ids from train_path/val_path (both given):
     no data.vocab_path, and none of the character corpus's other keys (dev_path, heldout_policy, format)."""
     if not on_pretrained_base(sections["model"]):
         return
@@ -32,6 +32,9 @@ def _pretrained_base_brings_its_tokenizer(sections, raw):
         yield Problem(("data", "vocab_path"), f"{base}: it is trained on the ids of its own tokenizer, never on "
                                               "character ids (its embedding rows mean its tokens); leave "
                                               "data.vocab_path out")
+    if given(raw, "data", "train_path") and not given(raw, "data", "val_path"):
+        yield Problem(("data", "train_path"), f"{base}: give its held-out records as data.val_path too (the "
+                                              "default is the course's verb corpus)")
     for key, why in (("tokenizer", "it reads text with its own tokenizer"),
                      ("dev_path", "its runs read data.train_path and data.val_path only"),
                      ("heldout_policy", "the held-out verbs are the character corpus's split"),

@@ -134,9 +134,7 @@ def test_a_model_files_run_folder_is_its_input_too(tmp_path, capsys, target):
     them is refused, --force or not."""
     run = tmp_path / "run"
     shutil.copytree(ROOT / "experiments" / "digits-mlp", run)
-    (run / "models").mkdir()
-    model = run / "models" / "m.safetensors"
-    shutil.copyfile(ROOT / "models" / "sequential-5b08e83acefefcb4.safetensors", model)
+    model = run / "models" / "sequential-0b60aea68a1fadd0.safetensors"  # the committed run holds its model
     rows = tmp_path / "rows.csv"
     rows.write_text("".join((ROOT / "data" / "digits" / "digits.csv").read_text().splitlines(True)[:4]))
     before = (run / target).read_bytes()

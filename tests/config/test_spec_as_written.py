@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from test_config_spec import write
+from test_hub_pretrained import hf_folder
 from test_spec_coverage import snippet
 
 from minitrain.config import ConfigError, load_config, resolved_dict
@@ -19,10 +20,20 @@ def problems_of(tmp_path, text: str) -> str:
     return str(info.value)
 
 
-def test_the_publish_specs_names_are_minitrains_keys_resolved(tmp_path):
-    cfg = load_config(write(tmp_path, PUBLISH_SPEC_3_3))
+def test_the_publish_specs_names_are_minitrains_keys_resolved(tmp_path, monkeypatch):
+    # model.path's own architecture gives the model and its LoRA targets (§3.2): offline, the Hub id's cannot be read
+    assert ("model.path: Qwen/Qwen2.5-Coder-0.5B: no config.json to read its architecture from"
+            in problems_of(tmp_path, PUBLISH_SPEC_3_3))
+    hf_folder(tmp_path / "base")  # a tiny Llama folder for the Hub id
+    monkeypatch.chdir(tmp_path)
+    local = PUBLISH_SPEC_3_3.replace("Qwen/Qwen2.5-Coder-0.5B", "./base")
+    assert "c.yaml:5: data.train_path: model.path ./base is a pretrained base: give its held-out records as " \
+           "data.val_path too" in problems_of(tmp_path, local)  # the default is the course's corpus
+    cfg = load_config(write(tmp_path, local.replace("  batch_size: 8", "  batch_size: 8\n  val_path: v.jsonl")))
     data = resolved_dict(cfg)
-    assert data["model"]["init_from"] == "Qwen/Qwen2.5-Coder-0.5B"  # §3.2: a Hub id (or a local path)
+    assert data["model"]["init_from"] == "./base" and data["model"]["type"] == "llama"
+    assert data["lora"]["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                              "down_proj"]  # the family's, as init --base writes them
     assert data["training"]["batch_size"] == 8 and data["output"]["dir"] == "./output"
     assert data["publish"] == {"repo": "myuser/qwen-finetuned", "private": False, "merge_adapters": True,
                                "model_card": True}
@@ -165,3 +176,11 @@ def test_an_offline_hub_source_is_exit_5_as_the_docs_table_says(hub, tmp_path, c
     assert "data.source: hf://datasets/alice/parity: not in the local Hugging Face cache" in capsys.readouterr().err
     worse = write(tmp_path, path.read_text() + "  batch_size: 0\n", "worse.yaml")  # bad input besides: exit 2
     assert cli.main(["validate", str(worse)]) == 2
+
+
+def test_out_dir_overrides_the_publish_specs_output_dir(tmp_path):
+    """`train --out-dir D` replaces training.output_dir (the key the file spells) instead of clashing with it."""
+    cfg = load_config(write(tmp_path, "training:\n  max_steps: 5\n  output_dir: ./output\n"),
+                      values={"output.dir": str(tmp_path / "elsewhere")})
+    assert cfg.output.dir == str(tmp_path / "elsewhere")
+    assert cfg.source.overrides == (f"--out-dir {tmp_path / 'elsewhere'}",)

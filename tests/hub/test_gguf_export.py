@@ -30,7 +30,7 @@ from minitrain.nn import inference
 ROOT = Path(__file__).resolve().parents[2]
 LAB01 = ROOT / "models" / "minigpt-phase18-64ab16764a406b88.safetensors"  # lab 01's committed model (d_model 64)
 VOCAB = ROOT / "data" / "processed" / "vocab.json"
-TABLE = ROOT / "models" / "sequential-5b08e83acefefcb4.safetensors"
+TABLE = ROOT / "experiments" / "digits-mlp" / "models" / "sequential-0b60aea68a1fadd0.safetensors"
 MLP_LM = ROOT / "models" / "mlp-lm-f01987eef0d24fef.safetensors"
 
 
