@@ -62,6 +62,9 @@ def publish_command(args: argparse.Namespace) -> int:
         raise UserError("publish --float-base: for the Hugging Face folder; a GGUF holds the NF4 merge", BAD_INPUT)
     spec_output = not args.run_dir and os.path.lexists(SPEC_OUTPUT / "results.json")
     run_dir = Path(args.run_dir) if args.run_dir else SPEC_OUTPUT if spec_output else latest_run()
+    if args.run_dir and run_dir.resolve() == SPEC_OUTPUT.resolve() and not os.path.lexists(run_dir):
+        raise UserError(f"publish {args.run_dir}: no such folder: a run goes to runs/<name> unless its config's "
+                        "output.dir says ./output; give the run folder `train` printed", BAD_INPUT)
     if not args.run_dir:
         print(f"Publishing {'./output (the default folder)' if spec_output else f'the latest run: {run_dir}'}")
     publish(run_dir, args.repo, private=args.private, dry_run=args.dry_run, merge_adapters=args.merge_adapters,

@@ -72,6 +72,14 @@ def test_the_publish_specs_spellings_and_its_default_folder_dot_output(hub, tmp_
     assert sorted(hub.repos["alice/n"].files) == sorted(set(EXPORT_FILES) - {"README.md"})
 
 
+def test_publish_dot_output_when_the_run_went_to_runs_says_where_runs_go(hub, tmp_path, monkeypatch):
+    # the publish spec's §4.1 (init --base, train, publish ./output/) with minitrain's runs/<name>: the true reason
+    shutil.move(make_run(tmp_path / "a"), (tmp_path / "runs").mkdir() or tmp_path / "runs" / "mine")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=r"publish \./output/: no such folder: a run goes to runs/<name> unless"):
+        run_command(["publish", "--repo", "alice/m", "./output/", "--dry-run"])
+
+
 def test_sample_greedy_prints_the_prompt_and_its_continuation(run, capsys):
     model, vocab = load_model(str(run))
     expected = generate(model, CharTokenizer.load(vocab), "comer|R1|", max_new_tokens=6)
