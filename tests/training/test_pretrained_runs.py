@@ -370,3 +370,26 @@ def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf
     assert run(["export", tmp_path / "run", tmp_path / "f.gguf", "--format", "gguf", "--float-base"], capsys)[0] == 2
     code, out, _ = run(["publish", "--repo", "alice/q", tmp_path / "run", "--dry-run", "--float-base"], capsys)
     assert code == 0 and f"(--float-base); the two merges' logits differ by up to {gap:.4g}" in out
+
+
+def test_a_lora_run_with_a_relative_base_reads_and_exports_from_another_folder(tmp_path, base, monkeypatch):
+    """Every path the run records resolves from any folder (manifest.json's working_dir), and its adapter names the
+    local base by its absolute path, the one name PEFT finds a local base by from any folder."""
+    from minitrain.hub.export_text import export_text_model
+    from minitrain.hub.run_folder import read_run
+
+    monkeypatch.chdir(tmp_path)
+    text = config_text(Path("."), Path("base"))
+    assert "init_from: base," in text and "train_path: ./train.jsonl" in text
+    results = train(tmp_path, text, "run")
+    assert not Path(results["model_path"]).is_absolute()  # recorded relative to the working folder
+    assert json.loads((tmp_path / "run/manifest.json").read_text())["working_dir"] == ".."
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    info = read_run(tmp_path / "run")
+    assert info.model_path.resolve() == (tmp_path / results["model_path"]).resolve()
+    assert Path(info.data_config().train_path).resolve() == tmp_path / "train.jsonl"
+    export_text_model(tmp_path / "run", "export")
+    for adapter in (tmp_path / "run" / "adapter", tmp_path / "elsewhere" / "export"):
+        named = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+        assert Path(named).is_absolute() and Path(named).resolve() == base.resolve()
