@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -39,6 +40,7 @@ from typing import Any
 
 from minitrain.callbacks import Callback
 from minitrain.common.errors import UserError
+from minitrain.common.extras import installed
 from minitrain.common.io import cannot_write
 from minitrain.common.paths import recorded_path
 from minitrain.config import Config, resolved_dict
@@ -145,6 +147,9 @@ def run_training(
     missing = missing_extras(cfg)
     if missing:
         raise ConfigError(missing, cfg.source or ConfigSource())
+    if cfg.output.plots and not installed("matplotlib"):  # the `plots` extra: every number is written, no picture
+        print("this run draws no plots: matplotlib is not installed (pip install 'minitrain[plots]')", file=sys.stderr)
+        cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"plots": False})})
     with RunLock(out_dir), stopping.sigterm_raises(), console_log(out_dir / CONSOLE_LOG), ExitStack() as cleanup:
         return _train_into(cfg, out_dir, checkpoint_path, final_models_dir, summary, start_time,
                            overwrite=overwrite, progress=progress, strict=strict, config_path=config_path,
