@@ -23,7 +23,7 @@ from minitrain.common.paths import course_file
 def lab_files(lab: str, workspace: Path | None) -> dict[str, str]:
     """{absolute path: path in the lab} of the files whose code counts as the student's (the library's own
     files when grading the library)."""
-    return {str((workspace.resolve() / path) if workspace else course_file(path)): path
+    return {str(workspace.resolve() / path if workspace else course_file(path).resolve()): path
             for path in seam.LAB_PIECES[lab]}
 
 
