@@ -140,7 +140,7 @@ def locate(recorded: str | None, run_dir: Path | None) -> Path | None:
     path = Path(recorded)
     bases = [*([run_dir / started, run_dir] if (started := _working_dir(run_dir)) else [run_dir] if run_dir else []),
              Path.cwd()]
-    candidates = [path] if path.is_absolute() else [base / path for base in bases]
+    candidates = [path] if path.is_absolute() else [Path(os.path.normpath(base / path)) for base in bases]
     return next((c for c in candidates if path_exists(c)), None)
 
 
