@@ -61,13 +61,14 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def run(bin_dir: Path, cwd: Path, *args: str, code: int = 0, program: str = "minitrain") -> str:
-    """`program ARGS` from the venv, in `cwd`, without PYTHONPATH or MINITRAIN_* settings; its stdout."""
+    """`program ARGS` from the venv, in `cwd`, without PYTHONPATH or MINITRAIN_* settings; its stdout (its stderr
+    when it is to fail)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("MINITRAIN_")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", HF_HUB_OFFLINE="1")
     done = subprocess.run([str(bin_dir / program), *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == code, f"{program} {' '.join(args)}: exit {done.returncode}\n{done.stdout}{done.stderr}"
-    return done.stdout
+    return done.stdout if code == 0 else done.stderr
 
 
 def test_the_wheel_holds_the_course_and_no_weights(installed):
@@ -88,6 +89,7 @@ def test_the_installed_wheel_runs_the_course_and_the_commands_from_an_empty_fold
     where = run(bin_dir, here, "-c", "import minitrain; print(minitrain.__file__)", program="python")
     assert where.startswith(str(bin_dir.parent)) and str(ROOT) not in where
 
+    assert "`minitrain lab start 00 labs/00` copies the course's corpus there" in run(bin_dir, here, "init", code=2)
     run(bin_dir, here, "lab", "start", "00", "labs/00")
     assert (here / "data/processed/vocab.json").read_bytes() == (ROOT / "data/processed/vocab.json").read_bytes()
     assert "0 of 11 passed" in run(bin_dir, here, "lab", "check", "00", "labs/00", code=1)  # the TODO stubs
