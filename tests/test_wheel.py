@@ -61,14 +61,14 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def run(bin_dir: Path, cwd: Path, *args: str, code: int = 0, program: str = "minitrain") -> str:
-    """`program ARGS` from the venv, in `cwd`, without PYTHONPATH or MINITRAIN_* settings; its stdout (its stderr
-    when it is to fail)."""
+    """`program ARGS` from the venv, in `cwd`, without PYTHONPATH or MINITRAIN_* settings; its stdout, then its
+    stderr."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("MINITRAIN_")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", HF_HUB_OFFLINE="1")
     done = subprocess.run([str(bin_dir / program), *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == code, f"{program} {' '.join(args)}: exit {done.returncode}\n{done.stdout}{done.stderr}"
-    return done.stdout if code == 0 else done.stderr
+    return done.stdout + done.stderr
 
 
 def test_the_wheel_holds_the_course_and_no_weights(installed):
