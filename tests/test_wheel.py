@@ -3,10 +3,11 @@ used from an empty folder, runs the course (labs 00 and 01: start; check the wor
 library against its packaged reference run), lab 01's training run (what `make train` runs, cut to 300 steps),
 `init`, `validate`, `eval`, `sample`, `export` and `publish --dry-run`, with no file of the checkout in reach.
 
-The wheel is built with uv (`uv build`: an sdist, then the wheel from it) or else pip; the venv has no packages
-of its own but sees the running interpreter's site-packages through a .pth file, so the dependencies are the
-ones already installed and nothing is downloaded beyond the build backend (setuptools, from the package index or
-uv's cache). The child processes get no PYTHONPATH: they import minitrain from the wheel alone.
+The wheel is built from a copy of the tracked files with uv (`uv build`: an sdist, then the wheel from it) or
+else pip; the venv has no packages of its own but sees the running interpreter's site-packages through a .pth
+file, so the dependencies are the ones already installed and nothing is downloaded beyond the build backend
+(setuptools, from the package index or uv's cache). The child processes get no PYTHONPATH: they import minitrain
+from the wheel alone.
 """
 
 from __future__ import annotations
@@ -28,10 +29,24 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_wheel(out: Path) -> Path:
+def tracked_copy(dest: Path) -> Path:
+    """The checkout's tracked files, copied (links as links): a build writes build/ and *.egg-info beside its
+    sources, and other tests check that nothing writes into the checkout while they run."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for name in filter(None, names.split("\0")):
+        source, target = ROOT / name, dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, target)
+    return dest
+
+
+def build_wheel(out: Path, source: Path) -> Path:
     uv = shutil.which("uv", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    command = [uv, "build", "-q", "--out-dir", str(out), str(ROOT)] if uv else \
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)]
+    command = [uv, "build", "-q", "--out-dir", str(out), str(source)] if uv else \
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)]
     subprocess.run(command, check=True, capture_output=True, timeout=300)
     (wheel,) = out.glob("minitrain-*.whl")
     return wheel
@@ -56,7 +71,7 @@ def fresh_venv(folder: Path, wheel: Path) -> Path:
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the wheel, the venv's bin/)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    wheel = build_wheel(tmp / "dist")
+    wheel = build_wheel(tmp / "dist", tracked_copy(tmp / "source"))
     return wheel, fresh_venv(tmp / "venv", wheel)
 
 
