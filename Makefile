@@ -24,7 +24,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q uv
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(INSTALL) -e .
+	$(INSTALL) -e ".[plots]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python

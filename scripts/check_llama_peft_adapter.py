@@ -9,6 +9,11 @@ rate so no factor is near zero), then compares on a batch of random ids (one row
 
     minitrain   `run_model(RUN)`: the base rebuilt from model.init_from and the adapters put in
     PEFT        PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(BASE), RUN/adapter)
+    PEFT        AutoPeftModelForCausalLM.from_pretrained(ADAPTER), from a folder of its own: the base found by the
+                name adapter_config.json records, for RUN/adapter and for `export_text_model(RUN)`'s folder
+
+The run is trained from its folder with the base and data named relatively (`init_from: base`) and exported
+from another folder, so the adapters must name the base so that PEFT finds it from anywhere.
 
 and prints the largest absolute logit difference on real positions (target ≤ 1e-4), beside the difference the
 adapter makes (PEFT's adapted logits against the bare base: it must be far larger, or the check would be empty).
@@ -29,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+SCRIPT = Path(__file__).resolve()  # before the run changes folders
 TINY = {"type": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "d_model": 32, "d_ff": 48, "max_seq_len": 64,
         "rope_theta": 10000.0, "rope_scaling": None, "rms_norm_eps": 1e-6, "tie_embeddings": True,
         "attention_bias": False, "head_dim": 8}
@@ -40,7 +46,7 @@ CHATS = [("hola", "hola hola"), ("como", "como hola"), ("hola como", "como"), ("
 def peft_side(folder: Path) -> None:
     """In the torch interpreter: the base and the adapter through transformers and PEFT; logits to peft.npz."""
     import torch
-    from peft import PeftModel
+    from peft import AutoPeftModelForCausalLM, PeftModel
     from transformers import LlamaForCausalLM
 
     batch = np.load(folder / "batch.npz")
@@ -50,7 +56,10 @@ def peft_side(folder: Path) -> None:
         bare = base(input_ids=idx, attention_mask=mask).logits.numpy()
         model = PeftModel.from_pretrained(base, folder / "run" / "adapter").eval()
         adapted = model(input_ids=idx, attention_mask=mask).logits.numpy()
-    np.savez(folder / "peft.npz", bare=bare, adapted=adapted)
+        auto = [AutoPeftModelForCausalLM.from_pretrained(adapter, torch_dtype=torch.float32).eval()(
+            input_ids=idx, attention_mask=mask).logits.numpy() for adapter in (folder / "run" / "adapter",
+                                                                               folder / "elsewhere" / "export")]
+    np.savez(folder / "peft.npz", bare=bare, adapted=adapted, auto_run=auto[0], auto_export=auto[1])
 
 
 def write_base(folder: Path) -> None:
@@ -72,22 +81,30 @@ def write_base(folder: Path) -> None:
 
 
 def train_run(folder: Path) -> Path:
+    """The LoRA run, trained from `folder` with every path relative, then exported from folder/elsewhere."""
+    import os
+
     from minitrain.config import load_config
+    from minitrain.hub.export_text import export_text_model
     from minitrain.training.run import run_training
 
+    os.chdir(folder)
     for split, pairs in (("train", CHATS * 3), ("val", CHATS[:2])):
         lines = [json.dumps({"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}]})
                  for q, a in pairs]
         (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     path = folder / "run.yaml"
     path.write_text(
-        f"model: {{type: llama, init_from: {folder / 'base'}, max_seq_len: 48}}\n"
-        f"data: {{train_path: {folder}/train.jsonl, val_path: {folder}/val.jsonl, loss_on: completion}}\n"
+        "model: {type: llama, init_from: base, max_seq_len: 48}\n"
+        "data: {train_path: train.jsonl, val_path: val.jsonl, loss_on: completion}\n"
         "optimizer: {lr_max: 0.05}\ntraining: {batch_size: 2, total_steps: 4, val_every: 4}\n"
-        f"output: {{models_dir: {folder}/models}}\n"
+        "output: {models_dir: models}\n"
         "lora: {enabled: true, rank: 4, alpha: 8, dropout: 0.0, "
         "target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}\n", encoding="utf-8")
-    run_training(load_config(path), folder / "run", progress=False, config_path=path)
+    run_training(load_config(path), Path("run"), progress=False, config_path=path)
+    (folder / "elsewhere").mkdir()
+    os.chdir(folder / "elsewhere")
+    export_text_model(folder / "run", "export")
     return folder / "run"
 
 
@@ -114,14 +131,17 @@ def main() -> int:
         np.savez(folder / "batch.npz", idx=idx, mask=mask)
         with inference(model):
             ours = model(idx, attn_pad_mask=mask)[0].data
-        subprocess.run([args.torch_python, __file__, "--peft-side", str(folder)], check=True,
-                       env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"})
+        (folder / "peft-side").mkdir()  # a folder of its own: the adapters' base is found by the name they record
+        subprocess.run([args.torch_python, str(SCRIPT), "--peft-side", str(folder)], check=True,
+                       cwd=folder / "peft-side", env={"PYTHONPATH": str(SCRIPT.parents[1]), "PATH": "/usr/bin:/bin"})
         theirs = np.load(folder / "peft.npz")
     diff = float(np.abs(ours - theirs["adapted"])[mask].max())
     effect = float(np.abs(theirs["adapted"] - theirs["bare"])[mask].max())
-    ok = diff <= 1e-4 and effect > 100 * max(diff, 1e-6)
-    print(f"PEFT adapter on LlamaForCausalLM vs minitrain run_model: max |Δlogit| {diff:.2e} (target ≤ 1e-4); the "
-          f"adapter moves the logits by up to {effect:.3f}: {'ok' if ok else 'MISS'}")
+    auto = max(float(np.abs(ours - theirs[key])[mask].max()) for key in ("auto_run", "auto_export"))
+    ok = diff <= 1e-4 and auto <= 1e-4 and effect > 100 * max(diff, 1e-6)
+    print(f"PEFT adapter on LlamaForCausalLM vs minitrain run_model: max |Δlogit| {diff:.2e} (target ≤ 1e-4); "
+          f"AutoPeftModelForCausalLM from another folder (RUN/adapter, the export): {auto:.2e}; the adapter moves "
+          f"the logits by up to {effect:.3f}: {'ok' if ok else 'MISS'}")
     return 0 if ok else 1
 
 

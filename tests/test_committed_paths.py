@@ -57,3 +57,15 @@ def test_recorded_path_is_relative_inside_the_current_folder_and_absolute_outsid
     target = tmp_path / "here" / "runs" / "m.safetensors" if inside else tmp_path / "elsewhere" / "m.safetensors"
     assert recorded_path(target) == ("runs/m.safetensors" if inside else str(target))
     assert recorded_path("hf://user/model") == "hf://user/model" and recorded_path("user/model") == "user/model"
+
+
+def test_the_committed_lab01_run_exports_from_another_folder(tmp_path, monkeypatch):
+    """Its model file and vocabulary are found from the run folder (manifest.json's working_dir), not the cwd."""
+    from minitrain.data.tokenizer import CharTokenizer
+    from minitrain.hub.export_hf import export_model
+
+    monkeypatch.chdir(tmp_path)
+    export_model(REPO / "experiments" / "18-train-mini", "out")
+    assert CharTokenizer.load(tmp_path / "out" / "vocab.json").chars == \
+        CharTokenizer.load(REPO / "data" / "processed" / "vocab.json").chars
+    assert (tmp_path / "out" / "model.safetensors").is_file()

@@ -77,7 +77,9 @@ def detect_layout(folder: str | Path) -> DataLayout:
     """Find the splits in `folder` and tell JSONL records from plain text lines."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise UserError(f"--data {folder}: not a folder", 2)
+        course = "; `minitrain lab start 00 labs/00` copies the course's corpus there" if str(folder) == DEFAULT_DATA \
+            else ""
+        raise UserError(f"--data {folder}: not a folder{course}", 2)
     train, val = _find(folder, "train"), _find(folder, "val")
     if train is None or val is None:
         raise UserError(f"--data {folder}: expected train.jsonl and val.jsonl (or train.txt and val.txt) there", 2)

@@ -1,6 +1,6 @@
 """Figures as files: matplotlib figures that belong to no window, and PNGs written atomically with reproducible bytes.
 
-    fig, ax = subplots(figsize=(8, 4.8), dpi=100)   # matplotlib imported only when a run draws something
+    fig, ax = subplots(figsize=(8, 4.8), dpi=100)   # matplotlib (the `plots` extra) imported only when drawing
     ax.plot(steps, losses)
     save_figure(fig, "loss_curve.png")              # written atomically
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from minitrain.common.extras import require
 from minitrain.common.io import atomic_write
 
 
@@ -21,17 +22,13 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], dp
              **kwargs: Any) -> tuple[Any, Any]:
     """(figure, axes) as `matplotlib.pyplot.subplots(nrows, ncols, figsize=, dpi=, layout=, **kwargs)` returns them
     (`sharex`, `squeeze`, `gridspec_kw`, ... go to `Figure.subplots`), on a figure of its own."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, dpi=dpi, layout=layout)
+    fig = require("matplotlib.figure", "plots", "drawing a PNG").Figure(figsize=figsize, dpi=dpi, layout=layout)
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
 def colormap(name: str) -> Any:
     """matplotlib's registered colormap `name` ("viridis")."""
-    import matplotlib
-
-    return matplotlib.colormaps[name]
+    return require("matplotlib", "plots", "drawing a PNG").colormaps[name]
 
 
 def save_figure(fig: Any, png_path: str | os.PathLike) -> None:

@@ -1,31 +1,38 @@
-"""Where minitrain's own checkout is, and how a path is written into a file or shown to a user.
+"""Where the course's files are, and how a path is written into a file or shown to a user.
 
-    REPO_ROOT / "experiments" / ...       the reference runs a lab or a default reads
-    recorded_path("/home/ana/mt/runs/base/models/x.safetensors")  ->  "runs/base/models/x.safetensors"
+    course_file("data/processed/vocab.json")  the corpus, lab texts, configs and reference runs, by their path in
+    course_file("minitrain/loop.py")           the checkout: package data (minitrain/_course/ links to the
+                                               checkout's folders, and a wheel holds copies), the library's own
+                                               modules in the package itself. Never the checkout's root.
+    recorded_path("/home/ana/mt/runs/base/models/x.safetensors", "runs/base")  ->  "models/x.safetensors"
                                                                        (run from /home/ana/mt)
-    shown_path("/tmp/base")  ->  "base"   (what a model card or an exported adapter names: never this machine's path)
+    shown_path("/tmp/base")  ->  "base"   (what a model card names: never this machine's path)
 """
 
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(__file__).resolve().parents[1]  # minitrain/, in a checkout or in site-packages
+COURSE = PACKAGE / "_course"
 
 
-def recorded_path(path: str | os.PathLike) -> str:
-    """A path as a user would type it here: relative to the current folder when inside it, else absolute.
+def course_file(path: str) -> Path:
+    """The course's file the labs name `path` (relative to a checkout's root), wherever minitrain is installed."""
+    return PACKAGE.parent / path if path.startswith("minitrain/") else COURSE / path
 
-    Run folders record where their weights came from this way, so a committed run folder names its sources
-    relative to the checkout it was made in, never one machine's absolute path."""
+
+def recorded_path(path: str | os.PathLike, folder: str | os.PathLike = ".") -> str:
+    """A path as a file in `folder` records it: relative to `folder` when the path is inside the current folder,
+    else absolute. A reader resolves it against the recording file's folder, so a run folder reads the same from
+    any working directory, and a committed run names its sources within its checkout, never a machine's path."""
     if "://" in str(path):  # a URL or hf:// id is no file path; abspath would fold its "//"
         return str(path)
     absolute = os.path.abspath(path)
-    relative = os.path.relpath(absolute)
-    return absolute if relative.startswith("..") else relative
+    return absolute if os.path.relpath(absolute).startswith("..") else os.path.relpath(absolute, folder)
 
 
 def shown_path(path: str | os.PathLike) -> str:
-    """A path as a file meant for other machines names it (a model card, an exported adapter): `recorded_path`
-    when that is relative (or a URL or Hub id), else just the file or folder's name."""
+    """A path as a file meant for other machines names it (a model card): `recorded_path` when that is relative
+    (or a URL or Hub id), else just the file or folder's name."""
     recorded = recorded_path(path)
     return Path(recorded).name if os.path.isabs(recorded) else recorded

@@ -17,14 +17,14 @@ from pathlib import Path
 from types import FrameType
 
 from minitrain import seam
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import course_file
 
 
 def lab_files(lab: str, workspace: Path | None) -> dict[str, str]:
     """{absolute path: path in the lab} of the files whose code counts as the student's (the library's own
     files when grading the library)."""
-    root = (workspace or REPO_ROOT).resolve()
-    return {str(root / path): path for path in seam.LAB_PIECES[lab]}
+    return {str(workspace.resolve() / path if workspace else course_file(path).resolve()): path
+            for path in seam.LAB_PIECES[lab]}
 
 
 def innermost(frame: FrameType | None, files: dict[str, str]) -> dict | None:

@@ -14,13 +14,13 @@ import json
 from functools import cache
 from pathlib import Path
 
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import course_file
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer, bytes_to_unicode
 from minitrain.data.text_records import TextRecord, read_file
 from minitrain.hub.pretrained import export_hf_folder
 from minitrain.models.llama import Llama
 
-CHAT = REPO_ROOT / "data" / "chat" / "verbs"
+CHAT = course_file("data/chat/verbs")
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # SmolLM2-Instruct's template: ChatML, and a default system message when the conversation has none.
 CHATML = (

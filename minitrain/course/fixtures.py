@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import course_file
 from minitrain.data.batch import Batch
 from minitrain.data.batcher import encode_split  # the library's: `lab check` refuses to run under the seam
 from minitrain.data.corpus import load_records
@@ -23,8 +23,8 @@ from minitrain.models.minigpt import MiniGPT
 from minitrain.optim import build_optimizer
 from minitrain.optim.schedule import build_scheduler
 
-DATA = REPO_ROOT / "data" / "processed"
-LAB01_CONFIG = REPO_ROOT / "experiments" / "18-train-mini" / "config.yaml"
+DATA = course_file("data/processed")
+LAB01_CONFIG = course_file("experiments/18-train-mini/config.yaml")
 
 
 @cache

@@ -18,7 +18,7 @@ import numpy as np
 from minitrain.autograd import functional as F
 from minitrain.autograd.gradcheck import GradcheckError, gradcheck
 from minitrain.autograd.tensor import Tensor
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import course_file
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import check_manifest, read_run
@@ -33,7 +33,7 @@ CHECKS = Checklist()
 LORA, GRID = "minitrain/nn/lora.py", "minitrain/quant/grid.py"
 RANK, ALPHA = 2, 6.0  # scale alpha/rank = 3, so alpha (6), 1 and rank/alpha (1/3) are each told apart
 # The experiment's base, before adaptation, on the held-out imperfect (experiments/21-lora/results.json).
-BASE_RESULTS = REPO_ROOT / "experiments" / "21-lora" / "results.json"
+BASE_RESULTS = course_file("experiments/21-lora/results.json")
 MERGED, QUANTIZED = "merged", "merged-int4.safetensors"
 
 

@@ -16,7 +16,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import course_file
 from minitrain.course.checks import Checklist, Failed
 from minitrain.data.bpe import BPETokenizer as Reference  # the library's: the yardstick for the unit checks
 from minitrain.data.bpe import bytes_to_unicode as reference_stand_ins
@@ -148,7 +148,7 @@ def _overlap(lab):
 
 @cache
 def _corpora() -> dict[str, list[str]]:
-    lines = (REPO_ROOT / "data" / "processed" / "train.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = course_file("data/processed/train.jsonl").read_text(encoding="utf-8").splitlines()
     return {"the verb corpus": [json.loads(line)["text"] for line in lines[:VERB_LINES]], "ties and UTF-8": ADVERSARIAL}
 
 

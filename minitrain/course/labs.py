@@ -1,6 +1,7 @@
 """The labs as students do them: what each asks for, the workspace it is written in, and grading it.
 
-    start("01", "labs/01")                   # the lab's files with TODO stubs, and a README
+    start("01", "labs/01")                   # the lab's files with TODO stubs, and a README; the course's files
+                                             # its commands name copied here (the corpus, the lab's text, config)
     title, outcomes = grade("01", "labs/01")   # the lab's checks on the student's files and run folder
     title, outcomes = grade("01")              # ... on the library's own files and the reference run
 
@@ -31,7 +32,7 @@ from minitrain import seam
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text
 from minitrain.common.lifeline import child_environment
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import PACKAGE, course_file
 from minitrain.course.checks import Checklist, Failed, Outcome
 from minitrain.course.i18n import translator
 from minitrain.course.sandbox import Limits, Sandbox
@@ -53,6 +54,12 @@ class Lab:
     # a folder holding the pieces as the lab asks for them, where the library's own files are not that answer
     # (lab 07's use fused ops, which its checker refuses in a workspace): what the suite copies into a workspace
     solution: str | None = None
+    course: tuple[str, ...] = ()  # the course's files its commands read, beside CORPUS and its text
+
+    @property
+    def course_files(self) -> tuple[str, ...]:
+        """What `start` copies into the folder the lab's commands run in (paths of a checkout, package data)."""
+        return (*CORPUS, self.text, f"{self.text[:-3]}.es.md", *self.course)
 
     @property
     def pieces(self) -> dict[str, tuple[str, ...]]:
@@ -60,6 +67,8 @@ class Lab:
         return seam.LAB_PIECES[self.number]
 
 
+CORPUS = tuple(f"data/processed/{name}" for name in ("train.jsonl", "val.jsonl", "dev.jsonl", "vocab.json",
+                                                     "manifest.json"))
 _TRAIN_WITH_YOUR_FILES = ("MINITRAIN_LAB_DIR={dir} .venv/bin/minitrain train {config} --out-dir {dir}/run "
                           "--models-dir {dir}/run/models")
 LABS = {
@@ -68,25 +77,33 @@ LABS = {
         Lab("00", "Data and batcher", "lab/00-data-and-batcher.md", None, None),
         Lab("01", "Train MiniGPT, beat the n-gram", "lab/01-train-mini.md", "experiments/18-train-mini",
             "MINITRAIN_LAB_DIR={dir} .venv/bin/python {dir}/scripts/train_mini.py --config "
-            "experiments/18-train-mini/config.yaml --out-dir {dir}/run --models-dir {dir}/run/models"),
+            "experiments/18-train-mini/config.yaml --out-dir {dir}/run --models-dir {dir}/run/models",
+            course=("experiments/18-train-mini/config.yaml", "experiments/14-ngram-baseline/results.json")),
         Lab("02", "Checkpoint round trip", "lab/02-checkpoint-roundtrip.md", None, None),
         Lab("03", "Overfitting and the training dashboard", "lab/03-overfitting-and-dashboard.md",
             "experiments/19-overfitting",
-            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/19-overfitting/config.yaml")),
+            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/19-overfitting/config.yaml"),
+            course=("experiments/19-overfitting/config.yaml", "experiments/19-overfitting/train-23-verbs.jsonl")),
         Lab("04", "Early stopping and checkpoint selection", "lab/04-early-stopping.md",
             "experiments/20-early-stopping",
-            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/20-early-stopping/config.yaml")),
+            _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/20-early-stopping/config.yaml"),
+            course=("experiments/20-early-stopping/config.yaml", "experiments/19-overfitting/train-23-verbs.jsonl")),
         Lab("05", "LoRA and quantization", "lab/05-lora-and-quantization.md", "experiments/21-lora/lab05",
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/21-lora/lora.yaml"),
-            prepare=".venv/bin/python experiments/21-lora/run.py --base-only"),
+            prepare=".venv/bin/python experiments/21-lora/run.py --base-only",
+            course=tuple(f"experiments/21-lora/{name}" for name in ("run.py", "base.yaml", "lora.yaml", "full.yaml",
+                                                                    "qlora.yaml", "qat.yaml"))),
         Lab("06", "A byte-level BPE tokenizer", "lab/06-bpe-tokenizer.md", None, None),
         Lab("07", "From GPT-2 to Llama", "lab/07-gpt2-to-llama.md", "experiments/27-llama-verbs",
             _TRAIN_WITH_YOUR_FILES.format(dir="{dir}", config="experiments/27-llama-verbs/config.yaml"),
-            solution="solutions/07"),
+            solution="solutions/07", course=("experiments/27-llama-verbs/config.yaml",)),
         Lab("08", "Teach a real model Spanish verbs", "lab/08-capstone-real-model.md",
             "experiments/22-smollm2-verbs/short",
             "MINITRAIN_LAB_DIR={dir} .venv/bin/python experiments/22-smollm2-verbs/run.py --config short.yaml "
-            "--out {dir}/run"),
+            "--out {dir}/run", course=("experiments/22-smollm2-verbs/run.py", "experiments/22-smollm2-verbs/short.yaml",
+                                       "scripts/verbs_to_chat.py", "data/raw/verbs.tsv", "data/chat/verbs/val.jsonl",
+                                       "data/chat/verbs/test.jsonl", "experiments/18-train-mini/results.json",
+                                       "experiments/14-ngram-baseline/results.json")),
     )
 }
 
@@ -102,8 +119,9 @@ def get_lab(number: str) -> Lab:
 
 
 def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[Path]:
-    """Write lab `number`'s files into `workspace` as TODO stubs, plus README.md; return the paths written.
-    The README and the stubs' header comment are in `lang` (minitrain/course/i18n.py).
+    """Write lab `number`'s files into `workspace` as TODO stubs, plus README.md, and copy the course's files its
+    commands name (`Lab.course_files`) into the current folder where it lacks them (a checkout has them all);
+    return the paths written. The README and the stubs' header comment are in `lang` (minitrain/course/i18n.py).
 
     Refuses (a UserError, nothing written) when the workspace already holds any of them: a student's work is
     never overwritten.
@@ -112,7 +130,7 @@ def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[P
     root = Path(workspace)
     tr = translator(lang, f"lab{lab.number}")
     text = lab.text if lang == "en" else f"{lab.text[:-3]}.{lang}.md"
-    targets = {root / path: stub_module((REPO_ROOT / path).read_text(encoding="utf-8"), names, lab.number, text, tr)
+    targets = {root / path: stub_module(course_file(path).read_text(encoding="utf-8"), names, lab.number, text, tr)
                for path, names in lab.pieces.items()}
     targets[root / "README.md"] = _readme(lab, str(workspace).rstrip("/"), tr)
     existing = sorted(str(p) for p in targets if p.exists())
@@ -121,7 +139,11 @@ def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[P
     for path, text in targets.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
-    return list(targets)
+    copies = [Path(path) for path in lab.course_files if not Path(path).exists()]
+    for path in copies:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(course_file(str(path)), path)
+    return [*targets, *copies]
 
 
 def _readme(lab: Lab, folder: str, tr: Callable[[str], str] = str) -> str:
@@ -132,7 +154,8 @@ def _readme(lab: Lab, folder: str, tr: Callable[[str], str] = str) -> str:
         tr(f"The lab's text is `{lab.text}` (Spanish: `{lab.text[:-3]}.es.md`). Write the functions marked TODO in:"),
         "", files, "",
         tr("Each one's docstring states what it receives and what it must return. Run every command from the "
-           "repository root."), "", tr("Check your work at any time:"), "",
+           "folder you started the lab in: it holds the course's files they name."), "",
+        tr("Check your work at any time:"), "",
         f"    .venv/bin/minitrain lab check {lab.number} {folder}", "",
     ]
     if lab.prepare:
@@ -191,7 +214,7 @@ class LabUnderTest:
 
     def file(self, path: str) -> Path:
         """The file under test for the lab path `path` (a script is run, not imported)."""
-        return (self.workspace or REPO_ROOT) / path
+        return self.workspace / path if self.workspace else course_file(path)
 
     def scratch(self) -> Path:
         """A temporary folder for the checks' own runs, removed when grading ends."""
@@ -204,13 +227,14 @@ class LabUnderTest:
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def python(self, *args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-        """Run `python ARGS` with the seam pointing at the workspace (unset for the library), from the
-        repository root unless `cwd` is given; a `minitrain.cli` child dies with this check (common/lifeline.py)."""
+        """Run `python ARGS` with the seam pointing at the workspace (unset for the library), from the folder
+        holding the minitrain package unless `cwd` is given (so `-m minitrain...` imports the library, never a
+        `minitrain/` folder where the student works); a `minitrain.cli` child dies with this check (lifeline.py)."""
         env = {k: v for k, v in os.environ.items() if k != seam.LAB_DIR_VARIABLE}
         if self.workspace is not None:
             env[seam.LAB_DIR_VARIABLE] = str(self.workspace)
         env["MINITRAIN_MODELS_DIR"] = str(self.scratch() / "models")  # never the repository's models/
-        return subprocess.run([sys.executable, *args], cwd=cwd or REPO_ROOT, env=child_environment(env),
+        return subprocess.run([sys.executable, *args], cwd=cwd or PACKAGE.parent, env=child_environment(env),
                               capture_output=True, text=True, timeout=timeout)
 
 
@@ -241,7 +265,7 @@ def grade(
     folder = None if workspace is None else Path(workspace).resolve()
     if folder is not None and not folder.is_dir():
         raise UserError(f"{workspace}: no such folder; `minitrain lab start {lab.number} {workspace}` makes it", 2)
-    default_run = (folder / "run") if folder is not None else (REPO_ROOT / lab.reference_run
+    default_run = (folder / "run") if folder is not None else (course_file(lab.reference_run)
                                                                  if lab.reference_run else None)
     subject = LabUnderTest(lab, folder, Path(run_dir).resolve() if run_dir else default_run,
                            shown=str(workspace or "").rstrip("/"))

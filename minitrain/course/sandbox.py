@@ -37,7 +37,7 @@ from typing import Any
 
 from minitrain.common.errors import UserError
 from minitrain.common.lifeline import child_environment
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import PACKAGE
 from minitrain.course.blame import describe, innermost_in_dump, lab_files
 from minitrain.course.checks import Check, Interrupted, Outcome
 
@@ -165,7 +165,7 @@ class Sandbox:
         # is now): stdout is the checklist's.
         process = subprocess.Popen(
             [sys.executable, "-m", "minitrain.course.worker", str(theirs_in), str(theirs_out)],
-            cwd=REPO_ROOT, env=child_environment(env), stdin=subprocess.DEVNULL, stdout=2,
+            cwd=PACKAGE.parent, env=child_environment(env), stdin=subprocess.DEVNULL, stdout=2,
             pass_fds=(theirs_in, theirs_out), start_new_session=True)
         os.close(theirs_in)
         os.close(theirs_out)

@@ -107,8 +107,10 @@ def export_model(
 
         model, _ = merged_model(info, base_model)
         info = replace(info, state=model.state_dict(), model_config=dict(model.config), adapter=None)
-    elif info.adapter is not None and for_hub:
-        info = replace(info, adapter=replace(info.adapter, base=hub_base(info, base_model)))
+    elif info.adapter is not None:  # the base by Hub id for the Hub, else as found here (PEFT: its absolute path)
+        local = info.find(info.adapter.base)
+        base = hub_base(info, base_model) if for_hub else base_model or (str(local) if local else info.adapter.base)
+        info = replace(info, adapter=replace(info.adapter, base=base))
     llama = is_llama(info.model_config)  # a Llama or Gemma trained from scratch: its own transformers class
     if not llama:
         check_exportable(info.model_config)  # before anything else is looked for: say what cannot be exported

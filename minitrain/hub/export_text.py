@@ -110,7 +110,8 @@ def export_text_model(source: str | Path, out_dir: str | Path, repo_id: str | No
 def _export_adapter(info: RunInfo, out: Path, repo_id: str | None, base: str | None) -> list[Path]:
     """A LoRA run on a pretrained base as PEFT's folder: its adapter (naming `base`, else the recorded one), the
     run's tokenizer (the base's files) and the card."""
-    settings = replace(info.adapter, base=base or info.adapter.base)
+    local = info.find(info.adapter.base)  # a local base as found here: PEFT reads its absolute path
+    settings = replace(info.adapter, base=base or (str(local) if local else info.adapter.base))
     info = replace(info, adapter=settings)
     tokenizer = PretrainedTokenizer.from_folder(Path(info.run_dir or info.model_path.parent) / TOKENIZER_DIR)
     model_config = {k: v for k, v in info.model_config.items() if k != "lora"}

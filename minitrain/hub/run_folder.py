@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import path_exists, regular_file_problem, sha256_of
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.io import regular_file_problem, sha256_of
 from minitrain.config.data_section import DataConfig
 from minitrain.formats.gpt2 import check_state_dict
 from minitrain.lora import LoraSettings, adapter_names_in, settings_of
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import load_model_file
+from minitrain.runs.run_dir import locate
 from minitrain.runs.run_files import (
     FINISHED,
     MANIFEST,
@@ -88,16 +88,6 @@ class RunInfo:
             return DataConfig(**section)
         except ValueError as e:
             raise UserError(f"{self.model_path}: the run's data section does not read as a config ({e})") from None
-
-
-def locate(recorded: str | None, run_dir: Path | None) -> Path | None:
-    """Find a recorded path: as given if absolute, else under the cwd, the run folder or the repository root."""
-    if not recorded:
-        return None
-    path = Path(recorded)
-    bases = [Path.cwd(), *([run_dir] if run_dir else []), REPO_ROOT]
-    candidates = [path] if path.is_absolute() else [base / path for base in bases]
-    return next((c for c in candidates if path_exists(c)), None)
 
 
 def run_of(path: Path) -> Path | None:

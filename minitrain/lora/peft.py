@@ -10,8 +10,8 @@
 Our LoRALinear names its parts as PEFT's layer does (base_layer, lora_A, lora_B), so a name maps by a prefix and,
 for the two factors, a `.weight` suffix and a transpose (torch.nn.Linear stores (out, in)). PEFT computes
 y = base(x) + lora_B(lora_A(dropout(x))) · lora_alpha / r: the same update. The base model must be the one the
-adapter was trained on (`base_model_name_or_path` names it by Hub id, or by its path relative to the working
-folder, else its file name: `common/paths.shown_path`);
+adapter was trained on (`base_model_name_or_path` names it by Hub id, or a local base by its absolute path: PEFT
+takes any other name for a Hub id, whatever folder it runs in);
 a QLoRA adapter was trained on the 4-bit base, so on the float base it is close to, not equal to, the adapted
 model: its safetensors metadata says so (`quantized_base_note`; PEFT refuses keys it does not know in
 adapter_config.json, so the note is not there). scripts/check_hf_export.py --lora loads such a folder with PEFT and
@@ -20,6 +20,7 @@ compares logits.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ import numpy as np
 import safetensors.numpy
 
 from minitrain.common.io import atomic_write_bytes, atomic_write_json
-from minitrain.common.paths import shown_path
 from minitrain.lora.adapter import LoraSettings, adapter_state, settings_of
 from minitrain.nn import Module
 
@@ -56,7 +56,8 @@ def peft_config(settings: LoraSettings, fan_in_fan_out: bool = True) -> dict[str
     return {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": shown_path(settings.base) if settings.base else settings.base,
+        "base_model_name_or_path": os.path.abspath(settings.base) if settings.base and os.path.exists(settings.base)
+                                   else settings.base,
         "r": settings.rank,
         "lora_alpha": settings.alpha,
         "lora_dropout": settings.dropout,

@@ -35,9 +35,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from minitrain.common.errors import UserError
-from minitrain.common.io import read_json
+from minitrain.common.io import path_exists, read_json
 from minitrain.common.lifeline import process_alive
-from minitrain.common.paths import REPO_ROOT
 from minitrain.runs.run_files import read_results
 
 CONFIG_FILE, LOG_FILE = "config.yaml", "train_log.jsonl"
@@ -122,7 +121,7 @@ def _own_model_file(out_dir: Path) -> Path | None:
     except UserError:
         return None
     recorded, sha = results.get("model_path"), results.get("model_sha256")
-    model = REPO_ROOT / recorded if recorded else None  # recorded relative to the repository, or absolute
+    model = locate(recorded, out_dir)
     if model is None or not sha or not model.name.endswith(f"-{sha[:16]}.safetensors") or not model.is_file():
         return None
     for base in {out_dir.resolve().parent, model.parent.parent}:
@@ -130,6 +129,27 @@ def _own_model_file(out_dir: Path) -> Path | None:
             if other.parent.resolve() != out_dir.resolve() and _mentions(other, sha):
                 return None
     return model
+
+
+def locate(recorded: str | None, run_dir: Path | None) -> Path | None:
+    """Find a path a run recorded (its config's files, init_from, model_path), None when it is nowhere: as given
+    if absolute, else under the folder the run started in (manifest.json's `working_dir`, relative to the run
+    folder), the run folder, or the current folder (a run recorded before `working_dir` was)."""
+    if not recorded:
+        return None
+    path = Path(recorded)
+    bases = [*([run_dir / started, run_dir] if (started := _working_dir(run_dir)) else [run_dir] if run_dir else []),
+             Path.cwd()]
+    candidates = [path] if path.is_absolute() else [Path(os.path.normpath(base / path)) for base in bases]
+    return next((c for c in candidates if path_exists(c)), None)
+
+
+def _working_dir(run_dir: Path | None) -> str | None:
+    try:
+        started = read_json(run_dir / "manifest.json", "manifest").get("working_dir") if run_dir else None
+    except (UserError, AttributeError):  # no manifest, or not an object: nothing recorded
+        return None
+    return started if isinstance(started, str) else None
 
 
 def _mentions(path: Path, text: str) -> bool:

@@ -27,7 +27,7 @@ from minitrain import seam
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.figures import save_figure, subplots
 from minitrain.common.io import atomic_write_json, read_json_object
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import PACKAGE, course_file
 from minitrain.common.versions import library_versions
 from minitrain.config import Config, resolved_dict
 from minitrain.data.build import MANIFEST
@@ -35,7 +35,7 @@ from minitrain.data.build import data_manifest_hash as corpus_manifest_hash
 from minitrain.evaluation.metrics import perplexity
 from minitrain.monitor.report import read_log
 
-DEFAULT_BASELINE_PATH = REPO_ROOT / "experiments" / "14-ngram-baseline" / "results.json"
+DEFAULT_BASELINE_PATH = course_file("experiments/14-ngram-baseline/results.json")
 
 # The libraries whose behaviour shapes a run's numbers (manifest.json "versions").
 _LIBRARIES = ("numpy", "numba", "pydantic", "safetensors", "matplotlib", "pyyaml", "tqdm")
@@ -74,7 +74,7 @@ def hardware_info() -> dict[str, Any]:
     }
 
 
-def git_sha(repo: Path = REPO_ROOT) -> str | None:
+def git_sha(repo: Path = PACKAGE) -> str | None:
     """The commit the code ran from, with "-dirty" appended when tracked files differ from it; None outside git."""
     try:
         sha = subprocess.run(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -39,8 +40,9 @@ from typing import Any
 
 from minitrain.callbacks import Callback
 from minitrain.common.errors import UserError
+from minitrain.common.extras import installed
 from minitrain.common.io import cannot_write
-from minitrain.common.paths import REPO_ROOT
+from minitrain.common.paths import recorded_path
 from minitrain.config import Config, resolved_dict
 from minitrain.config.datacheck import DataSummary
 from minitrain.config.missing_extras import missing_extras
@@ -145,6 +147,9 @@ def run_training(
     missing = missing_extras(cfg)
     if missing:
         raise ConfigError(missing, cfg.source or ConfigSource())
+    if cfg.output.plots and not installed("matplotlib"):  # the `plots` extra: every number is written, no picture
+        print("this run draws no plots: matplotlib is not installed (pip install 'minitrain[plots]')", file=sys.stderr)
+        cfg = cfg.model_copy(update={"output": cfg.output.model_copy(update={"plots": False})})
     with RunLock(out_dir), stopping.sigterm_raises(), console_log(out_dir / CONSOLE_LOG), ExitStack() as cleanup:
         return _train_into(cfg, out_dir, checkpoint_path, final_models_dir, summary, start_time,
                            overwrite=overwrite, progress=progress, strict=strict, config_path=config_path,
@@ -410,10 +415,10 @@ def _write_results(run: _Run, outcome: dict[str, Any], rows: list[dict[str, Any]
 
 
 def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tuple[str, str]:
-    """Write the model file under a temporary name, then rename it after its content hash; return its path
-    (relative to the repository when inside it, as results.json records it) and the file's sha256. A table
-    model's file also holds its pipeline (task, classes, fitted preprocessing), which `predict` applies; a LoRA
-    run's holds the adapters."""
+    """Write the model file under a temporary name, then rename it after its content hash; return its path (as
+    results.json records it: relative to the working folder, manifest.json's working_dir, when inside it) and the
+    file's sha256. A table model's file also holds its pipeline (task, classes, fitted preprocessing), which
+    `predict` applies; a LoRA run's holds the adapters."""
     model = parts.model
     prefix = FAMILIES[cfg.model.type].file_prefix + ("-lora" if cfg.lora.enabled else "")
     tmp = models_dir / f".{prefix}-{os.getpid()}.partial.safetensors"
@@ -428,8 +433,6 @@ def _save_model(parts: Parts, models_dir: Path, cfg: Config, steps: int) -> tupl
     except OSError as e:  # a folder of that name, say
         tmp.unlink(missing_ok=True)
         raise cannot_write(final, e) from None
-    final = final.resolve()
-    shown = final.relative_to(REPO_ROOT) if final.is_relative_to(REPO_ROOT) else final
-    return str(shown), digest
+    return recorded_path(final), digest
 
 

@@ -82,6 +82,11 @@ def run_manifest(cfg: Config, parts: Parts, books: Bookkeeping, previous: dict[s
                     data_sha256=books.checkpointing.data_sha256, runtime=runtime)
     for stale in ("error", "signal"):
         manifest.pop(stale, None)
+    # What the run's relative paths (its config's, init_from, model_path) are relative to, from the run folder:
+    # `runs/locate` finds them from any working folder (absolute when the run folder is outside this one).
+    out_dir = Path(books.manifest_path).parent
+    inside = not os.path.isabs(recorded_path(out_dir))
+    manifest["working_dir"] = os.path.relpath(".", out_dir) if inside else os.getcwd()
     if init_from is not None:
         manifest["init_from"] = recorded_path(init_from) if isinstance(init_from, str) else init_from
     if parts.table is not None:

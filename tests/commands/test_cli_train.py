@@ -64,7 +64,7 @@ def test_models_dir_flag_puts_the_model_there_and_nowhere_else(tmp_path, capsys,
     code, _, err = run(["train", config, "--out-dir", "run", "--models-dir", "run/models", "--quiet"], capsys)
     assert code == 0, err
     results = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
-    model = Path(results["model_path"])
+    model = tmp_path / results["model_path"]  # relative to the folder it ran from (manifest.json's working_dir)
     assert model.parent == tmp_path / "run" / "models" and model.is_file()
     new = [p for p in tmp_path.rglob("*") if p.is_file() and p not in before]
     assert [p for p in new if p.suffix == ".safetensors" and p.parent.name != "checkpoints"] == [model]

@@ -12,10 +12,10 @@ from fakehub import RECORDS, TINY_MODEL, make_run, serving
 from test_cli import run
 from test_config_data import make_corpus
 
+from minitrain.common.paths import course_file
 from minitrain.data.corpus import make_record, records_to_jsonl
 from minitrain.hub.export_hf import export_model
 from minitrain.hub.upload import publish
-from minitrain.training import artifacts
 
 TOKEN = "hf_initBaseToken7Lm"
 REPO = "alice/minigpt-base"
@@ -96,7 +96,7 @@ def test_a_base_model_file_without_vocabulary_uses_the_datas(tmp_path, capsys):
 def test_a_base_too_small_for_the_data_is_refused_with_both_reasons(base, tmp_path, capsys):
     (base / "vocab.json").unlink()  # a base without a vocabulary: the data's own (47 ids) is used
     data = data_folder(tmp_path / "corpus", ["caminar|P1|camino", "comer|P2|comes", "vivir|R3|vivió", "ir|P1|voy"],
-                       vocab_from=artifacts.REPO_ROOT / "data" / "processed" / "vocab.json")
+                       vocab_from=course_file("data/processed/vocab.json"))
     out = tmp_path / "c.yaml"
     code, _, err = run(["init", "--base", base, "--data", data, "-o", out], capsys)
     assert code == 2 and "Traceback" not in err

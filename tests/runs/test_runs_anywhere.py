@@ -65,6 +65,7 @@ def test_a_spec_manifest_trains_outside_the_checkout_and_writes_nothing_in_it(tm
     assert [f["path"] for f in manifest["data"]["files"]] == ["digits.csv"]  # its own data, from its folder
     assert manifest["data_sha256"] == {"data file 1": manifest["data"]["files"][0]}
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
-    model = Path(results["model_path"])
-    assert model.parent == run.resolve() / "models" and model.is_file()
+    # relative to the folder it ran from, which manifest.json records relative to the run folder
+    model = run / manifest["working_dir"] / results["model_path"]
+    assert manifest["working_dir"] == ".." and model.resolve().parent == run.resolve() / "models" and model.is_file()
 

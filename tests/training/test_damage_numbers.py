@@ -33,6 +33,7 @@ from minitrain.config import load_config
 from minitrain.course.fixtures import write_tiny_data
 from minitrain.evaluation.metrics import PerplexityMeter, perplexity
 from minitrain.runs.model_files import _content_digest
+from minitrain.runs.run_dir import locate
 from minitrain.runs.run_lock import writer_of
 from minitrain.training import scoring
 from minitrain.training.run import run_training
@@ -240,16 +241,17 @@ def test_predict_refuses_a_bad_cell_naming_file_row_and_column(table, tmp_path, 
 
 
 def replace_model(run: Path, change) -> Path:
-    """Rewrite the model file `run` names (a forger recomputing the checksum, and the sha256 the run records)."""
+    """Rewrite the model file `run` names (a forger recomputing the checksum, and the sha256 the run records);
+    returns its path as recorded, which is how a command run from the run's working folder names it."""
     results = json.loads((run / "results.json").read_text())
-    model = Path(results["model_path"])
+    model = locate(results["model_path"], run)
     model.write_bytes(with_tensors(model.read_bytes(), change))
     digest = hashlib.sha256(model.read_bytes()).hexdigest()
     for name in ("results.json", "manifest.json"):
         recorded = json.loads((run / name).read_text())
         recorded["model_sha256"] = digest
         (run / name).write_text(json.dumps(recorded))
-    return model
+    return Path(results["model_path"])
 
 
 def set_tensor(name: str, value=None, dtype=None):
@@ -400,7 +402,8 @@ def test_crafted_model_files_are_refused_by_every_reader(tiny, table, kind, pick
                                ("tab", [["predict", "run", str(rows_csv(work)), "-o", "out.csv"],
                                         ["export", "run", "exported"], ["info", "run"]])):
             run = work / name / "run"
-            tensors = sorted(safetensors.numpy.load_file(json.loads((run / "results.json").read_text())["model_path"]))
+            tensors = sorted(safetensors.numpy.load_file(locate(json.loads((run / "results.json").read_text())[
+                "model_path"], run)))
             tensor = tensors[pick % len(tensors)]
             model = replace_model(run, damaged_weights(kind, tensor, index))
             with contextlib.chdir(work / name):

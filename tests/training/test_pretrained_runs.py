@@ -155,7 +155,7 @@ def test_lora_on_a_pretrained_base_trains_resumes_bit_exactly_and_samples(tmp_pa
     model_file = safetensors.numpy.load_file(results["model_path"])
     assert model_file and all(".lora_" in name for name in model_file)  # adapters only: the base stays in init_from
     adapter = json.loads((run_dir / "adapter" / "adapter_config.json").read_text())
-    assert adapter["fan_in_fan_out"] is False and adapter["r"] == 2 and adapter["base_model_name_or_path"] == base.name
+    assert adapter["fan_in_fan_out"] is False and adapter["r"] == 2 and adapter["base_model_name_or_path"] == str(base)
     tensors = safetensors.numpy.load_file(str(run_dir / "adapter" / "adapter_model.safetensors"))
     assert tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"].shape == (2, 32)  # (r, in)
     assert tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"].shape == (16, 2)  # (out, r)
@@ -346,9 +346,10 @@ def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf
     meta = json.loads(adapter.joinpath("adapter_model.safetensors").read_bytes()[8:][:int.from_bytes(
         adapter.joinpath("adapter_model.safetensors").read_bytes()[:8], "little")])["__metadata__"]
     assert meta["minitrain_base_quantization"] == "nf4" and "NF4" in meta["minitrain_note"]
-    for written in (card, adapter.joinpath("adapter_config.json").read_text(), json.dumps(meta)):
+    for written in (card, json.dumps(meta)):
         assert str(tmp_path) not in written  # no path of this machine: the base and the data by name
-    assert json.loads(adapter.joinpath("adapter_config.json").read_text())["base_model_name_or_path"] == "base"
+    # PEFT finds a local base only by its absolute path (any other name is a Hub id to it)
+    assert json.loads(adapter.joinpath("adapter_config.json").read_text())["base_model_name_or_path"] == str(base)
 
     # merged into the NF4 base it trained on (the default) or into the float base, the gap between the two printed
     code, _, err = run(["export", tmp_path / "run", tmp_path / "floating", "--float-base"], capsys)
@@ -369,3 +370,26 @@ def test_a_qlora_card_and_adapter_say_what_the_run_read_and_that_its_base_was_nf
     assert run(["export", tmp_path / "run", tmp_path / "f.gguf", "--format", "gguf", "--float-base"], capsys)[0] == 2
     code, out, _ = run(["publish", "--repo", "alice/q", tmp_path / "run", "--dry-run", "--float-base"], capsys)
     assert code == 0 and f"(--float-base); the two merges' logits differ by up to {gap:.4g}" in out
+
+
+def test_a_lora_run_with_a_relative_base_reads_and_exports_from_another_folder(tmp_path, base, monkeypatch):
+    """Every path the run records resolves from any folder (manifest.json's working_dir), and its adapter names the
+    local base by its absolute path, the one name PEFT finds a local base by from any folder."""
+    from minitrain.hub.export_text import export_text_model
+    from minitrain.hub.run_folder import read_run
+
+    monkeypatch.chdir(tmp_path)
+    text = config_text(Path("."), Path("base"))
+    assert "init_from: base," in text and "train_path: ./train.jsonl" in text
+    results = train(tmp_path, text, "run")
+    assert not Path(results["model_path"]).is_absolute()  # recorded relative to the working folder
+    assert json.loads((tmp_path / "run/manifest.json").read_text())["working_dir"] == ".."
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    info = read_run(tmp_path / "run")
+    assert info.model_path.resolve() == (tmp_path / results["model_path"]).resolve()
+    assert Path(info.data_config().train_path).resolve() == tmp_path / "train.jsonl"
+    export_text_model(tmp_path / "run", "export")
+    for adapter in (tmp_path / "run" / "adapter", tmp_path / "elsewhere" / "export"):
+        named = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+        assert Path(named).is_absolute() and Path(named).resolve() == base.resolve()

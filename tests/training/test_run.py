@@ -429,3 +429,20 @@ def test_every_line_of_a_stopped_run_names_the_steps_its_checkpoint_counts(tmp_p
     assert named and set(named) == {"7"}, lines
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*")) == ["step-4.safetensors",
                                                                                         "step-7.safetensors"]
+
+
+def test_a_run_without_matplotlib_says_it_draws_no_plots_and_writes_everything_else(tmp_path, monkeypatch, capsys):
+    """matplotlib is the optional `plots` extra (pyproject.toml): without it a run writes every file but the PNGs."""
+    import sys
+
+    from minitrain.config import load_config
+    from minitrain.course.fixtures import write_tiny_run
+    from minitrain.training.run import run_training
+
+    config = write_tiny_run(tmp_path, plots=True)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an install without the extra imports
+    results = run_training(load_config(config), tmp_path / "run", progress=False, config_path=config)
+    err = capsys.readouterr().err
+    assert err.count("draws no plots: matplotlib is not installed (pip install 'minitrain[plots]')") == 1
+    assert results["status"] == "completed" and not list((tmp_path / "run").glob("*.png"))
+    assert all((tmp_path / "run" / name).is_file() for name in ("results.json", "metrics.csv", "report.md"))

@@ -39,9 +39,9 @@ def test_train_mini_writes_the_run_folder(tmp_path):
     for name in RUN_FILES:
         assert (tmp_path / "run" / name).is_file(), name
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert results.keys() >= RESULTS_KEYS and Path(results["model_path"]).is_file()
+    assert results.keys() >= RESULTS_KEYS and (tmp_path / results["model_path"]).is_file()  # relative to the cwd
     # --models-dir reaches `minitrain train`: the model is in the run folder, not in $MINITRAIN_MODELS_DIR.
-    assert Path(results["model_path"]).parent == tmp_path / "run" / "models"
+    assert (tmp_path / results["model_path"]).parent == tmp_path / "run" / "models"
     assert not (tmp_path / "models").exists()
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["seed"] == 3 and manifest["status"] == "completed"  # --seed overrides training.rng_seed
