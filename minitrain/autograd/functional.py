@@ -109,15 +109,7 @@ def cross_entropy(logits: Tensor, targets: np.ndarray, mask: np.ndarray | None =
     logits (..., V); targets (...) int; mask (...) bool. Fused softmax + NLL; math in kernels/cross_entropy.py."""
     vocab = logits.shape[-1]
     rows = np.ascontiguousarray(logits.data.reshape(-1, vocab))
-    targets = np.asarray(targets).reshape(-1)
-    if targets.shape[0] != rows.shape[0]:
-        raise ValueError(f"cross_entropy: logits of shape {logits.shape} and targets of shape {targets.shape} differ")
-    if targets.size and not 0 <= targets.min() <= targets.max() < vocab:  # the numba kernel does not bounds-check
-        raise ValueError(f"cross_entropy: target ids must be in [0, {vocab}), got {targets.min()}..{targets.max()}")
-    mask = np.ones(rows.shape[0], dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
-    count = int(mask.sum())
-    if count == 0:
-        raise ValueError("cross_entropy: the mask selects no position, so the mean is undefined")
+    targets, mask, count = loss_rows(logits.shape, targets, mask)
     nll, lse = kernels.active.cross_entropy_forward(rows, targets, mask)
     loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=logits.dtype)
 
@@ -126,6 +118,88 @@ def cross_entropy(logits: Tensor, targets: np.ndarray, mask: np.ndarray | None =
         logits._accumulate(kernels.active.cross_entropy_backward(rows, targets, lse, dnll).reshape(logits.shape))
 
     return Tensor._from_op(loss, (logits,), backward)
+
+
+def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """(targets, mask, count) as flat rows for logits of `shape` (..., V), checked: the kernels do not bounds-check."""
+    vocab = shape[-1]
+    targets = np.asarray(targets).reshape(-1)
+    if targets.shape[0] != int(np.prod(shape[:-1])):
+        raise ValueError(f"cross_entropy: logits of shape {shape} and targets of shape {targets.shape} differ")
+    if targets.size and not 0 <= targets.min() <= targets.max() < vocab:
+        raise ValueError(f"cross_entropy: target ids must be in [0, {vocab}), got {targets.min()}..{targets.max()}")
+    mask = np.ones(targets.shape[0], dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
+    count = int(mask.sum())
+    if count == 0:
+        raise ValueError("cross_entropy: the mask selects no position, so the mean is undefined")
+    return targets, mask, count
+
+
+# Logits per chunk of the head's loss: 4 Mi float32 (16 MiB), so 16 rows at a 262,144-token vocabulary.
+CHUNK_LOGITS = 1 << 22
+
+
+def linear_cross_entropy(
+    x: Tensor, weight: Tensor, targets: np.ndarray, mask: np.ndarray | None = None, softcap: float | None = None
+) -> Tensor:
+    """cross_entropy(z, targets, mask) of the head's logits z = x·Wᵀ (or c·tanh(x·Wᵀ/c), softcap c), without ever
+    holding all of z.  x (..., C), W (V, C) (the token embedding's layout), targets and mask (...) -> the mean.
+
+    Forward: chunks of rows of x, CHUNK_LOGITS logits each, through the fused kernel; only nll and lse are kept
+    (one number per row), and the mean is nll.sum(float64) / count over all rows, as cross_entropy's. Backward
+    walks the vocabulary in blocks of columns instead, CHUNK_LOGITS logits again: block b's logits z_b = x·W_bᵀ
+    are recomputed, dz_b = dnll·(softmax − onehot) from the kept lse, then dx += dz_b·W_b and dW_b = dz_bᵀ·x, each
+    block of dW written once (no (V, C) sum of partial products). dW is computed only if W requires a gradient."""
+    vocab, channels = weight.shape
+    rows = np.ascontiguousarray(x.data.reshape(-1, channels))
+    targets, mask, count = loss_rows((*x.shape[:-1], vocab), targets, mask)
+    nll, lse = head_nll(rows, weight.data, targets, mask, softcap)
+    loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=x.dtype)
+
+    def backward(g: np.ndarray) -> None:
+        dnll = mask * (g / count).astype(x.dtype)
+        dx = np.zeros_like(rows) if x.requires_grad else None
+        dw = np.empty(weight.shape, dtype=weight.dtype) if weight.requires_grad else None
+        step = max(1, CHUNK_LOGITS // len(rows))
+        for start in range(0, vocab, step):
+            block = weight.data[start : start + step]
+            z, tanh = _head_logits(rows, block, softcap)
+            dz = kernels.active.cross_entropy_backward(z, targets - start, lse, dnll)
+            if softcap:  # d(c·tanh(u/c))/du = 1 − tanh², in the order the composed ops (u / c).tanh() * c take
+                cap = np.asarray(softcap, dtype=z.dtype)
+                dz = dz * cap * (1 - tanh * tanh) / cap
+            if dx is not None:
+                dx += dz @ block
+            if dw is not None:
+                np.matmul(dz.T, rows, out=dw[start : start + step])
+        if dx is not None:
+            x._accumulate(dx.reshape(x.shape))
+        if dw is not None:
+            weight._accumulate(dw)
+
+    return Tensor._from_op(loss, (x, weight), backward)
+
+
+def head_nll(
+    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(nll, lse), each (N,), of the head's logits rows·Wᵀ (soft-capped by c when given), chunk by chunk of
+    CHUNK_LOGITS logits: rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0). No tape."""
+    step = max(1, CHUNK_LOGITS // len(weight))
+    parts = [kernels.active.cross_entropy_forward(_head_logits(rows[s : s + step], weight, softcap)[0],
+                                                  targets[s : s + step], mask[s : s + step])
+             for s in range(0, len(rows), step)]  # fmt: skip
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _head_logits(rows: np.ndarray, weight: np.ndarray, softcap: float | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(z, tanh(u/c)) for u = rows·Wᵀ: z = c·tanh(u/c) with softcap c, else (u, None); the decoder head's ops."""
+    u = rows @ weight.T
+    if not softcap:
+        return u, None
+    cap = np.asarray(softcap, dtype=u.dtype)
+    tanh = np.tanh(u / cap)
+    return tanh * cap, tanh
 
 
 def embedding(weight: Tensor, idx: np.ndarray) -> Tensor:

@@ -168,11 +168,50 @@ class Decoder(LanguageModel):
         An integer attn_pad_mask is taken as segment_ids (0 on padding, k on the k-th document of its row): that
         is how a packed batch reaches the model through lab 01's `model(input, target, attn_pad_mask, loss_mask)`
         call, whose four arguments never change (minitrain/data/batch.py)."""
+        return self.head(self.hidden(idx, attn_pad_mask, segment_ids))
+
+    def hidden(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None,
+               segment_ids: np.ndarray | None = None) -> Tensor:
+        """The hidden states (B, T, C) the head reads, for `logits`' arguments."""
         if attn_pad_mask is not None and segment_ids is None and np.issubdtype(attn_pad_mask.dtype, np.integer):
             segment_ids, attn_pad_mask = attn_pad_mask, attn_pad_mask > 0
         batch, time = idx.shape
         positions = rope_positions(batch, time, attn_pad_mask, segment_ids)
-        return self.head(self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids)))
+        return self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids))
+
+    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None, attn_pad_mask: np.ndarray | None = None,
+                loss_mask: np.ndarray | None = None, segment_ids: np.ndarray | None = None) -> tuple:
+        """language_model.py's; with targets and a plain head, (None, loss): the loss in chunks of tokens, never
+        the whole (B, T, V) logits (functional.linear_cross_entropy)."""
+        weight = self.head_weight()
+        if targets is None or weight is None:
+            return super().forward(idx, targets, attn_pad_mask, loss_mask, segment_ids)
+        self.check_length(idx)
+        x = self.hidden(idx, attn_pad_mask, segment_ids)
+        return None, F.linear_cross_entropy(x, weight, targets, loss_mask, self.config.get("final_logit_softcapping"))
+
+    def token_nll(self, idx: np.ndarray, targets: np.ndarray, attn_pad_mask: np.ndarray | None = None,
+                  segment_ids: np.ndarray | None = None) -> np.ndarray:
+        """language_model.py's, in chunks of tokens when the head is plain (functional.head_nll)."""
+        weight = self.head_weight()
+        if weight is None:
+            return super().token_nll(idx, targets, attn_pad_mask, segment_ids)
+        self.check_length(idx)
+        x = self.hidden(idx, attn_pad_mask, segment_ids).data
+        rows, shape = np.ascontiguousarray(x.reshape(-1, x.shape[-1])), np.shape(targets)
+        flat, everywhere, _ = F.loss_rows((*shape, len(weight.data)), targets, None)
+        nll, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
+        return nll.reshape(shape)
+
+    def head_weight(self) -> Tensor | None:
+        """The head's weight, (V, C), when it is a plain one: the token embedding when tied, else an lm_head that
+        is a bias-free Linear with no weight_transform. None for any other (a LoRA-adapted or 4-bit lm_head, or
+        one under quantization-aware training): its loss goes through the whole logits."""
+        if self.config.get("tie_embeddings", True):
+            return self.model.embed_tokens.weight if type(self.model.embed_tokens) is Embedding else None
+        head = self.lm_head
+        plain = type(head) is Linear and head.bias is None and head.weight_transform is None
+        return head.weight.T if plain else None
 
     def decode(self, idx: np.ndarray, positions: np.ndarray, allowed: np.ndarray, cache: KVCache | None = None,
                key_positions: np.ndarray | None = None) -> Tensor:
