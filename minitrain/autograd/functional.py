@@ -13,7 +13,7 @@ import numpy as np
 
 from minitrain.autograd import kernels
 from minitrain.autograd.ops import concat
-from minitrain.autograd.tensor import Tensor, unbroadcast
+from minitrain.autograd.tensor import TAPE, Tensor, unbroadcast
 from minitrain.common.runtime import one_thread_below
 
 
@@ -145,51 +145,53 @@ def linear_cross_entropy(
     """cross_entropy(z, targets, mask) of the head's logits z = x·Wᵀ (or c·tanh(x·Wᵀ/c), softcap c), without ever
     holding all of z.  x (..., C), W (V, C) (the token embedding's layout), targets and mask (...) -> the mean.
 
-    Forward: chunks of rows of x, CHUNK_LOGITS logits each, through the fused kernel; only nll and lse are kept
-    (one number per row), and the mean is nll.sum(float64) / count over all rows, as cross_entropy's. Backward
-    walks the vocabulary in blocks of columns instead, CHUNK_LOGITS logits again: block b's logits z_b = x·W_bᵀ
-    are recomputed, dz_b = dnll·(softmax − onehot) from the kept lse, then dx += dz_b·W_b and dW_b = dz_bᵀ·x, each
-    block of dW written once (no (V, C) sum of partial products). dW is computed only if W requires a gradient."""
+    Forward (head_nll): chunks of rows of x, CHUNK_LOGITS logits each, through the fused kernel, keeping nll and
+    lse (one number each per row); the mean is nll.sum(float64) / count over all rows, as cross_entropy's. While a
+    chunk's logits are at hand, its rows' gradient dx = dz·W is taken too, for a seed of 1 (the loss is a scalar:
+    backward scales it by the seed), so a frozen W costs no second pass. dW needs every row, so backward walks the
+    vocabulary in blocks of columns, CHUNK_LOGITS logits again: z_b = x·W_bᵀ recomputed, dz_b from the kept lse,
+    dW_b = dz_bᵀ·x written once per block (no (V, C) sum of partial products); only if W requires a gradient."""
     vocab, channels = weight.shape
     rows = np.ascontiguousarray(x.data.reshape(-1, channels))
     targets, mask, count = loss_rows((*x.shape[:-1], vocab), targets, mask)
-    nll, lse = head_nll(rows, weight.data, targets, mask, softcap)
+    seed_one = mask * (np.ones((), x.dtype) / count).astype(x.dtype) if TAPE.recording and x.requires_grad else None
+    nll, lse, dx = head_nll(rows, weight.data, targets, mask, softcap, seed_one)
     loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=x.dtype)
 
     def backward(g: np.ndarray) -> None:
+        if dx is not None:
+            x._accumulate((dx * g).reshape(x.shape))
+        if not weight.requires_grad:
+            return
         dnll = mask * (g / count).astype(x.dtype)
-        dx = np.zeros_like(rows) if x.requires_grad else None
-        dw = np.empty(weight.shape, dtype=weight.dtype) if weight.requires_grad else None
+        dw = np.empty(weight.shape, dtype=weight.dtype)
         step = max(1, CHUNK_LOGITS // len(rows))
         for start in range(0, vocab, step):
-            block = weight.data[start : start + step]
-            z, tanh = _head_logits(rows, block, softcap)
-            dz = kernels.active.cross_entropy_backward(z, targets - start, lse, dnll)
-            if softcap:  # d(c·tanh(u/c))/du = 1 − tanh², in the order the composed ops (u / c).tanh() * c take
-                cap = np.asarray(softcap, dtype=z.dtype)
-                dz = dz * cap * (1 - tanh * tanh) / cap
-            if dx is not None:
-                dx += dz @ block
-            if dw is not None:
-                np.matmul(dz.T, rows, out=dw[start : start + step])
-        if dx is not None:
-            x._accumulate(dx.reshape(x.shape))
-        if dw is not None:
-            weight._accumulate(dw)
+            z, tanh = _head_logits(rows, weight.data[start : start + step], softcap)
+            dz = _head_gradient(z, tanh, targets - start, lse, dnll, softcap)
+            np.matmul(dz.T, rows, out=dw[start : start + step])
+        weight._accumulate(dw)
 
     return Tensor._from_op(loss, (x, weight), backward)
 
 
 def head_nll(
-    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(nll, lse), each (N,), of the head's logits rows·Wᵀ (soft-capped by c when given), chunk by chunk of
-    CHUNK_LOGITS logits: rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0). No tape."""
+    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None,
+    dnll: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(nll, lse, dx) of the head's logits rows·Wᵀ (soft-capped by c when given), chunk by chunk of CHUNK_LOGITS
+    logits: rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0) -> nll, lse (N,); with
+    dnll (N,) given, dx (N, C), the gradient of Σ dnll·nll with respect to the rows, else None. No tape."""
+    nll, lse = np.empty(len(rows), rows.dtype), np.empty(len(rows), rows.dtype)
+    dx = None if dnll is None else np.empty_like(rows)
     step = max(1, CHUNK_LOGITS // len(weight))
-    parts = [kernels.active.cross_entropy_forward(_head_logits(rows[s : s + step], weight, softcap)[0],
-                                                  targets[s : s + step], mask[s : s + step])
-             for s in range(0, len(rows), step)]  # fmt: skip
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    for s in range(0, len(rows), step):
+        part = slice(s, s + step)
+        z, tanh = _head_logits(rows[part], weight, softcap)
+        nll[part], lse[part] = kernels.active.cross_entropy_forward(z, targets[part], mask[part])
+        if dx is not None:
+            dx[part] = _head_gradient(z, tanh, targets[part], lse[part], dnll[part], softcap) @ weight
+    return nll, lse, dx
 
 
 def _head_logits(rows: np.ndarray, weight: np.ndarray, softcap: float | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -200,6 +202,17 @@ def _head_logits(rows: np.ndarray, weight: np.ndarray, softcap: float | None) ->
     cap = np.asarray(softcap, dtype=u.dtype)
     tanh = np.tanh(u / cap)
     return tanh * cap, tanh
+
+
+def _head_gradient(z: np.ndarray, tanh: np.ndarray | None, targets: np.ndarray, lse: np.ndarray, dnll: np.ndarray,
+                   softcap: float | None) -> np.ndarray:
+    """du for logits z = c·tanh(u/c) (or u) of a block whose columns the targets count from: the kernel's dz, times
+    1 − tanh² under a soft-cap, in the order the composed ops (u / c).tanh() * c take."""
+    dz = kernels.active.cross_entropy_backward(z, targets, lse, dnll)
+    if not softcap:
+        return dz
+    cap = np.asarray(softcap, dtype=z.dtype)
+    return dz * cap * (1 - tanh * tanh) / cap
 
 
 def embedding(weight: Tensor, idx: np.ndarray) -> Tensor:

@@ -200,7 +200,7 @@ class Decoder(LanguageModel):
         x = self.hidden(idx, attn_pad_mask, segment_ids).data
         rows, shape = np.ascontiguousarray(x.reshape(-1, x.shape[-1])), np.shape(targets)
         flat, everywhere, _ = F.loss_rows((*shape, len(weight.data)), targets, None)
-        nll, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
+        nll, _, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
         return nll.reshape(shape)
 
     def head_weight(self) -> Tensor | None:
