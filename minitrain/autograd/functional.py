@@ -190,7 +190,8 @@ def head_nll(
         z, tanh = _head_logits(rows[part], weight, softcap)
         nll[part], lse[part] = kernels.active.cross_entropy_forward(z, targets[part], mask[part])
         if dx is not None:
-            dx[part] = _head_gradient(z, tanh, targets[part], lse[part], dnll[part], softcap) @ weight
+            dz = _head_gradient(z, tanh, targets[part], lse[part], dnll[part], softcap)
+            dx[part] = (weight.T @ dz.T).T  # dz·W, in the order OpenBLAS runs several times faster for few rows
     return nll, lse, dx
 
 
