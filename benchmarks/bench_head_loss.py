@@ -1,12 +1,13 @@
 """The head's loss over big vocabularies: the whole logits (`F.linear` then `F.cross_entropy`, the path before
 round four) against `F.linear_cross_entropy` (chunks of tokens, never the whole [tokens, vocab] logits).
 
-    python benchmarks/bench_head_loss.py               # N = 1024 tokens, C = 576 and 896, V = 49,152 / 151,936 / 262,144
+    python benchmarks/bench_head_loss.py               # N = 1024; C = 576, 896; V = 49,152 / 151,936 / 262,144
     python benchmarks/bench_head_loss.py --rounds 1    # each pair once
+    python benchmarks/bench_head_loss.py --frozen      # the weight frozen (LoRA: the tied embedding gets no gradient)
 
 Each measurement is a fresh process (`--one PATH C V`) doing one forward + backward of the head and its loss, a
-(V, C) float32 weight that requires a gradient (tied layout: the token embedding), random hidden states and
-targets; it reports its peak RSS (ru_maxrss), its RSS before the op (weights made) and the seconds of the op.
+(V, C) float32 weight that requires a gradient unless --frozen (tied layout: the token embedding), random hidden
+states and targets; it reports its peak RSS (ru_maxrss), its RSS before the op (weights made) and the seconds of the op.
 The two paths alternate, round by round (old first, then chunked first), so background load hits both alike;
 the figures are the medians. The 1-minute load average before and after is printed. Also checked: the two losses
 agree (relative difference printed).
@@ -34,13 +35,13 @@ def rss_mb() -> float:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
 
 
-def one(path: str, channels: int, vocab: int) -> dict:
+def one(path: str, channels: int, vocab: int, frozen: bool) -> dict:
     from minitrain.autograd import functional as F
     from minitrain.autograd.tensor import Tensor
 
     rng = np.random.default_rng(0)
     x = Tensor(rng.normal(0, 1, (TOKENS, channels)).astype(np.float32), requires_grad=True)
-    weight = Tensor(rng.normal(0, 0.02, (vocab, channels)).astype(np.float32), requires_grad=True)
+    weight = Tensor(rng.normal(0, 0.02, (vocab, channels)).astype(np.float32), requires_grad=not frozen)
     targets = rng.integers(0, vocab, TOKENS)
     F.cross_entropy(Tensor(np.zeros((2, 3), np.float32)), np.array([0, 1]))  # numba kernels loaded, not timed
     before = rss_mb()
@@ -55,8 +56,9 @@ def one(path: str, channels: int, vocab: int) -> dict:
     return {"loss": loss.item(), "seconds": seconds, "before_mb": before, "peak_mb": peak}
 
 
-def measure(path: str, channels: int, vocab: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--one", path, str(channels), str(vocab)],
+def measure(path: str, channels: int, vocab: int, frozen: bool) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--one", path, str(channels), str(vocab),
+                           *(["--frozen"] if frozen else [])],
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -64,21 +66,24 @@ def measure(path: str, channels: int, vocab: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--frozen", action="store_true")
+    parser.add_argument("--vocabs", type=int, nargs="+", default=VOCABS)
     parser.add_argument("--one", nargs=3, metavar=("PATH", "C", "V"))
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]))))
+        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]), args.frozen)))
         return
     load_before = os.getloadavg()[0]
-    print(f"N = {TOKENS} tokens; load average (1 min) before: {load_before:.2f}", flush=True)
+    state = "frozen" if args.frozen else "trained"
+    print(f"N = {TOKENS} tokens, weight {state}; load average (1 min) before: {load_before:.2f}", flush=True)
     print(f"{'C':>4} {'V':>8} | {'old peak':>9} {'chunked':>8} {'(before)':>8} MB | {'old s':>6} {'chunked':>7} "
           f"{'ratio':>5} | loss rel. diff", flush=True)
     for channels in WIDTHS:
-        for vocab in VOCABS:
+        for vocab in args.vocabs:
             runs: dict[str, list[dict]] = {"old": [], "chunked": []}
             for r in range(args.rounds):
                 for path in ("old", "chunked") if r % 2 == 0 else ("chunked", "old"):
-                    runs[path].append(measure(path, channels, vocab))
+                    runs[path].append(measure(path, channels, vocab, args.frozen))
             med = {p: {k: float(np.median([m[k] for m in ms])) for k in ms[0]} for p, ms in runs.items()}
             old, new = med["old"], med["chunked"]
             diff = abs(new["loss"] - old["loss"]) / abs(old["loss"])

@@ -22,12 +22,12 @@ d_model, V vocab_size.
 
 `forward` is every language model's (language_model.py), plus `segment_ids` for packed documents: a token attends
 only to earlier tokens of its own segment, and rotary positions restart at 0 with each segment (and count real
-tokens only: a left-padded row starts at 0 too). `generate` continues prompts with a KV cache
-(minitrain/models/kv_cache.py), feeding one new token per step; a sliding layer's cache rolls (its W − 1 latest
-keys). `model.gradient_checkpointing = True` keeps only
-each layer's input on the tape and recomputes the layer in backward (minitrain/autograd/recompute.py): the same
-gradients, a second forward pass of the layers, and ~30× less activation memory at SmolLM2-135M's shape (what brings
-a QLoRA step on 4 × 256 tokens under 1.5 GB).
+tokens only: a left-padded row starts at 0 too); with targets and a plain head (tied, or a bare lm_head) it returns
+(None, loss), the loss taken in chunks of tokens (functional.linear_cross_entropy). `generate` continues prompts
+with a KV cache (minitrain/models/kv_cache.py), feeding one new token per step; a sliding layer's cache rolls (its
+W − 1 latest keys). `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes
+the layer in backward (minitrain/autograd/recompute.py): the same gradients, a second forward pass of the layers, and
+~30× less activation memory at SmolLM2-135M's shape (what brings a QLoRA step on 4 × 256 tokens under 1.5 GB).
 """
 
 from __future__ import annotations
