@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from minitrain.autograd import functional as F
 from minitrain.data.batch import trim_padding
 from minitrain.evaluation.metrics import PerplexityMeter
 from minitrain.nn import inference
@@ -30,7 +31,11 @@ def token_loss(model: Any, rows: Any, vocab_size: int) -> dict[str, float | int]
     with inference(model):
         for start, stop in _batches(rows.attn_pad_mask, vocab_size):
             batch = trim_padding(type(rows)(*(a[start:stop] for a in rows)))
-            meter.add(model.token_nll(batch.input, batch.target, batch.attn_pad_mask), batch.loss_mask)
+            if hasattr(model, "token_nll"):  # the decoder: in chunks of tokens, never a whole row's logits
+                meter.add(model.token_nll(batch.input, batch.target, batch.attn_pad_mask), batch.loss_mask)
+            else:
+                logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
+                meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
     return {"loss": meter.mean_nll, "ppl": meter.ppl, "tokens": meter.count}
 
 

@@ -192,14 +192,15 @@ class Decoder(LanguageModel):
 
     def token_nll(self, idx: np.ndarray, targets: np.ndarray, attn_pad_mask: np.ndarray | None = None,
                   segment_ids: np.ndarray | None = None) -> np.ndarray:
-        """language_model.py's, in chunks of tokens when the head is plain (functional.head_nll)."""
-        weight = self.head_weight()
-        if weight is None:
-            return super().token_nll(idx, targets, attn_pad_mask, segment_ids)
+        """−log p(targets) at every position, (B, T), for `logits`' arguments, under `inference(model)`: what
+        `minitrain eval` sums (evaluation/text_loss.py). In chunks of tokens when the head is plain."""
         self.check_length(idx)
-        x = self.hidden(idx, attn_pad_mask, segment_ids).data
-        rows, shape = np.ascontiguousarray(x.reshape(-1, x.shape[-1])), np.shape(targets)
+        x, shape, weight = self.hidden(idx, attn_pad_mask, segment_ids), np.shape(targets), self.head_weight()
+        if weight is None:  # the whole logits
+            log_p = F.log_softmax(self.head(x)).data
+            return -np.take_along_axis(log_p, np.asarray(targets)[..., None], axis=-1)[..., 0]
         flat, everywhere, _ = F.loss_rows((*shape, len(weight.data)), targets, None)
+        rows = np.ascontiguousarray(x.data.reshape(len(flat), -1))
         nll, _, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
         return nll.reshape(shape)
 

@@ -1,9 +1,9 @@
 """What every language model shares: the call `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)` that
-lab 01's loop, evaluation and sampling make, and `token_nll`, what the scorers sum. A family's model (MiniGPT,
-MLPLanguageModel, the decoder) subclasses LanguageModel, sets `config` (with max_seq_len) and defines
-`logits(idx, attn_pad_mask, ...)` -> (B, T, V). A model may compute the loss without building the logits (the
-decoder does, in chunks of tokens: a 262,144-token vocabulary); its forward then returns None for them, so a caller
-that needs both asks for the logits (no targets) and takes `F.cross_entropy` of them itself.
+lab 01's loop, evaluation and sampling make. A family's model (MiniGPT, MLPLanguageModel, the decoder) subclasses
+LanguageModel, sets `config` (with max_seq_len) and defines `logits(idx, attn_pad_mask, ...)` -> (B, T, V).
+A model may compute the loss without building the logits (the decoder does, in chunks of tokens: a 262,144-token
+vocabulary); its forward then returns None for them, so a caller that needs both asks for the logits (no targets)
+and takes `F.cross_entropy` of them itself.
 """
 
 from __future__ import annotations
@@ -39,14 +39,6 @@ class LanguageModel(Module):
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits, targets, loss_mask)
-
-    def token_nll(self, idx: np.ndarray, targets: np.ndarray, attn_pad_mask: np.ndarray | None = None,
-                  *inputs: Any, **named: Any) -> np.ndarray:
-        """−log p(targets) at every position, (B, T), from the logits' log-softmax: what the scorers sum
-        (evaluation/text_loss.py), under `inference(model)`. The decoder computes it in chunks of tokens."""
-        self.check_length(idx)
-        log_p = F.log_softmax(self.logits(idx, attn_pad_mask, *inputs, **named)).data
-        return -np.take_along_axis(log_p, np.asarray(targets)[..., None], axis=-1)[..., 0]
 
     def check_length(self, idx: np.ndarray) -> None:
         """ValueError when idx (B, T) is longer than max_seq_len."""

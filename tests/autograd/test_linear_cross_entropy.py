@@ -170,6 +170,10 @@ def test_an_adapted_head_builds_its_logits_and_a_frozen_tied_embedding_gets_no_g
                           np.random.default_rng(0))
     logits, loss = untied(idx, targets, pad, loss_mask)
     assert logits is not None and loss.item() == pytest.approx(F.cross_entropy(logits, targets, loss_mask).item())
+    with inference(untied):  # token_nll through the whole logits too
+        log_p = F.log_softmax(untied(idx, attn_pad_mask=pad)[0]).data
+        np.testing.assert_allclose(untied.token_nll(idx, targets, pad),
+                                   -np.take_along_axis(log_p, targets[..., None], -1)[..., 0], rtol=1e-6)
     tied = add_adapters(decoder("tied"), LoraSettings(rank=2, alpha=4, targets=("model.layers.0.self_attn.q_proj",)),
                         np.random.default_rng(0))
     logits, loss = tied(idx, targets, pad, loss_mask)
