@@ -1,5 +1,5 @@
 """The head's loss over big vocabularies: the whole logits (`F.linear` then `F.cross_entropy`, the path before
-round four) against `F.linear_cross_entropy` (chunks of tokens, never the whole [tokens, vocab] logits).
+round four) against `F.linear_cross_entropy` (blocks of the vocabulary, never the whole [tokens, vocab] logits).
 
     python benchmarks/bench_head_loss.py               # N = 1024; C = 576, 896; V = 49,152 / 151,936 / 262,144
     python benchmarks/bench_head_loss.py --rounds 1    # each pair once
@@ -7,7 +7,7 @@ round four) against `F.linear_cross_entropy` (chunks of tokens, never the whole 
 
 Each measurement is a fresh process (`--one PATH C V`) doing one forward + backward of the head and its loss, a
 (V, C) float32 weight that requires a gradient unless --frozen (tied layout: the token embedding), random hidden
-states and targets; it reports its peak RSS (ru_maxrss), its RSS before the op (weights made) and the seconds of the op.
+states and targets; it reports its peak RSS (VmHWM), its RSS before the op (weights made) and the seconds of the op.
 The two paths alternate, round by round (old first, then chunked first), so background load hits both alike;
 the figures are the medians. The 1-minute load average before and after is printed. Also checked: the two losses
 agree (relative difference printed).
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -30,9 +29,10 @@ WIDTHS = (576, 896)  # SmolLM2-135M's d_model, Qwen2.5-0.5B's
 VOCABS = (49_152, 151_936, 262_144)
 
 
-def rss_mb() -> float:
+def status_mb(key: str) -> float:
+    """VmRSS (now) or VmHWM (the peak: ru_maxrss would carry the parent's across exec) of this process, in MB."""
     with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+        return next(int(line.split()[1]) for line in status if line.startswith(f"{key}:")) / 1024
 
 
 def one(path: str, channels: int, vocab: int, frozen: bool) -> dict:
@@ -44,7 +44,7 @@ def one(path: str, channels: int, vocab: int, frozen: bool) -> dict:
     weight = Tensor(rng.normal(0, 0.02, (vocab, channels)).astype(np.float32), requires_grad=not frozen)
     targets = rng.integers(0, vocab, TOKENS)
     F.cross_entropy(Tensor(np.zeros((2, 3), np.float32)), np.array([0, 1]))  # numba kernels loaded, not timed
-    before = rss_mb()
+    before = status_mb("VmRSS")
     start = time.perf_counter()
     if path == "old":
         loss = F.cross_entropy(F.linear(x, weight.T), targets)
@@ -52,7 +52,7 @@ def one(path: str, channels: int, vocab: int, frozen: bool) -> dict:
         loss = F.linear_cross_entropy(x, weight, targets)
     loss.backward()
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = status_mb("VmHWM")
     return {"loss": loss.item(), "seconds": seconds, "before_mb": before, "peak_mb": peak}
 
 

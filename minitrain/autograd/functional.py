@@ -9,11 +9,13 @@ Shape letters: B batch, T time (sequence), C channels (d_model), H heads, D head
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from minitrain.autograd import kernels
 from minitrain.autograd.ops import concat
-from minitrain.autograd.tensor import TAPE, Tensor, unbroadcast
+from minitrain.autograd.tensor import Tensor, unbroadcast
 from minitrain.common.runtime import one_thread_below
 
 
@@ -135,7 +137,7 @@ def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | No
     return targets, mask, count
 
 
-# Logits per chunk of the head's loss: 4 Mi float32 (16 MiB), so 16 rows at a 262,144-token vocabulary.
+# Logits per block of the head's loss: 4 Mi float32 (16 MiB), 4,096 vocabulary columns for 1,024 tokens.
 CHUNK_LOGITS = 1 << 22
 
 
@@ -145,54 +147,58 @@ def linear_cross_entropy(
     """cross_entropy(z, targets, mask) of the head's logits z = x·Wᵀ (or c·tanh(x·Wᵀ/c), softcap c), without ever
     holding all of z.  x (..., C), W (V, C) (the token embedding's layout), targets and mask (...) -> the mean.
 
-    Forward (head_nll): chunks of rows of x, CHUNK_LOGITS logits each, through the fused kernel, keeping nll and
-    lse (one number each per row); the mean is nll.sum(float64) / count over all rows, as cross_entropy's. While a
-    chunk's logits are at hand, its rows' gradient dx = dz·W is taken too, for a seed of 1 (the loss is a scalar:
-    backward scales it by the seed), so a frozen W costs no second pass. dW needs every row, so backward walks the
-    vocabulary in blocks of columns, CHUNK_LOGITS logits again: z_b = x·W_bᵀ recomputed, dz_b from the kept lse,
-    dW_b = dz_bᵀ·x written once per block (no (V, C) sum of partial products); only if W requires a gradient."""
+    Both passes walk the vocabulary in blocks of columns, CHUNK_LOGITS logits each, every row at once (the rows
+    stay in cache while W streams through once: blocks of a few rows would stream W once per block).
+    Forward (head_nll): the kernel's lse_b of each row over block b, and z_t from the block holding the target;
+    lse = log Σ_b exp(lse_b), nll = lse − z_t, and the mean nll.sum(float64) / count, as cross_entropy's. Backward:
+    z_b recomputed, dz_b = dnll·(exp(z_b − lse) − onehot) by the kernel, dx += dz_b·W_b, and dW_b = dz_bᵀ·x
+    written once per block (no (V, C) sum of partial products), only when W requires a gradient."""
     vocab, channels = weight.shape
     rows = np.ascontiguousarray(x.data.reshape(-1, channels))
     targets, mask, count = loss_rows((*x.shape[:-1], vocab), targets, mask)
-    seed_one = mask * (np.ones((), x.dtype) / count).astype(x.dtype) if TAPE.recording and x.requires_grad else None
-    nll, lse, dx = head_nll(rows, weight.data, targets, mask, softcap, seed_one)
+    nll, lse = head_nll(rows, weight.data, targets, mask, softcap)
     loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=x.dtype)
 
     def backward(g: np.ndarray) -> None:
-        if dx is not None:
-            x._accumulate((dx * g).reshape(x.shape))
-        if not weight.requires_grad:
-            return
         dnll = mask * (g / count).astype(x.dtype)
-        dw = np.empty(weight.shape, dtype=weight.dtype)
-        step = max(1, CHUNK_LOGITS // len(rows))
-        for start in range(0, vocab, step):
-            z, tanh = _head_logits(rows, weight.data[start : start + step], softcap)
+        dx = np.zeros_like(rows) if x.requires_grad else None
+        dw = np.empty(weight.shape, dtype=weight.dtype) if weight.requires_grad else None
+        for start, block in _vocabulary_blocks(weight.data, len(rows)):
+            z, tanh = _head_logits(rows, block, softcap)
             dz = _head_gradient(z, tanh, targets - start, lse, dnll, softcap)
-            np.matmul(dz.T, rows, out=dw[start : start + step])
-        weight._accumulate(dw)
+            if dx is not None:
+                dx += dz @ block
+            if dw is not None:
+                np.matmul(dz.T, rows, out=dw[start : start + len(block)])
+        if dx is not None:
+            x._accumulate(dx.reshape(x.shape))
+        if dw is not None:
+            weight._accumulate(dw)
 
     return Tensor._from_op(loss, (x, weight), backward)
 
 
 def head_nll(
-    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None,
-    dnll: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(nll, lse, dx) of the head's logits rows·Wᵀ (soft-capped by c when given), chunk by chunk of CHUNK_LOGITS
-    logits: rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0) -> nll, lse (N,); with
-    dnll (N,) given, dx (N, C), the gradient of Σ dnll·nll with respect to the rows, else None. No tape."""
-    nll, lse = np.empty(len(rows), rows.dtype), np.empty(len(rows), rows.dtype)
-    dx = None if dnll is None else np.empty_like(rows)
-    step = max(1, CHUNK_LOGITS // len(weight))
-    for s in range(0, len(rows), step):
-        part = slice(s, s + step)
-        z, tanh = _head_logits(rows[part], weight, softcap)
-        nll[part], lse[part] = kernels.active.cross_entropy_forward(z, targets[part], mask[part])
-        if dx is not None:
-            dz = _head_gradient(z, tanh, targets[part], lse[part], dnll[part], softcap)
-            dx[part] = (weight.T @ dz.T).T  # dz·W, in the order OpenBLAS runs several times faster for few rows
-    return nll, lse, dx
+    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(nll, lse), each (N,), of the head's logits rows·Wᵀ (soft-capped by c when given), block by block of the
+    vocabulary: rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0). No tape."""
+    lse, picked = np.full(len(rows), -np.inf), np.zeros(len(rows), rows.dtype)  # lse summed in float64
+    for start, block in _vocabulary_blocks(weight, len(rows)):
+        z, _ = _head_logits(rows, block, softcap)
+        local = targets - start
+        inside = (local >= 0) & (local < len(block))
+        _, block_lse = kernels.active.cross_entropy_forward(z, np.where(inside, local, 0), mask)
+        lse = np.logaddexp(lse, block_lse)
+        picked[inside] = z[inside, local[inside]]
+    lse = np.where(mask, lse, 0).astype(rows.dtype)
+    return np.where(mask, lse - picked, 0).astype(rows.dtype), lse
+
+
+def _vocabulary_blocks(weight: np.ndarray, n_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, W[first : first + step]) over W (V, C), step = CHUNK_LOGITS // n_rows (at least 1)."""
+    step = max(1, CHUNK_LOGITS // n_rows)
+    return ((start, weight[start : start + step]) for start in range(0, len(weight), step))
 
 
 def _head_logits(rows: np.ndarray, weight: np.ndarray, softcap: float | None) -> tuple[np.ndarray, np.ndarray | None]:

@@ -23,7 +23,7 @@ d_model, V vocab_size.
 `forward` is every language model's (language_model.py), plus `segment_ids` for packed documents: a token attends
 only to earlier tokens of its own segment, and rotary positions restart at 0 with each segment (and count real
 tokens only: a left-padded row starts at 0 too); with targets and a plain head (tied, or a bare lm_head) it returns
-(None, loss), the loss taken in chunks of tokens (functional.linear_cross_entropy). `generate` continues prompts
+(None, loss), the loss taken in blocks of the vocabulary (functional.linear_cross_entropy). `generate` continues prompts
 with a KV cache (minitrain/models/kv_cache.py), feeding one new token per step; a sliding layer's cache rolls (its
 W − 1 latest keys). `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes
 the layer in backward (minitrain/autograd/recompute.py): the same gradients, a second forward pass of the layers, and
@@ -181,7 +181,7 @@ class Decoder(LanguageModel):
 
     def forward(self, idx: np.ndarray, targets: np.ndarray | None = None, attn_pad_mask: np.ndarray | None = None,
                 loss_mask: np.ndarray | None = None, segment_ids: np.ndarray | None = None) -> tuple:
-        """language_model.py's; with targets and a plain head, (None, loss): the loss in chunks of tokens, never
+        """language_model.py's; with targets and a plain head, (None, loss): the loss by blocks of the vocabulary, never
         the whole (B, T, V) logits (functional.linear_cross_entropy)."""
         weight = self.head_weight()
         if targets is None or weight is None:
@@ -193,7 +193,7 @@ class Decoder(LanguageModel):
     def token_nll(self, idx: np.ndarray, targets: np.ndarray, attn_pad_mask: np.ndarray | None = None,
                   segment_ids: np.ndarray | None = None) -> np.ndarray:
         """−log p(targets) at every position, (B, T), for `logits`' arguments, under `inference(model)`: what
-        `minitrain eval` sums (evaluation/text_loss.py). In chunks of tokens when the head is plain."""
+        `minitrain eval` sums (evaluation/text_loss.py). By blocks of the vocabulary when the head is plain."""
         self.check_length(idx)
         x, shape, weight = self.hidden(idx, attn_pad_mask, segment_ids), np.shape(targets), self.head_weight()
         if weight is None:  # the whole logits
@@ -201,7 +201,7 @@ class Decoder(LanguageModel):
             return -np.take_along_axis(log_p, np.asarray(targets)[..., None], axis=-1)[..., 0]
         flat, everywhere, _ = F.loss_rows((*shape, len(weight.data)), targets, None)
         rows = np.ascontiguousarray(x.data.reshape(len(flat), -1))
-        nll, _, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
+        nll, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
         return nll.reshape(shape)
 
     def head_weight(self) -> Tensor | None:

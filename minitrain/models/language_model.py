@@ -1,7 +1,7 @@
 """What every language model shares: the call `logits, loss = model(idx, targets, attn_pad_mask, loss_mask)` that
 lab 01's loop, evaluation and sampling make. A family's model (MiniGPT, MLPLanguageModel, the decoder) subclasses
 LanguageModel, sets `config` (with max_seq_len) and defines `logits(idx, attn_pad_mask, ...)` -> (B, T, V).
-A model may compute the loss without building the logits (the decoder does, in chunks of tokens: a 262,144-token
+A model may compute the loss without building the logits (the decoder does, by blocks of the vocabulary: a 262,144-token
 vocabulary); its forward then returns None for them, so a caller that needs both asks for the logits (no targets)
 and takes `F.cross_entropy` of them itself.
 """

@@ -1,6 +1,6 @@
 """The head's loss in chunks (functional.linear_cross_entropy, head_nll; the decoder's forward and token_nll): the
 same loss as cross_entropy over the whole logits x·Wᵀ to float32 rounding, the same gradients, and float64
-central differences of the loss itself; chunks forced small, so tokens and vocabulary split unevenly."""
+central differences of the loss itself; blocks forced small, so the vocabulary splits unevenly."""
 
 import os
 import subprocess
@@ -20,7 +20,7 @@ from minitrain.nn import inference
 
 ROOT = Path(__file__).resolve().parents[2]
 N, C, V = 14, 6, 19
-SMALL_CHUNK = 5 * V  # forward: chunks of 5, 5 and 4 rows; backward: blocks of 6, 6, 6 and 1 vocabulary columns
+SMALL_CHUNK = 5 * V  # 14 rows: blocks of 6, 6, 6 and 1 vocabulary columns
 
 
 @pytest.fixture(params=kernels.BACKENDS)
@@ -144,7 +144,7 @@ def batch():
 
 @pytest.mark.parametrize("kind", ["tied", "untied", "gemma2"])
 def test_the_decoders_chunked_loss_and_gradients_equal_the_whole_logits(monkeypatch, kind):
-    monkeypatch.setattr(F, "CHUNK_LOGITS", SMALL_CHUNK)  # 14 tokens: chunks of 5, 5, 4
+    monkeypatch.setattr(F, "CHUNK_LOGITS", SMALL_CHUNK)  # 14 tokens: blocks of 6, 6, 6, 1 columns
     model, (idx, targets, pad, loss_mask) = decoder(kind), batch()
     params = list(model.parameters())
 
