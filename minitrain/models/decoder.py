@@ -207,7 +207,9 @@ class Decoder(LanguageModel):
     def head_weight(self) -> Tensor | None:
         """The head's weight, (V, C), when it is a plain one: the token embedding when tied, else an lm_head that
         is a bias-free Linear with no weight_transform. None for any other (a LoRA-adapted or 4-bit lm_head, or
-        one under quantization-aware training): its loss goes through the whole logits."""
+        one under quantization-aware training), or a subclass's own `head`: its loss goes through the whole logits."""
+        if type(self).head is not Decoder.head:
+            return None
         if self.config.get("tie_embeddings", True):
             return self.model.embed_tokens.weight if type(self.model.embed_tokens) is Embedding else None
         head = self.lm_head

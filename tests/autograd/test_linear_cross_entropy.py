@@ -180,3 +180,14 @@ def test_an_adapted_head_builds_its_logits_and_a_frozen_tied_embedding_gets_no_g
     loss.backward()
     assert logits is None and tied.model.embed_tokens.weight.grad is None
     assert all(p.grad is not None for p in tied.parameters() if p.requires_grad)
+
+
+def test_a_subclass_with_its_own_head_keeps_the_whole_logits():
+    class Doubled(Llama):
+        def head(self, x):
+            return super().head(x) * 2.0
+
+    idx, targets, pad, loss_mask = batch()
+    model = Doubled(n_layer=1, n_head=2, n_kv_head=1, d_model=8, d_ff=12, vocab_size=V, max_seq_len=16, rng=0)
+    logits, loss = model(idx, targets, pad, loss_mask)
+    assert logits is not None and loss.item() == F.cross_entropy(logits, targets, loss_mask).item()
