@@ -9,6 +9,8 @@ Shape letters: B batch, T time (sequence), C channels (d_model), H heads, D head
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from minitrain.autograd import kernels
@@ -107,15 +109,7 @@ def cross_entropy(logits: Tensor, targets: np.ndarray, mask: np.ndarray | None =
     logits (..., V); targets (...) int; mask (...) bool. Fused softmax + NLL; math in kernels/cross_entropy.py."""
     vocab = logits.shape[-1]
     rows = np.ascontiguousarray(logits.data.reshape(-1, vocab))
-    targets = np.asarray(targets).reshape(-1)
-    if targets.shape[0] != rows.shape[0]:
-        raise ValueError(f"cross_entropy: logits of shape {logits.shape} and targets of shape {targets.shape} differ")
-    if targets.size and not 0 <= targets.min() <= targets.max() < vocab:  # the numba kernel does not bounds-check
-        raise ValueError(f"cross_entropy: target ids must be in [0, {vocab}), got {targets.min()}..{targets.max()}")
-    mask = np.ones(rows.shape[0], dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
-    count = int(mask.sum())
-    if count == 0:
-        raise ValueError("cross_entropy: the mask selects no position, so the mean is undefined")
+    targets, mask, count = loss_rows(logits.shape, targets, mask)
     nll, lse = kernels.active.cross_entropy_forward(rows, targets, mask)
     loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=logits.dtype)
 
@@ -124,6 +118,106 @@ def cross_entropy(logits: Tensor, targets: np.ndarray, mask: np.ndarray | None =
         logits._accumulate(kernels.active.cross_entropy_backward(rows, targets, lse, dnll).reshape(logits.shape))
 
     return Tensor._from_op(loss, (logits,), backward)
+
+
+def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """(targets, mask, count) as flat rows for logits of `shape` (..., V), checked: the kernels do not bounds-check."""
+    vocab = shape[-1]
+    targets = np.asarray(targets).reshape(-1)
+    if targets.shape[0] != int(np.prod(shape[:-1])):
+        raise ValueError(f"cross_entropy: logits of shape {shape} and targets of shape {targets.shape} differ")
+    if targets.size and not 0 <= targets.min() <= targets.max() < vocab:
+        raise ValueError(f"cross_entropy: target ids must be in [0, {vocab}), got {targets.min()}..{targets.max()}")
+    mask = np.ones(targets.shape[0], dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
+    count = int(mask.sum())
+    if count == 0:
+        raise ValueError("cross_entropy: the mask selects no position, so the mean is undefined")
+    return targets, mask, count
+
+
+# Logits per block of the head's loss: 4 Mi float32 (16 MiB), 4,096 vocabulary columns for 1,024 tokens.
+CHUNK_LOGITS = 1 << 22
+
+
+def linear_cross_entropy(
+    x: Tensor, weight: Tensor, targets: np.ndarray, mask: np.ndarray | None = None, softcap: float | None = None
+) -> Tensor:
+    """cross_entropy(z, targets, mask) of the head's logits z = x·Wᵀ (or c·tanh(x·Wᵀ/c), softcap c), without ever
+    holding all of z.  x (..., C), W (V, C) (the token embedding's layout), targets and mask (...) -> the mean.
+
+    Both passes walk the vocabulary in blocks of columns, CHUNK_LOGITS logits each, every row at once (the rows
+    stay in cache while W streams through once: blocks of a few rows would stream W once per block).
+    Forward (head_nll): the kernel's lse_b of each row over block b, and z_t from the block holding the target;
+    lse = log Σ_b exp(lse_b), nll = lse − z_t, and the mean nll.sum(float64) / count, as cross_entropy's. Backward:
+    z_b recomputed, dz_b = dnll·(exp(z_b − lse) − onehot) by the kernel, dx += dz_b·W_b, and dW_b = dz_bᵀ·x
+    written once per block (no (V, C) sum of partial products), only when W requires a gradient."""
+    vocab, channels = weight.shape
+    rows = np.ascontiguousarray(x.data.reshape(-1, channels))
+    targets, mask, count = loss_rows((*x.shape[:-1], vocab), targets, mask)
+    nll, lse = head_nll(rows, weight.data, targets, mask, softcap)
+    loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=x.dtype)
+
+    def backward(g: np.ndarray) -> None:
+        dnll = mask * (g / count).astype(x.dtype)
+        dx = np.zeros_like(rows) if x.requires_grad else None
+        dw = np.empty(weight.shape, dtype=weight.dtype) if weight.requires_grad else None
+        for start, block in _vocabulary_blocks(weight.data, len(rows)):
+            z, tanh = _head_logits(rows, block, softcap)
+            dz = _head_gradient(z, tanh, targets - start, lse, dnll, softcap)
+            if dx is not None:
+                dx += dz @ block
+            if dw is not None:
+                np.matmul(dz.T, rows, out=dw[start : start + len(block)])
+        if dx is not None:
+            x._accumulate(dx.reshape(x.shape))
+        if dw is not None:
+            weight._accumulate(dw)
+
+    return Tensor._from_op(loss, (x, weight), backward)
+
+
+def head_nll(
+    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(nll, lse), each (N,), of the head's logits rows·Wᵀ (soft-capped by c when given), block by block of the
+    vocabulary: rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0). No tape."""
+    lse, picked = np.full(len(rows), -np.inf), np.zeros(len(rows), rows.dtype)  # lse summed in float64
+    for start, block in _vocabulary_blocks(weight, len(rows)):
+        z, _ = _head_logits(rows, block, softcap)
+        local = targets - start
+        inside = (local >= 0) & (local < len(block))
+        _, block_lse = kernels.active.cross_entropy_forward(z, np.where(inside, local, 0), mask)
+        lse = np.logaddexp(lse, block_lse)
+        picked[inside] = z[inside, local[inside]]
+    lse = np.where(mask, lse, 0).astype(rows.dtype)
+    return np.where(mask, lse - picked, 0).astype(rows.dtype), lse
+
+
+def _vocabulary_blocks(weight: np.ndarray, n_rows: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, W[first : first + step]) over W (V, C), step = CHUNK_LOGITS // n_rows (at least 1)."""
+    step = max(1, CHUNK_LOGITS // n_rows)
+    return ((start, weight[start : start + step]) for start in range(0, len(weight), step))
+
+
+def _head_logits(rows: np.ndarray, weight: np.ndarray, softcap: float | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(z, tanh(u/c)) for u = rows·Wᵀ: z = c·tanh(u/c) with softcap c, else (u, None); the decoder head's ops."""
+    u = rows @ weight.T
+    if not softcap:
+        return u, None
+    cap = np.asarray(softcap, dtype=u.dtype)
+    tanh = np.tanh(u / cap)
+    return tanh * cap, tanh
+
+
+def _head_gradient(z: np.ndarray, tanh: np.ndarray | None, targets: np.ndarray, lse: np.ndarray, dnll: np.ndarray,
+                   softcap: float | None) -> np.ndarray:
+    """du for logits z = c·tanh(u/c) (or u) of a block whose columns the targets count from: the kernel's dz, times
+    1 − tanh² under a soft-cap, in the order the composed ops (u / c).tanh() * c take."""
+    dz = kernels.active.cross_entropy_backward(z, targets, lse, dnll)
+    if not softcap:
+        return dz
+    cap = np.asarray(softcap, dtype=z.dtype)
+    return dz * cap * (1 - tanh * tanh) / cap
 
 
 def embedding(weight: Tensor, idx: np.ndarray) -> Tensor:

@@ -51,7 +51,8 @@ def perplexity(mean_nll: float) -> float:
 class PerplexityMeter:
     """Accumulates -log p(target) over the positions a `loss_mask` marks.
 
-    `update(log_probs (B, T, V), target (B, T) int, loss_mask (B, T) bool)` may be called once per batch;
+    `update(log_probs (B, T, V), target (B, T) int, loss_mask (B, T) bool)`, or `add(nll (B, T), loss_mask)`, may
+    be called once per batch;
     `.count`, `.total_nll`, `.mean_nll` and `.ppl` read the running totals.
     """
 
@@ -78,6 +79,13 @@ class PerplexityMeter:
         picked = log_probs[b, t, target[b, t]].astype(np.float64)
         self.total_nll -= float(picked.sum())
         self.count += int(b.size)
+
+    def add(self, nll: np.ndarray, loss_mask: np.ndarray) -> None:
+        """Add −log p(target) of one batch, nll (B, T), at the positions loss_mask (B, T) marks (a model's
+        `token_nll`); summed in float64."""
+        counted = np.asarray(nll)[np.asarray(loss_mask, dtype=bool)]
+        self.total_nll += float(counted.astype(np.float64).sum())
+        self.count += int(counted.size)
 
     @property
     def mean_nll(self) -> float:

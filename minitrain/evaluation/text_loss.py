@@ -5,7 +5,8 @@ train on (`minitrain eval`).
     ppl  = exp(loss)
 
 The rows are scored in batches of at most `MAX_LOGITS` logits (B·T·V), so a 49,152-token vocabulary at 512
-positions is scored row by row and memory stays flat; the sums are float64 (PerplexityMeter), so the batching
+positions is scored row by row and memory stays flat (the decoder's `token_nll` goes further: blocks of the vocabulary,
+so a 262,144-token vocabulary never builds a row's logits); the sums are float64 (PerplexityMeter), so the batching
 does not change the result beyond float32 rounding in the model itself.
 """
 
@@ -30,8 +31,11 @@ def token_loss(model: Any, rows: Any, vocab_size: int) -> dict[str, float | int]
     with inference(model):
         for start, stop in _batches(rows.attn_pad_mask, vocab_size):
             batch = trim_padding(type(rows)(*(a[start:stop] for a in rows)))
-            logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
-            meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
+            if hasattr(model, "token_nll"):  # the decoder: by blocks of the vocabulary, never whole logits
+                meter.add(model.token_nll(batch.input, batch.target, batch.attn_pad_mask), batch.loss_mask)
+            else:
+                logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
+                meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
     return {"loss": meter.mean_nll, "ppl": meter.ppl, "tokens": meter.count}
 
 

@@ -22,12 +22,12 @@ d_model, V vocab_size.
 
 `forward` is every language model's (language_model.py), plus `segment_ids` for packed documents: a token attends
 only to earlier tokens of its own segment, and rotary positions restart at 0 with each segment (and count real
-tokens only: a left-padded row starts at 0 too). `generate` continues prompts with a KV cache
-(minitrain/models/kv_cache.py), feeding one new token per step; a sliding layer's cache rolls (its W − 1 latest
-keys). `model.gradient_checkpointing = True` keeps only
-each layer's input on the tape and recomputes the layer in backward (minitrain/autograd/recompute.py): the same
-gradients, a second forward pass of the layers, and ~30× less activation memory at SmolLM2-135M's shape (what brings
-a QLoRA step on 4 × 256 tokens under 1.5 GB).
+tokens only: a left-padded row starts at 0 too); with targets and a plain head (tied, or a bare lm_head) it returns
+(None, loss), the loss taken in blocks of the vocabulary (functional.linear_cross_entropy). `generate` continues prompts
+with a KV cache (minitrain/models/kv_cache.py), feeding one new token per step; a sliding layer's cache rolls (its
+W − 1 latest keys). `model.gradient_checkpointing = True` keeps only each layer's input on the tape and recomputes
+the layer in backward (minitrain/autograd/recompute.py): the same gradients, a second forward pass of the layers, and
+~30× less activation memory at SmolLM2-135M's shape (what brings a QLoRA step on 4 × 256 tokens under 1.5 GB).
 """
 
 from __future__ import annotations
@@ -168,11 +168,53 @@ class Decoder(LanguageModel):
         An integer attn_pad_mask is taken as segment_ids (0 on padding, k on the k-th document of its row): that
         is how a packed batch reaches the model through lab 01's `model(input, target, attn_pad_mask, loss_mask)`
         call, whose four arguments never change (minitrain/data/batch.py)."""
+        return self.head(self.hidden(idx, attn_pad_mask, segment_ids))
+
+    def hidden(self, idx: np.ndarray, attn_pad_mask: np.ndarray | None = None,
+               segment_ids: np.ndarray | None = None) -> Tensor:
+        """The hidden states (B, T, C) the head reads, for `logits`' arguments."""
         if attn_pad_mask is not None and segment_ids is None and np.issubdtype(attn_pad_mask.dtype, np.integer):
             segment_ids, attn_pad_mask = attn_pad_mask, attn_pad_mask > 0
         batch, time = idx.shape
         positions = rope_positions(batch, time, attn_pad_mask, segment_ids)
-        return self.head(self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids)))
+        return self.decode(idx, positions, F.attention_mask(time, time, attn_pad_mask, segment_ids))
+
+    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None, attn_pad_mask: np.ndarray | None = None,
+                loss_mask: np.ndarray | None = None, segment_ids: np.ndarray | None = None) -> tuple:
+        """language_model.py's; with targets and a plain head, (None, loss): the loss by blocks of the vocabulary, never
+        the whole (B, T, V) logits (functional.linear_cross_entropy)."""
+        weight = self.head_weight()
+        if targets is None or weight is None:
+            return super().forward(idx, targets, attn_pad_mask, loss_mask, segment_ids)
+        self.check_length(idx)
+        x = self.hidden(idx, attn_pad_mask, segment_ids)
+        return None, F.linear_cross_entropy(x, weight, targets, loss_mask, self.config.get("final_logit_softcapping"))
+
+    def token_nll(self, idx: np.ndarray, targets: np.ndarray, attn_pad_mask: np.ndarray | None = None,
+                  segment_ids: np.ndarray | None = None) -> np.ndarray:
+        """−log p(targets) at every position, (B, T), for `logits`' arguments, under `inference(model)`: what
+        `minitrain eval` sums (evaluation/text_loss.py). By blocks of the vocabulary when the head is plain."""
+        self.check_length(idx)
+        x, shape, weight = self.hidden(idx, attn_pad_mask, segment_ids), np.shape(targets), self.head_weight()
+        if weight is None:  # the whole logits
+            log_p = F.log_softmax(self.head(x)).data
+            return -np.take_along_axis(log_p, np.asarray(targets)[..., None], axis=-1)[..., 0]
+        flat, everywhere, _ = F.loss_rows((*shape, len(weight.data)), targets, None)
+        rows = np.ascontiguousarray(x.data.reshape(len(flat), -1))
+        nll, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
+        return nll.reshape(shape)
+
+    def head_weight(self) -> Tensor | None:
+        """The head's weight, (V, C), when it is a plain one: the token embedding when tied, else an lm_head that
+        is a bias-free Linear with no weight_transform. None for any other (a LoRA-adapted or 4-bit lm_head, or
+        one under quantization-aware training), or a subclass's own `head`: its loss goes through the whole logits."""
+        if type(self).head is not Decoder.head:
+            return None
+        if self.config.get("tie_embeddings", True):
+            return self.model.embed_tokens.weight if type(self.model.embed_tokens) is Embedding else None
+        head = self.lm_head
+        plain = type(head) is Linear and head.bias is None and head.weight_transform is None
+        return head.weight.T if plain else None
 
     def decode(self, idx: np.ndarray, positions: np.ndarray, allowed: np.ndarray, cache: KVCache | None = None,
                key_positions: np.ndarray | None = None) -> Tensor:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minitrain.autograd import functional as F
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.config import Config
 from minitrain.config.problems import Problem
@@ -33,9 +34,10 @@ class Distillation(LanguageModeling):
         self.teachers, self.alpha = teachers, alpha
 
     def loss(self, model: Any, batch: Any) -> Any:
-        logits, hard = model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask)
         if self.alpha == 1.0:  # the soft term has no weight: the teachers need not run
-            return hard
+            return model(batch.input, batch.target, batch.attn_pad_mask, batch.loss_mask)[1]
+        logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)  # with targets, a decoder gives no logits
+        hard = F.cross_entropy(logits, batch.target, batch.loss_mask)
         soft = soft_loss(logits, self.teachers.targets(batch), batch.loss_mask, self.teachers.temperature)
         return distillation_loss(hard, soft, self.alpha)
 

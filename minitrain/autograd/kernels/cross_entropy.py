@@ -6,7 +6,9 @@ For one row of logits z (V classes), target t:
 Backward, given dnll for the row:
     dz_j = dnll · (exp(z_j − lse) − [j = t])
 Rows where mask is False are skipped: their nll is 0 and their gradient 0. Only lse (one number per row) is kept
-for the backward pass; the probabilities are recomputed from the logits.
+for the backward pass; the probabilities are recomputed from the logits. The backward also takes a block of columns
+of the logits with targets counted from the block's first column: a target outside [0, V) subtracts nothing (the
+chunked head loss, functional.linear_cross_entropy, walks the vocabulary so).
 Shapes: logits (N, V); targets (N,) int; mask (N,) bool; nll, lse, dnll (N,).
 """
 
@@ -31,7 +33,8 @@ def cross_entropy_backward_reference(
     logits: np.ndarray, targets: np.ndarray, lse: np.ndarray, dnll: np.ndarray
 ) -> np.ndarray:
     dlogits = np.exp(logits - lse[:, None])
-    dlogits[np.arange(len(targets)), targets] -= 1
+    inside = np.flatnonzero((targets >= 0) & (targets < logits.shape[1]))
+    dlogits[inside, targets[inside]] -= 1
     return (dlogits * dnll[:, None]).astype(logits.dtype)
 
 
@@ -63,7 +66,8 @@ def _backward_rows(logits, targets, lse, dnll, dlogits):
             continue
         for j in range(v):
             dlogits[i, j] = g * fast_exp(logits[i, j] - lse[i])
-        dlogits[i, targets[i]] -= g
+        if 0 <= targets[i] < v:
+            dlogits[i, targets[i]] -= g
 
 
 def cross_entropy_forward_numba(
