@@ -15,7 +15,7 @@ import numpy as np
 
 from minitrain.autograd import kernels
 from minitrain.autograd.ops import concat
-from minitrain.autograd.tensor import Tensor, unbroadcast
+from minitrain.autograd.tensor import TAPE, Tensor, unbroadcast
 from minitrain.common.runtime import one_thread_below
 
 
@@ -150,14 +150,20 @@ def linear_cross_entropy(
     Forward (head_nll): the kernel's lse_b of each row over block b, and z_t from the block holding the target;
     lse = log Σ_b exp(lse_b), nll = lse − z_t, and the mean nll.sum(float64) / count, as cross_entropy's. Backward:
     z_b recomputed, dz_b = dnll·(exp(z_b − lse) − onehot) by the kernel, dx += dz_b·W_b, and dW_b = dz_bᵀ·x
-    written once per block (no (V, C) sum of partial products), only when W requires a gradient."""
+    written once per block (no (V, C) sum of partial products), only when W requires a gradient. A frozen W (a
+    LoRA's tied embedding) needs dx alone: the forward takes it while each block's logits are at hand, so its
+    backward computes no product at all (head_nll's with_dx)."""
     vocab, channels = weight.shape
     rows = np.ascontiguousarray(x.data.reshape(-1, channels))
     targets, mask, count = loss_rows((*x.shape[:-1], vocab), targets, mask)
-    nll, lse = head_nll(rows, weight.data, targets, mask, softcap)
+    dx_in_forward = TAPE.recording and x.requires_grad and not weight.requires_grad
+    nll, lse, dx_of_sum = head_nll(rows, weight.data, targets, mask, softcap, with_dx=dx_in_forward)
     loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=x.dtype)
 
     def backward(g: np.ndarray) -> None:
+        if dx_of_sum is not None:  # the gradient of Σ nll, scaled as the mean's
+            x._accumulate((dx_of_sum * (g / count).astype(x.dtype)).reshape(x.shape))
+            return
         dnll = mask * (g / count).astype(x.dtype)
         dx = np.zeros_like(rows) if x.requires_grad else None
         dw = np.empty(weight.shape, dtype=weight.dtype) if weight.requires_grad else None
@@ -177,20 +183,34 @@ def linear_cross_entropy(
 
 
 def head_nll(
-    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(nll, lse), each (N,), of the head's logits rows·Wᵀ (soft-capped by c when given), block by block of the
-    vocabulary: rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0). No tape."""
+    rows: np.ndarray, weight: np.ndarray, targets: np.ndarray, mask: np.ndarray, softcap: float | None = None,
+    with_dx: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(nll, lse, dx) of the head's logits rows·Wᵀ (soft-capped by c when given), block by block of the vocabulary:
+    rows (N, C), W (V, C), targets (N,) int, mask (N,) bool (False: nll = lse = 0) -> nll, lse (N,). No tape.
+
+    with_dx: dx (N, C), the gradient of Σ nll over the masked rows, else None. Softmax's share Σ_j p_j·s_j·W_j
+    (s_j = 1 − tanh_j² under a soft-cap, else 1) is summed block by block against the lse seen so far and rescaled
+    by exp(lse_old − lse_new) as the lse grows (an online softmax), so no block is computed twice; the target's
+    s_t·W_t is subtracted at the end (tanh_t = z_t / c)."""
     lse, picked = np.full(len(rows), -np.inf), np.zeros(len(rows), rows.dtype)  # lse summed in float64
+    dx, none_inside, counted = np.zeros_like(rows) if with_dx else None, np.full(len(rows), -1), mask.astype(rows.dtype)
     for start, block in _vocabulary_blocks(weight, len(rows)):
-        z, _ = _head_logits(rows, block, softcap)
+        z, tanh = _head_logits(rows, block, softcap)
         local = targets - start
         inside = (local >= 0) & (local < len(block))
         _, block_lse = kernels.active.cross_entropy_forward(z, np.where(inside, local, 0), mask)
-        lse = np.logaddexp(lse, block_lse)
+        grown = np.logaddexp(lse, block_lse)
         picked[inside] = z[inside, local[inside]]
+        if dx is not None:
+            dx *= np.exp(lse - grown).astype(rows.dtype)[:, None]
+            dx += _head_gradient(z, tanh, none_inside, grown.astype(rows.dtype), counted, softcap) @ block
+        lse = grown
+    if dx is not None:
+        slope = 1 - (picked / softcap) ** 2 if softcap else 1  # dz/du at the target
+        dx -= (counted * slope)[:, None] * weight[targets]
     lse = np.where(mask, lse, 0).astype(rows.dtype)
-    return np.where(mask, lse - picked, 0).astype(rows.dtype), lse
+    return np.where(mask, lse - picked, 0).astype(rows.dtype), lse, dx
 
 
 def _vocabulary_blocks(weight: np.ndarray, n_rows: int) -> Iterator[tuple[int, np.ndarray]]:

@@ -201,7 +201,7 @@ class Decoder(LanguageModel):
             return -np.take_along_axis(log_p, np.asarray(targets)[..., None], axis=-1)[..., 0]
         flat, everywhere, _ = F.loss_rows((*shape, len(weight.data)), targets, None)
         rows = np.ascontiguousarray(x.data.reshape(len(flat), -1))
-        nll, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
+        nll, _, _ = F.head_nll(rows, weight.data, flat, everywhere, self.config.get("final_logit_softcapping"))
         return nll.reshape(shape)
 
     def head_weight(self) -> Tensor | None:
