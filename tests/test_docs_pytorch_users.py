@@ -313,16 +313,22 @@ def lora_any_module() -> None:
 
 
 def cross_entropy_options() -> None:
-    logits, targets = Tensor(rng().normal(0, 1, (4, 3))), np.array([0, 2, -100, 1])
-    for option in ({"ignore_index": -100}, {"reduction": "sum"}, {"label_smoothing": 0.1}):
-        with pytest.raises(TypeError, match="unexpected keyword"):
-            F.cross_entropy(logits, targets, **option)
-    with pytest.raises(TypeError):  # Tensor targets: not yet
-        F.cross_entropy(logits, Tensor(np.array([0, 2, 1, 1])))
-    mask = targets != -100
-    rows = logits.data[mask] - np.log(np.exp(logits.data[mask]).sum(axis=1, keepdims=True))
-    want = -rows[np.arange(3), targets[mask]].mean()
-    np.testing.assert_allclose(F.cross_entropy(logits, np.where(mask, targets, 0), mask=mask).item(), want, rtol=1e-6)
+    logits, targets = Tensor(rng().normal(0, 1, (4, 3)), requires_grad=True), np.array([0, 2, -100, 1])
+    log_p = logits.data - np.log(np.exp(logits.data).sum(axis=1, keepdims=True))  # log softmax, by hand
+    kept = targets != -100
+    nll = np.where(kept, -log_p[np.arange(4), np.where(kept, targets, 0)], 0)
+    smoothed = np.where(kept, 0.9 * nll - 0.1 * log_p.mean(axis=1), 0)  # torch's (1 − ε)·nll + ε·mean(−log p)
+    np.testing.assert_allclose(F.cross_entropy(logits, targets).item(), nll.sum() / 3, rtol=1e-6)
+    np.testing.assert_allclose(F.cross_entropy(logits, Tensor(targets), reduction="sum").item(), nll.sum(), rtol=1e-6)
+    np.testing.assert_allclose(F.cross_entropy(logits, targets, reduction="none").data, nll, rtol=1e-6)
+    loss = F.cross_entropy(logits, targets, reduction="sum", label_smoothing=0.1)
+    np.testing.assert_allclose(loss.item(), smoothed.sum(), rtol=1e-6)
+    loss.backward()  # d/dz of Σ [(1 − ε)·nll + ε·mean(−log p)] = p − (1 − ε)·onehot − ε/V on the counted rows
+    onehot = np.eye(3)[np.where(kept, targets, 0)]
+    want = (np.exp(log_p) - 0.9 * onehot - 0.1 / 3) * kept[:, None]
+    np.testing.assert_allclose(logits.grad, want, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="reduction must be"):
+        F.cross_entropy(logits, targets, reduction="batchmean")
 
 
 CHECKS: dict[str, Callable[..., None]] = {
@@ -349,7 +355,8 @@ CHECKS: dict[str, Callable[..., None]] = {
     "`torch.manual_seed(0)`": manual_seed,
     "`nn.Linear(4, 16).weight.shape == (16, 4)`": linear_layout,
     '`get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["fc"]))`': lora_any_module,
-    '`F.cross_entropy(logits, targets, ignore_index=-100, reduction="sum")`': cross_entropy_options,
+    '`F.cross_entropy(logits, targets, ignore_index=-100, reduction="sum", label_smoothing=0.1)`':
+        cross_entropy_options,
 }
 
 

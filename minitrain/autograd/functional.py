@@ -103,18 +103,35 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     return Tensor._from_op(y, (x,), lambda g: x._accumulate(g - np.exp(y) * g.sum(axis=axis, keepdims=True)))
 
 
-def cross_entropy(logits: Tensor, targets: np.ndarray, mask: np.ndarray | None = None) -> Tensor:
+def cross_entropy(logits: Tensor, targets: np.ndarray | Tensor, mask: np.ndarray | None = None, *,
+                  ignore_index: int | None = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Mean of −log softmax(logits)[target] over the positions where mask is True (all positions if None).
 
-    logits (..., V); targets (...) int; mask (...) bool. Fused softmax + NLL; math in kernels/cross_entropy.py."""
+    logits (..., V); targets (...) int (an array or a Tensor); mask (...) bool. Fused softmax + NLL; math in
+    kernels/cross_entropy.py. PyTorch's keywords: a target equal to `ignore_index` counts nowhere (a False in mask);
+    `reduction` "mean", "sum" or "none" (the loss per position (...), 0 where not counted); `label_smoothing` ε:
+    (1 − ε)·nll + ε·mean_j(−log softmax(z)_j), the same mixture as torch's."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    targets = targets.data.astype(np.int64) if isinstance(targets, Tensor) else np.asarray(targets)  # floats held
+    if ignore_index is not None and (ignored := targets == ignore_index).any():
+        mask = ~ignored if mask is None else np.asarray(mask, dtype=bool) & ~ignored
+        targets = np.where(ignored, 0, targets)
+    if label_smoothing:
+        hard = cross_entropy(logits, targets, mask, ignore_index=None, reduction="none")
+        counted = np.ones(hard.shape, bool) if mask is None else np.asarray(mask, dtype=bool).reshape(hard.shape)
+        per = hard * (1 - label_smoothing) - log_softmax(logits).mean(axis=-1) * (label_smoothing * counted)
+        return per if reduction == "none" else per.sum() * (1 / int(counted.sum()) if reduction == "mean" else 1)
     vocab = logits.shape[-1]
     rows = np.ascontiguousarray(logits.data.reshape(-1, vocab))
     targets, mask, count = loss_rows(logits.shape, targets, mask)
     nll, lse = kernels.active.cross_entropy_forward(rows, targets, mask)
-    loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=logits.dtype)
+    divisor = count if reduction == "mean" else 1
+    loss = nll.reshape(logits.shape[:-1]) if reduction == "none" else np.asarray(nll.sum(dtype=np.float64) / divisor,
+                                                                                   dtype=logits.dtype)
 
     def backward(g: np.ndarray) -> None:
-        dnll = mask * (g / count).astype(logits.dtype)
+        dnll = mask * (np.reshape(g, -1) / divisor).astype(logits.dtype)
         logits._accumulate(kernels.active.cross_entropy_backward(rows, targets, lse, dnll).reshape(logits.shape))
 
     return Tensor._from_op(loss, (logits,), backward)
