@@ -2,9 +2,10 @@
 
     each_slice(part, batch, macs)      # part(slice(b0, b1)) for slices covering range(batch), then returns
 
-Used by the causal attention (attention.py), whose per-head products are small matrices, (128 × 32)·(32 × 128) at
-the scaled config: OpenBLAS computes each on one thread, one after another, so a multi-threaded BLAS leaves the
-second core idle for the whole attention. Below SPLIT_MACS multiply-adds (the lab-01 config: 2¹⁹) the work
+Used by the causal attention (attention.py) and the grouped one (grouped_attention.py), whose per-head products
+are small matrices, (128 × 32)·(32 × 128) at the scaled config, (768 × 64)·(64 × 256) at SmolLM2's: OpenBLAS
+computes each on one thread, one after another, so a multi-threaded BLAS leaves the second core idle for the
+whole attention. Below SPLIT_MACS multiply-adds (the lab-01 config: 2¹⁹) the work
 is done whole, on the calling thread, exactly as before: a hand-off to a thread costs ≈ 40 µs.
 
 Same bytes: a slice of the batch computes exactly what the whole batch computes for those rows (each (b, h)

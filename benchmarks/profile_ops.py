@@ -1,0 +1,208 @@
+"""Op-by-op profile of a training step: each op's share of the wall time and how many cores it kept busy.
+
+    python benchmarks/profile_ops.py lora --layers 30 --steps 2        # the 135M shape (llama_setup.py's cases)
+    python benchmarks/profile_ops.py full|qlora [--layers N]
+    python benchmarks/profile_ops.py lab|scaled                         # the course's MiniGPT (step_setup.py)
+
+The step's ops are wrapped, in this process only, by timers that read the wall clock (perf_counter), the
+process's CPU time (process_time: every thread, BLAS's workers included) and the calling thread's (thread_time).
+Times are exclusive: an op's nested ops (a kernel inside a tape op, the NF4 dequantization inside linear_4bit)
+are counted as their own rows. Each op's backward is its own row (the closure the op puts on the tape). "tape"
+is what is left of zero_grad/forward/backward/step outside every wrapped op: the backward's walk over the tape,
+Tensor bookkeeping, the Python between ops.
+
+    cores = process CPU / wall: ≈ 1 one core, ≈ 2 both (a spinning OpenBLAS worker counts too)
+    main  = the calling thread's CPU / wall: < 1 when it waited (for a worker, or descheduled on a busy machine)
+
+The timers cost ≈ 2 µs per op: noise at the 135M shape, ≈ 10 % of an op at the lab's. Prints a JSON line, then
+the table; the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+
+from minitrain.autograd import functional as F
+from minitrain.autograd import kernels
+from minitrain.autograd.tensor import Tensor
+
+
+class Profile:
+    """Exclusive wall, process-CPU and thread-CPU seconds and call counts per label."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+        self.stack: list[list] = []  # [label, child wall, child cpu, child thread cpu]
+
+    def wrap(self, label, fn):
+        """fn timed under `label` (a string, or a function of the call's arguments giving one)."""
+
+        def timed(*args, **kwargs):
+            name = label(*args, **kwargs) if callable(label) else label
+            self.stack.append([name, 0.0, 0.0, 0.0])
+            w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                w, c, t = time.perf_counter() - w0, time.process_time() - c0, time.thread_time() - t0
+                _, cw, cc, ct = self.stack.pop()
+                s = self.stats[name]
+                s[0], s[1], s[2], s[3] = s[0] + w - cw, s[1] + c - cc, s[2] + t - ct, s[3] + 1
+                if self.stack:
+                    parent = self.stack[-1]
+                    parent[1], parent[2], parent[3] = parent[1] + w, parent[2] + c, parent[3] + t
+
+        return timed
+
+    def current(self) -> str | None:
+        return self.stack[-1][0] if self.stack else None
+
+
+def linear_label(x, weight, *rest, **kw) -> str:
+    n_in, n_out = weight.shape
+    if max(n_in, n_out) >= 32768:
+        return "head product (x·Eᵀ)"
+    if min(n_in, n_out) <= 16:
+        return "LoRA rank-r products"
+    return "projections (x·W)"
+
+
+def elementary(name: str):
+    def label(a, *rest, **kw) -> str:
+        return f"Tensor.{name} (…, {a.shape[-1] if a.ndim else 1})"
+
+    return label
+
+
+def instrument(profile: Profile) -> None:
+    """Wrap the ops a Llama or MiniGPT step calls (module attributes, so every caller sees the wrapper)."""
+    W = profile.wrap
+    originals = {}
+    for name, label in [("linear", linear_label), ("rms_norm", "RMSNorm"), ("silu", "SiLU"), ("rope", "RoPE"),
+                        ("embedding", "embedding"), ("cross_entropy", "cross-entropy"),
+                        ("grouped_attention", "grouped attention (layouts, mask)"), ("layer_norm", "LayerNorm"),
+                        ("self_attention", "causal attention (layouts)"), ("gelu", "GELU")]:  # fmt: skip
+        originals[name] = getattr(F, name)
+        setattr(F, name, W(label, originals[name]))
+    active = kernels.active
+    for name in ("rmsnorm_forward", "rmsnorm_backward", "silu_forward", "silu_backward", "cross_entropy_forward",
+                 "cross_entropy_backward", "embedding_backward", "adamw_update", "layernorm_forward",
+                 "layernorm_backward", "gelu_forward", "gelu_backward", "sum_of_squares"):  # fmt: skip
+        setattr(active, name, W(f"kernel {name}", getattr(active, name)))
+    from minitrain.autograd.kernels import attention as causal
+    from minitrain.autograd.kernels import attention_softmax as asm
+    from minitrain.autograd.kernels import grouped_attention as ga
+
+    numba = active.name == "numba"
+    soft_f = W("attention softmax fwd",
+               ga.masked_softmax_forward_numba if numba else ga.masked_softmax_forward_reference)
+    soft_b = W("attention softmax bwd", asm.softmax_backward_numba if numba else asm.softmax_backward_reference)
+    active.grouped_attention_forward = W("grouped attention products fwd",
+                                         partial(ga.grouped_attention_forward, softmax=soft_f))
+    active.grouped_attention_backward = W("grouped attention products bwd",
+                                          partial(ga.grouped_attention_backward, softmax_backward=soft_b))
+    active.attention_forward = W("causal attention products fwd", partial(causal.attention_forward, softmax=soft_f))
+    active.attention_backward = W("causal attention products bwd",
+                                  partial(causal.attention_backward, softmax_backward=soft_b))
+    for name in ("__add__", "__sub__", "__mul__", "__truediv__", "reshape", "transpose", "__getitem__"):
+        setattr(Tensor, name, W(elementary(name), getattr(Tensor, name)))
+    Tensor._accumulate = W("grad accumulate (+=, copies)", Tensor._accumulate)
+    from_op = Tensor._from_op
+
+    def recorded(data, parents, backward):  # each op's backward timed under the op's label + " bwd"
+        label = f"{profile.current() or 'tape'} bwd"
+        return from_op(data, parents, W(label, backward))
+
+    Tensor._from_op = staticmethod(recorded)
+    from minitrain.nn import quantized
+    from minitrain.quant.blockwise import Blockwise4Bit
+
+    quantized.linear_4bit = W("projections (x·deq(W₄))", quantized.linear_4bit)
+    Blockwise4Bit.dequantize = W("NF4 dequantize", Blockwise4Bit.dequantize)
+    from minitrain.optim.optimizer import Optimizer
+
+    Optimizer.step = W("AdamW (step, Python)", Optimizer.step)
+    if "step_setup" in sys.modules:  # the MiniGPT step clips (imported by name there)
+        setup = sys.modules["step_setup"]
+        setup.clip_grad_norm_ = W("clip_grad_norm", setup.clip_grad_norm_)
+
+
+def build_step(case: str, layers: int):
+    if case in ("lab", "scaled"):
+        import step_setup
+
+        from minitrain.common.runtime import configure
+        from minitrain.models.minigpt import MiniGPT
+
+        spec = step_setup.CONFIGS[case]
+        m = spec["model"]
+        configure(m["d_model"], spec["batch"] * m["max_seq_len"])
+        model = MiniGPT(**m, rng=0)
+        batch = step_setup.synthetic_batch(spec["batch"], m["max_seq_len"], m["vocab_size"])
+        return step_setup.minitrain_step_fn(model, batch)
+    import llama_setup
+
+    from minitrain.common.runtime import keep_freed_memory, set_blas_threads
+
+    set_blas_threads(os.cpu_count() or 1)
+    keep_freed_memory()
+    model = llama_setup.build(layers, None)
+    llama_setup.adapt(model, case)
+    model.gradient_checkpointing = case == "qlora"
+    return llama_setup.training_step(model)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("case", choices=("lora", "full", "qlora", "lab", "scaled"))
+    parser.add_argument("--layers", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--plain", type=int, default=1, help="uninstrumented steps timed before the profile")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    step = build_step(args.case, args.layers)
+    for _ in range(args.warmup):
+        step()
+    plain = []  # uninstrumented steps first: what the timers add is their difference
+    for _ in range(args.plain):
+        start = time.perf_counter()
+        step()
+        plain.append(time.perf_counter() - start)
+    profile = Profile()
+    instrument(profile)
+    step = profile.wrap("tape", step)  # the root: what no op claims
+    walls = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        walls.append(time.perf_counter() - start)
+    total = sum(walls)
+    rows = sorted(((k, *v) for k, v in profile.stats.items()), key=lambda r: -r[1])
+    out = {"case": args.case, "layers": args.layers, "steps": args.steps, "step_s": walls, "plain_step_s": plain,
+           "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+           "ops": {k: {"wall_s": w / args.steps, "cpu_s": c / args.steps, "thread_s": t / args.steps,
+                       "calls": n / args.steps} for k, w, c, t, n in rows}}  # fmt: skip
+    print(json.dumps(out))
+    print(f"\n{args.case}, {args.layers} layers: step {np.median(walls):.3f} s (median of {args.steps}); "
+          f"uninstrumented {np.median(plain) if plain else float('nan'):.3f} s; "
+          f"load {out['load'][0]} -> {out['load'][1]}")
+    print(f"{'op':48s} {'ms/step':>9s} {'share':>6s} {'cores':>5s} {'main':>5s} {'calls':>6s}")
+    for k, w, c, t, n in rows:
+        print(f"{k:48s} {1e3 * w / args.steps:9.2f} {100 * w / total:5.1f}% {c / w:5.2f} {t / w:5.2f} "
+              f"{n / args.steps:6.0f}")
+
+
+if __name__ == "__main__":
+    main()
