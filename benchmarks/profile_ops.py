@@ -13,6 +13,7 @@ Tensor bookkeeping, the Python between ops.
 
     cores = process CPU / wall: ≈ 1 one core, ≈ 2 both (a spinning OpenBLAS worker counts too)
     main  = the calling thread's CPU / wall: < 1 when it waited (for a worker, or descheduled on a busy machine)
+    thr   = process CPU / the calling thread's CPU: the threads that worked, whatever the load (≈ 1: one)
 
 The timers cost ≈ 2 µs per op: noise at the 135M shape, ≈ 10 % of an op at the lab's. Prints a JSON line, then
 the table; the load average before and after.
@@ -138,7 +139,12 @@ def instrument(profile: Profile) -> None:
         setup.clip_grad_norm_ = W("clip_grad_norm", setup.clip_grad_norm_)
 
 
-def build_step(case: str, layers: int):
+# The MiniGPT step's ops at a size where their arithmetic is nothing: what is left is the per-op cost (Python, NumPy
+# and numba dispatch, the tape), paid the same number of times as at the real size.
+SHRUNK = dict(n_head=2, d_model=8, d_ff=8, vocab_size=16, max_seq_len=4)
+
+
+def build_step(case: str, layers: int, shrink: bool = False):
     if case in ("lab", "scaled"):
         import step_setup
 
@@ -146,7 +152,8 @@ def build_step(case: str, layers: int):
         from minitrain.models.minigpt import MiniGPT
 
         spec = step_setup.CONFIGS[case]
-        m = spec["model"]
+        m = {**spec["model"], **SHRUNK} if shrink else spec["model"]
+        spec = {**spec, "batch": 1} if shrink else spec
         configure(m["d_model"], spec["batch"] * m["max_seq_len"])
         model = MiniGPT(**m, rng=0)
         batch = step_setup.synthetic_batch(spec["batch"], m["max_seq_len"], m["vocab_size"])
@@ -169,10 +176,11 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=30)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--shrink", action="store_true", help="lab/scaled: the same ops on tiny arrays (per-op cost)")
     parser.add_argument("--plain", type=int, default=1, help="uninstrumented steps timed before the profile")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    step = build_step(args.case, args.layers)
+    step = build_step(args.case, args.layers, args.shrink)
     for _ in range(args.warmup):
         step()
     plain = []  # uninstrumented steps first: what the timers add is their difference
@@ -190,18 +198,20 @@ def main() -> None:
         walls.append(time.perf_counter() - start)
     total = sum(walls)
     rows = sorted(((k, *v) for k, v in profile.stats.items()), key=lambda r: -r[1])
-    out = {"case": args.case, "layers": args.layers, "steps": args.steps, "step_s": walls, "plain_step_s": plain,
+    case = args.case + (" shrunk" if args.shrink else "")
+    out = {"case": case, "layers": args.layers, "steps": args.steps, "step_s": walls, "plain_step_s": plain,
            "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],
            "ops": {k: {"wall_s": w / args.steps, "cpu_s": c / args.steps, "thread_s": t / args.steps,
                        "calls": n / args.steps} for k, w, c, t, n in rows}}  # fmt: skip
     print(json.dumps(out))
-    print(f"\n{args.case}, {args.layers} layers: step {np.median(walls):.3f} s (median of {args.steps}); "
-          f"uninstrumented {np.median(plain) if plain else float('nan'):.3f} s; "
+    print(f"\n{case}, {args.layers} layers: step {np.median(walls):.4f} s (median of {args.steps}); "
+          f"uninstrumented {np.median(plain) if plain else float('nan'):.4f} s; "
           f"load {out['load'][0]} -> {out['load'][1]}")
-    print(f"{'op':48s} {'ms/step':>9s} {'share':>6s} {'cores':>5s} {'main':>5s} {'calls':>6s}")
+    columns = ("ms/step", "share", "cpu ms", "cores", "main", "thr", "calls")
+    print(f"{'op':44s} " + " ".join(f"{c:>{w}s}" for c, w in zip(columns, (9, 6, 9, 5, 5, 5, 6), strict=True)))
     for k, w, c, t, n in rows:
-        print(f"{k:48s} {1e3 * w / args.steps:9.2f} {100 * w / total:5.1f}% {c / w:5.2f} {t / w:5.2f} "
-              f"{n / args.steps:6.0f}")
+        print(f"{k:44s} {1e3 * w / args.steps:9.3f} {100 * w / total:5.1f}% {1e3 * c / args.steps:9.3f} {c / w:5.2f} "
+              f"{t / w:5.2f} {c / max(t, 1e-9):5.2f} {n / args.steps:6.0f}")
 
 
 if __name__ == "__main__":
