@@ -281,10 +281,13 @@ def grouped_attention(q: Tensor, k: Tensor, v: Tensor, allowed: np.ndarray, scal
         raise ValueError(f"grouped_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (B, T, H, D) with "
                          "key/value heads dividing the query heads")
     allowed = np.broadcast_to(np.asarray(allowed, dtype=bool), (batch, time_q, k.shape[1]))
-    y, probs = kernels.active.grouped_attention_forward(q.data, k.data, v.data, allowed, scale, softcap)
+    macs = time_q * n_head // k.shape[2] * head_size * k.shape[1]  # one (G·Tq, D)·(D, Tk) product per (B, H_kv)
+    with one_thread_below(macs):
+        y, probs = kernels.active.grouped_attention_forward(q.data, k.data, v.data, allowed, scale, softcap)
 
     def backward(g: np.ndarray) -> None:
-        dq, dk, dv = kernels.active.grouped_attention_backward(q.data, k.data, v.data, probs, g, scale, softcap)
+        with one_thread_below(macs):
+            dq, dk, dv = kernels.active.grouped_attention_backward(q.data, k.data, v.data, probs, g, scale, softcap)
         q._accumulate(dq)
         k._accumulate(dk)
         v._accumulate(dv)

@@ -19,8 +19,7 @@ dv_j = Σ_rows p_ij·dy_i and dk_j = Σ_rows ds_ij·q_i, sum over the G heads by
 
     dv = pᵀ·dy,   dp = dy·vᵀ,   ds_ij = scale · p_ij · (dp_ij − Σ_k p_ik·dp_ik),   dq = ds·k,   dk = dsᵀ·q
 
-Each (G·Tq, D)·(D, Tk) product below SINGLE_THREAD_MACS runs on one BLAS thread; from SPLIT_MACS of them in all
-(SmolLM2's 4 × 256 tokens, not the tests' small shapes) the batch is cut into one slice per core (batch_split.py).
+From SPLIT_MACS multiply-adds of one-thread products (SmolLM2's 4 × 256 tokens) the batch is split (batch_split.py).
 Shapes: q (B, Tq, H, D); k, v (B, Tk, H_kv, D); out, dy (B, Tq, H·D); scores, probs (B, H_kv, G·Tq, Tk).
 """
 
@@ -35,7 +34,7 @@ from numba import njit
 from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference, softmax_row
 from minitrain.autograd.kernels.batch_split import each_slice
 from minitrain.autograd.kernels.fastmath import FASTMATH
-from minitrain.common.runtime import SINGLE_THREAD_MACS, one_thread_below
+from minitrain.common.runtime import SINGLE_THREAD_MACS
 
 
 # ------------------------------------------------------------------------------------------- the layouts
@@ -76,20 +75,18 @@ def grouped_attention_forward(
     n_kv_head, head_size = k.shape[2], q.shape[3]
     scale = 1.0 / np.sqrt(head_size) if scale is None else scale
     qs, keys, values = stack_groups(q, n_kv_head), np.ascontiguousarray(k.transpose(0, 2, 3, 1)), _heads_first(v)
-    bias = additive_mask(allowed, q.dtype)
-    probs = np.empty((*qs.shape[:3], keys.shape[3]), dtype=q.dtype)  # (B, H_kv, G·Tq, Tk)
-    y = np.empty_like(qs)
+    probs, y = np.empty((*qs.shape[:3], keys.shape[3]), dtype=q.dtype), np.empty_like(qs)  # (B, H_kv, G·Tq, ·)
 
     def part(s: slice) -> None:
-        scores, s_scale = np.matmul(qs[s], keys[s], out=probs[s]), scale
+        scores = np.matmul(qs[s], keys[s], out=probs[s])
         if softcap:
-            scores[...], s_scale = softcap * _capped(scores, scale, softcap), 1.0
-        p = softmax(scores, s_scale, bias[s])
+            scores[...] = softcap * _capped(scores, scale, softcap)
+        p = softmax(scores, 1.0 if softcap else scale, additive_mask(allowed[s], q.dtype))
         if p is not scores:  # the NumPy softmax returns a new array; numba's works in place
             scores[...] = p
         np.matmul(scores, values[s], out=y[s])
 
-    spread(part, qs, keys)
+    each_slice(part, len(qs), split_macs(qs, keys))
     return unstack_groups(y, q.shape[1]), probs
 
 
@@ -114,23 +111,15 @@ def grouped_attention_backward(
         np.matmul(dscores, keys[s], out=dq[s])
         np.matmul(np.swapaxes(dscores, -1, -2), qs[s], out=dk[s])
 
-    spread(part, qs, values_t)
+    each_slice(part, len(qs), split_macs(qs, values_t))
     return unstack_groups(dq, time_q).reshape(q.shape), _heads_first(dk), _heads_first(dv)
 
 
-def spread(part: Callable[[slice], None], qs: np.ndarray, keys: np.ndarray) -> None:
-    """part over the batch, each (G·Tq, D)·(D, Tk) product on one BLAS thread when it is small (`one_thread_below`);
-    those small products, from SPLIT_MACS in all, in one slice of the batch per core (batch_split.py). Each
-    (b, kv head) block is its own BLAS call and its own softmax rows, on one thread whole or split: the same bytes.
-    Bigger products keep BLAS's threads, on the whole batch."""
-    batch, n_kv_head, rows, head_size = qs.shape
-    product = rows * head_size * keys.shape[-1]
-
-    def narrow(s: slice) -> None:  # split: each_slice has set one thread already, and this changes nothing
-        with one_thread_below(product):
-            part(s)
-
-    each_slice(narrow, batch, batch * n_kv_head * product if product < SINGLE_THREAD_MACS else 0)
+def split_macs(qs: np.ndarray, keys: np.ndarray) -> int:
+    """The batched (G·Tq, D)·(D, Tk) products' multiply-adds, or 0 (not split) when a block's is big enough for BLAS's
+    threads: split or whole, each runs on one thread (functional's `one_thread_below`), the same bytes."""
+    product = qs.shape[2] * qs.shape[3] * keys.shape[-1]
+    return qs.shape[0] * qs.shape[1] * product if product < SINGLE_THREAD_MACS else 0
 
 
 # ------------------------------------------------------------------------------------------- the softmax
