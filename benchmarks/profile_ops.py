@@ -2,7 +2,10 @@
 
     python benchmarks/profile_ops.py lora --layers 30 --steps 2        # the 135M shape (llama_setup.py's cases)
     python benchmarks/profile_ops.py full|qlora [--layers N]
-    python benchmarks/profile_ops.py lab|scaled                         # the course's MiniGPT (step_setup.py)
+    python benchmarks/profile_ops.py lab|scaled [--shrink]              # the course's MiniGPT (step_setup.py)
+
+--shrink runs the MiniGPT step's same ops on tiny arrays (d_model 8, 4 tokens, batch 1): what is left is the
+per-op cost (Python, NumPy and numba dispatch, the tape).
 
 The step's ops are wrapped, in this process only, by timers that read the wall clock (perf_counter), the
 process's CPU time (process_time: every thread, BLAS's workers included) and the calling thread's (thread_time).
@@ -13,9 +16,11 @@ Tensor bookkeeping, the Python between ops.
 
     cores = process CPU / wall: ≈ 1 one core, ≈ 2 both (a spinning OpenBLAS worker counts too)
     main  = the calling thread's CPU / wall: < 1 when it waited (for a worker, or descheduled on a busy machine)
-    thr   = process CPU / the calling thread's CPU: the threads that worked, whatever the load (≈ 1: one)
+    thr   = process CPU / the calling thread's CPU: the threads that were busy (a spinning worker too), whatever
+            the load (≈ 1: one)
 
-The timers cost ≈ 2 µs per op: noise at the 135M shape, ≈ 10 % of an op at the lab's. Prints a JSON line, then
+The timers cost ≈ 4 µs per wrapped call (plain steps are timed first: compare): noise at the 135M shape, a
+third of the shrunk lab step. Prints a JSON line, then
 the table; the load average before and after.
 """
 
