@@ -1,12 +1,14 @@
 """A/B of one knob in the 135M step (llama_setup.py's cases), in one process, alternating rounds.
 
     python benchmarks/ab_llama.py lora --knob split --layers 30 --rounds 4 --steps 1
+    python benchmarks/ab_llama.py attention --rounds 10     # grouped attention alone, forward + backward
 
 Knob: `split`, grouped attention's batch on both cores (off: SPLIT_MACS out of reach, the path every batch took
 before). Rounds run off, on or on, off in turn, so a load that drifts hits both alike; the first step is a
 warm-up in each setting. Before timing, a 2-layer model is stepped twice in each setting from the same start:
-the losses and every weight must be the same bytes. Prints the medians, their ratio and the load average before
-and after.
+the losses and every weight must be the same bytes. `attention` times one layer's grouped attention alone at the
+135M shape (4 × 256 tokens, 9 / 3 heads of 64), each pass after a 2-thread product as in the step, 5 calls per
+round. Prints the medians, their ratio and the load average before and after.
 """
 
 from __future__ import annotations
@@ -58,9 +60,31 @@ def same_bytes(case: str, knob: str) -> bool:
     return digests[0] == digests[1]
 
 
+def attention_call():
+    """One layer's grouped attention forward + backward at the 135M shape, each after a 2-thread product."""
+    from minitrain.autograd import functional as F
+    from minitrain.autograd.tensor import Tensor
+
+    rng = np.random.default_rng(0)
+    q, k, v = (Tensor(rng.standard_normal((llama_setup.BATCH, llama_setup.SEQ, heads, 64)), True, np.float32)
+               for heads in (9, 3, 3))  # fmt: skip
+    allowed = F.attention_mask(llama_setup.SEQ, llama_setup.SEQ)
+    x, w = rng.standard_normal((1024, 576), dtype=np.float32), rng.standard_normal((576, 576), dtype=np.float32)
+    dy = rng.standard_normal((llama_setup.BATCH, llama_setup.SEQ, 9 * 64)).astype(np.float32)
+
+    def call() -> float:
+        x @ w  # as v_proj's product before the forward, o_proj's dx before the backward
+        y = F.grouped_attention(q, k, v, allowed)
+        x @ w
+        y.backward(dy)
+        return 0.0
+
+    return call
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=("lora", "full", "qlora"))
+    parser.add_argument("case", choices=("lora", "full", "qlora", "attention"))
     parser.add_argument("--knob", choices=tuple(KNOBS), default="split")
     parser.add_argument("--layers", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=4)
@@ -69,8 +93,12 @@ def main() -> None:
     set_blas_threads(os.cpu_count() or 1)
     keep_freed_memory()
     load_before = os.getloadavg()[0]
-    identical = same_bytes(args.case, args.knob)
-    _, step = step_fn(args.case, args.layers)
+    if args.case == "attention":
+        identical, step = None, attention_call()
+        args.steps, args.layers = 5, 1
+    else:
+        identical = same_bytes(args.case, args.knob)
+        _, step = step_fn(args.case, args.layers)
     times: dict[bool, list[float]] = {False: [], True: []}
     for on in (False, True):  # warm-up in each setting
         setting(args.knob, on)
