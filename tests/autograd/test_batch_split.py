@@ -1,6 +1,7 @@
 """The attention's batch in slices on the cores (kernels/batch_split.py): the same bytes as the batch whole, on
-both sides of the threshold, both kernel backends, float32 and float64, without numba's JIT too; the slices
-cover the batch, run on separate threads, and survive a fork."""
+both sides of the threshold, both kernel backends, float32 and float64, without numba's JIT too, for the causal
+attention and the grouped one (soft-capped too); the slices cover the batch, run on separate threads, and survive
+a fork."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from minitrain.autograd import functional as F
 from minitrain.autograd import kernels
 from minitrain.autograd.kernels import batch_split
 from minitrain.common.runtime import get_blas_threads, set_blas_threads, stop_blas_workers
@@ -93,13 +95,68 @@ def test_without_numba_jit_too():
         "a = attention_bytes(batch=5, n_head=2, time=16, head_size=8, dtype=np.float32)\n"
         "batch_split.SPLIT_MACS, batch_split.workers = 0, lambda: 2\n"
         "b = attention_bytes(batch=5, n_head=2, time=16, head_size=8, dtype=np.float32)\n"
-        "print(a == b)\n"
+        "from test_batch_split import grouped_bytes\n"
+        "c = grouped_bytes(batch=5, n_head=4, n_kv_head=2, time=16, head_size=8)\n"
+        "batch_split.SPLIT_MACS = 2**62\n"
+        "print(a == b and c == grouped_bytes(batch=5, n_head=4, n_kv_head=2, time=16, head_size=8))\n"
     )
     here = str(Path(__file__).parent)  # this file's helpers, imported by module name as the suite does
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "PYTHONPATH": os.pathsep.join([os.getcwd(), here])}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+def grouped_bytes(batch: int, n_head: int, n_kv_head: int, time: int, head_size: int, dtype: type = np.float32,
+                  softcap: float | None = None) -> bytes:
+    """Forward output, probabilities and dq, dk, dv of one random grouped attention (padded keys), as bytes."""
+    rng = np.random.default_rng(batch * 1000 + time)
+    q = rng.standard_normal((batch, time, n_head, head_size)).astype(dtype)
+    k, v = (rng.standard_normal((batch, time, n_kv_head, head_size)).astype(dtype) for _ in range(2))
+    dy = rng.standard_normal((batch, time, n_head * head_size)).astype(dtype)
+    allowed = F.attention_mask(time, time, np.arange(time)[None, :] < rng.integers(time // 2, time + 1, (batch, 1)))
+    y, probs = kernels.active.grouped_attention_forward(q, k, v, allowed, None, softcap)
+    grads = kernels.active.grouped_attention_backward(q, k, v, probs, dy, None, softcap)
+    return b"".join(np.ascontiguousarray(a).tobytes() for a in (y, probs, *grads))
+
+
+# (B, H_kv) blocks of (G·T, D)·(D, T): 4·2·256·128·32 = 2²³ multiply-adds in all, 2²⁰ per block (one BLAS thread).
+GROUPED = dict(batch=4, n_head=4, n_kv_head=2, time=128, head_size=32)
+
+
+@pytest.mark.parametrize("backend", kernels.BACKENDS)
+@pytest.mark.parametrize(("dtype", "softcap"), [(np.float32, None), (np.float64, None), (np.float32, 5.0)])
+def test_grouped_attention_splits_from_the_threshold_and_the_bytes_stay(monkeypatch, backend, dtype, softcap):
+    monkeypatch.setattr(batch_split, "workers", lambda: 2)
+    with kernels.use_backend(backend):
+        with monkeypatch.context() as m:
+            m.setattr(batch_split, "SPLIT_MACS", 2**62)
+            expected = grouped_bytes(**GROUPED, dtype=dtype, softcap=softcap)
+        calls = split_calls(monkeypatch)
+        assert grouped_bytes(**GROUPED, dtype=dtype, softcap=softcap) == expected
+        assert calls == [1, 1]  # forward and backward
+        grouped_bytes(**{**GROUPED, "batch": 2})  # 2²² in all: below the threshold, whole
+        assert calls == [1, 1]
+
+
+def test_grouped_attention_keeps_big_products_whole(monkeypatch):
+    """From SINGLE_THREAD_MACS per block the products keep BLAS's threads, so the batch is not split."""
+    monkeypatch.setattr(batch_split, "workers", lambda: 2)
+    calls = split_calls(monkeypatch)
+    grouped_bytes(batch=2, n_head=2, n_kv_head=1, time=512, head_size=32)  # 1024·32·512 = 2²⁴ per block
+    assert calls == []
+
+
+@pytest.mark.parametrize("backend", kernels.BACKENDS)
+def test_grouped_attention_forced_slices_at_a_small_shape(monkeypatch, backend):
+    small = dict(batch=5, n_head=6, n_kv_head=3, time=16, head_size=8)
+    with kernels.use_backend(backend):
+        expected = grouped_bytes(**small)
+        monkeypatch.setattr(batch_split, "SPLIT_MACS", 0)
+        monkeypatch.setattr(batch_split, "workers", lambda: 3)
+        calls = split_calls(monkeypatch)
+        assert grouped_bytes(**small) == expected
+    assert calls == [1, 1]
 
 
 def test_slices_cover_the_batch_in_order():
@@ -178,7 +235,8 @@ def test_stopping_blas_workers_keeps_the_count():
 
 
 def test_idle_blas_workers_are_stopped_after_the_count_is_one(monkeypatch):
-    """Setting a count restarts stopped workers, so stopping them first would leave a fresh one spinning."""
+    """Setting a count restarts stopped workers, so stopping them first would leave a fresh one spinning; and a count
+    of one already (grouped attention's `one_thread_below`) may follow a 2-thread product whose worker still spins."""
     monkeypatch.setattr(batch_split, "workers", lambda: 2)
     counts_when_stopped: list[int | None] = []
     monkeypatch.setattr(batch_split, "stop_blas_workers", lambda: counts_when_stopped.append(get_blas_threads()))
@@ -191,6 +249,7 @@ def test_idle_blas_workers_are_stopped_after_the_count_is_one(monkeypatch):
         assert get_blas_threads() == 2
         set_blas_threads(1)
         batch_split.each_slice(lambda s: None, batch=2, macs=batch_split.SPLIT_MACS)
-        assert counts_when_stopped == [1]  # one thread already: nothing to stop
+        assert counts_when_stopped == [1, 1]
+        assert get_blas_threads() == 1
     finally:
         set_blas_threads(before)

@@ -2,10 +2,10 @@
 
     each_slice(part, batch, macs)      # part(slice(b0, b1)) for slices covering range(batch), then returns
 
-Used by the causal attention (attention.py), whose per-head products are small matrices, (128 × 32)·(32 × 128) at
-the scaled config: OpenBLAS computes each on one thread, one after another, so a multi-threaded BLAS leaves the
-second core idle for the whole attention. Below SPLIT_MACS multiply-adds (the lab-01 config: 2¹⁹) the work
-is done whole, on the calling thread, exactly as before: a hand-off to a thread costs ≈ 40 µs.
+Used by the causal and the grouped attention, whose per-head products are small matrices ((128 × 32)·(32 × 128) at
+the scaled config, (768 × 64)·(64 × 256) at SmolLM2's): OpenBLAS computes each on one thread, one after another,
+so a multi-threaded BLAS leaves the second core idle for the whole attention. Below SPLIT_MACS multiply-adds (the
+lab-01 config: 2¹⁹) the work is done whole, on the calling thread, exactly as before: a hand-off costs ≈ 40 µs.
 
 Same bytes: a slice of the batch computes exactly what the whole batch computes for those rows (each (b, h)
 matrix is its own BLAS call and its own softmax rows either way), and BLAS runs on one thread inside (tested:
@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from minitrain.common.runtime import blas_threads, get_blas_threads, stop_blas_workers
+from minitrain.common.runtime import blas_threads, stop_blas_workers
 
 # From this many multiply-adds in the batched products, the batch is spread over the cores.
 SPLIT_MACS = 2**23
@@ -58,13 +58,11 @@ def each_slice(part: Callable[[slice], None], batch: int, macs: int) -> None:
     if macs < SPLIT_MACS or len(pieces) == 1:
         part(slice(0, batch))
         return
-    many_blas_threads = get_blas_threads() not in (None, 1)
     size = len(pieces) - 1
     if size not in _pools:
         _pools[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="minitrain-split")
-    with blas_threads(1):
-        if many_blas_threads:  # after setting one thread: setting the count restarts stopped workers
-            stop_blas_workers()
+    with blas_threads(1):  # then stop the workers (setting a count restarts them), even if the count was one already:
+        stop_blas_workers()  # a worker of an earlier product on more threads may still be spinning
         futures = [_pools[size].submit(part, s) for s in pieces[1:]]
         try:
             part(pieces[0])

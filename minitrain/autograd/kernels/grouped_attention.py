@@ -19,6 +19,7 @@ dv_j = Σ_rows p_ij·dy_i and dk_j = Σ_rows ds_ij·q_i, sum over the G heads by
 
     dv = pᵀ·dy,   dp = dy·vᵀ,   ds_ij = scale · p_ij · (dp_ij − Σ_k p_ik·dp_ik),   dq = ds·k,   dk = dsᵀ·q
 
+From SPLIT_MACS multiply-adds of one-thread products (SmolLM2's 4 × 256 tokens) the batch is split (batch_split.py).
 Shapes: q (B, Tq, H, D); k, v (B, Tk, H_kv, D); out, dy (B, Tq, H·D); scores, probs (B, H_kv, G·Tq, Tk).
 """
 
@@ -31,7 +32,9 @@ import numpy as np
 from numba import njit
 
 from minitrain.autograd.kernels.attention_softmax import softmax_backward_numba, softmax_backward_reference, softmax_row
+from minitrain.autograd.kernels.batch_split import each_slice
 from minitrain.autograd.kernels.fastmath import FASTMATH
+from minitrain.common.runtime import SINGLE_THREAD_MACS
 
 
 # ------------------------------------------------------------------------------------------- the layouts
@@ -71,12 +74,20 @@ def grouped_attention_forward(
     """y = softmax(scale·q·kᵀ (soft-capped), allowed)·v per head -> out (B, Tq, H·D), probs (B, H_kv, G·Tq, Tk)."""
     n_kv_head, head_size = k.shape[2], q.shape[3]
     scale = 1.0 / np.sqrt(head_size) if scale is None else scale
-    qs = stack_groups(q, n_kv_head)
-    scores = qs @ np.ascontiguousarray(k.transpose(0, 2, 3, 1))  # (B, H_kv, G·Tq, Tk)
-    if softcap:
-        scores, scale = softcap * _capped(scores, scale, softcap), 1.0
-    probs = softmax(scores, scale, additive_mask(allowed, q.dtype))
-    return unstack_groups(probs @ _heads_first(v), q.shape[1]), probs
+    qs, keys, values = stack_groups(q, n_kv_head), np.ascontiguousarray(k.transpose(0, 2, 3, 1)), _heads_first(v)
+    probs, y = np.empty((*qs.shape[:3], keys.shape[3]), dtype=q.dtype), np.empty_like(qs)  # (B, H_kv, G·Tq, ·)
+
+    def part(s: slice) -> None:
+        scores = np.matmul(qs[s], keys[s], out=probs[s])
+        if softcap:
+            scores[...] = softcap * _capped(scores, scale, softcap)
+        p = softmax(scores, 1.0 if softcap else scale, additive_mask(allowed[s], q.dtype))
+        if p is not scores:  # the NumPy softmax returns a new array; numba's works in place
+            scores[...] = p
+        np.matmul(scores, values[s], out=y[s])
+
+    each_slice(part, len(qs), split_macs(qs, keys))
+    return unstack_groups(y, q.shape[1]), probs
 
 
 def grouped_attention_backward(
@@ -88,14 +99,27 @@ def grouped_attention_backward(
     n_kv_head = k.shape[2]
     scale = 1.0 / np.sqrt(head_size) if scale is None else scale
     g = stack_groups(dy.reshape(batch, time_q, n_head, head_size), n_kv_head)  # (B, H_kv, G·Tq, D)
-    dv = np.swapaxes(probs, -1, -2) @ g
-    dscores = softmax_backward(probs, g @ np.ascontiguousarray(v.transpose(0, 2, 3, 1)), 1.0 if softcap else scale)
-    if softcap:  # d(c·tanh(scale·s/c))/ds = scale·(1 − tanh²)
-        t = _capped(stack_groups(q, n_kv_head) @ np.ascontiguousarray(k.transpose(0, 2, 3, 1)), scale, softcap)
-        dscores *= scale * (1 - t * t)
-    dq = unstack_groups(dscores @ _heads_first(k), time_q).reshape(q.shape)
-    dk = np.swapaxes(dscores, -1, -2) @ stack_groups(q, n_kv_head)
-    return dq, _heads_first(dk), _heads_first(dv)
+    qs, keys, values_t = stack_groups(q, n_kv_head), _heads_first(k), np.ascontiguousarray(v.transpose(0, 2, 3, 1))
+    dq, dk, dv = np.empty_like(g), np.empty_like(keys), np.empty_like(keys)
+
+    def part(s: slice) -> None:
+        np.matmul(np.swapaxes(probs[s], -1, -2), g[s], out=dv[s])
+        dscores = softmax_backward(probs[s], g[s] @ values_t[s], 1.0 if softcap else scale)
+        if softcap:  # d(c·tanh(scale·s/c))/ds = scale·(1 − tanh²)
+            t = _capped(qs[s] @ np.ascontiguousarray(k[s].transpose(0, 2, 3, 1)), scale, softcap)
+            dscores *= scale * (1 - t * t)
+        np.matmul(dscores, keys[s], out=dq[s])
+        np.matmul(np.swapaxes(dscores, -1, -2), qs[s], out=dk[s])
+
+    each_slice(part, len(qs), split_macs(qs, values_t))
+    return unstack_groups(dq, time_q).reshape(q.shape), _heads_first(dk), _heads_first(dv)
+
+
+def split_macs(qs: np.ndarray, keys: np.ndarray) -> int:
+    """The batched (G·Tq, D)·(D, Tk) products' multiply-adds, or 0 (not split) when a block's is big enough for BLAS's
+    threads: split or whole, each runs on one thread (functional's `one_thread_below`), the same bytes."""
+    product = qs.shape[2] * qs.shape[3] * keys.shape[-1]
+    return qs.shape[0] * qs.shape[1] * product if product < SINGLE_THREAD_MACS else 0
 
 
 # ------------------------------------------------------------------------------------------- the softmax
