@@ -15,6 +15,7 @@ import pytest
 
 from minitrain.checkpoint import load_checkpoint, save_checkpoint
 from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_bytes
 from minitrain.runs import model_files
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import config_hash, load_model_file, save_model_file
@@ -333,7 +334,7 @@ def test_config_hash_mismatch_is_refused(saved):
 
 def save_raw(path: Path, tensors: dict, meta: dict) -> None:
     """Write a file exactly as checkpoint.py would, from hand-edited contents (a valid checksum included)."""
-    path.write_bytes(model_files.encode(tensors, meta))
+    atomic_write_bytes(path, model_files.encode(tensors, meta))
 
 
 def read_raw(path: Path) -> tuple[dict, dict]:
