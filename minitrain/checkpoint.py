@@ -57,8 +57,10 @@ def save_checkpoint(
     `extra` is any JSON the training loop wants back on resume (best val so far, ...).
     Saving the same state twice must give the same bytes.
     """
-    tensors = dict(model.state_dict())
-    optimizer_json = dict(optimizer.state_dict())
+    # The live arrays, not copies (a full fine-tuning checkpoint of a 135M base is 1.6 GB): the file is written
+    # before anything changes them.
+    tensors = dict(model.state_dict(copy=False))
+    optimizer_json = dict(optimizer.state_dict(copy=False))
     for name, buffer in optimizer_json.pop("buffers").items():
         tensors[OPTIMIZER_PREFIX + name] = buffer
     meta = {

@@ -218,9 +218,10 @@ class Module:
         return self.buffer
 
     # ---------------------------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """name -> a copy of every parameter (frozen ones included), in registration order."""
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+    def state_dict(self, copy: bool = True) -> dict[str, np.ndarray]:
+        """name -> a copy of every parameter (frozen ones included), in registration order (`copy=False`: the
+        parameters' own arrays, for a file written at once)."""
+        return {name: p.data.copy() if copy else p.data for name, p in self.named_parameters()}
 
     def load_state_dict(self, state_dict: Mapping[str, np.ndarray], source: str = "state dict") -> None:
         """Copy every tensor in, in place (packed parameters stay views of the flat buffer).

@@ -8,6 +8,7 @@ import json
 import struct
 import subprocess
 import sys
+from copy import deepcopy
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,7 @@ class Model:
         self.config = dict(cfg)
         self.params = gpt2_state(cfg, seed)
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self, copy: bool = True) -> dict[str, np.ndarray]:
         return self.params  # live arrays, as a model with flat parameter buffers hands out views
 
     def load_state_dict(self, sd: dict[str, np.ndarray]) -> None:
@@ -62,8 +63,8 @@ class Optimizer:
         self.buffers = {f"{key}.{n}": np.full_like(a, value + step) for n, a in model.params.items()
                         for key, value in (("exp_avg", 0.5), ("exp_avg_sq", 0.25))}  # fmt: skip
 
-    def state_dict(self) -> dict:
-        return {"type": "adamw", "step": self.step, "lr": self.lr, "buffers": copy.deepcopy(self.buffers)}
+    def state_dict(self, copy: bool = True) -> dict:
+        return {"type": "adamw", "step": self.step, "lr": self.lr, "buffers": deepcopy(self.buffers)}
 
     def load_state_dict(self, sd: dict) -> None:
         if set(sd) != {"type", "step", "lr", "buffers"}:
