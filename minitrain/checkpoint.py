@@ -50,15 +50,13 @@ def save_checkpoint(
     "checkpoint", "model_config" dict(model.config), "step", "config_hash", "optimizer" (the optimizer's
     state_dict without its buffers: type, step, lr), "scheduler", "batcher" (their state_dicts), "train_rng"
     (`train_rng.bit_generator.state`), "versions" and "extra". `model_files.encode(tensors, metadata)` gives the
-    file's bytes (in pieces: no copy of the tensors); write them with `io.atomic_write_bytes` (temp file, fsync,
-    rename), never straight to `path`.
+    file's bytes in pieces; write them with `io.atomic_write_bytes` (temp file, fsync, rename), never to `path`.
 
     `step` is the number of optimizer updates already done (a resumed run continues with step `step`).
     `extra` is any JSON the training loop wants back on resume (best val so far, ...).
     Saving the same state twice must give the same bytes.
     """
-    # The live arrays, not copies (a full fine-tuning checkpoint of a 135M base is 1.6 GB): the file is written
-    # before anything changes them.
+    # The live arrays, not copies (1.6 GB for a full fine-tune of 135M): written before anything changes them.
     tensors = dict(model.state_dict(copy=False))
     optimizer_json = dict(optimizer.state_dict(copy=False))
     for name, buffer in optimizer_json.pop("buffers").items():

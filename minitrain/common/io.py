@@ -88,8 +88,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes | list) -> None:
-    """Write `data`: bytes, or a list of pieces (bytes, arrays: `model_files.encode`'s), each written from its own
-    memory."""
+    """`data`: bytes, or a list of pieces (`model_files.encode`'s arrays), each written from its own memory."""
     atomic_write(path, lambda f: f.writelines([data] if isinstance(data, bytes) else data))
 
 

@@ -219,8 +219,7 @@ class Module:
 
     # ---------------------------------------------------------------------------------------------- state
     def state_dict(self, copy: bool = True) -> dict[str, np.ndarray]:
-        """name -> a copy of every parameter (frozen ones included), in registration order (`copy=False`: the
-        parameters' own arrays, for a file written at once)."""
+        """name -> a copy of every parameter (frozen ones included; `copy=False`: its own array), in order."""
         return {name: p.data.copy() if copy else p.data for name, p in self.named_parameters()}
 
     def load_state_dict(self, state_dict: Mapping[str, np.ndarray], source: str = "state dict") -> None:

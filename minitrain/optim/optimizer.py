@@ -205,13 +205,12 @@ class Optimizer:
     # ------------------------------------------------------------------------------------------ state I/O
     def state_dict(self, copy: bool = True) -> dict[str, Any]:
         """`{"type", "step", "lr"}` (JSON-serialisable) plus `"buffers"`: `{"<buffer>.<param>": array}` (copies;
-        `copy=False`: views of the live state, for a checkpoint written before the next step)."""
+        `copy=False`: views of the live state)."""
         buffers = {
-            f"{key}.{name}": array[self._slices[name]].reshape(self._shapes[name])
+            f"{key}.{name}": (np.copy if copy else np.asarray)(array[self._slices[name]].reshape(self._shapes[name]))
             for key, array in self.state.items()
             for name, _ in self.params
         }
-        buffers = {name: a.copy() for name, a in buffers.items()} if copy else buffers
         return {"type": self.name, "step": self.step_count, "lr": self.lr, "buffers": buffers}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

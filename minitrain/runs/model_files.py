@@ -73,13 +73,10 @@ def _content_digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, st
 
 
 def encode(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, Any]) -> list:
-    """The bytes of a minitrain safetensors file, in pieces (`io.atomic_write_bytes` writes them, `sha256_hex`
-    hashes them): the header, then each tensor's own memory, never a copy of the whole file (a full fine-tuning
-    checkpoint of a 135M base is 1.6 GB). The file holds `tensors`, the format marker, every `metadata` value as
-    canonical JSON, and the sha256 over all of it. Same arguments, same bytes.
-
-    The tensors lie in the order the safetensors library lays them out (by dtype, then name), read from its file
-    of one-element stand-ins; the header has its `__metadata__` keys sorted (the library's order is random)."""
+    """The bytes of a minitrain safetensors file in pieces, the header then each tensor's own memory (never a copy
+    of the file): `tensors`, the format marker, every `metadata` value as canonical JSON, and the sha256 over all of
+    it. Same arguments, same bytes: the tensors in the safetensors library's order (by dtype, then name: its file of
+    one-element stand-ins says), the header's `__metadata__` keys sorted (the library's order is random)."""
     arrays = {name: np.ascontiguousarray(a) for name, a in tensors.items()}
     text = {"format": FORMAT, **{key: canonical_json(value) for key, value in metadata.items()}}
     text["sha256"] = _content_digest(arrays, text)
