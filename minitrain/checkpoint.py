@@ -19,7 +19,6 @@ rolls every object back, so a bad file leaves the run as it was. Every problem i
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import numpy as np
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import atomic_write_bytes
 from minitrain.common.versions import library_versions
-from minitrain.runs.model_files import FORMAT_VERSION, OPTIMIZER_PREFIX, check_model, encode, read_file
+from minitrain.runs.model_files import FORMAT_VERSION, OPTIMIZER_PREFIX, check_model, encode, read_file, sha256_hex
 
 
 def save_checkpoint(
@@ -51,14 +50,15 @@ def save_checkpoint(
     "checkpoint", "model_config" dict(model.config), "step", "config_hash", "optimizer" (the optimizer's
     state_dict without its buffers: type, step, lr), "scheduler", "batcher" (their state_dicts), "train_rng"
     (`train_rng.bit_generator.state`), "versions" and "extra". `model_files.encode(tensors, metadata)` gives the
-    file's bytes; write them with `io.atomic_write_bytes` (temp file, fsync, rename), never straight to `path`.
+    file's bytes in pieces; write them with `io.atomic_write_bytes` (temp file, fsync, rename), never to `path`.
 
     `step` is the number of optimizer updates already done (a resumed run continues with step `step`).
     `extra` is any JSON the training loop wants back on resume (best val so far, ...).
     Saving the same state twice must give the same bytes.
     """
-    tensors = dict(model.state_dict())
-    optimizer_json = dict(optimizer.state_dict())
+    # The live arrays, not copies (1.6 GB for a full fine-tune of 135M): written before anything changes them.
+    tensors = dict(model.state_dict(copy=False))
+    optimizer_json = dict(optimizer.state_dict(copy=False))
     for name, buffer in optimizer_json.pop("buffers").items():
         tensors[OPTIMIZER_PREFIX + name] = buffer
     meta = {
@@ -76,7 +76,7 @@ def save_checkpoint(
     }
     data = encode(tensors, meta)
     atomic_write_bytes(path, data)
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def _optimizer_buffers(path: Path, optimizer: Any, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

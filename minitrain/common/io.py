@@ -87,8 +87,9 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    atomic_write(path, lambda f: f.write(data))
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | list) -> None:
+    """`data`: bytes, or a list of pieces (`model_files.encode`'s arrays), each written from its own memory."""
+    atomic_write(path, lambda f: f.writelines([data] if isinstance(data, bytes) else data))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

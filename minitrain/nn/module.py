@@ -236,9 +236,9 @@ class Module:
         return self.buffer
 
     # ---------------------------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """name -> a copy of every parameter (frozen ones included), in registration order."""
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+    def state_dict(self, copy: bool = True) -> dict[str, np.ndarray]:
+        """name -> a copy of every parameter (frozen ones included; `copy=False`: its own array), in order."""
+        return {name: p.data.copy() if copy else p.data for name, p in self.named_parameters()}
 
     def load_state_dict(self, state_dict: Mapping[str, np.ndarray], strict: bool = True, *,
                         source: str = "state dict") -> IncompatibleKeys:

@@ -214,10 +214,11 @@ class Optimizer:
                              "group keeps its ratio to it (docs/pytorch-users.md)")
 
     # ------------------------------------------------------------------------------------------ state I/O
-    def state_dict(self) -> dict[str, Any]:
-        """`{"type", "step", "lr"}` (JSON-serialisable) plus `"buffers"`: `{"<buffer>.<param>": array}` (copies)."""
+    def state_dict(self, copy: bool = True) -> dict[str, Any]:
+        """`{"type", "step", "lr"}` (JSON-serialisable) plus `"buffers"`: `{"<buffer>.<param>": array}` (copies;
+        `copy=False`: views of the live state)."""
         buffers = {
-            f"{key}.{name}": array[self._slices[name]].reshape(self._shapes[name]).copy()
+            f"{key}.{name}": (np.copy if copy else np.asarray)(array[self._slices[name]].reshape(self._shapes[name]))
             for key, array in self.state.items()
             for name, _ in self.params
         }

@@ -5,7 +5,7 @@ A safetensors file is `8-byte header length | JSON header | raw tensor bytes`; t
 tensors under their Hugging Face GPT-2 names and `model_config` in the metadata; a checkpoint is the same thing
 with more tensors (`optimizer.<buffer>.<param>`) and more metadata, so it is also a loadable model file.
 
-    data = encode(tensors, {"kind": "model", "model_config": {...}})   # bytes, then an atomic write
+    data = encode(tensors, {"kind": "model", "model_config": {...}})   # the bytes in pieces, then an atomic write
     tensors, metadata = read_file(path)                                     # checked, JSON values decoded
 
 Two guarantees beyond the format:
@@ -65,34 +65,40 @@ def _content_digest(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, st
     for name in sorted(tensors):
         a = np.ascontiguousarray(tensors[name])
         h.update(canonical_json([name, a.dtype.str, list(a.shape)]).encode("utf-8"))
-        h.update(a.tobytes())
+        h.update(a)  # its bytes, read in place
     return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------- bytes <-> safetensors
 
 
-def _sorted_header(data: bytes) -> bytes:
-    """Rewrite the library's header with `__metadata__` keys sorted (its own order is random per process)."""
-    header, start = split_header(data)
-    metadata = header.pop("__metadata__", {})
-    tensors = sorted(header.items(), key=lambda item: item[1]["data_offsets"])
-    text = json.dumps(
-        {"__metadata__": dict(sorted(metadata.items())), **dict(tensors)},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode("utf-8")
-    text += b" " * (-len(text) % 8)  # safetensors pads the header so the tensor bytes stay 8-byte aligned
-    return struct.pack("<Q", len(text)) + text + data[start:]
-
-
-def encode(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, Any]) -> bytes:
-    """The bytes of a minitrain safetensors file: `tensors`, the format marker, every `metadata` value as canonical
-    JSON, and the sha256 over all of it. Same arguments, same bytes."""
+def encode(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, Any]) -> list:
+    """The bytes of a minitrain safetensors file in pieces, the header then each tensor's own memory (never a copy
+    of the file): `tensors`, the format marker, every `metadata` value as canonical JSON, and the sha256 over all of
+    it. Same arguments, same bytes: the tensors in the safetensors library's order (by dtype, then name: its file of
+    one-element stand-ins says), the header's `__metadata__` keys sorted (the library's order is random)."""
     arrays = {name: np.ascontiguousarray(a) for name, a in tensors.items()}
     text = {"format": FORMAT, **{key: canonical_json(value) for key, value in metadata.items()}}
     text["sha256"] = _content_digest(arrays, text)
-    return _sorted_header(safetensors.numpy.save(arrays, metadata=text))
+    layout, _ = split_header(safetensors.numpy.save({name: np.zeros(1, a.dtype) for name, a in arrays.items()}))
+    order = sorted(arrays, key=lambda name: layout[name]["data_offsets"])
+    header, offset = {"__metadata__": dict(sorted(text.items()))}, 0
+    for name in order:
+        end = offset + arrays[name].nbytes
+        header[name] = {"dtype": layout[name]["dtype"], "shape": list(arrays[name].shape),
+                        "data_offsets": [offset, end]}
+        offset = end
+    head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    head += b" " * (-len(head) % 8)  # safetensors pads the header so the tensor bytes stay 8-byte aligned
+    return [struct.pack("<Q", len(head)) + head, *(arrays[name] for name in order)]
+
+
+def sha256_hex(pieces: list) -> str:
+    """sha256 (hex) of the file `encode` gave in `pieces`."""
+    digest = hashlib.sha256()
+    for piece in pieces:
+        digest.update(piece)
+    return digest.hexdigest()
 
 
 def read_file(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -162,7 +168,7 @@ def save_model_file(
     meta = {**extra, "format_version": FORMAT_VERSION, "kind": kind, "model_config": dict(model_config)}
     data = encode(state_dict, meta)
     atomic_write_bytes(path, data)
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 def load_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, Any]]:

@@ -67,8 +67,8 @@ def load_init_weights(model: Module, cfg: Config) -> str:
 
 def model_file_state(model: Module) -> dict[str, np.ndarray]:
     """The tensors of the final model file: a LoRA model's adapters (the base stays where model.init_from is),
-    any other model's every weight."""
-    return adapter_state(model) if settings_of(model) is not None else model.state_dict()
+    any other model's every weight (its own arrays: the file is written at once, no second copy of the model)."""
+    return adapter_state(model) if settings_of(model) is not None else model.state_dict(copy=False)
 
 
 def adapter_facts(model: Module) -> dict[str, Any]:

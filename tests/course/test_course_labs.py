@@ -168,7 +168,7 @@ BUGS = [
                          "    for name, p in model.named_parameters():\n        p.data = model_sd[name].copy()\n")),
      "weights are copied into the model's own arrays, not rebound", "is no longer a view of the model's flat buffer"),
     ("02", (CHECKPOINT, ("    data = encode(tensors, meta)\n    atomic_write_bytes(path, data)\n",
-                         "    data = encode(tensors, meta)\n    Path(path).write_bytes(data)\n")),
+                         "    data = encode(tensors, meta)\n    Path(path).open(\"wb\").writelines(data)\n")),
      "save_checkpoint writes atomically: a failed save leaves the old file whole", "left a changed file behind"),
     ("02", (CHECKPOINT, ('if config_hash is not None and meta["config_hash"] != config_hash:', "if False:")),
      "a checkpoint written under another config is refused, and nothing changes", "must be refused"),

@@ -8,6 +8,7 @@ import json
 import struct
 import subprocess
 import sys
+from copy import deepcopy
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 
 from minitrain.checkpoint import load_checkpoint, save_checkpoint
 from minitrain.common.errors import UserError
+from minitrain.common.io import atomic_write_bytes
 from minitrain.runs import model_files
 from minitrain.runs.checkpoint_manager import CheckpointManager
 from minitrain.runs.model_files import config_hash, load_model_file, save_model_file
@@ -47,7 +49,7 @@ class Model:
         self.config = dict(cfg)
         self.params = gpt2_state(cfg, seed)
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self, copy: bool = True) -> dict[str, np.ndarray]:
         return self.params  # live arrays, as a model with flat parameter buffers hands out views
 
     def load_state_dict(self, sd: dict[str, np.ndarray]) -> None:
@@ -61,8 +63,8 @@ class Optimizer:
         self.buffers = {f"{key}.{n}": np.full_like(a, value + step) for n, a in model.params.items()
                         for key, value in (("exp_avg", 0.5), ("exp_avg_sq", 0.25))}  # fmt: skip
 
-    def state_dict(self) -> dict:
-        return {"type": "adamw", "step": self.step, "lr": self.lr, "buffers": copy.deepcopy(self.buffers)}
+    def state_dict(self, copy: bool = True) -> dict:
+        return {"type": "adamw", "step": self.step, "lr": self.lr, "buffers": deepcopy(self.buffers)}
 
     def load_state_dict(self, sd: dict) -> None:
         if set(sd) != {"type", "step", "lr", "buffers"}:
@@ -333,7 +335,7 @@ def test_config_hash_mismatch_is_refused(saved):
 
 def save_raw(path: Path, tensors: dict, meta: dict) -> None:
     """Write a file exactly as checkpoint.py would, from hand-edited contents (a valid checksum included)."""
-    path.write_bytes(model_files.encode(tensors, meta))
+    atomic_write_bytes(path, model_files.encode(tensors, meta))
 
 
 def read_raw(path: Path) -> tuple[dict, dict]:
