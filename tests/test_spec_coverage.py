@@ -1046,8 +1046,8 @@ def publish_effect(ran: Ran) -> list[Claim]:
         with inside(ran.where):
             code, output = call(list(ran.argv))
         claims.append(("./output/ is the workspace's finished run: after §4.1's init and train the run is in "
-                       "runs/<name>/, and `publish ./output/` then says ./output is missing",
-                       SAID if code != 0 and "output: no such run folder" in output else False))
+                       "runs/<name>/, and `publish ./output/` then says so: runs go to runs/<name>",
+                       SAID if code != 0 and "no such folder: a run goes to runs/<name>" in output else False))
     return claims
 
 
