@@ -117,14 +117,13 @@ def cross_entropy(logits: Tensor, targets: np.ndarray | Tensor, mask: np.ndarray
     if ignore_index is not None and (ignored := targets == ignore_index).any():
         mask = ~ignored if mask is None else np.asarray(mask, dtype=bool) & ~ignored
         targets = np.where(ignored, 0, targets)
+    targets, mask, count = loss_rows(logits.shape, targets, mask, mean=reduction == "mean")
     if label_smoothing:
         hard = cross_entropy(logits, targets, mask, ignore_index=None, reduction="none")
-        counted = np.ones(hard.shape, bool) if mask is None else np.asarray(mask, dtype=bool).reshape(hard.shape)
+        counted = mask.reshape(hard.shape)
         per = hard * (1 - label_smoothing) - log_softmax(logits).mean(axis=-1) * (label_smoothing * counted)
-        return per if reduction == "none" else per.sum() * (1 / int(counted.sum()) if reduction == "mean" else 1)
-    vocab = logits.shape[-1]
-    rows = np.ascontiguousarray(logits.data.reshape(-1, vocab))
-    targets, mask, count = loss_rows(logits.shape, targets, mask)
+        return per if reduction == "none" else per.sum() * (1 / count if reduction == "mean" else 1)
+    rows = np.ascontiguousarray(logits.data.reshape(-1, logits.shape[-1]))
     nll, lse = kernels.active.cross_entropy_forward(rows, targets, mask)
     divisor = count if reduction == "mean" else 1
     loss = nll.reshape(logits.shape[:-1]) if reduction == "none" else np.asarray(nll.sum(dtype=np.float64) / divisor,
@@ -137,8 +136,10 @@ def cross_entropy(logits: Tensor, targets: np.ndarray | Tensor, mask: np.ndarray
     return Tensor._from_op(loss, (logits,), backward)
 
 
-def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """(targets, mask, count) as flat rows for logits of `shape` (..., V), checked: the kernels do not bounds-check."""
+def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | None, mean: bool = True
+              ) -> tuple[np.ndarray, ...]:
+    """(targets, mask, count) as flat rows for logits of `shape` (..., V), checked: the kernels do not bounds-check;
+    with `mean`, a mask that counts nothing is an error (a sum over no position is 0)."""
     vocab = shape[-1]
     targets = np.asarray(targets).reshape(-1)
     if targets.shape[0] != int(np.prod(shape[:-1])):
@@ -147,7 +148,7 @@ def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | No
         raise ValueError(f"cross_entropy: target ids must be in [0, {vocab}), got {targets.min()}..{targets.max()}")
     mask = np.ones(targets.shape[0], dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
     count = int(mask.sum())
-    if count == 0:
+    if count == 0 and mean:
         raise ValueError("cross_entropy: the mask selects no position, so the mean is undefined")
     return targets, mask, count
 
