@@ -191,3 +191,15 @@ def test_a_subclass_with_its_own_head_keeps_the_whole_logits():
     model = Doubled(n_layer=1, n_head=2, n_kv_head=1, d_model=8, d_ff=12, vocab_size=V, max_seq_len=16, rng=0)
     logits, loss = model(idx, targets, pad, loss_mask)
     assert logits is not None and loss.item() == F.cross_entropy(logits, targets, loss_mask).item()
+
+
+def test_eval_reads_only_the_targets_the_loss_mask_counts():
+    """`minitrain eval` (token_loss, through token_nll): a pad id past the model's vocabulary at an uncounted
+    position (a tokenizer's own [PAD]) is never looked up, as the whole-logits scorer never looked it up."""
+    from minitrain.data.batch import Batch
+    from minitrain.evaluation.text_loss import token_loss
+
+    model, (idx, targets, pad, loss_mask) = decoder("tied"), batch()
+    want = token_loss(model, Batch(idx, targets, pad, loss_mask), V)
+    assert token_loss(model, Batch(idx, np.where(loss_mask, targets, V), pad, loss_mask), V) == want
+    assert want["tokens"] == loss_mask.sum()
