@@ -203,3 +203,17 @@ def test_eval_reads_only_the_targets_the_loss_mask_counts():
     want = token_loss(model, Batch(idx, targets, pad, loss_mask), V)
     assert token_loss(model, Batch(idx, np.where(loss_mask, targets, V), pad, loss_mask), V) == want
     assert want["tokens"] == loss_mask.sum()
+
+
+def test_a_target_of_minus_100_counts_nowhere_as_in_cross_entropy(backend):
+    """PyTorch's labels mark the positions that do not count with -100 (F.cross_entropy's default ignore_index, so
+    MiniGPT's forward takes them): the decoder's chunked loss reads them so too, and a mask of the wrong size is
+    refused (the kernels would read past it)."""
+    x_, w_, targets, mask = case()
+    x, w = Tensor(x_, requires_grad=True), Tensor(w_, requires_grad=True)
+    assert F.linear_cross_entropy(x, w, np.where(mask, targets, -100)).item() == \
+        F.linear_cross_entropy(x, w, targets, mask).item() == F.cross_entropy(F.linear(x, w.T), targets, mask).item()
+    with pytest.raises(ValueError, match="positions differ"):
+        F.linear_cross_entropy(x, w, targets, mask[:, :-1])
+    with pytest.raises(ValueError, match="positions differ"):
+        F.cross_entropy(F.linear(x, w.T), targets, mask[:, :-1])
