@@ -141,8 +141,7 @@ def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | No
     vocab, targets = shape[-1], np.asarray(targets).reshape(-1)
     mask = np.ones(len(targets), dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
     if not len(targets) == len(mask) == int(np.prod(shape[:-1])):
-        raise ValueError(f"cross_entropy: logits of shape {shape}, targets and mask of {targets.size} and {mask.size} "
-                         "positions differ")
+        raise ValueError(f"cross_entropy: logits {shape}, {targets.size} targets, {mask.size} mask positions differ")
     if ignore_index is not None and (ignored := targets == ignore_index).any():
         mask, targets = mask & ~ignored, np.where(ignored, 0, targets)
     if targets.size and not 0 <= targets.min() <= targets.max() < vocab:
