@@ -10,8 +10,9 @@ Each measurement is a fresh process (`--one PATH C V`) doing one forward + backw
 states and targets; it reports its peak RSS during the op (VmHWM, reset after setup), its RSS before the op
 (weights made) and the seconds of the op.
 The two paths alternate, round by round (old first, then chunked first), so background load hits both alike;
-the figures are the medians. The 1-minute load average before and after is printed. Also checked: the two losses
-agree (relative difference printed).
+the figures are the medians. Each comparison's 1-minute load average before and after is printed beside its ratio,
+which is a result only if neither exceeds 1.5 (benchmarks/load_rule.py, the project's rule; `--strict` exits 1
+otherwise). Also checked: the two losses agree (relative difference printed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load_rule import add_strict_flag, counts, finish, load_now, verdict  # beside this file, hence the path above
 
 TOKENS = 1024  # 4 × 256
 WIDTHS = (576, 896)  # SmolLM2-135M's d_model, Qwen2.5-0.5B's
@@ -73,28 +77,31 @@ def main() -> None:
     parser.add_argument("--frozen", action="store_true")
     parser.add_argument("--vocabs", type=int, nargs="+", default=VOCABS)
     parser.add_argument("--one", nargs=3, metavar=("PATH", "C", "V"))
+    add_strict_flag(parser)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]), args.frozen)))
         return
-    load_before = os.getloadavg()[0]
-    state = "frozen" if args.frozen else "trained"
-    print(f"N = {TOKENS} tokens, weight {state}; load average (1 min) before: {load_before:.2f}", flush=True)
+    state, cores, all_count = "frozen" if args.frozen else "trained", os.cpu_count() or 1, True
+    print(f"N = {TOKENS} tokens, weight {state}", flush=True)
     print(f"{'C':>4} {'V':>8} | {'old peak':>9} {'chunked':>8} {'(before)':>8} MB | {'old s':>6} {'chunked':>7} "
-          f"{'ratio':>5} | loss rel. diff", flush=True)
+          f"{'ratio':>5} | loss rel. diff | load before -> after: verdict", flush=True)
     for channels in WIDTHS:
         for vocab in args.vocabs:
+            start = load_now()  # each process's BLAS takes every core: the benchmark's own threads are `cores`
             runs: dict[str, list[dict]] = {"old": [], "chunked": []}
             for r in range(args.rounds):
                 for path in ("old", "chunked") if r % 2 == 0 else ("chunked", "old"):
                     runs[path].append(measure(path, channels, vocab, args.frozen))
+            end = load_now()
+            all_count &= counts(start, end, cores)
             med = {p: {k: float(np.median([m[k] for m in ms])) for k in ms[0]} for p, ms in runs.items()}
             old, new = med["old"], med["chunked"]
             diff = abs(new["loss"] - old["loss"]) / abs(old["loss"])
             print(f"{channels:>4} {vocab:>8} | {old['peak_mb']:>9.0f} {new['peak_mb']:>8.0f} {new['before_mb']:>8.0f}"
                   f"    | {old['seconds']:>6.2f} {new['seconds']:>7.2f} {old['seconds'] / new['seconds']:>5.2f} | "
-                  f"{diff:.1e}", flush=True)
-    print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
+                  f"{diff:.1e} | {verdict(start, end, cores, cores)}", flush=True)
+    finish(all_count, args.strict)
 
 
 if __name__ == "__main__":

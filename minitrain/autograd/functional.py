@@ -113,18 +113,14 @@ def cross_entropy(logits: Tensor, targets: np.ndarray | Tensor, mask: np.ndarray
     (1 − ε)·nll + ε·mean_j(−log softmax(z)_j), the same mixture as torch's."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    targets = targets.data.astype(np.int64) if isinstance(targets, Tensor) else np.asarray(targets)  # floats held
-    if ignore_index is not None and (ignored := targets == ignore_index).any():
-        mask = ~ignored if mask is None else np.asarray(mask, dtype=bool) & ~ignored
-        targets = np.where(ignored, 0, targets)
+    targets = targets.data.astype(np.int64) if isinstance(targets, Tensor) else targets  # floats held
+    targets, mask, count = loss_rows(logits.shape, targets, mask, ignore_index, mean=reduction == "mean")
     if label_smoothing:
         hard = cross_entropy(logits, targets, mask, ignore_index=None, reduction="none")
-        counted = np.ones(hard.shape, bool) if mask is None else np.asarray(mask, dtype=bool).reshape(hard.shape)
+        counted = mask.reshape(hard.shape)
         per = hard * (1 - label_smoothing) - log_softmax(logits).mean(axis=-1) * (label_smoothing * counted)
-        return per if reduction == "none" else per.sum() * (1 / int(counted.sum()) if reduction == "mean" else 1)
-    vocab = logits.shape[-1]
-    rows = np.ascontiguousarray(logits.data.reshape(-1, vocab))
-    targets, mask, count = loss_rows(logits.shape, targets, mask)
+        return per if reduction == "none" else per.sum() * (1 / count if reduction == "mean" else 1)
+    rows = np.ascontiguousarray(logits.data.reshape(-1, logits.shape[-1]))
     nll, lse = kernels.active.cross_entropy_forward(rows, targets, mask)
     divisor = count if reduction == "mean" else 1
     loss = nll.reshape(logits.shape[:-1]) if reduction == "none" else np.asarray(nll.sum(dtype=np.float64) / divisor,
@@ -137,17 +133,21 @@ def cross_entropy(logits: Tensor, targets: np.ndarray | Tensor, mask: np.ndarray
     return Tensor._from_op(loss, (logits,), backward)
 
 
-def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, ...]:
-    """(targets, mask, count) as flat rows for logits of `shape` (..., V), checked: the kernels do not bounds-check."""
-    vocab = shape[-1]
-    targets = np.asarray(targets).reshape(-1)
-    if targets.shape[0] != int(np.prod(shape[:-1])):
-        raise ValueError(f"cross_entropy: logits of shape {shape} and targets of shape {targets.shape} differ")
+def loss_rows(shape: tuple[int, ...], targets: np.ndarray, mask: np.ndarray | None, ignore_index: int | None = None,
+              mean: bool = True) -> tuple[np.ndarray, ...]:
+    """(targets, mask, count) as flat rows for logits of `shape` (..., V), checked: the kernels do not bounds-check.
+    A target equal to `ignore_index` is masked out (and read as 0); with `mean`, a mask that counts nothing is an
+    error (a sum over no position is 0)."""
+    vocab, targets = shape[-1], np.asarray(targets).reshape(-1)
+    mask = np.ones(len(targets), dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
+    if not len(targets) == len(mask) == int(np.prod(shape[:-1])):
+        raise ValueError(f"cross_entropy: logits {shape}, {targets.size} targets, {mask.size} mask positions differ")
+    if ignore_index is not None and (ignored := targets == ignore_index).any():
+        mask, targets = mask & ~ignored, np.where(ignored, 0, targets)
     if targets.size and not 0 <= targets.min() <= targets.max() < vocab:
         raise ValueError(f"cross_entropy: target ids must be in [0, {vocab}), got {targets.min()}..{targets.max()}")
-    mask = np.ones(targets.shape[0], dtype=bool) if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
     count = int(mask.sum())
-    if count == 0:
+    if count == 0 and mean:
         raise ValueError("cross_entropy: the mask selects no position, so the mean is undefined")
     return targets, mask, count
 
@@ -160,7 +160,8 @@ def linear_cross_entropy(
     x: Tensor, weight: Tensor, targets: np.ndarray, mask: np.ndarray | None = None, softcap: float | None = None
 ) -> Tensor:
     """cross_entropy(z, targets, mask) of the head's logits z = x·Wᵀ (or c·tanh(x·Wᵀ/c), softcap c), without ever
-    holding all of z.  x (..., C), W (V, C) (the token embedding's layout), targets and mask (...) -> the mean.
+    holding all of z.  x (..., C), W (V, C) (the token embedding's layout), targets and mask (...) -> the mean; a
+    target of -100 counts nowhere, as cross_entropy's default ignore_index.
 
     Both passes walk the vocabulary in blocks of columns, CHUNK_LOGITS logits each, every row at once (the rows
     stay in cache while W streams through once: blocks of a few rows would stream W once per block).
@@ -172,7 +173,7 @@ def linear_cross_entropy(
     backward computes no product at all (head_nll's with_dx)."""
     vocab, channels = weight.shape
     rows = np.ascontiguousarray(x.data.reshape(-1, channels))
-    targets, mask, count = loss_rows((*x.shape[:-1], vocab), targets, mask)
+    targets, mask, count = loss_rows((*x.shape[:-1], vocab), targets, mask, ignore_index=-100)
     dx_in_forward = TAPE.recording and x.requires_grad and not weight.requires_grad
     nll, lse, dx_of_sum = head_nll(rows, weight.data, targets, mask, softcap, with_dx=dx_in_forward)
     loss = np.asarray(nll.sum(dtype=np.float64) / count, dtype=x.dtype)

@@ -16,7 +16,7 @@ import safetensors.numpy
 
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import UserError
-from minitrain.common.io import atomic_write_bytes
+from minitrain.common.io import atomic_write_bytes, regular_file_problem
 
 NO_PICKLE = ("minitrain never pickles: a state dict holds arrays only (minitrain.save(model.state_dict(), path); a "
              "training state with its optimizer is minitrain/checkpoint.py's)")
@@ -37,6 +37,8 @@ def save(state_dict: Mapping[str, np.ndarray | Tensor], path: str | os.PathLike)
 
 def load(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The state dict `save` wrote: name -> NumPy array, in the file's dtypes."""
+    if problem := regular_file_problem(path):  # a missing file is no pickle
+        raise UserError(f"minitrain.load: {path} {problem}", 2)
     try:
         return safetensors.numpy.load_file(path)
     except (OSError, safetensors.SafetensorError) as e:

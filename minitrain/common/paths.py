@@ -4,7 +4,7 @@
     course_file("minitrain/loop.py")           the checkout: package data (minitrain/_course/ links to the
                                                checkout's folders, and a wheel holds copies), the library's own
                                                modules in the package itself. Never the checkout's root.
-    recorded_path("/home/ana/mt/runs/base/models/x.safetensors", "runs/base")  ->  "models/x.safetensors"
+    recorded_path("/home/ana/mt/runs/base/models/x.safetensors")  ->  "runs/base/models/x.safetensors"
                                                                        (run from /home/ana/mt)
     shown_path("/tmp/base")  ->  "base"   (what a model card names: never this machine's path)
 """
@@ -21,14 +21,14 @@ def course_file(path: str) -> Path:
     return PACKAGE.parent / path if path.startswith("minitrain/") else COURSE / path
 
 
-def recorded_path(path: str | os.PathLike, folder: str | os.PathLike = ".") -> str:
-    """A path as a file in `folder` records it: relative to `folder` when the path is inside the current folder,
-    else absolute. A reader resolves it against the recording file's folder, so a run folder reads the same from
-    any working directory, and a committed run names its sources within its checkout, never a machine's path."""
+def recorded_path(path: str | os.PathLike) -> str:
+    """A path as a run records it: relative to the current folder when inside it, else absolute. The run's
+    manifest.json names that folder (`working_dir`), so runs/run_dir.locate finds the path from any working
+    directory, and a committed run names its sources within its checkout, never a machine's path."""
     if "://" in str(path):  # a URL or hf:// id is no file path; abspath would fold its "//"
         return str(path)
-    absolute = os.path.abspath(path)
-    return absolute if os.path.relpath(absolute).startswith("..") else os.path.relpath(absolute, folder)
+    relative = os.path.relpath(absolute := os.path.abspath(path))
+    return absolute if relative.startswith("..") else relative
 
 
 def shown_path(path: str | os.PathLike) -> str:

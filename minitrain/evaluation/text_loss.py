@@ -32,7 +32,8 @@ def token_loss(model: Any, rows: Any, vocab_size: int) -> dict[str, float | int]
         for start, stop in _batches(rows.attn_pad_mask, vocab_size):
             batch = trim_padding(type(rows)(*(a[start:stop] for a in rows)))
             if hasattr(model, "token_nll"):  # the decoder: by blocks of the vocabulary, never whole logits
-                meter.add(model.token_nll(batch.input, batch.target, batch.attn_pad_mask), batch.loss_mask)
+                counted = np.where(batch.loss_mask, batch.target, 0)  # a pad id at another may be no token id
+                meter.add(model.token_nll(batch.input, counted, batch.attn_pad_mask), batch.loss_mask)
             else:
                 logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
                 meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)

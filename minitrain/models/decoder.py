@@ -108,7 +108,7 @@ class DecoderLayer(Module):
 
 
 class Decoder(LanguageModel):
-    """A decoder built from pieces. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`."""
+    """A decoder built from pieces. `model(idx, targets, attn_pad_mask, loss_mask, segment_ids)` -> (None, loss)."""
 
     # True: recompute each layer in backward (config: training.gradient_checkpointing). A family whose model class
     # has this attribute accepts that key (minitrain/config/rules.py).
@@ -183,8 +183,7 @@ class Decoder(LanguageModel):
                 loss_mask: np.ndarray | None = None, segment_ids: np.ndarray | None = None) -> tuple:
         """language_model.py's; with targets and a plain head, (None, loss): the loss by blocks of the vocabulary, never
         the whole (B, T, V) logits (functional.linear_cross_entropy)."""
-        weight = self.head_weight()
-        if targets is None or weight is None:
+        if targets is None or (weight := self.head_weight()) is None:
             return super().forward(idx, targets, attn_pad_mask, loss_mask, segment_ids)
         self.check_length(idx)
         x = self.hidden(idx, attn_pad_mask, segment_ids)

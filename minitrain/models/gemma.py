@@ -80,7 +80,7 @@ class GemmaAttention(LlamaAttention):
 
 class Gemma(Decoder):
     """Gemma-family language model (Gemma 2, Gemma 3).
-    `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`; generate() with a KV cache."""
+    `model(idx, targets, attn_pad_mask, loss_mask, segment_ids)` -> (None, loss); generate() with a KV cache."""
 
     def __init__(
         self, *, n_layer: int, n_head: int, n_kv_head: int | None = None, d_model: int, d_ff: int, vocab_size: int,

@@ -48,7 +48,7 @@ def parameter_shapes(config: Mapping[str, Any]) -> Shapes:
 
 
 class Llama(Decoder):
-    """Llama-family language model. `logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`."""
+    """Llama-family language model. `model(idx, targets, attn_pad_mask, loss_mask, segment_ids)` -> (None, loss)."""
 
     def __init__(
         self,

@@ -75,8 +75,10 @@ def hardware_info() -> dict[str, Any]:
 
 
 def git_sha(repo: Path = PACKAGE) -> str | None:
-    """The commit the code ran from, with "-dirty" appended when tracked files differ from it; None outside git."""
+    """The commit the code ran from, with "-dirty" appended when tracked files differ from it; None outside git, and
+    where git does not track the code (a site-packages in a virtual environment inside another project's checkout)."""
     try:
+        subprocess.run(["git", "ls-files", "--error-unmatch", "."], cwd=repo, capture_output=True, check=True)
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
         ).stdout.strip()

@@ -87,6 +87,20 @@ def test_cross_entropy_with_mask():
         F.cross_entropy(logits, targets, np.zeros((2, 4), dtype=bool))
 
 
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_cross_entropy_over_no_counted_position(label_smoothing):
+    """Nothing counted (every target ignore_index): a sum is 0 and "none" is 0 everywhere, with zero gradients, as
+    torch's; only the mean, a division by zero positions, is refused."""
+    logits, ignored = Tensor(np.ones((2, 3, 5)), requires_grad=True), np.full((2, 3), -100)
+    total = F.cross_entropy(logits, ignored, reduction="sum", label_smoothing=label_smoothing)
+    total.backward()
+    assert total.item() == 0.0 and np.all(logits.grad == 0)
+    per = F.cross_entropy(logits, ignored, reduction="none", label_smoothing=label_smoothing)
+    assert per.shape == (2, 3) and np.all(per.data == 0)
+    with pytest.raises(ValueError, match="selects no position"):
+        F.cross_entropy(logits, ignored, label_smoothing=label_smoothing)
+
+
 def test_cross_entropy_of_uniform_logits_is_log_vocab():
     loss = F.cross_entropy(Tensor(np.zeros((3, 64))), np.array([0, 5, 63]))
     assert loss.item() == pytest.approx(np.log(64), rel=1e-6)

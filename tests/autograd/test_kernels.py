@@ -70,6 +70,21 @@ def test_cross_entropy(dtype):
           cross_entropy.cross_entropy_backward_reference(logits, targets, lse, dnll), dtype)
 
 
+def test_cross_entropy_skips_an_uncounted_row_whose_logits_overflow_exp():
+    """A row that is not counted (dnll 0, its lse recorded as 0) gets no gradient from either kernel, even when
+    exp(z − 0) overflows: 0 · inf would be NaN, and would reach every parameter through the head."""
+    dtype = np.float32
+    logits = normal((3, 5), dtype, 0)
+    logits[1] += dtype(200.0)
+    targets, mask = np.array([0, 1, 2]), np.array([True, False, True])
+    _, lse = cross_entropy.cross_entropy_forward_reference(logits, targets, mask)
+    dnll = (mask * normal(3, dtype, 1)).astype(dtype)
+    with np.errstate(over="raise", invalid="raise"):
+        reference = cross_entropy.cross_entropy_backward_reference(logits, targets, lse, dnll)
+    assert np.all(reference[1] == 0) and np.all(np.isfinite(reference))
+    agree(cross_entropy.cross_entropy_backward_numba(logits, targets, lse, dnll), reference, dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_causal_softmax(dtype):
     scores = normal((2, 3, 6, 6), dtype, 0, scale=4.0)

@@ -191,3 +191,29 @@ def test_a_subclass_with_its_own_head_keeps_the_whole_logits():
     model = Doubled(n_layer=1, n_head=2, n_kv_head=1, d_model=8, d_ff=12, vocab_size=V, max_seq_len=16, rng=0)
     logits, loss = model(idx, targets, pad, loss_mask)
     assert logits is not None and loss.item() == F.cross_entropy(logits, targets, loss_mask).item()
+
+
+def test_eval_reads_only_the_targets_the_loss_mask_counts():
+    """`minitrain eval` (token_loss, through token_nll): a pad id past the model's vocabulary at an uncounted
+    position (a tokenizer's own [PAD]) is never looked up, as the whole-logits scorer never looked it up."""
+    from minitrain.data.batch import Batch
+    from minitrain.evaluation.text_loss import token_loss
+
+    model, (idx, targets, pad, loss_mask) = decoder("tied"), batch()
+    want = token_loss(model, Batch(idx, targets, pad, loss_mask), V)
+    assert token_loss(model, Batch(idx, np.where(loss_mask, targets, V), pad, loss_mask), V) == want
+    assert want["tokens"] == loss_mask.sum()
+
+
+def test_a_target_of_minus_100_counts_nowhere_as_in_cross_entropy(backend):
+    """PyTorch's labels mark the positions that do not count with -100 (F.cross_entropy's default ignore_index, so
+    MiniGPT's forward takes them): the decoder's chunked loss reads them so too, and a mask of the wrong size is
+    refused (the kernels would read past it)."""
+    x_, w_, targets, mask = case()
+    x, w = Tensor(x_, requires_grad=True), Tensor(w_, requires_grad=True)
+    assert F.linear_cross_entropy(x, w, np.where(mask, targets, -100)).item() == \
+        F.linear_cross_entropy(x, w, targets, mask).item() == F.cross_entropy(F.linear(x, w.T), targets, mask).item()
+    with pytest.raises(ValueError, match="positions differ"):
+        F.linear_cross_entropy(x, w, targets, mask[:, :-1])
+    with pytest.raises(ValueError, match="positions differ"):
+        F.cross_entropy(F.linear(x, w.T), targets, mask[:, :-1])

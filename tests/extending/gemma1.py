@@ -24,7 +24,7 @@ from minitrain.nn import LlamaMLP
 
 
 class Gemma1(Decoder):
-    """`logits, loss = model(idx, targets, attn_pad_mask, loss_mask, segment_ids)`; generate() with a KV cache."""
+    """`model(idx, targets, attn_pad_mask, loss_mask, segment_ids)` -> (None, loss); generate() with a KV cache."""
 
     def __init__(self, *, n_layer: int, n_head: int, n_kv_head: int | None = None, d_model: int, d_ff: int,
                  vocab_size: int, max_seq_len: int, head_dim: int | None = None, rope_theta: float = 10000.0,

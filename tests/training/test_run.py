@@ -446,3 +446,20 @@ def test_a_run_without_matplotlib_says_it_draws_no_plots_and_writes_everything_e
     assert err.count("draws no plots: matplotlib is not installed (pip install 'minitrain[plots]')") == 1
     assert results["status"] == "completed" and not list((tmp_path / "run").glob("*.png"))
     assert all((tmp_path / "run" / name).is_file() for name in ("results.json", "metrics.csv", "report.md"))
+
+
+def test_git_sha_names_minitrain_s_commit_only_where_git_tracks_the_code(tmp_path):
+    """A checkout's code gives its commit; a package git does not track (a site-packages in a .venv that another
+    project's repository ignores) gives None, never that project's commit."""
+    import subprocess
+
+    if (artifacts.PACKAGE.parent / ".git").exists():  # this checkout's minitrain/
+        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", artifacts.git_sha() or "")
+    package = tmp_path / ".venv" / "site-packages" / "minitrain"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", "utf-8")
+    (tmp_path / ".gitignore").write_text(".venv/\n", "utf-8")
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b", "-C", str(tmp_path)]
+    for step in (["init", "-q"], ["add", ".gitignore"], ["commit", "-qm", "a project"]):
+        subprocess.run([*git, *step], check=True, capture_output=True)
+    assert artifacts.git_sha(package) is None

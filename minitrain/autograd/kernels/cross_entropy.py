@@ -32,8 +32,10 @@ def cross_entropy_forward_reference(
 def cross_entropy_backward_reference(
     logits: np.ndarray, targets: np.ndarray, lse: np.ndarray, dnll: np.ndarray
 ) -> np.ndarray:
-    dlogits = np.exp(logits - lse[:, None])
-    inside = np.flatnonzero((targets >= 0) & (targets < logits.shape[1]))
+    live = dnll != 0  # rows without a gradient are skipped, as the kernel skips them: exp(z − lse) may overflow there
+    dlogits = np.zeros_like(logits)
+    dlogits[live] = np.exp(logits[live] - lse[live, None])
+    inside = np.flatnonzero(live & (targets >= 0) & (targets < logits.shape[1]))
     dlogits[inside, targets[inside]] -= 1
     return (dlogits * dnll[:, None]).astype(logits.dtype)
 
