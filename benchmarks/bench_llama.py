@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load_rule import LIMIT, add_strict_flag, finish, load_now, verdict  # beside this file, hence the path above
+# load_rule is beside this file, hence the path above
+from load_rule import LIMIT, add_strict_flag, finish, load_now, settled_load, verdict
 
 HERE = Path(__file__).resolve().parent
 FULL_DEPTH = 30
@@ -142,7 +143,7 @@ def main() -> None:
                 contestants = [("minitrain", sys.executable, "llama_setup.py")]
                 if peer and case in TORCH_CASES:
                     contestants.append(("torch", peer, "torch_llama.py"))
-                start = load_now()
+                start = settled_load()
                 for round_ in range(args.rounds):  # the first in turn swapped every round
                     for impl, python, script in contestants[:: 1 if round_ % 2 == 0 else -1]:
                         result = measure(python, script, case, layers, threads, args.steps, weights)

@@ -68,7 +68,8 @@ from minitrain.parallel.workers import start_workers
 from minitrain.training.artifacts import peak_rss_mb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from load_rule import add_strict_flag, counts, finish, load_now, verdict  # beside this file, hence the path above
+# load_rule and the step modules are beside this file, hence the path above
+from load_rule import add_strict_flag, counts, finish, load_now, settled_load, verdict
 from step_floor import step_floor
 from step_setup import ADAMW, CLIP, CONFIGS, minitrain_step_fn, synthetic_batch
 
@@ -274,7 +275,7 @@ def threads_of(label: str) -> int:
 
 def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quick: bool, threads: list[int],
                  against: str | None = None) -> dict:
-    load_before = load_now()  # before anything of this config runs: its floor, its RSS probe, its rounds
+    load_before = settled_load()  # before anything of this config runs: its floor, its RSS probe, its rounds
     cfg, batch_size = spec["model"], spec["batch"]
     warmup, rounds, steps = (2, 3, max(2, spec["steps"] // 4)) if quick else (spec["warmup"], spec["rounds"],
                                                                               spec["steps"])  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 LIMIT = 1.5
 
@@ -22,6 +23,15 @@ LIMIT = 1.5
 def load_now() -> float:
     """The 1-minute load average, to two decimals."""
     return round(os.getloadavg()[0], 2)
+
+
+def settled_load(limit: float = LIMIT, wait: float = 120.0) -> float:
+    """The load just before a comparison, after waiting (at most `wait` seconds) for it to fall to `limit`: the
+    1-minute average still holds the previous comparison's own threads for a while (it decays as e^(−t/60 s))."""
+    deadline = time.monotonic() + wait
+    while (load := load_now()) > limit and time.monotonic() < deadline:
+        time.sleep(5)
+    return load
 
 
 def others_load(start: float, end: float, threads: int = 0) -> float:
