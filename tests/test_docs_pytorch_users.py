@@ -181,7 +181,8 @@ def no_pickle(tmp_path: Path) -> None:
     pt.write_bytes(pickle.dumps({"weight": np.zeros(3)}))
     with pytest.raises(UserError, match="a pickle, which minitrain never opens"):
         minitrain.load(pt)
-    for missing, problem in ((tmp_path / "none.safetensors", "not found"), (tmp_path, "is a folder, not a regular file")):
+    cases = ((tmp_path / "none.safetensors", "not found"), (tmp_path, "is a folder, not a regular file"))
+    for missing, problem in cases:
         with pytest.raises(UserError, match=f"minitrain.load: {missing} {problem}$"):  # no word of pickles there
             minitrain.load(missing)
 
