@@ -275,7 +275,8 @@ def threads_of(label: str) -> int:
 
 def bench_config(name: str, spec: dict, peers: set[str], compile_too: bool, quick: bool, threads: list[int],
                  against: str | None = None) -> dict:
-    load_before = settled_load()  # before anything of this config runs: its floor, its RSS probe, its rounds
+    # before anything of this config runs (its floor, its RSS probe, its rounds); --quick, a smoke run, never waits
+    load_before = settled_load(wait=0 if quick else 120)
     cfg, batch_size = spec["model"], spec["batch"]
     warmup, rounds, steps = (2, 3, max(2, spec["steps"] // 4)) if quick else (spec["warmup"], spec["rounds"],
                                                                               spec["steps"])  # fmt: skip
