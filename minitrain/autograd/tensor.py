@@ -17,12 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
 Backward = Callable[[np.ndarray], None]
 Axes = int | tuple[int, ...] | None
+
+
+def device_move(name: str) -> Callable[..., NoReturn]:
+    """PyTorch's device move `name` as a Tensor's or Module's method that says minitrain's way (one device: the CPU)."""
+
+    def move(self: object, *args: object, **kwargs: object) -> NoReturn:
+        raise AttributeError(f"{type(self).__name__}.{name}(): minitrain is CPU-only (NumPy arrays in memory): drop "
+                             "the device move (docs/pytorch-users.md)")
+
+    return move
 
 
 class Tape:
@@ -172,8 +182,7 @@ class Tensor:
     def __len__(self) -> int:
         return len(self.data)
 
-    def __getattr__(self, name: str) -> object:  # only for a name Tensor lacks
-        raise not_in_minitrain(type(self).__name__, name)
+    cuda, to, cpu = device_move("cuda"), device_move("to"), device_move("cpu")  # PyTorch's: say minitrain's way
 
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
@@ -408,14 +417,6 @@ class Tensor:
 class MaxResult(NamedTuple):
     values: Tensor
     indices: np.ndarray
-
-
-def not_in_minitrain(owner: str, name: str) -> AttributeError:
-    """The AttributeError for `owner.name`, saying minitrain's way where `name` is a PyTorch device move."""
-    if name in ("cuda", "to", "cpu"):
-        return AttributeError(f"{owner}.{name}(): minitrain is CPU-only (NumPy arrays in memory): drop the device "
-                              "move (docs/pytorch-users.md)")
-    return AttributeError(f"'{owner}' object has no attribute {name!r}")
 
 
 def zero_grad(params: Iterable[Tensor]) -> None:

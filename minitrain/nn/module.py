@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minitrain.autograd.parameters import ParameterBuffer
-from minitrain.autograd.tensor import Tensor, no_grad, not_in_minitrain
+from minitrain.autograd.tensor import Tensor, device_move, no_grad
 from minitrain.common.errors import ArgumentError, UserError
 
 
@@ -112,8 +112,7 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:  # only for a name the module lacks: `.cuda()` says minitrain's way
-        raise not_in_minitrain(type(self).__name__, name)
+    cuda, to, cpu = device_move("cuda"), device_move("to"), device_move("cpu")  # PyTorch's: say minitrain's way
 
     # ----------------------------------------------------------------------------------------------- the tree
     def named_children(self) -> Iterator[tuple[str, Module]]:
