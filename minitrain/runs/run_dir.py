@@ -138,8 +138,8 @@ def locate(recorded: str | None, run_dir: Path | None) -> Path | None:
     if not recorded:
         return None
     path = Path(recorded)
-    bases = [*([run_dir / started, run_dir] if (started := _working_dir(run_dir)) else [run_dir] if run_dir else []),
-             Path.cwd()]
+    started = _working_dir(run_dir)  # None without a run folder
+    bases = [*([run_dir / started] if started else []), *([run_dir] if run_dir else []), Path.cwd()]
     candidates = [path] if path.is_absolute() else [Path(os.path.normpath(base / path)) for base in bases]
     return next((c for c in candidates if path_exists(c)), None)
 
