@@ -14,6 +14,8 @@
 
 5. strong   a stronger teacher: lab 01's config trained 6000 steps (seed 42), then the 2000-step student
             distilled from it at T 2 and T 1 (alpha 0.5), seeds 42, 43, 44: is the teacher the limit?
+6. progressive  progressive.yaml: lab 01's model teaches an assistant (two blocks, d_ff 128), which teaches the
+            student, each 2000 steps, at T 2 and T 1 (alpha 0.5), seeds 42, 43, 44: beside the direct rows of 2, 5
 
 `--stages longer` runs only the stages named and replaces only their part of results.json.
 
@@ -47,7 +49,7 @@ TEMPERATURES = (1.0, 2.0, 4.0)
 ALPHAS = (0.1, 0.5, 0.9)
 LONGER = 3
 SOFTNESS_RECORDS = 2000  # the first training records: enough for the means to settle
-STAGES = ("teacher", "main", "grid", "longer", "strong")
+STAGES = ("teacher", "main", "grid", "longer", "strong", "progressive")
 LAB01_CONFIG = Path("experiments/18-train-mini/config.yaml")
 KEPT = ("val_ppl", "val_loss", "val_exact_match", "dev_ppl", "dev_exact_match", "train_ppl", "best_val_ppl",
         "ms_per_step", "wall_seconds", "steps")
@@ -123,6 +125,8 @@ def main() -> None:
         results["longer"] = longer_runs(root, quick)
     if "strong" in stages:
         results["strong"] = strong_teacher_runs(root, quick)
+    if "progressive" in stages:
+        results["progressive"] = progressive_runs(root, quick)
     out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -141,6 +145,24 @@ def strong_teacher_runs(root: Path, quick: bool) -> dict:
                              **{key: spread(runs, key) for key in ("val_ppl", "val_exact_match")}}
         print("strong", t, [round(r["val_ppl"], 4) for r in runs], flush=True)
     return strong
+
+
+def progressive_runs(root: Path, quick: bool) -> dict:
+    """progressive.yaml at every seed and at T 2 and T 1: the student's scores and its assistant's."""
+    progressive: dict = {}
+    seeds = SEEDS[:1] if quick else SEEDS
+    for t in (2.0,) if quick else (2.0, 1.0):
+        runs = []
+        for seed in seeds:
+            out = root / f"progressive-T{t:g}-s{seed}"
+            student = train(HERE / "progressive.yaml", out, seed, quick, (f"distillation.temperature={t}",))
+            assistant = json.loads((out / "stages" / "1-assistant" / "results.json").read_text())
+            runs.append({**student, "assistant": {k: assistant[k] for k in KEPT if k in assistant}})
+        progressive[f"T{t:g}"] = {"runs": dict(zip(map(str, seeds), runs, strict=True)),
+                                  **{key: spread(runs, key) for key in ("val_ppl", "val_exact_match")}}
+        print("progressive", t, [(round(r["assistant"]["val_ppl"], 4), round(r["val_ppl"], 4)) for r in runs],
+              flush=True)
+    return progressive
 
 
 def main_runs(root: Path, quick: bool) -> dict:

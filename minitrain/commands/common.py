@@ -64,9 +64,9 @@ def check_files(cfg: Config) -> DataSummary:
 
         problems += init_from_problems(cfg)
     if cfg.distillation.enabled:
-        from minitrain.training.distillation_task import teacher_problems
+        from minitrain.training.progressive import chain_problems
 
-        problems += teacher_problems(cfg)
+        problems += chain_problems(cfg)
     problems += missing_extras(cfg)
     if any(entry.type == "custom" for entry in cfg.callbacks):
         from minitrain.callbacks.custom import entry_point_problems  # imports the user's modules

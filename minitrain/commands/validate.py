@@ -80,6 +80,7 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
     if cfg.distillation.enabled:
         d, several = cfg.distillation, len(cfg.distillation.teachers) > 1
         teachers = ", ".join(f"{source} (weight {w:.3g})" if several else source for source, w in d.sources())
-        lines.append(f"✓ distillation from {teachers}: T {d.temperature:g}, loss {d.alpha:g} · hard + "
-                     f"{1 - d.alpha:g} · T² · KL(teacher ‖ student)")
+        chain = "".join(f" → {s.name} ({', '.join(s.set) or 'the same config'})" for s in d.stages)
+        lines.append(f"✓ distillation from {teachers}{chain}{' → the student' if chain else ''}: T "
+                     f"{d.temperature:g}, loss {d.alpha:g} · hard + {1 - d.alpha:g} · T² · KL(teacher ‖ student)")
     return "\n".join(lines) + "\nconfig is valid."

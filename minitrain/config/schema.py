@@ -420,6 +420,7 @@ _ADDED = {
     ("training",): ("shuffle", "drop_last", "val_every_epoch", "val_metrics", "loss", "huber_delta",
                     "cross_validation", "gradient_checkpointing"),
     ("publish",): ("merge_adapters",),
+    ("distillation",): ("stages",),
     ("monitoring",): ("tracking", "system"),
     ("output",): ("metrics", "report", "model_format", "gguf_dtype", "plots"),
 }

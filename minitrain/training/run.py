@@ -73,6 +73,7 @@ from minitrain.training.finetune import after_training, model_file_state
 from minitrain.training.loop_inputs import HIGH_LOSS_AFTER_WARMUP, Bookkeeping, LoopData, LoopSettings
 from minitrain.training.parts import Parts, build_parts, training_config_hash, validator_for
 from minitrain.training.plan import configure_runtime, resolve_total_steps
+from minitrain.training.progressive import train_in_stages
 from minitrain.training.resume import (
     check_run_files,
     is_recorded_config,
@@ -136,6 +137,12 @@ def run_training(
                             "training.cross_validation", 2)
         return cross_validate(cfg, out_dir, progress=progress, strict=strict, config_path=config_path,
                               overrides=overrides, summary=summary, train_fold=run_training)
+    if cfg.distillation.enabled and cfg.distillation.stages:
+        return train_in_stages(cfg, out_dir, resume=resume, overwrite=overwrite, progress=progress,
+                               models_dir=models_dir, train_stage=run_training, strict=strict, overrides=overrides,
+                               summary=summary, baseline_path=baseline_path,
+                               command=command or stopping.train_command(cfg, Path(out_dir), config_path, overrides),
+                               callbacks=callbacks)
     start_time = time.perf_counter()
     # Every data problem at once, before any work and before any file is written.
     summary = summary if summary is not None else data_summary(cfg)

@@ -171,6 +171,8 @@ def test_experiment_24_runs_end_to_end_on_3_step_runs(tmp_path):
         runs = results["main"][name]["runs"]
         assert set(runs) == {"42", "43"} and all(r["steps"] == 3 and r["parameters"] == 56256 for r in runs.values())
     assert results["main"]["student"]["runs"]["42"]["val_ppl"] != results["main"]["distill"]["runs"]["42"]["val_ppl"]
+    chained = results["progressive"]["T2"]["runs"]["42"]  # the student taught through its assistant
+    assert (chained["steps"], chained["parameters"], chained["assistant"]["steps"]) == (3, 56256, 3)
 
 
 def test_validate_lists_the_teachers_and_the_loss(setup):
