@@ -420,7 +420,7 @@ _ADDED = {
     ("training",): ("shuffle", "drop_last", "val_every_epoch", "val_metrics", "loss", "huber_delta",
                     "cross_validation", "gradient_checkpointing"),
     ("publish",): ("merge_adapters",),
-    ("monitoring",): ("tracking", "system"),
+    ("monitoring",): ("tracking", "system", "dashboard"),
     ("output",): ("metrics", "report", "model_format", "gguf_dtype", "plots"),
 }
 _TYPE_FILLED = {("optimizer", "amsgrad"): False, ("scheduler", "anneal_strategy"): "cos"}  # schema default: None
