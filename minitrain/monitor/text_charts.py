@@ -70,7 +70,8 @@ def curve_chart(chart: Any, view: Any, width: int) -> list[str]:
     finite = [(v, s) for v, s in zip(values, steps, strict=True) if math.isfinite(v)]
     low, high = min(v for v, _ in finite) if finite else math.nan, max(v for v, _ in finite) if finite else math.nan
     at = next((s for v, s in finite if v == low), None)
-    title = f"{key}: last {_fmt(values[-1])}, min {_fmt(low)} at step {at} ({len(values)} value{'s' * (len(values) != 1)})"
+    count = f"{len(values)} value{'s' * (len(values) != 1)}"
+    title = f"{key}: last {_fmt(values[-1])}, min {_fmt(low)} at step {at} ({count})"
     means = buckets(values, max(width - LABEL - 2, 1))
     body = columns_text(column_levels(means, chart.height), chart.height)
     labels = [f"{_fmt(high):>{LABEL}} ┤", *[" " * LABEL + " │"] * (chart.height - 2), f"{_fmt(low):>{LABEL}} ┤"]

@@ -10,7 +10,6 @@ import math
 import sys
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 
 from minitrain import cli
@@ -48,8 +47,8 @@ def make_run(root: Path, status: str = "running", dashboard: str = "") -> Path:
     (run / "manifest.json").write_text(json.dumps({"status": status, "total_steps": TOTAL}), encoding="utf-8")
     (run / "config.resolved.yaml").write_text(
         "name: tiny\ntraining: {batch_size: 4, grad_accumulation: 2}\n" + dashboard, encoding="utf-8")
-    write_lines(run / "train_log.jsonl", train_rows(range(0, 21, 10)) + [{"step": 20, "val_loss": 4.5,
-                                                                          "val_ppl": math.exp(4.5)}])
+    val = {"step": 20, "val_loss": 4.5, "val_ppl": math.exp(4.5)}
+    write_lines(run / "train_log.jsonl", [*train_rows(range(0, 21, 10)), val])
     return run
 
 
@@ -185,7 +184,8 @@ def test_the_dashboard_keys_are_checked_against_what_the_run_logs(tmp_path, caps
     config = tmp_path / "c.yaml"
     config.write_text("training: {total_steps: 10}\nmonitoring:\n  dashboard:\n"
                       "    metrics: [loss, learning_rate, eta, grad_nrom]\n"
-                      "    charts: [{type: curve, metric: throughput}, {type: progress, window: 3}]\n", encoding="utf-8")
+                      "    charts: [{type: curve, metric: throughput}, {type: progress, window: 3}]\n",
+                      encoding="utf-8")
     assert cli.main(["validate", str(config), "--no-data"]) == 2
     err = capsys.readouterr().err
     assert "charts[1]: window: a progress chart takes show_eta" in err
