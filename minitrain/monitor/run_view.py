@@ -52,17 +52,17 @@ class Tail:
     def new(self) -> tuple[list[Any], bool]:
         """(the new lines parsed, whether the file started over since the last call)."""
         try:
-            stat = os.stat(self.path)
-        except FileNotFoundError:
+            with open(self.path, "rb") as f:
+                stat = os.fstat(f.fileno())
+                replaced = self.identity is not None and (stat.st_dev, stat.st_ino) != self.identity
+                restarted = replaced or stat.st_size < self.offset
+                if restarted:
+                    self.offset, self.line = 0, 0
+                self.identity = stat.st_dev, stat.st_ino
+                f.seek(self.offset)
+                data = f.read(min(stat.st_size - self.offset, MAX_READ))
+        except FileNotFoundError:  # not written yet, or deleted by --overwrite
             return [], False
-        replaced = self.identity is not None and (stat.st_dev, stat.st_ino) != self.identity
-        restarted = replaced or stat.st_size < self.offset
-        if restarted:
-            self.offset, self.line = 0, 0
-        self.identity = stat.st_dev, stat.st_ino
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read(min(stat.st_size - self.offset, MAX_READ))
         whole = data[: data.rfind(b"\n") + 1]  # empty when no newline came: the line is still being written
         self.offset += len(whole)
         parsed = []
