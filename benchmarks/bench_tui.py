@@ -6,12 +6,18 @@ Each round trains lab 01's run (experiments/18-train-mini/config.yaml, `--steps`
 terminal (`script`, 100 × 60), in turn: the default progress bar, `--tui` (the dashboard redrawn every 500 ms, the
 default) and `--tui` redrawn every 100 ms (the spec's refresh_rate example). The figure is the run's own
 `ms_per_step` (manifest.json: the training loop's wall time over its steps). Printed: every run's ms/step, each
-mode's median, its ratio to the bar's, and the load before and after (benchmarks/load_rule.py). Timings only.
+mode's median, its ratio to the bar's, and the load before and after (benchmarks/load_rule.py).
+
+First, what one redraw costs, in CPU seconds of the thread that draws it (`time.thread_time`, which the other
+processes of a busy machine do not inflate as they do wall time): the dashboard of lab 01's committed run (2000
+steps, 242 log rows) polled and rendered to a 100-column terminal, 50 times. Over `refresh_ms` it bounds the share of
+the interpreter (the GIL) the renderer can take from the training thread. Timings only.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shlex
@@ -19,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from load_rule import LIMIT, load_now
@@ -38,11 +45,36 @@ def ms_per_step(flags: list[str], steps: int, out: Path) -> float:
     return json.loads((out / "manifest.json").read_text())["ms_per_step"]
 
 
+def frame_cpu_ms(repeats: int = 50) -> float:
+    """CPU milliseconds of one poll and redraw of lab 01's run's dashboard, the median of `repeats`."""
+    from rich.console import Console
+
+    from minitrain.config.observing import DashboardConfig
+    from minitrain.monitor.dashboard import frame
+    from minitrain.monitor.run_view import RunView
+
+    view, settings = RunView(CONFIG.parent), DashboardConfig()
+    console = Console(file=io.StringIO(), force_terminal=True, width=100)
+    times = []
+    for _ in range(repeats):
+        start = time.thread_time()
+        view.poll()
+        console.print(frame(view, settings, console.width))
+        times.append(1000 * (time.thread_time() - start))
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--frame-only", action="store_true", help="only the CPU cost of one redraw")
     args = parser.parse_args()
+    cpu = frame_cpu_ms()
+    print(f"one redraw: {cpu:.2f} CPU ms: at most {cpu / 500:.2%} of the interpreter at 500 ms, {cpu / 100:.2%} "
+          "at 100 ms", flush=True)
+    if args.frame_only:
+        return
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
     start = load_now()
     with tempfile.TemporaryDirectory() as tmp:

@@ -241,4 +241,4 @@ class DashboardConfig(Section):
     metrics: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=lambda: ["loss", "val_loss", "lr", "grad_norm", *DASHBOARD_FIGURES], min_length=1)
     charts: list[Chart] = Field(default_factory=_default_charts)
-    refresh_ms: int = Field(500, ge=50, le=60_000, description="milliseconds between redraws")
+    refresh_ms: int = Field(500, ge=50, le=MAX_COUNT, description="milliseconds between redraws")

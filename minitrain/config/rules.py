@@ -271,8 +271,7 @@ def _alerts_watch_logged_metrics(sections, raw):
 
 @rule("monitoring", "training")
 def _dashboard_shows_logged_metrics(sections, raw):
-    """Each monitoring.dashboard metric and chart metric must be one the run logs (accuracy: val_accuracy), or
-    throughput and eta among the metrics."""
+    """Each monitoring.dashboard metric and chart metric must be one the run logs (or throughput, eta)."""
     dashboard = sections["monitoring"].dashboard
     if dashboard is None:
         return
