@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, model_serializer, model_validator
 
 from minitrain.common.registry import Registry
 from minitrain.common.strict import MAX_COUNT, PositiveInt, Section
@@ -222,11 +222,14 @@ class Chart(Section):
     @model_validator(mode="after")
     def _type_keys(self) -> Chart:
         options = CHARTS[self.type].options
-        given = {key for key in self.model_fields_set if getattr(self, key) is not None}  # a resolved dump: None
-        for key in sorted(given - {"type", *options}):
+        for key in sorted(self.model_fields_set - {"type", *options}):
             raise ValueError(f"{key}: a {self.type} chart takes {', '.join(options)}")
         fill_defaults(self, set(options), options)
         return self
+
+    @model_serializer(mode="wrap")
+    def _its_own_keys(self, handler: Any) -> dict[str, Any]:  # config.resolved.yaml: no other type's nulls
+        return {k: v for k, v in handler(self).items() if k == "type" or k in CHARTS[self.type].options}
 
 
 def _default_charts() -> list[Chart]:
