@@ -168,10 +168,13 @@ class RunView:
         return (t1 - t0) / (s1 - s0)
 
     def eta_seconds(self) -> float | None:
+        """The time left: 0 once every step is done; None without a pace, or for a run that stopped short."""
         pace, total = self.seconds_per_step(), self.total_steps
-        if self.status not in ("running", "starting"):
+        if total is not None and self.steps_done >= total:
             return 0.0
-        return None if pace is None or total is None else pace * max(total - self.steps_done, 0)
+        if self.status not in ("running", "starting"):
+            return None
+        return None if pace is None or total is None else pace * (total - self.steps_done)
 
     def examples_per_step(self) -> int | None:
         training = self.config.get("training") or {}

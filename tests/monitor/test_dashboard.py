@@ -8,6 +8,7 @@ import io
 import json
 import math
 import sys
+import threading
 from pathlib import Path
 
 from rich.console import Console
@@ -18,6 +19,7 @@ from minitrain.course.fixtures import write_tiny_run
 from minitrain.monitor.dashboard import frame, watch
 from minitrain.monitor.run_view import RunView
 from minitrain.monitor.text_charts import buckets, column_levels, columns_text, curve_chart
+from minitrain.runs.run_lock import RunLock
 
 TOTAL = 101
 
@@ -157,6 +159,22 @@ def test_watch_of_a_run_no_one_writes_draws_its_last_frame_and_returns(tmp_path)
     console = Console(record=True, width=80, file=io.StringIO())
     watch(run, console=console)
     assert "completed  ·  step 21 of 101" in console.export_text()
+
+
+def test_watch_redraws_while_the_run_is_written_and_ends_with_its_last_rows(tmp_path):
+    run = make_run(tmp_path)
+    console = Console(record=True, width=80, file=io.StringIO())
+    with RunLock(run):  # a training process writes the run
+        watching = threading.Thread(target=watch, args=(run,), kwargs={"console": console, "refresh_ms": 50})
+        watching.start()
+        write_lines(run / "train_log.jsonl", train_rows(range(30, 41, 10)))
+        watching.join(0.3)
+        assert watching.is_alive()  # still redrawing
+        (run / "manifest.json").write_text(json.dumps({"status": "interrupted", "total_steps": TOTAL}))
+    watching.join(5)
+    assert not watching.is_alive()
+    last = console.export_text().split("\n\n")[-1]
+    assert "interrupted  ·  step 41 of 101" in last and "eta         —" in last  # it stopped short: no time left
 
 
 def test_watch_refuses_a_folder_without_a_run_and_a_damaged_log(tmp_path, capsys):
