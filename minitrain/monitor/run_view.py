@@ -32,12 +32,13 @@ from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import parse_json, read_json_object
 from minitrain.config.observing import METRIC_ALIASES, logged_key
 from minitrain.config.yaml_lines import load_yaml_file
+from minitrain.monitor.console_log import CONSOLE_LOG
 from minitrain.monitor.report import log_row_problem
 from minitrain.monitor.system import FILE as SYSTEM_FILE
-from minitrain.runs.run_dir import LOG_FILE, RUN_FILES
+from minitrain.runs.run_dir import LOG_FILE
 from minitrain.runs.run_files import MANIFEST, RESOLVED_CONFIG
 
-SAMPLES_FILE, CONSOLE_LOG = "samples.jsonl", Path("logs") / "train.log"
+SAMPLES_FILE = "samples.jsonl"  # a sample_predictions callback's
 ALERT_PREFIXES = ("warn: ", "halt: ", "warning: ")  # how the loop prints a fired alert and its warnings
 MAX_READ = 64 << 20  # bytes one poll reads from one file: a huge log is caught up over several polls
 
@@ -98,8 +99,8 @@ class RunView:
     def __init__(self, run_dir: str | os.PathLike, clock: Callable[[], float] = time.monotonic) -> None:
         self.run = Path(run_dir)
         if not is_run_folder(self.run):
-            raise UserError(f"{self.run}: not a run folder (none of {MANIFEST}, {RESOLVED_CONFIG}, {LOG_FILE} found; "
-                            f"a run folder holds {', '.join(RUN_FILES[:3])}...)", BAD_INPUT)
+            raise UserError(f"{self.run}: not a run folder (none of {MANIFEST}, {RESOLVED_CONFIG}, {LOG_FILE} found)",
+                            BAD_INPUT)
         self.clock = clock
         self.log = Tail(self.run / LOG_FILE, _log_row)
         self.system_tail = Tail(self.run / SYSTEM_FILE, _json_object)
@@ -123,9 +124,9 @@ class RunView:
         self.val += [r for r in rows if "val_loss" in r]
         if any("loss" in r for r in rows):
             self.marks.append((self.clock(), self.train[-1]["step"]))
-        for tail, rows_of in ((self.system_tail, "system"), (self.samples_tail, "samples")):
+        for tail, name in ((self.system_tail, "system"), (self.samples_tail, "samples")):
             new, restarted = tail.new()
-            setattr(self, rows_of, ([] if restarted else getattr(self, rows_of)) + new)
+            setattr(self, name, ([] if restarted else getattr(self, name)) + new)
         lines, restarted = self.console.new()
         self.alerts = ([] if restarted else self.alerts) + [line for line in lines if line.startswith(ALERT_PREFIXES)]
         if (self.run / MANIFEST).is_file():
