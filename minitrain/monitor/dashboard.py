@@ -172,7 +172,8 @@ def _follow(run_dir: str | os.PathLike, settings: DashboardConfig, live: Any, st
                 view = RunView(run_dir)
             if view is not None:
                 view.poll()
-                live.update(frame(view, settings, live.console.width), refresh=True)
+            live.update(Text(f"waiting for the run's first files in {run_dir}") if view is None else
+                        frame(view, settings, live.console.width), refresh=True)
         except UserError as exc:
             live.update(Text(f"the dashboard cannot read the run: {exc}"), refresh=True)
         if last:
