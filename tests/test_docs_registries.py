@@ -75,12 +75,13 @@ def test_the_model_table_lists_every_family_and_its_keys():
 
 
 def test_trackers_and_callbacks_are_listed_by_the_docs_from_their_registries():
-    from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, CallbackEntry
+    from minitrain.config.observing import CALLBACKS, CHARTS, TRACKER_BACKENDS, CallbackEntry
 
     assert list(CallbackEntry.model_fields["type"].annotation.__args__) == list(CALLBACKS)
     text = DOCS.read_text(encoding="utf-8")
     listed = lambda names: ", ".join(f"`{name}`" for name in names)  # noqa: E731
     assert f"| `tracking.backend` | {listed(TRACKER_BACKENDS)} |" in text
+    assert f"| `dashboard.charts[].type` | {listed(CHARTS)} |" in text
     assert f"| `type` | {listed(CALLBACKS)} |" in text
     for name, kind in CALLBACKS.items():  # the callbacks table has a row for each type
         assert re.search(rf"^\| `{name}` \| {kind.trigger} \|", text, re.M), name
@@ -96,7 +97,7 @@ def test_the_merging_page_lists_every_merge_method_in_the_registrys_order():
 
 
 def test_the_architecture_page_names_each_registry_and_its_record():
-    from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS
+    from minitrain.config.observing import CALLBACKS, CHARTS, TRACKER_BACKENDS
     from minitrain.data.formats import TABLE_FORMATS
     from minitrain.formats.gguf_layouts import GGUF_LAYOUTS
     from minitrain.merging.methods import MERGE_METHODS
@@ -107,7 +108,7 @@ def test_the_architecture_page_names_each_registry_and_its_record():
     table = text.split("## One registry per plug-in kind\n", 1)[1].split("\n\n", 1)[0]
     for registry, name in [(MERGE_METHODS, "MERGE_METHODS"), (PRUNING_METHODS, "METHODS"), (STRUCTURES, "STRUCTURES"),
                            (TRACKER_BACKENDS, "TRACKER_BACKENDS"), (CALLBACKS, "CALLBACKS"),
-                           (TABLE_FORMATS, "TABLE_FORMATS"), (GGUF_LAYOUTS, "GGUF_LAYOUTS")]:
+                           (TABLE_FORMATS, "TABLE_FORMATS"), (GGUF_LAYOUTS, "GGUF_LAYOUTS"), (CHARTS, "CHARTS")]:
         record = type(next(iter(registry.values())))
         fields = ", ".join(record.__dataclass_fields__)
         assert f"`{name}`: `{record.__name__}({fields})`" in table, f"{registry.kind}: {record.__name__}({fields})"

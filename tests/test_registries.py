@@ -1,7 +1,7 @@
 """The contract of each plug-in kind, run on EVERY record of its registry (minitrain/common/registry.py): a new
-optimizer, schedule, merge method, pruning method or structure, tracker, callback, table format or quantization
-scheme is covered here by joining its table, with nothing added to this file. Each test names the property a
-record of its kind must have, with an oracle that does not come from the record itself."""
+optimizer, schedule, merge method, pruning method or structure, tracker, callback, dashboard chart, table format or
+quantization scheme is covered here by joining its table, with nothing added to this file. Each test names the
+property a record of its kind must have, with an oracle that does not come from the record itself."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-from minitrain.common.registry import keyword_defaults
-from minitrain.config.observing import CALLBACKS, TRACKER_BACKENDS, TrackingConfig
+from minitrain.common.registry import keyword_defaults, load
+from minitrain.config.observing import CALLBACKS, CHARTS, TRACKER_BACKENDS, Chart, DashboardConfig, TrackingConfig
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.data.formats import TABLE_FORMATS, detect_format, read_table
 from minitrain.data.pretrained_tokenizer import GGUF_TOKENIZER_MODELS, PretrainedTokenizer
@@ -289,6 +289,36 @@ def test_every_callback_is_built_from_a_config_and_acts_in_a_run(name, tmp_path,
     assert acted, f"{name} never acted in a 24-step run"
     if "entry_point" in entry:  # the function it names was called, with the loop's context
         assert acted == NOTED
+
+
+# ----------------------------------------------------------------------------------------------- dashboard charts
+
+
+@pytest.mark.parametrize("name", list(CHARTS))
+def test_every_dashboard_chart_draws_what_is_logged_within_its_width(name, tmp_path):
+    """Built from its type alone (its record's defaults), a chart survives a dump and load of the resolved config,
+    draws a run with no rows yet, never draws past the width, and draws a new logged row differently."""
+    from minitrain.monitor.run_view import RunView
+
+    chart = Chart(type=name)
+    assert {k: getattr(chart, k) for k in CHARTS[name].options} == CHARTS[name].options
+    settings = DashboardConfig(charts=[chart])
+    assert DashboardConfig.model_validate(settings.model_dump(mode="json")) == settings
+    (tmp_path / "manifest.json").write_text('{"status": "running", "total_steps": 50}')
+    view = RunView(tmp_path)
+    draw = load(CHARTS[name].draw)
+    view.poll()
+    assert draw(chart, view, 30)  # nothing logged yet
+    drawn = []
+    for step in (0, 10, 20):
+        with open(tmp_path / "train_log.jsonl", "a") as f:
+            f.write(json.dumps({"step": step, "loss": 4.0 - step / 10, "lr": 1e-3, "grad_norm": 1.0}) + "\n")
+        view.poll()
+        for width in (30, 80):
+            lines = draw(chart, view, width)
+            assert lines and all(len(line) <= width for line in lines), (width, lines)
+        drawn.append(lines)
+    assert drawn[0] != drawn[1] != drawn[2]
 
 
 # ----------------------------------------------------------------------------------------------- pruning

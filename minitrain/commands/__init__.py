@@ -19,6 +19,7 @@ COMMANDS = {
     "init": "write a config for a data folder",
     "lock": "pin the resolved config, data hashes and library versions",
     "info": "summarise a run folder",
+    "watch": "a live dashboard of a run folder, while it trains or after",
     "export": "write a run or a pretrained base as a Hugging Face folder or a GGUF file",
     "publish": "export a run and upload it to the Hub",
     "sample": "generate text from a trained model",

@@ -1,11 +1,12 @@
 """`minitrain train CONFIG [--set k=v]... [--out-dir] [--models-dir] [--seed] [--resume] [--overwrite] [--dry-run]
-[--strict] [--quiet] [--address]`: validate, check the data, then train into a run folder
+[--strict] [--quiet | --tui] [--address]`: validate, check the data, then train into a run folder
 (minitrain.training.run) and publish if asked."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from minitrain import seam
@@ -31,7 +32,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="the run folder holds another run: delete that run's files first")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and write nothing")
     parser.add_argument("--strict", action="store_true", help="refuse to run if the lock file does not match")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="no progress display")
+    shown.add_argument("--tui", action="store_true",
+                       help="a live dashboard (`minitrain watch`'s) instead of the progress display (minitrain[tui])")
     parser.add_argument("--address", dest="data_parallel_address", metavar="ADDRESS",
                         help="the Ray cluster data-parallel workers run on (auto, ray://head:10001): sets "
                              "runtime.data_parallel.address and backend ray")
@@ -69,11 +73,13 @@ def train_command(args: argparse.Namespace) -> int:
     if cfg.publish is not None:
         _warn_if_no_token(cfg.publish.repo)
     # A run that diverges, is interrupted or is halted raises a UserError here, so it never reaches publishing.
-    results = run_training(
-        cfg, cfg.output.dir, resume=args.resume, overwrite=args.overwrite, progress=not args.quiet, strict=args.strict,
-        config_path=args.config, overrides=cfg.source.overrides, summary=summary,
-        command=_without_resume(getattr(args, "command_line", None)),
-    )
+    with _dashboard(cfg) if args.tui else nullcontext():
+        results = run_training(
+            cfg, cfg.output.dir, resume=args.resume, overwrite=args.overwrite,
+            progress=not (args.quiet or args.tui), strict=args.strict, config_path=args.config,
+            overrides=cfg.source.overrides, summary=summary,
+            command=_without_resume(getattr(args, "command_line", None)),
+        )
     print(f"run folder: {cfg.output.dir}")
     for key, value in results.items():
         if not isinstance(value, dict | list):
@@ -89,6 +95,13 @@ def train_command(args: argparse.Namespace) -> int:
     if cfg.publish is not None:
         _publish_run(cfg, results["status"], quiet=args.quiet)
     return 0
+
+
+def _dashboard(cfg: Config):
+    """--tui: the dashboard of the run folder, drawn on a thread that only reads the run's files."""
+    from minitrain.monitor.dashboard import live_dashboard
+
+    return live_dashboard(cfg.output.dir, cfg.monitoring.dashboard)
 
 
 def _resume_in_its_folder(args: argparse.Namespace) -> None:

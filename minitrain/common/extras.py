@@ -1,12 +1,13 @@
-"""Optional integrations (Ray, MLflow, TensorBoard, pyarrow, psutil, matplotlib) are pip extras, imported where used.
+"""Optional integrations (Ray, MLflow, TensorBoard, pyarrow, psutil, matplotlib, rich) are pip extras, imported where
+used.
 
     ray = require("ray", "ray", "--backend ray")       # the module, or one UserError saying what to install
     installed("psutil")                                 # whether it can be imported, without importing it
 
 (minitrain/config/missing_extras.py names, before a run, each setting of a config whose extra is not installed.)
 
-pyproject.toml's extras: minitrain[ray], [mlflow], [tensorboard], [parquet], [system], [plots]; the dev extra installs
-them all, so the test suite runs against the real libraries.
+pyproject.toml's extras: minitrain[ray], [mlflow], [tensorboard], [parquet], [system], [plots], [tui]; the dev extra
+installs them all, so the test suite runs against the real libraries.
 """
 
 from __future__ import annotations

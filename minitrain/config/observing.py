@@ -8,10 +8,11 @@ resolved config leaves them out at their defaults (schema.ADDED_KEYS). docs/yaml
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, model_serializer, model_validator
 
 from minitrain.common.registry import Registry
 from minitrain.common.strict import MAX_COUNT, PositiveInt, Section
@@ -161,10 +162,17 @@ def resolved_callback(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kept.items() if v != {}}
 
 
-# --- output.metrics, output.report -------------------------------------------------------------------------------
+# --- output.metrics, output.report, monitoring.dashboard ---------------------------------------------------------
 
 # The spec's names for the columns a run logs.
 METRIC_ALIASES = {"train_loss": "loss", "learning_rate": "lr"}
+
+
+def logged_key(name: str, logged: Sequence[str]) -> str | None:
+    """The logged column a metric's name means: itself, its spec name's (learning_rate: lr) or its val metric's
+    (accuracy: val_accuracy, as training.validation.metrics names it); None when `logged` has none of them."""
+    name = METRIC_ALIASES.get(name, name)
+    return next((key for key in (name, f"val_{name}") if key in logged), None)
 
 
 class MetricsOutput(Section):
@@ -180,3 +188,60 @@ class ReportOutput(Section):
     """report.md is always written; `format: html` writes report.html too, with its plots embedded."""
 
     format: Literal["markdown", "html"] = "markdown"
+
+
+@dataclass(frozen=True)
+class ChartKind:
+    """A `monitoring.dashboard.charts[].type`: the function drawing it as lines of text (dotted path: a function of
+    (chart, view, width) in minitrain/monitor/text_charts.py, a room above) and its keys with their defaults."""
+
+    name: str
+    draw: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# The schema's `type` choices, the keys each takes and the dashboard's drawing all come from here.
+CHARTS: Registry[ChartKind] = Registry("dashboard chart", [
+    ChartKind("progress", "minitrain.monitor.text_charts.progress_chart", {"show_eta": True}),
+    ChartKind("sparkline", "minitrain.monitor.text_charts.sparkline_chart", {"metric": "loss", "window": 100}),
+    ChartKind("curve", "minitrain.monitor.text_charts.curve_chart", {"metric": "loss", "window": None, "height": 6}),
+])
+# Shown beside the logged metrics: steps/s (and examples/s), and the time left.
+DASHBOARD_FIGURES = ("throughput", "eta")
+
+
+class Chart(Section):
+    """One chart of the dashboard; which keys each type takes is its record's `options` (CHARTS)."""
+
+    type: Literal[tuple(CHARTS)]
+    metric: str | None = Field(None, min_length=1, description="sparkline, curve: a logged metric (default loss)")
+    window: int | None = Field(None, ge=2, le=MAX_COUNT, description="sparkline, curve: the last N logged values")
+    height: int | None = Field(None, ge=2, le=40, description="curve: rows of text")
+    show_eta: bool | None = Field(None, description="progress: the time left after the bar")
+
+    @model_validator(mode="after")
+    def _type_keys(self) -> Chart:
+        options = CHARTS[self.type].options
+        for key in sorted(self.model_fields_set - {"type", *options}):
+            raise ValueError(f"{key}: a {self.type} chart takes {', '.join(options)}")
+        fill_defaults(self, set(options), options)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _its_own_keys(self, handler: Any) -> dict[str, Any]:  # config.resolved.yaml: no other type's nulls
+        return {k: v for k, v in handler(self).items() if k == "type" or k in CHARTS[self.type].options}
+
+
+def _default_charts() -> list[Chart]:
+    return [Chart(type="progress"), Chart(type="curve", metric="loss"), Chart(type="curve", metric="val_loss"),
+            Chart(type="sparkline", metric="lr"), Chart(type="sparkline", metric="grad_norm")]
+
+
+class DashboardConfig(Section):
+    """What `train --tui` and `minitrain watch` show (minitrain/monitor/dashboard.py): the numbers of `metrics`
+    (logged metrics, `throughput`, `eta`), the `charts` in order, redrawn every `refresh_ms` milliseconds."""
+
+    metrics: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=lambda: ["loss", "val_loss", "lr", "grad_norm", *DASHBOARD_FIGURES], min_length=1)
+    charts: list[Chart] = Field(default_factory=_default_charts)
+    refresh_ms: int = Field(500, ge=50, le=MAX_COUNT, description="milliseconds between redraws")

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from minitrain.common.registry import keyword_defaults
 from minitrain.config import finetune_rules, parallel_rules, pruning_section, table_rules, text_rules
-from minitrain.config.observing import CALLBACKS, METRIC_ALIASES
+from minitrain.config.observing import CALLBACKS, DASHBOARD_FIGURES, METRIC_ALIASES, logged_key
 from minitrain.config.problems import Problem, did_you_mean
 from minitrain.config.rule import RUN_LENGTHS, Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
@@ -267,6 +267,22 @@ def _alerts_watch_logged_metrics(sections, raw):
             yield Problem(("monitoring", "alerts", i), f"{alert.metric} is never logged, so this alert could never "
                                                        f"fire{did_you_mean(alert.metric, logged)}; logged: "
                                                        f"{', '.join(logged)}")
+
+
+@rule("monitoring", "training")
+def _dashboard_shows_logged_metrics(sections, raw):
+    """Each monitoring.dashboard metric and chart metric must be one the run logs (or throughput, eta)."""
+    dashboard = sections["monitoring"].dashboard
+    if dashboard is None:
+        return
+    logged = logged_metrics(sections["training"])
+    named = [(("metrics", i), name, DASHBOARD_FIGURES) for i, name in enumerate(dashboard.metrics)]
+    named += [(("charts", i, "metric"), c.metric, ()) for i, c in enumerate(dashboard.charts) if c.metric]
+    for where, name, figures in named:
+        if name not in figures and logged_key(name, logged) is None:
+            known = [*logged, *figures]
+            yield Problem(("monitoring", "dashboard", *where), f"{name} is never logged{did_you_mean(name, known)}; "
+                                                              f"the dashboard shows {', '.join(known)}")
 
 
 def logged_metrics(training: BaseModel) -> list[str]:

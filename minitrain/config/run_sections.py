@@ -10,7 +10,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 
 from minitrain.common.strict import PositiveInt, Section
 from minitrain.config.fields import AlertRule, RepoId
-from minitrain.config.observing import MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
+from minitrain.config.observing import DashboardConfig, MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
 from minitrain.config.problems import UNION_TAGS
 from minitrain.evaluation.alerts import Alert, parse_alert
 
@@ -43,8 +43,8 @@ AlertEntry = Annotated[
 
 
 class MonitoringConfig(Section):
-    """Progress display, declarative alerts (grammar in minitrain/evaluation/alerts.py), experiment tracking and
-    system metrics (config/observing.py)."""
+    """Progress display, declarative alerts (grammar in minitrain/evaluation/alerts.py), experiment tracking,
+    system metrics and the live dashboard (config/observing.py)."""
 
     progress: Literal["auto", "bar", "plain", "none"] = "auto"
     alerts: list[AlertEntry] = Field(
@@ -52,6 +52,8 @@ class MonitoringConfig(Section):
     )
     tracking: TrackingConfig | None = None
     system: SystemConfig | None = None
+    dashboard: DashboardConfig | None = Field(None, description="what `train --tui` and `watch` show; absent: "
+                                                                 "the default dashboard")
 
     def alert_rules(self) -> list[Alert]:
         """Every alert parsed, in order, each with its message (what `AlertMonitor` takes)."""

@@ -421,7 +421,7 @@ _ADDED = {
                     "cross_validation", "gradient_checkpointing"),
     ("publish",): ("merge_adapters",),
     ("distillation",): ("stages",),
-    ("monitoring",): ("tracking", "system"),
+    ("monitoring",): ("tracking", "system", "dashboard"),
     ("output",): ("metrics", "report", "model_format", "gguf_dtype", "plots"),
 }
 _TYPE_FILLED = {("optimizer", "amsgrad"): False, ("scheduler", "anneal_strategy"): "cos"}  # schema default: None

@@ -64,6 +64,9 @@ RENAMED: dict[str, str] = {
     "data.loader.drop_last": "training.drop_last",
     "data.loader.seed": "training.data_seed",
     "monitoring.terminal.enabled": "monitoring.progress",
+    "monitoring.terminal.refresh_rate": "monitoring.dashboard.refresh_ms",
+    "monitoring.terminal.metrics": "monitoring.dashboard.metrics",
+    "monitoring.terminal.charts": "monitoring.dashboard.charts",
     # the publish spec's names (simplify-entrenar §3.2-3.3): a Hub id or a local path, the loader's batch, the
     # output folder (as Hugging Face's TrainingArguments.output_dir)
     "model.path": "model.init_from",
@@ -94,7 +97,6 @@ NO_EFFECT: dict[str, tuple[str, str]] = {
     "training.mixed_precision.enabled=false": ("", "minitrain trains in model.dtype throughout"),
     "training.mixed_precision.dtype": ("", "mixed precision is not used"),
     "training.mixed_precision.loss_scale": ("", "mixed precision is not used"),
-    "monitoring.terminal.refresh_rate": ("number>0", "the progress bar redraws at most 10 times a second"),
     "output.model.save_optimizer": ("bool", "checkpoints always hold the optimizer state (resuming needs it); "
                                             "the final model file holds the weights"),
     "output.model.save_scheduler": ("bool", "checkpoints always hold the schedule state (resuming needs it)"),
@@ -108,8 +110,6 @@ _LATER = "is planned for a later minitrain"
 NOT_YET: dict[str, str] = {
     "data.augmentation.*.color_jitter": f"color jitter {_LATER}; random_crop, horizontal_flip and normalize "
                                         "are there for images",
-    "monitoring.terminal.metrics": f"choosing what the progress bar shows {_LATER}; it shows loss, lr and tokens/s",
-    "monitoring.terminal.charts": f"choosing the progress bar's charts {_LATER}; it draws a sparkline of the loss",
 }
 
 _EXPORT = "`minitrain export` the model to a Hugging Face folder and go on with PyTorch"

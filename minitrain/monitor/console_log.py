@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+CONSOLE_LOG = Path("logs") / "train.log"  # in the run folder
+
 
 class _Tee:
     """A text stream that writes through to `stream` and copies complete lines to the log file."""

@@ -50,7 +50,7 @@ from minitrain.config.problems import ConfigError
 from minitrain.config.source import ConfigSource
 from minitrain.config.table_check import Fold
 from minitrain.models.registry import FAMILIES
-from minitrain.monitor.console_log import console_log, log_only
+from minitrain.monitor.console_log import CONSOLE_LOG, console_log, log_only
 from minitrain.monitor.curves import train_val_gap
 from minitrain.monitor.html_report import write_html_report
 from minitrain.monitor.metrics_files import write_metrics
@@ -87,7 +87,6 @@ from minitrain.training.text_run import complete_config, data_summary, save_toke
 from minitrain.training.watchers import watch_run
 
 HYPERPARAMETERS = ("model", "optimizer", "scheduler", "training", "lora")  # report.md's resolved sections
-CONSOLE_LOG = Path("logs") / "train.log"
 
 
 # ------------------------------------------------------------------------------------------------- the run

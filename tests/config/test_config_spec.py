@@ -232,6 +232,8 @@ CONTEXT: dict[str, tuple[dict, Any]] = {
                                                             ("", {"model": "{{ model.type }}", "seed": 3}))},
     "monitoring.system": ({}, {"enabled": True, "interval": 1000, "metrics": ["cpu_percent", "memory_mb"]}),
     "output.metrics.include": ({}, ["train_loss", "val_loss", "learning_rate"]),
+    # The spec's dashboard shows an accuracy: a classifier's, when its validation measures it.
+    "monitoring.terminal.metrics": ({**TABLE, "training": {"validation": {"metrics": ["loss", "accuracy"]}}}, None),
     "callbacks": ({}, [{"type": "checkpoint", "trigger": "epoch_end", "config": {"save_best": True}},
                        {"type": "lr_monitor", "trigger": "step"}]),
 }
