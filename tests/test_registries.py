@@ -53,12 +53,20 @@ def least_squares():
     return loss, grad
 
 
-def steps(opt, params, grad, n):
-    for _ in range(n):
+def steps(opt, params, grad, n, loss):
+    """n steps; a full-batch optimizer (L-BFGS, CG) gets torch's closure: zero the gradient, set it, return the loss."""
+    def closure():
         opt.zero_grad()
         for _, p in params:
             p.grad[...] = grad(p.data)
-        opt.step()
+        return loss(params[0][1].data)
+
+    for _ in range(n):
+        if opt.full_batch:
+            opt.step(closure)
+        else:
+            closure()
+            opt.step()
 
 
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
@@ -67,7 +75,7 @@ def test_every_optimizer_brings_a_least_squares_loss_down_and_its_state_round_tr
     params = [("w", Param(np.zeros((4, 3), np.float32)))]
     opt = build_optimizer(name, params, lr=0.02)
     start = loss(params[0][1].data)
-    steps(opt, params, grad, 150)
+    steps(opt, params, grad, 150, loss)
     assert loss(params[0][1].data) < 0.5 * start, f"{name}: {start} -> {loss(params[0][1].data)}"
     # What a checkpoint does with the state: arrays into safetensors, the rest into JSON.
     state = opt.state_dict()
@@ -75,8 +83,8 @@ def test_every_optimizer_brings_a_least_squares_loss_down_and_its_state_round_tr
     copy = [("w", Param(params[0][1].data.copy()))]
     restored = build_optimizer(name, copy, lr=1.0)  # lr comes back from the state
     restored.load_state_dict({**scalars, "buffers": st_load(st_save(state["buffers"]))})
-    steps(opt, params, grad, 3)
-    steps(restored, copy, grad, 3)
+    steps(opt, params, grad, 3, loss)
+    steps(restored, copy, grad, 3, loss)
     np.testing.assert_array_equal(copy[0][1].data, params[0][1].data)
 
 

@@ -147,6 +147,7 @@ class OptimizerConfig(Section):
     lr_decay: float | None = Field(None, ge=0, description="Adagrad's lr decay")
     initial_accumulator_value: float | None = Field(None, ge=0)
     amsgrad: bool | None = Field(None, description="adam/adamw: divide by the largest second moment so far")
+    history_size: PositiveInt | None = Field(None, description="lbfgs: the (step, gradient change) pairs kept")
     clip: float | None = Field(None, gt=0, description="max global gradient L2 norm (lab 01's home)")
     clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
     groups: list[ParamGroup] = Field(default_factory=list, description="per-parameter overrides by name")

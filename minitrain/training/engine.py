@@ -84,7 +84,10 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
             if loop.diverges(loss, grad_norm):
                 loop.diverged(step, f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
                 break
-            optimizer.step()
+            if optimizer.full_batch:  # L-BFGS, CG: the line search re-evaluates this step's batches
+                optimizer.step(lambda: loop.gradients(batches)[0])  # noqa: B023 (called before the loop moves on)
+            else:
+                optimizer.step()
             if loop.books.pruning is not None:  # gradual pruning (minitrain/pruning/): the pruned weights stay 0
                 loop.books.pruning.after_update(step + 1, model)
             state.last_loss = loss
