@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minitrain.autograd.loss_kinds import LOSSES
 from minitrain.common.errors import DataError, UserError
 from minitrain.common.io import read_text, regular_file_problem
 from minitrain.config.data_section import DataConfig
@@ -228,7 +229,7 @@ def _check_table(cfg: Config, summary: DataSummary) -> list[Problem]:
                                                      f"{cfg.data.target!r}); set task: or choose among "
                                                      f"{', '.join(TASK_METRICS[task])}")
                 for metric in cfg.training.val_metrics if metric not in (*TASK_METRICS[task], "perplexity")]
-    if cfg.training.loss is not None and (cfg.training.loss == "cross_entropy") != (task == "classification"):
+    if cfg.training.loss is not None and task not in LOSSES[cfg.training.loss].tasks:
         problems.append(Problem(("training", "loss"), f"{cfg.training.loss} does not fit the task {task} (inferred "
                                                       f"from {cfg.data.target!r})"))
     return problems + check_batches(cfg, summary)

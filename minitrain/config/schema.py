@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validator
 
+from minitrain.autograd.loss_kinds import CONFIG_LOSSES
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import Count, PositiveInt, Section
 from minitrain.config.data_section import DataConfig, on_pretrained_base, text_data_defaults
@@ -267,7 +268,7 @@ class TrainingConfig(Section):
                                          description="what each validation logs besides loss and perplexity")
     log_every: PositiveInt = 10
     loss_reduction: Literal["token_mean"] = "token_mean"
-    loss: Literal["cross_entropy", "mse", "huber"] | None = Field(
+    loss: Literal[CONFIG_LOSSES] | None = Field(  # the loss registry (minitrain/autograd/loss_kinds.py)
         None, description="default: cross_entropy (classification, language models), mse (regression)")
     huber_delta: float = Field(1.0, gt=0, description="huber: where the loss turns from squared to linear")
     cross_validation: CrossValidationConfig | None = Field(None, description="k models on k folds: mean ± std")
