@@ -38,8 +38,8 @@ def strong_wolfe(objective: Objective, x: np.ndarray, f0: float, g0: np.ndarray,
                  c1: float = 1e-4, c2: float = 0.9, max_evals: int = 25) -> tuple[float, float, np.ndarray]:
     """(t, f(x + t·d), ∇f(x + t·d)) for a step meeting the strong Wolfe conditions; d must descend (g0·d < 0).
 
-    At most `max_evals` evaluations; when none meets both conditions, the best step that decreased f, or t = 0
-    (f0, g0): no move, never a worse point."""
+    At most `max_evals` evaluations, fewer when the bracket shrinks below rounding; when no step meets both
+    conditions, the best step that decreased f enough, or t = 0 (f0, g0): no move, never a worse point."""
     slope0 = float(g0 @ d)
     best = (0.0, f0, g0)
     prev = (0.0, f0, slope0)
@@ -61,6 +61,8 @@ def strong_wolfe(objective: Objective, x: np.ndarray, f0: float, g0: np.ndarray,
     evals = i + 1
     while bracket is not None and evals < max_evals:
         (t_lo, f_lo, s_lo), (t_hi, f_hi, s_hi) = bracket
+        if abs(t_hi - t_lo) <= 1e-12 * max(t_lo, t_hi):  # the bracket has shrunk to a point: rounding, not f
+            break
         t = _cubic_minimizer(t_lo, f_lo, s_lo, t_hi, f_hi, s_hi)
         f, g = objective(x + t * d)
         slope, evals = float(g @ d), evals + 1
