@@ -22,18 +22,20 @@ from typing import ClassVar
 import numpy as np
 
 from minitrain.common.errors import ArgumentError
+from minitrain.optim.groups import Setting
 from minitrain.optim.line_search import strong_wolfe
 from minitrain.optim.optimizer import Optimizer
 
 
 class FullBatchOptimizer(Optimizer):
     """Base of the optimizers whose `step(closure)` searches along a direction; `c2` is the line search's
-    curvature constant (0.9 suits quasi-Newton steps, 0.1 conjugate directions)."""
+    curvature constant (0.9 suits quasi-Newton steps; conjugate directions want a closer search, cg.py)."""
 
     full_batch: ClassVar[bool] = True
     c2: ClassVar[float] = 0.9
 
-    def _build_segments(self, order, settings):
+    def _build_segments(self, order: list[str], settings: dict[str, Setting]) -> list:
+        """The base's segments; also each element's weight decay, for the objective F."""
         self._size = max((s.stop for s in self._slices.values()), default=0)
         self._decay = np.zeros(self._size)
         for name in order:
