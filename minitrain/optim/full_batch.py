@@ -59,7 +59,8 @@ class FullBatchOptimizer(Optimizer):
         return loss + 0.5 * float(self._decay @ (x * x)), self._flat(grad=True) + self._decay * x
 
     def step(self, closure: Callable[[], float] | None = None) -> float:
-        """One iteration (module docstring); returns the loss before it, as torch's LBFGS.step does."""
+        """One iteration (module docstring); returns F before it (the closure's loss plus the L2 term), as torch's
+        LBFGS.step returns the loss before its iterations."""
         if closure is None:
             raise ArgumentError(f"optimizer.type: {self.name} needs step(closure): a closure that zeroes the "
                                 "gradient, computes the loss on the same batch, backpropagates it and returns it")
