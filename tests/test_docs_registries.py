@@ -97,6 +97,7 @@ def test_the_merging_page_lists_every_merge_method_in_the_registrys_order():
 
 
 def test_the_architecture_page_names_each_registry_and_its_record():
+    from minitrain.autograd.loss_kinds import LOSSES
     from minitrain.config.observing import CALLBACKS, CHARTS, TRACKER_BACKENDS
     from minitrain.data.formats import TABLE_FORMATS
     from minitrain.formats.gguf_layouts import GGUF_LAYOUTS
@@ -108,7 +109,8 @@ def test_the_architecture_page_names_each_registry_and_its_record():
     table = text.split("## One registry per plug-in kind\n", 1)[1].split("\n\n", 1)[0]
     for registry, name in [(MERGE_METHODS, "MERGE_METHODS"), (PRUNING_METHODS, "METHODS"), (STRUCTURES, "STRUCTURES"),
                            (TRACKER_BACKENDS, "TRACKER_BACKENDS"), (CALLBACKS, "CALLBACKS"),
-                           (TABLE_FORMATS, "TABLE_FORMATS"), (GGUF_LAYOUTS, "GGUF_LAYOUTS"), (CHARTS, "CHARTS")]:
+                           (TABLE_FORMATS, "TABLE_FORMATS"), (GGUF_LAYOUTS, "GGUF_LAYOUTS"), (CHARTS, "CHARTS"),
+                           (LOSSES, "LOSSES")]:
         record = type(next(iter(registry.values())))
         fields = ", ".join(record.__dataclass_fields__)
         assert f"`{name}`: `{record.__name__}({fields})`" in table, f"{registry.kind}: {record.__name__}({fields})"

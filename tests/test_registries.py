@@ -1,7 +1,7 @@
 """The contract of each plug-in kind, run on EVERY record of its registry (minitrain/common/registry.py): a new
-optimizer, schedule, merge method, pruning method or structure, tracker, callback, dashboard chart, table format or
-quantization scheme is covered here by joining its table, with nothing added to this file. Each test names the
-property a record of its kind must have, with an oracle that does not come from the record itself."""
+optimizer, schedule, loss, merge method, pruning method or structure, tracker, callback, dashboard chart, table
+format or quantization scheme is covered here by joining its table, with nothing added to this file. Each test names
+the property a record of its kind must have, with an oracle that does not come from the record itself."""
 
 from __future__ import annotations
 
@@ -17,8 +17,12 @@ import pytest
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
+from minitrain.autograd.gradcheck import gradcheck
+from minitrain.autograd.loss_kinds import LOSSES
+from minitrain.autograd.tensor import Tensor
 from minitrain.common.registry import keyword_defaults, load
 from minitrain.config.observing import CALLBACKS, CHARTS, TRACKER_BACKENDS, Chart, DashboardConfig, TrackingConfig
+from minitrain.config.schema import TrainingConfig
 from minitrain.course.fixtures import write_tiny_run
 from minitrain.data.formats import TABLE_FORMATS, detect_format, read_table
 from minitrain.data.pretrained_tokenizer import GGUF_TOKENIZER_MODELS, PretrainedTokenizer
@@ -53,12 +57,20 @@ def least_squares():
     return loss, grad
 
 
-def steps(opt, params, grad, n):
-    for _ in range(n):
+def steps(opt, params, grad, n, loss):
+    """n steps; a full-batch optimizer (L-BFGS, CG) gets torch's closure: zero the gradient, set it, return the loss."""
+    def closure():
         opt.zero_grad()
         for _, p in params:
             p.grad[...] = grad(p.data)
-        opt.step()
+        return loss(params[0][1].data)
+
+    for _ in range(n):
+        if opt.full_batch:
+            opt.step(closure)
+        else:
+            closure()
+            opt.step()
 
 
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
@@ -67,7 +79,7 @@ def test_every_optimizer_brings_a_least_squares_loss_down_and_its_state_round_tr
     params = [("w", Param(np.zeros((4, 3), np.float32)))]
     opt = build_optimizer(name, params, lr=0.02)
     start = loss(params[0][1].data)
-    steps(opt, params, grad, 150)
+    steps(opt, params, grad, 150, loss)
     assert loss(params[0][1].data) < 0.5 * start, f"{name}: {start} -> {loss(params[0][1].data)}"
     # What a checkpoint does with the state: arrays into safetensors, the rest into JSON.
     state = opt.state_dict()
@@ -75,9 +87,37 @@ def test_every_optimizer_brings_a_least_squares_loss_down_and_its_state_round_tr
     copy = [("w", Param(params[0][1].data.copy()))]
     restored = build_optimizer(name, copy, lr=1.0)  # lr comes back from the state
     restored.load_state_dict({**scalars, "buffers": st_load(st_save(state["buffers"]))})
-    steps(opt, params, grad, 3)
-    steps(restored, copy, grad, 3)
+    steps(opt, params, grad, 3, loss)
+    steps(restored, copy, grad, 3, loss)
     np.testing.assert_array_equal(copy[0][1].data, params[0][1].data)
+
+
+# ----------------------------------------------------------------------------------------------- losses
+
+
+def loss_inputs(kind, rng):
+    """Tiny float64 inputs for a loss of `kind.inputs`: (the Tensors to differentiate, the other arguments)."""
+    leaf = lambda *shape: Tensor(rng.normal(size=shape), dtype=np.float64, requires_grad=True)  # noqa: E731
+    if kind.inputs == "logits, classes":
+        return [leaf(5, 3)], [rng.integers(0, 3, size=5)]
+    if kind.inputs == "prediction, target":
+        return [leaf(5, 2)], [3 * rng.normal(size=(5, 2))]  # errors both sides of huber's delta 1
+    required = [p for p in inspect.signature(kind.fn).parameters.values() if p.default is inspect.Parameter.empty]
+    return [leaf(5, 3) for _ in required], []  # embedding losses: (B, D) rows, all of them differentiated
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_every_loss_is_a_finite_nonnegative_scalar_whose_gradient_matches_central_differences(name):
+    kind = LOSSES[name]
+    tensors, rest = loss_inputs(kind, np.random.default_rng(0))
+    value = kind.fn(*tensors, *rest)
+    assert value.shape == () and np.isfinite(value.item()) and value.item() >= 0
+    assert gradcheck(lambda *t: kind.fn(*t, *rest), tensors)
+
+
+def test_training_loss_names_the_losses_that_have_a_task():
+    assert TrainingConfig.model_fields["loss"].annotation.__args__[0].__args__ == tuple(
+        name for name, kind in LOSSES.items() if kind.tasks)
 
 
 # ----------------------------------------------------------------------------------------------- schedules

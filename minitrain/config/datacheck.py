@@ -11,6 +11,7 @@ they concern and its line:
 - model.max_seq_len ≥ the longest model input, BOS + text (the EOS is only ever a target, so a line of n
   characters needs n + 1 positions; this is exactly what the batcher requires),
 - training.batch_size · training.grad_accumulation ≤ the number of training records (an epoch holds a step),
+  and a full-batch optimizer's (lbfgs, cg) one step holds them all,
 - with training.epochs, scheduler.warmup_steps < the run's steps.
 
 `load_split(cfg.data, "train")` is also how the loop should read a split, for both data formats.
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minitrain.autograd.loss_kinds import LOSSES
 from minitrain.common.errors import DataError, UserError
 from minitrain.common.io import read_text, regular_file_problem
 from minitrain.config.data_section import DataConfig
@@ -33,6 +35,7 @@ from minitrain.data.bpe import BPETokenizer
 from minitrain.data.corpus import load_records
 from minitrain.data.language_tokenizer import language_tokenizer
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.optim.factory import OPTIMIZERS
 
 SPLITS = ("train", "val", "dev", "test")
 
@@ -196,6 +199,10 @@ def check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
             f"batch_size {training.batch_size} · grad_accumulation {training.grad_accumulation} is more than the "
             f"{n_train} training records",
         )]
+    if OPTIMIZERS[cfg.optimizer.type].full_batch and (
+            summary.steps_per_epoch != 1 or training.batch_size * training.grad_accumulation < n_train):
+        return [Problem(("optimizer", "type"), f"{cfg.optimizer.type} is a full-batch method: one step must hold "
+                                               f"all {n_train} training rows (set training.batch_size: {n_train})")]
     total = cfg.resolve_steps(summary.steps_per_epoch)
     if training.epochs is not None and total is not None and cfg.resolve_warmup(total) >= total:
         return [Problem(
@@ -222,7 +229,7 @@ def _check_table(cfg: Config, summary: DataSummary) -> list[Problem]:
                                                      f"{cfg.data.target!r}); set task: or choose among "
                                                      f"{', '.join(TASK_METRICS[task])}")
                 for metric in cfg.training.val_metrics if metric not in (*TASK_METRICS[task], "perplexity")]
-    if cfg.training.loss is not None and (cfg.training.loss == "cross_entropy") != (task == "classification"):
+    if cfg.training.loss is not None and task not in LOSSES[cfg.training.loss].tasks:
         problems.append(Problem(("training", "loss"), f"{cfg.training.loss} does not fit the task {task} (inferred "
                                                       f"from {cfg.data.target!r})"))
     return problems + check_batches(cfg, summary)

@@ -18,8 +18,9 @@ from minitrain.config.observing import CALLBACKS, DASHBOARD_FIGURES, METRIC_ALIA
 from minitrain.config.problems import Problem, did_you_mean
 from minitrain.config.rule import RUN_LENGTHS, Rule, RuleBook, given, mode_fits, one_home
 from minitrain.config.schema import MODEL_KEYS, OPTIMIZER_KEYS, SCHEDULER_KEYS, ModelConfig
-from minitrain.models.registry import FAMILIES, parameter_shapes, refusal
+from minitrain.models.registry import FAMILIES, LANGUAGE_MODELS, parameter_shapes, refusal
 from minitrain.nn.module import name_matches
+from minitrain.optim.factory import OPTIMIZERS
 from minitrain.optim.schedule import SCHEDULES
 
 CORE_RULES = RuleBook()
@@ -133,6 +134,23 @@ def _nesterov_needs_momentum(sections, raw):
         yield Problem(("optimizer", "nesterov"), "nesterov needs momentum > 0")
     if opt.nesterov and opt.dampening != 0:
         yield Problem(("optimizer", "nesterov"), "nesterov needs dampening = 0")
+
+
+@rule("optimizer", "model", "training")
+def _full_batch_optimizer_fits(sections, raw):
+    """optimizer.type lbfgs and cg are full-batch methods: for a table's sequential model, without clipping."""
+    opt, training = sections["optimizer"], sections["training"]
+    if not OPTIMIZERS[opt.type].full_batch:
+        return
+    kind = sections["model"].type
+    if kind in LANGUAGE_MODELS:
+        yield Problem(("optimizer", "type"), f"{opt.type} is a full-batch method (its line search re-evaluates the "
+                                             f"loss on one fixed batch); a {kind} language model trains on "
+                                             "mini-batches: choose adamw, adam, sgd, rmsprop, adagrad or lamb")
+    for key in ("clip", "clip_value"):
+        if getattr(opt, key) is not None or getattr(training, key) is not None:
+            yield Problem(("optimizer", key), f"{opt.type}'s line search needs the loss's own gradient, not a "
+                                              "clipped one")
 
 
 @rule("optimizer")

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, create_model, model_validator
 
+from minitrain.autograd.loss_kinds import CONFIG_LOSSES
 from minitrain.common.registry import keyword_defaults
 from minitrain.common.strict import Count, PositiveInt, Section
 from minitrain.config.data_section import DataConfig, on_pretrained_base, text_data_defaults
@@ -147,6 +148,7 @@ class OptimizerConfig(Section):
     lr_decay: float | None = Field(None, ge=0, description="Adagrad's lr decay")
     initial_accumulator_value: float | None = Field(None, ge=0)
     amsgrad: bool | None = Field(None, description="adam/adamw: divide by the largest second moment so far")
+    history_size: PositiveInt | None = Field(None, description="lbfgs: the (step, gradient change) pairs kept")
     clip: float | None = Field(None, gt=0, description="max global gradient L2 norm (lab 01's home)")
     clip_value: float | None = Field(None, gt=0, description="clip each gradient element to ±clip_value")
     groups: list[ParamGroup] = Field(default_factory=list, description="per-parameter overrides by name")
@@ -266,7 +268,7 @@ class TrainingConfig(Section):
                                          description="what each validation logs besides loss and perplexity")
     log_every: PositiveInt = 10
     loss_reduction: Literal["token_mean"] = "token_mean"
-    loss: Literal["cross_entropy", "mse", "huber"] | None = Field(
+    loss: Literal[CONFIG_LOSSES] | None = Field(  # the loss registry (minitrain/autograd/loss_kinds.py)
         None, description="default: cross_entropy (classification, language models), mse (regression)")
     huber_delta: float = Field(1.0, gt=0, description="huber: where the loss turns from squared to linear")
     cross_validation: CrossValidationConfig | None = Field(None, description="k models on k folds: mean ± std")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from minitrain.autograd.loss_kinds import LOSSES
 from minitrain.common.errors import DataError
 from minitrain.config.data_section import on_pretrained_base
 from minitrain.config.problems import Problem
@@ -107,8 +108,8 @@ def _loss_fits_task(sections, raw):
     task, loss = _task_of(sections), sections["training"].loss
     if loss is None or task is None:
         return
-    if (loss == "cross_entropy") != (task != "regression"):
-        fits = "mse or huber" if task == "regression" else "cross_entropy"
+    if task not in LOSSES[loss].tasks:
+        fits = " or ".join(name for name, kind in LOSSES.items() if task in kind.tasks)
         yield Problem(("training", "loss"), f"{loss} does not fit the task {task}; use {fits}")
 
 

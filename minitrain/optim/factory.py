@@ -19,6 +19,8 @@ OPTIMIZER_CLASSES = (
     "rmsprop.RMSprop",
     "adagrad.Adagrad",
     "lamb.Lamb",
+    "lbfgs.LBFGS",
+    "cg.ConjugateGradient",
 )
 OPTIMIZERS: Registry[type[Optimizer]] = Registry("optimizer", [load(f"minitrain.optim.{c}") for c in OPTIMIZER_CLASSES])
 

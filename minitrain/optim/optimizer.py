@@ -79,6 +79,7 @@ class Optimizer:
 
     name: ClassVar[str]  # the `type` in configs and state dicts, e.g. "adamw"
     per_parameter: ClassVar[bool] = False  # True: never merge parameters into one segment
+    full_batch: ClassVar[bool] = False  # True: step(closure) searches along a direction (optim/full_batch.py)
     state_names: ClassVar[tuple[str, ...]] = ()  # the state buffers, each starting at 0 (see `_state_init`)
     named_params: InitVar[Iterable[tuple[str, Parameter]]]
     _: KW_ONLY

@@ -38,7 +38,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,7 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
             if loop.diverges(loss, grad_norm):
                 loop.diverged(step, f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
                 break
-            optimizer.step()
+            apply_update(optimizer, lambda: loop.gradients(batches)[0])  # noqa: B023 (called within this step)
             if loop.books.pruning is not None:  # gradual pruning (minitrain/pruning/): the pruned weights stay 0
                 loop.books.pruning.after_update(step + 1, model)
             state.last_loss = loss
@@ -401,6 +401,15 @@ class _Loop:
                 checkpoint=self.checkpoint,
             )
         return outcome
+
+
+def apply_update(optimizer: Any, gradients: Callable[[], float]) -> None:
+    """optimizer.step(); a full-batch optimizer (L-BFGS, CG) gets `gradients` (the step's loss, its gradient
+    recomputed on the same batches) as its closure, for its line search to call."""
+    if optimizer.full_batch:
+        optimizer.step(gradients)
+    else:
+        optimizer.step()
 
 
 def step_gradients(

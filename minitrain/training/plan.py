@@ -15,7 +15,7 @@ from minitrain.config import Config
 from minitrain.config.datacheck import DataSummary
 from minitrain.loop import evaluate
 from minitrain.training import artifacts
-from minitrain.training.engine import step_gradients
+from minitrain.training.engine import apply_update, step_gradients
 from minitrain.training.finetune import four_bit_weights
 from minitrain.training.parts import Parts, build_parts, parameter_counts, validator_for
 from minitrain.training.text_run import complete_config, data_summary
@@ -28,8 +28,12 @@ def _time_steps(parts: Parts, cfg: Config, n: int = 5, warmup: int = 2) -> tuple
     for _ in range(warmup + n):
         start = time.perf_counter()
         batches = [next(parts.batcher) for _ in range(t.grad_accumulation)]
-        step_gradients(parts.model, parts.optimizer, batches, cfg.clip_norm, parts.task)
-        parts.optimizer.step()
+
+        def gradients(batches: list = batches) -> float:
+            return step_gradients(parts.model, parts.optimizer, batches, cfg.clip_norm, parts.task)[0]
+
+        gradients()
+        apply_update(parts.optimizer, gradients)
         parts.scheduler.step()
         timings.append(time.perf_counter() - start)
     start = time.perf_counter()
