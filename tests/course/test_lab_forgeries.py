@@ -6,10 +6,13 @@ honest run still passes. Run folders are built in tmp folders from the committed
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
+import pytest
 from test_course_labs import workspace_with_reference
+from test_lab_checker_limits import LIMITS, MISBEHAVIOURS, misbehave_once, pattern
 
 from minitrain import seam
 from minitrain.cli import main
@@ -130,3 +133,15 @@ def test_a_committed_run_with_a_pasted_lab_files_block_fails(tmp_path):
     failed = run_items("08", pasted("08", SHORT_RUN, ws), ws)
     done = "run folder: the short run trained LoRA adapters on the answers only, with your answer_mask"
     assert failed[done].startswith("the run folder's model file cannot be read: ") and "no model file" in failed[done]
+
+
+@pytest.mark.parametrize("misbehaviour", ["loop", "segfault"])
+def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item_only(misbehaviour, tmp_path):
+    """A `here` check's call into the student's code meets the child's limits as a check run there does."""
+    code, reason = MISBEHAVIOURS[misbehaviour]
+    ws = workspace_with_reference("06", tmp_path / "ws")
+    lines = misbehave_once(ws / "minitrain/data/bpe.py", "pretokenize", code, tmp_path / "misbehaved")
+    first_three = ("pretokenize", "bytes_to_unicode", "a tokenizer with no merges")
+    _, outcomes = grade("06", ws, limits=LIMITS, only=lambda name: name.startswith(first_three))
+    assert [o.passed for o in outcomes] == [False, True, True]
+    assert re.fullmatch(pattern(reason, "pretokenize", "minitrain/data/bpe.py", lines), outcomes[0].reason)
