@@ -32,7 +32,6 @@ from typing import Any
 from minitrain.course.blame import innermost_in_traceback
 from minitrain.course.remote import StudentError
 
-CHECKER_FAILED = "the checker itself failed on this item, not your code (please report it)"
 CHECKER_HINT = "this item says nothing about your code; the other items still grade it"
 
 
@@ -153,7 +152,8 @@ def run_one(item: Check, subject: Any) -> Outcome:
         line = f"{type(error).__name__}: {error} at {frame.filename}:{frame.lineno}"
         files = getattr(subject, "files", None)
         if files is not None and innermost_in_traceback(error, files) is None:
-            return Outcome(item.name, False, f"{CHECKER_FAILED}: {line}", CHECKER_HINT)
+            return Outcome(item.name, False, f"the checker itself failed on this item, not your code (please "
+                           f"report it): {line}", CHECKER_HINT)
         return Outcome(item.name, False, line, item.hint)
     return Outcome(item.name, True)
 

@@ -182,19 +182,20 @@ def _named(merges: list, k: int) -> str:
 def _first_difference(got: list, want: list, size: int) -> tuple[str, str]:
     """The reason naming the first merge where `got` differs from `want` on STEPS, and the hint for its cause."""
     k = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), min(len(got), len(want)))
-    on = f"on {STEPS} with vocab_size {size}"
     if k >= len(want):
-        return (f"{on}, your merge {k} (new id {BASE + k}) is {_named(got, k)}: one merge too many, since vocab_size "
-                f"{size} = {len(SPECIALS)} specials + 256 bytes + {len(want)} merges"), MERGE_COUNT
+        return (f"on {STEPS} with vocab_size {size}, your merge {k} (new id {BASE + k}) is {_named(got, k)}: one "
+                f"merge too many, since vocab_size {size} = {len(SPECIALS)} specials + 256 bytes + {len(want)} "
+                "merges"), MERGE_COUNT
     if k >= len(got):
-        said = f"{on}, your train made no merge {k} (new id {BASE + k}); expected {_named(want, k)}"
-        if size > BASE + len(want):  # the library stopped for want of a pair: so did theirs, too early
-            return f"{said}: {_shown(want)[-1]} is the last pair of {STEPS[0]!r}, the only one left", LAST_PAIR
-        return f"{said}: one merge too few", MERGE_COUNT
-    said = f"{on}, your merge {k} (new id {BASE + k}) is {_named(got, k)}; expected {_named(want, k)}"
-    if got == [tuple(min(i, BASE) for i in pair) for pair in want]:
-        return f"{said}: id {BASE} is merge 0's, and every merge of yours wrote id {BASE} into the words", NEXT_ID
-    return said, STEP_HINT
+        last = size > BASE + len(want)  # the library stopped for want of a pair: so did theirs, too early
+        why = f": {_shown(want)[-1]} is the last pair of {STEPS[0]!r}, the only one left" if last else \
+            ": one merge too few"
+        return (f"on {STEPS} with vocab_size {size}, your train made no merge {k} (new id {BASE + k}); expected "
+                f"{_named(want, k)}{why}"), LAST_PAIR if last else MERGE_COUNT
+    fixed = got == [tuple(min(i, BASE) for i in pair) for pair in want]
+    why = f": id {BASE} is merge 0's, and every merge of yours wrote id {BASE} into the words" if fixed else ""
+    return (f"on {STEPS} with vocab_size {size}, your merge {k} (new id {BASE + k}) is {_named(got, k)}; expected "
+            f"{_named(want, k)}{why}"), NEXT_ID if fixed else STEP_HINT
 
 
 def _merge_by_merge(lab) -> tuple[str, str] | None:
