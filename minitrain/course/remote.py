@@ -8,7 +8,7 @@ as data:
     tuple, dict, bytes, a NumPy array      {"tuple": [...]}, {"dict": [[k, v], ...]}, {"bytes": base64},
                                            {"array": base64 of np.save(allow_pickle=False)}
     anything else (a class, an instance)   {"ref": n, "type": name}: it stays in the child; here it is a
-                                           `Remote`, whose attributes, calls, items and length are asked for
+                                           `Remote`, whose attributes, calls and items are asked for
 
 Decoding builds only these types, so nothing the student wrote (a list subclass whose `==` says yes, a patched
 `Outcome`) runs here: the check compares plain values with the library's own results and decides. A value that
@@ -98,14 +98,8 @@ class Remote:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._ask("call", self._ref, list(args), kwargs)
 
-    def __iter__(self):
+    def __iter__(self):  # a generator, say, that the student's function returned
         return iter(self._ask("list", self._ref))
-
-    def __len__(self) -> int:
-        return self._ask("len", self._ref)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._ask("getitem", self._ref, key)
 
     def __repr__(self) -> str:
         return f"<your {self._kind}>"

@@ -16,7 +16,7 @@ answers on REPLIES_FD, one JSON line each:
     {"outcome": {name, passed, reason, hint}}
 
 A check that runs in the parent (`here`, remote.py) sends `{"op": OP, "args": [...]}` instead, one per call
-into the student's code (OP: module, getattr, call, list, len, getitem), and gets back one of
+into the student's code (OP: module, getattr, call, list), and gets back one of
 
     {"value": V}                             what the code returned, as data (remote.py)
     {"raised": TYPE, "text": LINE}           it raised; {"stub": TEXT} for NotImplementedError
@@ -100,8 +100,7 @@ def _serve(request: dict, subject: LabUnderTest, table: list, memory_mb: int, fi
         else:
             target = table[head]
             value = {"getattr": lambda: getattr(target, args[0]), "call": lambda: target(*args[0], **args[1]),
-                     "list": lambda: list(target), "len": lambda: len(target),
-                     "getitem": lambda: target[args[0]]}[request["op"]]()
+                     "list": lambda: list(target)}[request["op"]]()
         return {"value": encode(value, keep)}
     except Failed as failed:
         return {"failed": str(failed), "hint": failed.hint}
