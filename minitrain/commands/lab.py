@@ -3,7 +3,8 @@ a lab's workspace and its checker (minitrain/course/). Both speak Spanish with `
 a Spanish locale (minitrain/course/i18n.py): the checklist, the workspace README, the starters' header.
 
 The checks run in a child process (minitrain/course/sandbox.py), each item under the time and memory limits:
-an item past them is a ✗ and the others still run. Exit codes: 0 all passed, 1 an item failed, 2 bad input,
+an item past them is a ✗ and the others still run. What the student's code printed is shown after the items,
+each line behind a bar, never among them. Exit codes: 0 all passed, 1 an item failed, 2 bad input,
 130 Ctrl-C (the items done so far are printed, and which function of the student's was running)."""
 
 from __future__ import annotations
@@ -82,15 +83,27 @@ def _check(args: argparse.Namespace, tr: Callable[[str], str]) -> int:
         shown.append(outcome)
         print(format_outcome(outcome, tr), flush=True)
 
+    printed: list[str] = []
     try:
-        _, outcomes = grade(args.lab, args.dir, args.run, Limits(args.timeout, args.memory_mb), report=show)
+        _, outcomes = grade(args.lab, args.dir, args.run, Limits(args.timeout, args.memory_mb), printed.append,
+                            report=show)
     except Interrupted as stop:
         running = f"interrupted (Ctrl-C) while {stop.where} was running" if stop.where else "interrupted (Ctrl-C)"
         hint = "a check that runs long may be a loop that never ends: look there, or give it time with --timeout"
         interrupted = Outcome(stop.item, False, running, hint)
         show(interrupted)
+        _show_printed(printed, tr)
         print("\n" + format_count([*stop.done, interrupted], tr), flush=True)
         print(f"error: {tr(str(stop))}", file=sys.stderr)
         return 130
+    _show_printed(printed, tr)
     print("\n" + format_count(outcomes, tr))
     return 0 if all(o.passed for o in outcomes) else 1
+
+
+def _show_printed(printed: list[str], tr: Callable[[str], str]) -> None:
+    """What the student's code printed, labelled and each line behind a bar: it can never pass for an item."""
+    lines = "".join(printed).splitlines()
+    if lines:
+        print("\n" + tr("what your code printed while it was checked (not part of the checklist):"))
+        print("\n".join(f"    | {line}" for line in lines), flush=True)

@@ -12,9 +12,14 @@ code may break in any way. A check may depend on earlier ones (`needs=(their fun
 failed, it is not run and fails with "not run: fix first: ...", which keeps a fresh starter from starting a
 training run for nothing.
 
-`lab check` runs each check in a child process (sandbox.py), under a time and a memory limit, so that a
-student's code that never returns, fills the memory, exits or crashes is a ✗ with its reason; a MemoryError
-and a SystemExit are left to that runner (worker.py), which knows the limit.
+`lab check` runs the student's code in a child process (sandbox.py), under a time and a memory limit, so that
+a student's code that never returns, fills the memory, exits or crashes is a ✗ with its reason; a MemoryError
+and a SystemExit are left to that runner (worker.py), which knows the limit. A check marked `here`
+(`Checklist(here=True)`, or `check(..., here=True)`) itself runs in the checker's process and only calls into
+the child (remote.py), so its verdict is out of the student's reach; the others still run whole in the child.
+
+An exception that no frame of the student's files raised is the checker's own bug: its item fails with one line
+that says so, never a traceback, and never a hint that blames the student.
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from minitrain.course.blame import innermost_in_traceback
+from minitrain.course.remote import StudentError
+
+CHECKER_HINT = "this item says nothing about your code; the other items still grade it"
 
 
 class Failed(Exception):
@@ -46,6 +56,7 @@ class Check:
     function: Callable[[Any], None]
     hint: str
     needs: tuple[str, ...] = ()
+    here: bool = False  # runs in the checker's process, calling into the child (see the module docstring)
 
 
 @dataclass
@@ -61,15 +72,18 @@ class Checklist:
     """A lab's checks in the order they are listed and run."""
 
     checks: list[Check] = field(default_factory=list)
+    here: bool = False  # the checks' default
 
-    def check(self, name: str, hint: str, needs: Sequence[Callable] = ()) -> Callable:
-        """Decorator: register the function as the check `name`; `needs` are earlier checks' functions."""
+    def check(self, name: str, hint: str, needs: Sequence[Callable] = (), here: bool | None = None) -> Callable:
+        """Decorator: register the function as the check `name`; `needs` are earlier checks' functions; `here`
+        (default: the checklist's) runs it in the checker's process."""
         names = {c.function: c.name for c in self.checks}
         if any(f not in names for f in needs):
             raise ValueError(f"check {name!r} needs a check that is not registered before it")
 
         def register(function: Callable[[Any], None]) -> Callable[[Any], None]:
-            self.checks.append(Check(name, function, hint, tuple(names[f] for f in needs)))
+            self.checks.append(Check(name, function, hint, tuple(names[f] for f in needs),
+                                     self.here if here is None else here))
             return function
 
         return register
@@ -131,10 +145,16 @@ def run_one(item: Check, subject: Any) -> Outcome:
         return Outcome(item.name, False, f"not written yet: it raises NotImplementedError{where}", item.hint)
     except MemoryError:
         raise
+    except StudentError as error:  # raised in the child, by the student's code (remote.py)
+        return Outcome(item.name, False, str(error), item.hint)
     except Exception as error:  # a student's code may fail in any way: say how, never crash
         frame = traceback.extract_tb(error.__traceback__)[-1]
-        return Outcome(item.name, False, f"{type(error).__name__}: {error} at {frame.filename}:{frame.lineno}",
-                       item.hint)
+        line = f"{type(error).__name__}: {error} at {frame.filename}:{frame.lineno}"
+        files = getattr(subject, "files", None)
+        if files is not None and innermost_in_traceback(error, files) is None:
+            return Outcome(item.name, False, f"the checker itself failed on this item, not your code (please "
+                           f"report it): {line}", CHECKER_HINT)
+        return Outcome(item.name, False, line, item.hint)
     return Outcome(item.name, True)
 
 

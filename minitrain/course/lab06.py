@@ -1,11 +1,16 @@
 """Lab 06's checker: a byte-level BPE tokenizer (minitrain/data/bpe.py: `pretokenize`, `bytes_to_unicode`,
 `BPETokenizer`), graded against the `tokenizers` library trained on the same corpus with the same settings.
 
-The training checks each use a corpus of a few words built so that one typical mistake (merging across word
-edges, counting each distinct word once, another tie-break, counting `aaa`'s pair once) learns a different first
-merge, and the reason names the mistake. Then the whole of training is compared with `tokenizers`' BpeTrainer
-(the verb corpus, and a corpus of ties and multi-byte UTF-8), encoding with `tokenizers`' BPE model, decoding by
-a round trip of seeded random UTF-8 strings, and saving by `tokenizers.Tokenizer.from_file` reading the file.
+The checks run in the checker's process and call the student's code in the child (checks.py `here`). The
+training checks each use a corpus of a few words built so that one typical mistake (merging across word edges,
+counting each distinct word once, another tie-break, counting `aaa`'s pair once) learns a different first merge,
+and the reason names the mistake. Training is also compared with the library merge by merge on words where
+nothing but the counting of pairs, merges and ids can differ (a word's last pair never counted, one merge too
+many or too few, an id that never advances), naming the first differing merge; a first-merge check that sees a
+wrong merge asks it first, so that its reason and hint name an off-by-one rather than the item's own mistake.
+Then the whole of training is compared with `tokenizers`' BpeTrainer (the verb corpus, and a corpus of ties and
+multi-byte UTF-8), encoding with `tokenizers`' BPE model, decoding by a round trip of seeded random UTF-8
+strings, and saving by `tokenizers.Tokenizer.from_file` reading the file.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from minitrain.data.bpe import bytes_to_unicode as reference_stand_ins
 from minitrain.data.bpe import pretokenize as reference_pretokenize
 from minitrain.data.bpe_json import WORD, save_bpe
 
-CHECKS = Checklist()
+CHECKS = Checklist(here=True)
 BPE = "minitrain/data/bpe.py"
 SPECIALS = ["<pad>", "<bos>", "<eos>"]
 BASE = len(SPECIALS) + 256  # the ids before the first merge
@@ -40,17 +45,28 @@ def _tokenizer(lab):
 
 
 def _shown(pairs) -> list[str]:
-    """First merges (bytes only) as `'a' + 'b'`, with the library's ids (the fresh-vocabulary item passed)."""
-    vocab, spell = Reference([], SPECIALS).vocab, reference_stand_ins()
-    return [" + ".join(repr(bytes(vocab[i]).decode("utf-8", "replace")) if i < BASE
-                       else repr("".join(spell[b] for b in vocab[i])) for i in pair) for pair in pairs]
+    """Merges as `'a' + 'b'`: a byte as itself, a merged token by its bytes' stand-ins; each id read as `pairs`
+    (the merges in order, from the library's fresh vocabulary) makes it, `id N` for an id none makes."""
+    vocab, spell = list(Reference([], SPECIALS).vocab), reference_stand_ins()
+    for pair in pairs:
+        vocab.append(b"".join(vocab[i] if 0 <= i < len(vocab) else b"?" for i in pair))
+
+    def name(i: int) -> str:
+        if not 0 <= i < len(vocab):
+            return f"id {i}"
+        return repr(bytes(vocab[i]).decode("utf-8", "replace")) if i < BASE else \
+            repr("".join(spell[b] for b in vocab[i]))
+
+    return [" + ".join(map(name, pair)) for pair in pairs]
 
 
 def _first_merge(lab, texts: list[str], merges: int = 1) -> tuple[list, list]:
     """The student's first `merges` merges on `texts`, and the library's."""
-    theirs = _tokenizer(lab).train(texts, BASE + merges, SPECIALS)
-    ours = Reference.train(texts, BASE + merges, SPECIALS)
-    return [tuple(p) for p in theirs.merges], ours.merges
+    theirs = [tuple(p) for p in _tokenizer(lab).train(texts, BASE + merges, SPECIALS).merges]
+    ours = Reference.train(texts, BASE + merges, SPECIALS).merges
+    if theirs != ours:
+        _miscounted(lab)
+    return theirs, ours
 
 
 def _byte(b: int) -> int:
@@ -132,7 +148,8 @@ def _ties(lab):
                          f"{_shown(got)}; expected {first}: {why}")
 
 
-@CHECKS.check("train counts overlapping pairs (aaa holds a + a twice) and merges left to right", needs=(_fresh,),
+@CHECKS.check("train counts overlapping pairs (aaa holds a + a twice) and merges left to right",
+              needs=(_fresh,),
               hint="count every adjacent pair, pairwise(word), so `aaa` adds 2 to (a, a); merge left to right "
                    "without overlap, so `aaa` becomes `aa a`")
 def _overlap(lab):
@@ -144,6 +161,72 @@ def _overlap(lab):
     if got != want:
         raise Failed(f"on 'aaa' the merges are {_shown(got)}; expected 'a' + 'a', then "
                      "'aa' + 'a': merging left to right makes 'aaa' into 'aa a'")
+
+
+STEPS = ["abcde", "abcd", "abc", "ab"]  # one word each, no pair twice in a word, no tie at any merge
+LAST_PAIR = ("count every adjacent pair of a word, its LAST one too: a word of n symbols has n − 1 pairs "
+             "(pairwise(word), or i in range(len(word) − 1)); `ab` has one, (a, b)")
+MERGE_COUNT = ("stop when the vocabulary has vocab_size ids: specials + 256 bytes + merges = vocab_size, so "
+               "merges = vocab_size − S − 256 (a loop `while S + 256 + len(merges) < vocab_size`, `<` and not `<=`)")
+NEXT_ID = ("each merge makes a NEW id, S + 256 + k for merge k: the merged symbol written into the words must take "
+           "the next id every time (next_id += 1 after each merge)")
+STEP_HINT = ("at every step count the pairs of every word afresh, merge the most frequent into a NEW id (S + 256 + "
+             "the merges so far), and stop at vocab_size ids or when no pair is left")
+
+
+def _named(merges: list, k: int) -> str:
+    """Merge k of `merges`, spelled and by its ids: `'ab' + 'c' (ids 259, 69)`."""
+    return f"{_shown(merges[: k + 1])[-1]} (ids {merges[k][0]}, {merges[k][1]})"
+
+
+def _first_difference(got: list, want: list, size: int) -> tuple[str, str]:
+    """The reason naming the first merge where `got` differs from `want` on STEPS, and the hint for its cause."""
+    k = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), min(len(got), len(want)))
+    if k >= len(want):
+        return (f"on {STEPS} with vocab_size {size}, your merge {k} (new id {BASE + k}) is {_named(got, k)}: one "
+                f"merge too many, since vocab_size {size} = {len(SPECIALS)} specials + 256 bytes + {len(want)} "
+                "merges"), MERGE_COUNT
+    if k >= len(got):
+        last = size > BASE + len(want)  # the library stopped for want of a pair: so did theirs, too early
+        why = f": {_shown(want)[-1]} is the last pair of {STEPS[0]!r}, the only one left" if last else \
+            ": one merge too few"
+        return (f"on {STEPS} with vocab_size {size}, your train made no merge {k} (new id {BASE + k}); expected "
+                f"{_named(want, k)}{why}"), LAST_PAIR if last else MERGE_COUNT
+    fixed = got == [tuple(min(i, BASE) for i in pair) for pair in want]
+    why = f": id {BASE} is merge 0's, and every merge of yours wrote id {BASE} into the words" if fixed else ""
+    return (f"on {STEPS} with vocab_size {size}, your merge {k} (new id {BASE + k}) is {_named(got, k)}; expected "
+            f"{_named(want, k)}{why}"), NEXT_ID if fixed else STEP_HINT
+
+
+def _merge_by_merge(lab) -> tuple[str, str] | None:
+    """(reason, hint) for the first merge where the student's train differs from the library's on STEPS; None
+    when none does."""
+    for size in (BASE + 3, BASE + 10):  # three merges; then as many as there are pairs (four)
+        got = [tuple(pair) for pair in _tokenizer(lab).train(STEPS, size, SPECIALS).merges]
+        want = Reference.train(STEPS, size, SPECIALS).merges
+        if got != want:
+            return _first_difference(got, want, size)
+    return None
+
+
+def _miscounted(lab) -> None:
+    """Fail with the merge-by-merge reason when it names a cause (a pair, a merge or an id miscounted): a first
+    merge can be off for that reason as well as for the item's own. A train that crashes on STEPS is left to the
+    merge-by-merge item, which reports it."""
+    try:
+        found = _merge_by_merge(lab)
+    except Exception:
+        return
+    if found is not None and found[1] != STEP_HINT:
+        raise Failed(*found)
+
+
+@CHECKS.check("train, merge by merge: the most frequent pair each time, a new id for each, vocab_size ids in all",
+              needs=(_fresh,), hint=STEP_HINT)
+def _step_by_step(lab):
+    found = _merge_by_merge(lab)
+    if found is not None:
+        raise Failed(*found)
 
 
 @cache
@@ -173,7 +256,7 @@ def _merges_of(tokenizer) -> list[list[str]]:
 
 
 @CHECKS.check("train learns tokenizers' merges, in its order, on the verb corpus and on a corpus of ties and UTF-8",
-              needs=(_inside_words, _weighted, _ties, _overlap),
+              needs=(_inside_words, _weighted, _ties, _overlap, _step_by_step),
               hint="count the pairs afresh after every merge (or update the counts exactly); stop at vocab_size ids "
                    "or when no pair is left")
 def _like_tokenizers(lab):

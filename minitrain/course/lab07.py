@@ -21,7 +21,7 @@ from minitrain.autograd import functional as F
 from minitrain.autograd.gradcheck import GradcheckError, gradcheck
 from minitrain.autograd.tensor import Tensor
 from minitrain.course.checks import Checklist, Failed
-from minitrain.course.runs import check_manifest, read_run
+from minitrain.course.runs import check_manifest, not_the_reference, run_model, scored_model
 from minitrain.models.decoder import Decoder
 from minitrain.models.kv_cache import KVCache
 from minitrain.nn import LlamaAttention, LlamaMLP, RMSNorm, RotaryEmbedding, inference  # the yardsticks
@@ -376,31 +376,26 @@ def _cache(lab):
 
 # ------------------------------------------------------------------------------------------------ run folder
 REFERENCE_PPL, REFERENCE_EXACT = 1.389, 0.549  # experiments/27-llama-verbs/results.json, seed 42
-LLAMA_PARAMETERS = 106_176  # the config's Llama; MiniGPT at lab 01's size has 106,240
+CONFIG = "experiments/27-llama-verbs/config.yaml"
 
 
-@CHECKS.check("run folder: the Llama run of experiments/27-llama-verbs finished with your four files",
+@CHECKS.check("run folder: the Llama run of experiments/27-llama-verbs finished with your four files", here=True,
               hint="train experiments/27-llama-verbs/config.yaml into the run folder with MINITRAIN_LAB_DIR set to "
                    "the workspace (its README has the command)")
 def _run_done(lab):
-    manifest = check_manifest(lab, files=FILES)
-    model = manifest["config"]["model"]
-    if model.get("type") != "llama" or not (model.get("n_kv_head") or model["n_head"]) < model["n_head"]:
-        raise Failed(f"the run trained a {model.get('type')} model with n_head {model.get('n_head')}, n_kv_head "
-                     f"{model.get('n_kv_head')}; the lab's config is a Llama with 2 key/value heads for 4 query heads")
-    if manifest.get("parameters") != LLAMA_PARAMETERS:
-        raise Failed(f"the run's model has {manifest.get('parameters')} parameters; the lab's config has "
-                     f"{LLAMA_PARAMETERS:,}, as many as MiniGPT's 106,240 less 64: train it unchanged")
+    check_manifest(lab, files=FILES)
+    model, _ = run_model(lab, CONFIG)  # the model file itself: the config's Llama, trained for its 2,000 steps
+    not_the_reference(lab, model)
 
 
 @CHECKS.check("run folder: on the held-out verbs, val PPL under 1.6 and exact match over 10 %",
-              needs=(_run_done,),
+              needs=(_run_done,), here=True,
               hint=f"the reference run reaches val PPL {REFERENCE_PPL} and {REFERENCE_EXACT * 100:.1f} % exact match "
                    "(seeds 43 and 44: 1.355 and 1.540, 52.8 % and 12.5 %; MiniGPT at equal parameters: 1.373, "
                    "61.8 %); a run far above means a piece trains badly: the items above grade each one")
 def _run_scores(lab):
-    results = read_run(lab, "results.json")
-    ppl, exact = results["val_ppl"], results["val_exact_match"]
-    if not (ppl < 1.6 and exact > 0.1):
-        raise Failed(f"the run's held-out val PPL is {ppl:.4g} and exact match {exact:.1%}; expected under 1.6 "
-                     "and over 10 % (the n-gram baseline: 5.8 and 0 %)")
+    scores = scored_model(lab, CONFIG, exact_below=1.6)  # from the weights and the lab's val split, never
+    if not (scores["ppl"] < 1.6 and scores["exact_match"] > 0.1):  # results.json's numbers
+        exact = f" and exact match {scores['exact_match']:.1%}" if "exact_match" in scores else ""
+        raise Failed(f"scored here from its model file, the run's held-out val PPL is {scores['ppl']:.4g}{exact}; "
+                     "expected under 1.6 and over 10 % (the n-gram baseline: 5.8 and 0 %)")

@@ -8,8 +8,9 @@ verbs, then on seeded random conversations (several turns, system messages, empt
 scores of a bigram stand-in model with a reference computed here by hand, record by record, without packing;
 exact match with a scripted model whose answers are known. A wrong answer is compared with the usual mistakes (the
 question counted, the first answer token or the end token missed, the template's newline counted, each record's
-mean averaged, the +1 per answer forgotten, no strip) to say which one it is. The run-folder checks read the run's
-manifest and scores.json only: grading a run never loads its model.
+mean averaged, the +1 per answer forgotten, no strip) to say which one it is. The run-folder checks run in the
+checker's process (checks.py `here`); a workspace's run must hold its own model file (its adapters), but its
+scores are still read from scores.json: scoring SmolLM2 again takes minutes per side on two cores.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from minitrain.autograd.tensor import Tensor
 from minitrain.course import chat_fixtures as chat
 from minitrain.course.checks import Checklist, Failed
-from minitrain.course.runs import check_manifest, read_run
+from minitrain.course.runs import check_manifest, read_run, run_file
 from minitrain.data.answer_mask import answer_mask as reference_mask  # the library's: the yardstick
 from minitrain.data.text_examples import chat_pieces, encode_records
 from minitrain.data.text_records import TextRecord
@@ -301,9 +302,11 @@ def _scores(lab) -> dict:
 
 @CHECKS.check("run folder: the short run trained LoRA adapters on the answers only, with your answer_mask",
               hint="train with the workspace README's command (run.py --config short.yaml, MINITRAIN_LAB_DIR set): "
-                   "it scores the base, trains, scores the run, and writes scores.json")
+                   "it scores the base, trains, scores the run, and writes scores.json", here=True)
 def _run_done(lab):
     manifest = check_manifest(lab, files=(MASK, ANSWERS))
+    if lab.workspace is not None:  # the committed reference run keeps no adapters; a student's run does
+        run_file(lab)
     config = manifest["config"]
     if not (config.get("lora") or {}).get("enabled"):
         raise Failed("the run's config has no `lora: enabled: true`: it fine-tuned every weight of the base")
@@ -316,7 +319,7 @@ def _run_done(lab):
 @CHECKS.check("run folder: scores.json scored the base and the run on the same 144 held-out questions",
               hint="run.py scores both with your answer_scores and exact_match on data/chat/verbs/test.jsonl; "
                    "answer_ppl = exp(answer_loss), and the per-character loss is the same total over the answers' "
-                   "characters + 1 each", needs=(_run_done,))
+                   "characters + 1 each", needs=(_run_done,), here=True)
 def _run_scored(lab):
     scores = _scores(lab)
     records = chat.held_out()
@@ -342,7 +345,7 @@ def _run_scored(lab):
               "not lower", needs=(_run_scored,),
               hint="SmolLM2 as shipped echoes the question (answer PPL ≈ 1970, exact match 0); 40 steps on the "
                    "answers bring the PPL under 10. A run that stays near the base trained on the wrong tokens (the "
-                   "mask) or not at all")
+                   "mask) or not at all", here=True)
 def _run_learned(lab):
     scores = _scores(lab)
     before, after = scores["before"], scores["after"]

@@ -9,8 +9,8 @@ A workspace holds the lab's files at the paths the lab names (`labs/01/minitrain
 `labs/01/scripts/train_mini.py`); its run folder is `labs/01/run` unless told otherwise. The checks call the
 student's functions directly, loaded from the workspace, and train short runs in a subprocess with
 MINITRAIN_LAB_DIR pointing at the workspace (minitrain/seam.py), so the library runs on the student's pieces.
-`grade` runs the checks in a child process under a time and a memory limit (sandbox.py): the student's code
-never runs in the process that prints the verdicts.
+`grade` runs the student's code in a child process under a time and a memory limit (sandbox.py): the student's
+code never runs in the process that prints the verdicts, and a `here` check decides its verdict in that process.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write_text
 from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import PACKAGE, course_file
+from minitrain.course.blame import lab_files
 from minitrain.course.checks import Checklist, Failed, Outcome
 from minitrain.course.i18n import translator
 from minitrain.course.sandbox import Limits, Sandbox
@@ -180,12 +181,21 @@ class LabUnderTest:
     run_dir: Path | None
     shown: str = ""  # the workspace as the student named it, for commands printed back
     broken: dict[str, str] = field(default_factory=dict)  # lab file -> why it cannot be imported (sandbox.py)
+    remote: Any = None  # the sandbox, when a `here` check calls the student's code in its child process
     _modules: dict[str, ModuleType] = field(default_factory=dict)
     _scratch: Path | None = None
 
-    def module(self, path: str) -> ModuleType:
+    @property
+    def files(self) -> dict[str, str]:
+        """{absolute path: lab path} of the files whose code is the student's (blame.lab_files)."""
+        return lab_files(self.lab.number, self.workspace)
+
+    def module(self, path: str) -> Any:
         """The module under test for the lab file `path` (`minitrain/loop.py`): the workspace's, loaded from
-        its file, or the library's (a script is loaded from its file, `__main__` block not run)."""
+        its file, or the library's (a script is loaded from its file, `__main__` block not run); with a
+        `remote`, that module in the child process (remote.Remote)."""
+        if self.remote is not None:
+            return self.remote.ask("module", path)
         if path not in self._modules:
             self._modules[path] = self._load(path)
         return self._modules[path]
@@ -252,13 +262,14 @@ def checklist_title(number: str, workspace: str | os.PathLike | None) -> str:
 
 def grade(
     number: str, workspace: str | os.PathLike | None = None, run_dir: str | os.PathLike | None = None,
-    limits: Limits | None = DEFAULT_LIMITS, **keys: Any
+    limits: Limits | None = DEFAULT_LIMITS, printed: Callable[[str], None] = lambda text: None, **keys: Any
 ) -> tuple[str, list[Outcome]]:
     """Run lab `number`'s checks on `workspace` (None: the library and its reference run); (title, outcomes).
 
     `run_dir` is the run folder whose stop conditions are checked (default: `workspace/run`, or the lab's
     committed reference run). The checks run in a child process under `limits` (sandbox.py; None: in this
-    process, with no limits). `keys` go to `Checklist.run` (`only=`, to run some checks; `report=`, to see
+    process, with no limits); `printed` is given what the student's code printed in the child, at the end.
+    `keys` go to `Checklist.run` (`only=`, to run some checks; `report=`, to see
     each outcome at once). Ctrl-C raises `Interrupted`, holding the outcomes so far.
     """
     lab = get_lab(number)
@@ -276,8 +287,13 @@ def grade(
         else:
             setup = {"lab": lab.number, "workspace": str(folder) if folder else None, "shown": subject.shown,
                      "run_dir": str(subject.run_dir) if subject.run_dir else None, "scratch": str(subject.scratch())}
-            with Sandbox(setup, limits) as sandbox:
-                outcomes = checklist(lab.number).run(subject, runner=sandbox.run, **keys)
+            with Sandbox(setup, limits, subject) as sandbox:
+                subject.remote = sandbox
+                try:
+                    outcomes = checklist(lab.number).run(subject, runner=sandbox.run, **keys)
+                finally:
+                    subject.remote = None
+                    printed(sandbox.printed())
     finally:
         subject.close()
     return title, outcomes

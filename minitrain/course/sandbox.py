@@ -3,9 +3,12 @@
     with Sandbox(setup, Limits(timeout=60, memory_mb=2048)) as sandbox:
         outcomes = checklist.run(subject, runner=sandbox.run)
 
-The child (minitrain/course/worker.py) imports the student's files and runs the checks one at a time; this
-process only sends it the items' names and reads back the verdicts, so only this process decides what is
-printed. For each item:
+The child (minitrain/course/worker.py) imports the student's files. A check marked `here` (checks.py) runs in
+this process, and each of its calls into the student's code is sent to the child, which sends back what the
+code returned, as data (remote.py): the check compares it with the library's and decides the verdict here,
+where the student's code never runs. Any other check runs in the child, which sends back its outcome. What the
+student's code prints (the child's stdout and stderr) goes to a file, which `printed()` returns: `lab check`
+shows it after the checklist, labelled, never inside it. For each item:
 
 - a verdict comes back: that is the outcome;
 - the item runs past `timeout` seconds (its clock starts when the child starts the item, not while the child
@@ -39,7 +42,8 @@ from minitrain.common.errors import UserError
 from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import PACKAGE
 from minitrain.course.blame import describe, innermost_in_dump, lab_files
-from minitrain.course.checks import Check, Interrupted, Outcome
+from minitrain.course.checks import Check, Failed, Interrupted, Outcome, run_one
+from minitrain.course.remote import Lost, Remote, StudentError, decode, encode
 
 DEFAULT_TIMEOUT = 120.0  # seconds per item: a check's own training run takes ~20 s on a busy 2-core machine
 DEFAULT_MEMORY_MB = 2048  # a check needs ~300 MB; this stops a runaway list long before the machine swaps
@@ -79,12 +83,16 @@ class Sandbox:
 
     setup: dict  # lab, workspace, run_dir, shown, scratch: what the child builds its LabUnderTest from
     limits: Limits = field(default_factory=Limits)
+    subject: Any = None  # the LabUnderTest that `here` checks look at (its `remote` is this sandbox)
     broken: dict[str, str] = field(default_factory=dict)  # lab file -> why it cannot be imported
     _child: _Child | None = None
+    _item: Check | None = None  # the `here` item running, and when its time is up
+    _deadline: float = 0.0
 
     def __post_init__(self) -> None:
         self.files = lab_files(self.setup["lab"], Path(self.setup["workspace"]) if self.setup["workspace"] else None)
         self.crash_file = Path(self.setup["scratch"]) / "worker-crash.txt"
+        self.printed_file = Path(self.setup["scratch"]) / "printed.txt"
 
     def __enter__(self) -> Sandbox:
         return self
@@ -95,8 +103,15 @@ class Sandbox:
     # ------------------------------------------------------------------------------------------- one item
 
     def run(self, item: Check) -> Outcome:
-        """The outcome of `item`, run in the child (started first if there is none)."""
+        """The outcome of `item`: run here, calling into the child, or run in the child (started first if
+        there is none)."""
         try:
+            if item.here:
+                self._item, self._deadline = item, time.monotonic() + self.limits.timeout
+                try:
+                    return run_one(item, self.subject)
+                except Lost as lost:
+                    return lost.outcome
             child = self._child or self._start()
             child.requests.write(json.dumps({"check": item.name}) + "\n")
             child.requests.flush()
@@ -117,6 +132,45 @@ class Sandbox:
             raise Interrupted(item.name, describe(where) and f"your {describe(where)}") from None
         except BrokenPipeError:  # the child died before it read the request
             return self._lost(item, None, self._stop())
+
+    def ask(self, op: str, *values: Any) -> Any:
+        """One call into the student's code for the running `here` item (remote.py; worker.py lists the ops):
+        what it returned, or what it raised raised here; `Lost` when the child runs past the item's limits or
+        ends."""
+        item = self._item
+        if self._child is None:
+            began = time.monotonic()
+            self._start()
+            self._deadline += time.monotonic() - began  # starting the child is not the student's time
+        child = self._child
+        try:
+            child.requests.write(json.dumps({"op": op, "args": encode(list(values), _by_ref)}) + "\n")
+            child.requests.flush()
+        except BrokenPipeError:
+            raise Lost(self._lost(item, None, self._stop())) from None
+        while True:
+            message = self._receive(child, self._deadline)
+            if message is None:
+                raise Lost(self._lost(item, child.exit_note, self._stop()))
+            if message == "timeout":
+                raise Lost(self._too_long(item))
+            if "value" in message:
+                return decode(message["value"], lambda data: Remote(self.ask, data["ref"], data["type"]))
+            if "raised" in message:
+                raise StudentError(message["raised"], message["text"])
+            if "stub" in message:
+                raise NotImplementedError(message["stub"])
+            if "failed" in message:
+                raise Failed(message["failed"], message["hint"])
+            if "lost" in message:
+                raise Lost(Outcome(item.name, False, message["lost"], item.hint))
+
+    def printed(self) -> str:
+        """What the student's code printed so far (every child's stdout and stderr)."""
+        try:
+            return self.printed_file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def _too_long(self, item: Check) -> Outcome:
         where = self._where()
@@ -161,12 +215,11 @@ class Sandbox:
         theirs_in, ours_out = os.pipe()  # requests: this process -> child
         ours_in, theirs_out = os.pipe()  # replies: child -> this process
         env = {k: v for k, v in os.environ.items() if k != "MINITRAIN_LAB_DIR"}
-        # What the student's code prints goes to this process's stderr (file descriptor 2, whatever sys.stderr
-        # is now): stdout is the checklist's.
-        process = subprocess.Popen(
-            [sys.executable, "-m", "minitrain.course.worker", str(theirs_in), str(theirs_out)],
-            cwd=PACKAGE.parent, env=child_environment(env), stdin=subprocess.DEVNULL, stdout=2,
-            pass_fds=(theirs_in, theirs_out), start_new_session=True)
+        with open(self.printed_file, "ab") as printed:  # the student's prints: apart from the checklist
+            process = subprocess.Popen(
+                [sys.executable, "-m", "minitrain.course.worker", str(theirs_in), str(theirs_out)],
+                cwd=PACKAGE.parent, env=child_environment(env), stdin=subprocess.DEVNULL, stdout=printed,
+                stderr=printed, pass_fds=(theirs_in, theirs_out), start_new_session=True)
         os.close(theirs_in)
         os.close(theirs_out)
         child = _Child(process, os.fdopen(ours_out, "w", encoding="utf-8"), ours_in)
@@ -178,7 +231,8 @@ class Sandbox:
         message = self._receive(child, time.monotonic() + STARTUP_SECONDS)
         if not isinstance(message, dict) or "ready" not in message:
             code = self._stop()
-            raise UserError(f"the checker's child process did not start (exit code {code}); its output is above")
+            raise UserError(f"the checker's child process did not start (exit code {code}); it printed: "
+                            f"{self.printed()[-2000:].strip()}")
         return child
 
     def _receive(self, child: _Child, deadline: float) -> dict | str | None:
@@ -249,3 +303,10 @@ class Sandbox:
         except (OSError, subprocess.TimeoutExpired):
             pass
         self._stop()
+
+
+def _by_ref(value: Any) -> dict:
+    """A value a check sends that is not data: one of the child's own objects, by its number."""
+    if isinstance(value, Remote):
+        return {"ref": object.__getattribute__(value, "_ref")}
+    raise TypeError(f"the checker cannot send a {type(value).__name__} to the student's code: data only (remote.py)")

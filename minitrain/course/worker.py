@@ -3,7 +3,10 @@
     python -m minitrain.course.worker REQUESTS_FD REPLIES_FD
 
 The student's code runs here and never in the checker that prints the verdicts: whatever that code does (loop
-forever, fill the memory, call `sys.exit` or `os._exit`, crash the interpreter), the parent stays in charge.
+forever, fill the memory, call `sys.exit` or `os._exit`, crash the interpreter), the parent stays in charge. A
+check marked `here` sends only its calls into the student's code here, and decides in the parent; any other
+check still runs whole here, its verdict within reach of the code it grades (a lab moves to `here` when its
+checks send only data: lab 06 has).
 The parent writes one JSON line per request on REQUESTS_FD: first the setup (lab, workspace, run folder,
 scratch folder, memory limit, files known not to import), then one `{"check": NAME}` per item. This process
 answers on REPLIES_FD, one JSON line each:
@@ -11,6 +14,14 @@ answers on REPLIES_FD, one JSON line each:
     {"ready": true}                          set up; waiting for items
     {"started": NAME}                        the item's clock starts now (the parent times it)
     {"outcome": {name, passed, reason, hint}}
+
+A check that runs in the parent (`here`, remote.py) sends `{"op": OP, "args": [...]}` instead, one per call
+into the student's code (OP: module, getattr, call, list), and gets back one of
+
+    {"value": V}                             what the code returned, as data (remote.py)
+    {"raised": TYPE, "text": LINE}           it raised; {"stub": TEXT} for NotImplementedError
+    {"failed": REASON, "hint": H}            the file cannot be loaded (labs.LabUnderTest.module)
+    {"lost": REASON}                         the memory limit, or SystemExit
     {"where": W}                             asked by SIGUSR1 (a time limit, Ctrl-C): the student's line running
     {"exit": "os._exit(0)", "where": W}      the student's code is ending this process
 
@@ -30,13 +41,15 @@ import os
 import resource
 import signal
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 from minitrain.common.lifeline import die_with_parent_if_asked
 from minitrain.course.blame import describe, innermost, innermost_in_traceback, lab_files
-from minitrain.course.checks import Check, Outcome, run_one
+from minitrain.course.checks import Check, Failed, Outcome, run_one
 from minitrain.course.labs import LabUnderTest, checklist, get_lab
+from minitrain.course.remote import decode, encode
 
 
 class _Replies:
@@ -53,20 +66,52 @@ class _Replies:
             data = data[os.write(self.fd, data):]
 
 
-def _verdict(item: Check, subject: LabUnderTest, memory_mb: int, files: dict[str, str]) -> Outcome:
-    """run_one's outcome, plus the two ways out that it leaves to us: the memory limit and SystemExit."""
-    try:
-        return run_one(item, subject)
-    except MemoryError as error:
-        where = innermost_in_traceback(error, files)
+def _way_out(error: MemoryError | SystemExit, memory_mb: int, files: dict[str, str]) -> str:
+    """The reason for the two ways out that run_one leaves to us: the memory limit and SystemExit."""
+    where = innermost_in_traceback(error, files)
+    if isinstance(error, MemoryError):
         grows = f" — look for a list or an array that grows without end in {describe(where)}" if where else \
             "; if your machine has the memory, give it more with `minitrain lab check --memory-mb MB`"
-        return Outcome(item.name, False, f"used more than {memory_mb} MB{grows}", item.hint)
-    except SystemExit as error:
-        where = describe(innermost_in_traceback(error, files))
-        called = f"your code called exit (SystemExit({error.code!r}))" + (f" in {where}" if where else "")
-        return Outcome(item.name, False, f"{called}: a checked function must return or raise, never end the "
-                       "program", item.hint)
+        return f"used more than {memory_mb} MB{grows}"
+    called = f"your code called exit (SystemExit({error.code!r}))" + (f" in {describe(where)}" if where else "")
+    return f"{called}: a checked function must return or raise, never end the program"
+
+
+def _verdict(item: Check, subject: LabUnderTest, memory_mb: int, files: dict[str, str]) -> Outcome:
+    """run_one's outcome, or the way out it left to us."""
+    try:
+        return run_one(item, subject)
+    except (MemoryError, SystemExit) as error:
+        return Outcome(item.name, False, _way_out(error, memory_mb, files), item.hint)
+
+
+def _serve(request: dict, subject: LabUnderTest, table: list, memory_mb: int, files: dict[str, str]) -> dict:
+    """The reply to one call from a check that runs in the parent (remote.py); `table` holds what was sent
+    by number."""
+
+    def keep(value: object) -> dict:
+        table.append(value)
+        return {"ref": len(table) - 1, "type": type(value).__qualname__}
+
+    try:
+        head, *args = decode(request["args"], lambda data: table[data["ref"]])
+        if request["op"] == "module":
+            value = subject.module(head)
+        else:
+            target = table[head]
+            value = {"getattr": lambda: getattr(target, args[0]), "call": lambda: target(*args[0], **args[1]),
+                     "list": lambda: list(target)}[request["op"]]()
+        return {"value": encode(value, keep)}
+    except Failed as failed:
+        return {"failed": str(failed), "hint": failed.hint}
+    except NotImplementedError as stub:
+        return {"stub": str(stub)}
+    except (MemoryError, SystemExit) as error:
+        return {"lost": _way_out(error, memory_mb, files)}
+    except Exception as error:  # the student's code raised: the parent words it as run_one does
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        return {"raised": type(error).__name__,
+                "text": f"{type(error).__name__}: {error} at {frame.filename}:{frame.lineno}"}
 
 
 def _limit_memory(megabytes: int) -> None:
@@ -104,8 +149,13 @@ def main(argv: list[str]) -> int:
                            shown=setup["shown"], broken=setup["broken"], _scratch=Path(setup["scratch"]))
     checks = {item.name: item for item in checklist(setup["lab"]).checks}
     replies.send(ready=True)
+    table: list = []
     for line in requests:
-        item = checks[json.loads(line)["check"]]
+        request = json.loads(line)
+        if "op" in request:
+            replies.send(**_serve(request, subject, table, setup["memory_mb"], files))
+            continue
+        item = checks[request["check"]]
         replies.send(started=item.name)
         outcome = _verdict(item, subject, setup["memory_mb"], files)
         replies.send(outcome=outcome.__dict__)

@@ -116,6 +116,7 @@ LOOP, BATCHER, CHECKPOINT = "minitrain/loop.py", "minitrain/data/batcher.py", "m
 CURVES, STOPPING = "minitrain/monitor/curves.py", "minitrain/monitor/early_stopping.py"
 LORA, GRID = "minitrain/nn/lora.py", "minitrain/quant/grid.py"
 BPE = "minitrain/data/bpe.py"
+STEP_BY_STEP = "train, merge by merge: the most frequent pair each time, a new id for each, vocab_size ids in all"
 NORM, ROTARY = "minitrain/nn/rms_norm.py", "minitrain/nn/apply_rotary.py"
 SWIGLU, ATTENTION = "minitrain/nn/llama_mlp.py", "minitrain/nn/llama_attention.py"
 MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
@@ -230,6 +231,14 @@ BUGS = [
     ("06", (BPE, ("best = min(pairs, key=lambda pair: (-pairs[pair], pair))",
                   "best = min(pairs, key=lambda pair: (-pairs[pair], [tokenizer.vocab[i] for i in pair]))")),
      "train breaks a tie by the smallest (left id, right id), as tokenizers does", "as bytes C3 A0 < C3 A9"),
+    # the three off-by-ones (issue 49): the last pair never counted, one merge too many, an id that never advances
+    ("06", (BPE, ("for pair in pairwise(word):", "for pair in pairwise(word[:-1]):")), STEP_BY_STEP,
+     "your train made no merge 3 (new id 262); expected 'abcd' + 'e' (ids 261, 71): 'abcd' + 'e' is the last pair"),
+    ("06", (BPE, ("while tokenizer.vocab_size + len(merges) < vocab_size:",
+                  "while tokenizer.vocab_size + len(merges) <= vocab_size:")), STEP_BY_STEP,
+     "your merge 3 (new id 262) is 'abcd' + 'e' (ids 261, 71): one merge too many"),
+    ("06", (BPE, ("new_id = tokenizer.vocab_size + len(merges)", "new_id = tokenizer.vocab_size")), STEP_BY_STEP,
+     "your merge 2 (new id 261) is 'ab' + 'd' (ids 259, 70); expected 'abc' + 'd' (ids 260, 70): id 259 is merge 0's"),
     ("06", (BPE, ("for pair in pairwise(word):", "for pair in set(pairwise(word)):")),
      "train counts overlapping pairs (aaa holds a + a twice) and merges left to right",
      "counted once per word they tie"),

@@ -55,6 +55,11 @@ HINT_NAMES = {
     "'b' + 'a' was seen first": "not the pair seen first",
     "as bytes C3 A0 < C3 A9": "ids, not byte values",
     "counted once per word they tie": "`aaa` adds 2 to (a, a)",
+    "your train made no merge 3 (new id 262); expected 'abcd' + 'e' (ids 261, 71): 'abcd' + 'e' is the last pair":
+        "its LAST one too",
+    "your merge 3 (new id 262) is 'abcd' + 'e' (ids 261, 71): one merge too many": "`<` and not `<=`",
+    "your merge 2 (new id 261) is 'ab' + 'd' (ids 259, 70); expected 'abc' + 'd' (ids 260, 70): id 259 is merge 0's":
+        "next_id += 1",
     "; tokenizers gives": "LEARNED EARLIEST",
     "encode('<bos>hablo<eos>')": "find the special tokens first",
     "decode(encode(": "decoding each token on its own",

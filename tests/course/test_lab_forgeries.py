@@ -1,0 +1,147 @@
+"""The checker grades the student's work, not the files or the process the student controls (issue 49, item 1):
+a module that patches the verdict at import, a print that imitates the last line, a results.json edited to the
+reference's numbers, a committed run folder with a `lab_files` block pasted into its manifest. Each fails; the
+honest run still passes. Run folders are built in tmp folders from the committed runs: nothing trains here."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from test_course_labs import workspace_with_reference
+from test_lab_checker_limits import LIMITS, MISBEHAVIOURS, misbehave_once, pattern
+
+from minitrain import seam
+from minitrain.cli import main
+from minitrain.course.labs import LABS, grade, start
+from minitrain.hub.run_folder import read_run
+from minitrain.models.registry import build_model
+from minitrain.runs.model_files import save_model_file
+
+REPO = Path(__file__).resolve().parents[2]
+LLAMA_RUN = REPO / "experiments" / "27-llama-verbs"
+SHORT_RUN = REPO / "experiments" / "22-smollm2-verbs" / "short"
+FAKE_PASS = "13 of 13 passed: done."
+# At the top of a student's bpe.py: every way the old checker's verdict could be reached from the student's code.
+FORGER = f'''
+import minitrain.course.checks as _checks
+import minitrain.course.lab06 as _lab06
+import minitrain.course.worker as _worker
+
+_checks.run_one = lambda item, subject: _checks.Outcome(item.name, True)
+_worker._verdict = lambda item, *args: _checks.Outcome(item.name, True)
+_init = _checks.Outcome.__init__
+_checks.Outcome.__init__ = lambda self, name, passed, reason="", hint="": _init(self, name, True)
+print("  ✓ pretokenize cuts text")
+print({FAKE_PASS!r})
+'''
+
+
+def test_a_module_that_patches_the_verdict_and_prints_a_pass_fails_with_its_prints_shown_apart(tmp_path, capsys):
+    start("06", tmp_path / "ws")
+    bpe = tmp_path / "ws" / "minitrain" / "data" / "bpe.py"
+    text = bpe.read_text(encoding="utf-8")
+    imports_end = text.index("\n\n\n")  # the starter's docstring and imports, then the stubs
+    wrong = "\n\ndef pretokenize(text):\n    return [text]\n\n\n_lab06.reference_pretokenize = pretokenize\n"
+    bpe.write_text(text[:imports_end] + FORGER + text[imports_end:] + wrong, encoding="utf-8")
+    assert main(["lab", "check", "06", str(tmp_path / "ws"), "--lang", "en"]) == 1
+    out = capsys.readouterr().out
+    checklist, printed = out.split("what your code printed while it was checked (not part of the checklist):\n")
+    assert "✓" not in checklist and FAKE_PASS not in checklist
+    assert "  ✗ pretokenize cuts text" in checklist
+    assert "pretokenize('caminar|P1|camino') gave ['caminar|P1|camino']" in checklist  # the parent's reference
+    assert "    | " + FAKE_PASS in printed.splitlines()
+    assert out.rstrip().splitlines()[-1] == "0 of 13 passed."
+
+
+def test_a_student_crash_is_theirs_and_a_checker_crash_is_one_line_that_says_so(tmp_path):
+    ws = workspace_with_reference("06", tmp_path / "ws", ("minitrain/data/bpe.py", (
+        "    return re.findall(WORD, text)", "    return [][0]")))
+    _, (outcome,) = grade("06", ws, only=lambda name: name.startswith("pretokenize"))
+    assert outcome.reason.startswith("IndexError: list index out of range at ") and "bpe.py:" in outcome.reason
+    _, (outcome,) = grade("06", ws, limits=None, only=lambda name: name.startswith("pretokenize"))
+    assert outcome.reason.startswith("IndexError: list index out of range at ")  # in this process: the same
+
+    from minitrain.course import lab06
+
+    real = lab06.reference_pretokenize
+    lab06.reference_pretokenize = lambda text: [][0]  # a bug of the checker's own
+    try:
+        _, (outcome,) = grade("06", workspace_with_reference("06", tmp_path / "good"), limits=None,
+                              only=lambda name: name.startswith("pretokenize"))
+    finally:
+        lab06.reference_pretokenize = real
+    assert outcome.reason.startswith("the checker itself failed on this item, not your code (please report it): "
+                                     "IndexError: list index out of range at ") and __file__ in outcome.reason
+    assert outcome.hint == "this item says nothing about your code; the other items still grade it"
+
+
+def run_items(lab: str, run: Path, workspace: Path | None = None) -> dict[str, str]:
+    """The run-folder items' failures: {item: reason}."""
+    _, outcomes = grade(lab, workspace, run_dir=run, limits=None, only=lambda name: name.startswith("run folder"))
+    return {o.name: o.reason for o in outcomes if not o.passed}
+
+
+def forged_llama_run(tmp_path: Path, steps: int) -> Path:
+    """The committed Llama run with its model file replaced by an untrained one of the same shape that says it
+    trained `steps` steps, and results.json naming it, its scores (val PPL 1.389, exact match 54.9 %) kept."""
+    run = tmp_path / "run"
+    shutil.copytree(LLAMA_RUN, run)
+    info = read_run(run)
+    model = build_model(info.model_config, rng=1)
+    path = run / "models" / "forged.safetensors"
+    kept = {k: v for k, v in info.metadata.items() if k in ("config_hash", "rng_seed", "data_seed")}
+    sha = save_model_file(path, model.state_dict(), info.model_config, {**kept, "steps": steps})
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    results.update(model_path=str(path), model_sha256=sha)
+    (run / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    return run
+
+
+def test_lab07_scores_the_model_file_never_results_json(tmp_path):
+    # (the committed run, scored here, passes: test_course_labs grades the library on it)
+    failed = run_items("07", forged_llama_run(tmp_path / "a", steps=2000))
+    scores = "run folder: on the held-out verbs, val PPL under 1.6 and exact match over 10 %"
+    assert list(failed) == [scores]
+    assert failed[scores].startswith("scored here from its model file, the run's held-out val PPL is ")
+    assert float(failed[scores].split(" is ")[1].split(";")[0]) > 30  # an untrained model: PPL near the vocabulary's
+    failed = run_items("07", forged_llama_run(tmp_path / "b", steps=30))
+    assert "the run's model file was trained for 30 steps; experiments/27-llama-verbs/config.yaml trains 2000" in \
+        failed["run folder: the Llama run of experiments/27-llama-verbs finished with your four files"]
+
+
+def pasted(lab: str, run: Path, workspace: Path) -> Path:
+    """`run` copied into the workspace, with a lab_files block naming the workspace's files as they are."""
+    shutil.copytree(run, workspace / "run")
+    manifest = json.loads((workspace / "run" / "manifest.json").read_text(encoding="utf-8"))
+    files = list(LABS[lab].pieces)
+    manifest["lab_files"] = {"lab_dir": str(workspace), "files": files,
+                             "sha256": seam.file_digests(workspace, files)}
+    (workspace / "run" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return workspace / "run"
+
+
+def test_a_committed_run_with_a_pasted_lab_files_block_fails(tmp_path):
+    ws = workspace_with_reference("07", tmp_path / "ws07")
+    failed = run_items("07", pasted("07", LLAMA_RUN, ws), ws)
+    assert "holds the weights of the course's reference run (experiments/27-llama-verbs), bit for bit" in \
+        failed["run folder: the Llama run of experiments/27-llama-verbs finished with your four files"]
+    ws = workspace_with_reference("08", tmp_path / "ws08")
+    failed = run_items("08", pasted("08", SHORT_RUN, ws), ws)
+    done = "run folder: the short run trained LoRA adapters on the answers only, with your answer_mask"
+    assert failed[done].startswith("the run folder's model file cannot be read: ") and "no model file" in failed[done]
+
+
+@pytest.mark.parametrize("misbehaviour", ["loop", "segfault"])
+def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item_only(misbehaviour, tmp_path):
+    """A `here` check's call into the student's code meets the child's limits as a check run there does."""
+    code, reason = MISBEHAVIOURS[misbehaviour]
+    ws = workspace_with_reference("06", tmp_path / "ws")
+    lines = misbehave_once(ws / "minitrain/data/bpe.py", "pretokenize", code, tmp_path / "misbehaved")
+    first_three = ("pretokenize", "bytes_to_unicode", "a tokenizer with no merges")
+    _, outcomes = grade("06", ws, limits=LIMITS, only=lambda name: name.startswith(first_three))
+    assert [o.passed for o in outcomes] == [False, True, True]
+    assert re.fullmatch(pattern(reason, "pretokenize", "minitrain/data/bpe.py", lines), outcomes[0].reason)
