@@ -1,11 +1,13 @@
 """The pruning experiment (README.md): every number of results.json, from lab 01's committed model and corpus.
 
     python experiments/25-pruning/run.py               everything, into runs/25-pruning/, then results.json here
-    python experiments/25-pruning/run.py --quick DIR   3-step fine-tunes, sparsity 0.5, no plots, into DIR (tests)
+    python experiments/25-pruning/run.py --quick DIR   3-step fine-tunes, sparsity 0.5, no plots, no lottery, into
+                                                       DIR (tests)
 
 1. one-shot   lab 01's model pruned by `minitrain prune`'s code (minitrain/training/prune_run.py) at 30 / 50 / 70 %,
-              magnitude (|W|, per layer) and Wanda (|W|·‖X‖, per output, 128 training records), and 2:4 with both;
-              val PPL and exact match of each (val: the held-out verbs), every layer's zeros checked
+              magnitude (|W|, per layer), Wanda (|W|·‖X‖, per output, 128 training records) and SparseGPT (OBS
+              updates with the same records' XᵀX), and 2:4 with each; val PPL and exact match of each (val: the
+              held-out verbs), every layer's zeros checked
 2. recovery   each unstructured file fine-tuned 300 steps with its mask held (recovery.yaml), each in its own
               process; the mask after the fine-tune checked against the file's, weight for weight
 3. controls   the same 300 steps from the dense model, nothing pruned (what the extra training alone does), and
@@ -14,8 +16,12 @@
               whole layer; Wanda with two other draws of its 128 calibration records (seeds 1, 2); and how
               uneven the inputs are (max / median of ‖X_i‖ per layer: the outlier features the Wanda paper finds
               in LLMs)
+5. lottery    lab 01's run trained again with a checkpoint every 100 steps (its weights checked against the
+              committed model's), then `minitrain prune --method lottery` at 30 / 50 / 70 %: 3 rounds each of
+              magnitude pruning, rewinding to step 100 (the end of the warm-up) and retraining the 1,900 steps after it;
+              and its dense control: rewound to step 100 and retrained once with nothing pruned
 
-Run from the repository root; about 5 minutes of one core.
+Run from the repository root; about 10 minutes of one core.
 """
 
 from __future__ import annotations
@@ -43,7 +49,9 @@ from minitrain.training.scoring import score_records
 HERE = Path(__file__).resolve().parent
 LAB01_MODEL = "models/minigpt-phase18-64ab16764a406b88.safetensors"
 SPARSITIES = (0.3, 0.5, 0.7)
-METHODS = ("magnitude", "wanda")
+METHODS = ("magnitude", "wanda", "sparsegpt")
+LAB01_CONFIG = "experiments/18-train-mini/config.yaml"
+LOTTERY_ROUNDS, REWIND_STEP = 3, 100
 
 
 def linear_zeros(path: Path) -> dict[str, np.ndarray]:
@@ -51,6 +59,12 @@ def linear_zeros(path: Path) -> dict[str, np.ndarray]:
     state, _, _ = load_model_file(path)
     return {name: state[name] == 0 for name in sorted(state)
             if state[name].ndim == 2 and not name.startswith(("transformer.wte", "transformer.wpe"))}
+
+
+def largest_difference(a: Path, b: Path) -> float:
+    """max |a − b| over every weight of two model files of one architecture."""
+    first, second = load_model_file(a)[0], load_model_file(b)[0]
+    return max(float(np.abs(first[name] - second[name]).max()) for name in second)
 
 
 def one_shot(root: Path) -> dict:
@@ -82,8 +96,8 @@ def fine_tune(out: Path, init_from: str, quick: bool, extra: tuple[str, ...]) ->
 def recovery(root: Path, quick: bool) -> dict:
     """Steps 2 and 3: {name: val PPL and exact match after the fine-tune (and `mask_held` for the pruned)}."""
     rows = {}
-    sparsities = (0.5,) if quick else SPARSITIES  # the tests: every kind of fine-tune once, 4 runs instead of 10
-    for method in METHODS:
+    sparsities = (0.5,) if quick else SPARSITIES  # the tests: every kind of fine-tune once, 4 runs instead of 13
+    for method in METHODS[:2] if quick else METHODS:
         for sparsity in sparsities:
             name = f"{method}-unstructured-{round(100 * sparsity)}"
             pruned = root / f"{name}.safetensors"
@@ -100,6 +114,29 @@ def recovery(root: Path, quick: bool) -> dict:
         zeros = linear_zeros(Path(results["model_path"]))
         rows[name] = {"val_ppl": results["val_ppl"], "val_exact_match": results["val_exact_match"],
                       "exact": all(int(z.sum()) == round(sparsity * z.size) for z in zeros.values())}
+    return rows
+
+
+def lottery(root: Path) -> dict:
+    """Step 5: {name: the row prune_run returns (each round's val, the rewind point), and `exact`}, and
+    `source_is_lab01`: the retrained source run's linear weights are the committed model's, bit for bit."""
+    source = root / "lab01-source"
+    if not (source / "results.json").is_file():
+        sets = (f"training.checkpoint.save_every={REWIND_STEP}", "training.checkpoint.keep_last=null",
+                "output.plots=false")
+        args = [sys.executable, "-m", "minitrain.cli", "train", LAB01_CONFIG, "--out-dir", str(source), "--models-dir",
+                str(source / "models"), "--quiet", "--overwrite", *(a for s in sets for a in ("--set", s))]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    results = json.loads((source / "results.json").read_text())
+    rows = {"source": {"val_ppl": results["val_ppl"], "val_exact_match": results["val_exact_match"],
+                       "largest_weight_difference": largest_difference(Path(results["model_path"]),
+                                                                       Path(LAB01_MODEL))}}
+    for sparsity in (0.0, *SPARSITIES):  # 0: the dense control, rewound to step 100 and retrained once
+        name = f"lottery-{round(100 * sparsity)}"
+        row = prune_run(source, root / f"{name}.safetensors", "lottery", sparsity,
+                        rounds=LOTTERY_ROUNDS if sparsity else 1, rewind_step=REWIND_STEP)
+        row["exact"] = all(layer["zeros"] == round(sparsity * layer["size"]) for layer in row["layers"].values())
+        rows[name] = row
     return rows
 
 
@@ -146,11 +183,14 @@ def main() -> int:
     results = {"one_shot": one_shot(root)}
     results["recovery"] = recovery(root, args.quick is not None)
     results["ablation"] = ablation()
+    if not args.quick:
+        results["lottery"] = lottery(root)
     results["wall_seconds"] = round(time.time() - started, 1)
     target = root / "results.json" if args.quick else HERE / "results.json"
     target.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(json.dumps({name: {k: v for k, v in row.items() if k != "layers"}
-                      for part in ("one_shot", "recovery", "ablation") for name, row in results[part].items()},
+                      for part in ("one_shot", "recovery", "ablation", "lottery") if part in results
+                      for name, row in results[part].items()},
                      indent=1))
     return 0
 

@@ -26,7 +26,8 @@ class PruningConfig(Section):
     """Prune the linear layers' weights (not embeddings, norms, biases or an untied lm_head) while training."""
 
     enabled: bool = False
-    method: Literal["magnitude"] = Field("magnitude", description="each layer's lowest |W| (Wanda: `minitrain prune`)")
+    method: Literal["magnitude"] = Field("magnitude", description="each layer's lowest |W| (the others: `minitrain "
+                                                                  "prune`)")
     sparsity: Ratio = Field(0.5, description="s_f: the share of each layer's weights pruned from end_step on")
     initial_sparsity: Ratio = Field(0.0, description="s_i: the share pruned at start_step")
     start_step: Count = Field(0, description="t₀: updates done when the first pruning happens (0: before any)")

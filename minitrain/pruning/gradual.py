@@ -8,10 +8,12 @@ slower, at the step boundaries t ∈ {t₀, t₀ + Δt, ..., t₀ + nΔt = t_end
 
 At each such boundary every layer's mask prunes its lowest |W| until round(s_t · size) weights are pruned; a
 weight once pruned stays pruned (it scores below every kept one). After every update the masks are applied again
-(W ← W ⊙ mask), so a pruned weight is 0 in every forward pass and in every file the run writes, although the
-optimizer still moves it between two applications. Boundary 0 (t₀ = 0) prunes the weights the run starts from,
-before the first update: a pruned model file fine-tuned with `sparsity` its own and t₀ = t_end = 0 keeps exactly
-its own zeros (they score lowest), which is how a recovery fine-tune holds a Wanda mask.
+(W ← W ⊙ mask), so a pruned weight is 0 in every forward pass and in every file the run writes; before every
+update its gradient is set to 0 too (after the clip), so an element-wise optimizer's state of a weight pruned
+before the first update stays 0 and the weight never moves (the lottery ticket's retraining,
+minitrain/training/lottery.py). Boundary 0 (t₀ = 0) prunes the weights the run starts from, before the first
+update: a pruned model file fine-tuned with `sparsity` its own and t₀ = t_end = 0 keeps exactly its own zeros
+(they score lowest), which is how a recovery fine-tune holds a Wanda mask.
 
 The masks are the pruner's state: `state_dict()` goes into every checkpoint (each mask's bits, packed, in
 base64), `load_state_dict` takes it back, so a resumed run prunes exactly as an uninterrupted one.
@@ -60,6 +62,14 @@ class GradualPruner:
             self.after_update(0, model)
         else:
             self.load_state_dict(saved, model, source)
+
+    def before_update(self, model: Module) -> None:
+        """Zero the gradient of every pruned weight (after the clip, whose norm still counts it), so the optimizer's
+        state of a pruned weight stays 0 and an element-wise optimizer moves only the kept ones."""
+        for path, mask in self.masks.items():
+            grad = model.get_submodule(path).weight.grad
+            if grad is not None:
+                grad[~mask] = 0.0
 
     def after_update(self, t: int, model: Module) -> None:
         """At boundary t (t updates done): new masks if the schedule prunes here, then W ← W ⊙ mask."""

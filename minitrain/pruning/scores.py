@@ -1,4 +1,4 @@
-"""How much each weight matters: the scores the pruning methods rank by, and one-shot pruning of a model.
+"""How much each weight matters: the pruning methods' registry, their scores, and one-shot pruning of a model.
 
     magnitude   S_ij = |W_ij|, compared over the whole layer (Han et al. 2015)
     wanda       S_ij = |W_ij| · ‖X_i‖₂, compared within each output (Sun et al. 2023, "A Simple and Effective
@@ -6,6 +6,10 @@
                 calibration tokens, so ‖X_i‖₂ = √(Σ_n X_ni²) is how strongly input i is driven. In the paper's
                 (out, in) layout the score is |W| · ‖X‖ broadcast along rows and each row is compared; in
                 minitrain's (in, out) layout that row is a column, the norm multiplies row i.
+    sparsegpt   w² / [H⁻¹]²_cc with H = 2XᵀX, chosen block by block while the kept weights are updated to make up
+                for the pruned ones (Frantar & Alistarh 2023; sparsegpt.py)
+    lottery     magnitude per layer, round after round, each followed by retraining from the weights of an early
+                step (Frankle & Carbin 2019; minitrain/training/lottery.py)
 
 A weight that is small but fed a large input (LLMs have a few such outlier features) matters more than its
 magnitude says: that is what Wanda adds. ‖X_i‖₂² is the diagonal of XᵀX (`calibration_grams`, padded positions
@@ -21,7 +25,8 @@ import numpy as np
 
 from minitrain.common.registry import Registry
 from minitrain.nn import Module, inference
-from minitrain.pruning.masks import UNSTRUCTURED, apply_masks, keep_mask
+from minitrain.pruning.masks import UNSTRUCTURED, keep_mask
+from minitrain.pruning.sparsegpt import sparsegpt_prune
 
 
 def magnitude_scores(weight: np.ndarray, input_norm: np.ndarray | None = None) -> np.ndarray:
@@ -60,20 +65,34 @@ def calibration_grams(model: Module, batches: Iterable, paths: Sequence[str]) ->
     return grams
 
 
+def scored(scores: Callable[[np.ndarray, np.ndarray | None], np.ndarray], group: str) -> Callable:
+    """The `prune` of a method that ranks by a score (`scores(weight, input_norm or None)`) and moves no weight:
+    the lowest scores of each `group` (masks.py) set to zero."""
+    def prune(weight: np.ndarray, gram: np.ndarray | None, sparsity: float, structure: str):
+        mask = keep_mask(scores(weight, None if gram is None else np.sqrt(np.diag(gram))), sparsity, structure, group)
+        return np.where(mask, weight, 0).astype(weight.dtype), mask
+    return prune
+
+
 @dataclass(frozen=True)
 class PruningMethod:
-    """`scores(weight (in, out), input_norm (in,) or None) -> (in, out)`, compared within `group` as its paper
-    prunes (masks.py); `calibrated`: it reads the inputs' norms, so it needs calibration batches."""
+    """`prune(weight (in, out), gram XᵀX (in, in) or None, sparsity, structure) -> (pruned weight, keep mask)`;
+    `group`: what its exact count is compared within (recorded in the file); `calibrated`: it reads the layer's
+    inputs, so it needs calibration batches; `retrains`: it trains between prunings, so `minitrain prune` runs it
+    as training runs (the lottery ticket, minitrain/training/lottery.py), `prune` being one of its prunings."""
 
     name: str
-    scores: Callable[[np.ndarray, np.ndarray | None], np.ndarray]
+    prune: Callable[[np.ndarray, np.ndarray | None, float, str], tuple[np.ndarray, np.ndarray]]
     group: str
     calibrated: bool = False
+    retrains: bool = False
 
 
 METHODS: Registry[PruningMethod] = Registry("pruning method", [
-    PruningMethod("magnitude", magnitude_scores, "layer"),
-    PruningMethod("wanda", wanda_scores, "output", calibrated=True),
+    PruningMethod("magnitude", scored(magnitude_scores, "layer"), "layer"),
+    PruningMethod("wanda", scored(wanda_scores, "output"), "output", calibrated=True),
+    PruningMethod("sparsegpt", sparsegpt_prune, "block", calibrated=True),
+    PruningMethod("lottery", scored(magnitude_scores, "layer"), "layer", retrains=True),
 ])
 
 
@@ -111,14 +130,13 @@ def prune_model(model: Module, method: str, sparsity: float, paths: Sequence[str
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     record = METHODS[method]
     if record.calibrated and not calibration:
-        raise ValueError(f"{method} weighs each weight by its input's norm: it needs calibration batches")
-    norms = input_norms(model, calibration, paths) if record.calibrated else {}
+        raise ValueError(f"{method} reads each layer's inputs: it needs calibration batches")
+    grams = calibration_grams(model, calibration, paths) if record.calibrated else {}
     masks = {}
     for path in paths:
-        scores = record.scores(model.get_submodule(path).weight.data, norms.get(path))
+        weight = model.get_submodule(path).weight.data
         try:
-            masks[path] = keep_mask(scores, sparsity, structure, record.group)
+            weight[...], masks[path] = record.prune(weight, grams.get(path), sparsity, structure)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
-    apply_masks(model, masks)
     return masks

@@ -84,8 +84,10 @@ def train(model: Any, optimizer: Any, scheduler: Any, data: LoopData, settings: 
             if loop.diverges(loss, grad_norm):
                 loop.diverged(step, f"loss {loss}, grad_norm {grad_norm} at step {step} (update not applied)")
                 break
+            if loop.books.pruning is not None:  # pruning (minitrain/pruning/): no gradient for a pruned weight
+                loop.books.pruning.before_update(model)
             apply_update(optimizer, lambda: loop.gradients(batches)[0])  # noqa: B023 (called within this step)
-            if loop.books.pruning is not None:  # gradual pruning (minitrain/pruning/): the pruned weights stay 0
+            if loop.books.pruning is not None:  # the pruned weights stay 0
                 loop.books.pruning.after_update(step + 1, model)
             state.last_loss = loss
             out_of_time = loop.out_of_time()
