@@ -148,20 +148,27 @@ def strong_teacher_runs(root: Path, quick: bool) -> dict:
 
 
 def progressive_runs(root: Path, quick: bool) -> dict:
-    """progressive.yaml at every seed and at T 2 and T 1: the student's scores and its assistant's."""
+    """At T 2 and T 1, every seed: progressive.yaml (the student's scores and its assistant's) beside distill.yaml,
+    the same student taught by lab 01's model directly (at T 2 the main rows again: the same numbers)."""
     progressive: dict = {}
     seeds = SEEDS[:1] if quick else SEEDS
     for t in (2.0,) if quick else (2.0, 1.0):
-        runs = []
+        runs, direct = [], []
         for seed in seeds:
             out = root / f"progressive-T{t:g}-s{seed}"
             student = train(HERE / "progressive.yaml", out, seed, quick, (f"distillation.temperature={t}",))
             assistant = json.loads((out / "stages" / "1-assistant" / "results.json").read_text())
             runs.append({**student, "assistant": {k: assistant[k] for k in KEPT if k in assistant}})
+            if not quick:
+                direct.append(train(HERE / "distill.yaml", root / f"direct-T{t:g}-s{seed}", seed, quick,
+                                    (f"distillation.temperature={t}",)))
         progressive[f"T{t:g}"] = {"runs": dict(zip(map(str, seeds), runs, strict=True)),
                                   **{key: spread(runs, key) for key in ("val_ppl", "val_exact_match")}}
+        if direct:
+            progressive[f"direct-T{t:g}"] = {"runs": dict(zip(map(str, seeds), direct, strict=True)),
+                                             **{key: spread(direct, key) for key in ("val_ppl", "val_exact_match")}}
         print("progressive", t, [(round(r["assistant"]["val_ppl"], 4), round(r["val_ppl"], 4)) for r in runs],
-              flush=True)
+              "direct", [round(r["val_ppl"], 4) for r in direct], flush=True)
     return progressive
 
 
