@@ -77,6 +77,23 @@ HINT_NAMES = {
     "without the +1 for each end": "the +1 is the end",
     "you compared without stripping": ".strip()",
     "are not the chat template's generation prompt": "add_generation_prompt=True",
+    "passed a threshold": "never a threshold",
+    "the contract keeps the earlier ones": "a stable sort of −|τ|",
+    "int() truncates": "k = round(density · τ.size)",
+    "elected by count": "counting signs",
+    "the mean over all 3 models": "the models of the other sign",
+    "the models that left it at 0 counted": "those that left the entry at 0",
+    "sum to exactly 0: no sign is elected": "np.sign gives 0 for a sum of 0",
+    "(0/0": "never 0/0",
+    "7/3": "the vote is sgn(Σ w_i τ_i)",
+    "λ was not applied": "base + lam · elect_and_mean",
+    "cast the merge back": "cast back to base.dtype",
+    "seeded by the seed alone": "zlib.crc32(name.encode('utf-8'))",
+    "were not divided by density": "divide the kept by density",
+    "those are the dropped ones": "keep where u < density",
+    "; expected [0,": "draw u = rng.random(delta.shape) once",
+    "one generator for all the models": "never one shared",
+    "trimmed as well": "no trim after it",
 }
 MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
 # More of lab 08's typical bugs, checked here only (in this process: each costs a fraction of a second), by their
