@@ -94,7 +94,10 @@ def ref_deltas(base, tensors, densities, seed, name) -> list[np.ndarray]:
 # ------------------------------------------------------------------------------------------------ trim
 
 ROWS = np.array([[0.3, -0.9, 0.05, 0.6, -0.75], [0.01, 0.7, -0.4, 0.15, -0.2]])  # no two |τ| equal
-TIED = np.array([0.5, -0.3, 0.3, 0.3, -0.1, 0.3])  # four entries of |τ| = 0.3 at k = 3
+# 4 of |τ| 0.5, 14 of 0.3 and 6 of 0.1: k = 12 keeps the 0.5s and the first 8 of the 0.3s (long enough that
+# np.argsort's default, unstable sort keeps others)
+TIED = np.array([0.3, -0.5, -0.3, 0.1, 0.3, -0.3, 0.5, 0.3, -0.1, 0.3, -0.3, 0.1, -0.5, 0.3, 0.3, -0.1, -0.3, 0.3, 0.5,
+                 0.1, -0.3, 0.3, -0.1, 0.3])
 
 
 def _kept(values: np.ndarray, where: np.ndarray) -> np.ndarray:
@@ -122,19 +125,21 @@ def _trim(lab):
 
 
 @CHECKS.check("trim keeps exactly k entries when |τ| ties at the k-th: the earlier ones first", needs=(_trim,),
-              hint="rank with a stable sort of −|τ| (np.argsort(-np.abs(flat), kind='stable')[:k]): among equal "
-                   "magnitudes the earlier entries win, and exactly k are kept (never a threshold |τ| ≥ the k-th)")
+              hint="rank with a stable sort of −|τ| (np.argsort(-np.abs(flat), kind='stable')[:k]; np.argsort's "
+                   "default sort is not stable): among equal magnitudes the earlier entries win, and exactly k are "
+                   "kept (never a threshold |τ| ≥ the k-th)")
 def _trim_ties(lab):
-    got = _array(lab.module(TIES).trim(TIED.copy(), 0.5), TIED.shape, "trim(τ of shape (6,), 0.5)")
+    got = _array(lab.module(TIES).trim(TIED.copy(), 0.5), TIED.shape, "trim(τ of shape (24,), 0.5)")
     want = ref_trim(TIED, 0.5)
     if _close(got, want):
         return
-    kept = np.flatnonzero(got).tolist()
-    why = (f": {len(kept)} entries kept where k = 3: every |τ| equal to the k-th (0.3) passed a threshold"
+    kept, tied = np.flatnonzero(got).tolist(), np.flatnonzero(np.isclose(np.abs(TIED), 0.3))
+    why = (f": {len(kept)} entries kept where k = 12: every |τ| equal to the k-th (0.3) passed a threshold"
            if _close(got, _kept(TIED, np.abs(TIED) >= 0.3)) else
-           f": among the four |τ| = 0.3 you kept positions {[j for j in kept if j > 0]}; the contract keeps the "
-           "earlier ones, 1 and 2" if len(kept) == 3 and got[0] == 0.5 else "")
-    raise Failed(f"trim(τ, 0.5) on τ = {TIED.tolist()} gave {got.tolist()}; expected {want.tolist()}{why}")
+           f": among the 14 entries of |τ| = 0.3 you kept positions {[j for j in kept if j in tied]}; the contract "
+           f"keeps the earlier ones, {tied[:8].tolist()}" if len(kept) == 12 else "")
+    raise Failed(f"trim(τ, 0.5) on τ = {TIED.tolist()} kept positions {kept}; expected "
+                 f"{np.flatnonzero(want).tolist()}{why}")
 
 
 # ------------------------------------------------------------------------------------ elect and mean

@@ -79,6 +79,7 @@ HINT_NAMES = {
     "are not the chat template's generation prompt": "add_generation_prompt=True",
     "passed a threshold": "never a threshold",
     "the contract keeps the earlier ones": "a stable sort of −|τ|",
+    "of |τ| = 0.3 you kept positions [2, 4, 5, 7, 9, 10, 13, 14]": "np.argsort's default sort is not stable",
     "int() truncates": "k = round(density · τ.size)",
     "elected by count": "counting signs",
     "the mean over all 3 models": "the models of the other sign",
