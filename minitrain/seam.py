@@ -50,6 +50,8 @@ LAB_PIECES: dict[str, dict[str, tuple[str, ...]]] = {
            "minitrain/nn/llama_mlp.py": ("LlamaMLP",), "minitrain/nn/llama_attention.py": ("LlamaAttention",)},
     "08": {"minitrain/data/answer_mask.py": ("answer_mask",),
            "minitrain/evaluation/answers.py": ("answer_scores", "exact_match")},
+    "09": {"minitrain/merging/ties.py": ("trim", "elect_and_mean", "ties"),
+           "minitrain/merging/dare.py": ("mask_rng", "drop_and_rescale", "dare_deltas", "dare_linear", "dare_ties")},
 }
 
 

@@ -105,6 +105,10 @@ LABS = {
                                        "scripts/verbs_to_chat.py", "data/raw/verbs.tsv", "data/chat/verbs/val.jsonl",
                                        "data/chat/verbs/test.jsonl", "experiments/18-train-mini/results.json",
                                        "experiments/14-ngram-baseline/results.json")),
+        Lab("09", "Model merging: TIES and DARE", "lab/09-model-merging.md", None, None,
+            course=tuple(f"experiments/23-merging/lab09/{name}" for name in (
+                "base.safetensors", "present.safetensors", "subjunctive.safetensors", "ties.yaml", "dare_linear.yaml",
+                "dare_ties.yaml", "results.json"))),
     )
 }
 

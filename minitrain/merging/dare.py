@@ -27,12 +27,15 @@ from minitrain.merging.ties import elect_and_mean
 
 
 def mask_rng(seed: int, model_index: int, name: str) -> np.random.Generator:
-    """The generator of one model's drop mask for tensor `name` (module docstring)."""
+    """The generator of model `model_index`'s drop mask for tensor `name`:
+    np.random.default_rng([seed, model_index, zlib.crc32(name.encode("utf-8"))])."""
     return np.random.default_rng([seed, model_index, zlib.crc32(name.encode("utf-8"))])
 
 
 def drop_and_rescale(delta: np.ndarray, density: float, rng: np.random.Generator) -> np.ndarray:
-    """τ̃ = (1 − m) ⊙ τ / density with m ~ Bernoulli(1 − density) per entry; density 1 keeps τ as it is."""
+    """τ̃ = (1 − m) ⊙ τ / density with m ~ Bernoulli(1 − density) per entry: one draw
+    u = rng.random(delta.shape), an entry kept (and divided by density) where u < density, else 0; density 1
+    returns a copy of τ and draws nothing."""
     if density >= 1.0:
         return delta.copy()
     keep = rng.random(delta.shape) < density  # P(keep) = density = 1 − p
@@ -41,7 +44,8 @@ def drop_and_rescale(delta: np.ndarray, density: float, rng: np.random.Generator
 
 def dare_deltas(base: np.ndarray, tensors: Sequence[np.ndarray], densities: Sequence[float], seed: int,
                 name: str) -> list[np.ndarray]:
-    """Each model's τ̃_i for tensor `name`."""
+    """Each model's τ̃_i for tensor `name`: drop_and_rescale(θ_i − θ_base, densities[i], mask_rng(seed, i,
+    name)), i = 0, 1, ... in the order of `tensors` (a generator of its own for each model)."""
     return [drop_and_rescale(d, p, mask_rng(seed, i, name))
             for i, (d, p) in enumerate(zip(task_vectors(base, tensors), densities, strict=True))]
 
@@ -49,12 +53,13 @@ def dare_deltas(base: np.ndarray, tensors: Sequence[np.ndarray], densities: Sequ
 def dare_linear(base: np.ndarray, tensors: Sequence[np.ndarray], weights: Sequence[float],
                 densities: Sequence[float], seed: int, name: str, lam: float = 1.0,
                 normalize: bool = False) -> np.ndarray:
-    """θ_base + λ Σ_i w_i τ̃_i (/ Σ_i w_i when `normalize`)."""
+    """θ_base + λ Σ_i w_i τ̃_i (/ Σ_i w_i when `normalize`), the τ̃_i of dare_deltas; in the base's dtype."""
     return combine(base, dare_deltas(base, tensors, densities, seed, name), weights, lam, normalize)
 
 
 def dare_ties(base: np.ndarray, tensors: Sequence[np.ndarray], weights: Sequence[float],
               densities: Sequence[float], seed: int, name: str, lam: float = 1.0) -> np.ndarray:
-    """θ_base + λ · TIES's disjoint mean of the sign-agreeing τ̃_i."""
+    """θ_base + λ · elect_and_mean(τ̃_i of dare_deltas, weights): TIES's sign election and disjoint mean, its
+    trim replaced by the drop; in the base's dtype."""
     merged = elect_and_mean(dare_deltas(base, tensors, densities, seed, name), weights)
     return (base.astype(np.float64) + lam * merged).astype(base.dtype)

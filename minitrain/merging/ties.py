@@ -26,8 +26,9 @@ from minitrain.merging.linear import task_vectors
 
 
 def trim(delta: np.ndarray, density: float) -> np.ndarray:
-    """τ with all but its k = round(density · size) largest-magnitude entries set to 0 (ties broken by position:
-    a stable sort, so the result never depends on anything but the values)."""
+    """τ (any shape) with all but its k = round(density · τ.size) largest |τ| set to 0, over the whole tensor;
+    same shape and dtype. Exactly k entries are kept: among equal magnitudes the earlier ones in τ.ravel() win
+    (the first k of a stable sort of −|τ|), so the result depends on nothing but the values."""
     k = round(density * delta.size)
     if k >= delta.size:
         return delta.copy()
@@ -39,8 +40,10 @@ def trim(delta: np.ndarray, density: float) -> np.ndarray:
 
 
 def elect_and_mean(deltas: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
-    """Steps 2 and 3 (module docstring): the disjoint weighted mean of the entries that agree with the elected
-    sign; 0 where no model changed an entry, or where the weighted changes sum to exactly 0 (no sign elected)."""
+    """Steps 2 and 3 (module docstring) on n arrays of one shape and n weights, in float64: per entry, the sign
+    of Σ_i w_i τ_i (total mass, not a count of signs) is elected, and the mean of the w_i-weighted τ_i over the
+    models whose τ_i is non-zero and of that sign is returned; 0 where no model changed the entry, or where the
+    weighted changes sum to exactly 0 (no sign elected)."""
     stacked = np.stack(deltas)  # (n, *shape)
     w = np.asarray(weights, dtype=np.float64).reshape(-1, *([1] * (stacked.ndim - 1)))
     sign = np.sign((w * stacked).sum(axis=0))
@@ -52,6 +55,7 @@ def elect_and_mean(deltas: Sequence[np.ndarray], weights: Sequence[float]) -> np
 
 def ties(base: np.ndarray, tensors: Sequence[np.ndarray], weights: Sequence[float], densities: Sequence[float],
          lam: float = 1.0) -> np.ndarray:
-    """θ_base + λ · disjoint mean of the sign-agreeing trimmed task vectors (module docstring)."""
+    """θ_base + λ · elect_and_mean of the trimmed task vectors trim(θ_i − θ_base, densities[i]) (module
+    docstring; τ_i in float64), in the base's dtype."""
     trimmed = [trim(d, p) for d, p in zip(task_vectors(base, tensors), densities, strict=True)]
     return (base.astype(np.float64) + lam * elect_and_mean(trimmed, weights)).astype(base.dtype)

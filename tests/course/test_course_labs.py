@@ -105,7 +105,7 @@ def workspace_with_reference(lab: str, folder: Path, bug: tuple | None = None) -
 
 # Labs 00, 01 and 02: tests/course/test_lab_commands.py checks a workspace holding the library's files, after training
 # its run folder (lab 01's through the student's script and loop, cut to 700 steps), with every item passing.
-@pytest.mark.parametrize("lab", ["03", "04", "05", "07", "08"])
+@pytest.mark.parametrize("lab", ["03", "04", "05", "07", "08", "09"])
 def test_the_library_files_in_a_workspace_pass_every_check_but_the_run_folder(lab, tmp_path):
     ws = workspace_with_reference(lab, tmp_path / "ws")
     _, outcomes = grade(lab, ws, only=lambda name: not name.startswith("run folder"))
@@ -120,6 +120,7 @@ STEP_BY_STEP = "train, merge by merge: the most frequent pair each time, a new i
 NORM, ROTARY = "minitrain/nn/rms_norm.py", "minitrain/nn/apply_rotary.py"
 SWIGLU, ATTENTION = "minitrain/nn/llama_mlp.py", "minitrain/nn/llama_attention.py"
 MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
+TIES, DARE = "minitrain/merging/ties.py", "minitrain/merging/dare.py"
 # (lab, the bug as (file, text, replaced by), the check that must catch it, words of its reason)
 BUGS = [
     ("00", (BATCHER, ('text.rindex("|") + 1', 'text.rindex("|") + 2')),
@@ -312,6 +313,67 @@ BUGS = [
     ("08", (ANSWERS, (".strip() for ids in new]", " for ids in new]")),
      "exact_match: the greedy answer to the generation prompt, stripped, equals the answer",
      "you compared without stripping"),
+    ("09", (TIES, ('keep = np.argsort(-np.abs(flat), kind="stable")[:k]',
+                   'keep = np.abs(flat) >= np.sort(np.abs(flat))[::-1][k - 1]')),
+     "trim keeps exactly k entries when |τ| ties at the k-th: the earlier ones first", "passed a threshold"),
+    ("09", (TIES, ('keep = np.argsort(-np.abs(flat), kind="stable")[:k]',
+                   'keep = np.argsort(np.abs(flat), kind="stable")[::-1][:k]')),
+     "trim keeps exactly k entries when |τ| ties at the k-th: the earlier ones first",
+     "the contract keeps the earlier ones"),
+    ("09", (TIES, ('keep = np.argsort(-np.abs(flat), kind="stable")[:k]', "keep = np.argsort(-np.abs(flat))[:k]")),
+     "trim keeps exactly k entries when |τ| ties at the k-th: the earlier ones first",
+     "of |τ| = 0.3 you kept positions [2, 4, 5, 7, 9, 10, 13, 14]"),
+    ("09", (TIES, ("k = round(density * delta.size)", "k = int(density * delta.size)")),
+     "trim keeps the k = round(density · size) largest |τ| of the whole tensor, signs and places kept",
+     "int() truncates"),
+    ("09", (TIES, ("sign = np.sign((w * stacked).sum(axis=0))", "sign = np.sign((w * np.sign(stacked)).sum(axis=0))")),
+     "elect_and_mean elects each entry's sign by total mass, sgn(Σ w_i τ_i), not by a count of signs",
+     "elected by count"),
+    ("09", (TIES, ("agree = (np.sign(stacked) == sign) & (stacked != 0)", "agree = np.ones_like(stacked, dtype=bool)")),
+     "elect_and_mean averages only the models that agree with the elected sign (a disjoint mean)",
+     "the mean over all 3 models"),
+    ("09", (TIES, ("agree = (np.sign(stacked) == sign) & (stacked != 0)", "agree = np.sign(stacked) != -sign")),
+     "elect_and_mean averages only the models that agree with the elected sign (a disjoint mean)",
+     "the models that left it at 0 counted"),
+    ("09", (TIES, ("sign = np.sign((w * stacked).sum(axis=0))",
+                   "sign = np.where((w * stacked).sum(axis=0) >= 0, 1.0, -1.0)")),
+     "elect_and_mean gives 0 where the changes sum to exactly 0 (no sign) or no model changed the entry",
+     "sum to exactly 0: no sign is elected"),
+    ("09", (TIES, ("np.divide(total, weight_sum, out=np.zeros_like(total), where=weight_sum > 0)",
+                   "total / weight_sum")),
+     "elect_and_mean gives 0 where the changes sum to exactly 0 (no sign) or no model changed the entry", "(0/0"),
+    ("09", (TIES, ("total = (w * stacked * agree).sum(axis=0)", "total = (stacked * agree).sum(axis=0)")),
+     "elect_and_mean weights model i by w_i, in the vote and in the mean; random tensors as the paper", "7/3"),
+    ("09", (TIES, ("lam * elect_and_mean(trimmed, weights)", "elect_and_mean(trimmed, weights)")),
+     "ties = θ_base + λ · elect_and_mean of each model's trimmed task vector, in the base's dtype",
+     "λ was not applied"),
+    ("09", (TIES, ("lam * elect_and_mean(trimmed, weights)).astype(base.dtype)",
+                   "lam * elect_and_mean(trimmed, weights))")),
+     "ties = θ_base + λ · elect_and_mean of each model's trimmed task vector, in the base's dtype",
+     "cast the merge back"),
+    ("09", (DARE, ('    return np.random.default_rng([seed, model_index, zlib.crc32(name.encode("utf-8"))])',
+                   "    return np.random.default_rng(seed)")),
+     "mask_rng(seed, i, name) is default_rng([seed, i, crc32(name)]): one stream per model and tensor",
+     "seeded by the seed alone"),
+    ("09", (DARE, ("return np.where(keep, delta / density, 0.0)", "return np.where(keep, delta, 0.0)")),
+     "drop_and_rescale keeps an entry where rng.random(shape) < density and divides it by density",
+     "were not divided by density"),
+    ("09", (DARE, ("return np.where(keep, delta / density, 0.0)", "return np.where(keep, 0.0, delta / density)")),
+     "drop_and_rescale keeps an entry where rng.random(shape) < density and divides it by density",
+     "those are the dropped ones"),
+    ("09", (DARE, ("keep = rng.random(delta.shape) < density",
+                   "keep = rng.permutation(delta.size).reshape(delta.shape) < round(density * delta.size)")),
+     "drop_and_rescale keeps an entry where rng.random(shape) < density and divides it by density", "; expected [0,"),
+    ("09", (DARE, ("    return [drop_and_rescale(d, p, mask_rng(seed, i, name))\n",
+                   "    rng = mask_rng(seed, 0, name)\n    return [drop_and_rescale(d, p, rng)\n")),
+     "dare_deltas drops model i's task vector with mask_rng(seed, i, name) and its own density",
+     "one generator for all the models"),
+    ("09", (DARE, ("from minitrain.merging.ties import elect_and_mean",
+                   "from minitrain.merging.ties import elect_and_mean, trim"),
+            ("merged = elect_and_mean(dare_deltas(base, tensors, densities, seed, name), weights)",
+             "merged = elect_and_mean([trim(d, p) for d, p in zip(dare_deltas(base, tensors, densities, seed, name), "
+             "densities)], weights)")),
+     "dare_ties = θ_base + λ · elect_and_mean of the τ̃_i: DARE's drop in place of TIES's trim", "trimmed as well"),
 ]
 
 

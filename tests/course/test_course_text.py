@@ -262,6 +262,7 @@ CONSTANTS = {
     "0.011": "1.4 / 127, the 8-bit scale of theory 07's exercise 2",
     "0.0055": "half of 1.4 / 127, the largest rounding move in theory 07's exercise 2",
     "7.2092": "lab 06: bpe-512's val_ppl_per_token as remade on the course machine, 2026-12-07 (the text says so)",
+    "0.0002": "lab 09: the end-to-end item's tolerance on val PPL (minitrain/course/lab09.py)",
     "1.179": "lab 05: the 4-bit file's val PPL on the machine that first made its reference run (the text says so)",
 }
 SPANISH_NUMBER = re.compile(r"(?<![\w.,])(\d+),(\d{2,})(?!\w|,\d)")

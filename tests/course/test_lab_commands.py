@@ -46,7 +46,8 @@ CHECKED_RUN, CHECKED_STEPS, OTHER_STEPS = "--out-dir labs/01/run", 700, 200
 # build_corpus.py rewrites data/processed/ atomically, with the same bytes).
 GROUPS = [("00-data-and-batcher.md", "01-train-mini.md"), ("02-checkpoint-roundtrip.md",),
           ("03-overfitting-and-dashboard.md", "04-early-stopping.md"), ("05-lora-and-quantization.md",),
-          ("06-bpe-tokenizer.md",), ("07-gpt2-to-llama.md",), ("08-capstone-real-model.md",)]
+          ("06-bpe-tokenizer.md",), ("07-gpt2-to-llama.md",), ("08-capstone-real-model.md",),
+          ("09-model-merging.md",)]
 TINY_BASE = "tiny-chat-base"  # written into the scratch copy by `scratch`
 START = re.compile(r"minitrain lab start (\d\d) (\S+)")
 EXIT = re.compile(r"#\s*exit code (\d+)")
