@@ -28,7 +28,7 @@ from minitrain.merging.parents import tensor_order
 from minitrain.runs.model_files import load_model_file, save_model_file
 from minitrain.training.scoring import score_records
 
-CHECKS = Checklist()
+CHECKS = Checklist(here=True)
 TIES, DARE = "minitrain/merging/ties.py", "minitrain/merging/dare.py"
 LAB = "experiments/23-merging/lab09"
 
