@@ -65,6 +65,24 @@ def run(tmp_path) -> Path:
     return make_run(tmp_path / "work")
 
 
+# Long tests that sat at the back of the collection start first. xdist (--dist worksteal) hands each worker one
+# half of the collection in order, and an idle worker takes the back half of a busy one's queue: a 30-second test
+# near the end can run alone while the other core waits. The lab commands' test is left where it is: its seven
+# groups of processes, started before anything has filled numba's disk cache, would compile every kernel side by
+# side. A name that is no longer collected moves nothing.
+LONG_FIRST = ("tests/test_wheel.py::", "tests/training/test_experiment_21_lora.py::",
+              "tests/training/test_experiment_25_pruning.py::",
+              "tests/merging/test_merging_experiment.py::test_the_pipeline_runs",
+              "tests/distillation/test_distillation_run.py::test_experiment_24")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    def rank(item) -> int:
+        return next((i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)), len(LONG_FIRST))
+
+    items.sort(key=rank)  # stable: every other test keeps its place
+
+
 WORKER_DAMAGE: Counter = Counter()  # the controller's sum of the workers' damage counts (xdist)
 
 

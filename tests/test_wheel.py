@@ -1,7 +1,8 @@
 """`pip install minitrain` is the whole product: a wheel built from this checkout, installed into a fresh venv and
 used from an empty folder, runs the course (labs 00 and 01: start; check the workspaces' TODO stubs, and the
-library against its packaged reference run), lab 01's training run (what `make train` runs, cut to 300 steps),
-`init`, `validate`, `eval`, `sample`, `export` and `publish --dry-run`, with no file of the checkout in reach.
+library against its packaged reference run), lab 01's training run (what `make train` runs, cut to 120 steps, just
+past its 100-step warm-up), `init`, `validate`, `eval`, `sample`, `export` and `publish --dry-run`, with no file of
+the checkout in reach.
 
 The wheel is built from a copy of the tracked files with uv (`uv build`: an sdist, then the wheel from it) or
 else pip; the venv has no packages of its own but sees the running interpreter's site-packages through a .pth
@@ -114,7 +115,7 @@ def test_the_installed_wheel_runs_the_course_and_the_commands_from_an_empty_fold
     assert "16 of 16 passed" in run(bin_dir, here, "lab", "check", "01")  # the library and its packaged reference run
 
     run(bin_dir, here, "train", "experiments/18-train-mini/config.yaml", "--out-dir", "runs/lab01", "--models-dir",
-        "runs/lab01/models", "--seed", "42", "--set", "scheduler.total_steps=300", "--quiet")
+        "runs/lab01/models", "--seed", "42", "--set", "scheduler.total_steps=120", "--quiet")
     results = json.loads((here / "runs/lab01/results.json").read_text())
     assert results["ngram_baseline_val_ppl"] == pytest.approx(5.799501)  # the packaged n-gram baseline was found
     run(bin_dir, here, "init", "-o", "config.yaml")

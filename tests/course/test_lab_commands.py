@@ -88,7 +88,8 @@ def shortened(command: str) -> str:
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
-    """A copy of the repository's tracked files, with the real .venv linked in, and lab 08's tiny base."""
+    """A copy of the repository's tracked files and of the package's compiled files, with the real .venv linked
+    in, and lab 08's tiny base."""
     root = tmp_path_factory.mktemp("repo")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
     for name in filter(None, tracked.stdout.split("\0")):
@@ -96,6 +97,12 @@ def scratch(tmp_path_factory) -> Path:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, root / name)
     (root / ".venv").symlink_to(ROOT / ".venv")
+    # What a checkout holds once anything has run in it: the package's bytecode and numba's compiled kernels. Lab
+    # 06's experiment imports this copy's minitrain, which would otherwise compile every kernel again (numba checks
+    # a kernel by its source's bytes, Python the bytecode by its source's time, which copy2 keeps).
+    for compiled in ROOT.glob("minitrain/**/__pycache__/*"):
+        (root / compiled.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(compiled, root / compiled.relative_to(ROOT))
     chat_fixtures.write_tiny_base(root / TINY_BASE)
     return root
 
