@@ -60,6 +60,11 @@ def _kind(layer: Mapping[str, Any]) -> tuple[str, Any]:
     return kind, options
 
 
+def reads_ids(layers: Sequence[Mapping[str, Any]]) -> bool:
+    """True when the first layer reads whole-number ids (an embedding), not floats."""
+    return bool(layers) and LAYERS[_kind(layers[0])[0]].reads_ids
+
+
 def folds_softmax(layers: Sequence[Mapping[str, Any]]) -> bool:
     """True when the last layer is a softmax activation (the loss applies it)."""
     return bool(layers) and _kind(layers[-1]) == ("activation", "softmax")
@@ -74,27 +79,34 @@ def resolve_widths(layers: Sequence[Mapping[str, Any]], in_features: int | None)
     shape: Shape = (in_features,)
     resolved = []
     for index, layer in enumerate(layers):
-        kind, options = _kind(layer)
-        record = LAYERS.pick(kind, f"model.layers[{index}]")
-        options = dict(options) if isinstance(options, Mapping) else options
-        key = (*KEY, index, kind)
-        if kind == "activation" and options == "softmax" and index != len(layers) - 1:
-            raise DataError(key, "softmax can only be the last layer (the loss applies it there)")
-        if record.width_in:  # its input width: the one before it, or none yet (None: the data will tell)
-            given, width = options.get(record.width_in), shape[record.width_axis]
-            if given is not None and width is not None and given != width:
-                raise DataError((*key, record.width_in), f"is {given}, but the {_source(index)} gives {width}")
-            options[record.width_in] = given if given is not None else width
-        if isinstance(options, dict):  # each option left out takes its default, so the saved config is complete
-            for name, field in record.options.model_fields.items():
-                if not field.is_required():
-                    options.setdefault(name, field.default)
-        shape = record.resolve(options, shape, key)
-        resolved.append({kind: options})
+        if _kind(layer) == ("activation", "softmax") and index != len(layers) - 1:
+            raise DataError((*KEY, index, "activation"), "softmax can only be the last layer (the loss applies it "
+                                                         "there)")
+        options, shape = resolve_layer(index, layer, shape)
+        resolved.append(options)
     if len(shape) != 1:
         raise DataError((*KEY, len(layers) - 1), f"gives {shown(shape)} per example, but a table model outputs one "
                                                  "row: put a flatten before the last linear")
     return resolved
+
+
+def resolve_layer(index: int, layer: Mapping[str, Any], shape: Shape) -> tuple[dict[str, Any], Shape]:
+    """Layer `index` ({kind: options}) over one example of `shape`: ({kind: options with its width and defaults
+    filled in}, its output shape), or a DataError naming the layer (or its option)."""
+    kind, options = _kind(layer)
+    record = LAYERS.pick(kind, f"model.layers[{index}]")
+    options = dict(options) if isinstance(options, Mapping) else options
+    key = (*KEY, index, kind)
+    if record.width_in:  # its input width: the one before it, or none yet (None: the data will tell)
+        given, width = options.get(record.width_in), shape[record.width_axis]
+        if given is not None and width is not None and given != width:
+            raise DataError((*key, record.width_in), f"is {given}, but the {_source(index)} gives {width}")
+        options[record.width_in] = given if given is not None else width
+    if isinstance(options, dict):  # each option left out takes its default, so the saved config is complete
+        for name, field in record.options.model_fields.items():
+            if not field.is_required():
+                options.setdefault(name, field.default)
+    return {kind: options}, record.resolve(options, shape, key)
 
 
 def _source(index: int) -> str:
@@ -133,7 +145,7 @@ class SequentialModel(Module):
         built = [LAYERS[kind].build(options, rng, dtype)
                  for kind, options in map(_kind, resolved[: -1 if self.softmax_folded else None])]
         self.layers = Sequential(*built)
-        self.embeds = bool(resolved) and _kind(resolved[0])[0] == "embedding"
+        self.embeds = reads_ids(resolved)
 
     def forward(self, x: np.ndarray | Tensor) -> Tensor:
         """x (B, F) floats, or int ids when the first layer is an embedding -> outputs (B, K)."""

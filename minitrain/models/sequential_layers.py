@@ -39,7 +39,8 @@ class SequentialLayer:
     `build(options, rng, dtype)` -> the Module, `resolve(options, shape, key)` -> its output shape (a DataError
     naming `key` where the input does not fit), `parameters(options)` -> [(name, shape)] in the module's order,
     `width_in` (the option that is the size of its input's axis `width_axis`, filled in from the layer before when
-    left out) and `example` (options and an input shape that the contract test builds and runs)."""
+    left out), `reads_ids` (its input is whole-number ids, not floats: only as the first layer) and `example`
+    (options and an input shape that the contract test builds and runs)."""
 
     name: str
     options: Any
@@ -49,6 +50,7 @@ class SequentialLayer:
     parameters: Callable[[Any], Shapes] = lambda options: []
     width_in: str | None = None
     width_axis: int = -1
+    reads_ids: bool = False
 
 
 class Flatten(Module):
@@ -143,33 +145,37 @@ class RecurrentLayer(Section):
 # --- how each kind maps its input shape to its output shape ---------------------------------------------------------
 
 
-def _spatial(name: str, options: dict[str, Any], shape: Shape, key: Key, dims: int, channels: int | None) -> Shape:
-    """(C, *sizes) -> (channels or C, *windows): the output of a conv (`channels` = out_channels) or a pool (None)
-    over `dims` axes after the channel axis; refused when the input is not (C, L) / (C, H, W) or the kernel's span
-    does not fit the padded input."""
-    if len(shape) != dims + 1:
-        wanted = "(channels, length)" if dims == 1 else "(channels, height, width)"
-        raise DataError(key, f"{name} reads {wanted} per example, but its input is {shown(shape)}: put a reshape "
-                             f"(e.g. {{shape: [1, 8, 8]}} for an 8×8 image) before it")
+def _spatial(dims: int, conv: bool) -> Callable[[Any, Shape, Key], Shape]:
+    """The resolve of a conv (`conv`: its out_channels) or a pool (the channels it is given) over `dims` axes after
+    the channel axis: (C, *sizes) -> (channels, *windows); refused when the input is not (C, L) / (C, H, W), a
+    pool's padding is more than half its kernel, or the kernel's span does not fit the padded input."""
 
-    def per_axis(value: Any) -> tuple[int, ...]:
-        return (value,) * dims if isinstance(value, int) else tuple(value)
+    def resolve(options: dict[str, Any], shape: Shape, key: Key) -> Shape:
+        if len(shape) != dims + 1:
+            wanted = "(channels, length)" if dims == 1 else "(channels, height, width)"
+            raise DataError(key, f"reads {wanted} per example, but its input is {shown(shape)}: put a reshape "
+                                 f"(e.g. {{shape: [1, 8, 8]}} for an 8×8 image) before it")
+        kernel, padding = _per_axis(options["kernel_size"], dims), _per_axis(options["padding"], dims)
+        stride = kernel if options.get("stride") is None else _per_axis(options["stride"], dims)
+        dilation = _per_axis(options.get("dilation", 1), dims)
+        if any(len(v) != dims for v in (kernel, stride, padding, dilation)):
+            raise DataError(key, f"takes {dims} number(s) per size option (kernel_size, stride, padding)")
+        if not conv and any(2 * p > k for p, k in zip(padding, kernel, strict=True)):
+            raise DataError((*key, "padding"), f"{options['padding']} is more than half the kernel "
+                                               f"{options['kernel_size']}")
+        sizes = []
+        for size, k, s, p, d in zip(shape[1:], kernel, stride, padding, dilation, strict=True):
+            if size is not None and output_size(size, k, s, p, d) < 1:
+                raise DataError((*key, "kernel_size"), f"{options['kernel_size']} (dilation {d}, padding {p}) is "
+                                                       f"larger than its input {shown(shape)}")
+            sizes.append(None if size is None else output_size(size, k, s, p, d))
+        return (options["out_channels"] if conv else shape[0], *sizes)
 
-    kernel, padding = per_axis(options["kernel_size"]), per_axis(options["padding"])
-    stride = kernel if options.get("stride") is None else per_axis(options["stride"])
-    dilation = per_axis(options.get("dilation", 1))
-    if any(len(v) != dims for v in (kernel, stride, padding, dilation)):
-        raise DataError(key, f"{name} takes {dims} number(s) per size option (kernel_size, stride, padding)")
-    if channels is None and any(2 * p > k for p, k in zip(padding, kernel, strict=True)):
-        raise DataError((*key, "padding"), f"{options['padding']} is more than half the kernel "
-                                           f"{options['kernel_size']}")
-    sizes = []
-    for size, k, s, p, d in zip(shape[1:], kernel, stride, padding, dilation, strict=True):
-        if size is not None and output_size(size, k, s, p, d) < 1:
-            raise DataError((*key, "kernel_size"), f"{options['kernel_size']} (dilation {d}, padding {p}) is larger "
-                                                   f"than its input {shown(shape)}")
-        sizes.append(None if size is None else output_size(size, k, s, p, d))
-    return (shape[0] if channels is None else channels, *sizes)
+    return resolve
+
+
+def _per_axis(value: int | list[int], dims: int) -> tuple[int, ...]:
+    return (value,) * dims if isinstance(value, int) else tuple(value)
 
 
 def shown(shape: Shape) -> str:
@@ -189,13 +195,11 @@ def _reshape(options: dict[str, Any], shape: Shape, key: Key) -> Shape:
     return tuple(options["shape"])
 
 
-def _sequence(name: str) -> Callable[[Any, Shape, Key], Shape]:
-    def resolve(options: dict[str, Any], shape: Shape, key: Key) -> Shape:
-        if len(shape) != 2:
-            raise DataError(key, f"{name} reads (steps, features) per example, but its input is {shown(shape)}: put "
-                                 "a reshape (e.g. {shape: [8, 8]}) or an embedding before it")
-        return shape[0], options["hidden_size"]
-    return resolve
+def _sequence(options: dict[str, Any], shape: Shape, key: Key) -> Shape:
+    if len(shape) != 2:
+        raise DataError(key, f"reads (steps, features) per example, but its input is {shown(shape)}: put a reshape "
+                             "(e.g. {shape: [8, 8]}) or an embedding before it")
+    return shape[0], options["hidden_size"]
 
 
 def _conv(options: dict[str, Any], rng: np.random.Generator, dtype: type, layer: type) -> Module:
@@ -247,32 +251,30 @@ LAYERS: Registry[SequentialLayer] = Registry("sequential layer", [
                     build=lambda o, rng, dtype: nn.Embedding(o["num_embeddings"], o["embedding_dim"], rng=rng,
                                                           dtype=dtype),
                     resolve=lambda o, shape, key: (*shape, o["embedding_dim"]),
-                    parameters=lambda o: [("weight", (o["num_embeddings"], o["embedding_dim"]))]),
+                    parameters=lambda o: [("weight", (o["num_embeddings"], o["embedding_dim"]))], reads_ids=True),
     SequentialLayer("flatten", FlattenLayer, example=({}, (2, 3, 2)), build=lambda o, rng, dtype: Flatten(),
                     resolve=_flatten),
     SequentialLayer("reshape", ReshapeLayer, example=({"shape": [2, 3]}, (6,)),
                     build=lambda o, rng, dtype: Reshape(o["shape"]), resolve=_reshape),
     SequentialLayer("conv1d", ConvLayer, example=(CONV, (3, 5)),
                     build=lambda o, rng, dtype: _conv(o, rng, dtype, nn.Conv1d),
-                    resolve=lambda o, shape, key: _spatial("conv1d", o, shape, key, 1, o["out_channels"]),
+                    resolve=_spatial(1, conv=True),
                     parameters=lambda o: _conv_shapes(o, 1), width_in="in_channels", width_axis=0),
     SequentialLayer("conv2d", ConvLayer, example=({**CONV, "padding": 1, "stride": [1, 2]}, (3, 4, 5)),
                     build=lambda o, rng, dtype: _conv(o, rng, dtype, nn.Conv2d),
-                    resolve=lambda o, shape, key: _spatial("conv2d", o, shape, key, 2, o["out_channels"]),
+                    resolve=_spatial(2, conv=True),
                     parameters=lambda o: _conv_shapes(o, 2), width_in="in_channels", width_axis=0),
     SequentialLayer("max_pool1d", PoolLayer, example=({"kernel_size": 2}, (3, 5)), build=_pool(nn.MaxPool1d),
-                    resolve=lambda o, shape, key: _spatial("max_pool1d", o, shape, key, 1, None)),
+                    resolve=_spatial(1, conv=False)),
     SequentialLayer("max_pool2d", PoolLayer, example=({"kernel_size": 2}, (2, 4, 5)), build=_pool(nn.MaxPool2d),
-                    resolve=lambda o, shape, key: _spatial("max_pool2d", o, shape, key, 2, None)),
+                    resolve=_spatial(2, conv=False)),
     SequentialLayer("avg_pool1d", PoolLayer, example=({"kernel_size": 3, "stride": 1}, (3, 5)),
-                    build=_pool(nn.AvgPool1d), resolve=lambda o, shape, key: _spatial("avg_pool1d", o, shape, key, 1,
-                                                                                   None)),
+                    build=_pool(nn.AvgPool1d), resolve=_spatial(1, conv=False)),
     SequentialLayer("avg_pool2d", PoolLayer, example=({"kernel_size": [2, 3], "padding": 1}, (2, 4, 5)),
-                    build=_pool(nn.AvgPool2d), resolve=lambda o, shape, key: _spatial("avg_pool2d", o, shape, key, 2,
-                                                                                   None)),
+                    build=_pool(nn.AvgPool2d), resolve=_spatial(2, conv=False)),
     SequentialLayer("lstm", RecurrentLayer, example=({"hidden_size": 3, "num_layers": 2}, (4, 2)),
-                    build=_recurrent(SequenceLSTM), resolve=_sequence("lstm"),
+                    build=_recurrent(SequenceLSTM), resolve=_sequence,
                     parameters=lambda o: _recurrent_shapes(o, 4), width_in="input_size"),
     SequentialLayer("gru", RecurrentLayer, example=({"hidden_size": 3}, (4, 2)), build=_recurrent(SequenceGRU),
-                    resolve=_sequence("gru"), parameters=lambda o: _recurrent_shapes(o, 3), width_in="input_size"),
+                    resolve=_sequence, parameters=lambda o: _recurrent_shapes(o, 3), width_in="input_size"),
 ])

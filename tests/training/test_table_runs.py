@@ -188,6 +188,11 @@ def test_a_hub_dataset_trains_like_a_local_file(hub, tmp_path):
     ([{"linear": {"in_features": 60, "out_features": 10}}], 6,
      "model.layers[0].linear.in_features: is 60, but the data (its number of features) gives 64"),
     ([{"linear": {"out_features": 9}}], 6, "model.layers[0].linear.out_features: is 9, but the data has 10 classes"),
+    ([{"linear": {"out_features": 9}}, {"conv2d": {"out_channels": 4, "kernel_size": 3}}], 7,
+     "model.layers[1].conv2d: reads (channels, height, width) per example, but its input is (9,)"),
+    ([{"reshape": {"shape": [1, 8, 8]}}, {"conv2d": {"out_channels": 4, "kernel_size": 9}}, {"flatten": {}},
+      {"linear": {"out_features": 10}}], 12,
+     "model.layers[1].conv2d.kernel_size: 9 (dilation 1, padding 0) is larger than its input (1, 8, 8)"),
 ])
 def test_validate_checks_the_widths_against_the_data(tmp_path, capsys, layers, line, message):
     path = write_config(tmp_path, {**CONFIG, "model": {"type": "sequential", "layers": layers}})
