@@ -20,6 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from minitrain.autograd.tensor import Tensor
+from minitrain.common.runtime import one_thread_below
 
 Pair = int | tuple[int, int]
 
@@ -86,18 +87,22 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Pair =
     windows = _windows(x_p, (kernel_h, kernel_w), stride, dilation)  # (B, C, OH, OW, KH, KW)
     cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(batch * out_h * out_w, -1)  # (B·OH·OW, C·KH·KW), a copy
     w_mat = weight.data.reshape(n_out, -1)  # (O, C·KH·KW)
-    y = cols @ w_mat.T  # (B·OH·OW, O)
+    macs = cols.size * n_out  # small products run on one BLAS thread (`one_thread_below`, as linear's)
+    with one_thread_below(macs):
+        y = cols @ w_mat.T  # (B·OH·OW, O)
     if bias is not None:
         y += bias.data
 
     def backward(g: np.ndarray) -> None:
         g_rows = g.transpose(0, 2, 3, 1).reshape(-1, n_out)  # (B·OH·OW, O)
-        if weight.requires_grad:
-            weight._accumulate((g_rows.T @ cols).reshape(weight.shape))
         if bias is not None and bias.requires_grad:
             bias._accumulate(g_rows.sum(axis=0))
-        if x.requires_grad:
-            d_cols = (g_rows @ w_mat).reshape(batch, out_h, out_w, channels, kernel_h, kernel_w)
+        with one_thread_below(macs):
+            if weight.requires_grad:
+                weight._accumulate((g_rows.T @ cols).reshape(weight.shape))
+            d_cols = (g_rows @ w_mat) if x.requires_grad else None
+        if d_cols is not None:
+            d_cols = d_cols.reshape(batch, out_h, out_w, channels, kernel_h, kernel_w)
             x._accumulate(_fold(d_cols.transpose(0, 3, 1, 2, 4, 5), x_p.shape, padding, stride, dilation))
 
     parents = (x, weight) if bias is None else (x, weight, bias)

@@ -220,8 +220,9 @@ def test_text_augmentation_never_touches_the_counted_answer():
     assert not np.array_equal(changed.input, batch.input)  # the prompts did change
 
 
-def test_the_committed_digits_model_reproduces_its_results():
-    experiment = ROOT / "experiments" / "digits-mlp"
+@pytest.mark.parametrize("name", ["digits-mlp", "digits-cnn"])
+def test_the_committed_digits_model_reproduces_its_results(name):
+    experiment = ROOT / "experiments" / name
     results = json.loads((experiment / "results.json").read_text())
     info = read_run(experiment)
     assert info.model_path == ROOT / results["model_path"]
@@ -238,8 +239,9 @@ def test_the_committed_digits_model_reproduces_its_results():
     for split in ("val", "test"):
         scores = Classification().measure(model, EvalBatcher(table.splits[split], 256), ("accuracy", "f1"))
         assert scores["accuracy"] == results[f"{split}_accuracy"] and scores["f1"] == results[f"{split}_f1"]
-    baselines = json.loads((experiment / "baselines.json").read_text())
-    assert baselines["holdout"]["minitrain"]["test"] == results["test_accuracy"]  # the benchmark's run is this one
+    if name == "digits-mlp":
+        baselines = json.loads((experiment / "baselines.json").read_text())
+        assert baselines["holdout"]["minitrain"]["test"] == results["test_accuracy"]  # the benchmark's run is this one
 
 
 def test_lock_dry_run_and_info_know_a_table_run(digits_run, tmp_path, capsys):
