@@ -1,6 +1,7 @@
 """`LSTM` and `GRU`: a state carried along a sequence, updated at each step from the step's input and itself.
-PyTorch's parameters, names, gate order and return values, so a torch state dict loads unchanged; each step is
-composed of tape ops (linear, sigmoid, tanh, products), so the backward through time is the tape's.
+PyTorch's parameters, names, gate order and return values, so a torch state dict loads unchanged. Each layer is
+one `linear` for the input's part of every gate at every step, then one tape op that runs the steps and, in its
+backward, back through time (minitrain/autograd/recurrent.py).
 
 Per layer l, with x_t the layer's input at step t and h the state before it (W_ih (G·H, I), W_hh (G·H, H)):
 
@@ -18,6 +19,7 @@ import numpy as np
 from minitrain.autograd import functional as F
 from minitrain.autograd.ops import concat, split
 from minitrain.autograd.random import or_default
+from minitrain.autograd.recurrent import gru_sequence, lstm_sequence
 from minitrain.autograd.tensor import Tensor
 from minitrain.nn.module import Module, Parameter
 
@@ -49,7 +51,9 @@ class _Recurrent(Module):
             for name, shape in shapes.items():
                 setattr(self, f"{name}_l{layer}", Parameter(rng.uniform(-bound, bound, shape), dtype=dtype))
 
-    def cell(self, a: Tensor, b: Tensor, state: State) -> State:
+    def layer(self, a: Tensor, w_hh: Tensor, b_hh: Tensor | None, state: State) -> tuple[Tensor, State]:
+        """One layer over the sequence: a (T, B, G·H) the input's part of the gates -> (h at every step (T, B, H),
+        the final state)."""
         raise NotImplementedError
 
     def run(self, x: Tensor, state: list[State] | None) -> tuple[Tensor, list[State]]:
@@ -57,20 +61,14 @@ class _Recurrent(Module):
             raise ValueError(f"{type(self).__name__}: input of shape {x.shape} is not (T, B, {self.input_size}) "
                              f"(or (B, T, {self.input_size}) with batch_first)")
         seq = x.transpose(1, 0, 2) if self.batch_first else x  # (T, B, I)
-        time, batch = seq.shape[:2]
-        zeros = tuple(Tensor(np.zeros((batch, self.hidden_size), x.dtype)) for _ in range(self.states))
+        zeros = tuple(Tensor(np.zeros((seq.shape[1], self.hidden_size), x.dtype)) for _ in range(self.states))
         finals = []
         for layer in range(self.num_layers):
             p = {name: getattr(self, f"{name}_l{layer}", None) for name in ("weight_ih", "weight_hh", "bias_ih",
                                                                            "bias_hh")}
-            a_all = F.linear(seq, p["weight_ih"].T, p["bias_ih"])  # (T, B, G·H)
-            w_hh = p["weight_hh"].T  # (H, G·H), one tape node for every step
-            now, outputs = zeros if state is None else state[layer], []
-            for a in split(a_all, time, axis=0):
-                now = self.cell(a.reshape(batch, -1), F.linear(now[0], w_hh, p["bias_hh"]), now)
-                outputs.append(now[0].unsqueeze(0))
-            seq = concat(outputs, axis=0)  # (T, B, H): the next layer's input
-            finals.append(now)
+            a = F.linear(seq, p["weight_ih"].T, p["bias_ih"])  # (T, B, G·H): every step's input part at once
+            seq, final = self.layer(a, p["weight_hh"], p["bias_hh"], zeros if state is None else state[layer])
+            finals.append(final)  # seq (T, B, H): the next layer's input
         return (seq.transpose(1, 0, 2) if self.batch_first else seq), finals
 
     @staticmethod
@@ -95,10 +93,9 @@ class LSTM(_Recurrent):
 
     gates, states = 4, 2
 
-    def cell(self, a: Tensor, b: Tensor, state: State) -> State:
-        i, f, g, o = split(a + b, 4, axis=-1)  # (B, H) each
-        c = F.sigmoid(f) * state[1] + F.sigmoid(i) * g.tanh()
-        return F.sigmoid(o) * c.tanh(), c
+    def layer(self, a: Tensor, w_hh: Tensor, b_hh: Tensor | None, state: State) -> tuple[Tensor, State]:
+        h, c = split(lstm_sequence(a, w_hh, b_hh, *state), 2, axis=-1)  # (T, B, H) each
+        return h, (h[-1], c[-1])
 
     def forward(self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         output, finals = self.run(x, None if hx is None else self.unstacked(*hx))
@@ -111,12 +108,9 @@ class GRU(_Recurrent):
 
     gates, states = 3, 1
 
-    def cell(self, a: Tensor, b: Tensor, state: State) -> State:
-        a_r, a_z, a_n = split(a, 3, axis=-1)
-        b_r, b_z, b_n = split(b, 3, axis=-1)
-        r, z = F.sigmoid(a_r + b_r), F.sigmoid(a_z + b_z)
-        n = (a_n + r * b_n).tanh()
-        return (n + z * (state[0] - n),)  # (1 − z)·n + z·h
+    def layer(self, a: Tensor, w_hh: Tensor, b_hh: Tensor | None, state: State) -> tuple[Tensor, State]:
+        h = gru_sequence(a, w_hh, b_hh, *state)
+        return h, (h[-1],)
 
     def forward(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
         output, finals = self.run(x, None if hx is None else self.unstacked(hx))
