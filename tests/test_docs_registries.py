@@ -102,6 +102,7 @@ def test_the_architecture_page_names_each_registry_and_its_record():
     from minitrain.data.formats import TABLE_FORMATS
     from minitrain.formats.gguf_layouts import GGUF_LAYOUTS
     from minitrain.merging.methods import MERGE_METHODS
+    from minitrain.models.sequential_layers import LAYERS
     from minitrain.pruning.masks import STRUCTURES
     from minitrain.pruning.scores import METHODS as PRUNING_METHODS
 
@@ -110,7 +111,7 @@ def test_the_architecture_page_names_each_registry_and_its_record():
     for registry, name in [(MERGE_METHODS, "MERGE_METHODS"), (PRUNING_METHODS, "METHODS"), (STRUCTURES, "STRUCTURES"),
                            (TRACKER_BACKENDS, "TRACKER_BACKENDS"), (CALLBACKS, "CALLBACKS"),
                            (TABLE_FORMATS, "TABLE_FORMATS"), (GGUF_LAYOUTS, "GGUF_LAYOUTS"), (CHARTS, "CHARTS"),
-                           (LOSSES, "LOSSES")]:
+                           (LOSSES, "LOSSES"), (LAYERS, "LAYERS")]:
         record = type(next(iter(registry.values())))
         fields = ", ".join(record.__dataclass_fields__)
         assert f"`{name}`: `{record.__name__}({fields})`" in table, f"{registry.kind}: {record.__name__}({fields})"

@@ -1,7 +1,8 @@
 """The contract of each plug-in kind, run on EVERY record of its registry (minitrain/common/registry.py): a new
 optimizer, schedule, loss, merge method, pruning method or structure, tracker, callback, dashboard chart, table
-format or quantization scheme is covered here by joining its table, with nothing added to this file. Each test names
-the property a record of its kind must have, with an oracle that does not come from the record itself."""
+format, quantization scheme or sequential layer kind is covered here by joining its table, with nothing added to this
+file. Each test names the property a record of its kind must have, with an oracle that does not come from the record
+itself."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ from minitrain.data.record_shapes import SHAPES as RECORD_SHAPES
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
+from minitrain.models.sequential import LayerSpec, parameter_shapes, resolve_layer
+from minitrain.models.sequential_layers import LAYERS as SEQUENTIAL_LAYERS
 from minitrain.optim.factory import OPTIMIZERS, build_optimizer
 from minitrain.optim.schedule import SCHEDULES, build_scheduler
 from minitrain.pruning.masks import STRUCTURES, prunable_paths
@@ -548,3 +551,31 @@ def test_every_gguf_tokenizer_model_keeps_the_files_ids_and_round_trips_text(mod
     assert tok.encode(fields["tokens"][control]) == [control]
     text = "Conjuga «vender»: venderíamos, 1234 🙂\n\tfin"
     assert tok.decode(tok.encode(text)) == text
+
+
+# ----------------------------------------------------------------------------------------------- sequential layers
+
+
+@pytest.mark.parametrize("name", list(SEQUENTIAL_LAYERS))
+def test_every_sequential_layer_gives_the_shape_and_parameters_it_resolves_to_and_a_gradient(name):
+    """The record's example, through the schema and `resolve_layer`, built and run on a batch of 2: the output's
+    shape is the resolved one, the parameters are `parameter_shapes`' names and shapes, and a backward reaches each
+    parameter (and a float input) with a gradient of its shape. The oracle is the built module itself."""
+    record = SEQUENTIAL_LAYERS[name]
+    options, shape = record.example
+    LayerSpec.model_validate({name: options})  # the schema takes it
+    layer, out_shape = resolve_layer(0, {name: options}, shape)
+    assert parameter_shapes([layer]) == [(f"layers.0.{n}", s) for n, s in record.parameters(layer[name])]
+    module = record.build(layer[name], np.random.default_rng(0), np.float64)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 5, (2, *shape)) if record.reads_ids else Tensor(rng.standard_normal((2, *shape)),
+                                                                           requires_grad=True)
+    y = module(x)
+    assert y.shape == (2, *out_shape)
+    named = list(module.named_parameters())
+    assert [(f"layers.0.{n}", p.shape) for n, p in named] == parameter_shapes([layer])
+    (y * Tensor(rng.standard_normal(y.shape))).sum().backward()
+    for n, p in named:
+        assert p.grad is not None and p.grad.shape == p.shape, n
+    if not record.reads_ids:
+        assert x.grad.shape == x.shape and np.abs(x.grad).sum() > 0

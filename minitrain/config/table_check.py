@@ -16,7 +16,7 @@ import numpy as np
 from minitrain.common.errors import DataError
 from minitrain.config.schema import Config
 from minitrain.data.tables import CLASSIFICATION, TableData, build_table_data
-from minitrain.models.sequential import output_width, resolve_widths
+from minitrain.models.sequential import output_width, reads_ids, resolve_widths
 
 Fold = tuple[int, int, bool, bool]  # (index, folds, shuffle, stratified)
 
@@ -44,7 +44,7 @@ def image_spec(cfg: Config) -> dict[str, Any] | None:
 def load_table(cfg: Config, fold: Fold | None = None) -> tuple[TableData, dict[str, Any]]:
     """The table's splits and pipeline, and the model's architecture with every width known."""
     layers = cfg.model.architecture()["layers"]
-    embeds = bool(layers) and next(iter(layers[0])) == "embedding"
+    embeds = reads_ids(layers)
     table = build_table_data(cfg.data, cfg.task, split_seed(cfg), np.dtype(cfg.model.dtype).type, fold, ids=embeds,
                              image=image_spec(cfg))
     widths = resolve_widths(layers, len(table.pipeline.features))

@@ -34,6 +34,7 @@ FAMILY_MODULES = (
     "sequential",
     "llama",
     "gemma",
+    "rnn_lm",
 )
 FAMILIES: Registry[ModelFamily] = Registry(
     "model family", (import_module(f"minitrain.models.{name}").FAMILY for name in FAMILY_MODULES))

@@ -11,18 +11,30 @@
 
     x (B, F) ──► layers.0 ──► layers.1 ──► ... ──► outputs (B, K): class scores (logits) or predicted values
 
-Layer kinds: `linear` {in_features, out_features, bias}, `activation` relu | tanh | gelu | sigmoid | softmax,
-`dropout` p, `layer_norm` {dim, eps}, `embedding` {num_embeddings, embedding_dim} (reads whole-number ids) and
-`flatten` ((B, F, E) -> (B, F·E), after an embedding). Layer i of the list is module `layers.i`, so its
-parameters are `layers.0.weight`, `layers.0.bias`, ... as `repr(model)` shows.
+Layer kinds, one record each in minitrain/models/sequential_layers.py's `LAYERS`: `linear` {in_features,
+out_features, bias}, `activation` relu | tanh | gelu | sigmoid | softmax, `dropout` p, `layer_norm` {dim, eps},
+`embedding` {num_embeddings, embedding_dim} (reads whole-number ids), `flatten` (one row per example),
+`reshape` {shape} (a row read as an image (C, H, W), a sequence (C, L) or steps (T, F)), `conv1d`/`conv2d`
+{in_channels, out_channels, kernel_size, stride, padding, dilation, bias}, `max_pool1d/2d`, `avg_pool1d/2d`
+{kernel_size, stride, padding}, `lstm`/`gru` {input_size, hidden_size, num_layers, bias} (batch first, the output
+at every step). Layer i of the list is module `layers.i`, so its parameters are `layers.0.weight`,
+`layers.0.bias`, ... as `repr(model)` shows. A digits CNN:
+
+    - reshape: {shape: [1, 8, 8]}           64 pixels -> one 8×8 channel
+    - conv2d: {out_channels: 16, kernel_size: 3, padding: 1}
+    - activation: relu
+    - max_pool2d: {kernel_size: 2}           (16, 4, 4)
+    - flatten: {}                            256
+    - linear: {out_features: 10}
 
 A softmax as the last layer is folded into the loss: the model outputs the logits z, and the classification loss,
 cross-entropy, applies the softmax inside itself as log Σ exp(z) − z_target, one stable step, instead of taking
 the log of a rounded probability (`nn.Softmax`'s docstring). `predict` applies it to report probabilities.
 
-`resolve_widths(layers, in_features)` fills every width left out from the data's number of features; a width
-that does not fit the one before it is an error naming the layer. The model's `config` holds the resolved
-layers, so a saved model rebuilds exactly.
+`resolve_widths(layers, in_features)` follows one example's shape through the layers from the data's number of
+features, fills every width left out (a linear's in_features, a conv's in_channels) and checks each layer
+against its input: a width that does not fit, a conv after a flat layer or a kernel larger than its input is an
+error naming the layer. The model's `config` holds the resolved layers, so a saved model rebuilds exactly.
 """
 
 from __future__ import annotations
@@ -31,22 +43,26 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, create_model
 
 from minitrain.autograd.tensor import Tensor
 from minitrain.common.errors import DataError
-from minitrain.common.strict import OneOf, PositiveInt, Ratio, Section
+from minitrain.common.strict import OneOf, Section
 from minitrain.models.family import FileSchema, ModelFamily
-from minitrain.nn import GELU, Dropout, Embedding, LayerNorm, Linear, Module, ReLU, Sequential, Sigmoid, Tanh
+from minitrain.models.sequential_layers import LAYERS, Shape, shown
+from minitrain.nn import Module, Sequential
 
-ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "gelu": GELU, "sigmoid": Sigmoid}
 KEY = ("model", "layers")
-WIDTH_IN = {"linear": "in_features", "layer_norm": "dim"}  # the option that is the width of a layer's input
 
 
 def _kind(layer: Mapping[str, Any]) -> tuple[str, Any]:
     (kind, options), = layer.items()
     return kind, options
+
+
+def reads_ids(layers: Sequence[Mapping[str, Any]]) -> bool:
+    """True when the first layer reads whole-number ids (an embedding), not floats."""
+    return bool(layers) and LAYERS[_kind(layers[0])[0]].reads_ids
 
 
 def folds_softmax(layers: Sequence[Mapping[str, Any]]) -> bool:
@@ -55,37 +71,42 @@ def folds_softmax(layers: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def resolve_widths(layers: Sequence[Mapping[str, Any]], in_features: int | None) -> list[dict[str, Any]]:
-    """The layers with every width filled in and checked: a linear's in_features (and a layer_norm's dim) is the
-    width before it. `in_features` is the data's feature count (None: only check the widths the config gives, and
-    leave the first ones unknown).
-
-    Width is tracked as the size of the last axis; an embedding makes it embedding_dim over (B, F) ids, and
-    flatten multiplies it by the number of features F it folds in."""
-    width, features, resolved = in_features, in_features, []
+    """The layers with every width filled in and checked, and every option's default: a layer's `width_in` (a
+    linear's in_features, a conv's in_channels) is its input's size on that axis, from the layer before. One
+    example's shape is followed from (in_features,) (None: only check what the config gives, the data's size
+    unknown); each layer's `resolve` gives its output shape or an error naming the layer, and the last layer must
+    give one row (K,) of outputs."""
+    shape: Shape = (in_features,)
+    resolved = []
     for index, layer in enumerate(layers):
-        kind, options = _kind(layer)
-        options = dict(options) if isinstance(options, Mapping) else options
-        key = (*KEY, index, kind)
-        if kind == "activation" and options == "softmax" and index != len(layers) - 1:
-            raise DataError(key, "softmax can only be the last layer (the loss applies it there)")
-        if kind in WIDTH_IN:  # its input width: the one before it, or none yet (None: the data will tell)
-            given = options.get(WIDTH_IN[kind])
-            if given is not None and width is not None and given != width:
-                raise DataError((*key, WIDTH_IN[kind]), f"is {given}, but the {_source(index)} gives {width}")
-            options[WIDTH_IN[kind]] = given if given is not None else width
-        if kind == "linear":
-            options.setdefault("bias", True)
-            width = options["out_features"]
-        elif kind == "layer_norm":
-            options.setdefault("eps", 1e-5)
-        elif kind == "embedding":
-            width = options["embedding_dim"]
-        elif kind == "flatten":
-            if index == 0 or _kind(resolved[-1])[0] != "embedding":
-                raise DataError(key, "flatten folds an embedding's vectors into one row: put it right after one")
-            width = None if features is None else features * width
-        resolved.append({kind: options})
+        if _kind(layer) == ("activation", "softmax") and index != len(layers) - 1:
+            raise DataError((*KEY, index, "activation"), "softmax can only be the last layer (the loss applies it "
+                                                         "there)")
+        options, shape = resolve_layer(index, layer, shape)
+        resolved.append(options)
+    if len(shape) != 1:
+        raise DataError((*KEY, len(layers) - 1), f"gives {shown(shape)} per example, but a table model outputs one "
+                                                 "row: put a flatten before the last linear")
     return resolved
+
+
+def resolve_layer(index: int, layer: Mapping[str, Any], shape: Shape) -> tuple[dict[str, Any], Shape]:
+    """Layer `index` ({kind: options}) over one example of `shape`: ({kind: options with its width and defaults
+    filled in}, its output shape), or a DataError naming the layer (or its option)."""
+    kind, options = _kind(layer)
+    record = LAYERS.pick(kind, f"model.layers[{index}]")
+    options = dict(options) if isinstance(options, Mapping) else options
+    key = (*KEY, index, kind)
+    if record.width_in:  # its input width: the one before it, or none yet (None: the data will tell)
+        given, width = options.get(record.width_in), shape[record.width_axis]
+        if given is not None and width is not None and given != width:
+            raise DataError((*key, record.width_in), f"is {given}, but the {_source(index)} gives {width}")
+        options[record.width_in] = given if given is not None else width
+    if isinstance(options, dict):  # each option left out takes its default, so the saved config is complete
+        for name, field in record.options.model_fields.items():
+            if not field.is_required():
+                options.setdefault(name, field.default)
+    return {kind: options}, record.resolve(options, shape, key)
 
 
 def _source(index: int) -> str:
@@ -103,25 +124,8 @@ def output_width(layers: Sequence[Mapping[str, Any]]) -> int | None:
 
 def parameter_shapes(layers: Sequence[Mapping[str, Any]]) -> list[tuple[str, tuple[int | None, ...]]]:
     """Every parameter's name and shape without building the model (a width not yet known is None)."""
-    shapes = []
-    for index, layer in enumerate(layers):
-        kind, options = _kind(layer)
-        if kind == "linear":
-            shapes.append((f"layers.{index}.weight", (options.get("in_features"), options["out_features"])))
-            if options.get("bias", True):
-                shapes.append((f"layers.{index}.bias", (options["out_features"],)))
-        elif kind == "layer_norm":
-            shapes += [(f"layers.{index}.{name}", (options.get("dim"),)) for name in ("weight", "bias")]
-        elif kind == "embedding":
-            shapes.append((f"layers.{index}.weight", (options["num_embeddings"], options["embedding_dim"])))
-    return shapes
-
-
-class Flatten(Module):
-    """(B, F, E) -> (B, F·E): each row's vectors side by side."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.reshape(x.shape[0], -1)
+    return [(f"layers.{index}.{name}", shape) for index, (kind, options) in enumerate(map(_kind, layers))
+            for name, shape in LAYERS[kind].parameters(options)]
 
 
 class SequentialModel(Module):
@@ -138,27 +142,10 @@ class SequentialModel(Module):
                              "in_features)")
         self.config = {"type": "sequential", "layers": resolved}
         self.softmax_folded = folds_softmax(resolved)
-        built = [self._build(_kind(layer), rng, dtype) for layer in resolved[: -1 if self.softmax_folded else None]]
+        built = [LAYERS[kind].build(options, rng, dtype)
+                 for kind, options in map(_kind, resolved[: -1 if self.softmax_folded else None])]
         self.layers = Sequential(*built)
-        self.embeds = bool(resolved) and _kind(resolved[0])[0] == "embedding"
-
-    @staticmethod
-    def _build(kind_options: tuple[str, Any], rng: np.random.Generator, dtype: type) -> Module:
-        kind, options = kind_options
-        if kind == "linear":
-            return Linear(options["in_features"], options["out_features"], options.get("bias", True), rng=rng,
-                          dtype=dtype)
-        if kind == "activation":
-            return ACTIVATIONS[options]()
-        if kind == "dropout":
-            return Dropout(options, rng=rng)
-        if kind == "layer_norm":
-            return LayerNorm(options["dim"], options.get("eps", 1e-5), dtype=dtype)
-        if kind == "embedding":
-            return Embedding(options["num_embeddings"], options["embedding_dim"], rng=rng, dtype=dtype)
-        if kind == "flatten":
-            return Flatten()
-        raise ValueError(f"SequentialModel: unknown layer kind {kind!r}")
+        self.embeds = reads_ids(resolved)
 
     def forward(self, x: np.ndarray | Tensor) -> Tensor:
         """x (B, F) floats, or int ids when the first layer is an embedding -> outputs (B, K)."""
@@ -174,38 +161,9 @@ class SequentialModel(Module):
 # `model.layers`, in the spec's words: each layer a mapping of one key naming its kind.
 
 
-class LinearLayer(Section):
-    in_features: PositiveInt | None = Field(None, description="default: the previous layer's width (or the data's)")
-    out_features: PositiveInt
-    bias: bool = True
-
-
-class LayerNormLayer(Section):
-    dim: PositiveInt | None = Field(None, description="default: the previous layer's width")
-    eps: float = Field(1e-5, gt=0)
-
-
-class EmbeddingLayer(Section):
-    num_embeddings: PositiveInt = Field(description="ids 0 .. num_embeddings − 1")
-    embedding_dim: PositiveInt
-
-
-class FlattenLayer(Section):
-    """(B, F, E) -> (B, F·E), after an embedding."""
-
-
-ActivationName = Literal["relu", "tanh", "gelu", "sigmoid", "softmax"]
-
-
-class LayerSpec(OneOf):
-    """One layer of a sequential model (minitrain/models/sequential.py), in the spec's words."""
-
-    linear: LinearLayer | None = None
-    activation: ActivationName | None = None
-    dropout: Ratio | None = None
-    layer_norm: LayerNormLayer | None = None
-    embedding: EmbeddingLayer | None = None
-    flatten: FlattenLayer | None = None
+LayerSpec = create_model(  # one optional field per layer kind, exactly one given (OneOf)
+    "LayerSpec", __base__=OneOf, __doc__="One layer of a sequential model (minitrain/models/sequential.py).",
+    **{name: (record.options | None, None) for name, record in LAYERS.items()})
 
 
 class SequentialKeys(Section):

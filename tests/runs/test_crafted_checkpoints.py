@@ -38,7 +38,7 @@ def model_config(path, **changes):
     ({"n_layer": 10**6}, ": 16 tensors, the config needs 12000004"),  # was a hang: a million layers built
     ({"d_model": "16"}, "model_config.d_model: input should be a valid integer, got a string ('16')"),
     ({"dropout": 1.5}, "model_config.dropout: input should be less than 1"),
-    ({"type": "transformer_xl"}, "model_config: type must name a model family (minigpt, mlp_lm, sequential, llama, gemma)"),
+    ({"type": "transformer_xl"}, "model_config: type must name a model family (minigpt, mlp_lm, sequential, llama, gemma, rnn_lm)"),
 ])
 def test_a_forged_model_config_is_one_error_for_every_reader(trained, tmp_path, changes, message, capsys):
     root, _ = trained
