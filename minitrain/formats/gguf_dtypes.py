@@ -55,7 +55,8 @@ def use_more_bits(layer: int, n_layer: int) -> bool:
 
 def tensor_type(dtype: GGUFDtype, name: str, shape: tuple[int, ...], n_layer: int, tied: bool) -> str:
     """The GGML type (formats/gguf_quants.py's TENSOR_TYPES name, before the fallback for its row length) of the
-    tensor `name` of NumPy `shape` in a file of `dtype`; `tied`: the file has no output.weight."""
+    tensor `name` of NumPy `shape` in a file of `dtype`; `tied`: token_embd is the output matrix (no output.weight,
+    or GPT-2's copy of it)."""
     if len(shape) == 1 or dtype.name == "f32":
         return "F32"
     if not dtype.mixed:

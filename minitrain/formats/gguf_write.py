@@ -175,7 +175,9 @@ def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: M
     _tokenizer_metadata(writer, fields)
     kinds: dict[str, int] = {}
     named = list(gpt2_tensors(state) if layout is None else decoder_tensors(layout, model_config, state))
-    tied = "output.weight" not in dict(named)
+    # MiniGPT's output.weight is the copy of its tied embedding: both in the output's type, so they stay one matrix
+    # (llama.cpp's rule would store them apart; minitrain's reader takes a gpt2 file only with the two equal).
+    tied = layout is None or "output.weight" not in dict(named)
     for short, w in named:
         data, raw = encoded(w, tensor_type(out, short, w.shape, int(model_config["n_layer"]), tied))
         writer.add_tensor(short, data, raw_dtype=raw)
