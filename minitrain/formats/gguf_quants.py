@@ -82,7 +82,7 @@ def _fit_affine(x: np.ndarray, w: np.ndarray, nmax: int, rmin: float, nstep: int
 def _fit_symmetric(x: np.ndarray, nmax: int) -> np.ndarray:
     """ggml's make_qx_quants (weights x²) for each row of `x` (G, n): the scale s, x ≈ s·l with l in −nmax..nmax−1.
     The grid puts the value of largest |x| at −nmax; spacings max/(nmax + 0.1·k), k = −9..9, are tried, each
-    with the weighted least-squares scale of its codes, and the one explaining most of Σ x²·x² is kept."""
+    with the weighted least-squares scale of its codes, and the one of least weighted squared error kept."""
     extreme = np.take_along_axis(x, np.abs(x).argmax(-1)[:, None], -1)[:, 0]
     zero = np.abs(extreme) < GROUP_MAX_EPS
     extreme = np.where(zero, 1, extreme)
