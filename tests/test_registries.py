@@ -28,6 +28,8 @@ from minitrain.course.fixtures import write_tiny_run
 from minitrain.data.formats import TABLE_FORMATS, detect_format, read_table
 from minitrain.data.pretrained_tokenizer import GGUF_TOKENIZER_MODELS, PretrainedTokenizer
 from minitrain.data.record_shapes import SHAPES as RECORD_SHAPES
+from minitrain.formats.gguf_dtypes import GGUF_DTYPES
+from minitrain.formats.gguf_quants import TENSOR_TYPES
 from minitrain.merging.merge import merge_states
 from minitrain.merging.methods import MERGE_METHODS
 from minitrain.merging.spec import MergeSpec, Parameters
@@ -579,3 +581,81 @@ def test_every_sequential_layer_gives_the_shape_and_parameters_it_resolves_to_an
         assert p.grad is not None and p.grad.shape == p.shape, n
     if not record.reads_ids:
         assert x.grad.shape == x.shape and np.abs(x.grad).sum() > 0
+
+
+# ------------------------------------------------------------------------------------ GGUF tensor types and dtypes
+
+# What each quantized type is, read off ggml's block layouts (not off formats/gguf_quants.py): code bits, whether its
+# grid is symmetric about 0 (d·q) or affine (d·q − m), and how many values share one grid. A new record needs a row.
+GGML_GRIDS = {"Q8_0": (8, True, 32), "Q5_0": (5, True, 32), "Q5_1": (5, False, 32), "Q4_0": (4, True, 32),
+              "Q4_K": (4, False, 32), "Q5_K": (5, False, 32), "Q6_K": (6, True, 16)}
+
+
+@pytest.mark.parametrize("name", list(TENSOR_TYPES))
+def test_every_gguf_tensor_type_is_read_back_by_the_gguf_package_as_its_values_within_a_uniform_grid_s_error(name):
+    """`gguf.quants.dequantize` (llama.cpp's project, not minitrain) reads the bytes back to exactly the values the
+    encoder says they stand for, in ggml's block size; their RMS error is within 5 % of a uniform grid's,
+    spacing/√12, spacing = amax/2^(bits−1) (symmetric) or (max − min)/(2^bits − 1) (affine) per group."""
+    import gguf
+    from gguf.quants import dequantize
+
+    record, w = TENSOR_TYPES[name], np.random.default_rng(0).standard_normal((4, 512)).astype(np.float32)
+    data, values = record.encode(w)
+    if name in ("F32", "F16"):
+        assert data.dtype == np.dtype(name.lower().replace("f", "float")) and np.array_equal(data, values)
+        assert float(np.abs(values - w).max()) <= (0 if name == "F32" else 2**-11 * float(np.abs(w).max()))
+        return
+    kind = gguf.GGMLQuantizationType[name]
+    assert gguf.GGML_QUANT_SIZES[kind][0] == record.block and data.dtype == np.uint8
+    assert data.shape == (4, 512 // record.block * gguf.GGML_QUANT_SIZES[kind][1])
+    assert np.array_equal(dequantize(data, kind).reshape(w.shape), values)
+    bits, symmetric, group = GGML_GRIDS[name]
+    g = w.reshape(-1, group)
+    spacing = np.abs(g).max(-1) / 2 ** (bits - 1) if symmetric else (g.max(-1) - g.min(-1)) / (2**bits - 1)
+    assert np.sqrt(np.mean((values - w) ** 2)) <= 1.05 * np.sqrt(np.mean(spacing**2) / 12)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_256(tmp_path_factory):
+    """A tiny Llama (2 layers) whose rows are 256 long, so every K-quant is written as itself; its matrices
+    N(0, 0.05²), about 1/√256, so the activations keep their scale through the layers. (config, state, tokenizer
+    fields, ids, the f32 GGUF's logits for them)."""
+    from test_hub_pretrained import MINITRAIN, random_hf_state
+    from test_pretrained_tokenizer import tiny_fields
+
+    from minitrain.formats.gguf_write import write_gguf_model
+    from minitrain.formats.hf_config import from_hf_state
+
+    config = {**MINITRAIN, "d_model": 256, "d_ff": 256, "head_dim": 64, "max_seq_len": 16}
+    state = from_hf_state({n: w if w.ndim == 1 else w / 10 for n, w in random_hf_state(config).items()}, config, "")
+    fields, ids = {**tiny_fields(), "model": "gpt2"}, np.array([[1, 40, 70, 100, 265, 3, 9, 200]])
+    write_gguf_model(path := tmp_path_factory.mktemp("gguf") / "f32.gguf", config, state, fields)
+    return config, state, fields, ids, gguf_logits(path, ids)
+
+
+def gguf_logits(path: Path, ids: np.ndarray) -> np.ndarray:
+    from minitrain.hub.text_models import load_text_model
+    from minitrain.nn import inference
+
+    with inference(model := load_text_model(str(path)).model):
+        return model(ids)[0].data
+
+
+@pytest.mark.parametrize("dtype", list(GGUF_DTYPES))
+def test_every_gguf_dtype_writes_a_file_the_gguf_reader_and_minitrain_read_with_the_model_s_logits(
+        dtype, tiny_llama_256, tmp_path):
+    """`gguf.GGUFReader` reads the file with the record's file type and every tensor in the type the writer
+    reported; minitrain's reader loads it with the float32 model's logits within 2^(2 − bits) of their range, for
+    the bits of the dtype's matrices (f32 24, f16 11, q8_0 8, q5_k 5, q4_0 and q4_k_m 4)."""
+    import gguf
+
+    from minitrain.formats.gguf_write import write_gguf_model
+
+    config, state, fields, ids, want = tiny_llama_256
+    kinds = write_gguf_model(path := tmp_path / f"{dtype}.gguf", config, state, fields, dtype)
+    reader = gguf.GGUFReader(path)
+    assert reader.fields["general.file_type"].contents() == GGUF_DTYPES[dtype].file_type
+    types = [t.tensor_type.name for t in reader.tensors]
+    assert {kind: types.count(kind) for kind in set(types)} == kinds
+    bits = {"f32": 24, "f16": 11, "q8_0": 8, "q5_k": 5, "q4_0": 4, "q4_k_m": 4}[dtype]
+    assert float(np.abs(gguf_logits(path, ids) - want).max()) <= 2.0 ** (2 - bits) * float(want.max() - want.min())

@@ -1,11 +1,11 @@
-"""`minitrain export SOURCE OUT [--format hf|gguf] [--dtype f32|f16|q8_0] [--repo user/name] [--vocab PATH]
-[--merge-adapters] [--base-model SPEC] [--float-base] [--force]`: a run as a Hugging Face GPT-2 folder (config.json,
-model.safetensors, tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or with --merge-adapters
-merged into its base. A pretrained Llama-family base (.gguf, Hugging Face folder, Hub id), or a run that fine-tuned
-one, as a LlamaForCausalLM / Qwen2ForCausalLM folder with the base's tokenizer (a LoRA run: its adapter, or merged, a
-QLoRA run into its NF4 base or with --float-base the float one, the gap printed). `--format gguf` (always merged):
-any of these as one GGUF file for llama.cpp (minitrain/hub/export_gguf.py), its matrices in --dtype. The spec's
-`--format safetensors` is hf."""
+"""`minitrain export SOURCE OUT [--format hf|gguf] [--dtype f32|f16|q8_0|q4_0|q5_k|q4_k_m] [--repo user/name] [--vocab
+PATH] [--merge-adapters] [--base-model SPEC] [--float-base] [--force]`: a run as a Hugging Face GPT-2 folder
+(config.json, model.safetensors, tokenizer, model card); a LoRA run as its adapter in PEFT's layout, or with
+--merge-adapters merged into its base. A pretrained Llama-family base (.gguf, Hugging Face folder, Hub id), or a run
+that fine-tuned one, as a LlamaForCausalLM / Qwen2ForCausalLM folder with the base's tokenizer (a LoRA run: its
+adapter, or merged, a QLoRA run into its NF4 base or with --float-base the float one, the gap printed). `--format
+gguf` (always merged): any of these as one GGUF file for llama.cpp (minitrain/hub/export_gguf.py), its matrices in
+--dtype. The spec's `--format safetensors` is hf."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import sys
 from minitrain.commands.common import read_from
 from minitrain.common.errors import BAD_INPUT, UserError
 from minitrain.common.io import check_output
-from minitrain.formats.gguf_write import DTYPES as GGUF_DTYPES
+from minitrain.formats.gguf_dtypes import GGUF_DTYPES
 from minitrain.hub.export_hf import export_model
 
 FORMATS = ("hf", "gguf")
@@ -29,8 +29,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                                         "with --format gguf, the .gguf file")
     parser.add_argument("--format", choices=(*FORMATS, *SPEC_FORMATS), default="hf", type=format_name,
                         help="hf (or safetensors): a Hugging Face folder (default); gguf: one GGUF file for llama.cpp")
-    parser.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
-                        help="--format gguf: how the matrices are stored (default f32; norms and biases stay f32)")
+    parser.add_argument("--dtype", choices=tuple(GGUF_DTYPES), default=None,
+                        help="--format gguf: how the matrices are stored (default f32; norms and biases stay f32; "
+                             "q4_0, q5_k, q4_k_m: llama.cpp's Q4_0, Q5_K_S and Q4_K_M mixtures)")
     parser.add_argument("--repo", help="user/name the model card's loading snippet refers to")
     parser.add_argument("--vocab", help="vocab.json, when the source does not record it")
     parser.add_argument("--merge-adapters", action="store_true",

@@ -1,11 +1,11 @@
 """`minitrain publish --repo user/name [RUN_DIR] [--private] [--dry-run] [--merge-adapters] [--base-model SPEC]
-[--float-base] [--vocab PATH] [--format hf|safetensors|gguf] [--dtype f32|f16|q8_0] [--[no-]model-card]` (alias
-`push`): export a run or model file and upload it to the Hub; without RUN_DIR, ./output (the publish spec's default:
-a spec-shaped manifest's run folder) when it holds a finished run, else the latest finished run under runs/. A LoRA
-run uploads its adapter (its base must be a Hub id), or with --merge-adapters its base with the adapters merged in (a
-QLoRA run into its NF4 base, or with --float-base the float one). `--format gguf` uploads one GGUF file
-(REPO-NAME-DTYPE.gguf, a LoRA run merged) instead of the Hugging Face folder (the spec's safetensors is hf).
-`--no-model-card` leaves README.md out of the upload."""
+[--float-base] [--vocab PATH] [--format hf|safetensors|gguf] [--dtype f32|f16|q8_0|q4_0|q5_k|q4_k_m]
+[--[no-]model-card]` (alias `push`): export a run or model file and upload it to the Hub; without RUN_DIR, ./output
+(the publish spec's default: a spec-shaped manifest's run folder) when it holds a finished run, else the latest
+finished run under runs/. A LoRA run uploads its adapter (its base must be a Hub id), or with --merge-adapters its
+base with the adapters merged in (a QLoRA run into its NF4 base, or with --float-base the float one). `--format gguf`
+uploads one GGUF file (REPO-NAME-DTYPE.gguf, a LoRA run merged) instead of the Hugging Face folder (the spec's
+safetensors is hf). `--no-model-card` leaves README.md out of the upload."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="hf (or safetensors): the Hugging Face folder (default); gguf: one GGUF for llama.cpp")
     parser.add_argument("--model-card", action=argparse.BooleanOptionalAction, default=True,
                         help="upload README.md, the model card written from the run's records (default: yes)")
-    parser.add_argument("--dtype", choices=GGUF_DTYPES, default=None,
+    parser.add_argument("--dtype", choices=tuple(GGUF_DTYPES), default=None,
                         help="--format gguf: how the matrices are stored (default f32)")
     parser.set_defaults(handler=publish_command)
 

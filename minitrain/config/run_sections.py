@@ -13,6 +13,7 @@ from minitrain.config.fields import AlertRule, RepoId
 from minitrain.config.observing import DashboardConfig, MetricsOutput, ReportOutput, SystemConfig, TrackingConfig
 from minitrain.config.problems import UNION_TAGS
 from minitrain.evaluation.alerts import Alert, parse_alert
+from minitrain.formats.gguf_dtypes import GGUF_DTYPES
 
 
 class AlertSpec(Section):
@@ -77,7 +78,7 @@ class OutputConfig(Section):
     model_format: Literal["safetensors", "gguf"] = Field(
         "safetensors", description="gguf: a finished run also writes its final model as a GGUF beside the model file "
                                    "(minitrain export --format gguf)")
-    gguf_dtype: Literal["f32", "f16", "q8_0"] = Field("f32", description="the GGUF's matrices (model_format gguf)")
+    gguf_dtype: Literal[tuple(GGUF_DTYPES)] = Field("f32", description="the GGUF's matrices (model_format gguf)")
 
 
 class PublishConfig(Section):

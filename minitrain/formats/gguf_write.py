@@ -19,9 +19,8 @@ Two layouts, the ones llama.cpp's `convert_hf_to_gguf.py` writes for these netwo
         wte again                           output.weight (GPT-2 ties it; the converter writes the copy)
       MiniGPT keeps GPT-2's Conv1D layout [in, out] (x·W), so each of its four projections is transposed to (out, in).
 
-dtypes (`general.file_type`): f32 (0) every tensor F32; f16 (1) every matrix F16; q8_0 (7) every matrix whose rows
-are a multiple of 32 long in Q8_0 (blocks of 32 int8 with one f16 scale: x ≈ d·q, d = max|x|/127), the others F16.
-Vectors (norms, biases) stay F32 in all three, as llama.cpp keeps them.
+dtypes (`general.file_type`): f32, f16, q8_0, q4_0, q5_k, q4_k_m, the records of formats/gguf_dtypes.py, which
+also choose each tensor's GGML type (llama.cpp's mixture for the last three); formats/gguf_quants.py encodes them.
 
 The file is written through `common.io.atomic_write`: a temporary sibling renamed over OUT at the end.
 """
@@ -36,21 +35,20 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.common.io import atomic_write
+from minitrain.formats.gguf_dtypes import GGUF_DTYPES, GGUFDtype, tensor_type
 from minitrain.formats.gguf_layouts import GGUF_LAYOUTS, GGUFLayout
+from minitrain.formats.gguf_quants import fitting
 from minitrain.formats.gguf_read import gguf_name, permute_rope_rows
 from minitrain.formats.gpt2 import LAYER_NORM_EPS
 from minitrain.formats.hf_config import to_hf_state
 from minitrain.models.decoder import layer_kinds
 from minitrain.models.registry import layout_of
 
-DTYPES = ("f32", "f16", "q8_0")
-FILE_TYPES = {"f32": 0, "f16": 1, "q8_0": 7}  # llama.cpp's LlamaFileType
 GPT2_LAYER = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
               "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
 GPT2_GLOBAL = {"transformer.wte.weight": "token_embd.weight", "transformer.wpe.weight": "position_embd.weight",
                "transformer.ln_f.weight": "output_norm.weight", "transformer.ln_f.bias": "output_norm.bias"}
 CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # GPT-2's [in, out] projections
-Q8_BLOCK = 32
 
 
 def check_writable(model_config: Mapping[str, Any]) -> None:
@@ -94,17 +92,15 @@ def gpt2_tensors(state: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndar
     yield "output.weight", state["transformer.wte.weight"]
 
 
-def encoded(w: np.ndarray, dtype: str) -> tuple[np.ndarray, Any]:
-    """The array the writer stores for `w` in `dtype` (module docstring), and its raw GGML type (None: by dtype)."""
+def encoded(w: np.ndarray, kind: str) -> tuple[np.ndarray, Any]:
+    """The array the writer stores for `w` in the GGML type `kind` (or its fallback for w's rows: formats/
+    gguf_quants.py), and its raw GGML type (None: F32 and F16, which the writer reads off the array)."""
     import gguf
-    from gguf.quants import quantize
 
     w = np.ascontiguousarray(w, dtype=np.float32)
-    if w.ndim == 1 or dtype == "f32":
-        return w, None
-    if dtype == "q8_0" and w.shape[-1] % Q8_BLOCK == 0:
-        return quantize(w, gguf.GGMLQuantizationType.Q8_0), gguf.GGMLQuantizationType.Q8_0
-    return w.astype(np.float16), None
+    stored = fitting(kind, w.shape[-1])
+    data, _ = stored.encode(w)
+    return data, None if stored.name in ("F32", "F16") else gguf.GGMLQuantizationType[stored.name]
 
 
 def _model_metadata(writer, model_config: Mapping[str, Any], layout: GGUFLayout | None) -> None:
@@ -165,22 +161,25 @@ def write_gguf_model(path: str | Path, model_config: Mapping[str, Any], state: M
     (formats/gguf_vocab.py) as a GGUF at `path`; return how many tensors of each GGML type it holds."""
     import gguf
 
-    if dtype not in DTYPES:
-        raise UserError(f"export --dtype {dtype}: a GGUF is written as {', '.join(DTYPES)}", 2)
+    out: GGUFDtype = GGUF_DTYPES.pick(dtype, "export --dtype")
     check_writable(model_config)
     arch = layout_of(model_config)  # a GGUF_LAYOUTS record's name or gpt2 (hub/export_gguf.py refuses the others)
     layout = None if arch == "gpt2" else GGUF_LAYOUTS[arch]
     writer = gguf.GGUFWriter(None, arch)
     writer.add_name(name)
-    writer.add_file_type(FILE_TYPES[dtype])
-    if dtype == "q8_0":
+    writer.add_file_type(out.file_type)
+    if out.matrix not in ("F32", "F16"):
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     writer.add_vocab_size(int(model_config["vocab_size"]))
     _model_metadata(writer, model_config, layout)
     _tokenizer_metadata(writer, fields)
     kinds: dict[str, int] = {}
-    for short, w in (gpt2_tensors(state) if layout is None else decoder_tensors(layout, model_config, state)):
-        data, raw = encoded(w, dtype)
+    named = list(gpt2_tensors(state) if layout is None else decoder_tensors(layout, model_config, state))
+    # MiniGPT's output.weight is the copy of its tied embedding: both in the output's type, so they stay one matrix
+    # (llama.cpp's rule would store them apart; minitrain's reader takes a gpt2 file only with the two equal).
+    tied = layout is None or "output.weight" not in dict(named)
+    for short, w in named:
+        data, raw = encoded(w, tensor_type(out, short, w.shape, int(model_config["n_layer"]), tied))
         writer.add_tensor(short, data, raw_dtype=raw)
         kind = raw.name if raw is not None else ("F16" if data.dtype == np.float16 else "F32")
         kinds[kind] = kinds.get(kind, 0) + 1

@@ -1,5 +1,5 @@
-"""`minitrain export SOURCE OUT.gguf --format gguf [--dtype f32|f16|q8_0]`: any model minitrain reads, as one GGUF
-file that llama.cpp (and so Ollama, LM Studio) loads.
+"""`minitrain export SOURCE OUT.gguf --format gguf [--dtype f32|f16|q8_0|q4_0|q5_k|q4_k_m]`: any model minitrain
+reads, as one GGUF file that llama.cpp (and so Ollama, LM Studio) loads.
 
     source                                         model                       tokenizer written
     a run folder, model file or export of a        MiniGPT -> gpt2 layout      the character vocabulary, spelled

@@ -124,12 +124,15 @@ def test_lab01_loads_back_with_the_model_file_s_logits(tmp_path):
     ids = [tokenizer.bos_id, *tokenizer.encode("caminar|P1|camino")]
     want = logits(reference, ids)
     scale = float(np.abs(want).max())
-    for dtype, tolerance in (("f32", 1e-5), ("f16", 2e-3 * scale), ("q8_0", 3e-2 * scale)):
+    for dtype, tolerance in (("f32", 1e-5), ("f16", 2e-3 * scale), ("q8_0", 3e-2 * scale), ("q4_k_m", 0.2 * scale)):
         path, kinds = export_gguf(LAB01, tmp_path / f"lab01-{dtype}.gguf", dtype, str(VOCAB))
         loaded = load_text_model(str(path))
         assert loaded.kind == "minitrain" and loaded.tokenizer.chars == tokenizer.chars
         assert float(np.abs(logits(loaded.model, ids) - want).max()) <= tolerance, dtype
-        assert kinds == {"f32": {"F32": 29}, "f16": {"F16": 11, "F32": 18}, "q8_0": {"F32": 18, "Q8_0": 11}}[dtype]
+        # q4_k_m, rows of 64 and 256 (ffn_down): Q4_K falls back to Q5_0, Q6_K (layer 1's attn_qkv) to Q8_0; the
+        # tied embedding and its output.weight copy both Q8_0; position_embd F16.
+        assert kinds == {"f32": {"F32": 29}, "f16": {"F16": 11, "F32": 18}, "q8_0": {"F32": 18, "Q8_0": 11},
+                         "q4_k_m": {"F16": 1, "F32": 18, "Q4_K": 1, "Q5_0": 5, "Q6_K": 1, "Q8_0": 3}}[dtype]
     f32 = (tmp_path / "lab01-f32.gguf").stat().st_size
     assert (tmp_path / "lab01-q8_0.gguf").stat().st_size < (tmp_path / "lab01-f16.gguf").stat().st_size < f32
 
