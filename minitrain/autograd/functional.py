@@ -9,7 +9,7 @@ Shape letters: B batch, T time (sequence), C channels (d_model), H heads, D head
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -54,6 +54,45 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
 
     parents = (x, weight) if bias is None else (x, weight, bias)
     return Tensor._from_op(y.reshape(*x.shape[:-1], n_out), parents, backward)
+
+
+def frozen_linears(x: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor | None]) -> list[Tensor]:
+    """[linear(x, W_i, b_i) for each i] for frozen weights and biases (no gradient of their own) as one product:
+    y = x·[W_1|…|W_n] + [b_1|…|b_n], cut into its column blocks. Backward dx = [g_1|…|g_n]·[W_1|…|W_n]ᵀ, one
+    product where n linear calls take n and n − 1 adds.  x (..., I), W_i (I, O_i), b_i (O_i,) or None -> n (..., O_i).
+
+    The joined weight is made again by each pass (I·ΣO copies, a few rows' worth of the product), never kept: the
+    layers' arrays stay the only copy. Each block's values are the dot products of x·W_i; dx sums the n blocks in
+    one product, so its last bits may differ from n products added."""
+    n_in, widths = x.shape[-1], [w.shape[1] for w in weights]
+    rows = x.data.reshape(-1, n_in)
+
+    def joined() -> np.ndarray:  # (I, ΣO)
+        return np.concatenate([w.data for w in weights], axis=1)
+
+    macs = len(rows) * n_in * sum(widths)
+    with one_thread_below(macs):
+        y = rows @ joined()
+    if any(b is not None for b in biases):
+        y += np.concatenate([np.zeros(o, y.dtype) if b is None else b.data
+                             for b, o in zip(biases, widths, strict=True)])
+
+    def backward(g: np.ndarray) -> None:
+        with one_thread_below(macs):
+            x._accumulate((g @ joined().T).reshape(x.shape))
+
+    joint = Tensor._from_op(y, (x,), backward)
+    blocks, start = [], 0
+    for width in widths:
+        def block_backward(g: np.ndarray, cols: slice = slice(start, start + width)) -> None:
+            if joint.grad is None:  # the first block back: the others' columns stay 0 until theirs arrive
+                joint.grad = np.zeros_like(y)
+            joint.grad[:, cols] = g.reshape(len(rows), -1)
+
+        block = y[:, start:start + width].reshape(*x.shape[:-1], width)
+        blocks.append(Tensor._from_op(block, (joint,), block_backward))
+        start += width
+    return blocks
 
 
 def gelu(x: Tensor) -> Tensor:
@@ -184,17 +223,20 @@ def linear_cross_entropy(
             return
         dnll = mask * (g / count).astype(x.dtype)
         dx = np.zeros_like(rows) if x.requires_grad else None
-        dw = np.empty(weight.shape, dtype=weight.dtype) if weight.requires_grad else None
+        into_grad = _leaf_grad(weight) is not None  # each dW_b added to its rows of W's grad: no (V, C) temporary
+        dw = weight.grad if into_grad else np.empty(weight.shape, weight.dtype) if weight.requires_grad else None
         for start, block in _vocabulary_blocks(weight.data, len(rows)):
             z, tanh = _head_logits(rows, block, softcap)
             dz = _head_gradient(z, tanh, targets - start, lse, dnll, softcap)
             if dx is not None:
                 dx += dz @ block
-            if dw is not None:
+            if into_grad and dw[start : start + len(block)].any():
+                dw[start : start + len(block)] += dz.T @ rows
+            elif dw is not None:  # 0 + p = p: BLAS never returns −0
                 np.matmul(dz.T, rows, out=dw[start : start + len(block)])
         if dx is not None:
             x._accumulate(dx.reshape(x.shape))
-        if dw is not None:
+        if dw is not None and not into_grad:
             weight._accumulate(dw)
 
     return Tensor._from_op(loss, (x, weight), backward)
@@ -264,9 +306,26 @@ def embedding(weight: Tensor, idx: np.ndarray) -> Tensor:
     vocab, channels = weight.shape
 
     def backward(g: np.ndarray) -> None:
-        weight._accumulate(kernels.active.embedding_backward(idx.reshape(-1), g.reshape(-1, channels), vocab))
+        grad = _leaf_grad(weight)
+        if grad is None:
+            weight._accumulate(kernels.active.embedding_backward(idx.reshape(-1), g.reshape(-1, channels), vocab))
+            return
+        # only the rows the batch names: the same sums (each from 0, in the same order) added to the same rows,
+        # without a dense (V, C) temporary (113 MB at SmolLM2's vocabulary)
+        rows, where = np.unique(idx.reshape(-1), return_inverse=True)
+        grad[rows] += kernels.active.embedding_backward(where, g.reshape(-1, channels), len(rows))
 
     return Tensor._from_op(weight.data[idx], (weight,), backward)
+
+
+def _leaf_grad(weight: Tensor) -> np.ndarray | None:
+    """A trainable leaf's gradient array, made zero when it has none yet (0 + g = g, as a first write: g is never −0 here),
+    for ops that add into some of its rows in place; None for anything else (those take `_accumulate`)."""
+    if not (weight.requires_grad and weight.is_leaf):
+        return None
+    if weight.grad is None:
+        weight.grad = np.zeros_like(weight.data)
+    return weight.grad
 
 
 def dropout(x: Tensor, p: float, training: bool, rng: np.random.Generator | None = None) -> Tensor:
