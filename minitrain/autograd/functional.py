@@ -137,8 +137,9 @@ def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """y = x − log Σ exp(x);  dx = g − softmax(x)·Σ g."""
     peak = x.data.max(axis=axis, keepdims=True)
-    lse = peak + np.log(np.exp(x.data - peak).sum(axis=axis, keepdims=True))
-    y = x.data - lse
+    work = x.data - peak  # one array beside x: exp and then y are written into it (whole logits: 100s of MB)
+    lse = peak + np.log(np.exp(work, out=work).sum(axis=axis, keepdims=True))
+    y = np.subtract(x.data, lse, out=work)
     return Tensor._from_op(y, (x,), lambda g: x._accumulate(g - np.exp(y) * g.sum(axis=axis, keepdims=True)))
 
 
