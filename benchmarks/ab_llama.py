@@ -6,9 +6,10 @@
 
 Knobs: `split`, grouped attention's batch on both cores (off: SPLIT_MACS out of reach, the path every batch took
 before); `joint`, the frozen q/k/v and gate/up bases as one product each (nn/llama_shared.project; off: JOINT_ROWS
-out of reach, one product per layer as before; its dx sums differ in the last bits, so same_bytes is false). Rounds run off, on or on, off in turn, so a load that drifts hits both alike; the first step is a
-warm-up in each setting. Before timing, a 2-layer model is stepped twice in each setting from the same start:
-the losses and every weight must be the same bytes. `attention` times one layer's grouped attention alone at the
+out of reach, one product per layer as before). Rounds run off, on or on, off in turn, so a load that drifts hits
+both alike; the first step is a warm-up in each setting. Before timing, a 2-layer model is stepped twice in each
+setting from the same start: same_bytes says whether the losses and every weight are the same bytes (`joint`'s dx
+sums differ in the last bits, so it is false there). `attention` times one layer's grouped attention alone at the
 135M shape (4 × 256 tokens, 9 / 3 heads of 64), each pass after a 2-thread product as in the step, 5 calls per
 round. Prints the medians, their ratio and the load average before and after.
 """

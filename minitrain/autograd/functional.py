@@ -320,8 +320,8 @@ def embedding(weight: Tensor, idx: np.ndarray) -> Tensor:
 
 
 def _leaf_grad(weight: Tensor) -> np.ndarray | None:
-    """A trainable leaf's gradient array, made zero when it has none yet (0 + g = g, as a first write: g is never −0 here),
-    for ops that add into some of its rows in place; None for anything else (those take `_accumulate`)."""
+    """A trainable leaf's gradient array, made zero when it has none yet (0 + g = g, a first write's bits: g is
+    never −0 here), for ops that add into some of its rows in place; None for anything else (`_accumulate` then)."""
     if not (weight.requires_grad and weight.is_leaf):
         return None
     if weight.grad is None:
