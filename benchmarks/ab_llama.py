@@ -2,14 +2,11 @@
 
     python benchmarks/ab_llama.py lora --knob split --layers 30 --rounds 4 --steps 1
     python benchmarks/ab_llama.py attention --rounds 10     # grouped attention alone, forward + backward
-    python benchmarks/ab_llama.py lora --knob joint --layers 30 --rounds 4
 
-Knobs: `split`, grouped attention's batch on both cores (off: SPLIT_MACS out of reach, the path every batch took
-before); `joint`, the frozen q/k/v and gate/up bases as one product each (nn/llama_shared.project; off: JOINT_ROWS
-out of reach, one product per layer as before). Rounds run off, on or on, off in turn, so a load that drifts hits
-both alike; the first step is a warm-up in each setting. Before timing, a 2-layer model is stepped twice in each
-setting from the same start: same_bytes says whether the losses and every weight are the same bytes (`joint`'s dx
-sums differ in the last bits, so it is false there). `attention` times one layer's grouped attention alone at the
+Knob: `split`, grouped attention's batch on both cores (off: SPLIT_MACS out of reach, the path every batch took
+before). Rounds run off, on or on, off in turn, so a load that drifts hits both alike; the first step is a
+warm-up in each setting. Before timing, a 2-layer model is stepped twice in each setting from the same start:
+the losses and every weight must be the same bytes. `attention` times one layer's grouped attention alone at the
 135M shape (4 × 256 tokens, 9 / 3 heads of 64), each pass after a 2-thread product as in the step, 5 calls per
 round. Prints the medians, their ratio and the load average before and after.
 """
@@ -31,11 +28,9 @@ import numpy as np
 
 from minitrain.autograd.kernels import batch_split
 from minitrain.common.runtime import keep_freed_memory, set_blas_threads
-from minitrain.nn import llama_shared
 
 KNOBS = {  # name -> (module, attribute, value when off)
     "split": (batch_split, "SPLIT_MACS", 2**62),
-    "joint": (llama_shared, "JOINT_ROWS", 2**62),
 }
 
 

@@ -9,7 +9,7 @@ Shape letters: B batch, T time (sequence), C channels (d_model), H heads, D head
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -54,45 +54,6 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
 
     parents = (x, weight) if bias is None else (x, weight, bias)
     return Tensor._from_op(y.reshape(*x.shape[:-1], n_out), parents, backward)
-
-
-def frozen_linears(x: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor | None]) -> list[Tensor]:
-    """[linear(x, W_i, b_i) for each i] for frozen weights and biases (no gradient of their own) as one product:
-    y = x·[W_1|…|W_n] + [b_1|…|b_n], cut into its column blocks. Backward dx = [g_1|…|g_n]·[W_1|…|W_n]ᵀ, one
-    product where n linear calls take n and n − 1 adds.  x (..., I), W_i (I, O_i), b_i (O_i,) or None -> n (..., O_i).
-
-    The joined weight is made again by each pass (I·ΣO copies, a few rows' worth of the product), never kept: the
-    layers' arrays stay the only copy. Each block's values are the dot products of x·W_i; dx sums the n blocks in
-    one product, so its last bits may differ from n products added."""
-    n_in, widths = x.shape[-1], [w.shape[1] for w in weights]
-    rows = x.data.reshape(-1, n_in)
-
-    def joined() -> np.ndarray:  # (I, ΣO)
-        return np.concatenate([w.data for w in weights], axis=1)
-
-    macs = len(rows) * n_in * sum(widths)
-    with one_thread_below(macs):
-        y = rows @ joined()
-    if any(b is not None for b in biases):
-        y += np.concatenate([np.zeros(o, y.dtype) if b is None else b.data
-                             for b, o in zip(biases, widths, strict=True)])
-
-    def backward(g: np.ndarray) -> None:
-        with one_thread_below(macs):
-            x._accumulate((g @ joined().T).reshape(x.shape))
-
-    joint = Tensor._from_op(y, (x,), backward)
-    blocks, start = [], 0
-    for width in widths:
-        def block_backward(g: np.ndarray, cols: slice = slice(start, start + width)) -> None:
-            if joint.grad is None:  # the first block back: the others' columns stay 0 until theirs arrive
-                joint.grad = np.zeros_like(y)
-            joint.grad[:, cols] = g.reshape(len(rows), -1)
-
-        block = y[:, start:start + width].reshape(*x.shape[:-1], width)
-        blocks.append(Tensor._from_op(block, (joint,), block_backward))
-        start += width
-    return blocks
 
 
 def gelu(x: Tensor) -> Tensor:

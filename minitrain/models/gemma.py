@@ -35,7 +35,7 @@ from minitrain.models.decoder import Decoder, decoder_rules
 from minitrain.models.family import ModelFamily, Shapes, file_schema_of
 from minitrain.nn import LlamaAttention, LlamaMLP, RMSNorm
 from minitrain.nn.apply_rotary import apply_rotary
-from minitrain.nn.llama_shared import KeyValueStore, project
+from minitrain.nn.llama_shared import KeyValueStore
 
 
 class GemmaRMSNorm(RMSNorm):
@@ -66,13 +66,12 @@ class GemmaAttention(LlamaAttention):
     def forward(self, x: Tensor, cos: np.ndarray, sin: np.ndarray, allowed: np.ndarray,
                 cache: KeyValueStore | None = None) -> Tensor:
         batch, time, _ = x.shape
-        q, k, v = project(x, (self.q_proj, self.k_proj, self.v_proj))  # one product when the bases are frozen
-        q = q.reshape(batch, time, self.n_head, self.head_dim)
-        k = k.reshape(batch, time, self.n_kv_head, self.head_dim)
+        q = self.q_proj(x).reshape(batch, time, self.n_head, self.head_dim)
+        k = self.k_proj(x).reshape(batch, time, self.n_kv_head, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        v = v.reshape(batch, time, self.n_kv_head, self.head_dim)
+        v = self.v_proj(x).reshape(batch, time, self.n_kv_head, self.head_dim)
         if cache is not None:  # generation: no tape
             keys, values = cache.update(k.data, v.data)
             k, v = Tensor(keys, dtype=keys.dtype), Tensor(values, dtype=values.dtype)

@@ -22,7 +22,7 @@ from minitrain.common.errors import ArgumentError
 from minitrain.nn.apply_rotary import apply_rotary
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.linear import Linear
-from minitrain.nn.llama_shared import LLAMA_INIT_STD, KeyValueStore, project
+from minitrain.nn.llama_shared import LLAMA_INIT_STD, KeyValueStore
 from minitrain.nn.module import Module
 
 
@@ -73,10 +73,9 @@ class LlamaAttention(Module):
         """x (B, T, C), cos and sin (B, T, 1, D), allowed (B or 1, T, T_k), an optional one-layer cache -> (B, T, C);
         see the class docstring."""
         batch, time, _ = x.shape
-        q, k, v = project(x, (self.q_proj, self.k_proj, self.v_proj))  # one product when the bases are frozen
-        q = apply_rotary(q.reshape(batch, time, self.n_head, self.head_dim), cos, sin)
-        k = apply_rotary(k.reshape(batch, time, self.n_kv_head, self.head_dim), cos, sin)
-        v = v.reshape(batch, time, self.n_kv_head, self.head_dim)
+        q = apply_rotary(self.q_proj(x).reshape(batch, time, self.n_head, self.head_dim), cos, sin)
+        k = apply_rotary(self.k_proj(x).reshape(batch, time, self.n_kv_head, self.head_dim), cos, sin)
+        v = self.v_proj(x).reshape(batch, time, self.n_kv_head, self.head_dim)
         if cache is not None:  # generation: no tape, the keys and values of every position so far
             keys, values = cache.update(k.data, v.data)
             k, v = Tensor(keys, dtype=keys.dtype), Tensor(values, dtype=values.dtype)

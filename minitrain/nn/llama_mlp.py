@@ -17,7 +17,7 @@ from minitrain.autograd import functional as F
 from minitrain.autograd.tensor import Tensor
 from minitrain.nn.dropout import Dropout
 from minitrain.nn.linear import Linear
-from minitrain.nn.llama_shared import LLAMA_INIT_STD, project
+from minitrain.nn.llama_shared import LLAMA_INIT_STD
 from minitrain.nn.module import Module
 
 
@@ -44,5 +44,4 @@ class LlamaMLP(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x (B, T, C) -> down_proj(activation(gate_proj(x)) · up_proj(x)), through dropout (B, T, C)."""
-        gate, up = project(x, (self.gate_proj, self.up_proj))  # one product when both are frozen
-        return self.dropout(self.down_proj(self.activation(gate) * up))
+        return self.dropout(self.down_proj(self.activation(self.gate_proj(x)) * self.up_proj(x)))
