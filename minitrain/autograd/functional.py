@@ -98,8 +98,9 @@ def softmax(x: Tensor, axis: int = -1, *, dim: int | None = None) -> Tensor:
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """y = x − log Σ exp(x);  dx = g − softmax(x)·Σ g."""
     peak = x.data.max(axis=axis, keepdims=True)
-    lse = peak + np.log(np.exp(x.data - peak).sum(axis=axis, keepdims=True))
-    y = x.data - lse
+    work = x.data - peak  # one array beside x: exp and then y are written into it (whole logits: 100s of MB)
+    lse = peak + np.log(np.exp(work, out=work).sum(axis=axis, keepdims=True))
+    y = np.subtract(x.data, lse, out=work)
     return Tensor._from_op(y, (x,), lambda g: x._accumulate(g - np.exp(y) * g.sum(axis=axis, keepdims=True)))
 
 
@@ -184,17 +185,20 @@ def linear_cross_entropy(
             return
         dnll = mask * (g / count).astype(x.dtype)
         dx = np.zeros_like(rows) if x.requires_grad else None
-        dw = np.empty(weight.shape, dtype=weight.dtype) if weight.requires_grad else None
+        into_grad = _leaf_grad(weight) is not None  # each dW_b added to its rows of W's grad: no (V, C) temporary
+        dw = weight.grad if into_grad else np.empty(weight.shape, weight.dtype) if weight.requires_grad else None
         for start, block in _vocabulary_blocks(weight.data, len(rows)):
             z, tanh = _head_logits(rows, block, softcap)
             dz = _head_gradient(z, tanh, targets - start, lse, dnll, softcap)
             if dx is not None:
                 dx += dz @ block
-            if dw is not None:
+            if into_grad and dw[start : start + len(block)].any():
+                dw[start : start + len(block)] += dz.T @ rows
+            elif dw is not None:  # 0 + p = p: BLAS never returns −0
                 np.matmul(dz.T, rows, out=dw[start : start + len(block)])
         if dx is not None:
             x._accumulate(dx.reshape(x.shape))
-        if dw is not None:
+        if dw is not None and not into_grad:
             weight._accumulate(dw)
 
     return Tensor._from_op(loss, (x, weight), backward)
@@ -264,9 +268,26 @@ def embedding(weight: Tensor, idx: np.ndarray) -> Tensor:
     vocab, channels = weight.shape
 
     def backward(g: np.ndarray) -> None:
-        weight._accumulate(kernels.active.embedding_backward(idx.reshape(-1), g.reshape(-1, channels), vocab))
+        grad = _leaf_grad(weight)
+        if grad is None:
+            weight._accumulate(kernels.active.embedding_backward(idx.reshape(-1), g.reshape(-1, channels), vocab))
+            return
+        # only the rows the batch names: the same sums (each from 0, in the same order) added to the same rows,
+        # without a dense (V, C) temporary (113 MB at SmolLM2's vocabulary)
+        rows, where = np.unique(idx.reshape(-1), return_inverse=True)
+        grad[rows] += kernels.active.embedding_backward(where, g.reshape(-1, channels), len(rows))
 
     return Tensor._from_op(weight.data[idx], (weight,), backward)
+
+
+def _leaf_grad(weight: Tensor) -> np.ndarray | None:
+    """A trainable leaf's gradient array, made zero when it has none yet (0 + g = g, a first write's bits: g is
+    never −0 here), for ops that add into some of its rows in place; None for anything else (`_accumulate` then)."""
+    if not (weight.requires_grad and weight.is_leaf):
+        return None
+    if weight.grad is None:
+        weight.grad = np.zeros_like(weight.data)
+    return weight.grad
 
 
 def dropout(x: Tensor, p: float, training: bool, rng: np.random.Generator | None = None) -> Tensor:

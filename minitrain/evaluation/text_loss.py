@@ -12,6 +12,7 @@ does not change the result beyond float32 rounding in the model itself.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -31,13 +32,31 @@ def token_loss(model: Any, rows: Any, vocab_size: int) -> dict[str, float | int]
     with inference(model):
         for start, stop in _batches(rows.attn_pad_mask, vocab_size):
             batch = trim_padding(type(rows)(*(a[start:stop] for a in rows)))
-            if hasattr(model, "token_nll"):  # the decoder: by blocks of the vocabulary, never whole logits
-                counted = np.where(batch.loss_mask, batch.target, 0)  # a pad id at another may be no token id
-                meter.add(model.token_nll(batch.input, counted, batch.attn_pad_mask), batch.loss_mask)
-            else:
-                logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
-                meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
+            _score(model, batch, meter, by_blocks=hasattr(model, "token_nll"))
     return {"loss": meter.mean_nll, "ppl": meter.ppl, "tokens": meter.count}
+
+
+def evaluate_text(model: Any, batches: Iterable[Any]) -> tuple[float, float]:
+    """(loss, ppl) as `loop.evaluate` gives them (whole logits, then log-softmax), except that a decoder's batch
+    whose logits pass MAX_LOGITS is scored through `token_nll`, by blocks of the vocabulary: the same sums to
+    float32 rounding without two (B, T, V) arrays (8 rows × 128 positions × 49,152 words: 400 MB). A run's
+    validation and its train and test scores on a pretrained base; smaller batches keep loop.evaluate's bytes."""
+    meter = PerplexityMeter()
+    with inference(model):
+        for batch in map(trim_padding, batches):
+            decoder = hasattr(model, "token_nll")
+            _score(model, batch, meter, decoder and batch.input.size * model.config["vocab_size"] > MAX_LOGITS)
+    return meter.mean_nll, meter.ppl
+
+
+def _score(model: Any, batch: Any, meter: PerplexityMeter, by_blocks: bool) -> None:
+    """Add one batch's −log p(target): a decoder's token_nll by blocks of the vocabulary, or whole logits."""
+    if by_blocks:
+        counted = np.where(batch.loss_mask, batch.target, 0)  # a pad id at another may be no token id
+        meter.add(model.token_nll(batch.input, counted, batch.attn_pad_mask), batch.loss_mask)
+    else:
+        logits, _ = model(batch.input, attn_pad_mask=batch.attn_pad_mask)
+        meter.update(F.log_softmax(logits).data, batch.target, batch.loss_mask)
 
 
 def _batches(attn_pad_mask: np.ndarray, vocab_size: int) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ from minitrain.data.bpe import BPETokenizer
 from minitrain.data.language_tokenizer import language_tokenizer
 from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.tokenizer import CharTokenizer
+from minitrain.evaluation.text_loss import evaluate_text
 from minitrain.models.registry import build_model
 from minitrain.nn import Module
 from minitrain.optim import build_optimizer
@@ -141,4 +142,7 @@ def validator_for(cfg: Config, parts: Parts) -> Callable[[Any], dict[str, float]
     training.val_metrics asks beyond loss and perplexity (None: the loop's own evaluate)."""
     if parts.table is not None:
         return table_validator(cfg, parts.task, parts.val_batches)
-    return scoring.validator(cfg.training.val_metrics, parts.val_batches, parts.tokenizer, parts.val_records)
+    validate = scoring.validator(cfg.training.val_metrics, parts.val_batches, parts.tokenizer, parts.val_records)
+    if validate is None and parts.text is not None:  # a pretrained base's vocabulary: never its whole val logits
+        return lambda model: dict(zip(("val_loss", "val_ppl"), evaluate_text(model, parts.val_batches), strict=True))
+    return validate

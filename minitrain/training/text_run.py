@@ -36,8 +36,8 @@ from minitrain.data.pretrained_tokenizer import PretrainedTokenizer
 from minitrain.data.text_examples import encode_records
 from minitrain.data.text_records import TextRecord, read_file
 from minitrain.data.text_sources import source_records
+from minitrain.evaluation.text_loss import evaluate_text
 from minitrain.hub.pretrained_runs import TOKENIZER_DIR, complete_model_section, read_base
-from minitrain.loop import evaluate
 from minitrain.training import artifacts
 
 # Rows per evaluation batch: a base's vocabulary is large (SmolLM2: 49,152), and evaluation holds the logits and
@@ -156,7 +156,8 @@ def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dic
     can take longer than the training: `train_rows_scored` says how many), val's from the loop, test's when given,
     tokens seen and tokens per second of training; no n-gram baseline (the course's, of its character corpus)."""
     rows = min(len(splits["train"].input), len(splits["val"].input))
-    train_loss, train_ppl = evaluate(model, EvalBatcher(take(splits["train"], slice(0, rows)), TEXT_EVAL_BATCH_SIZE))
+    train = EvalBatcher(take(splits["train"], slice(0, rows)), TEXT_EVAL_BATCH_SIZE)
+    train_loss, train_ppl = evaluate_text(model, train)
     results = artifacts.build_results(outcome, train_loss=train_loss, train_ppl=train_ppl, val_exact_match=None,
                                       compares=False, train_rows_scored=rows)
     seen = tokens_seen(cfg, splits["train"], outcome["steps_done"])
@@ -165,5 +166,5 @@ def text_results(cfg: Config, model: Any, splits: dict[str, Batch], outcome: dic
     results.update(seen, tokens_per_second=round(1000.0 * per_step / ms, 1) if ms else None)
     if "test" in splits:
         test = EvalBatcher(splits["test"], TEXT_EVAL_BATCH_SIZE)
-        results["test_loss"], results["test_ppl"] = evaluate(model, test)
+        results["test_loss"], results["test_ppl"] = evaluate_text(model, test)
     return results
