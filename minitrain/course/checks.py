@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minitrain.course.blame import innermost_in_traceback
-from minitrain.course.remote import StudentError
+from minitrain.course.remote import StudentError, class_names
 
 CHECKER_HINT = "this item says nothing about your code; the other items still grade it"
 
@@ -129,9 +129,21 @@ def raised(kind: type[BaseException] | tuple[type[BaseException], ...], call: Ca
     is refused. Any other exception goes up (run_one reports it)."""
     try:
         call(*args, **keys)
+    except StudentError as error:  # raised in the child (remote.py): told apart by its classes' names
+        if not is_a(error, kind):
+            raise
+        return error
     except kind as error:
         return error
     return None
+
+
+def is_a(error: BaseException | None, kind: type[BaseException] | tuple[type[BaseException], ...]) -> bool:
+    """isinstance(error, kind), also for an exception raised in the child (a StudentError)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(error, StudentError):
+        return any(class_names(k)[0] in error.classes for k in kinds)
+    return isinstance(error, kinds)
 
 
 def run_one(item: Check, subject: Any) -> Outcome:

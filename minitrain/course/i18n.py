@@ -36,6 +36,7 @@ _FIELD = re.compile(r"\{(\d*)\}")
 _EDGES = re.compile(r"(\s*)(.*?)(\s*)", re.DOTALL)
 _WORDS = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")  # a value that holds words may be a message left in English
 _DEPTH = 4  # how deeply values are translated inside values: messages nest two or three levels at most
+_NUMBER = re.compile(r"(\s*[−-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(\s*)")  # 1,299.5: English's marks
 
 
 def language(flag: str | None = None) -> str:
@@ -60,8 +61,8 @@ def catalogue(name: str, lang: str = "es") -> dict[str, str]:
 class Translator:
     """A callable text -> text over a set of entries (see the module docstring); without entries, the identity."""
 
-    def __init__(self, entries: dict[str, str]) -> None:
-        self.entries = entries
+    def __init__(self, entries: dict[str, str], numbers: Callable[[str], str] = str) -> None:
+        self.entries, self.numbers = entries, numbers  # numbers: how a value that is a number is written
         by_length = sorted(entries, key=lambda en: -len(en.replace("{}", "")))
         self.patterns = [(re.compile("(.*?)".join(map(re.escape, en.split("{}"))), re.DOTALL), entries[en],
                           [i for i, literal in enumerate(en.split("{}")[1:-1], 1) if not literal])
@@ -107,6 +108,8 @@ class Translator:
         pieces of it are left in English)."""
         if depth <= 0:
             return value, 0
+        if _NUMBER.fullmatch(value):
+            return self.numbers(value), 0
         translated, english = self._translate(value, depth)
         if translated != value:  # " in moving_average (...)": an entry of its own, spaces included
             return translated, english
@@ -139,10 +142,20 @@ def _fill(translation: str, values: list[str]) -> str:
     return _FIELD.sub(lambda m: values[int(m[1]) if m[1] else next(order)], translation)
 
 
+def decimal_comma(number: str) -> str:
+    """A number as Spanish writes it: "66.34" -> "66,34", "1,299" -> "1299", "49,152.5" -> "49 152,5" (the RAE
+    groups digits by a space from five digits on, and marks the decimals with a comma)."""
+    sign, whole, decimals, after = _NUMBER.fullmatch(number).groups()
+    digits = whole.replace(",", "")
+    if len(digits) > 4:
+        digits = f"{int(digits):,}".replace(",", " ")
+    return sign + digits + ("," + decimals if decimals is not None else "") + after
+
+
 def translator(lang: str, *names: str) -> Callable[[str], str]:
     """The translator into `lang` over the catalogues `names` and `common` (English: the identity)."""
     entries: dict[str, str] = {}
     if lang != "en":
         for name in ("common", *names):
             entries.update(catalogue(name, lang))
-    return Translator(entries)
+    return Translator(entries, decimal_comma if lang == "es" else str)

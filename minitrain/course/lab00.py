@@ -2,6 +2,8 @@
 
 The record every lab text draws, `caminar|P1|camino`, is checked position by position; the batchers are
 checked on the committed training and val splits; a short training run then uses the batcher for real.
+The checks run in the checker's process (checks.py `here`): the splits and the tokenizer the student's code is
+given are built in the child (`lab.library`), the expected values here.
 """
 
 from __future__ import annotations
@@ -13,16 +15,16 @@ import numpy as np
 
 from minitrain.common.errors import UserError
 from minitrain.course import fixtures
-from minitrain.course.checks import Checklist, Failed, raised
+from minitrain.course.checks import Checklist, Failed, is_a, raised
 from minitrain.course.runs import tiny_run
 
-CHECKS = Checklist()
+CHECKS = Checklist(here=True)
 BATCHER = "minitrain/data/batcher.py"
 CAMINO = {"verb": "caminar", "tense": "P", "person": 1, "form": "camino", "text": "caminar|P1|camino"}
 
 
 def _encode(lab, records, seq_len=32, loss_on="answer"):
-    return lab.module(BATCHER).encode_split(list(records), fixtures.tokenizer(), seq_len, loss_on)
+    return lab.module(BATCHER).encode_split(list(records), lab.library(fixtures).tokenizer(), seq_len, loss_on)
 
 
 def _row(split, i=0):
@@ -107,8 +109,9 @@ def _encode_errors(lab):
         error = raised(Exception, call)
         if error is None:
             raise Failed(f"{what} was accepted; expected a UserError")
-        if not isinstance(error, UserError):
-            raise Failed(f"{what} raised {type(error).__name__}: {error}; expected a UserError")
+        if not is_a(error, UserError):
+            raise Failed(f"{what} raised {getattr(error, 'kind', type(error).__name__)}: {error}; expected a "
+                         "UserError")
 
 
 def _batches(batcher, n):
@@ -119,9 +122,9 @@ def _batches(batcher, n):
               hint="each epoch draws rng.permutation(N) and hands out N // batch_size batches of exactly "
                    "batch_size rows; leftover rows wait for a later epoch")
 def _train_epoch(lab):
-    split = fixtures.split("train", 42)  # 42 rows in batches of 4: 10 batches per epoch, 2 rows left over
-    batcher = lab.module(BATCHER).TrainBatcher(split, 4, 7)
-    rows = {tuple(r): i for i, r in enumerate(np.asarray(split.input).tolist())}
+    # 42 rows in batches of 4: 10 batches per epoch, 2 rows left over
+    batcher = lab.module(BATCHER).TrainBatcher(lab.library(fixtures).split("train", 42), 4, 7)
+    rows = {tuple(r): i for i, r in enumerate(fixtures.split("train", 42).input.tolist())}
     seen = []
     for _ in range(10):
         batch = next(batcher)
@@ -139,15 +142,16 @@ def _train_epoch(lab):
               hint="create np.random.Generator(np.random.PCG64(data_seed)) inside the batcher and draw only from "
                    "it; never the global np.random")
 def _train_seed(lab):
-    split = fixtures.split("train", 40)
+    split = lab.library(fixtures).split("train", 40)
     make = lab.module(BATCHER).TrainBatcher
-    before = np.random.get_state()
-    np.random.seed(1)
+    global_rng = lab.library(np.random)  # the one the student's code would draw from
+    before = global_rng.get_state()
+    global_rng.seed(1)
     a = _batches(make(split, 4, 7), 15)
-    np.random.seed(2)
+    global_rng.seed(2)
     b = _batches(make(split, 4, 7), 15)
     c = _batches(make(split, 4, 8), 15)
-    np.random.set_state(before)
+    global_rng.set_state(before)
     if any(not np.array_equal(x, y) for x, y in zip(a, b, strict=True)):
         raise Failed("the same data_seed gave different batches when np.random's global seed changed: the "
                      "batcher draws from the global RNG")
@@ -159,7 +163,7 @@ def _train_seed(lab):
               hint="keep the RNG state from BEFORE the current epoch's permutation; load_state_dict restores it, "
                    "redraws the same permutation and skips to `position`. The state must survive json.dumps")
 def _train_resume(lab):
-    split = fixtures.split("train", 40)
+    split = lab.library(fixtures).split("train", 40)
     make = lab.module(BATCHER).TrainBatcher
     for taken_after in (3, 10, 13, 27):  # inside epoch 0, at its end, inside epoch 1, inside epoch 2
         original = make(split, 4, 7)
@@ -181,8 +185,8 @@ def _train_resume(lab):
               hint="load_state_dict compares num_records and batch_size with its own and raises UserError first")
 def _train_refuses(lab):
     make = lab.module(BATCHER).TrainBatcher
-    small = make(fixtures.split("train", 36), 4, 7)
-    big = make(fixtures.split("train", 40), 4, 7)
+    small = make(lab.library(fixtures).split("train", 36), 4, 7)
+    big = make(lab.library(fixtures).split("train", 40), 4, 7)
     next(big)
     before = big.state_dict()
     if raised(UserError, big.load_state_dict, small.state_dict()) is None:
@@ -195,8 +199,8 @@ def _train_refuses(lab):
               hint="yield rows start..start+B for start = 0, B, 2B, ... < N; the last batch keeps what is left. "
                    "Iterating again starts a new pass; len() is ceil(N / B)")
 def _eval_pass(lab):
-    split = fixtures.split("val")
-    batcher = lab.module(BATCHER).EvalBatcher(split, 20)  # 144 records: 7 batches of 20 and one of 4
+    split = fixtures.split("val")  # 144 records: 7 batches of 20 and one of 4
+    batcher = lab.module(BATCHER).EvalBatcher(lab.library(fixtures).split("val"), 20)
     for attempt in ("the first pass", "the second pass"):
         batches = list(batcher)
         sizes = [len(np.asarray(b.input)) for b in batches]

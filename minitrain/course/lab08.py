@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from minitrain.data.text_examples import chat_pieces, encode_records
 from minitrain.data.text_records import TextRecord
 from minitrain.nn import Module
 
-CHECKS = Checklist()
+CHECKS = Checklist(here=True)  # the checker decides here; the stand-in models are built in the child
 MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
 SCORES = "scores.json"
 REAL_BASE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -188,9 +189,15 @@ def _reference_scores(model: _Bigram, records) -> dict[str, float]:
             "characters_without_end": characters - len(records), "total": total}
 
 
+def _there(lab):
+    """This module where the student's code runs (`lab.library`): its stand-ins are handed to that code there."""
+    return lab.library(sys.modules[__name__])
+
+
 def _student_scores(lab) -> tuple[dict, dict]:
     model, records = _Bigram(), _records()
-    got = lab.module(ANSWERS).answer_scores(model, chat.tokenizer(), records)
+    got = lab.module(ANSWERS).answer_scores(_there(lab)._Bigram(), lab.library(chat).tokenizer(),
+                                            _there(lab)._records())
     missing = [k for k in KEYS if k not in got]
     if missing:
         raise Failed(f"answer_scores returned {sorted(got)}; it lacks {missing}")
@@ -260,6 +267,10 @@ SCRIPT = [(0, "camino", True), (5, "  caminan\n", True), (30, "caminé", False),
           (77, "divid", False)]
 
 
+def _held_out(indices: list[int]) -> list[TextRecord]:
+    return [chat.held_out()[i] for i in indices]
+
+
 def _prompt(record: TextRecord) -> tuple[int, ...]:
     tokenizer = chat.tokenizer()
     return tuple(tokenizer.encode(tokenizer.apply_chat_template(record.data["messages"][:-1],
@@ -271,8 +282,9 @@ def _prompt(record: TextRecord) -> tuple[int, ...]:
                    "decode(new ids, skip_special_tokens=True).strip(); compare with messages[-1]['content']")
 def _exact(lab):
     records = [chat.held_out()[i] for i, *_ in SCRIPT]
-    model = _Scripted({_prompt(r): text for r, (_, text, _) in zip(records, SCRIPT, strict=True)})
-    got = lab.module(ANSWERS).exact_match(model, chat.tokenizer(), records)
+    model = _there(lab)._Scripted({_prompt(r): text for r, (_, text, _) in zip(records, SCRIPT, strict=True)})
+    got = lab.module(ANSWERS).exact_match(model, lab.library(chat).tokenizer(),
+                                          _there(lab)._held_out([i for i, *_ in SCRIPT]))
     want = sum(right for *_, right in SCRIPT) / len(SCRIPT)
     answers = list(got.get("answers", []))
     if math.isclose(float(got["exact_match"]), want) and len(answers) == len(SCRIPT):

@@ -204,6 +204,12 @@ class LabUnderTest:
             self._modules[path] = self._load(path)
         return self._modules[path]
 
+    def library(self, module: ModuleType) -> Any:
+        """The library's `module` where the student's code runs: itself, or with a `remote` that module in the
+        child, whose objects (a fixture's model, a batcher over a split) a `here` check hands to the student's
+        code by reference; the check's expected values come from `module` itself, here."""
+        return module if self.remote is None else self.remote.ask("library", module.__name__)
+
     def _load(self, path: str) -> ModuleType:
         if self.workspace is None and seam.module_name(path) is not None:
             return importlib.import_module(seam.module_name(path))

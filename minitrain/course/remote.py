@@ -8,7 +8,8 @@ as data:
     tuple, dict, bytes, a NumPy array      {"tuple": [...]}, {"dict": [[k, v], ...]}, {"bytes": base64},
                                            {"array": base64 of np.save(allow_pickle=False)}
     anything else (a class, an instance)   {"ref": n, "type": name}: it stays in the child; here it is a
-                                           `Remote`, whose attributes, calls and items are asked for
+                                           `Remote`, whose attributes, calls, items, next
+                                           item and length are asked for
 
 Decoding builds only these types, so nothing the student wrote (a list subclass whose `==` says yes, a patched
 `Outcome`) runs here: the check compares plain values with the library's own results and decides. A value that
@@ -26,12 +27,18 @@ import numpy as np
 
 
 class StudentError(Exception):
-    """An exception the student's code raised in the child: `kind` its type's name, `str()` the line the
+    """An exception the student's code raised in the child: `kind` its type's name, `classes` the
+    "module.name" of each class it is an instance of, `code` a SystemExit's code, `str()` the line the
     checklist shows ("IndexError: list index out of range at labs/06/minitrain/data/bpe.py:80")."""
 
-    def __init__(self, kind: str, text: str) -> None:
+    def __init__(self, kind: str, text: str, classes: tuple[str, ...] = (), code: Any = None) -> None:
         super().__init__(text)
-        self.kind = kind
+        self.kind, self.classes, self.code = kind, classes, code
+
+
+def class_names(kind: type) -> tuple[str, ...]:
+    """"module.name" of `kind` and of each class it derives from: what a StudentError is matched by."""
+    return tuple(f"{c.__module__}.{c.__qualname__}" for c in kind.__mro__)
 
 
 class Lost(BaseException):
@@ -100,6 +107,12 @@ class Remote:
 
     def __iter__(self):  # a generator, say, that the student's function returned
         return iter(self._ask("list", self._ref))
+
+    def __next__(self) -> Any:  # the student's batcher: one batch per call
+        return self._ask("getattr", self._ref, "__next__")()
+
+    def __len__(self) -> int:
+        return self._ask("getattr", self._ref, "__len__")()
 
     def __repr__(self) -> str:
         return f"<your {self._kind}>"

@@ -157,7 +157,7 @@ class Sandbox:
             if "value" in message:
                 return decode(message["value"], lambda data: Remote(self.ask, data["ref"], data["type"]))
             if "raised" in message:
-                raise StudentError(message["raised"], message["text"])
+                raise StudentError(message["raised"], message["text"], tuple(message["classes"]), message.get("code"))
             if "stub" in message:
                 raise NotImplementedError(message["stub"])
             if "failed" in message:

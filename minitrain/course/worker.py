@@ -6,7 +6,7 @@ The student's code runs here and never in the checker that prints the verdicts: 
 forever, fill the memory, call `sys.exit` or `os._exit`, crash the interpreter), the parent stays in charge. A
 check marked `here` sends only its calls into the student's code here, and decides in the parent; any other
 check still runs whole here, its verdict within reach of the code it grades (a lab moves to `here` when its
-checks send only data: lab 06 has).
+checks send only data, or objects built here by `lab.library`: labs 00, 03, 04, 06 and 08 have).
 The parent writes one JSON line per request on REQUESTS_FD: first the setup (lab, workspace, run folder,
 scratch folder, memory limit, files known not to import), then one `{"check": NAME}` per item. This process
 answers on REPLIES_FD, one JSON line each:
@@ -16,12 +16,14 @@ answers on REPLIES_FD, one JSON line each:
     {"outcome": {name, passed, reason, hint}}
 
 A check that runs in the parent (`here`, remote.py) sends `{"op": OP, "args": [...]}` instead, one per call
-into the student's code (OP: module, getattr, call, list), and gets back one of
+into the student's code (OP: module, getattr, call, list; library: a module of the library here, whose
+objects the check hands to the student's code), and gets back one of
 
     {"value": V}                             what the code returned, as data (remote.py)
-    {"raised": TYPE, "text": LINE}           it raised; {"stub": TEXT} for NotImplementedError
+    {"raised": TYPE, "text": LINE, "classes": [...]}   it raised (a SystemExit too, with its "code");
+                                             {"stub": TEXT} for NotImplementedError
     {"failed": REASON, "hint": H}            the file cannot be loaded (labs.LabUnderTest.module)
-    {"lost": REASON}                         the memory limit, or SystemExit
+    {"lost": REASON}                         the memory limit
     {"where": W}                             asked by SIGUSR1 (a time limit, Ctrl-C): the student's line running
     {"exit": "os._exit(0)", "where": W}      the student's code is ending this process
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import importlib
 import json
 import os
 import resource
@@ -49,7 +52,7 @@ from minitrain.common.lifeline import die_with_parent_if_asked
 from minitrain.course.blame import describe, innermost, innermost_in_traceback, lab_files
 from minitrain.course.checks import Check, Failed, Outcome, run_one
 from minitrain.course.labs import LabUnderTest, checklist, get_lab
-from minitrain.course.remote import decode, encode
+from minitrain.course.remote import class_names, decode, encode
 
 
 class _Replies:
@@ -97,6 +100,8 @@ def _serve(request: dict, subject: LabUnderTest, table: list, memory_mb: int, fi
         head, *args = decode(request["args"], lambda data: table[data["ref"]])
         if request["op"] == "module":
             value = subject.module(head)
+        elif request["op"] == "library":  # the library's module, whose objects the check gives the student's code
+            value = importlib.import_module(head)
         else:
             target = table[head]
             value = {"getattr": lambda: getattr(target, args[0]), "call": lambda: target(*args[0], **args[1]),
@@ -106,11 +111,15 @@ def _serve(request: dict, subject: LabUnderTest, table: list, memory_mb: int, fi
         return {"failed": str(failed), "hint": failed.hint}
     except NotImplementedError as stub:
         return {"stub": str(stub)}
-    except (MemoryError, SystemExit) as error:
+    except MemoryError as error:
         return {"lost": _way_out(error, memory_mb, files)}
+    except SystemExit as error:  # raised like any exception: parse_args may stop with a usage error
+        code = error.code if error.code is None or type(error.code) in (int, str) else repr(error.code)
+        return {"raised": "SystemExit", "text": _way_out(error, memory_mb, files),
+                "classes": class_names(SystemExit), "code": code}
     except Exception as error:  # the student's code raised: the parent words it as run_one does
         frame = traceback.extract_tb(error.__traceback__)[-1]
-        return {"raised": type(error).__name__,
+        return {"raised": type(error).__name__, "classes": class_names(type(error)),
                 "text": f"{type(error).__name__}: {error} at {frame.filename}:{frame.lineno}"}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from minitrain import cli
-from minitrain.course.i18n import Translator, catalogue, language, translator
+from minitrain.course.i18n import Translator, catalogue, decimal_comma, language, translator
 from minitrain.course.labs import LABS, checklist, grade, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,9 +29,15 @@ def _code(text: str) -> list[str]:
     return sorted(re.sub(r"<[^>]*>|\b[A-Z]{2,}\b", "…", _FIELD.sub("{}", c)) for c in _CODE.findall(text))
 
 
-def _numbers(text: str) -> list[str]:
-    """The numbers a message writes itself (1,299 and 1299 alike): a translation keeps every one."""
-    return sorted(re.findall(r"\d+", re.sub(r"(?<=\d),(?=\d{3})", "", _FIELD.sub("", text))))
+def _numbers(text: str, lang: str = "en") -> list[str]:
+    """The numbers a message writes itself, as values (English 1,299.5 is Spanish 1299,5; 49,152 is 49 152):
+    a translation keeps every one."""
+    text = _FIELD.sub("", text)
+    if lang == "en":
+        text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+    else:  # the decimal comma, and a space between groups of three digits
+        text = re.sub(r"(?<=\d),(?=\d)", ".", re.sub(r"(?<=\d) (?=\d{3}\b)", "", text))
+    return sorted(re.findall(r"\d+(?:\.\d+)?", text))
 
 
 def english_left(lab: str, text: str) -> list[str]:
@@ -131,7 +137,19 @@ def test_each_entry_keeps_the_values_and_the_code_of_its_message(name):
         numbered = sorted(int(f) for f in fields if f)
         assert not numbered or numbered == list(range(en.count("{}"))), (en, es)
         assert _code(en) == _code(es), (en, es)
-        assert _numbers(en) == _numbers(es), (en, es)
+        assert _numbers(en) == _numbers(es, "es"), (en, es)
+        prose = re.sub(r"\{[^}]*\}|\*\* -?[\d.]+", "", _CODE.sub("", es))  # code and Python literals aside
+        assert not re.search(r"\d\.\d", prose), f"{es!r}: Spanish writes the decimal comma"
+
+
+def test_numbers_put_into_a_spanish_message_take_the_decimal_comma():
+    assert [decimal_comma(n) for n in ("66.34", "1,299", "49,152", "−0.5", "7", "1,234,567.25")] == [
+        "66,34", "1299", "49 152", "−0,5", "7", "1 234 567,25"]
+    tr = translator("es", "lab01")
+    assert tr("your evaluate() returned val_loss 3.21; the mean over the 1,299 counted val tokens is 3.11") == \
+        "tu evaluate() devolvió val_loss 3,21; la media sobre los 1299 tokens de validación contados es 3,11"
+    assert translator("en", "lab01")("val_ppl 6.1 is not below the baseline's 5.8") == \
+        "val_ppl 6.1 is not below the baseline's 5.8"
 
 
 def test_a_fresh_starters_checklist_reads_in_spanish_line_by_line(tmp_path):

@@ -16,7 +16,7 @@ from test_lab_checker_limits import LIMITS, MISBEHAVIOURS, misbehave_once, patte
 
 from minitrain import seam
 from minitrain.cli import main
-from minitrain.course.labs import LABS, grade, start
+from minitrain.course.labs import LABS, checklist, grade, start
 from minitrain.hub.run_folder import read_run
 from minitrain.models.registry import build_model
 from minitrain.runs.model_files import save_model_file
@@ -145,3 +145,28 @@ def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item
     _, outcomes = grade("06", ws, limits=LIMITS, only=lambda name: name.startswith(first_three))
     assert [o.passed for o in outcomes] == [False, True, True]
     assert re.fullmatch(pattern(reason, "pretokenize", "minitrain/data/bpe.py", lines), outcomes[0].reason)
+
+
+# The labs whose every check decides in the checker's process, with the file the forger goes in (lab 06 above).
+FORGED = {"00": "minitrain/data/batcher.py", "03": "minitrain/monitor/curves.py",
+          "04": "minitrain/monitor/early_stopping.py", "08": "minitrain/data/answer_mask.py"}
+
+
+@pytest.mark.parametrize("lab", sorted(FORGED))
+def test_a_starter_that_patches_the_verdict_at_import_fails_with_its_real_reasons(lab, tmp_path, capsys):
+    start(lab, tmp_path / "ws")
+    path = tmp_path / "ws" / FORGED[lab]
+    text = path.read_text(encoding="utf-8")
+    imports_end = text.index("\n\n\n")
+    forger = FORGER.replace("_lab06", f"_lab{lab}").replace(FAKE_PASS, f"{len(checklist(lab).checks)} of "
+                                                                      f"{len(checklist(lab).checks)} passed: done.")
+    path.write_text(text[:imports_end] + forger + text[imports_end:], encoding="utf-8")
+    first = checklist(lab).checks[0].name
+    assert main(["lab", "check", lab, str(tmp_path / "ws"), "--lang", "en"]) == 1
+    out = capsys.readouterr().out
+    checklist_text, printed = out.split("what your code printed while it was checked (not part of the checklist):\n")
+    total = len(checklist(lab).checks)
+    assert "✓" not in checklist_text and "passed: done." not in checklist_text
+    assert f"  ✗ {first}\n      not written yet: it raises NotImplementedError" in checklist_text
+    assert f"    | {total} of {total} passed: done." in printed.splitlines()
+    assert out.rstrip().splitlines()[-1] == f"0 of {total} passed."
