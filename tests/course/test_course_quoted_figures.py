@@ -58,6 +58,27 @@ FIGURES = [
     Figure("05-lora-and-quantization", "| {}, {} % |", "| {}, {} % |",
            ((f"{E21}/results.json", "val_ppl", ".3f"), (f"{E21}/results.json", "val_exact_match *100", ".1f"))),
     Figure("05-lora-and-quantization", "was chosen) | {} |", "| {} |", ((f"{E21}/results.json", "dev_ppl", ".3f"),)),
+    # each lab's time, as measured on the course machine with the load (where it was recorded)
+    *(Figure(lab, f"{{}} s, {{}} s of them {what}", f"{{}} s, {{}} s de ellos {que}",
+             ((f"{folder}/manifest.json", "wall_seconds", ".1f"), (f"{folder}/manifest.json", "train_wall_seconds",
+              ".1f")))
+      for lab, folder, what, que in (
+          ("01-train-mini", "experiments/18-train-mini", "training steps", "en pasos de entrenamiento"),
+          ("03-overfitting-and-dashboard", "experiments/19-overfitting", "training", "entrenando"),
+          ("04-early-stopping", "experiments/20-early-stopping", "training", "entrenando"),
+          ("05-lora-and-quantization", E21, "training", "entrenando"),
+          ("07-gpt2-to-llama", "experiments/27-llama-verbs", "training", "entrenando"))),
+    Figure("05-lora-and-quantization", "the base's run took {} s", "modelo base tardó {} s",
+           (("experiments/21-lora/results.json", "base.wall_seconds", ".1f"),)),
+    Figure("06-bpe-tokenizer", "the experiment took {} s, remade on the course machine (2 cores) on 2026-12-07 at a "
+           "load average of {} falling to {}", "el experimento tardó {} s, rehecho en la máquina del curso (2 núcleos) "
+           "el 7-12-2026 con una carga media de {} que bajó a {}",
+           (("experiments/26-bpe-verbs/timing.json", "script_wall_seconds", ".1f"),
+            ("experiments/26-bpe-verbs/timing.json", "load_average_1min.before", ".1f"),
+            ("experiments/26-bpe-verbs/timing.json", "load_average_1min.after", ".1f"))),
+    Figure("06-bpe-tokenizer", "{} against the committed {}", "{} frente al {} guardado",
+           (("experiments/26-bpe-verbs/timing.json", "remade_bpe512_val_ppl_per_token", ".4f"),
+            ("experiments/26-bpe-verbs/results.json", "runs.bpe-512.val_ppl_per_token", ".4f"))),
     # lab 08: the times, measured, with their load
     Figure("08-capstone-real-model", "the committed short run took {} s, {} s of them training",
            "la ejecución corta del repositorio tardó {} s, {} de ellos entrenando",
