@@ -100,7 +100,7 @@ FIGURES = [
     Figure("08-capstone-real-model", "about {} GB of memory at its peak", "unos {} GB de memoria en su pico",
            ((f"{E22}/short/manifest.json", "peak_rss_mb /1000", ".1f"),)),
     Figure("08-capstone-real-model", "the answer PPL goes from {} to {} and exact match from {} % to {} % ({} of 16)",
-           "la PPL de la respuesta pasa de {} a {}, y la coincidencia exacta del {} % al {} % ({} de 16)",
+           "la PPL de la respuesta pasa de {} a {}, y el acierto exacto del {} % al {} % ({} de 16)",
            ((f"{E22}/quick/scores.json", "before.answer_ppl", ".3f"), (f"{E22}/quick/scores.json", "after.answer_ppl",
             ".3f"), (f"{E22}/quick/scores.json", "before.exact_match *100", ".1f"),
             (f"{E22}/quick/scores.json", "after.exact_match *100", ".1f"),
