@@ -59,31 +59,30 @@ def start_command(args: argparse.Namespace) -> int:
         written = start(args.lab, args.dir, lang)
     print(tr(f"lab {args.lab}: wrote {', '.join(str(p) for p in written)}"))
     needed = missing(LABS[args.lab].installs)
-    if needed:
-        command = " ".join(install_command(needed))
-        if args.no_install:
-            print(tr(f"not installing {' '.join(needed)} (--no-install); the lab needs it: {command}"))
-        else:
-            print(tr(f"installing {' '.join(needed)}, which the lab uses and this environment lacks: {command}"),
-                  flush=True)
-            with _translated(tr):
-                install(needed)
+    command, names = install_command(needed), " ".join(needed)
+    if needed and args.no_install:
+        print(tr(f"not installing {names} (--no-install); the lab needs it: {' '.join(command)}"))
+    elif needed:
+        print(tr(f"installing {names}, which the lab uses and this environment lacks: {' '.join(command)}"), flush=True)
+        code = run_install(command)
+        if code != 0:  # the files stay written: the student's work is there, the install can follow
+            raise UserError(tr(f"could not install {names} (`{' '.join(command)}` exited {code}): is the package "
+                               "index reachable? The lab's files are written; run that command once it is"),
+                            INSTALL_FAILED)
     print(tr(f"next: read {args.dir}/README.md, write the TODOs, then `minitrain lab check {args.lab} {args.dir}`"))
     return 0
 
 
 def missing(requirements: Sequence[str]) -> list[str]:
     """Those of `requirements` (`name==version`) that this interpreter's environment lacks at that version."""
-    lacking = []
-    for requirement in requirements:
-        name, _, version = requirement.partition("==")
-        try:
-            if importlib.metadata.version(name) == version:
-                continue
-        except importlib.metadata.PackageNotFoundError:
-            pass
-        lacking.append(requirement)
-    return lacking
+    return [r for r in requirements if _version(r.partition("==")[0]) != r.partition("==")[2]]
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def install_command(requirements: Sequence[str], python: str = sys.executable) -> list[str]:
@@ -99,16 +98,6 @@ def install_command(requirements: Sequence[str], python: str = sys.executable) -
 def run_install(command: list[str]) -> int:
     """Run an install command, its output shown as it comes; its exit code (the tests replace this)."""
     return subprocess.run(command).returncode
-
-
-def install(requirements: Sequence[str]) -> None:
-    """Install `requirements` (install_command); a UserError, exit code INSTALL_FAILED, when that fails."""
-    command = install_command(requirements)
-    code = run_install(command)
-    if code != 0:
-        raise UserError(f"could not install {' '.join(requirements)} (`{' '.join(command)}` exited {code}): is the "
-                        "package index reachable? The lab's files are written; run that command once it is",
-                        INSTALL_FAILED)
 
 
 @contextlib.contextmanager
