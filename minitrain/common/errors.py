@@ -15,6 +15,9 @@ BAD_INPUT = 2
 # Exit code of a request to the Hugging Face Hub that failed: the Hub out of reach, a refused token, no such repo or
 # file, any other HTTP error (publish, a download for `sample`/`eval`/`init --base`/`model.init_from`/`data.source`).
 HUB_FAILED = 5
+# Exit code of a package install a command makes for the user that failed (`lab start`: the package index out of
+# reach, or the package refused).
+INSTALL_FAILED = 6
 
 
 class UserError(Exception):

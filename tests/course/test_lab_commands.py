@@ -10,8 +10,9 @@ of the tracked files with `.venv` linked in. Two things differ from a student's 
   that lab 01's checker reads (enough for val PPL to go below the n-gram baseline: 4.39 at step 699, where the
   2000-step run is at 2.84), to 200 for the others (lab 02 stops one after step 120 and resumes it); lab 06's
   experiment trains two 20-step runs, characters and the smallest BPE, instead of four of 2000 steps (`--steps 20
-  --sizes 320`); lab 08's runs train the tiny stand-in base of `course/chat_fixtures.py` (`--base`), never the
-  real 135M model, on the 144 dev conversations instead of the 16,128 training ones (whose encoding would take
+  --sizes 320`); lab 08's start installs nothing (`--no-install`), and its runs train the tiny stand-in base of
+  `course/chat_fixtures.py` (`--base`), never the real 135M model, on the 144 dev conversations
+  instead of the 16,128 training ones (whose encoding would take
   most of the time), and are scored on all 144 held-out questions. Labs 03, 04 and 05's configs run as they are:
   they take seconds (lab 05's base, 2000 steps, about 20); so does lab 07's (about 30 s with the solution's
   Tensor-op pieces, 24 of them its 2000 steps: its checker's thresholds need the whole run).
@@ -74,7 +75,11 @@ def commands(page: Path) -> list[tuple[str, int]]:
 
 def shortened(command: str) -> str:
     """A run of lab 01's config with `--set scheduler.total_steps=N` appended (before a trailing comment); lab
-    06's experiment (four runs of lab 01's config) with `--steps 20 --sizes 320`."""
+    06's experiment (four runs of lab 01's config) with `--steps 20 --sizes 320`; lab 08's start with
+    `--no-install`."""
+    started = START.search(command)
+    if started and LABS[started.group(1)].installs:  # never a real install (tests/course/test_lab_start_installs.py)
+        return f"{command} --no-install"
     if "experiments/26-bpe-verbs/run.py" in command:
         return f"{command} --steps 20 --sizes 320"
     if "experiments/22-smollm2-verbs/run.py" in command:
@@ -116,6 +121,7 @@ def test_every_lab_has_commands_to_run():
     assert shortened("x experiments/18-train-mini/config.yaml --out-dir labs/01/run").endswith("total_steps=700")
     assert shortened("x experiments/26-bpe-verbs/run.py --out y") == "x experiments/26-bpe-verbs/run.py --out y " \
         "--steps 20 --sizes 320"
+    assert shortened(".venv/bin/minitrain lab start 08 labs/08").endswith("labs/08 --no-install")
     assert shortened("x experiments/22-smollm2-verbs/run.py --out y").endswith(
         f"--out y --base {TINY_BASE} --set data.train_path=data/chat/verbs/val.jsonl")
 
