@@ -36,11 +36,14 @@ train: $(VENV)/.installed
 
 # The suite runs on every core (pytest-xdist): TEST_WORKERS=0 runs it in one process, as plain `pytest` does. An idle
 # worker takes queued tests from a busy one (worksteal), so the two long end-to-end tests do not queue behind each other.
-# The 15 slowest tests are listed at the end: the suite must stay under 10 minutes on a 2-core machine.
+# The 15 slowest tests are listed at the end: the suite must stay under 10 minutes on a 2-core machine. Before it,
+# scripts/warm_caches.py compiles the bytecode and the numba kernels once, so a fresh clone's processes (and the
+# copies of the checkout some tests make) do not each compile them again.
 TEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/line_budget.py
+	$(BIN)/python scripts/warm_caches.py
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 # The damage suites (tests/*/test_damage*.py: run folders, configs, Hub ids, numbers and tables, sweeps, foreign run

@@ -136,9 +136,10 @@ def _nesterov_needs_momentum(sections, raw):
         yield Problem(("optimizer", "nesterov"), "nesterov needs dampening = 0")
 
 
-@rule("optimizer", "model", "training")
+@rule("optimizer", "model", "training", "pruning")
 def _full_batch_optimizer_fits(sections, raw):
-    """optimizer.type lbfgs and cg are full-batch methods: for a table's sequential model, without clipping."""
+    """optimizer.type lbfgs and cg are full-batch methods: for a table's sequential model, without clipping, dropout
+    or pruning (each changes the objective or its gradient between the line search's evaluations)."""
     opt, training = sections["optimizer"], sections["training"]
     if not OPTIMIZERS[opt.type].full_batch:
         return
@@ -151,6 +152,14 @@ def _full_batch_optimizer_fits(sections, raw):
         if getattr(opt, key) is not None or getattr(training, key) is not None:
             yield Problem(("optimizer", key), f"{opt.type}'s line search needs the loss's own gradient, not a "
                                               "clipped one")
+    for i, layer in enumerate((raw.get("model") or {}).get("layers") or []):
+        if isinstance(layer, dict) and layer.get("dropout"):
+            yield Problem(("model", "layers", i, "dropout"), f"{opt.type}'s line search compares losses of one "
+                                                             "objective; dropout draws another at each evaluation")
+    if sections["pruning"].enabled:
+        yield Problem(("pruning", "enabled"), f"{opt.type}'s line search recomputes gradients the pruning mask does "
+                                              "not reach: prune with a mini-batch optimizer, or prune the trained "
+                                              "model (`minitrain prune`)")
 
 
 @rule("optimizer")

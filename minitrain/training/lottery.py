@@ -31,6 +31,7 @@ from minitrain.common.errors import UserError
 from minitrain.common.paths import recorded_path
 from minitrain.config.loader import config_from_dict
 from minitrain.hub.run_folder import read_run
+from minitrain.lora import state_digest
 from minitrain.nn import Module
 from minitrain.pruning.masks import keep_mask, layer_sparsity
 from minitrain.pruning.scores import magnitude_scores
@@ -100,6 +101,10 @@ def lottery_rounds(info: Any, model: Module, source: str | Path, paths: list[str
         for path, mask in masks.items():
             model.get_submodule(path).weight.data[~mask] = 0.0
         start = rounds_dir / f"round-{r}-start.safetensors"
+        if (rounds_dir / f"round-{r}").exists() and not (
+                start.is_file() and state_digest(load_model_file(start)[0]) == state_digest(model.state_dict())):
+            raise UserError(f"prune: {rounds_dir / f'round-{r}'} holds a round of another lottery (another source, "
+                            f"sparsity, rounds, rewind step or exclude): delete {rounds_dir}, or choose another OUT", 2)
         save_model_file(start, model.state_dict(), model.config,
                         {"source": recorded_path(checkpoint), "lottery_round": r, "sparsity": target})
         results = retrain(info, rounds_dir / f"round-{r}", start, target, k, exclude)

@@ -11,9 +11,10 @@ as any other, and its manifest fingerprints the weights it was taught by (traini
       RUN/stages/1-assistant/   distilled from LAB01_MODEL
       RUN/                      the student, distilled from RUN/stages/1-assistant; results.json lists the stages
 
-`--resume RUN`, or a checkpoint inside a stage (what a stage that stopped prints), skips the stages that completed,
-resumes the one that stopped from its checkpoint and trains the rest: bit-exact, since each stage is an ordinary
-run and a completed stage is only read.
+`train CONFIG --resume RUN`, or a checkpoint inside a stage (what a stage that stopped prints), skips the stages
+that completed (refusing one that a changed `set` would train differently), resumes the one that stopped from its
+checkpoint and trains the rest: bit-exact, since each stage is an ordinary run and a completed stage is only read.
+Until the student starts RUN holds no config of its own, so the chain is resumed with its CONFIG.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from minitrain.runs import run_dir
 from minitrain.runs.run_files import FINISHED, read_manifest, read_results
 from minitrain.training import artifacts
 from minitrain.training.distillation_task import teacher_problems
+from minitrain.training.parts import training_config_hash
 from minitrain.training.resume import resume_checkpoint, run_dir_of, same_folder
 
 STAGES = "stages"  # RUN/stages/<i>-<name>/
@@ -67,11 +69,17 @@ def chain_problems(cfg: Config) -> list[Problem]:
     return teacher_problems(stage_config(cfg, 0, None) if cfg.distillation.stages else cfg)
 
 
-def _completed(folder: Path) -> bool:
+def _completed(folder: Path, stage: Config) -> bool:
+    """Whether the stage's run in `folder` finished, trained by this config (a resumed chain whose stage's `set`
+    changed since is refused: its folder holds another run)."""
     try:
-        return read_manifest(folder / "manifest.json").get("status") in FINISHED
+        manifest = read_manifest(folder / "manifest.json")
     except UserError:
         return False
+    if manifest.get("status") in FINISHED and manifest.get("config_hash") != training_config_hash(stage):
+        raise UserError(f"{folder} was trained by another config than this chain's stage (its `set` changed?): "
+                        "pass --overwrite to train the chain again, or restore the stage's settings", 2)
+    return manifest.get("status") in FINISHED
 
 
 def _resume_in(folder: Path, given: Path | None, resuming: bool) -> Path | None:
@@ -99,8 +107,9 @@ def train_in_stages(cfg: Config, out_dir: str | os.PathLike, *, resume: str | os
                     train_stage: Callable[..., dict[str, Any]], **run_args: Any) -> dict[str, Any]:
     """Train every stage, then the student in `out_dir` (module docstring); returns the student's results.json,
     with `stages`: each stage's folder and val scores. `train_stage` is `run.run_training`; `run_args` its other
-    keywords, passed to every stage; `models_dir` is the student's (a stage's model file stays in its folder)."""
-    out_dir = Path(out_dir)
+    keywords, passed to every stage; `models_dir` and the data checks' `summary` are the student's (a stage's
+    model file stays in its folder; its `set` may change its data or batch, so it checks its own)."""
+    out_dir, summary = Path(out_dir), run_args.pop("summary", None)
     resuming, given = resume is not None, None
     if not resuming:
         _start_fresh(cfg, out_dir, overwrite)
@@ -115,11 +124,12 @@ def train_in_stages(cfg: Config, out_dir: str | os.PathLike, *, resume: str | os
         if progress:
             print(f"progressive distillation: stage {index + 1} of {len(dirs)} ({folder.name}), taught by "
                   f"{teacher or 'the config’s teachers'}", flush=True)
-        if _completed(folder):
+        stage = stage_config(cfg, index, teacher)
+        if _completed(folder, stage):
             results = read_results(folder / "results.json")
         else:
-            results = train_stage(stage_config(cfg, index, teacher), folder, resume=_resume_in(folder, given, resuming),
-                                  progress=progress, models_dir=folder / "models", **run_args)
+            results = train_stage(stage, folder, resume=_resume_in(folder, given, resuming), progress=progress,
+                                  models_dir=folder / "models", **run_args)
         teacher = str(folder)
         stages.append({"run": f"{STAGES}/{folder.name}", "val_ppl": results.get("val_ppl"),
                        "val_exact_match": results.get("val_exact_match")})
@@ -128,7 +138,7 @@ def train_in_stages(cfg: Config, out_dir: str | os.PathLike, *, resume: str | os
     student = stage_config(cfg, len(dirs), teacher)
     student._source = cfg.source  # config.yaml as given, stages and all: `train --resume RUN` trains the chain
     results = train_stage(student, out_dir, resume=_resume_in(out_dir, given, resuming), progress=progress,
-                          models_dir=models_dir, **run_args)
+                          models_dir=models_dir, summary=summary, **run_args)
     results = {**results, "stages": stages}
     artifacts.atomic_write_json(out_dir / "results.json", results)
     return results

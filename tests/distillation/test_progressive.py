@@ -109,3 +109,12 @@ def test_validate_shows_the_chain(setup):
     assert code == 0, err
     assert (f"✓ distillation from {setup['teacher']} → assistant (model.d_ff=48, monitoring.alerts=[]) → the "
             "student: T 2,") in out
+
+
+def test_a_resumed_chain_refuses_a_completed_stage_its_changed_set_would_train_differently(setup):
+    run = setup["root"] / "straight"
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    changed = chain(setup["teacher"], stage="distillation.stages=[{name: assistant, set: [model.d_ff=40]}]")
+    with pytest.raises(UserError, match="1-assistant was trained by another config than this chain's stage"):
+        train_tiny(setup["config"], run, changed, resume=run)
+    assert {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == before  # nothing written

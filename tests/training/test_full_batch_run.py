@@ -58,3 +58,19 @@ def test_a_batch_smaller_than_the_split_is_refused_naming_the_optimizer(tmp_path
     with pytest.raises(ConfigError, match=r"optimizer\.type: lbfgs is a full-batch method: one step must hold all "
                                           r"40 training rows \(set training\.batch_size: 40\)"):
         check_data(load_config(config))
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    (("layers: [{linear: {out_features: 2}}]", "layers: [{dropout: 0.5}, {linear: {out_features: 2}}]"),
+     "model.layers[0].dropout", "dropout draws another at each evaluation"),
+    (("output: {plots: false}", "output: {plots: false}\npruning: {enabled: true, sparsity: 0.5}"),
+     "pruning.enabled", "the pruning mask does not reach"),
+])
+def test_dropout_or_pruning_with_a_full_batch_optimizer_is_refused_naming_the_key(tmp_path, change, key, words):
+    """Each changes the objective or its gradient between two of the line search's evaluations: the loss it
+    compares would not be one function's (a run with dropout 0.5 rose from 0.608 to 0.609 and 0.536 to 0.606)."""
+    config = write_run(tmp_path, "lbfgs", batch_size=40)
+    config.write_text(config.read_text().replace(*change), encoding="utf-8")
+    with pytest.raises(ConfigError, match=words) as info:
+        load_config(config)
+    assert key in str(info.value)

@@ -80,6 +80,12 @@ def test_a_lottery_ticket_rewinds_to_its_checkpoint_holds_its_mask_and_resumes(t
     assert out.read_bytes() == first and (rounds / "round-2" / "train_log.jsonl").read_bytes() == log
     assert [path.stat().st_mtime_ns for path in untouched] == written  # round 1 taken, round 2 resumed
 
+    # Another lottery into the same OUT (another sparsity: other masks) never takes these rounds as its own
+    code, _, err = run(["prune", tmp_path / "source", out, "--method", "lottery", "--sparsity", "0.3",
+                        "--rounds", "2", "--force"], capsys)
+    assert code == 2 and err.count("error:") == 1 and "holds a round of another lottery" in err, err
+    assert out.read_bytes() == first and [path.stat().st_mtime_ns for path in untouched] == written
+
 
 def test_a_lottery_without_its_rewind_checkpoint_is_one_error_line(tmp_path, base, capsys):
     code, _, err = run(["prune", base, tmp_path / "t.safetensors", "--method", "lottery", "--sparsity", "0.5",
