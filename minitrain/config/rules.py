@@ -138,8 +138,8 @@ def _nesterov_needs_momentum(sections, raw):
 
 @rule("optimizer", "model", "training", "pruning")
 def _full_batch_optimizer_fits(sections, raw):
-    """optimizer.type lbfgs and cg are full-batch methods: for a table's sequential model, without clipping, dropout
-    or pruning (each changes the objective or its gradient between the line search's evaluations)."""
+    """optimizer.type lbfgs and cg are full-batch: a table's sequential model, without clipping, dropout or pruning.
+    (Each of the three changes the objective or its gradient between the line search's evaluations.)"""
     opt, training = sections["optimizer"], sections["training"]
     if not OPTIMIZERS[opt.type].full_batch:
         return

@@ -108,7 +108,7 @@ def _kept(values: np.ndarray, where: np.ndarray) -> np.ndarray:
               hint="k = round(density · τ.size) over the WHOLE tensor (τ.ravel()), ranked by |τ|: density is the "
                    "share kept; the kept entries keep their value and sign, the others become 0, same shape")
 def _trim(lab):
-    got = _array(lab.module(TIES).trim(ROWS.copy(), 0.37), ROWS.shape, "trim(τ of shape (2, 5), 0.37)")
+    got = _array(lab.module(TIES).trim(ROWS.copy(), 0.37), ROWS.shape, "`trim(τ, 0.37)`, τ of shape (2, 5)")
     want = ref_trim(ROWS, 0.37)
     if _close(got, want):
         return
@@ -120,7 +120,7 @@ def _trim(lab):
                 (_kept(ROWS, np.isin(ROWS, np.sort(ROWS.ravel())[-4:])), "you ranked by τ, not |τ|: a large "
                  "negative change matters as much as a large positive one"),
                 (ROWS - want, "you zeroed the k largest |τ| and kept the others; trimming keeps the largest")]
-    raise Failed(f"trim(τ, 0.37) on τ = {ROWS.tolist()} gave {got.tolist()}; expected {want.tolist()}"
+    raise Failed(f"`trim(τ, 0.37)` on τ = {ROWS.tolist()} gave {got.tolist()}; expected {want.tolist()}"
                  + _named(got, mistakes))
 
 
@@ -129,7 +129,7 @@ def _trim(lab):
                    "default sort is not stable): among equal magnitudes the earlier entries win, and exactly k are "
                    "kept (never a threshold |τ| ≥ the k-th)")
 def _trim_ties(lab):
-    got = _array(lab.module(TIES).trim(TIED.copy(), 0.5), TIED.shape, "trim(τ of shape (24,), 0.5)")
+    got = _array(lab.module(TIES).trim(TIED.copy(), 0.5), TIED.shape, "`trim(τ, 0.5)`, τ of shape (24,)")
     want = ref_trim(TIED, 0.5)
     if _close(got, want):
         return
@@ -138,7 +138,7 @@ def _trim_ties(lab):
            if _close(got, _kept(TIED, np.abs(TIED) >= 0.3)) else
            f": among the 14 entries of |τ| = 0.3 you kept positions {[j for j in kept if j in tied]}; the contract "
            f"keeps the earlier ones, {tied[:8].tolist()}" if len(kept) == 12 else "")
-    raise Failed(f"trim(τ, 0.5) on τ = {TIED.tolist()} kept positions {kept}; expected "
+    raise Failed(f"`trim(τ, 0.5)` on τ = {TIED.tolist()} kept positions {kept}; expected "
                  f"{np.flatnonzero(want).tolist()}{why}")
 
 
@@ -297,7 +297,7 @@ DROP = np.array([0.4, -0.2, 0.1, 0.8, -0.5, 0.3, -0.7, 0.6, 0.2, -0.1, 0.9, -0.3
 def _drop(lab):
     dare, density = lab.module(DARE), 0.7
     got = _array(dare.drop_and_rescale(DROP.copy(), density, dare.mask_rng(5, 0, NAME)), DROP.shape,
-                 "drop_and_rescale(τ of shape (12,), 0.7, mask_rng(5, 0, name))")
+                 "`drop_and_rescale(τ, 0.7, mask_rng(5, 0, name))`, τ of shape (12,)")
     u = ref_draws(5, 0, NAME, DROP.shape)
     want = ref_drop(DROP, density, u)
     if _close(got, want):
@@ -311,7 +311,7 @@ def _drop(lab):
                 (_kept(DROP / density, u >= 1 - density), "you kept where u ≥ p = 0.3: the lab's draw keeps where "
                  "u < density"),
                 (DROP / density, "nothing was dropped")]
-    raise Failed(f"drop_and_rescale(τ, 0.7, mask_rng(5, 0, {NAME!r})) kept {np.flatnonzero(got).tolist()} as "
+    raise Failed(f"`drop_and_rescale(τ, 0.7, mask_rng(5, 0, {NAME!r}))` kept {np.flatnonzero(got).tolist()} as "
                  f"{np.round(got[got != 0], 4).tolist()}; expected {np.flatnonzero(want).tolist()} as "
                  f"{np.round(want[want != 0], 4).tolist()}" + _named(got, mistakes))
 
