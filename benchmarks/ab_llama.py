@@ -3,10 +3,12 @@
     python benchmarks/ab_llama.py lora --knob split --layers 30 --rounds 4 --steps 1
     python benchmarks/ab_llama.py attention --rounds 10     # grouped attention alone, forward + backward
 
-Knob: `split`, grouped attention's batch on both cores (off: SPLIT_MACS out of reach, the path every batch took
-before). Rounds run off, on or on, off in turn, so a load that drifts hits both alike; the first step is a
-warm-up in each setting. Before timing, a 2-layer model is stepped twice in each setting from the same start:
-the losses and every weight must be the same bytes. `attention` times one layer's grouped attention alone at the
+Knobs: `split`, grouped attention's batch on both cores (off: SPLIT_MACS out of reach, the path every batch took
+before); `one_thread`, products below SINGLE_THREAD_MACS on one BLAS thread (off: every product on the run's
+threads; the bytes differ, as the thread count of a LoRA product changes its last bits). Rounds run off, on or
+on, off in turn, so a load that drifts hits both alike; the first step is a warm-up in each setting. Before
+timing, a 2-layer model is stepped twice in each setting from the same start: whether the losses and every weight
+are the same bytes is printed. `attention` times one layer's grouped attention alone at the
 135M shape (4 × 256 tokens, 9 / 3 heads of 64), each pass after a 2-thread product as in the step, 5 calls per
 round. Prints the medians, their ratio and the load average before and after.
 """
@@ -27,10 +29,12 @@ import llama_setup
 import numpy as np
 
 from minitrain.autograd.kernels import batch_split
+from minitrain.common import runtime
 from minitrain.common.runtime import keep_freed_memory, set_blas_threads
 
 KNOBS = {  # name -> (module, attribute, value when off)
     "split": (batch_split, "SPLIT_MACS", 2**62),
+    "one_thread": (runtime, "SINGLE_THREAD_MACS", 0),  # off: every product on the run's BLAS threads
 }
 
 
