@@ -112,7 +112,7 @@ def test_a_translation_keeps_the_code_spans_numbers_and_shapes_and_writes_the_de
     for path, name, english, spanish in translations(lab):
         where = f"lab{lab}-starter.yaml {path} {name}"
         assert spans(spanish) == spans(english), f"{where}: the code spans differ"
-        english_prose, spanish_prose = CODE.sub(" ", english), CODE.sub(" ", spanish)
+        english_prose, spanish_prose = (" ".join(CODE.sub(" ", text).split()) for text in (english, spanish))
         assert shapes(spanish_prose) == shapes(english_prose), f"{where}: the shapes differ"
         english_numbers = re.findall(r"\d+(?:\.\d+)?", re.sub(r"(?<=\d),(?=\d{3}\b)", "", english_prose))
         spanish_numbers = re.findall(r"\d+(?:\.\d+)?", re.sub(r"(?<=\d),(?=\d)", ".",
