@@ -22,7 +22,7 @@ from minitrain.course.starter import stub_module
 REPO = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"`[^`]*`")
 # a shape or a tuple of names: (B, T, C), (G, g, C), (..., in), (x₁[i], x₂[i]), (loss, grad_norm); not an option
-# (--seed), nor words (format, checksum): some item is short or more than lowercase letters
+# (--seed), nor words (format, checksum): every item is short or more than lowercase letters
 TUPLE = re.compile(r"\([^\s(),-][^\s(),]*(?:, [^\s(),-][^\s(),]*)+\)")
 
 
@@ -32,7 +32,8 @@ def spans(text: str) -> Counter:
 
 
 def shapes(text: str) -> Counter:
-    return Counter(t for t in TUPLE.findall(text) if any(re.search(r"[^a-z]|^..?$", i) for i in t[1:-1].split(", ")))
+    found = TUPLE.findall(text)
+    return Counter(t for t in found if all(re.search(r"[^a-z]|^.{1,4}$", item) for item in t[1:-1].split(", ")))
 
 
 def yaml_of(lab: str) -> dict[str, dict[str, dict[str, str]]]:
