@@ -61,12 +61,10 @@ def catalogue(name: str, lang: str = "es") -> dict[str, str]:
 
 @functools.cache
 def starter_docs(lab: str, lang: str = "es") -> dict[str, dict[str, tuple[str, str]]]:
-    """{lab file: {name: (en_hash, translation)}} of minitrain/course/<lang>/labNN-starter.yaml: the docstrings
-    of lab `lab`'s starter in `lang` (minitrain/course/starter.py); {} when there is none."""
+    """{lab file: {name: (en_hash, translation)}} of <lang>/labNN-starter.yaml (starter.py); {} when none."""
     path = Path(__file__).parent / lang / f"lab{lab}-starter.yaml"
     files = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    return {file: {name: (entry["en_hash"], entry[lang]) for name, entry in names.items()}
-            for file, names in files.items()}
+    return {f: {name: (e["en_hash"], e[lang]) for name, e in entries.items()} for f, entries in files.items()}
 
 
 class Translator:

@@ -139,9 +139,8 @@ def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[P
     root = Path(workspace)
     tr = translator(lang, f"lab{lab.number}")
     text = lab.text if lang == "en" else f"{lab.text[:-3]}.{lang}.md"
-    docs = starter_docs(lab.number, lang)
     targets = {root / path: stub_module(course_file(path).read_text(encoding="utf-8"), names, lab.number, text, tr,
-                                        docs.get(path)) for path, names in lab.pieces.items()}
+                                        starter_docs(lab.number, lang).get(path)) for path, names in lab.pieces.items()}
     targets[root / "README.md"] = _readme(lab, str(workspace).rstrip("/"), tr)
     existing = sorted(str(p) for p in targets if p.exists())
     if existing:

@@ -7,9 +7,8 @@ block, and every listed function or class with its signature and docstring; each
 `raise NotImplementedError(...)`. A listed class keeps its public methods and `__init__`/`__iter__`/`__next__`/
 `__len__`, stubbed the same way. Everything else (the library's private helpers) is left out: how to write the
 lab is the student's to decide. Made from the reference, a starter can never drift from the contract the
-checker grades. In another language, `docs` ({name: (`english_hash` of the docstring it translates, the
-translation)}, "<module>" for the module's, "Class.method" for a method's) replaces each docstring whose English
-is still the one its translation was made from; a changed one stays in English until its translation is reviewed.
+checker grades. In another language, `docs` {"<module>" | name | "Class.method": (en_hash, translation)} replaces
+each docstring whose sha256 (12 hex digits, of its `inspect.cleandoc` text) is en_hash; a changed one stays English.
 """
 
 from __future__ import annotations
@@ -21,14 +20,13 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 
 _KEPT_DUNDERS = ("__init__", "__iter__", "__next__", "__len__")
-Docs = Mapping[str, tuple[str, str]]  # {name: (english_hash of the English docstring, its translation)}
+Docs = Mapping[str, tuple[str, str]]  # {name: (en_hash, the translation of its docstring)}
 
 
 def stub_module(source: str, names: Sequence[str], lab: str, lab_text: str,
                 tr: Callable[[str], str] = str, docs: Docs | None = None) -> str:
     """The starter text of the module `source` for the lab's listed `names` (see the module docstring); its
-    header comment and TODO lines through `tr` (minitrain/course/i18n.py; `str`: in English), its docstrings
-    from `docs` (None: the library's own)."""
+    header and TODO lines through `tr` (minitrain/course/i18n.py; `str`: English), its docstrings from `docs`."""
     lines = source.splitlines()
     tree = ast.parse(source)
     missing = set(names) - {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
@@ -60,16 +58,12 @@ def _is_docstring(node: ast.stmt) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
-def english_hash(docstring: str) -> str:
-    """The first 12 hex digits of the sha256 of a docstring as `inspect.cleandoc` reads it (indentation aside)."""
-    return hashlib.sha256(docstring.encode("utf-8")).hexdigest()[:12]
-
-
 def _docstring(lines: list[str], node: ast.Expr, translation: tuple[str, str] | None) -> list[str]:
     """The docstring `node` as written; or, when `translation` is of its very English, the translation laid out
     as it is: the same indentation, the closing quotes on a line of their own when its are."""
     written = lines[node.lineno - 1 : node.end_lineno]
-    if translation is None or translation[0] != english_hash(inspect.cleandoc(node.value.value)):
+    english = hashlib.sha256(inspect.cleandoc(node.value.value).encode("utf-8")).hexdigest()[:12]
+    if translation is None or translation[0] != english:
         return written
     text = f'"""{translation[1].strip()}' + ("\n" if written[-1].strip() == '"""' else "") + '"""'
     return [" " * node.col_offset + line if line else "" for line in text.split("\n")]
@@ -78,9 +72,8 @@ def _docstring(lines: list[str], node: ast.Expr, translation: tuple[str, str] | 
 def _head(lines: list[str], node: ast.FunctionDef | ast.ClassDef, docs: Docs, name: str) -> list[str]:
     """Decorators, signature and docstring of a definition, as written (the docstring from `docs[name]`)."""
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-    if not _is_docstring(node.body[0]):
-        return lines[start - 1 : node.body[0].lineno - 1]
-    return [*lines[start - 1 : node.body[0].lineno - 1], *_docstring(lines, node.body[0], docs.get(name))]
+    head, first = lines[start - 1 : node.body[0].lineno - 1], node.body[0]
+    return [*head, *_docstring(lines, first, docs.get(name))] if _is_docstring(first) else head
 
 
 def _stub_function(lines: list[str], node: ast.FunctionDef, lab: str, tr: Callable[[str], str], docs: Docs,
