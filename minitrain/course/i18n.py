@@ -1,4 +1,4 @@
-"""The course in the student's language: the checker's messages, the workspace README, the starter's header.
+"""The course in the student's language: the checker's messages, the workspace README, the starters.
 
     tr = translator(language(), "lab03")   # "es" from MINITRAIN_LANG=es, LC_ALL, LC_MESSAGES or LANG = es_*
     tr("val PPL ended within 25 % of its best: this run does not overfit")
@@ -17,7 +17,8 @@ against the English templates, and each value found in it is translated in turn 
 "not run: fix first: <item>; <item>" names the items in Spanish. Of the templates that match, the first
 (longest literal text first) that leaves no value in English wins. In the translation `{}` takes the values
 in order; `{0}`, `{1}`... take them in another order, when Spanish needs it. A text no template matches is
-printed as it is (scripts/lab_messages.py lists what a catalogue lacks).
+printed as it is (scripts/lab_messages.py lists what a catalogue lacks). A lab's starter takes its docstrings
+from <language>/labNN-starter.yaml, `{lab file: {name: {en_hash, <language>}}}` (`starter_docs`, starter.py).
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def catalogue(name: str, lang: str = "es") -> dict[str, str]:
         return {}
     entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
     return {entry["en"]: entry[lang] for entry in entries}
+
+
+@functools.cache
+def starter_docs(lab: str, lang: str = "es") -> dict[str, dict[str, tuple[str, str]]]:
+    """{lab file: {name: (en_hash, translation)}} of <lang>/labNN-starter.yaml (starter.py); {} when none."""
+    path = Path(__file__).parent / lang / f"lab{lab}-starter.yaml"
+    files = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return {f: {name: (e["en_hash"], e[lang]) for name, e in entries.items()} for f, entries in files.items()}
 
 
 class Translator:

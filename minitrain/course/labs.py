@@ -35,7 +35,7 @@ from minitrain.common.lifeline import child_environment
 from minitrain.common.paths import PACKAGE, course_file
 from minitrain.course.blame import lab_files
 from minitrain.course.checks import Checklist, Failed, Outcome
-from minitrain.course.i18n import translator
+from minitrain.course.i18n import starter_docs, translator
 from minitrain.course.sandbox import Limits, Sandbox
 from minitrain.course.starter import stub_module
 
@@ -130,7 +130,7 @@ def get_lab(number: str) -> Lab:
 def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[Path]:
     """Write lab `number`'s files into `workspace` as TODO stubs, plus README.md, and copy the course's files its
     commands name (`Lab.course_files`) into the current folder where it lacks them (a checkout has them all);
-    return the paths written. The README and the stubs' header comment are in `lang` (minitrain/course/i18n.py).
+    return the paths written. The README and the stubs' comments and docstrings are in `lang` (course/i18n.py).
 
     Refuses (a UserError, nothing written) when the workspace already holds any of them: a student's work is
     never overwritten.
@@ -139,8 +139,8 @@ def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[P
     root = Path(workspace)
     tr = translator(lang, f"lab{lab.number}")
     text = lab.text if lang == "en" else f"{lab.text[:-3]}.{lang}.md"
-    targets = {root / path: stub_module(course_file(path).read_text(encoding="utf-8"), names, lab.number, text, tr)
-               for path, names in lab.pieces.items()}
+    targets = {root / path: stub_module(course_file(path).read_text(encoding="utf-8"), names, lab.number, text, tr,
+                                        starter_docs(lab.number, lang).get(path)) for path, names in lab.pieces.items()}
     targets[root / "README.md"] = _readme(lab, str(workspace).rstrip("/"), tr)
     existing = sorted(str(p) for p in targets if p.exists())
     if existing:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from minitrain import cli
-from minitrain.course.i18n import Translator, catalogue, decimal_comma, language, translator
+from minitrain.course.i18n import Translator, catalogue, decimal_comma, language, starter_docs, translator
 from minitrain.course.labs import LABS, checklist, grade, start
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,6 +220,12 @@ def spanish_texts() -> dict[str, str]:
     for name in lab_messages.sources():
         for en, es in catalogue(name).items():
             pages[f"minitrain/course/es/{name}.yaml: {en[:40]}"] = spanish_prose(es)
+    for lab in LABS:  # the starters' docstrings, but their display blocks (formulas, tables of names) and their
+        for path, names in starter_docs(lab).items():  # Python strings ("epoch": the prose quotes with «»)
+            for name, (_, es) in names.items():
+                prose = "\n".join(line for line in es.splitlines() if not line.startswith("    "))
+                prose = re.sub(r'"[^"\n]*"', " ", prose)
+                pages[f"minitrain/course/es/lab{lab}-starter.yaml: {path} {name}"] = spanish_prose(prose)
     return pages
 
 
@@ -251,3 +257,21 @@ def test_the_variant_check_can_fail():
     text = spanish_prose("La `early stopping` de código vale; el early stopping en prosa, no. ```\nbaseline\n```")
     hits = [v for v in rejected() if re.search(rf"(?<![\w/.-]){re.escape(v)}(?![\w/.-])", text, re.IGNORECASE)]
     assert hits == ["early stopping"]
+
+
+
+def badly_quoted(text: str) -> bool:
+    """True when `text` nests «» (a quote inside a quote takes “”) or leaves one open or unopened."""
+    depth = 0
+    for mark in re.findall("[«»]", text):
+        depth += 1 if mark == "«" else -1
+        if depth not in (0, 1):
+            return True
+    return depth != 0
+
+
+def test_no_spanish_text_nests_its_quotes():
+    assert badly_quoted("«Conjuga «caminar» en P1»") and badly_quoted("«sin cerrar")
+    assert not badly_quoted("«Conjuga “caminar” en P1» y «otra»")
+    found = [where for where, text in spanish_texts().items() if badly_quoted(text)]
+    assert not found, found
