@@ -324,10 +324,13 @@ def self_attention(
     key_mask = np.ones((batch, time), dtype=bool) if pad_mask is None else np.asarray(pad_mask, dtype=bool)
     if key_mask.shape != (batch, time):  # the numba kernel does not bounds-check
         raise ValueError(f"self_attention: pad_mask of shape {key_mask.shape} does not match (B, T) = {(batch, time)}")
-    y, probs = kernels.active.attention_forward(qkv.data, n_head, key_mask, scale)
+    macs = time * (width // (3 * n_head)) * time  # one (T, D)·(D, T) product per (B, H), as grouped_attention's
+    with one_thread_below(macs):
+        y, probs = kernels.active.attention_forward(qkv.data, n_head, key_mask, scale)
 
     def backward(g: np.ndarray) -> None:
-        qkv._accumulate(kernels.active.attention_backward(qkv.data, probs, g, scale))
+        with one_thread_below(macs):
+            qkv._accumulate(kernels.active.attention_backward(qkv.data, probs, g, scale))
 
     out = Tensor._from_op(y, (qkv,), backward)
     return (out, probs) if return_probs else out

@@ -8,9 +8,10 @@ so a multi-threaded BLAS leaves the second core idle for the whole attention. Be
 lab-01 config: 2¹⁹) the work is done whole, on the calling thread, exactly as before: a hand-off costs ≈ 40 µs.
 
 Same bytes: a slice of the batch computes exactly what the whole batch computes for those rows (each (b, h)
-matrix is its own BLAS call and its own softmax rows either way), and BLAS runs on one thread inside (tested:
-the per-head products give the same bytes on 1 and 2 threads). The slices are a function of the batch size and
-the core count only, never of timing.
+matrix is its own BLAS call and its own softmax rows either way), and BLAS runs on one thread inside, as it does
+for the whole batch (functional runs both attentions under `one_thread_below`: a product's last bits may depend
+on BLAS's thread count, and with the OpenBLAS of some machines they do). The slices are a function of the batch
+size and the core count only, never of timing.
 
 Why BLAS goes to one thread and its workers are shut down: with two Python threads calling OpenBLAS at once its
 own threaded path would serialise them; and after the step's last big product OpenBLAS's idle worker keeps
