@@ -2,10 +2,9 @@
 (scripts/train_mini.py), then the lab's stop conditions on the run folder.
 
 Expected numbers are computed here the plain way (one forward, one backward, float64 sums) on a tiny MiniGPT and
-the committed val split; a wrong answer is compared with the usual mistakes to say which one it is. The checks run
-in the checker's process (checks.py `here`): the models, optimizers and batches the student's code is given are
-built in the child (`lab.library`), and what only the child sees (its autograd tape) comes back as data from the
-child-side helpers at the end of this file. The run folder's model is scored here (runs.py `scored_model`).
+the committed val split; a wrong answer is compared with the usual mistakes to say which one it is. The checks
+decide here (checks.py `here`) on models and batches built in the child (`lab.library`); the run folder's model is
+scored here (runs.py `scored_model`).
 """
 
 from __future__ import annotations
@@ -192,13 +191,12 @@ def _step_accumulates(lab):
 
 
 def _val_batches(lab, size: int, n: int | None = None) -> Any:
-    """The library's EvalBatcher over the first `n` val records (None: all), built where the student's code
-    runs."""
+    """The library's EvalBatcher over the first `n` val records (None: all), built in the child."""
     return lab.library(batcher).EvalBatcher(lab.library(fixtures).split("val", n), size)
 
 
 def _opinionated(lab, dropout: float = 0.0) -> Any:
-    """fixtures.opinionated_model(1), built where the student's code runs."""
+    """fixtures.opinionated_model(1), built in the child."""
     return lab.library(fixtures).opinionated_model(1, dropout=dropout)
 
 

@@ -2,9 +2,8 @@
 
 Each of the five state machines of theory 00 is checked on its own, so a checkpoint that forgets one is named;
 then bytes, refusals and rollback; then a real run is stopped and resumed with the student's file and compared,
-byte for byte, with a run that never stopped. The checks run in the checker's process (checks.py `here`): the
-five state machines live in the child (`Parts`, built there through `lab.library`), and what only the child sees
-(the states, the parameters' memory, the calls to os.fsync) comes back as data from the child-side helpers.
+byte for byte, with a run that never stopped. The checks decide here (checks.py `here`); the state machines live
+in the child (`Parts`), and what only it sees comes back as data from the child-side helpers.
 """
 
 from __future__ import annotations
@@ -70,11 +69,6 @@ def parts(seed: int, records: int = 40) -> Parts:
     return Parts(model, optimizer, scheduler, TrainBatcher(fixtures.split("train", records), 4, data_seed=seed + 7))
 
 
-def _parts(lab, seed: int, records: int = 40) -> Any:
-    """`parts(seed, records)`, built where the student's code runs."""
-    return lab.library(CHILD).parts(seed, records)
-
-
 def _there(lab, path: Path) -> Any:
     """`path` as a Path where the student's code runs (the data sent is its text)."""
     return lab.library(pathlib).Path(str(path))
@@ -82,7 +76,7 @@ def _there(lab, path: Path) -> Any:
 
 def _saved(lab, steps: int = 13) -> tuple[Any, Path]:
     """Run a fresh Parts for `steps` steps (past the warm-up, inside the second epoch) and save it."""
-    original = _parts(lab, 0)
+    original = lab.library(CHILD).parts(0)
     original.advance(steps)
     path = lab.scratch() / f"step-{steps}.safetensors"
     lab.module(CHECKPOINT).save_checkpoint(_there(lab, path), step=steps, config_hash=HASH, extra={"best": 1.5},
@@ -94,7 +88,7 @@ def _loaded(lab) -> tuple[Any, Any, Path, dict]:
     """`_saved`'s parts and file, other parts (other seeds, no steps) with that file loaded into them, and what
     load_checkpoint returned."""
     original, path = _saved(lab)
-    other = _parts(lab, 1)
+    other = lab.library(CHILD).parts(1)
     info = lab.module(CHECKPOINT).load_checkpoint(_there(lab, path), config_hash=HASH, **other.objects())
     return original, other, path, info
 
@@ -196,7 +190,7 @@ def _same_bytes(lab):
 
 def _refused(lab, path: Path, what: str, **keys: Any) -> None:
     """Loading `path` must raise a UserError and leave fresh parts exactly as they were."""
-    other = _parts(lab, 1)
+    other = lab.library(CHILD).parts(1)
     before = other.states()
     error = raised(UserError, lab.module(CHECKPOINT).load_checkpoint, _there(lab, path),
                    **{"config_hash": HASH, **keys, **other.objects()})
@@ -238,7 +232,7 @@ def _model_only(lab):
                    "from the snapshot, then raise a UserError", needs=(_round_trip,))
 def _rollback(lab):
     _, path = _saved(lab)
-    other = _parts(lab, 1, records=36)  # the batcher refuses a state for 40 records, after the model and optimizer
+    other = lab.library(CHILD).parts(1, records=36)  # its batcher refuses a state for 40, after model and optimizer
     before = other.states()
     if raised(UserError, lab.module(CHECKPOINT).load_checkpoint, _there(lab, path), config_hash=HASH,
               **other.objects()) is None:
