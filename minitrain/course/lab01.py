@@ -2,28 +2,37 @@
 (scripts/train_mini.py), then the lab's stop conditions on the run folder.
 
 Expected numbers are computed here the plain way (one forward, one backward, float64 sums) on a tiny MiniGPT and
-the committed val split; a wrong answer is compared with the usual mistakes to say which one it is.
+the committed val split; a wrong answer is compared with the usual mistakes to say which one it is. The checks
+decide here (checks.py `here`) on models and batches built in the child (`lab.library`); the run folder's model is
+scored here (runs.py `scored_model`).
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import io
 import json
 import math
+import sys
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from minitrain.autograd.tensor import TAPE
+from minitrain.common.paths import course_file
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed, raised
-from minitrain.course.runs import RUN_FILES, check_manifest, read_run, tiny_run
+from minitrain.course.runs import RUN_FILES, check_manifest, read_run, scored_model, tiny_run
+from minitrain.data import batch as batch_module
+from minitrain.data import batcher  # the library's: `lab check` refuses the seam
 from minitrain.data.batch import Batch, take
-from minitrain.data.batcher import EvalBatcher  # the library's: `lab check` refuses the seam
 
-CHECKS = Checklist()
+CHECKS = Checklist(here=True)  # the checker decides here; the calls go to the child (checks.py)
 LOOP, SCRIPT = "minitrain/loop.py", "scripts/train_mini.py"
+CONFIG, BASELINE = "experiments/18-train-mini/config.yaml", "experiments/14-ngram-baseline/results.json"
+CHILD = sys.modules[__name__]  # its child-side helpers (the end of this file), for `lab.library`
 
 
 def _gradient(model, batch: Batch) -> tuple[float, np.ndarray]:
@@ -44,9 +53,13 @@ def _norm(g: np.ndarray) -> float:
     return float(np.sqrt((g.astype(np.float64) ** 2).sum()))
 
 
-def _step(lab, model, batches, clip_norm=None):
-    optimizer, _ = fixtures.adamw(model)
-    loss, norm = lab.module(LOOP).train_step(model, optimizer, batches, clip_norm)
+def _step(lab, micro: list[Batch], clip_norm=None, model=None):
+    """The student's train_step on `model` (default: a fresh fixtures.tiny_model(0)) with a fresh AdamW, both
+    built where the student's code runs, as `micro` is rebuilt: (loss, norm, the gradient it left)."""
+    model = lab.library(fixtures).tiny_model(0) if model is None else model
+    optimizer, _ = lab.library(fixtures).adamw(model)
+    sent = [lab.library(batch_module).Batch(*b) for b in micro]
+    loss, norm = lab.module(LOOP).train_step(model, optimizer, sent, clip_norm)
     return float(loss), float(norm), model.buffer.grad.astype(np.float64)
 
 
@@ -66,7 +79,7 @@ def _arrays_close(a: np.ndarray, b: np.ndarray) -> bool:
                    "the mean over counted tokens; return loss.item() (Block A)")
 def _step_loss(lab):
     batch, expected, _ = _reference()
-    loss, _, _ = _step(lab, fixtures.tiny_model(0), [batch])
+    loss, _, _ = _step(lab, [batch])
     counted = int(batch.loss_mask.sum())
     if _close(loss, expected * counted):
         raise Failed(f"your train_step returned {loss:.6g}, the SUM over the {counted} counted tokens; the loss is "
@@ -80,7 +93,7 @@ def _step_loss(lab):
                    "the norm, the clipping and the optimizer all read; without it they see zeros")
 def _step_backward(lab):
     batch, _, g = _reference()
-    _, _, got = _step(lab, fixtures.tiny_model(0), [batch])
+    _, _, got = _step(lab, [batch])
     if not got.any():
         raise Failed("after your train_step, model.buffer.grad is all zeros: loss.backward() was never called")
     if not _arrays_close(got, g):
@@ -94,7 +107,7 @@ def _step_backward(lab):
 def _step_norm(lab):
     batch, _, g = _reference()
     norm = _norm(g)
-    _, got, _ = _step(lab, fixtures.tiny_model(0), [batch], clip_norm=norm / 10)
+    _, got, _ = _step(lab, [batch], clip_norm=norm / 10)
     if _close(got, norm / 10, 1e-3):
         raise Failed(f"your train_step returned the norm AFTER clipping ({got:.6g} = clip_norm); before clipping "
                      f"it is {norm:.6g}")
@@ -109,14 +122,14 @@ def _step_norm(lab):
 def _step_clips(lab):
     batch, _, g = _reference()
     norm = _norm(g)
-    _, _, clipped = _step(lab, fixtures.tiny_model(0), [batch], clip_norm=norm / 10)
+    _, _, clipped = _step(lab, [batch], clip_norm=norm / 10)
     if _close(_norm(clipped), norm, 1e-4):
         raise Failed(f"with clip_norm {norm / 10:.4g} the gradient left in model.buffer.grad still has norm "
                      f"{norm:.4g}: it was not clipped (or was clipped after the caller's update)")
     if not (_close(_norm(clipped), norm / 10, 1e-3) and _arrays_close(clipped * 10, g)):
         raise Failed(f"with clip_norm {norm / 10:.4g} the gradient's norm is {_norm(clipped):.4g}; clipping scales "
                      "every element by the same factor, clip_norm / norm")
-    _, _, unclipped = _step(lab, fixtures.tiny_model(0), [batch], clip_norm=None)
+    _, _, unclipped = _step(lab, [batch], clip_norm=None)
     if not _arrays_close(unclipped, g):
         raise Failed("with clip_norm=None the gradient in model.buffer.grad is not the batch's gradient")
 
@@ -126,11 +139,9 @@ def _step_clips(lab):
                    "carries every earlier step's gradient")
 def _step_zeroes(lab):
     batch, _, g = _reference()
-    model = fixtures.tiny_model(0)
-    model.buffer.grad[...] = 1.0  # what an earlier step left behind
-    optimizer, _ = fixtures.adamw(model)
-    lab.module(LOOP).train_step(model, optimizer, [batch], None)
-    got = model.buffer.grad.astype(np.float64)
+    model = lab.library(fixtures).tiny_model(0)
+    lab.library(CHILD).fill_gradient(model, 1.0)  # what an earlier step left behind
+    _, _, got = _step(lab, [batch], model=model)
     if _arrays_close(got, g + 1.0):
         raise Failed("the gradient left from before the step was still in .grad: your train_step added the new "
                      "gradient onto it")
@@ -142,9 +153,9 @@ def _step_zeroes(lab):
               hint="do not call optimizer.step() in train_step: the engine calls it after checking that the loss "
                    "and the norm are finite (a NaN step is then never applied)")
 def _step_no_update(lab):
-    model = fixtures.tiny_model(0)
-    before = model.buffer.data.copy()
-    _step(lab, model, [take(fixtures.split("train", 48), slice(0, 8))], clip_norm=1.0)
+    model = lab.library(fixtures).tiny_model(0)
+    before = model.buffer.data
+    _step(lab, [take(fixtures.split("train", 48), slice(0, 8))], clip_norm=1.0, model=model)
     if not np.array_equal(model.buffer.data, before):
         raise Failed("your train_step changed the weights (it updated them itself); the engine would then update "
                      "twice per step")
@@ -159,7 +170,7 @@ def _step_accumulates(lab):
     counts = [int(b.loss_mask.sum()) for b in micro]
     whole_loss, whole = _gradient(fixtures.tiny_model(0), take(split, slice(0, 12)))
     parts = [_gradient(fixtures.tiny_model(0), b)[1] for b in micro]
-    loss, _, got = _step(lab, fixtures.tiny_model(0), micro, None)
+    loss, _, got = _step(lab, micro, None)
     mistakes: list[tuple[str, Callable[[], np.ndarray]]] = [
         ("summed the micro-batch losses: the gradient is the sum of the two batches' mean gradients",
          lambda: sum(parts)),
@@ -177,6 +188,16 @@ def _step_accumulates(lab):
 
 
 # ------------------------------------------------------------------------------------------------ evaluate
+
+
+def _val_batches(lab, size: int, n: int | None = None) -> Any:
+    """The library's EvalBatcher over the first `n` val records (None: all), built in the child."""
+    return lab.library(batcher).EvalBatcher(lab.library(fixtures).split("val", n), size)
+
+
+def _opinionated(lab, dropout: float = 0.0) -> Any:
+    """fixtures.opinionated_model(1), built in the child."""
+    return lab.library(fixtures).opinionated_model(1, dropout=dropout)
 
 
 def _val_losses(model, split: Batch) -> np.ndarray:
@@ -197,11 +218,10 @@ def _val_losses(model, split: Batch) -> np.ndarray:
                    "by how many there are (metrics.PerplexityMeter does it); not a mean of batch means")
 def _evaluate_counts(lab):
     split = fixtures.split("val")
-    model = fixtures.opinionated_model(1)
-    nll = _val_losses(model, split)
+    nll = _val_losses(fixtures.opinionated_model(1), split)
     counted = int(split.loss_mask.sum())
     expected = float(nll[split.loss_mask].mean())
-    val_loss, _ = lab.module(LOOP).evaluate(model, EvalBatcher(split, 20))  # 7 batches of 20, one of 4
+    val_loss, _ = lab.module(LOOP).evaluate(_opinionated(lab), _val_batches(lab, 20))  # 7 batches of 20, one of 4
     val_loss = float(val_loss)
     if _close(val_loss, expected):
         return
@@ -225,7 +245,7 @@ def _evaluate_counts(lab):
 @CHECKS.check("evaluate returns val_ppl = exp(val_loss)",
               hint="return (val_loss, math.exp(val_loss)): perplexity is the exponential of the mean loss")
 def _evaluate_ppl(lab):
-    val_loss, val_ppl = lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(fixtures.split("val"), 48))
+    val_loss, val_ppl = lab.module(LOOP).evaluate(_opinionated(lab), _val_batches(lab, 48))
     if not _close(float(val_ppl), math.exp(float(val_loss))):
         raise Failed(f"val_ppl {float(val_ppl):.6g} is not exp(val_loss) = {math.exp(float(val_loss)):.6g}")
 
@@ -234,15 +254,14 @@ def _evaluate_ppl(lab):
               hint="model.eval() before the pass and model.train() after it, even on an error (try/finally), or "
                    "`with minitrain.nn.inference(model):`, which also turns the tape off")
 def _evaluate_mode(lab):
-    split = fixtures.split("val")
-    model = fixtures.opinionated_model(1, dropout=0.5)
+    model = _opinionated(lab, dropout=0.5)
     evaluate = lab.module(LOOP).evaluate
     model.eval()
-    expected = float(evaluate(model, EvalBatcher(split, 48))[0])  # dropout off: the student's own number
+    expected = float(evaluate(model, _val_batches(lab, 48))[0])  # dropout off: the student's own number
     if model.training:
         raise Failed("evaluate() switched a model that was in eval mode to train mode")
     model.train()
-    first, second = (float(evaluate(model, EvalBatcher(split, 48))[0]) for _ in range(2))
+    first, second = (float(evaluate(model, _val_batches(lab, 48))[0]) for _ in range(2))
     if not model.training:
         raise Failed("after evaluate() the model is still in eval mode: training would go on without dropout")
     if not (_close(first, expected) and _close(second, expected)):
@@ -254,10 +273,10 @@ def _evaluate_mode(lab):
               hint="run the pass inside `with no_grad():` (minitrain.autograd.tensor): otherwise every activation of "
                    "the val pass stays alive on the tape until the next backward")
 def _evaluate_tape(lab):
-    before = len(TAPE.nodes)
-    lab.module(LOOP).evaluate(fixtures.opinionated_model(1), EvalBatcher(fixtures.split("val", 48), 16))
-    added = len(TAPE.nodes) - before
-    del TAPE.nodes[before:]
+    tape = lab.library(CHILD).tape_length
+    before = tape()
+    lab.module(LOOP).evaluate(_opinionated(lab), _val_batches(lab, 16, n=48))
+    added = tape(cut=before) - before
     if added:
         raise Failed(f"evaluate() left {added} operations on the tape, with their activations")
 
@@ -270,20 +289,20 @@ def _evaluate_tape(lab):
                    "(action='append', dest='overrides', default []), --quiet (store_true); see its docstring")
 def _parse_args(lab):
     parse = lab.module(SCRIPT).parse_args
-    args = parse(["--config", "c.yaml", "--out-dir", "o", "--models-dir", "m", "--seed", "3", "--resume", "r",
-                  "--set", "a=1", "--set", "b=2", "--quiet"])
+    fields = lab.library(builtins).vars  # the Namespace's attributes, as data
+    args = fields(parse(["--config", "c.yaml", "--out-dir", "o", "--models-dir", "m", "--seed", "3", "--resume",
+                         "r", "--set", "a=1", "--set", "b=2", "--quiet"]))
     want = {"config": "c.yaml", "out_dir": "o", "models_dir": "m", "seed": 3, "resume": "r",
             "overrides": ["a=1", "b=2"], "quiet": True}
-    wrong = {k: getattr(args, k, "(missing)") for k, v in want.items() if getattr(args, k, "(missing)") != v}
+    wrong = {k: args.get(k, "(missing)") for k, v in want.items() if args.get(k, "(missing)") != v}
     if wrong:
         raise Failed(f"parse_args(...) gave {wrong}; expected {({k: want[k] for k in wrong})}")
-    plain = parse(["--config", "c.yaml"])
+    plain = fields(parse(["--config", "c.yaml"]))
     defaults = {"out_dir": None, "models_dir": None, "seed": None, "resume": None, "overrides": [], "quiet": False}
-    wrong = {k: getattr(plain, k, "(missing)") for k, v in defaults.items() if getattr(plain, k, "(missing)") != v}
+    wrong = {k: plain.get(k, "(missing)") for k, v in defaults.items() if plain.get(k, "(missing)") != v}
     if wrong:
         raise Failed(f"with only --config, parse_args gave {wrong}; expected {({k: defaults[k] for k in wrong})}")
-    with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage message is not for this checklist
-        stop = raised(SystemExit, parse, ["--out-dir", "o"])
+    stop = raised(SystemExit, lab.library(CHILD).quietly, parse, ["--out-dir", "o"])
     if stop is None or stop.code != 2:
         raise Failed("parse_args without --config did not stop with a usage error (exit code 2)")
 
@@ -316,15 +335,20 @@ def _run_manifest(lab):
         raise Failed(f"the run's model is {manifest['config']['model']}, not lab 01's")
 
 
-@CHECKS.check("run folder: results.json says beats_baseline: true, its val PPL under the n-gram's",
-              hint="val_ppl must be below ngram_baseline_val_ppl (5.80); if it is not, read the lab's pitfalls")
+def _baseline() -> float:
+    """The n-gram baseline's val PPL: the course's committed run, never the number a run folder copied."""
+    return float(json.loads(course_file(BASELINE).read_text(encoding="utf-8"))["val_ppl"])
+
+
+@CHECKS.check("run folder: its model file, scored here on the val split, has a val PPL under the n-gram's",
+              hint="val_ppl must be below ngram_baseline_val_ppl (5.80); if it is not, read the lab's pitfalls",
+              needs=(_run_manifest,))
 def _run_beats(lab):
-    results = read_run(lab, "results.json")
-    baseline, val = results.get("ngram_baseline_val_ppl"), results.get("val_ppl")
-    if baseline is None:
-        raise Failed("results.json has no ngram_baseline_val_ppl: the run is not on the lab's corpus and positions")
-    if results.get("beats_baseline") is not True or not val < baseline:
-        raise Failed(f"val_ppl {val:.4g} is not below the baseline's {baseline:.4g}")
+    steps = read_run(lab, "manifest.json")["total_steps"]  # a run cut short may pass: the PPL is the gate
+    ppl = scored_model(lab, CONFIG, exact_below=0, steps=steps)["ppl"]  # the weights on the val split, here
+    if not ppl < _baseline():
+        raise Failed(f"scored here from its model file, the run's val PPL is {ppl:.4g}, not below the n-gram "
+                     f"baseline's {_baseline():.4g}")
 
 
 @CHECKS.check("run folder: loss_curve.png shows the val curve going below the dashed baseline",
@@ -333,8 +357,29 @@ def _run_curve(lab):
     png = read_run(lab, "loss_curve.png")
     if png[:8] != b"\x89PNG\r\n\x1a\n":
         raise Failed("loss_curve.png is not a PNG image")
-    baseline = read_run(lab, "results.json").get("ngram_baseline_val_ppl")
-    below = [r["step"] for r in read_run(lab, "train_log.jsonl") if "val_ppl" in r and baseline and
-             r["val_ppl"] < baseline]
+    below = [r["step"] for r in read_run(lab, "train_log.jsonl") if "val_ppl" in r and r["val_ppl"] < _baseline()]
     if not below:
         raise Failed("no val row of train_log.jsonl is below the baseline, so the curve never crosses its line")
+
+
+# ------------------------------------------------------------------------------------------------ child side
+# Called through `lab.library(CHILD)`: they run where the student's code runs and return plain data.
+
+
+def fill_gradient(model: Any, value: float) -> None:
+    """Write `value` into every element of `model.buffer.grad`, in place: what an earlier step left there."""
+    model.buffer.grad[...] = value
+
+
+def tape_length(cut: int | None = None) -> int:
+    """How many ops the autograd tape holds; then, with `cut`, drop those after the first `cut`."""
+    length = len(TAPE.nodes)
+    if cut is not None:
+        del TAPE.nodes[cut:]
+    return length
+
+
+def quietly(call: Callable, *args: Any) -> Any:
+    """call(*args) with its stderr swallowed (argparse's usage message is not what the student's code printed)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        return call(*args)

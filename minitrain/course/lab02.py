@@ -2,14 +2,18 @@
 
 Each of the five state machines of theory 00 is checked on its own, so a checkpoint that forgets one is named;
 then bytes, refusals and rollback; then a real run is stopped and resumed with the student's file and compared,
-byte for byte, with a run that never stopped.
+byte for byte, with a run that never stopped. The checks decide here (checks.py `here`); the state machines live
+in the child (`Parts`), and what only it sees comes back as data from the child-side helpers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
+import pathlib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,14 +27,18 @@ from minitrain.course.checks import Checklist, Failed, raised
 from minitrain.data.batcher import TrainBatcher  # the library's: `lab check` refuses the seam
 from minitrain.loop import train_step
 from minitrain.runs.model_files import save_model_file
+from minitrain.runs.run_dir import locate
 
-CHECKS = Checklist()
+CHECKS = Checklist(here=True)  # the checker decides here; the calls go to the child (checks.py)
 CHECKPOINT = "minitrain/checkpoint.py"
 HASH = "0123456789abcdef" * 4
+CHILD = sys.modules[__name__]  # its child-side helpers (Parts and those at the end of this file), for `lab.library`
 
 
 @dataclass
 class Parts:
+    """Child side: the five state machines of one run (theory 00), stepped and read there."""
+
     model: Any
     optimizer: Any
     scheduler: Any
@@ -54,29 +62,34 @@ class Parts:
                 "batcher": self.batcher.state_dict(), "next batch": np.asarray(next(probe).input)}
 
 
-def _parts(seed: int, records: int = 40) -> Parts:
-    """A tiny model with dropout (so the training RNG matters), AdamW, warm-up + cosine, a batcher."""
+def parts(seed: int, records: int = 40) -> Parts:
+    """Child side: a tiny model with dropout (so the training RNG matters), AdamW, warm-up + cosine, a batcher."""
     model = fixtures.tiny_model(seed, dropout=0.1)
     optimizer, scheduler = fixtures.adamw(model, lr=3e-3)
     return Parts(model, optimizer, scheduler, TrainBatcher(fixtures.split("train", records), 4, data_seed=seed + 7))
 
 
-def _saved(lab, steps: int = 13) -> tuple[Parts, Path]:
+def _there(lab, path: Path) -> Any:
+    """`path` as a Path where the student's code runs (the data sent is its text)."""
+    return lab.library(pathlib).Path(str(path))
+
+
+def _saved(lab, steps: int = 13) -> tuple[Any, Path]:
     """Run a fresh Parts for `steps` steps (past the warm-up, inside the second epoch) and save it."""
-    original = _parts(0)
+    original = lab.library(CHILD).parts(0)
     original.advance(steps)
     path = lab.scratch() / f"step-{steps}.safetensors"
-    lab.module(CHECKPOINT).save_checkpoint(path, step=steps, config_hash=HASH, extra={"best": 1.5},
+    lab.module(CHECKPOINT).save_checkpoint(_there(lab, path), step=steps, config_hash=HASH, extra={"best": 1.5},
                                            **original.objects())
     return original, path
 
 
-def _loaded(lab) -> tuple[Parts, Parts, Path, dict]:
+def _loaded(lab) -> tuple[Any, Any, Path, dict]:
     """`_saved`'s parts and file, other parts (other seeds, no steps) with that file loaded into them, and what
     load_checkpoint returned."""
     original, path = _saved(lab)
-    other = _parts(1)
-    info = lab.module(CHECKPOINT).load_checkpoint(path, config_hash=HASH, **other.objects())
+    other = lab.library(CHILD).parts(1)
+    info = lab.module(CHECKPOINT).load_checkpoint(_there(lab, path), config_hash=HASH, **other.objects())
     return original, other, path, info
 
 
@@ -145,8 +158,7 @@ _data_state = _state_check("batcher", "the data RNG and its position come back",
                    "loaded` makes a new array the optimizer never updates", needs=(_model_state,))
 def _copied(lab):
     _, other, _, _ = _loaded(lab)
-    rebound = [name for name, p in other.model.named_parameters()
-               if not np.shares_memory(p.data, other.model.buffer.data)]
+    rebound = lab.library(CHILD).rebound(other.model)
     if rebound:
         raise Failed(f"after loading, {rebound[0]} (and {len(rebound) - 1} more) is no longer a view of the "
                      "model's flat buffer: the optimizer would update the old arrays")
@@ -170,7 +182,7 @@ def _continues(lab):
 def _same_bytes(lab):
     _, other, path, _ = _loaded(lab)
     again = lab.scratch() / "again.safetensors"
-    lab.module(CHECKPOINT).save_checkpoint(again, step=13, config_hash=HASH, extra={"best": 1.5},
+    lab.module(CHECKPOINT).save_checkpoint(_there(lab, again), step=13, config_hash=HASH, extra={"best": 1.5},
                                            **other.objects())
     if again.read_bytes() != path.read_bytes():
         raise Failed("save, load, save again: the two files differ")
@@ -178,9 +190,9 @@ def _same_bytes(lab):
 
 def _refused(lab, path: Path, what: str, **keys: Any) -> None:
     """Loading `path` must raise a UserError and leave fresh parts exactly as they were."""
-    other = _parts(1)
+    other = lab.library(CHILD).parts(1)
     before = other.states()
-    error = raised(UserError, lab.module(CHECKPOINT).load_checkpoint, path,
+    error = raised(UserError, lab.module(CHECKPOINT).load_checkpoint, _there(lab, path),
                    **{"config_hash": HASH, **keys, **other.objects()})
     if error is None:
         raise Failed(f"{what} was loaded; it must be refused with a UserError")
@@ -191,7 +203,7 @@ def _refused(lab, path: Path, what: str, **keys: Any) -> None:
         raise Failed(f"{what} was refused, but only after changing the {', '.join(changed)}")
 
 
-def _changed(before: dict[str, Any], parts: Parts) -> list[str]:
+def _changed(before: dict[str, Any], parts: Any) -> list[str]:
     """The states of `parts` that differ from `before` (a `states()` taken earlier)."""
     after = parts.states()
     return [k for k in before if not _same(before[k], after[k])]
@@ -220,9 +232,10 @@ def _model_only(lab):
                    "from the snapshot, then raise a UserError", needs=(_round_trip,))
 def _rollback(lab):
     _, path = _saved(lab)
-    other = _parts(1, records=36)  # the batcher refuses a state for 40 records, after the model and optimizer
+    other = lab.library(CHILD).parts(1, records=36)  # its batcher refuses a state for 40, after model and optimizer
     before = other.states()
-    if raised(UserError, lab.module(CHECKPOINT).load_checkpoint, path, config_hash=HASH, **other.objects()) is None:
+    if raised(UserError, lab.module(CHECKPOINT).load_checkpoint, _there(lab, path), config_hash=HASH,
+              **other.objects()) is None:
         raise Failed("a checkpoint whose batcher state is for 40 records loaded into a run of 36")
     changed = _changed(before, other)
     if changed:
@@ -236,21 +249,15 @@ def _atomic(lab):
     original, path = _saved(lab)
     old = path.read_bytes()
     original.advance(1)
-
-    def failing_fsync(fd: int) -> None:
-        raise OSError(28, "No space left on device")
-
-    with mock.patch.object(os, "fsync", failing_fsync):
-        try:
-            lab.module(CHECKPOINT).save_checkpoint(path, step=14, config_hash=HASH, **original.objects())
-        except Exception:  # the disk is full: any error is right, as long as the old file survives
-            failed = True
-        else:
-            failed = False
+    full_disk = lab.library(CHILD).full_disk
+    full_disk(True)
+    with contextlib.suppress(Exception):  # the disk is full: any error is right, as long as the old file survives
+        lab.module(CHECKPOINT).save_checkpoint(_there(lab, path), step=14, config_hash=HASH, **original.objects())
+    fsyncs = full_disk(False)
     if path.read_bytes() != old:
         raise Failed("a save that failed while writing left a changed file behind: write to a temp file, fsync, "
                      "then rename")
-    if not failed:
+    if not fsyncs:
         raise Failed("save_checkpoint never called fsync: without it a crash can leave a renamed but empty file")
 
 
@@ -275,8 +282,30 @@ def _resume_run(lab):
     logs = [(lab.scratch() / d / "train_log.jsonl").read_bytes() for d in ("straight", "resumed")]
     if logs[0] != logs[1]:
         raise Failed("the resumed run's train_log.jsonl differs from the uninterrupted run's")
-    models = [json.loads((lab.scratch() / d / "results.json").read_text())["model_path"]
-              for d in ("straight", "resumed")]
-    if Path(models[0]).name != Path(models[1]).name:
+    models = [locate(json.loads((lab.scratch() / d / "results.json").read_text())["model_path"], lab.scratch() / d)
+              for d in ("straight", "resumed")]  # results.json says where each model file is; its bytes are compared
+    if None in models or models[0].read_bytes() != models[1].read_bytes():
         raise Failed("the resumed run's final model file differs from the uninterrupted run's (its name is the "
                      "hash of its bytes)")
+
+
+# ------------------------------------------------------------------------------------------------ child side
+# Called through `lab.library(CHILD)`: they run where the student's code runs and return plain data.
+_FULL_DISK: list = []  # the patch of os.fsync that full_disk(True) started
+
+
+def rebound(model: Any) -> list[str]:
+    """The names of the parameters whose data is no longer a view of the model's flat buffer."""
+    return [name for name, p in model.named_parameters() if not np.shares_memory(p.data, model.buffer.data)]
+
+
+def full_disk(on: bool) -> int:
+    """From `full_disk(True)` on, os.fsync fails as on a full disk (OSError 28); `full_disk(False)` puts the real
+    one back and returns how many times it was called meanwhile."""
+    calls = os.fsync.call_count if _FULL_DISK else 0
+    while _FULL_DISK:
+        _FULL_DISK.pop().stop()
+    if on:
+        _FULL_DISK.append(mock.patch.object(os, "fsync", side_effect=OSError(28, "No space left on device")))
+        _FULL_DISK[-1].start()
+    return calls

@@ -97,16 +97,16 @@ def run_file(lab: Any) -> Any:
         raise Failed(f"the run folder's model file cannot be read: {error}") from None
 
 
-def run_model(lab: Any, config: str) -> tuple[Any, Any]:
+def run_model(lab: Any, config: str, steps: int | None = None) -> tuple[Any, Any]:
     """(the run folder's model with its file's weights, the lab's `config` loaded); fails unless the file holds
-    the model `config` builds, trained for the steps it sets (the file's own record)."""
+    the model `config` builds, trained for `steps` (default: the steps it sets; the file's own record)."""
     run = run_file(lab)
     cfg = load_config(course_file(config))
     model = build_model(cfg.model.architecture())
     if run.model_config != dict(model.config):
         raise Failed(f"the run's model file holds a model of another shape ({run.model_config}); {config} builds "
                      f"{dict(model.config)}: train it unchanged")
-    steps = cfg.scheduler.total_steps
+    steps = steps or cfg.scheduler.total_steps
     if run.metadata.get("steps") != steps:
         raise Failed(f"the run's model file was trained for {run.metadata.get('steps')} steps; {config} trains "
                      f"{steps}: train it unchanged")
@@ -127,11 +127,11 @@ def not_the_reference(lab: Any, model: Any) -> None:
                      f"with your files: {_train_command(lab)}")
 
 
-def scored_model(lab: Any, config: str, exact_below: float = float("inf")) -> dict:
-    """The run folder's model (`run_model`) scored here on the val split of the lab's `config`, as the run
-    validated: {"loss", "ppl"}, and "exact_match" when the PPL is under `exact_below` (greedy decoding is the
-    slow part, and a model that fails on its PPL needs no more)."""
-    model, cfg = run_model(lab, config)
+def scored_model(lab: Any, config: str, exact_below: float = float("inf"), steps: int | None = None) -> dict:
+    """The run folder's model (`run_model`, trained for `steps`) scored here on the val split of the lab's
+    `config`, as the run validated: {"loss", "ppl"}, and "exact_match" when the PPL is under `exact_below`
+    (greedy decoding is the slow part, and a model that fails on its PPL needs no more)."""
+    model, cfg = run_model(lab, config, steps)
     tokenizer = CharTokenizer.load(course_file(cfg.data.vocab_path))
     records = load_split(cfg.data.model_copy(update={"val_path": str(course_file(cfg.data.val_path))}), "val")
     # The loss reads each record's text only; score_records decodes the forms of records that have one.

@@ -23,6 +23,7 @@ from minitrain.runs.model_files import save_model_file
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_RUN = REPO / "experiments" / "27-llama-verbs"
+MINI_RUN = REPO / "experiments" / "18-train-mini"
 SHORT_RUN = REPO / "experiments" / "22-smollm2-verbs" / "short"
 FAKE_PASS = "13 of 13 passed: done."
 # At the top of a student's bpe.py: every way the old checker's verdict could be reached from the student's code.
@@ -85,32 +86,44 @@ def run_items(lab: str, run: Path, workspace: Path | None = None) -> dict[str, s
     return {o.name: o.reason for o in outcomes if not o.passed}
 
 
-def forged_llama_run(tmp_path: Path, steps: int) -> Path:
-    """The committed Llama run with its model file replaced by an untrained one of the same shape that says it
-    trained `steps` steps, and results.json naming it, its scores (val PPL 1.389, exact match 54.9 %) kept."""
+def forged_run(tmp_path: Path, steps: int, committed: Path = LLAMA_RUN, **claims: object) -> Path:
+    """The committed run with its model file replaced by an untrained one of the same shape that says it trained
+    `steps` steps, and results.json naming it, its scores kept (the Llama's val PPL 1.389, exact match 54.9 %)
+    and `claims` added."""
     run = tmp_path / "run"
-    shutil.copytree(LLAMA_RUN, run)
+    shutil.copytree(committed, run)
     info = read_run(run)
     model = build_model(info.model_config, rng=1)
     path = run / "models" / "forged.safetensors"
     kept = {k: v for k, v in info.metadata.items() if k in ("config_hash", "rng_seed", "data_seed")}
     sha = save_model_file(path, model.state_dict(), info.model_config, {**kept, "steps": steps})
     results = json.loads((run / "results.json").read_text(encoding="utf-8"))
-    results.update(model_path=str(path), model_sha256=sha)
+    results.update(model_path=str(path), model_sha256=sha, **claims)
     (run / "results.json").write_text(json.dumps(results), encoding="utf-8")
     return run
 
 
 def test_lab07_scores_the_model_file_never_results_json(tmp_path):
     # (the committed run, scored here, passes: test_course_labs grades the library on it)
-    failed = run_items("07", forged_llama_run(tmp_path / "a", steps=2000))
+    failed = run_items("07", forged_run(tmp_path / "a", steps=2000))
     scores = "run folder: on the held-out verbs, val PPL under 1.6 and exact match over 10 %"
     assert list(failed) == [scores]
     assert failed[scores].startswith("scored here from its model file, the run's held-out val PPL is ")
     assert float(failed[scores].split(" is ")[1].split(";")[0]) > 30  # an untrained model: PPL near the vocabulary's
-    failed = run_items("07", forged_llama_run(tmp_path / "b", steps=30))
+    failed = run_items("07", forged_run(tmp_path / "b", steps=30))
     assert "the run's model file was trained for 30 steps; experiments/27-llama-verbs/config.yaml trains 2000" in \
         failed["run folder: the Llama run of experiments/27-llama-verbs finished with your four files"]
+
+
+def test_lab01_scores_the_model_file_against_the_courses_baseline_never_results_json(tmp_path):
+    assert run_items("01", MINI_RUN) == {}  # the committed run, scored here from its model file, passes
+    # an untrained model, results.json keeping val PPL 1.37 and claiming a baseline it beats
+    failed = run_items("01", forged_run(tmp_path, 2000, MINI_RUN, ngram_baseline_val_ppl=1e9, beats_baseline=True))
+    beats = "run folder: its model file, scored here on the val split, has a val PPL under the n-gram's"
+    assert list(failed) == [beats]
+    assert failed[beats].startswith("scored here from its model file, the run's val PPL is ")
+    assert failed[beats].endswith(", not below the n-gram baseline's 5.8")  # the course's: experiments/14-*
+    assert float(failed[beats].split(" is ")[1].split(",")[0]) > 30  # untrained: near the vocabulary's 64
 
 
 def pasted(lab: str, run: Path, workspace: Path) -> Path:
@@ -148,7 +161,8 @@ def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item
 
 
 # The labs whose every check decides in the checker's process, with the file the forger goes in (lab 06 above).
-FORGED = {"00": "minitrain/data/batcher.py", "03": "minitrain/monitor/curves.py",
+FORGED = {"00": "minitrain/data/batcher.py", "01": "minitrain/loop.py", "02": "minitrain/checkpoint.py",
+          "03": "minitrain/monitor/curves.py",
           "04": "minitrain/monitor/early_stopping.py", "08": "minitrain/data/answer_mask.py"}
 
 
