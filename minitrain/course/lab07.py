@@ -83,10 +83,10 @@ def _verdict(got, want, what: str, mistakes) -> None:
                  f"expected {want.shape}")
 
 
-def _own_ops(refuse: bool, piece: str, fused: tuple[str, ...]) -> AbstractContextManager:
-    """When `refuse` (a workspace): while `piece` runs, functional's fused ops `fused` raise (see the module
+def _own_ops(active: bool, piece: str, fused: tuple[str, ...]) -> AbstractContextManager:
+    """When `active` (a workspace): while `piece` runs, functional's fused ops `fused` raise (see the module
     docstring)."""
-    if not (refuse and fused):
+    if not (active and fused):
         return nullcontext()
 
     def refuse(name: str):
@@ -113,9 +113,9 @@ def _rng(lab, seed: int):
     return lab.library(np.random).default_rng(seed)
 
 
-def _output_there(refuse: bool, piece: str, fused: tuple[str, ...], function, *args) -> np.ndarray:
+def _output_there(active: bool, piece: str, fused: tuple[str, ...], function, *args) -> np.ndarray:
     """Runs where the student's code does (`_there`): function(*args).data, under `_own_ops`."""
-    with _own_ops(refuse, piece, fused):
+    with _own_ops(active, piece, fused):
         return np.asarray(function(*args).data)
 
 
@@ -124,10 +124,10 @@ def _output(lab, ops: tuple, function, *args) -> np.ndarray:
     return _there(lab)._output_there(lab.workspace is not None, *ops, function, *args)
 
 
-def _gradients_there(refuse: bool, piece: str, fused: tuple[str, ...], function, inputs, *extra) -> list:
+def _gradients_there(active: bool, piece: str, fused: tuple[str, ...], function, inputs, *extra) -> list:
     """Runs where the student's code does: gradcheck.gradients of function(inputs[0], *extra) for `inputs`, under
     `_own_ops`."""
-    with _own_ops(refuse, piece, fused):
+    with _own_ops(active, piece, fused):
         return gradients(lambda *given: function(given[0], *extra), inputs, eps=1e-6)
 
 
@@ -389,7 +389,7 @@ CACHE_MODEL = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=16, d_ff=24, vocab_
 CACHE_STEPS = [(0, 5)] + [(t, t + 1) for t in range(5, 9)]
 
 
-def _cache_there(refuse: bool, attention) -> dict:
+def _cache_there(active: bool, attention) -> dict:
     """Runs where the student's code does: the small Llama's logits (B, T, vocab) over the whole sequence
     ("full"), then the last position's of each step through a KV cache ("steps"), up to the first step that
     raised ("raised": [step, its exception's type name, text]), all under `_own_ops`."""
@@ -398,7 +398,7 @@ def _cache_there(refuse: bool, attention) -> dict:
     mask = np.ones(idx.shape, dtype=bool)
     mask[1, :2] = False
     found: dict = {"steps": [], "raised": None}
-    with _own_ops(refuse, *ATTENTION_OPS), inference(model), np.errstate(invalid="ignore"):  # NaN: told apart
+    with _own_ops(active, *ATTENTION_OPS), inference(model), np.errstate(invalid="ignore"):  # NaN: told apart
         found["full"] = model(idx, attn_pad_mask=mask)[0].data
         if np.isnan(found["full"]).any():
             return found

@@ -23,6 +23,7 @@ from minitrain.runs.model_files import save_model_file
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_RUN = REPO / "experiments" / "27-llama-verbs"
+LORA_RUN = REPO / "experiments" / "21-lora" / "lab05"
 SHORT_RUN = REPO / "experiments" / "22-smollm2-verbs" / "short"
 FAKE_PASS = "13 of 13 passed: done."
 # At the top of a student's bpe.py: every way the old checker's verdict could be reached from the student's code.
@@ -113,6 +114,27 @@ def test_lab07_scores_the_model_file_never_results_json(tmp_path):
         failed["run folder: the Llama run of experiments/27-llama-verbs finished with your four files"]
 
 
+def test_lab05_scores_the_merged_model_never_results_json(tmp_path):
+    """The committed LoRA run (which keeps its merge, not its adapters) passes as it is; with merged/'s model
+    replaced by an untrained one of the same shape and merged/results.json naming it, results.json's val PPL of
+    1.169 and the merge's recorded logit difference kept, it fails on the PPL scored here."""
+    learned = "run folder: the adapters learned the held-out imperfect: val PPL far below the base's"
+    run = tmp_path / "run"
+    shutil.copytree(LORA_RUN, run)
+    assert run_items("05", run) == {}
+    merged = read_run(run / "merged")
+    sha = save_model_file(run / "merged" / "model.safetensors", build_model(merged.model_config, rng=1).state_dict(),
+                          merged.model_config, {"merged_from": merged.metadata["merged_from"]})
+    facts = json.loads((run / "merged" / "results.json").read_text(encoding="utf-8"))
+    assert facts["val_ppl"] == pytest.approx(1.169, abs=5e-4) and facts["merge"]["max_abs_logit_difference"] < 1e-4
+    (run / "merged" / "results.json").write_text(json.dumps({**facts, "model_sha256": sha}), encoding="utf-8")
+    failed = run_items("05", run)
+    assert list(failed) == [learned]
+    assert failed[learned].startswith("scored here from its model file, the run's val PPL on the held-out imperfect "
+                                      "is ")
+    assert float(failed[learned].split(" is ")[1].split(";")[0]) > 30  # untrained: near the vocabulary's 64
+
+
 def pasted(lab: str, run: Path, workspace: Path) -> Path:
     """`run` copied into the workspace, with a lab_files block naming the workspace's files as they are."""
     shutil.copytree(run, workspace / "run")
@@ -150,6 +172,7 @@ def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item
 # The labs whose every check decides in the checker's process, with the file the forger goes in (lab 06 above).
 FORGED = {"00": "minitrain/data/batcher.py", "03": "minitrain/monitor/curves.py",
           "04": "minitrain/monitor/early_stopping.py", "08": "minitrain/data/answer_mask.py"}
+FORGED |= {"05": "minitrain/nn/lora.py", "07": "minitrain/nn/rms_norm.py"}
 
 
 @pytest.mark.parametrize("lab", sorted(FORGED))
