@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_course_labs import workspace_with_reference
 from test_lab_checker_limits import LIMITS, MISBEHAVIOURS, misbehave_once, pattern
@@ -18,6 +19,15 @@ from minitrain import seam
 from minitrain.cli import main
 from minitrain.course.labs import LABS, checklist, grade, start
 from minitrain.hub.run_folder import read_run
+from minitrain.lora import (
+    LoraSettings,
+    adapter_names_in,
+    add_adapters,
+    linear_paths,
+    resolve_targets,
+    settings_of,
+    with_base,
+)
 from minitrain.models.registry import build_model
 from minitrain.runs.model_files import save_model_file
 
@@ -155,6 +165,44 @@ def test_a_committed_run_with_a_pasted_lab_files_block_fails(tmp_path):
     failed = run_items("08", pasted("08", SHORT_RUN, ws), ws)
     done = "run folder: the short run trained LoRA adapters on the answers only, with your answer_mask"
     assert failed[done].startswith("the run folder's model file cannot be read: ") and "no model file" in failed[done]
+
+
+def adapted_lab05_run(workspace: Path, b_scale: float) -> Path:
+    """The committed LoRA run pasted into `workspace` with what it does not keep (its adapters, their base) made
+    up without training: its merged model saved as the base, and rank-4 adapters on it whose B is drawn at
+    `b_scale` (0: the adapted model is the merged one), results.json naming them with its numbers kept."""
+    run = pasted("05", LORA_RUN, workspace)
+    merged = read_run(run / "merged")
+    save_model_file(run / "base.safetensors", merged.state, merged.model_config)
+    model = build_model(merged.model_config)
+    model.load_state_dict(merged.state)
+    targets, _ = resolve_targets(["c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"], None, linear_paths(model))
+    add_adapters(model, with_base(LoraSettings(4, 8.0, tuple(targets)), "base.safetensors", merged.state),
+                 np.random.default_rng(0))
+    full = model.state_dict()
+    state = {name: np.random.default_rng(1).normal(0.0, b_scale, full[name].shape).astype(np.float32)
+             if "lora_B" in name else full[name] for name in adapter_names_in(full, settings_of(model))}
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    path = run / "models" / "adapters.safetensors"
+    sha = save_model_file(path, state, model.config, {"steps": 400, "config_hash": manifest["config_hash"],
+                                                       "rng_seed": manifest["seed"]})
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    (run / "results.json").write_text(json.dumps({**results, "model_path": str(path), "model_sha256": sha}),
+                                      encoding="utf-8")
+    return run
+
+
+def test_lab05_scores_a_workspaces_adapters_on_their_base_never_results_json(tmp_path):
+    """Adapters that leave the merged model as it is pass; adapters of random B fail on the PPL scored here and on
+    the merged model's logits, results.json's 1.169 and the merge's record kept."""
+    learned = "run folder: the adapters learned the held-out imperfect: val PPL far below the base's"
+    merged = "run folder: merged/ holds the merged model, and it computes what the adapted one did"
+    ws = workspace_with_reference("05", tmp_path / "honest")
+    assert run_items("05", adapted_lab05_run(ws, 0.0), ws) == {}
+    ws = workspace_with_reference("05", tmp_path / "forged")
+    failed = run_items("05", adapted_lab05_run(ws, 0.5), ws)
+    assert float(failed[learned].split(" is ")[1].split(";")[0]) > 1.5  # results.json still says 1.169
+    assert failed[merged].startswith("the merged model's logits differ from the adapted model's by up to ")
 
 
 @pytest.mark.parametrize("misbehaviour", ["loop", "segfault"])
