@@ -8,17 +8,22 @@ interleaved pairs, silu on the wrong projection, v rotated too, key/value heads 
 no causal mask) to say which one it is. For a workspace, the library's fused op for the whole piece
 (functional.rms_norm, rope, grouped_attention, attention, self_attention) raises while the piece runs: the lab
 asks for each from Tensor ops, which the library's own files (the yardstick) do not use.
+
+Every check decides in the checker's process (checks.py `here`): the student's pieces, given the library's
+weights, and their inputs live in the child; what comes back is arrays (an output, gradcheck.gradients' pairs,
+the logits of a small Llama built there around the student's attention, `_cache_there`), compared here.
 """
 
 from __future__ import annotations
 
+import sys
 from contextlib import AbstractContextManager, nullcontext
 from unittest import mock
 
 import numpy as np
 
 from minitrain.autograd import functional as F
-from minitrain.autograd.gradcheck import GradcheckError, gradcheck
+from minitrain.autograd.gradcheck import GradcheckError, compare_gradients, gradients
 from minitrain.autograd.tensor import Tensor
 from minitrain.course.checks import Checklist, Failed
 from minitrain.course.runs import check_manifest, not_the_reference, run_model, scored_model
@@ -28,7 +33,7 @@ from minitrain.nn import LlamaAttention, LlamaMLP, RMSNorm, RotaryEmbedding, inf
 from minitrain.nn.apply_rotary import apply_rotary
 from minitrain.nn.rotary import rope_positions
 
-CHECKS = Checklist()
+CHECKS = Checklist(here=True)
 NORM, ROTARY = "minitrain/nn/rms_norm.py", "minitrain/nn/apply_rotary.py"
 MLP, ATTENTION = "minitrain/nn/llama_mlp.py", "minitrain/nn/llama_attention.py"
 FILES = (NORM, ROTARY, MLP, ATTENTION)
@@ -39,12 +44,25 @@ OWN_OPS = ("write it from Tensor ops (*, +, **, .mean, .sum, @, reshape, transpo
            "yardstick, not an answer")
 NO_KEY = ("fill the blocked scores with a large negative number (−1e9), not −inf, and multiply the weights by the "
           "mask: a row with no allowed key (a left-padded row's padding) then gets weights 0, as the library's does")
+NORM_OPS = ("RMSNorm.forward", ("rms_norm", "layer_norm"))  # (the piece, functional's fused ops it may not call)
+ROTARY_OPS, MLP_OPS = ("apply_rotary", ("rope",)), ("LlamaMLP.forward", ())
+ATTENTION_OPS = ("LlamaAttention.forward", ("grouped_attention", "attention", "self_attention"))
 CACHE = ("with a cache: rotate k first, then keys, values = cache.update(k.data, v.data) and attend over what it "
          "returns, every position so far (the cache stores ROTATED keys: each at its own position)")
 
 
 def _x(*shape: int, seed: int = 0, scale: float = 1.0, grad: bool = False) -> Tensor:
     return Tensor(np.random.default_rng(seed).normal(0.0, scale, shape), requires_grad=grad, dtype=np.float64)
+
+
+def _there(lab):
+    """This module where the student's code runs (`lab.library`): the inputs handed to that code are built there."""
+    return lab.library(sys.modules[__name__])
+
+
+def _xs(lab, *shape: int, **keys) -> tuple[Tensor, object]:
+    """`_x(*shape, **keys)` here (for the library's answer) and where the student's code runs (for theirs)."""
+    return _x(*shape, **keys), _there(lab)._x(*shape, **keys)
 
 
 def _close(a, b) -> bool:
@@ -65,9 +83,10 @@ def _verdict(got, want, what: str, mistakes) -> None:
                  f"expected {want.shape}")
 
 
-def _own_ops(lab, piece: str, fused: tuple[str, ...]) -> AbstractContextManager:
-    """For a workspace: while `piece` runs, functional's fused ops `fused` raise (see the module docstring)."""
-    if lab.workspace is None:
+def _own_ops(active: bool, piece: str, fused: tuple[str, ...]) -> AbstractContextManager:
+    """When `active` (a workspace): while `piece` runs, functional's fused ops `fused` raise (see the module
+    docstring)."""
+    if not (active and fused):
         return nullcontext()
 
     def refuse(name: str):
@@ -82,23 +101,48 @@ def _own_ops(lab, piece: str, fused: tuple[str, ...]) -> AbstractContextManager:
 def _same_weights(theirs, ours) -> None:
     """Copy `ours`' parameters into `theirs` (Hugging Face's names), failing when names or shapes differ."""
     want = {name: p.shape for name, p in ours.named_parameters()}
-    got = {name: p.shape for name, p in theirs.named_parameters()}
+    got = {name: tuple(p.shape) for name, p in theirs.named_parameters()}
     if got != want:
-        raise Failed(f"your {type(theirs).__name__} has parameters {got}; expected {want} (Hugging Face's names, "
+        raise Failed(f"your {type(ours).__name__} has parameters {got}; expected {want} (Hugging Face's names, "
                      "linear weights [in, out])")
     theirs.load_state_dict(ours.state_dict())
 
 
-def _gradients(function, inputs, what: str) -> None:
+def _rng(lab, seed: int):
+    """np.random.default_rng(seed) where the student's code runs."""
+    return lab.library(np.random).default_rng(seed)
+
+
+def _output_there(active: bool, piece: str, fused: tuple[str, ...], function, *args) -> np.ndarray:
+    """Runs where the student's code does (`_there`): function(*args).data, under `_own_ops`."""
+    with _own_ops(active, piece, fused):
+        return np.asarray(function(*args).data)
+
+
+def _output(lab, ops: tuple, function, *args) -> np.ndarray:
+    """The student's `function(*args)` (its .data), run where their code runs while `ops` are refused."""
+    return _there(lab)._output_there(lab.workspace is not None, *ops, function, *args)
+
+
+def _gradients_there(active: bool, piece: str, fused: tuple[str, ...], function, inputs, *extra) -> list:
+    """Runs where the student's code does: gradcheck.gradients of function(inputs[0], *extra) for `inputs`, under
+    `_own_ops`."""
+    with _own_ops(active, piece, fused):
+        return gradients(lambda *given: function(given[0], *extra), inputs, eps=1e-6)
+
+
+def _gradients(lab, ops: tuple, function, inputs, *extra, what: str) -> None:
+    """Fail unless the gradients of the student's function(inputs[0], *extra) match central differences."""
     try:
-        gradcheck(function, inputs, eps=1e-6, rtol=1e-5, atol=1e-8)
+        compare_gradients(_there(lab)._gradients_there(lab.workspace is not None, *ops, function, inputs, *extra),
+                          rtol=1e-5, atol=1e-8)
     except GradcheckError as error:
         raise Failed(f"{what}: the gradients do not match central differences: {error}") from None
 
 
 # ------------------------------------------------------------------------------------------------ RMSNorm
 def _norms(lab):
-    theirs = lab.module(NORM).RMSNorm(C, EPS, dtype=np.float64)
+    theirs = lab.module(NORM).RMSNorm(C, EPS, dtype=lab.library(np).float64)
     ours = RMSNorm(C, EPS, dtype=np.float64)
     ours.weight.data[...] = np.random.default_rng(3).normal(1.0, 0.3, C)
     _same_weights(theirs, ours)
@@ -110,10 +154,9 @@ def _norms(lab):
                    "and there is no bias (that is LayerNorm)")
 def _norm_forward(lab):
     theirs, ours = _norms(lab)
-    x = _x(B, T, C, seed=1, scale=0.1)  # rows small enough that eps (0.01) matters
+    x, there = _xs(lab, B, T, C, seed=1, scale=0.1)  # rows small enough that eps (0.01) matters
     want = ours(x).data
-    with _own_ops(lab, "RMSNorm.forward", ("rms_norm", "layer_norm")):
-        got = theirs(x).data
+    got = _output(lab, NORM_OPS, theirs, there)
     a, w = x.data, ours.weight.data
     centred = a - a.mean(-1, keepdims=True)
     _verdict(got, want, f"RMSNorm(eps={EPS}) on rows of scale 0.1", [
@@ -133,8 +176,8 @@ def _norm_forward(lab):
                    "an op on .data is off the tape, so no gradient flows through it")
 def _norm_gradients(lab):
     theirs, _ = _norms(lab)
-    with _own_ops(lab, "RMSNorm.forward", ("rms_norm", "layer_norm")):
-        _gradients(lambda a, w: theirs(a), [_x(2, 3, C, seed=2, scale=0.3, grad=True), theirs.weight], "RMSNorm")
+    _gradients(lab, NORM_OPS, theirs, [_there(lab)._x(2, 3, C, seed=2, scale=0.3, grad=True), theirs.weight],
+               what="RMSNorm")
 
 
 # ------------------------------------------------------------------------------------------------ rotary
@@ -147,18 +190,18 @@ def _angles(positions: np.ndarray, theta: float = 100.0) -> tuple[np.ndarray, np
     return RotaryEmbedding(D, theta)(positions, np.float64)
 
 
-def _rotate(lab, x: Tensor, cos, sin) -> Tensor:
-    with _own_ops(lab, "apply_rotary", ("rope",)):
-        return lab.module(ROTARY).apply_rotary(x, cos, sin)
+def _rotate(lab, x, cos, sin) -> np.ndarray:
+    """The student's apply_rotary(x, cos, sin).data, `x` where their code runs."""
+    return _output(lab, ROTARY_OPS, lab.module(ROTARY).apply_rotary, x, cos, sin)
 
 
 @CHECKS.check("apply_rotary rotates each pair (x₁[i], x₂[i]) by its angle: x·cos + rotate_half(x)·sin",
               hint=HALF_HINT + "; pair i is dims i and i + D/2 (transformers' layout), not 2i and 2i + 1")
 def _rotary_forward(lab):
-    x = _x(B, T, 3, D, seed=4)
+    x, there = _xs(lab, B, T, 3, D, seed=4)
     cos, sin = _angles(rope_positions(B, T))
     want = apply_rotary(x, cos, sin).data
-    got = np.asarray(_rotate(lab, x, cos, sin).data)
+    got = _rotate(lab, there, cos, sin)
     a, h = x.data, D // 2
     interleaved = np.empty_like(a)
     c, s = cos[..., :h], sin[..., :h]
@@ -177,14 +220,14 @@ def _rotary_forward(lab):
               hint="a rotation of each pair by m·ω_i keeps its length, and rotating q by m and k by n turns their "
                    "pair by (m − n)·ω_i: rotate queries and keys with the same cos and sin of their own positions")
 def _relative(lab):
-    q, k = _x(1, 1, 1, D, seed=5), _x(1, 1, 1, D, seed=6)
+    (q, q_there), (_, k_there) = _xs(lab, 1, 1, 1, D, seed=5), _xs(lab, 1, 1, 1, D, seed=6)
 
     def score(m: int, n: int) -> float:
-        rq = _rotate(lab, q, *_angles(np.array([[m]]))).data
-        rk = _rotate(lab, k, *_angles(np.array([[n]]))).data
+        rq = _rotate(lab, q_there, *_angles(np.array([[m]])))
+        rk = _rotate(lab, k_there, *_angles(np.array([[n]])))
         return float((rq * rk).sum())
 
-    rotated = _rotate(lab, q, *_angles(np.array([[7]]))).data
+    rotated = _rotate(lab, q_there, *_angles(np.array([[7]])))
     if not np.isclose(np.linalg.norm(rotated), np.linalg.norm(q.data), rtol=1e-12):
         raise Failed(f"|q| = {np.linalg.norm(q.data):.6g} becomes {np.linalg.norm(rotated):.6g} at position 7: "
                      "a rotation keeps lengths")
@@ -201,12 +244,13 @@ def _relative(lab):
                    "NumPy on x.data is off the tape")
 def _rotary_gradients(lab):
     cos, sin = _angles(rope_positions(1, 3))
-    _gradients(lambda a: _rotate(lab, a, cos, sin), [_x(1, 3, 2, D, seed=7, grad=True)], "apply_rotary")
+    _gradients(lab, ROTARY_OPS, lab.module(ROTARY).apply_rotary, [_there(lab)._x(1, 3, 2, D, seed=7, grad=True)],
+               cos, sin, what="apply_rotary")
 
 
 # ------------------------------------------------------------------------------------------------ SwiGLU
 def _mlps(lab):
-    theirs = lab.module(MLP).LlamaMLP(C, D_FF, rng=np.random.default_rng(8), dtype=np.float64)
+    theirs = lab.module(MLP).LlamaMLP(C, D_FF, rng=_rng(lab, 8), dtype=lab.library(np).float64)
     ours = LlamaMLP(C, D_FF, rng=np.random.default_rng(9), dtype=np.float64)
     for seed, p in enumerate(ours.parameters()):  # gate and up differ, so a swap shows
         p.data[...] = np.random.default_rng(seed).normal(0.0, 0.5, p.shape)
@@ -223,9 +267,9 @@ def _silu(z: np.ndarray) -> np.ndarray:
                    "gate_proj's output only, times up_proj's, then down_proj")
 def _mlp_forward(lab):
     theirs, ours = _mlps(lab)
-    x = _x(B, T, C, seed=10)
+    x, there = _xs(lab, B, T, C, seed=10)
     want = ours(x).data
-    got = np.asarray(theirs(x).data)
+    got = _output(lab, MLP_OPS, theirs, there)
     g, u = x.data @ ours.gate_proj.weight.data, x.data @ ours.up_proj.weight.data
     down = ours.down_proj.weight.data
     _verdict(got, want, "your MLP", [
@@ -242,7 +286,7 @@ def _mlp_forward(lab):
 def _mlp_gradients(lab):
     theirs, _ = _mlps(lab)
     weights = [theirs.gate_proj.weight, theirs.up_proj.weight, theirs.down_proj.weight]
-    _gradients(lambda a, *w: theirs(a), [_x(1, 3, C, seed=11, grad=True), *weights], "LlamaMLP")
+    _gradients(lab, MLP_OPS, theirs, [_there(lab)._x(1, 3, C, seed=11, grad=True), *weights], what="LlamaMLP")
 
 
 # ------------------------------------------------------------------------------------------------ attention
@@ -252,8 +296,8 @@ GROUP_HINT = ("query head h reads key/value head h // (H/H_kv): heads 0, 1 share
 
 
 def _attentions(lab, n_kv_head: int, bias: bool = False):
-    theirs = lab.module(ATTENTION).LlamaAttention(C, 4, n_kv_head, HEAD_DIM, bias, rng=np.random.default_rng(12),
-                                                  dtype=np.float64)
+    theirs = lab.module(ATTENTION).LlamaAttention(C, 4, n_kv_head, HEAD_DIM, bias, rng=_rng(lab, 12),
+                                                  dtype=lab.library(np).float64)
     ours = LlamaAttention(C, 4, n_kv_head, HEAD_DIM, bias, rng=np.random.default_rng(13), dtype=np.float64)
     for seed, p in enumerate(ours.parameters()):  # k and v differ, so rotating v shows
         p.data[...] = np.random.default_rng(seed + 20).normal(0.0, 0.6, p.shape)
@@ -261,9 +305,8 @@ def _attentions(lab, n_kv_head: int, bias: bool = False):
     return theirs, ours
 
 
-def _attend(lab, attention, x, cos, sin, allowed, cache=None) -> Tensor:
-    with _own_ops(lab, "LlamaAttention.forward", ("grouped_attention", "attention", "self_attention")):
-        return attention(x, cos, sin, allowed, cache)
+def _attend(lab, attention, x, cos, sin, allowed) -> np.ndarray:
+    return _output(lab, ATTENTION_OPS, attention, x, cos, sin, allowed, None)
 
 
 def _numpy_attention(layer, x, cos, sin, allowed, rotate_v=False, tiled=False, scaled=True, causal=True
@@ -293,11 +336,11 @@ def _numpy_attention(layer, x, cos, sin, allowed, rotate_v=False, tiled=False, s
 
 def _compare_attention(lab, n_kv_head: int, bias: bool = False) -> None:
     theirs, ours = _attentions(lab, n_kv_head, bias)
-    x = _x(B, T, C, seed=14)
+    x, there = _xs(lab, B, T, C, seed=14)
     cos, sin = RotaryEmbedding(HEAD_DIM, 10.0)(rope_positions(B, T), np.float64)
     allowed = F.attention_mask(T, T)
     want = ours(x, cos, sin, allowed).data
-    got = np.asarray(_attend(lab, theirs, x, cos, sin, allowed).data)
+    got = _attend(lab, theirs, there, cos, sin, allowed)
     mistakes = [(dict(rotate_v=True), "v was rotated too", "rotate q and k only, never v: the rotation is about "
                  "where a query and a key are, and v carries what is read"),
                 (dict(scaled=False), "the scores are not divided by √D", "scores = q·k / √D (D = head_dim)"),
@@ -335,43 +378,64 @@ def _attention_gradients(lab):
     theirs, _ = _attentions(lab, 2)
     cos, sin = RotaryEmbedding(HEAD_DIM, 10.0)(rope_positions(1, 3), np.float64)
     weights = [getattr(theirs, name).weight for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
-    x = _x(1, 3, C, seed=15, grad=True)
-    _gradients(lambda a, *w: _attend(lab, theirs, a, cos, sin, F.attention_mask(3, 3)), [x, *weights], "LlamaAttention")
+    _gradients(lab, ATTENTION_OPS, theirs, [_there(lab)._x(1, 3, C, seed=15, grad=True), *weights], cos, sin,
+               F.attention_mask(3, 3), None, what="LlamaAttention")
+
+
+# a small Llama composed with the student's attention; row 1 of its batch is left-padded (its positions start at 0
+# after the padding), fed through a KV cache as a 5-token prompt, then one token at a time
+CACHE_MODEL = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=16, d_ff=24, vocab_size=11, max_seq_len=16, head_dim=4,
+                   rope_theta=10000.0, rms_norm_eps=1e-5, dropout=0.0)
+CACHE_STEPS = [(0, 5)] + [(t, t + 1) for t in range(5, 9)]
+
+
+def _cache_there(active: bool, attention) -> dict:
+    """Runs where the student's code does: the small Llama's logits (B, T, vocab) over the whole sequence
+    ("full"), then the last position's of each step through a KV cache ("steps"), up to the first step that
+    raised ("raised": [step, its exception's type name, text]), all under `_own_ops`."""
+    model = Decoder(CACHE_MODEL, norm=RMSNorm, attention=attention, rng=16, dtype=np.float64)
+    idx = np.random.default_rng(18).integers(1, 11, (2, 9))
+    mask = np.ones(idx.shape, dtype=bool)
+    mask[1, :2] = False
+    found: dict = {"steps": [], "raised": None}
+    with _own_ops(active, *ATTENTION_OPS), inference(model), np.errstate(invalid="ignore"):  # NaN: told apart
+        found["full"] = model(idx, attn_pad_mask=mask)[0].data
+        if np.isnan(found["full"]).any():
+            return found
+        cache = KVCache(2, 2, 9, 2, 4, np.float64)
+        for number, (start, end) in enumerate(CACHE_STEPS):
+            try:
+                found["steps"].append(np.asarray(model.step(idx[:, start:end], mask[:, start:end], cache)))
+            except Failed:
+                raise
+            except Exception as error:
+                found["raised"] = [number, type(error).__name__, str(error)]
+                break
+    return found
 
 
 @CHECKS.check("with a KV cache, feeding tokens one at a time gives the logits of one pass over the whole sequence",
               needs=(_grouped,), hint=CACHE)
 def _cache(lab):
-    keys = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=16, d_ff=24, vocab_size=11, max_seq_len=16, head_dim=4,
-                rope_theta=10000.0, rms_norm_eps=1e-5, dropout=0.0)  # a small Llama composed with your attention
-    model = Decoder(keys, norm=RMSNorm, attention=lab.module(ATTENTION).LlamaAttention, rng=16, dtype=np.float64)
-    idx = np.random.default_rng(18).integers(1, 11, (2, 9))
-    mask = np.ones(idx.shape, dtype=bool)
-    mask[1, :2] = False  # row 1 is left-padded: its positions start at 0 after the padding
-    with _own_ops(lab, "LlamaAttention.forward", ("grouped_attention", "attention", "self_attention")), \
-            inference(model), np.errstate(invalid="ignore"):  # a NaN is diagnosed below, not warned about
-        full = model(idx, attn_pad_mask=mask)[0].data
-        if np.isnan(full).any():
-            raise Failed("with a left-padded row and no cache, your attention gives NaN logits: a padding query "
-                         "has no allowed key, and a softmax over a row of −inf is 0/0", hint=NO_KEY)
-        cache = KVCache(2, 2, 9, 2, 4, np.float64)
-        steps = [(0, 5)] + [(t, t + 1) for t in range(5, 9)]
-        for number, (start, end) in enumerate(steps):
-            try:
-                got = model.step(idx[:, start:end], mask[:, start:end], cache)
-            except Failed:
-                raise
-            except Exception as error:
-                what = "the 5-token prompt" if number == 0 else f"new token {number} ({start} cached)"
-                raise Failed(f"with a cache, {what} raised {type(error).__name__}: {error}") from None
-            if not np.allclose(got, full[:, end - 1], rtol=1e-8, atol=1e-10):
-                off = np.abs(got - full[:, end - 1]).max()
-                if number == 0:
-                    raise Failed(f"the 5-token prompt through an empty cache gives other logits (off by {off:.3g}) "
-                                 "than the same tokens without one")
-                raise Failed(f"the prompt's logits agree, but new token {number} (position {end - 1}, {start} "
-                             f"cached) is off by {off:.3g}: its query must meet the cached keys, each rotated at "
-                             "its own position")
+    found = _there(lab)._cache_there(lab.workspace is not None, lab.module(ATTENTION).LlamaAttention)
+    full = found["full"]
+    if np.isnan(full).any():
+        raise Failed("with a left-padded row and no cache, your attention gives NaN logits: a padding query "
+                     "has no allowed key, and a softmax over a row of −inf is 0/0", hint=NO_KEY)
+    for number, (start, end) in enumerate(CACHE_STEPS):
+        if number == len(found["steps"]):
+            _, kind, text = found["raised"]
+            what = "the 5-token prompt" if number == 0 else f"new token {number} ({start} cached)"
+            raise Failed(f"with a cache, {what} raised {kind}: {text}")
+        got = found["steps"][number]
+        if not np.allclose(got, full[:, end - 1], rtol=1e-8, atol=1e-10):
+            off = np.abs(got - full[:, end - 1]).max()
+            if number == 0:
+                raise Failed(f"the 5-token prompt through an empty cache gives other logits (off by {off:.3g}) "
+                             "than the same tokens without one")
+            raise Failed(f"the prompt's logits agree, but new token {number} (position {end - 1}, {start} "
+                         f"cached) is off by {off:.3g}: its query must meet the cached keys, each rotated at "
+                         "its own position")
 
 
 # ------------------------------------------------------------------------------------------------ run folder
@@ -379,7 +443,7 @@ REFERENCE_PPL, REFERENCE_EXACT = 1.389, 0.549  # experiments/27-llama-verbs/resu
 CONFIG = "experiments/27-llama-verbs/config.yaml"
 
 
-@CHECKS.check("run folder: the Llama run of experiments/27-llama-verbs finished with your four files", here=True,
+@CHECKS.check("run folder: the Llama run of experiments/27-llama-verbs finished with your four files",
               hint="train experiments/27-llama-verbs/config.yaml into the run folder with MINITRAIN_LAB_DIR set to "
                    "the workspace (its README has the command)")
 def _run_done(lab):
@@ -389,7 +453,7 @@ def _run_done(lab):
 
 
 @CHECKS.check("run folder: on the held-out verbs, val PPL under 1.6 and exact match over 10 %",
-              needs=(_run_done,), here=True,
+              needs=(_run_done,),
               hint=f"the reference run reaches val PPL {REFERENCE_PPL} and {REFERENCE_EXACT * 100:.1f} % exact match "
                    "(seeds 43 and 44: 1.355 and 1.540, 52.8 % and 12.5 %; MiniGPT at equal parameters: 1.373, "
                    "61.8 %); a run far above means a piece trains badly: the items above grade each one")

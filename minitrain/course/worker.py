@@ -6,7 +6,7 @@ The student's code runs here and never in the checker that prints the verdicts: 
 forever, fill the memory, call `sys.exit` or `os._exit`, crash the interpreter), the parent stays in charge. A
 check marked `here` sends only its calls into the student's code here, and decides in the parent; any other
 check still runs whole here, its verdict within reach of the code it grades (a lab moves to `here` when its
-checks send only data, or objects built here by `lab.library`: labs 00 to 04, 06 and 08 have).
+checks send only data, or objects built here by `lab.library`: every lab's, 00 to 09, do).
 The parent writes one JSON line per request on REQUESTS_FD: first the setup (lab, workspace, run folder,
 scratch folder, memory limit, files known not to import), then one `{"check": NAME}` per item. This process
 answers on REPLIES_FD, one JSON line each:

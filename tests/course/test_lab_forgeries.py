@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_course_labs import workspace_with_reference
 from test_lab_checker_limits import LIMITS, MISBEHAVIOURS, misbehave_once, pattern
@@ -18,12 +19,22 @@ from minitrain import seam
 from minitrain.cli import main
 from minitrain.course.labs import LABS, checklist, grade, start
 from minitrain.hub.run_folder import read_run
+from minitrain.lora import (
+    LoraSettings,
+    adapter_names_in,
+    add_adapters,
+    linear_paths,
+    resolve_targets,
+    settings_of,
+    with_base,
+)
 from minitrain.models.registry import build_model
 from minitrain.runs.model_files import save_model_file
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_RUN = REPO / "experiments" / "27-llama-verbs"
 MINI_RUN = REPO / "experiments" / "18-train-mini"
+LORA_RUN = REPO / "experiments" / "21-lora" / "lab05"
 SHORT_RUN = REPO / "experiments" / "22-smollm2-verbs" / "short"
 FAKE_PASS = "13 of 13 passed: done."
 # At the top of a student's bpe.py: every way the old checker's verdict could be reached from the student's code.
@@ -126,6 +137,27 @@ def test_lab01_scores_the_model_file_against_the_courses_baseline_never_results_
     assert float(failed[beats].split(" is ")[1].split(",")[0]) > 30  # untrained: near the vocabulary's 64
 
 
+def test_lab05_scores_the_merged_model_never_results_json(tmp_path):
+    """The committed LoRA run (which keeps its merge, not its adapters) passes as it is; with merged/'s model
+    replaced by an untrained one of the same shape and merged/results.json naming it, results.json's val PPL of
+    1.169 and the merge's recorded logit difference kept, it fails on the PPL scored here."""
+    learned = "run folder: the adapters learned the held-out imperfect: val PPL far below the base's"
+    run = tmp_path / "run"
+    shutil.copytree(LORA_RUN, run)
+    assert run_items("05", run) == {}
+    merged = read_run(run / "merged")
+    sha = save_model_file(run / "merged" / "model.safetensors", build_model(merged.model_config, rng=1).state_dict(),
+                          merged.model_config, {"merged_from": merged.metadata["merged_from"]})
+    facts = json.loads((run / "merged" / "results.json").read_text(encoding="utf-8"))
+    assert facts["val_ppl"] == pytest.approx(1.169, abs=5e-4) and facts["merge"]["max_abs_logit_difference"] < 1e-4
+    (run / "merged" / "results.json").write_text(json.dumps({**facts, "model_sha256": sha}), encoding="utf-8")
+    failed = run_items("05", run)
+    assert list(failed) == [learned]
+    assert failed[learned].startswith("scored here from its model file, the run's val PPL on the held-out imperfect "
+                                      "is ")
+    assert float(failed[learned].split(" is ")[1].split(";")[0]) > 30  # untrained: near the vocabulary's 64
+
+
 def pasted(lab: str, run: Path, workspace: Path) -> Path:
     """`run` copied into the workspace, with a lab_files block naming the workspace's files as they are."""
     shutil.copytree(run, workspace / "run")
@@ -148,6 +180,44 @@ def test_a_committed_run_with_a_pasted_lab_files_block_fails(tmp_path):
     assert failed[done].startswith("the run folder's model file cannot be read: ") and "no model file" in failed[done]
 
 
+def adapted_lab05_run(workspace: Path, b_scale: float) -> Path:
+    """The committed LoRA run pasted into `workspace` with what it does not keep (its adapters, their base) made
+    up without training: its merged model saved as the base, and rank-4 adapters on it whose B is drawn at
+    `b_scale` (0: the adapted model is the merged one), results.json naming them with its numbers kept."""
+    run = pasted("05", LORA_RUN, workspace)
+    merged = read_run(run / "merged")
+    save_model_file(run / "base.safetensors", merged.state, merged.model_config)
+    model = build_model(merged.model_config)
+    model.load_state_dict(merged.state)
+    targets, _ = resolve_targets(["c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"], None, linear_paths(model))
+    add_adapters(model, with_base(LoraSettings(4, 8.0, tuple(targets)), "base.safetensors", merged.state),
+                 np.random.default_rng(0))
+    full = model.state_dict()
+    state = {name: np.random.default_rng(1).normal(0.0, b_scale, full[name].shape).astype(np.float32)
+             if "lora_B" in name else full[name] for name in adapter_names_in(full, settings_of(model))}
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    path = run / "models" / "adapters.safetensors"
+    sha = save_model_file(path, state, model.config, {"steps": 400, "config_hash": manifest["config_hash"],
+                                                       "rng_seed": manifest["seed"]})
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    (run / "results.json").write_text(json.dumps({**results, "model_path": str(path), "model_sha256": sha}),
+                                      encoding="utf-8")
+    return run
+
+
+def test_lab05_scores_a_workspaces_adapters_on_their_base_never_results_json(tmp_path):
+    """Adapters that leave the merged model as it is pass; adapters of random B fail on the PPL scored here and on
+    the merged model's logits, results.json's 1.169 and the merge's record kept."""
+    learned = "run folder: the adapters learned the held-out imperfect: val PPL far below the base's"
+    merged = "run folder: merged/ holds the merged model, and it computes what the adapted one did"
+    ws = workspace_with_reference("05", tmp_path / "honest")
+    assert run_items("05", adapted_lab05_run(ws, 0.0), ws) == {}
+    ws = workspace_with_reference("05", tmp_path / "forged")
+    failed = run_items("05", adapted_lab05_run(ws, 0.5), ws)
+    assert float(failed[learned].split(" is ")[1].split(";")[0]) > 1.5  # results.json still says 1.169
+    assert failed[merged].startswith("the merged model's logits differ from the adapted model's by up to ")
+
+
 @pytest.mark.parametrize("misbehaviour", ["loop", "segfault"])
 def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item_only(misbehaviour, tmp_path):
     """A `here` check's call into the student's code meets the child's limits as a check run there does."""
@@ -162,8 +232,8 @@ def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item
 
 # The labs whose every check decides in the checker's process, with the file the forger goes in (lab 06 above).
 FORGED = {"00": "minitrain/data/batcher.py", "01": "minitrain/loop.py", "02": "minitrain/checkpoint.py",
-          "03": "minitrain/monitor/curves.py",
-          "04": "minitrain/monitor/early_stopping.py", "08": "minitrain/data/answer_mask.py"}
+          "03": "minitrain/monitor/curves.py", "04": "minitrain/monitor/early_stopping.py", "05": "minitrain/nn/lora.py",
+          "07": "minitrain/nn/rms_norm.py", "08": "minitrain/data/answer_mask.py", "09": "minitrain/merging/ties.py"}
 
 
 @pytest.mark.parametrize("lab", sorted(FORGED))
