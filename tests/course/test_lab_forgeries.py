@@ -1,7 +1,8 @@
 """The checker grades the student's work, not the files or the process the student controls (issue 49, item 1):
 a module that patches the verdict at import, a print that imitates the last line, a results.json edited to the
-reference's numbers, a committed run folder with a `lab_files` block pasted into its manifest. Each fails; the
-honest run still passes. Run folders are built in tmp folders from the committed runs: nothing trains here."""
+reference's numbers, a committed run folder with a `lab_files` block pasted into its manifest or copied elsewhere
+with its scores.json. Each fails; the honest run still passes. Run folders are built in tmp folders from the
+committed runs: nothing trains here."""
 
 from __future__ import annotations
 
@@ -133,6 +134,18 @@ def test_a_committed_run_with_a_pasted_lab_files_block_fails(tmp_path):
     failed = run_items("08", pasted("08", SHORT_RUN, ws), ws)
     done = "run folder: the short run trained LoRA adapters on the answers only, with your answer_mask"
     assert failed[done].startswith("the run folder's model file cannot be read: ") and "no model file" in failed[done]
+
+
+def test_lab08_grades_the_committed_short_run_on_its_scores_json_at_its_own_path_only(tmp_path):
+    """The committed short run keeps no adapters, so its scores.json stands for them where it is committed; copied
+    anywhere else its scores.json (answer PPL 3.573) counts for nothing: a run is graded by its adapters
+    (tests/course/test_lab08.py forges those)."""
+    assert run_items("08", SHORT_RUN) == {}
+    shutil.copytree(SHORT_RUN, tmp_path / "run")
+    failed = run_items("08", tmp_path / "run")
+    done = "run folder: the short run trained LoRA adapters on the answers only, with your answer_mask"
+    assert failed[done].startswith("the run folder's model file cannot be read: ") and "no model file" in failed[done]
+    assert any(name.startswith("run folder: the adapters taught") for name in failed)
 
 
 @pytest.mark.parametrize("misbehaviour", ["loop", "segfault"])
