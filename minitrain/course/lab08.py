@@ -15,7 +15,7 @@ scores.json (whose figures the student can write): the run's model file holds on
 put on the checker's own base (SmolLM2's GGUF where `lab start 08` installs it, when the adapters name it; else
 the suite's tiny stand-in, written afresh) and scored with the library's answer_scores and exact_match on the 144
 held-out questions. SmolLM2's own figures are the committed run's (SMOLLM2_PPL, SMOLLM2_EXACT), and a SmolLM2
-run's exact match is scored on every 9th question (EXACT_EVERY), to keep `lab check 08` near a minute on two
+run's exact match is scored on every 9th question (EXACT_EVERY), which keeps it to about 2 minutes on two
 cores; the stand-in base is scored afresh. scores.json is still checked for consistency and its figures shown
 beside the recomputed ones. The committed short run, which keeps no adapters, is the one run graded on its
 scores.json (`_reference`).
