@@ -91,6 +91,16 @@ FIGURES = [
             (f"{E22}/quick/manifest.json", "train_wall_seconds", ".0f"),
             (f"{E22}/quick/timing.json", "load_average_1min.lowest", ".0f"),
             (f"{E22}/quick/timing.json", "load_average_1min.highest", ".0f"))),
+    Figure("08-capstone-real-model", "`lab check 08`: {} s on the course machine on 2026-12-07, at a load average of "
+           "{} before and {} after", "`lab check 08`: {} s en la máquina del curso el 7-12-2026, con una carga media "
+           "de {} antes y {} después", ((f"{E22}/check-timing.json", "run_folder_items_seconds", ".0f"),
+                                        (f"{E22}/check-timing.json", "load_average_1min.before", ".0f"),
+                                        (f"{E22}/check-timing.json", "load_average_1min.after", ".0f"))),
+    Figure("08-capstone-real-model", "loading SmolLM2 takes {} s, the answer PPL {} s and the exact match of the 16 "
+           "questions {} s, where all 144 would take {} s", "cargar SmolLM2 lleva {} s, la PPL de la respuesta {} s y "
+           "el acierto exacto de las 16 preguntas {} s, cuando las 144 llevarían {} s",
+           tuple((f"{E22}/check-timing.json", f"pieces_seconds.{key}", ".0f") for key in (
+               "base_loaded_and_adapted", "answer_scores_144", "exact_match_16", "exact_match_144"))),
     Figure("08-capstone-real-model", "the base's scoring took {} s", "puntuar el modelo base tardó {} s",
            ((f"{E22}/short/scores.json", "before.seconds", ".1f"),)),
     Figure("08-capstone-real-model", "a training step {} s with other jobs beside it (the full run's, {} s;",

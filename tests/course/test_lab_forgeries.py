@@ -1,7 +1,8 @@
 """The checker grades the student's work, not the files or the process the student controls (issue 49, item 1):
 a module that patches the verdict at import, a print that imitates the last line, a results.json edited to the
-reference's numbers, a committed run folder with a `lab_files` block pasted into its manifest. Each fails; the
-honest run still passes. Run folders are built in tmp folders from the committed runs: nothing trains here."""
+reference's numbers, a committed run folder with a `lab_files` block pasted into its manifest or copied elsewhere
+with its scores.json. Each fails; the honest run still passes. Run folders are built in tmp folders from the
+committed runs: nothing trains here."""
 
 from __future__ import annotations
 
@@ -218,6 +219,18 @@ def test_lab05_scores_a_workspaces_adapters_on_their_base_never_results_json(tmp
     assert failed[merged].startswith("the merged model's logits differ from the adapted model's by up to ")
 
 
+def test_lab08_grades_the_committed_short_run_on_its_scores_json_at_its_own_path_only(tmp_path):
+    """The committed short run keeps no adapters, so its scores.json stands for them where it is committed; copied
+    anywhere else its scores.json (answer PPL 3.573) counts for nothing: a run is graded by its adapters
+    (tests/course/test_lab08.py forges those)."""
+    assert run_items("08", SHORT_RUN) == {}
+    shutil.copytree(SHORT_RUN, tmp_path / "run")
+    failed = run_items("08", tmp_path / "run")
+    done = "run folder: the short run trained LoRA adapters on the answers only, with your answer_mask"
+    assert failed[done].startswith("the run folder's model file cannot be read: ") and "no model file" in failed[done]
+    assert any(name.startswith("run folder: the adapters taught") for name in failed)
+
+
 @pytest.mark.parametrize("misbehaviour", ["loop", "segfault"])
 def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item_only(misbehaviour, tmp_path):
     """A `here` check's call into the student's code meets the child's limits as a check run there does."""
@@ -232,8 +245,9 @@ def test_a_call_from_a_check_here_that_hangs_or_crashes_the_child_fails_its_item
 
 # The labs whose every check decides in the checker's process, with the file the forger goes in (lab 06 above).
 FORGED = {"00": "minitrain/data/batcher.py", "01": "minitrain/loop.py", "02": "minitrain/checkpoint.py",
-          "03": "minitrain/monitor/curves.py", "04": "minitrain/monitor/early_stopping.py", "05": "minitrain/nn/lora.py",
-          "07": "minitrain/nn/rms_norm.py", "08": "minitrain/data/answer_mask.py", "09": "minitrain/merging/ties.py"}
+          "03": "minitrain/monitor/curves.py", "04": "minitrain/monitor/early_stopping.py",
+          "05": "minitrain/nn/lora.py", "07": "minitrain/nn/rms_norm.py", "08": "minitrain/data/answer_mask.py",
+          "09": "minitrain/merging/ties.py"}
 
 
 @pytest.mark.parametrize("lab", sorted(FORGED))
