@@ -230,7 +230,7 @@ def _weighted(lab):
 # ------------------------------------------------------------------------------------------------ ties
 
 
-REVERSED = "the task vectors have the wrong sign: τ_i = θ_i − θ_base, what fine-tuning added to the base"
+REVERSED = ": the task vectors have the wrong sign: τ_i = θ_i − θ_base, what fine-tuning added to the base"
 
 
 def _models(seed: int, n: int, shape=(3, 4)) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -256,12 +256,12 @@ def _ties(lab):
     want = (base + lam * mean).astype(np.float32)
     if not np.allclose(got, want, rtol=1e-6, atol=1e-7):
         close = lambda v: np.allclose(got, np.asarray(v, np.float32), rtol=1e-6, atol=1e-7)  # noqa: E731
-        mistakes = [(base - lam * mean, REVERSED), (base + mean, "λ was not applied"),
-                    (lam * (base + mean), "λ scaled the base as well"),
-                    (lam * mean, "it returned the merged task vector; add it to the base"),
+        mistakes = [(base - lam * mean, REVERSED), (base + mean, ": λ was not applied"),
+                    (lam * (base + mean), ": λ scaled the base as well"),
+                    (lam * mean, ": it returned the merged task vector; add it to the base"),
                     (base + lam * ref_elect([ref_trim(t, 0.5) for t in taus], weights),
-                     "both models were trimmed with densities[0]; each has its own")]
-        why = next((f": {w}" for v, w in mistakes if close(v)), "")
+                     ": both models were trimmed with densities[0]; each has its own")]
+        why = next((w for v, w in mistakes if close(v)), "")
         raise Failed(f"weights {weights}, densities {densities}, λ {lam}: off by up to "
                      f"{np.abs(got - want).max():.3g}" + why)
     # τ = [0.5, 0.5 + 2⁻²⁵] in float64: trim(τ, 0.5) keeps entry 1; in float32 both are 0.5, and entry 0 wins the tie
@@ -351,7 +351,7 @@ def _deltas(lab):
         return
     taus = [t.astype(np.float64) - base for t in tensors]
     shared = np.random.default_rng([seed, 0, zlib.crc32(NAME.encode("utf-8"))])
-    mistakes = {f": {REVERSED}": [-d for d in want],
+    mistakes = {REVERSED: [-d for d in want],
                 ": equal to float32's precision only: τ_i was taken in float32; take it in float64": want,
                 ": one generator for all the models: model 1 drew the uniforms after model 0's":
                 [ref_drop(t, p, shared.random(t.shape)) for t, p in zip(taus, densities, strict=True)],
@@ -400,10 +400,10 @@ def _dare_ties(lab):
     if np.allclose(got, want, rtol=1e-6, atol=1e-7):
         return
     mistakes = [(base + lam * ref_elect([ref_trim(d, p) for d, p in zip(deltas, [0.5, 0.9], strict=True)], weights),
-                 "the τ̃_i were trimmed as well; DARE's drop replaces the trim"),
+                 ": the τ̃_i were trimmed as well; DARE's drop replaces the trim"),
                 (base + lam * sum(w * d for w, d in zip(weights, deltas, strict=True)),
-                 "that is dare_linear: no sign election")]
-    why = next((f": {w}" for v, w in mistakes if np.allclose(got, v, rtol=1e-6, atol=1e-7)), "")
+                 ": that is dare_linear: no sign election")]
+    why = next((w for v, w in mistakes if np.allclose(got, v, rtol=1e-6, atol=1e-7)), "")
     raise Failed(f"weights {weights}, densities [0.5, 0.9], λ {lam}: off by up to {np.abs(got - want).max():.3g}"
                  + why)
 
