@@ -5,10 +5,12 @@ student's merges of experiment 23's two fine-tunes, scored here.
 Each function is graded against a NumPy reading of the papers written below (never the library's functions), on
 small tensors built so that each usual mistake gives another answer: equal magnitudes at the k-th place, a sign
 elected by count instead of mass, the mean over all models instead of the agreeing ones, a sum of exactly 0, the
-rescale forgotten or by 1 − density, the draw read the other way or from another stream; a wrong answer is
-compared with those mistakes to say which one it is. Every check only sends data to the student's functions
-(arrays, lists, numbers, strings, and the generator their own `mask_rng` returned) and compares what comes back
-(`_array`): the observation and the verdict are apart, so the checks can run in the checker's process.
+rescale forgotten or by 1 − density, the draw read the other way or from another stream, τ of the other sign or
+taken in float32 (where 0.5 + 2⁻²⁵ rounds to a tie); a wrong answer is compared with those mistakes to say which
+one it is. The last item, passed, shows the student's six scores beside the table's. Every check only sends data
+to the student's functions (arrays, lists, numbers, strings, and the generator their own `mask_rng` returned) and
+compares what comes back (`_array`): the observation and the verdict are apart, so the checks can run in the
+checker's process.
 """
 
 from __future__ import annotations
