@@ -25,7 +25,7 @@ from minitrain import seam
 from minitrain.common.errors import BAD_INPUT, INSTALL_FAILED, UserError
 from minitrain.course.checks import Interrupted, Outcome, format_count, format_outcome
 from minitrain.course.i18n import LANGUAGES, VARIABLE, language, translator
-from minitrain.course.labs import LABS, checklist_title, grade, start
+from minitrain.course.labs import LABS, checklist_title, grade, start, typed
 from minitrain.course.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, Limits
 
 
@@ -57,7 +57,10 @@ def start_command(args: argparse.Namespace) -> int:
     tr = translator(lang, f"lab{args.lab}")
     with _translated(tr):
         written = start(args.lab, args.dir, lang)
-    print(tr(f"lab {args.lab}: wrote {', '.join(str(p) for p in written)}"))
+    copied = [p for p in written if not p.is_relative_to(args.dir)]  # Lab.course_files, into the current folder
+    print(tr(f"lab {args.lab}: wrote {', '.join(str(p) for p in written if p not in copied)}"))
+    if copied:
+        print(tr(f"copied into this folder the course's files the lab's commands read: {', '.join(map(str, copied))}"))
     needed = missing(LABS[args.lab].installs)
     command, names = install_command(needed), " ".join(needed)
     if needed and args.no_install:
@@ -69,7 +72,8 @@ def start_command(args: argparse.Namespace) -> int:
             raise UserError(tr(f"could not install {names} (`{' '.join(command)}` exited {code}): is the package "
                                "index reachable? The lab's files are written; run that command once it is"),
                             INSTALL_FAILED)
-    print(tr(f"next: read {args.dir}/README.md, write the TODOs, then `minitrain lab check {args.lab} {args.dir}`"))
+    check = typed(f".venv/bin/minitrain lab check {args.lab} {{dir}}", args.dir)
+    print(tr(f"next: read {args.dir}/README.md, write the TODOs, then `{check}`"))
     return 0
 
 

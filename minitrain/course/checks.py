@@ -5,12 +5,12 @@
         ...
         raise Failed("your evaluate() counted padding positions: expected 1,299 tokens, got 4,608")
 
-A check that returns passed. `Failed(reason)` fails it with that reason (`Failed(reason, hint=...)` with
-another item's hint, when that item's mistake is the cause); a `NotImplementedError` (a starter's
-TODO stub) fails it with "not written yet"; any other exception fails it with the exception, since a student's
-code may break in any way. A check may depend on earlier ones (`needs=(their functions)`): when one of those
-failed, it is not run and fails with "not run: fix first: ...", which keeps a fresh starter from starting a
-training run for nothing.
+A check that returns passed (a text it returns is shown under its ✓: what it measured). `Failed(reason)` fails
+it with that reason (`Failed(reason, hint=...)` with another item's hint, when that item's mistake is the cause);
+a `NotImplementedError` (a starter's TODO stub) fails it with "not written yet"; any other exception fails it
+with the exception, since a student's code may break in any way. A check may depend on earlier ones
+(`needs=(their functions)`): when one of those failed, it is not run and fails with "not run: fix first: ...",
+which keeps a fresh starter from starting a training run for nothing.
 
 `lab check` runs the student's code in a child process (sandbox.py), under a time and a memory limit, so that
 a student's code that never returns, fills the memory, exits or crashes is a ✗ with its reason; a MemoryError
@@ -149,7 +149,7 @@ def is_a(error: BaseException | None, kind: type[BaseException] | tuple[type[Bas
 def run_one(item: Check, subject: Any) -> Outcome:
     """One check's outcome; MemoryError and SystemExit go up to the caller (see the module docstring)."""
     try:
-        item.function(subject)
+        note = item.function(subject)
     except Failed as failed:
         return Outcome(item.name, False, str(failed), failed.hint or item.hint)
     except NotImplementedError as stub:
@@ -167,14 +167,17 @@ def run_one(item: Check, subject: Any) -> Outcome:
             return Outcome(item.name, False, f"the checker itself failed on this item, not your code (please "
                            f"report it): {line}", CHECKER_HINT)
         return Outcome(item.name, False, line, item.hint)
-    return Outcome(item.name, True)
+    return Outcome(item.name, True, note if isinstance(note, str) else "")
 
 
 def format_outcome(outcome: Outcome, tr: Callable[[str], str] = str) -> str:
-    """One item of the checklist: its ✓ line, or its ✗ line with the reason and the hint under it."""
+    """One item of the checklist: its ✓ line (with what it measured under it, if anything), or its ✗ line with
+    the reason and the hint under it."""
     lines = [f"  {'✓' if outcome.passed else '✗'} {tr(outcome.name)}"]
     if not outcome.passed:
         lines += [f"      {tr(outcome.reason)}", f"      {tr('hint')}: {tr(outcome.hint)}"]
+    else:
+        lines += [f"      {tr(line)}" for line in outcome.reason.splitlines()]
     return "\n".join(lines)
 
 

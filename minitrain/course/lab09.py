@@ -5,10 +5,12 @@ student's merges of experiment 23's two fine-tunes, scored here.
 Each function is graded against a NumPy reading of the papers written below (never the library's functions), on
 small tensors built so that each usual mistake gives another answer: equal magnitudes at the k-th place, a sign
 elected by count instead of mass, the mean over all models instead of the agreeing ones, a sum of exactly 0, the
-rescale forgotten or by 1 − density, the draw read the other way or from another stream; a wrong answer is
-compared with those mistakes to say which one it is. Every check only sends data to the student's functions
-(arrays, lists, numbers, strings, and the generator their own `mask_rng` returned) and compares what comes back
-(`_array`): the observation and the verdict are apart, so the checks can run in the checker's process.
+rescale forgotten or by 1 − density, the draw read the other way or from another stream, τ of the other sign or
+taken in float32 (where 0.5 + 2⁻²⁵ rounds to a tie); a wrong answer is compared with those mistakes to say which
+one it is. The last item, passed, shows the student's six scores beside the table's. Every check only sends data
+to the student's functions (arrays, lists, numbers, strings, and the generator their own `mask_rng` returned) and
+compares what comes back (`_array`): the observation and the verdict are apart, so the checks can run in the
+checker's process.
 """
 
 from __future__ import annotations
@@ -230,6 +232,9 @@ def _weighted(lab):
 # ------------------------------------------------------------------------------------------------ ties
 
 
+REVERSED = ": the task vectors have the wrong sign: τ_i = θ_i − θ_base, what fine-tuning added to the base"
+
+
 def _models(seed: int, n: int, shape=(3, 4)) -> tuple[np.ndarray, list[np.ndarray]]:
     """A float32 base and n fine-tunes of it, each changed by its own random task vector."""
     rng = np.random.default_rng(seed)
@@ -237,9 +242,9 @@ def _models(seed: int, n: int, shape=(3, 4)) -> tuple[np.ndarray, list[np.ndarra
     return base, [(base + rng.normal(0, 0.1, shape)).astype(np.float32) for _ in range(n)]
 
 
-@CHECKS.check("ties = θ_base + λ · elect_and_mean of each model's trimmed task vector, in the base's dtype",
-              needs=(_trim_ties, _weighted),
-              hint="τ_i = θ_i − θ_base in float64, trimmed with its own density; the result is "
+@CHECKS.check("ties = θ_base + λ · elect_and_mean of each model's trimmed task vector (τ_i in float64), in the "
+              "base's dtype", needs=(_trim_ties, _weighted),
+              hint="τ_i = θ_i − θ_base in float64 (linear.task_vectors), trimmed with its own density; the result is "
                    "base + lam · elect_and_mean(trimmed, weights), cast back to base.dtype")
 def _ties(lab):
     base, tensors = _models(1, 2)
@@ -251,16 +256,26 @@ def _ties(lab):
     taus = [t.astype(np.float64) - base for t in tensors]
     mean = ref_elect([ref_trim(t, p) for t, p in zip(taus, densities, strict=True)], weights)
     want = (base + lam * mean).astype(np.float32)
-    if np.allclose(got, want, rtol=1e-6, atol=1e-7):
-        return
-    close = lambda v: np.allclose(got, np.asarray(v, np.float32), rtol=1e-6, atol=1e-7)  # noqa: E731
-    mistakes = [(base + mean, "λ was not applied"), (lam * (base + mean), "λ scaled the base as well"),
-                (lam * mean, "it returned the merged task vector; add it to the base"),
-                (base + lam * ref_elect([ref_trim(t, 0.5) for t in taus], weights),
-                 "both models were trimmed with densities[0]; each has its own")]
-    why = next((f": {w}" for v, w in mistakes if close(v)), "")
-    raise Failed(f"weights {weights}, densities {densities}, λ {lam}: off by up to {np.abs(got - want).max():.3g}"
-                 + why)
+    if not np.allclose(got, want, rtol=1e-6, atol=1e-7):
+        close = lambda v: np.allclose(got, np.asarray(v, np.float32), rtol=1e-6, atol=1e-7)  # noqa: E731
+        mistakes = [(base - lam * mean, REVERSED), (base + mean, ": λ was not applied"),
+                    (lam * (base + mean), ": λ scaled the base as well"),
+                    (lam * mean, ": it returned the merged task vector; add it to the base"),
+                    (base + lam * ref_elect([ref_trim(t, 0.5) for t in taus], weights),
+                     ": both models were trimmed with densities[0]; each has its own")]
+        why = next((w for v, w in mistakes if close(v)), "")
+        raise Failed(f"weights {weights}, densities {densities}, λ {lam}: off by up to "
+                     f"{np.abs(got - want).max():.3g}" + why)
+    # τ = [0.5, 0.5 + 2⁻²⁵] in float64: trim(τ, 0.5) keeps entry 1; in float32 both are 0.5, and entry 0 wins the tie
+    base, tuned = np.array([0.0, 2.0**-25], np.float32), np.array([0.5, 0.5 + 2.0**-24], np.float32)
+    got = _array(lab.module(TIES).ties(base.copy(), [tuned.copy()], [1.0], [0.5], 1.0), base.shape,
+                 "ties(base of shape (2,), 1 model, ...)")
+    want = (base + ref_trim(tuned.astype(np.float64) - base, 0.5)).astype(np.float32)
+    if not np.array_equal(got, want):
+        rounded = np.array_equal(got, base + ref_trim(tuned - base, 0.5))
+        raise Failed(f"base {base.tolist()}, one model {tuned.tolist()}, density 0.5, λ 1: got {got.tolist()}, "
+                     f"expected {want.tolist()}" + (": τ was taken in float32, where 0.5 + 2⁻²⁵ rounds to 0.5 and the "
+                                                    "tie keeps entry 0" if rounded else ""))
 
 
 # ------------------------------------------------------------------------------------------------ DARE
@@ -318,10 +333,14 @@ def _drop(lab):
 
 @CHECKS.check("dare_deltas drops model i's task vector with mask_rng(seed, i, name) and its own density",
               needs=(_drop,),
-              hint="τ̃_i = drop_and_rescale(θ_i − θ_base, densities[i], mask_rng(seed, i, name)) for i = 0, 1, ...: "
-                   "a new generator for each model, never one shared, whose draws would depend on the models before")
+              hint="τ̃_i = drop_and_rescale(θ_i − θ_base, densities[i], mask_rng(seed, i, name)) for i = 0, 1, ..., "
+                   "τ_i in float64 (linear.task_vectors): a new generator for each model, never one shared, whose "
+                   "draws would depend on the models before")
 def _deltas(lab):
     base, tensors = _models(2, 3, (2, 3))
+    base[0, 0] = 2.0**-25  # with θ_i = 0.5 + 2⁻²⁴ there, τ_i = 0.5 + 2⁻²⁵ in float64 and 0.5 in float32
+    for t in tensors:
+        t[0, 0] = 0.5 + 2.0**-24
     densities, seed = [0.5, 0.8, 0.6], 11
     got = lab.module(DARE).dare_deltas(base.copy(), [t.copy() for t in tensors], densities, seed, NAME)
     if not isinstance(got, list | tuple) or len(got) != 3:
@@ -329,12 +348,14 @@ def _deltas(lab):
                      f"{len(got) if hasattr(got, '__len__') else '?'}; expected a list of 3 arrays")
     got = [_array(g, base.shape, f"dare_deltas(...)[{i}]") for i, g in enumerate(got)]
     want = ref_deltas(base, tensors, densities, seed, NAME)
-    wrong = [i for i in range(3) if not np.allclose(got[i], want[i], rtol=1e-6, atol=1e-9)]
+    wrong = [i for i in range(3) if not _close(got[i], want[i])]
     if not wrong:
         return
     taus = [t.astype(np.float64) - base for t in tensors]
     shared = np.random.default_rng([seed, 0, zlib.crc32(NAME.encode("utf-8"))])
-    mistakes = {": one generator for all the models: model 1 drew the uniforms after model 0's":
+    mistakes = {REVERSED: [-d for d in want],
+                ": equal to float32's precision only: τ_i was taken in float32; take it in float64": want,
+                ": one generator for all the models: model 1 drew the uniforms after model 0's":
                 [ref_drop(t, p, shared.random(t.shape)) for t, p in zip(taus, densities, strict=True)],
                 ": the models are numbered from 1; the first is model 0":
                 [ref_drop(t, p, ref_draws(seed, i + 1, NAME, t.shape))
@@ -381,10 +402,10 @@ def _dare_ties(lab):
     if np.allclose(got, want, rtol=1e-6, atol=1e-7):
         return
     mistakes = [(base + lam * ref_elect([ref_trim(d, p) for d, p in zip(deltas, [0.5, 0.9], strict=True)], weights),
-                 "the τ̃_i were trimmed as well; DARE's drop replaces the trim"),
+                 ": the τ̃_i were trimmed as well; DARE's drop replaces the trim"),
                 (base + lam * sum(w * d for w, d in zip(weights, deltas, strict=True)),
-                 "that is dare_linear: no sign election")]
-    why = next((f": {w}" for v, w in mistakes if np.allclose(got, v, rtol=1e-6, atol=1e-7)), "")
+                 ": that is dare_linear: no sign election")]
+    why = next((w for v, w in mistakes if np.allclose(got, v, rtol=1e-6, atol=1e-7)), "")
     raise Failed(f"weights {weights}, densities [0.5, 0.9], λ {lam}: off by up to {np.abs(got - want).max():.3g}"
                  + why)
 
@@ -427,13 +448,17 @@ def _scores(lab, method: str) -> dict[str, dict[str, float]]:
               "ones on the held-out present and subjunctive", needs=(_ties, _dare_linear, _dare_ties),
               hint=f"each merge is its function called on every tensor of {LAB}'s three models (the configs there); "
                    "a merge that scores otherwise differs from the items above on something they do not test")
-def _end_to_end(lab):
+def _end_to_end(lab) -> str:
     committed = json.loads(course_file(f"{LAB}/results.json").read_text(encoding="utf-8"))
+    shown = []
     for method in METHODS:
         for split, scores in _scores(lab, method).items():
             want = committed[method][split]
             ppl, exact = scores["ppl"], scores["exact_match"]
             if abs(ppl - want["ppl"]) > 2e-4 or abs(exact - want["exact_match"]) > 1e-4:
-                raise Failed(f"{method}: on {split} your merge scores val PPL {ppl:.4f} and exact match {exact:.1%}; "
-                             f"the committed merge {want['ppl']:.4f} and {want['exact_match']:.1%} "
-                             f"({LAB}/results.json)")
+                raise Failed(f"{method}: on {split} your merge scores val PPL {ppl:.4f} and exact match "
+                             f"{exact * 100:.1f} %; the committed merge {want['ppl']:.4f} and "
+                             f"{want['exact_match'] * 100:.1f} % ({LAB}/results.json)")
+            shown.append(f"{method} on {split}: your val PPL {ppl:.4f} and exact match {exact * 100:.1f} %; the "
+                         f"table's {want['ppl']:.4f} and {want['exact_match'] * 100:.1f} %")
+    return "\n".join(shown)

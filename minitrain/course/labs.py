@@ -57,6 +57,7 @@ class Lab:
     solution: str | None = None
     course: tuple[str, ...] = ()  # the course's files its commands read, beside CORPUS and its text
     installs: tuple[str, ...] = ()  # packages its text says are installed: `lab start` installs them (no deps)
+    commands: tuple[str, ...] = ()  # the text's other commands on the student's files ({dir}: the workspace)
 
     @property
     def course_files(self) -> tuple[str, ...]:
@@ -112,7 +113,10 @@ LABS = {
         Lab("09", "Model merging: TIES and DARE", "lab/09-model-merging.md", None, None,
             course=tuple(f"experiments/23-merging/lab09/{name}" for name in (
                 "base.safetensors", "present.safetensors", "subjunctive.safetensors", "ties.yaml", "dare_linear.yaml",
-                "dare_ties.yaml", "results.json"))),
+                "dare_ties.yaml", "results.json")),
+            commands=("MINITRAIN_LAB_DIR={dir} .venv/bin/minitrain merge experiments/23-merging/lab09/ties.yaml -o "
+                      "{dir}/ties.safetensors", ".venv/bin/minitrain sample {dir}/ties.safetensors --prompt "
+                      "'vender|S1|' --vocab data/processed/vocab.json")),
     )
 }
 
@@ -155,8 +159,18 @@ def start(number: str, workspace: str | os.PathLike, lang: str = "en") -> list[P
     return [*targets, *copies]
 
 
+def typed(command: str, folder: str) -> str:
+    """A lab's `command` as the student types it in the folder they started the lab in: `{dir}` is their
+    workspace `folder`, and `.venv/bin/` the folder of the Python running minitrain as seen from here (`.venv/bin/`
+    at a checkout's root, an absolute path elsewhere), or nothing where minitrain is not beside it (on the PATH)."""
+    programs = Path(sys.executable).absolute().parent
+    shown = "" if not (programs / "minitrain").is_file() else \
+        f"{os.path.relpath(programs) if programs.is_relative_to(Path.cwd()) else programs}/"
+    return command.format(dir=folder).replace(".venv/bin/", shown)
+
+
 def _readme(lab: Lab, folder: str, tr: Callable[[str], str] = str) -> str:
-    """The workspace's README.md, its prose through `tr` (minitrain/course/i18n.py)."""
+    """The workspace's README.md, its prose through `tr` (minitrain/course/i18n.py), its commands `typed`."""
     files = "\n".join(f"- `{path}`: {', '.join(f'`{n}`' for n in names)}" for path, names in lab.pieces.items())
     lines = [
         tr(f"# Lab {lab.number} · {lab.title}: your workspace"), "",
@@ -165,13 +179,17 @@ def _readme(lab: Lab, folder: str, tr: Callable[[str], str] = str) -> str:
         tr("Each one's docstring states what it receives and what it must return. Run every command from the "
            "folder you started the lab in: it holds the course's files they name."), "",
         tr("Check your work at any time:"), "",
-        f"    .venv/bin/minitrain lab check {lab.number} {folder}", "",
+        "    " + typed(f".venv/bin/minitrain lab check {lab.number} {{dir}}", folder), "",
     ]
     if lab.prepare:
-        lines += [tr("Once, before training (the lab's text says what it makes):"), "", "    " + lab.prepare, ""]
+        lines += [tr("Once, before training (the lab's text says what it makes):"), "",
+                  "    " + typed(lab.prepare, folder), ""]
     if lab.train:
         lines += [tr("Train with your files (the checker then also reads this run folder):"), "",
-                  "    " + lab.train.format(dir=folder), ""]
+                  "    " + typed(lab.train, folder), ""]
+    if lab.commands:
+        lines += [tr("The lab's text's commands, written for this workspace:"), "",
+                  *(f"    {typed(command, folder)}" for command in lab.commands), ""]
     lines += [tr(f"With `MINITRAIN_LAB_DIR={folder}` set, every minitrain command uses your files in place of the "
                  "library's (minitrain/seam.py); without it, the library's own."), ""]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from minitrain.config.datacheck import load_split
 from minitrain.config.loader import load_config
 from minitrain.course.checks import Failed
 from minitrain.course.fixtures import write_tiny_run
+from minitrain.course.labs import typed
 from minitrain.data.tokenizer import CharTokenizer
 from minitrain.hub.run_folder import read_run as read_run_folder
 from minitrain.models.registry import build_model
@@ -44,7 +45,7 @@ def tiny_run(lab: Any, *entry: str) -> Path:
 
 def _train_command(lab: Any) -> str:
     """The command that trains the workspace's run folder, as its README prints it."""
-    return lab.lab.train.format(dir=lab.shown) if lab.lab.train and lab.workspace else "the lab's run"
+    return typed(lab.lab.train, lab.shown) if lab.lab.train and lab.workspace else "the lab's run"
 
 
 def read_run(lab: Any, name: str) -> Any:

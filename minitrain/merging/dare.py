@@ -13,6 +13,9 @@ can be thinned until they rarely touch the same weight.
 
 Reproducible: the mask of model i for tensor NAME comes from its own generator, seeded by (seed, i, crc32(NAME)),
 so the same seed gives the same masks whatever order the tensors are merged in.
+
+From linear.py, imported here: `task_vectors` gives the τ_i of every model in float64, as `dare_deltas` takes them;
+`combine` is task arithmetic on any changed task vectors, as `dare_linear` does on the τ̃_i.
 """
 
 from __future__ import annotations

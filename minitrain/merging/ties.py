@@ -3,7 +3,7 @@ disjoint merge.
 
 For one tensor of the base θ_base and of n fine-tunes θ_i (all the same shape), with τ_i = θ_i − θ_base:
 
-    1. trim         τ̂_i = τ_i where |τ_i| is among the top k = density · size of |τ_i|, else 0
+    1. trim         τ̂_i = τ_i where |τ_i| is among the top k = round(density · size) of |τ_i|, else 0
     2. elect sign   γ = sgn(Σ_i w_i τ̂_i)           (per entry: the sign whose side carries more total magnitude)
     3. disjoint     A = {i : sgn(τ̂_i) = γ}          (per entry: the models that agree with the elected sign)
        mean         τ_m = Σ_{i∈A} w_i τ̂_i / Σ_{i∈A} w_i   (0 where A is empty)
@@ -14,6 +14,8 @@ the same share, so no layer is emptied because another layer changed more) and l
 in the election and the mean (w_i = 1: the paper's equal-weight vote and plain mean of the agreeing values).
 Trimming drops the small changes that are mostly noise; the election stops two models that pushed a weight in
 opposite directions from cancelling into a value neither wanted.
+
+`task_vectors` (linear.py, imported here) gives every model's τ_i = θ_i − θ_base in float64, as `ties` takes them.
 """
 
 from __future__ import annotations

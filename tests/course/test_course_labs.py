@@ -13,8 +13,8 @@ import pytest
 
 from minitrain import seam
 from minitrain.common.errors import UserError
-from minitrain.course.checks import Checklist, Failed
-from minitrain.course.labs import LABS, checklist, grade, start
+from minitrain.course.checks import Checklist, Failed, Outcome, format_outcome
+from minitrain.course.labs import LABS, checklist, grade, start, typed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,9 +58,9 @@ def test_the_starter_is_the_contract_without_the_code(lab, tmp_path):
                 function.body[-1]), f"{path}: {function.name} is not a stub"
     readme = (tmp_path / "ws" / "README.md").read_text(encoding="utf-8")
     assert f"minitrain lab check {lab} {tmp_path / 'ws'}" in readme
-    for command in (LABS[lab].prepare, LABS[lab].train):
+    for command in (LABS[lab].prepare, LABS[lab].train, *LABS[lab].commands):  # test_lab09 checks `typed`
         if command:
-            assert command.format(dir=tmp_path / "ws") in readme
+            assert typed(command, str(tmp_path / "ws")) in readme
 
 
 @pytest.mark.parametrize("lab", [number for number, lab in LABS.items() if lab.solution])
@@ -121,6 +121,9 @@ NORM, ROTARY = "minitrain/nn/rms_norm.py", "minitrain/nn/apply_rotary.py"
 SWIGLU, ATTENTION = "minitrain/nn/llama_mlp.py", "minitrain/nn/llama_attention.py"
 MASK, ANSWERS = "minitrain/data/answer_mask.py", "minitrain/evaluation/answers.py"
 TIES, DARE = "minitrain/merging/ties.py", "minitrain/merging/dare.py"
+TIES_ITEM = ("ties = θ_base + λ · elect_and_mean of each model's trimmed task vector (τ_i in float64), in the base's "
+             "dtype")
+DELTAS_ITEM = "dare_deltas drops model i's task vector with mask_rng(seed, i, name) and its own density"
 # (lab, the bug as (file, text, replaced by), the check that must catch it, words of its reason)
 BUGS = [
     ("00", (BATCHER, ('text.rindex("|") + 1', 'text.rindex("|") + 2')),
@@ -345,11 +348,11 @@ BUGS = [
     ("09", (TIES, ("total = (w * stacked * agree).sum(axis=0)", "total = (stacked * agree).sum(axis=0)")),
      "elect_and_mean weights model i by w_i, in the vote and in the mean; random tensors as the paper", "7/3"),
     ("09", (TIES, ("lam * elect_and_mean(trimmed, weights)", "elect_and_mean(trimmed, weights)")),
-     "ties = θ_base + λ · elect_and_mean of each model's trimmed task vector, in the base's dtype",
+     TIES_ITEM,
      "λ was not applied"),
     ("09", (TIES, ("lam * elect_and_mean(trimmed, weights)).astype(base.dtype)",
                    "lam * elect_and_mean(trimmed, weights))")),
-     "ties = θ_base + λ · elect_and_mean of each model's trimmed task vector, in the base's dtype",
+     TIES_ITEM,
      "cast the merge back"),
     ("09", (DARE, ('    return np.random.default_rng([seed, model_index, zlib.crc32(name.encode("utf-8"))])',
                    "    return np.random.default_rng(seed)")),
@@ -364,6 +367,19 @@ BUGS = [
     ("09", (DARE, ("keep = rng.random(delta.shape) < density",
                    "keep = rng.permutation(delta.size).reshape(delta.shape) < round(density * delta.size)")),
      "drop_and_rescale keeps an entry where rng.random(shape) < density and divides it by density", "; expected [0,"),
+    # a task vector of the other sign (θ_base − θ_i), and one taken in float32 then cast (the fresh walk's, issue 49)
+    ("09", (TIES, ("zip(task_vectors(base, tensors), densities",
+                   "zip([-d for d in task_vectors(base, tensors)], densities")),
+     TIES_ITEM, "the task vectors have the wrong sign"),
+    ("09", (TIES, ("zip(task_vectors(base, tensors), densities",
+                   "zip([(t - base).astype(np.float64) for t in tensors], densities")),
+     TIES_ITEM, "τ was taken in float32, where 0.5 + 2⁻²⁵ rounds to 0.5"),
+    ("09", (DARE, ("zip(task_vectors(base, tensors), densities",
+                   "zip([-d for d in task_vectors(base, tensors)], densities")),
+     DELTAS_ITEM, "the task vectors have the wrong sign"),
+    ("09", (DARE, ("zip(task_vectors(base, tensors), densities",
+                   "zip([(t - base).astype(np.float64) for t in tensors], densities")),
+     DELTAS_ITEM, "equal to float32's precision only"),
     ("09", (DARE, ("    return [drop_and_rescale(d, p, mask_rng(seed, i, name))\n",
                    "    rng = mask_rng(seed, 0, name)\n    return [drop_and_rescale(d, p, rng)\n")),
      "dare_deltas drops model i's task vector with mask_rng(seed, i, name) and its own density",
@@ -406,6 +422,18 @@ def test_a_check_that_crashes_is_a_failure_that_says_where():
     assert not first.passed and first.reason.startswith("ZeroDivisionError: division by zero at ")
     assert second.reason == "not run: fix first: divides" and second.hint == "h2"
     assert [o.passed for o in checks.run(1)] == [True, False]
+
+
+def test_a_passing_check_shows_what_it_measured_under_its_tick():
+    checks = Checklist()
+
+    @checks.check("measures", hint="h")
+    def _measures(subject):
+        return f"your PPL {subject:.4f}\nthe table's 1.2500"
+
+    (outcome,) = checks.run(1.25)
+    assert outcome.passed and format_outcome(outcome) == "  ✓ measures\n      your PPL 1.2500\n      the table's 1.2500"
+    assert format_outcome(Outcome("quiet", True)) == "  ✓ quiet"
 
 
 def test_lab_check_refuses_to_run_under_the_seam(tmp_path):

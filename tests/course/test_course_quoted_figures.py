@@ -1,4 +1,4 @@
-"""Every figure labs 05-08 quote is the committed run's, to the digits shown, in both languages (issue 49).
+"""Every figure labs 05-09 quote is the committed run's, to the digits shown, in both languages (issue 49).
 
 test_course_text.py checks that each number with two decimals or more is *some* committed result; this checks
 that each figure is the right one: a table maps the phrase the text writes (English, and Spanish with the decimal
@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 E22, E21 = "experiments/22-smollm2-verbs", "experiments/21-lora/lab05"
+E23 = "experiments/23-merging/lab09/timing.json"
 
 
 class Figure(NamedTuple):
@@ -159,6 +160,16 @@ FIGURES = [
     Figure("08-capstone-real-model", "{} trainable weights, {} % of the model", "{} pesos entrenables, el {} %",
            ((f"{E22}/short/manifest.json", "trainable_parameters", ",.0f"),
             (f"{E22}/short/manifest.json", "trainable_share *100", ".2f"))),
+    # lab 09: the checker's time, measured with its load (the fresh walk's, and again)
+    Figure("09-model-merging", "the checker took {} s at a load average of {}",
+           "el comprobador tardó {} s con una carga media de {}",
+           ((E23, "walk.wall_seconds", ".1f"), (E23, "walk.load_average_1min", ".0f"))),
+    Figure("09-model-merging", "took {} s of wall time at a load average of {} on a student's workspace, and {} to "
+           "{} s at a load average of {}", "tardó {} s de tiempo transcurrido con una carga media de {} sobre el "
+           "espacio de trabajo de un estudiante, y de {} a {} s con una carga media de {}",
+           ((E23, "walk.wall_seconds", ".1f"), (E23, "walk.load_average_1min", ".0f"),
+            (E23, "remeasured.wall_seconds.lowest", ".1f"), (E23, "remeasured.wall_seconds.highest", ".1f"),
+            (E23, "remeasured.load_average_1min", ".0f"))),
 ]
 
 
