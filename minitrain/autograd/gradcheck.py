@@ -51,10 +51,9 @@ def gradcheck(
         # A backward that forgets to un-broadcast hands an input a gradient of another shape; comparing it
         # element by element would only crash, so say what is wrong instead.
         if x.requires_grad and x.grad is not None and np.shape(x.grad) != x.shape:
-            raise GradcheckError(
-                f"gradcheck: input {i} has shape {x.shape} but its gradient has shape {np.shape(x.grad)}: "
-                "the backward must give each input a gradient of the input's own shape (un-broadcast it)"
-            )
+            raise GradcheckError(f"gradcheck: input {i} has shape {x.shape} but its gradient has shape "
+                                 f"{np.shape(x.grad)}: the backward must give each input a gradient of the input's "
+                                 "own shape (un-broadcast it)")
     for i, x in enumerate(inputs):
         if not x.requires_grad:
             continue
@@ -71,8 +70,6 @@ def gradcheck(
         error = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
         if (error > 0).any():
             worst = np.unravel_index(np.argmax(error), x.shape)
-            raise GradcheckError(
-                f"gradcheck: input {i} (shape {x.shape}) at {tuple(int(w) for w in worst)}: "
-                f"analytic {analytic[worst]:.10g} vs numeric {numeric[worst]:.10g}"
-            )
+            raise GradcheckError(f"gradcheck: input {i} (shape {x.shape}) at {tuple(int(w) for w in worst)}: "
+                                 f"analytic {analytic[worst]:.10g} vs numeric {numeric[worst]:.10g}")
     return True

@@ -54,10 +54,8 @@ def run_tokenizer(info: RunInfo, vocab_path: str | Path | None = None) -> CharTo
             f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab", BAD_INPUT)
     tokenizer = CharTokenizer.load(found)
     if tokenizer.vocab_size > info.model_config["vocab_size"]:
-        raise UserError(
-            f"{found}: {tokenizer.vocab_size} tokens, but the model {info.model_path} has only "
-            f"{info.model_config['vocab_size']} embedding rows; this is not the model's vocabulary"
-        )
+        raise UserError(f"{found}: {tokenizer.vocab_size} tokens, but the model {info.model_path} has only "
+                        f"{info.model_config['vocab_size']} embedding rows; this is not the model's vocabulary")
     return tokenizer
 
 

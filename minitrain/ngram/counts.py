@@ -79,9 +79,8 @@ class NgramCounts:
         bos_id: int = BOS_ID,
     ) -> None:
         if not 1 <= max_order <= max_packable_order(vocab_size):
-            raise ValueError(
-                f"max_order must be in 1..{max_packable_order(vocab_size)} for {vocab_size} symbols, got {max_order}"
-            )
+            raise ValueError(f"max_order must be in 1..{max_packable_order(vocab_size)} for {vocab_size} symbols, "
+                             f"got {max_order}")
         self.vocab_size = vocab_size
         self.max_order = max_order
         self.pad_id = pad_id

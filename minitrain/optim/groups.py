@@ -53,10 +53,8 @@ def resolve_settings(
         for i, rule in enumerate(rules):
             if fnmatchcase(name, str(rule["pattern"])):
                 used[i] = True
-                setting = Setting(
-                    float(rule.get("lr_scale", setting.lr_scale)),
-                    float(rule.get("weight_decay", setting.weight_decay)),
-                )
+                setting = Setting(float(rule.get("lr_scale", setting.lr_scale)),
+                                  float(rule.get("weight_decay", setting.weight_decay)))
                 break
         settings[name] = setting
     for i, rule in enumerate(rules):

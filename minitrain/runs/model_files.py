@@ -122,10 +122,8 @@ def read_file(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
                 for key, value in text.items()}
     version = metadata.get("format_version", 0)
     if isinstance(version, int) and version > FORMAT_VERSION:
-        raise UserError(
-            f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads up to "
-            f"{FORMAT_VERSION}; upgrade minitrain", BAD_INPUT
-        )
+        raise UserError(f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads "
+                        f"up to {FORMAT_VERSION}; upgrade minitrain", BAD_INPUT)
     if "model_config" not in metadata:
         raise UserError(f"{path}: no model_config in its metadata", BAD_INPUT)
     check_tensors(tensors, str(path), quantized=metadata.get("kind") == QUANTIZED_KIND)
