@@ -305,13 +305,8 @@ def dropout(x: Tensor, p: float, training: bool, rng: np.random.Generator | None
 
 
 # --------------------------------------------------------------------- attention
-def self_attention(
-    qkv: Tensor,
-    n_head: int,
-    pad_mask: np.ndarray | None = None,
-    scale: float | None = None,
-    return_probs: bool = False,
-) -> Tensor | tuple[Tensor, np.ndarray]:
+def self_attention(qkv: Tensor, n_head: int, pad_mask: np.ndarray | None = None, scale: float | None = None,
+                   return_probs: bool = False) -> Tensor | tuple[Tensor, np.ndarray]:
     """Multi-head causal self-attention from the fused projection, as one tape node; math in kernels/attention.py.
 
     qkv (B, T, 3C) holds q | k | v, and inside each, head h owns columns [h·D, (h+1)·D) (GPT-2's layout);

@@ -21,14 +21,8 @@ class GradcheckError(AssertionError):
     """The analytic gradient disagrees with the numeric one; the message names the worst element."""
 
 
-def gradcheck(
-    fn: Callable[..., Tensor],
-    inputs: Sequence[Tensor],
-    eps: float = 1e-6,
-    rtol: float = 1e-6,
-    atol: float = 1e-7,
-    seed: int = 0,
-) -> bool:
+def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 1e-6, rtol: float = 1e-6,
+              atol: float = 1e-7, seed: int = 0) -> bool:
     """Return True if fn's gradients w.r.t. every input with requires_grad match central differences.
 
     `inputs` must be float64 Tensors. Raises GradcheckError with the worst mismatch otherwise."""

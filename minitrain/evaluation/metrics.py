@@ -169,12 +169,8 @@ def greedy_decode(
     return generated
 
 
-def greedy_exact_match(
-    next_log_probs: NextLogProbs,
-    records: Sequence[dict],
-    tokenizer: Tokenizer,
-    max_new_tokens: int = 32,
-) -> ExactMatch:
+def greedy_exact_match(next_log_probs: NextLogProbs, records: Sequence[dict], tokenizer: Tokenizer,
+                       max_new_tokens: int = 32) -> ExactMatch:
     """Fraction of records whose greedily decoded answer equals `record["form"]`.
 
     The prompt is `[BOS] + encode(answer_prompt(record["text"]))`, e.g. BOS + `caminar|P1|`.

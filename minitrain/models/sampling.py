@@ -76,15 +76,8 @@ def nucleus(p: np.ndarray, top_p: float) -> np.ndarray:
     return kept / kept.sum()
 
 
-def generate(
-    model,
-    tokenizer: Tokenizer,
-    prompt: str,
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    seed: int | np.random.Generator | None = None,
-) -> str:
+def generate(model, tokenizer: Tokenizer, prompt: str, max_new_tokens: int, temperature: float = 0.0,
+             top_k: int | None = None, seed: int | np.random.Generator | None = None) -> str:
     """Continue `prompt` and return only the new text (EOS and other specials dropped).
 
     `seed` makes sampling reproducible; pass one `np.random.Generator` to several calls to draw several

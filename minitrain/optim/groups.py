@@ -37,11 +37,8 @@ class Setting(NamedTuple):
     weight_decay: float
 
 
-def resolve_settings(
-    shapes: Mapping[str, tuple[int, ...]],
-    weight_decay: float,
-    rules: Sequence[Mapping[str, object]] | None = None,
-) -> dict[str, Setting]:
+def resolve_settings(shapes: Mapping[str, tuple[int, ...]], weight_decay: float,
+                     rules: Sequence[Mapping[str, object]] | None = None) -> dict[str, Setting]:
     """Map each parameter name to its `Setting`, applying the default decay rule and then the override rules."""
     rules = list(rules or [])
     for i, rule in enumerate(rules):

@@ -253,14 +253,8 @@ def with_l2(grad: np.ndarray, data: np.ndarray, weight_decay: float) -> np.ndarr
     return grad + weight_decay * data if weight_decay else grad
 
 
-def check_range(
-    key: str,
-    value: float,
-    low: float = 0.0,
-    high: float = inf,
-    open_low: bool = False,
-    open_high: bool = False,
-) -> None:
+def check_range(key: str, value: float, low: float = 0.0, high: float = inf, open_low: bool = False,
+                open_high: bool = False) -> None:
     """ValueError naming `optimizer.<key>` unless `value` is a number in [low, high] (open ends excluded)."""
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if not is_number or value < low or value > high or (open_low and value == low) or (open_high and value == high):

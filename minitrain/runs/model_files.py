@@ -147,13 +147,8 @@ def check_tensors(tensors: Mapping[str, np.ndarray], where: str, quantized: bool
 # ------------------------------------------------------------------------------------------------- model files
 
 
-def save_model_file(
-    path: str | Path,
-    state_dict: Mapping[str, np.ndarray],
-    model_config: Mapping[str, Any],
-    metadata: Mapping[str, Any] | None = None,
-    kind: str = "model",
-) -> str:
+def save_model_file(path: str | Path, state_dict: Mapping[str, np.ndarray], model_config: Mapping[str, Any],
+                    metadata: Mapping[str, Any] | None = None, kind: str = "model") -> str:
     """Write a model-only file (GPT-2 tensor names, config in the metadata); return the file's sha256 (hex).
 
     `metadata` values may be any JSON value; they come back unchanged from `load_model_file`. `kind` "quantized"
