@@ -244,12 +244,8 @@ class OneCycle(Schedule):
 
     def __post_init__(self) -> None:
         lr_max, total_steps, pct_start, lr_min = self.lr_max, self.total_steps, self.pct_start, self.lr_min
-        _require(
-            self.warmup_steps == 0,
-            "warmup_steps",
-            "0 for one_cycle (its rising phase, pct_start, is the warm-up)",
-            self.warmup_steps,
-        )
+        _require(self.warmup_steps == 0, "warmup_steps", "0 for one_cycle (its rising phase, pct_start, is the "
+                 "warm-up)", self.warmup_steps)
         _require(isinstance(total_steps, int) and total_steps >= 2, "total_steps", "an integer >= 2", total_steps)
         _require(0 < pct_start < 1 and pct_start * total_steps > 1, "pct_start", "in (1/total_steps, 1)", pct_start)
         _require(self.div_factor >= 1, "div_factor", ">= 1", self.div_factor)
