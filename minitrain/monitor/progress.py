@@ -56,18 +56,9 @@ def format_seconds(seconds: float) -> str:
 class Progress:
     """Shows training progress; see the module docstring for the modes."""
 
-    def __init__(
-        self,
-        total_steps: int | None,
-        mode: str = "auto",
-        *,
-        every: int = 10,
-        quiet: bool = False,
-        start_step: int = 0,
-        window: int = 30,
-        stream: TextIO | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
+    def __init__(self, total_steps: int | None, mode: str = "auto", *, every: int = 10, quiet: bool = False,
+                 start_step: int = 0, window: int = 30, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         if mode not in ("auto", "bar", "plain", "none", "log"):
             raise ValueError(f"progress mode must be auto, bar, plain or none, got {mode!r}")
         self.stream = stream if stream is not None else sys.stdout
