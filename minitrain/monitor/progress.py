@@ -74,10 +74,8 @@ class Progress:
         self._tokens = 0
         self._bar = None
         if mode == "bar":
-            self._bar = tqdm(
-                total=total_steps, initial=start_step, file=self.stream, unit="step", dynamic_ncols=True,
-                smoothing=0.1, leave=True,
-            )
+            self._bar = tqdm(total=total_steps, initial=start_step, file=self.stream, unit="step", dynamic_ncols=True,
+                             smoothing=0.1, leave=True)
 
     def tokens_per_second(self) -> float | None:
         if self._start is None:

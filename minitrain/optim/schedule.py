@@ -144,12 +144,8 @@ class _Finite(Schedule):
 
     def __post_init__(self) -> None:
         total_steps, warmup_steps, decay_steps = self.total_steps, self.warmup_steps, self.decay_steps
-        _require(
-            isinstance(total_steps, int) and total_steps > warmup_steps,
-            "total_steps",
-            f"an integer > warmup_steps ({warmup_steps})",
-            total_steps,
-        )
+        _require(isinstance(total_steps, int) and total_steps > warmup_steps, "total_steps",
+                 f"an integer > warmup_steps ({warmup_steps})", total_steps)
         _require(decay_steps is None or (isinstance(decay_steps, int) and decay_steps >= 1), "decay_steps",
                  "an integer >= 1", decay_steps)
         self.decay_steps = decay_steps if decay_steps is not None else total_steps - warmup_steps
@@ -324,11 +320,8 @@ class Plateau(Schedule):
 
     def _load(self, state: Mapping[str, Any]) -> None:
         super()._load(state)
-        self.level, self.num_bad, self.cooldown_left = (
-            float(state["level"]),
-            int(state["num_bad"]),
-            int(state["cooldown_left"]),
-        )
+        self.level, self.num_bad, self.cooldown_left = (float(state["level"]), int(state["num_bad"]),
+                                                        int(state["cooldown_left"]))
         self.best = None if state["best"] is None else float(state["best"])
 
 
