@@ -58,9 +58,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
 
 def gelu(x: Tensor) -> Tensor:
     """GELU, tanh approximation (GPT-2's "gelu_new"); math in kernels/gelu.py."""
-    return Tensor._from_op(
-        kernels.active.gelu_forward(x.data), (x,), lambda g: x._accumulate(kernels.active.gelu_backward(x.data, g))
-    )
+    return Tensor._from_op(kernels.active.gelu_forward(x.data), (x,),
+                           lambda g: x._accumulate(kernels.active.gelu_backward(x.data, g)))
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
@@ -357,9 +356,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 def silu(x: Tensor) -> Tensor:
     """SiLU, y = x·σ(x) (Llama's "silu" activation);  dx = g·σ(x)·(1 + x·(1 − σ(x))); math in kernels/silu.py."""
-    return Tensor._from_op(
-        kernels.active.silu_forward(x.data), (x,), lambda g: x._accumulate(kernels.active.silu_backward(x.data, g))
-    )
+    return Tensor._from_op(kernels.active.silu_forward(x.data), (x,),
+                           lambda g: x._accumulate(kernels.active.silu_backward(x.data, g)))
 
 
 def _rotate_half(a: np.ndarray) -> np.ndarray:

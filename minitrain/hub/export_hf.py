@@ -49,9 +49,8 @@ def run_tokenizer(info: RunInfo, vocab_path: str | Path | None = None) -> CharTo
     recorded = vocab_path or info.section("data").get("vocab_path")
     found = info.find(str(recorded)) if recorded else None
     if found is None:
-        raise UserError(
-            f"{info.model_path}: cannot find the vocabulary this model was trained with "
-            f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab", BAD_INPUT)
+        raise UserError(f"{info.model_path}: cannot find the vocabulary this model was trained with "
+                        f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab", BAD_INPUT)
     tokenizer = CharTokenizer.load(found)
     if tokenizer.vocab_size > info.model_config["vocab_size"]:
         raise UserError(f"{found}: {tokenizer.vocab_size} tokens, but the model {info.model_path} has only "
