@@ -24,17 +24,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from minitrain.common.errors import ArgumentError
+from minitrain.evaluation import metrics
 from minitrain.nn import inference
 
 
-class Tokenizer(Protocol):
-    bos_id: int
-    eos_id: int
+class Tokenizer(metrics.Tokenizer, Protocol):
+    """metrics.Tokenizer, and the vocabulary size the sampled ids stay below."""
+
     vocab_size: int
-
-    def encode(self, text: str) -> list[int]: ...
-
-    def decode(self, ids: list[int]) -> str: ...
 
 
 def next_token(
