@@ -71,8 +71,8 @@ def hub_base(info: RunInfo, base_model: str | None) -> str:
 
 def export_model(source: str | Path, out_dir: str | Path, repo_id: str | None = None,
                  vocab_path: str | Path | None = None, merge_adapters: bool = False, base_model: str | None = None,
-                 for_hub: bool = False, float_base: bool = False,
-                 log: Callable[[str], None] | None = None) -> list[Path]:
+                 for_hub: bool = False, float_base: bool = False, log: Callable[[str], None] | None = None
+                 ) -> list[Path]:
     """Write the export folder for a run folder or model file; return the files written, sorted.
 
     `repo_id` only changes the model card (its title and loading snippet). A LoRA run exports its adapter in
