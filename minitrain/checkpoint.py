@@ -89,24 +89,15 @@ def _optimizer_buffers(path: Path, optimizer: Any, tensors: Mapping[str, np.ndar
         raise UserError(f"{path}: optimizer buffers missing {missing} / unexpected {unexpected}")
     for name, a in expected.items():
         if saved[name].shape != a.shape or saved[name].dtype != a.dtype:
-            raise UserError(
-                f"{path}: optimizer buffer {name!r} has shape {saved[name].shape} {saved[name].dtype}, "
-                f"this run expects {a.shape} {a.dtype}"
-            )
+            raise UserError(f"{path}: optimizer buffer {name!r} has shape {saved[name].shape} {saved[name].dtype}, "
+                            f"this run expects {a.shape} {a.dtype}")
     return saved
 
 
 def _snapshot(model: Any, optimizer: Any, scheduler: Any, batcher: Any, train_rng: np.random.Generator) -> tuple:
     # Deep copies: a state_dict may hand out the live arrays that loading is about to overwrite.
-    return copy.deepcopy(
-        (
-            model.state_dict(),
-            optimizer.state_dict(),
-            scheduler.state_dict(),
-            batcher.state_dict(),
-            train_rng.bit_generator.state,
-        )
-    )
+    return copy.deepcopy((model.state_dict(), optimizer.state_dict(), scheduler.state_dict(), batcher.state_dict(),
+                          train_rng.bit_generator.state))
 
 
 def _restore(objects: tuple, states: tuple) -> None:
@@ -146,10 +137,8 @@ def load_checkpoint(
     model_state = {name: a for name, a in tensors.items() if not name.startswith(OPTIMIZER_PREFIX)}
     check_model(path, model, meta["model_config"], model_state)  # before the hash: it says more precisely why
     if config_hash is not None and meta["config_hash"] != config_hash:
-        raise UserError(
-            f"{path}: was written under config hash {meta['config_hash'][:12]}, this run's config hashes to "
-            f"{config_hash[:12]}; resume with the config the run started with"
-        )
+        raise UserError(f"{path}: was written under config hash {meta['config_hash'][:12]}, this run's config hashes "
+                        f"to {config_hash[:12]}; resume with the config the run started with")
     optimizer_state = {**meta["optimizer"], "buffers": _optimizer_buffers(path, optimizer, tensors)}
     rng_kind = meta["train_rng"].get("bit_generator")
     if rng_kind != type(train_rng.bit_generator).__name__:

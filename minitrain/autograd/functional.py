@@ -58,9 +58,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
 
 def gelu(x: Tensor) -> Tensor:
     """GELU, tanh approximation (GPT-2's "gelu_new"); math in kernels/gelu.py."""
-    return Tensor._from_op(
-        kernels.active.gelu_forward(x.data), (x,), lambda g: x._accumulate(kernels.active.gelu_backward(x.data, g))
-    )
+    return Tensor._from_op(kernels.active.gelu_forward(x.data), (x,),
+                           lambda g: x._accumulate(kernels.active.gelu_backward(x.data, g)))
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
@@ -305,13 +304,8 @@ def dropout(x: Tensor, p: float, training: bool, rng: np.random.Generator | None
 
 
 # --------------------------------------------------------------------- attention
-def self_attention(
-    qkv: Tensor,
-    n_head: int,
-    pad_mask: np.ndarray | None = None,
-    scale: float | None = None,
-    return_probs: bool = False,
-) -> Tensor | tuple[Tensor, np.ndarray]:
+def self_attention(qkv: Tensor, n_head: int, pad_mask: np.ndarray | None = None, scale: float | None = None,
+                   return_probs: bool = False) -> Tensor | tuple[Tensor, np.ndarray]:
     """Multi-head causal self-attention from the fused projection, as one tape node; math in kernels/attention.py.
 
     qkv (B, T, 3C) holds q | k | v, and inside each, head h owns columns [h·D, (h+1)·D) (GPT-2's layout);
@@ -365,9 +359,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 def silu(x: Tensor) -> Tensor:
     """SiLU, y = x·σ(x) (Llama's "silu" activation);  dx = g·σ(x)·(1 + x·(1 − σ(x))); math in kernels/silu.py."""
-    return Tensor._from_op(
-        kernels.active.silu_forward(x.data), (x,), lambda g: x._accumulate(kernels.active.silu_backward(x.data, g))
-    )
+    return Tensor._from_op(kernels.active.silu_forward(x.data), (x,),
+                           lambda g: x._accumulate(kernels.active.silu_backward(x.data, g)))
 
 
 def _rotate_half(a: np.ndarray) -> np.ndarray:

@@ -21,14 +21,8 @@ class GradcheckError(AssertionError):
     """The analytic gradient disagrees with the numeric one; the message names the worst element."""
 
 
-def gradcheck(
-    fn: Callable[..., Tensor],
-    inputs: Sequence[Tensor],
-    eps: float = 1e-6,
-    rtol: float = 1e-6,
-    atol: float = 1e-7,
-    seed: int = 0,
-) -> bool:
+def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 1e-6, rtol: float = 1e-6,
+              atol: float = 1e-7, seed: int = 0) -> bool:
     """Return True if fn's gradients w.r.t. every input with requires_grad match central differences.
 
     `inputs` must be float64 Tensors. Raises GradcheckError with the worst mismatch otherwise."""
@@ -81,10 +75,9 @@ def compare_gradients(found: Sequence[tuple[np.ndarray | None, np.ndarray] | Non
         # A backward that forgets to un-broadcast hands an input a gradient of another shape; comparing it
         # element by element would only crash, so say what is wrong instead.
         if pair is not None and pair[0] is not None and np.shape(pair[0]) != pair[1].shape:
-            raise GradcheckError(
-                f"gradcheck: input {i} has shape {pair[1].shape} but its gradient has shape {np.shape(pair[0])}: "
-                "the backward must give each input a gradient of the input's own shape (un-broadcast it)"
-            )
+            raise GradcheckError(f"gradcheck: input {i} has shape {pair[1].shape} but its gradient has shape "
+                                 f"{np.shape(pair[0])}: the backward must give each input a gradient of the input's "
+                                 "own shape (un-broadcast it)")
     for i, pair in enumerate(found):
         if pair is None:
             continue
@@ -93,7 +86,5 @@ def compare_gradients(found: Sequence[tuple[np.ndarray | None, np.ndarray] | Non
         error = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
         if (error > 0).any():
             worst = np.unravel_index(np.argmax(error), numeric.shape)
-            raise GradcheckError(
-                f"gradcheck: input {i} (shape {numeric.shape}) at {tuple(int(w) for w in worst)}: "
-                f"analytic {analytic[worst]:.10g} vs numeric {numeric[worst]:.10g}"
-            )
+            raise GradcheckError(f"gradcheck: input {i} (shape {numeric.shape}) at {tuple(int(w) for w in worst)}: "
+                                 f"analytic {analytic[worst]:.10g} vs numeric {numeric[worst]:.10g}")

@@ -25,12 +25,8 @@ import numpy as np
 from minitrain.autograd.tensor import TAPE, Tensor, no_grad
 
 
-def checkpoint(
-    block: Callable[[Tensor], Tensor],
-    x: Tensor,
-    params: Sequence[Tensor],
-    rngs: Sequence[np.random.Generator] = (),
-) -> Tensor:
+def checkpoint(block: Callable[[Tensor], Tensor], x: Tensor, params: Sequence[Tensor],
+               rngs: Sequence[np.random.Generator] = ()) -> Tensor:
     """y = block(x) as one tape node whose backward recomputes block(x); see the module docstring."""
     states = [rng.bit_generator.state for rng in rngs]
     with no_grad():

@@ -133,9 +133,8 @@ class Tensor:
             raise RuntimeError("backward(): this tensor does not require grad (was it computed under no_grad?)")
         if grad is None:
             if self.data.size != 1:
-                raise RuntimeError(
-                    f"backward(): output of shape {self.shape} is not a scalar; pass grad= of that shape"
-                )
+                raise RuntimeError(f"backward(): output of shape {self.shape} is not a scalar; pass grad= of that "
+                                   "shape")
             grad = np.ones_like(self.data)
         grad = np.asarray(grad, dtype=self.data.dtype)
         if grad.shape != self.shape:
@@ -287,9 +286,8 @@ class Tensor:
         if a.ndim < 2 or b.ndim < 2:
             raise ValueError(f"@ needs operands with at least 2 dims, got shapes {a.shape} and {b.shape}")
         if a.shape[-1] != b.shape[-2]:
-            raise ValueError(
-                f"@: shapes {a.shape} and {b.shape} do not match (inner dims {a.shape[-1]} != {b.shape[-2]})"
-            )
+            raise ValueError(f"@: shapes {a.shape} and {b.shape} do not match (inner dims {a.shape[-1]} != "
+                             f"{b.shape[-2]})")
 
         def backward(g: np.ndarray) -> None:
             if a.requires_grad:

@@ -22,10 +22,9 @@ FLAG_KEYS = {"seed": "training.rng_seed", "out_dir": "output.dir", "models_dir":
 
 def add_set(parser: argparse.ArgumentParser) -> None:
     """The repeatable `--set KEY=VALUE` override flag."""
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-        help="override a config value, e.g. --set optimizer.lr_max=1e-3 (repeatable; VALUE is read as YAML)",
-    )
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="override a config value, e.g. --set optimizer.lr_max=1e-3 (repeatable; VALUE is read "
+                             "as YAML)")
 
 
 def load(args: argparse.Namespace) -> Config:

@@ -133,10 +133,9 @@ def _check_base_vocab(layout: DataLayout, base: str, base_vocab: Path) -> None:
     if layout.vocab_exists:
         ours = CharTokenizer.load(layout.vocab)
         if ours.chars != theirs.chars:
-            raise UserError(
-                f"--base {base}: its vocabulary ({base_vocab}, {len(theirs.chars)} characters) differs from "
-                f"{layout.vocab} ({len(ours.chars)} characters); fine-tuning needs the same ids for the same "
-                "characters", 2)
+            raise UserError(f"--base {base}: its vocabulary ({base_vocab}, {len(theirs.chars)} characters) differs "
+                            f"from {layout.vocab} ({len(ours.chars)} characters); fine-tuning needs the same ids for "
+                            "the same characters", 2)
         return
     missing = sorted({c for text in _texts(layout) for c in text} - set(theirs.chars))
     if missing:

@@ -64,10 +64,8 @@ def checklist(cfg: Config, summary: DataSummary | None) -> str:
     opt, t = cfg.optimizer, cfg.training
     length = (f"{cfg.total_steps} steps of" if cfg.total_steps else f"{t.epochs} epoch{'s' * (t.epochs != 1)} of"
               if t.epochs else f"{t.duration} on the clock,")
-    lines.append(
-        f"✓ run: {length} batch {t.batch_size} × {t.grad_accumulation}, "
-        f"{opt.type} lr {opt.lr_max:g} → {opt.lr_min:g} ({cfg.scheduler.type}), output {cfg.output.dir}"
-    )
+    lines.append(f"✓ run: {length} batch {t.batch_size} × {t.grad_accumulation}, "
+                 f"{opt.type} lr {opt.lr_max:g} → {opt.lr_min:g} ({cfg.scheduler.type}), output {cfg.output.dir}")
     if cfg.lora.enabled:
         targets, _ = resolve_targets(cfg.lora.target_modules, cfg.lora.target_modules_pattern,
                                      linear_module_paths(cfg.model.architecture()))

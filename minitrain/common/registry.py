@@ -32,13 +32,8 @@ def keyword_defaults(cls: type, skip: Collection[str] = ()) -> dict[str, Any]:
     return {name: p.default for name, p in params.items() if name != "self" and name not in skip}
 
 
-def check_choice(
-    section: str,
-    registry: Registry[type],
-    type: str,
-    keys: Collection[str],
-    skip: Collection[str],
-) -> None:
+def check_choice(section: str, registry: Registry[type], type: str, keys: Collection[str],
+                 skip: Collection[str]) -> None:
     """UserError (exit code 2) unless `registry` has `type` and its constructor takes `keys` (all but `skip`).
 
     An unknown type names `<section>.type`; a key the class does not take, or one it requires that is missing,

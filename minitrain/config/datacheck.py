@@ -107,11 +107,8 @@ def _check_characters(cfg: Config, summary: DataSummary) -> list[Problem]:
         summary.tokenizer_size = tokenizer.vocab_size
         if cfg.model.vocab_size < tokenizer.vocab_size:
             made = f"the BPE trained on {data.train_path}" if bpe else data.vocab_path
-            problems.append(Problem(
-                ("model", "vocab_size"),
-                f"vocab_size {cfg.model.vocab_size} is smaller than the tokenizer's {tokenizer.vocab_size} ids "
-                f"({made})",
-            ))
+            problems.append(Problem(("model", "vocab_size"), f"vocab_size {cfg.model.vocab_size} is smaller than the "
+                                                             f"tokenizer's {tokenizer.vocab_size} ids ({made})"))
         verbs = {}
         for split in wanted:
             if regular_file_problem(getattr(data, f"{split}_path")) is None:
@@ -119,11 +116,9 @@ def _check_characters(cfg: Config, summary: DataSummary) -> list[Problem]:
                 problems += found
         problems += _check_heldout(cfg, verbs)
     if summary.longest_input > cfg.model.max_seq_len:
-        problems.append(Problem(
-            ("model", "max_seq_len"),
-            f"max_seq_len {cfg.model.max_seq_len} is shorter than the longest record: {summary.longest_where} "
-            f"needs {summary.longest_input} positions (BOS + text)",
-        ))
+        problems.append(Problem(("model", "max_seq_len"), f"max_seq_len {cfg.model.max_seq_len} is shorter than the "
+                                                          f"longest record: {summary.longest_where} needs "
+                                                          f"{summary.longest_input} positions (BOS + text)"))
     return problems + check_batches(cfg, summary)
 
 
@@ -176,11 +171,10 @@ def _check_heldout(cfg: Config, verbs: dict[str, set[str]]) -> list[Problem]:
         shared = sorted(verbs.get(split, set()) & verbs["train"])
         if shared:
             shown = ", ".join(shared[:4]) + (f" and {len(shared) - 4} more" if len(shared) > 4 else "")
-            problems.append(Problem(
-                ("data", f"{split}_path"),
-                f"heldout_policy verbs_4: {len(shared)} verb(s) of {getattr(cfg.data, f'{split}_path')} also occur "
-                f"in {cfg.data.train_path} ({shown}); held-out verbs must never be trained on",
-            ))
+            problems.append(Problem(("data", f"{split}_path"),
+                                    f"heldout_policy verbs_4: {len(shared)} verb(s) of "
+                                    f"{getattr(cfg.data, f'{split}_path')} also occur in {cfg.data.train_path} "
+                                    f"({shown}); held-out verbs must never be trained on"))
     return problems
 
 
@@ -194,22 +188,18 @@ def check_batches(cfg: Config, summary: DataSummary) -> list[Problem]:
     batches = batches_per_epoch(n_train, training.batch_size, training.drop_last)
     summary.steps_per_epoch = batches // training.grad_accumulation
     if summary.steps_per_epoch == 0:
-        return [Problem(
-            ("training", "batch_size"),
-            f"batch_size {training.batch_size} · grad_accumulation {training.grad_accumulation} is more than the "
-            f"{n_train} training records",
-        )]
+        return [Problem(("training", "batch_size"), f"batch_size {training.batch_size} · grad_accumulation "
+                                                    f"{training.grad_accumulation} is more than the {n_train} training "
+                                                    "records")]
     if OPTIMIZERS[cfg.optimizer.type].full_batch and (
             summary.steps_per_epoch != 1 or training.batch_size * training.grad_accumulation < n_train):
         return [Problem(("optimizer", "type"), f"{cfg.optimizer.type} is a full-batch method: one step must hold "
                                                f"all {n_train} training rows (set training.batch_size: {n_train})")]
     total = cfg.resolve_steps(summary.steps_per_epoch)
     if training.epochs is not None and total is not None and cfg.resolve_warmup(total) >= total:
-        return [Problem(
-            ("scheduler", "warmup_steps"),
-            f"warmup_steps {cfg.resolve_warmup(total)} must be below the {total} steps of "
-            f"{training.epochs} epoch(s) × {summary.steps_per_epoch}",
-        )]
+        return [Problem(("scheduler", "warmup_steps"), f"warmup_steps {cfg.resolve_warmup(total)} must be below the "
+                                                       f"{total} steps of {training.epochs} epoch(s) × "
+                                                       f"{summary.steps_per_epoch}")]
     return []
 
 

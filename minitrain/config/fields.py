@@ -51,10 +51,8 @@ _NAME = re.compile(r"^\w[\w.+-]{0,99}$")
 
 def _check_name(text: str) -> str:
     if not _NAME.match(text) or any(unicodedata.category(c).startswith("C") for c in text):
-        raise ValueError(
-            f"{text!r} cannot name a run folder: write one file name of at most 100 letters, digits, '_', '-', "
-            "'.' or '+', starting with a letter or digit (no '/', no spaces)"
-        )
+        raise ValueError(f"{text!r} cannot name a run folder: write one file name of at most 100 letters, digits, "
+                         "'_', '-', '.' or '+', starting with a letter or digit (no '/', no spaces)")
     return text
 
 

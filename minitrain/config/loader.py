@@ -44,14 +44,8 @@ LOCK_KEY = "minitrain_lock"  # the top-level key that marks a lock file
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def load_config(
-    path: str | os.PathLike,
-    overrides: Iterable[str] = (),
-    *,
-    values: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    now: dt.datetime | None = None,
-) -> Config:
+def load_config(path: str | os.PathLike, overrides: Iterable[str] = (), *, values: Mapping[str, Any] | None = None,
+                env: Mapping[str, str] | None = None, now: dt.datetime | None = None) -> Config:
     """Read, override, render and validate the config at `path`.
 
     `overrides` are `key=value` strings (`--set`), the value read as a YAML scalar. `values` maps dotted keys to

@@ -63,11 +63,9 @@ def _one_run_length(sections, raw):
     named = [f"{section}.{key}" for section, key in RUN_LENGTHS if given(raw, section, key)]
     kinds = {g.split(".")[1] for g in named}
     if not kinds:
-        yield Problem(
-            ("training",),
-            "say how long to train: set one of training.total_steps (or scheduler.total_steps), "
-            "training.epochs, training.duration",
-        )
+        yield Problem(("training",),
+                      "say how long to train: set one of training.total_steps (or scheduler.total_steps), "
+                      "training.epochs, training.duration")
     elif len(kinds) > 1:
         section, key = named[-1].split(".")
         others = ", ".join(g for g in named if g.split(".")[1] != key)
@@ -106,10 +104,8 @@ def _keys_of_type(section: BaseModel, name: str, table: Mapping[str, set[str]]) 
     allowed = table[section.type]
     for key in sorted(section.model_fields_set - allowed):
         users = sorted(t for t, keys in table.items() if key in keys)
-        yield Problem(
-            (name, key),
-            f"{name} type {section.type} does not use {key} (it belongs to {', '.join(users)})",
-        )
+        yield Problem((name, key),
+                      f"{name} type {section.type} does not use {key} (it belongs to {', '.join(users)})")
 
 
 @rule("optimizer")
@@ -241,9 +237,8 @@ def _warmup_ends_before_the_end(sections, raw):
     sched, training = sections["scheduler"], sections["training"]
     total = training.total_steps or sched.total_steps
     if total is not None and sched.warmup_steps >= total:
-        yield Problem(
-            ("scheduler", "warmup_steps"), f"warmup_steps {sched.warmup_steps} must be below total_steps {total}"
-        )
+        yield Problem(("scheduler", "warmup_steps"), f"warmup_steps {sched.warmup_steps} must be below total_steps "
+                                                     f"{total}")
 
 
 @rule("scheduler", "optimizer")
@@ -269,9 +264,7 @@ def _one_cycle_rises_for_a_step(sections, raw):
     sched, training = sections["scheduler"], sections["training"]
     total = training.total_steps or sched.total_steps
     if "pct_start" in SCHEDULER_KEYS[sched.type] and total is not None and (total < 2 or sched.pct_start * total <= 1):
-        yield Problem(
-            ("scheduler", "pct_start"), f"pct_start {sched.pct_start:g} · total_steps {total} must exceed 1"
-        )
+        yield Problem(("scheduler", "pct_start"), f"pct_start {sched.pct_start:g} · total_steps {total} must exceed 1")
 
 
 @rule("scheduler")

@@ -48,9 +48,8 @@ class MonitoringConfig(Section):
     system metrics and the live dashboard (config/observing.py)."""
 
     progress: Literal["auto", "bar", "plain", "none"] = "auto"
-    alerts: list[AlertEntry] = Field(
-        default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt', or {condition, action, message}",
-    )
+    alerts: list[AlertEntry] = Field(default_factory=list, description="e.g. 'loss > 10: warn', 'nan: halt', or "
+                                                                       "{condition, action, message}")
     tracking: TrackingConfig | None = None
     system: SystemConfig | None = None
     dashboard: DashboardConfig | None = Field(None, description="what `train --tui` and `watch` show; absent: "
@@ -68,9 +67,8 @@ class OutputConfig(Section):
     $MINITRAIN_MODELS_DIR, else the run folder's models/)."""
 
     dir: str | None = Field(None, min_length=1)
-    models_dir: str | None = Field(
-        None, min_length=1, description="folder for the final model file; default $MINITRAIN_MODELS_DIR or RUN/models",
-    )
+    models_dir: str | None = Field(None, min_length=1, description="folder for the final model file; default "
+                                                                   "$MINITRAIN_MODELS_DIR or RUN/models")
     metrics: MetricsOutput = Field(default_factory=MetricsOutput)
     report: ReportOutput = Field(default_factory=ReportOutput)
     plots: bool = Field(True, description="false: no loss_curve.png, dashboard.png or confusion_matrix.png (about "

@@ -16,7 +16,6 @@ from minitrain.models.registry import LANGUAGE_MODELS
 from minitrain.models.sequential import output_width, resolve_widths
 
 LANGUAGE_MODELING = "language_modeling"
-TABLE_TASKS = ("classification", "regression")
 
 
 def _task_of(sections) -> str | None:

@@ -165,10 +165,8 @@ def _check_bounds(node: yaml.Node, depth: int, seen: dict[int, tuple[int, int, i
     if depth + height > MAX_DEPTH + 1:
         raise YamlSyntaxError(f"nested more than {MAX_DEPTH} levels deep", line)
     if nodes > MAX_NODES or chars > MAX_CHARS:
-        raise YamlSyntaxError(
-            f"aliases expand this to {nodes} values and {chars} characters (at most {MAX_NODES} and {MAX_CHARS})",
-            line,
-        )
+        raise YamlSyntaxError(f"aliases expand this to {nodes} values and {chars} characters (at most {MAX_NODES} "
+                              f"and {MAX_CHARS})", line)
     return seen[key]
 
 

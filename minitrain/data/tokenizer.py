@@ -86,9 +86,8 @@ class CharTokenizer:
             return [self._id_of[c] for c in text]
         except KeyError as e:
             c = e.args[0]
-            raise UserError(
-                f"unknown character {c!r} (U+{ord(c):04X}) in record {text!r}: it is not in the vocabulary"
-            ) from None
+            raise UserError(f"unknown character {c!r} (U+{ord(c):04X}) in record {text!r}: it is not in the "
+                            "vocabulary") from None
 
     def encode_line(self, text: str) -> list[int]:
         """`[BOS] + encode(text) + [EOS]`: the token sequence the model trains on."""

@@ -96,9 +96,7 @@ def parse_alert(text: str, message: str = "") -> Alert:
     if kinds == ["name", "op", "number"]:
         return Alert(text, "threshold", action, metric=values[0], op=values[1], value=float(values[2]),
                      message=message)
-    raise ValueError(
-        f"alert {text!r}: condition must be 'METRIC > NUMBER' (or >=, <, <=), 'stall(N)' or 'nan'"
-    )
+    raise ValueError(f"alert {text!r}: condition must be 'METRIC > NUMBER' (or >=, <, <=), 'stall(N)' or 'nan'")
 
 
 def _is_number(value: Any) -> bool:

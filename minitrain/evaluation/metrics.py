@@ -71,10 +71,8 @@ class PerplexityMeter:
         target = np.asarray(target)
         loss_mask = np.asarray(loss_mask, dtype=bool)
         if log_probs.ndim != 3 or target.shape != log_probs.shape[:2] or loss_mask.shape != target.shape:
-            raise ValueError(
-                f"PerplexityMeter.update expects log_probs (B, T, V), target and loss_mask (B, T); got "
-                f"{log_probs.shape}, {target.shape}, {loss_mask.shape}"
-            )
+            raise ValueError(f"PerplexityMeter.update expects log_probs (B, T, V), target and loss_mask (B, T); got "
+                             f"{log_probs.shape}, {target.shape}, {loss_mask.shape}")
         b, t = np.nonzero(loss_mask)
         picked = log_probs[b, t, target[b, t]].astype(np.float64)
         self.total_nll -= float(picked.sum())
@@ -171,12 +169,8 @@ def greedy_decode(
     return generated
 
 
-def greedy_exact_match(
-    next_log_probs: NextLogProbs,
-    records: Sequence[dict],
-    tokenizer: Tokenizer,
-    max_new_tokens: int = 32,
-) -> ExactMatch:
+def greedy_exact_match(next_log_probs: NextLogProbs, records: Sequence[dict], tokenizer: Tokenizer,
+                       max_new_tokens: int = 32) -> ExactMatch:
     """Fraction of records whose greedily decoded answer equals `record["form"]`.
 
     The prompt is `[BOS] + encode(answer_prompt(record["text"]))`, e.g. BOS + `caminar|P1|`.

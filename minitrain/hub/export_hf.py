@@ -49,15 +49,12 @@ def run_tokenizer(info: RunInfo, vocab_path: str | Path | None = None) -> CharTo
     recorded = vocab_path or info.section("data").get("vocab_path")
     found = info.find(str(recorded)) if recorded else None
     if found is None:
-        raise UserError(
-            f"{info.model_path}: cannot find the vocabulary this model was trained with "
-            f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab", BAD_INPUT)
+        raise UserError(f"{info.model_path}: cannot find the vocabulary this model was trained with "
+                        f"(data.vocab_path = {recorded or 'not recorded'}); pass it with --vocab", BAD_INPUT)
     tokenizer = CharTokenizer.load(found)
     if tokenizer.vocab_size > info.model_config["vocab_size"]:
-        raise UserError(
-            f"{found}: {tokenizer.vocab_size} tokens, but the model {info.model_path} has only "
-            f"{info.model_config['vocab_size']} embedding rows; this is not the model's vocabulary"
-        )
+        raise UserError(f"{found}: {tokenizer.vocab_size} tokens, but the model {info.model_path} has only "
+                        f"{info.model_config['vocab_size']} embedding rows; this is not the model's vocabulary")
     return tokenizer
 
 
@@ -72,17 +69,10 @@ def hub_base(info: RunInfo, base_model: str | None) -> str:
                     "user/name, or publish the base with the adapters merged in with --merge-adapters", BAD_INPUT)
 
 
-def export_model(
-    source: str | Path,
-    out_dir: str | Path,
-    repo_id: str | None = None,
-    vocab_path: str | Path | None = None,
-    merge_adapters: bool = False,
-    base_model: str | None = None,
-    for_hub: bool = False,
-    float_base: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> list[Path]:
+def export_model(source: str | Path, out_dir: str | Path, repo_id: str | None = None,
+                 vocab_path: str | Path | None = None, merge_adapters: bool = False, base_model: str | None = None,
+                 for_hub: bool = False, float_base: bool = False, log: Callable[[str], None] | None = None
+                 ) -> list[Path]:
     """Write the export folder for a run folder or model file; return the files written, sorted.
 
     `repo_id` only changes the model card (its title and loading snippet). A LoRA run exports its adapter in

@@ -122,10 +122,8 @@ def _model_file_of(run_dir: Path, results: dict[str, Any]) -> Path:
     checkpoint = CheckpointManager(run_dir).latest()
     if checkpoint is not None:
         return checkpoint
-    raise UserError(
-        f"{run_dir}: no model file found (results.json has no existing model_path and there is no "
-        "checkpoint); has this run finished?", 2
-    )
+    raise UserError(f"{run_dir}: no model file found (results.json has no existing model_path and there is no "
+                    "checkpoint); has this run finished?", 2)
 
 
 def check_same_run(run_dir: Path, results: dict[str, Any], manifest: dict[str, Any], model_path: Path,

@@ -42,17 +42,16 @@ def _hub_failure(err: httpx2.HTTPError, repo_id: str, endpoint: str) -> UserErro
     """Turn what the client raised into one readable error (the token is never part of it)."""
     status = err.response.status_code if isinstance(err, HfHubHTTPError) else None
     if status == 401:
-        return UserError(
-            f"publish to {repo_id}: the Hub at {endpoint} rejected the token (HTTP 401); check HF_TOKEN or "
-            "run `hf auth login` again", HUB_FAILED)
+        return UserError(f"publish to {repo_id}: the Hub at {endpoint} rejected the token (HTTP 401); check HF_TOKEN "
+                         "or run `hf auth login` again", HUB_FAILED)
     if status == 403:
         return UserError(f"publish to {repo_id}: the token has no write access to this repo (HTTP 403)", HUB_FAILED)
     if status is not None:
         detail = str(err).strip().splitlines()[-1]
         return UserError(f"publish to {repo_id}: the Hub answered HTTP {status}: {detail}", HUB_FAILED)
-    return UserError(
-        f"publish to {repo_id}: the connection to {endpoint} failed ({type(err).__name__}: {err}); the upload "
-        "did not finish, run the command again (files already uploaded are not sent twice)", HUB_FAILED)
+    return UserError(f"publish to {repo_id}: the connection to {endpoint} failed ({type(err).__name__}: {err}); the "
+                     "upload did not finish, run the command again (files already uploaded are not sent twice)",
+                     HUB_FAILED)
 
 
 def publish(

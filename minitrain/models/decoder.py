@@ -259,17 +259,10 @@ class Decoder(LanguageModel):
         x = self.decode(idx, positions, allowed, cache, cache.positions[:, : cache.length])
         return self.head(x[:, -1]).data
 
-    def generate(
-        self,
-        prompt_ids: Sequence[int] | Sequence[Sequence[int]],
-        max_new_tokens: int,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        eos_id: int | None = None,
-        rng: np.random.Generator | int | None = None,
-        vocab_limit: int | None = None,
-    ) -> list[list[int]]:
+    def generate(self, prompt_ids: Sequence[int] | Sequence[Sequence[int]], max_new_tokens: int,
+                 temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+                 eos_id: int | None = None, rng: np.random.Generator | int | None = None,
+                 vocab_limit: int | None = None) -> list[list[int]]:
         """Continue each prompt (a list of ids, or a list of them) by up to max_new_tokens; the new ids of each
         (EOS not included: a row stops there). Greedy at temperature 0, else sampled from softmax(z/τ) restricted
         by top_k and top_p (minitrain/models/sampling.py), drawing from `rng` (a generator or a seed) row by row.

@@ -22,15 +22,8 @@ class LanguageModel(Module):
 
     config: dict[str, Any]
 
-    def forward(
-        self,
-        idx: np.ndarray,
-        targets: np.ndarray | None = None,
-        attn_pad_mask: np.ndarray | None = None,
-        loss_mask: np.ndarray | None = None,
-        *inputs: Any,
-        **named: Any,
-    ) -> tuple[Tensor | None, Tensor | None]:
+    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None, attn_pad_mask: np.ndarray | None = None,
+                loss_mask: np.ndarray | None = None, *inputs: Any, **named: Any) -> tuple[Tensor | None, Tensor | None]:
         """idx (B, T) token ids -> logits (B, T, V), and the mean cross-entropy over the positions loss_mask marks
         (every position if it is None) when targets (B, T) are given. attn_pad_mask (B, T) is True on real tokens;
         other inputs go on to `logits` (the decoder's segment_ids). ValueError when T exceeds max_seq_len."""

@@ -24,17 +24,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from minitrain.common.errors import ArgumentError
+from minitrain.evaluation import metrics
 from minitrain.nn import inference
 
 
-class Tokenizer(Protocol):
-    bos_id: int
-    eos_id: int
+class Tokenizer(metrics.Tokenizer, Protocol):
+    """metrics.Tokenizer, and the vocabulary size the sampled ids stay below."""
+
     vocab_size: int
-
-    def encode(self, text: str) -> list[int]: ...
-
-    def decode(self, ids: list[int]) -> str: ...
 
 
 def next_token(
@@ -76,15 +73,8 @@ def nucleus(p: np.ndarray, top_p: float) -> np.ndarray:
     return kept / kept.sum()
 
 
-def generate(
-    model,
-    tokenizer: Tokenizer,
-    prompt: str,
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    seed: int | np.random.Generator | None = None,
-) -> str:
+def generate(model, tokenizer: Tokenizer, prompt: str, max_new_tokens: int, temperature: float = 0.0,
+             top_k: int | None = None, seed: int | np.random.Generator | None = None) -> str:
     """Continue `prompt` and return only the new text (EOS and other specials dropped).
 
     `seed` makes sampling reproducible; pass one `np.random.Generator` to several calls to draw several

@@ -56,18 +56,9 @@ def format_seconds(seconds: float) -> str:
 class Progress:
     """Shows training progress; see the module docstring for the modes."""
 
-    def __init__(
-        self,
-        total_steps: int | None,
-        mode: str = "auto",
-        *,
-        every: int = 10,
-        quiet: bool = False,
-        start_step: int = 0,
-        window: int = 30,
-        stream: TextIO | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
+    def __init__(self, total_steps: int | None, mode: str = "auto", *, every: int = 10, quiet: bool = False,
+                 start_step: int = 0, window: int = 30, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         if mode not in ("auto", "bar", "plain", "none", "log"):
             raise ValueError(f"progress mode must be auto, bar, plain or none, got {mode!r}")
         self.stream = stream if stream is not None else sys.stdout
@@ -83,10 +74,8 @@ class Progress:
         self._tokens = 0
         self._bar = None
         if mode == "bar":
-            self._bar = tqdm(
-                total=total_steps, initial=start_step, file=self.stream, unit="step", dynamic_ncols=True,
-                smoothing=0.1, leave=True,
-            )
+            self._bar = tqdm(total=total_steps, initial=start_step, file=self.stream, unit="step", dynamic_ncols=True,
+                             smoothing=0.1, leave=True)
 
     def tokens_per_second(self) -> float | None:
         if self._start is None:

@@ -127,16 +127,9 @@ _COMPONENT_MEANING = {  # the spec's §16.1 reading of each, then how minitrain 
 }
 
 
-def report_markdown(
-    *,
-    title: str,
-    results: Mapping[str, Any],
-    quality: Quality | None,
-    plot: str | None = "loss_curve.png",
-    gaps: Sequence[Mapping[str, float]] = (),
-    sections: Sequence[str] = (),
-    hyperparameters: Mapping[str, Any] | None = None,
-) -> str:
+def report_markdown(*, title: str, results: Mapping[str, Any], quality: Quality | None,
+                    plot: str | None = "loss_curve.png", gaps: Sequence[Mapping[str, float]] = (),
+                    sections: Sequence[str] = (), hyperparameters: Mapping[str, Any] | None = None) -> str:
     """The text of report.md. `gaps` is `curves.train_val_gap` of the run's log (the "Train vs val" section);
     `sections` are markdown lines added at the end (callbacks' sections); `hyperparameters` the resolved
     settings the run trained with, by dotted key. `plot` None: a run that drew no plots (output.plots false)

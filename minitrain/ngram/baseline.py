@@ -150,25 +150,16 @@ def run_baseline(cfg: NgramBaselineConfig) -> BaselineRun:
         for name, recs in records.items()
     }
     lap("load")
-    counts = NgramCounts(
-        [tokenizer.encode_line(r["text"]) for r in records["train"]],
-        tokenizer.vocab_size,
-        max(cfg.kneser_ney.orders + cfg.add_k.orders),
-        tokenizer.pad_id,
-        tokenizer.bos_id,
-    )
+    counts = NgramCounts([tokenizer.encode_line(r["text"]) for r in records["train"]], tokenizer.vocab_size,
+                         max(cfg.kneser_ney.orders + cfg.add_k.orders), tokenizer.pad_id, tokenizer.bos_id)
     lap("fit")
     # Tuning sees the dev batches and nothing else.
-    kn = grid_search(
-        lambda **p: KneserNeyLM(counts, **p),
-        [{"order": o, "discount_scale": s} for o in cfg.kneser_ney.orders for s in cfg.kneser_ney.discount_scales],
-        splits["dev"],
-    )
-    ak = grid_search(
-        lambda **p: AddKLM(counts, **p),
-        [{"order": o, "k": k} for o in cfg.add_k.orders for k in cfg.add_k.ks],
-        splits["dev"],
-    )
+    kn = grid_search(lambda **p: KneserNeyLM(counts, **p),
+                     [{"order": o, "discount_scale": s} for o in cfg.kneser_ney.orders
+                      for s in cfg.kneser_ney.discount_scales], splits["dev"])
+    ak = grid_search(lambda **p: AddKLM(counts, **p),
+                     [{"order": o, "k": k} for o in cfg.add_k.orders for k in cfg.add_k.ks],
+                     splits["dev"])
     lap("tune")
     kn_scores, counted = _scores(kn.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens)
     ak_scores, _ = _scores(ak.model, splits, records["val"], tokenizer, cfg.eval.max_new_tokens)

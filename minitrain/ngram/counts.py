@@ -70,18 +70,11 @@ class NgramCounts:
     each occurred, `continuation[j]` N1+(• g) for j < max_order (undefined, and not stored, for j = max_order).
     """
 
-    def __init__(
-        self,
-        sequences: Sequence[Sequence[int]],
-        vocab_size: int,
-        max_order: int,
-        pad_id: int = PAD_ID,
-        bos_id: int = BOS_ID,
-    ) -> None:
+    def __init__(self, sequences: Sequence[Sequence[int]], vocab_size: int, max_order: int, pad_id: int = PAD_ID,
+                 bos_id: int = BOS_ID) -> None:
         if not 1 <= max_order <= max_packable_order(vocab_size):
-            raise ValueError(
-                f"max_order must be in 1..{max_packable_order(vocab_size)} for {vocab_size} symbols, got {max_order}"
-            )
+            raise ValueError(f"max_order must be in 1..{max_packable_order(vocab_size)} for {vocab_size} symbols, "
+                             f"got {max_order}")
         self.vocab_size = vocab_size
         self.max_order = max_order
         self.pad_id = pad_id

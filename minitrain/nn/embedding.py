@@ -18,15 +18,8 @@ class Embedding(Module):
     unless given (torch's default), drawn from `rng`, the training RNG (the default generator when not given).
     """
 
-    def __init__(
-        self,
-        num_embeddings: int,
-        dim: int,
-        *,
-        rng: np.random.Generator | None = None,
-        std: float = 1.0,
-        dtype: type = np.float32,
-    ) -> None:
+    def __init__(self, num_embeddings: int, dim: int, *, rng: np.random.Generator | None = None, std: float = 1.0,
+                 dtype: type = np.float32) -> None:
         super().__init__()
         self.num_embeddings, self.dim = num_embeddings, dim
         self.weight = Parameter(or_default(rng).normal(0.0, std, size=(num_embeddings, dim)), dtype=dtype)

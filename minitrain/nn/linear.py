@@ -28,17 +28,8 @@ class Linear(Module):
     while its parameters and their names stay the same.
     """
 
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        bias: bool = True,
-        activation: str | None = None,
-        *,
-        rng: np.random.Generator | None = None,
-        std: float | None = None,
-        dtype: type = np.float32,
-    ) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str | None = None, *,
+                 rng: np.random.Generator | None = None, std: float | None = None, dtype: type = np.float32) -> None:
         super().__init__()
         if activation not in (None, "gelu"):
             raise ValueError(f"Linear: unknown activation {activation!r}; use None or 'gelu'")

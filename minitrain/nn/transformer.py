@@ -35,17 +35,8 @@ class CausalSelfAttention(Module):
     each forward pass keeps the attention probabilities (B, H, T, T) in `probs` (MiniGPT.attention_probs uses it).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int,
-        dropout: float = 0.0,
-        *,
-        rng: np.random.Generator | None = None,
-        residual_std: float = GPT2_INIT_STD,
-        scale: float | None = None,
-        dtype: type = np.float32,
-    ) -> None:
+    def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, *, rng: np.random.Generator | None = None,
+                 residual_std: float = GPT2_INIT_STD, scale: float | None = None, dtype: type = np.float32) -> None:
         super().__init__()
         self.n_head, self.scale = n_head, scale
         self.c_attn = Linear(d_model, 3 * d_model, rng=rng, std=GPT2_INIT_STD, dtype=dtype)
@@ -69,16 +60,8 @@ class MLP(Module):
 
     The GELU is fused into c_fc (one pass for the bias add and the activation)."""
 
-    def __init__(
-        self,
-        d_model: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        rng: np.random.Generator | None = None,
-        residual_std: float = GPT2_INIT_STD,
-        dtype: type = np.float32,
-    ) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, *, rng: np.random.Generator | None = None,
+                 residual_std: float = GPT2_INIT_STD, dtype: type = np.float32) -> None:
         super().__init__()
         self.c_fc = Linear(d_model, d_ff, activation="gelu", rng=rng, std=GPT2_INIT_STD, dtype=dtype)
         self.c_proj = Linear(d_ff, d_model, rng=rng, std=residual_std, dtype=dtype)
@@ -91,18 +74,9 @@ class MLP(Module):
 class Block(Module):
     """x = x + attn(ln_1(x));  x = x + mlp(ln_2(x)).  (B, T, C) -> (B, T, C); pre-LayerNorm, eps 1e-5."""
 
-    def __init__(
-        self,
-        d_model: int,
-        n_head: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        *,
-        rng: np.random.Generator | None = None,
-        residual_std: float = GPT2_INIT_STD,
-        attn_scale: float | None = None,
-        dtype: type = np.float32,
-    ) -> None:
+    def __init__(self, d_model: int, n_head: int, d_ff: int, dropout: float = 0.0, *,
+                 rng: np.random.Generator | None = None, residual_std: float = GPT2_INIT_STD,
+                 attn_scale: float | None = None, dtype: type = np.float32) -> None:
         super().__init__()
         self.ln_1 = LayerNorm(d_model, dtype=dtype)
         self.attn = CausalSelfAttention(d_model, n_head, dropout, rng=rng, residual_std=residual_std,

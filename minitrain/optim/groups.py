@@ -37,11 +37,8 @@ class Setting(NamedTuple):
     weight_decay: float
 
 
-def resolve_settings(
-    shapes: Mapping[str, tuple[int, ...]],
-    weight_decay: float,
-    rules: Sequence[Mapping[str, object]] | None = None,
-) -> dict[str, Setting]:
+def resolve_settings(shapes: Mapping[str, tuple[int, ...]], weight_decay: float,
+                     rules: Sequence[Mapping[str, object]] | None = None) -> dict[str, Setting]:
     """Map each parameter name to its `Setting`, applying the default decay rule and then the override rules."""
     rules = list(rules or [])
     for i, rule in enumerate(rules):
@@ -53,10 +50,8 @@ def resolve_settings(
         for i, rule in enumerate(rules):
             if fnmatchcase(name, str(rule["pattern"])):
                 used[i] = True
-                setting = Setting(
-                    float(rule.get("lr_scale", setting.lr_scale)),
-                    float(rule.get("weight_decay", setting.weight_decay)),
-                )
+                setting = Setting(float(rule.get("lr_scale", setting.lr_scale)),
+                                  float(rule.get("weight_decay", setting.weight_decay)))
                 break
         settings[name] = setting
     for i, rule in enumerate(rules):

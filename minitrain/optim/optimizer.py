@@ -133,10 +133,8 @@ class Optimizer:
         if frozen:
             raise ValueError(f"optimizer: {frozen} are frozen; give the optimizer model.trainable_parameters()")
         if names != set(buffer.names):
-            raise ValueError(
-                f"optimizer: parameters and ParameterBuffer differ: only in params {sorted(names - set(buffer.names))}"
-                f", only in buffer {sorted(set(buffer.names) - names)}"
-            )
+            raise ValueError(f"optimizer: parameters and ParameterBuffer differ: only in params "
+                             f"{sorted(names - set(buffer.names))}, only in buffer {sorted(set(buffer.names) - names)}")
         for name, p in self.params:
             self._check_bound(name, p, buffer)
 
@@ -145,16 +143,12 @@ class Optimizer:
         # The flat update writes buffer.data and reads buffer.grad; if a tensor's data or grad were rebound
         # to another array, training would silently stop touching it. Identity checks are cheap.
         if not getattr(p, "requires_grad", True):
-            raise RuntimeError(
-                f"parameter {name} was frozen after the optimizer was built: freeze first, then pack the parameters "
-                "and build the optimizer from the trainable ones"
-            )
+            raise RuntimeError(f"parameter {name} was frozen after the optimizer was built: freeze first, then pack "
+                               "the parameters and build the optimizer from the trainable ones")
         view = buffer.views(name)
         if p.data is not view.data or p.grad is not view.grad:
-            raise RuntimeError(
-                f"parameter {name}: its data/grad is no longer the ParameterBuffer's view; copy into it "
-                "(p.data[...] = x) instead of rebinding it"
-            )
+            raise RuntimeError(f"parameter {name}: its data/grad is no longer the ParameterBuffer's view; copy into it "
+                               "(p.data[...] = x) instead of rebinding it")
 
     def _build_segments(self, order: list[str], settings: dict[str, Setting]) -> list[_Segment]:
         params = dict(self.params)
@@ -243,9 +237,8 @@ class Optimizer:
             shape = tuple(np.shape(buffers[full_name]))
             if shape != self._shapes[name]:
                 expected_shape = list(self._shapes[name])
-                raise UserError(
-                    f"optimizer state: buffer '{full_name}' has shape {list(shape)}, expected {expected_shape}"
-                )
+                raise UserError(f"optimizer state: buffer '{full_name}' has shape {list(shape)}, expected "
+                                f"{expected_shape}")
         for full_name, (key, name) in expected.items():
             self.state[key][self._slices[name]] = np.asarray(buffers[full_name], dtype=np.float32).reshape(-1)
         self.step_count = int(state["step"])
@@ -260,14 +253,8 @@ def with_l2(grad: np.ndarray, data: np.ndarray, weight_decay: float) -> np.ndarr
     return grad + weight_decay * data if weight_decay else grad
 
 
-def check_range(
-    key: str,
-    value: float,
-    low: float = 0.0,
-    high: float = inf,
-    open_low: bool = False,
-    open_high: bool = False,
-) -> None:
+def check_range(key: str, value: float, low: float = 0.0, high: float = inf, open_low: bool = False,
+                open_high: bool = False) -> None:
     """ValueError naming `optimizer.<key>` unless `value` is a number in [low, high] (open ends excluded)."""
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if not is_number or value < low or value > high or (open_low and value == low) or (open_high and value == high):

@@ -144,12 +144,8 @@ class _Finite(Schedule):
 
     def __post_init__(self) -> None:
         total_steps, warmup_steps, decay_steps = self.total_steps, self.warmup_steps, self.decay_steps
-        _require(
-            isinstance(total_steps, int) and total_steps > warmup_steps,
-            "total_steps",
-            f"an integer > warmup_steps ({warmup_steps})",
-            total_steps,
-        )
+        _require(isinstance(total_steps, int) and total_steps > warmup_steps, "total_steps",
+                 f"an integer > warmup_steps ({warmup_steps})", total_steps)
         _require(decay_steps is None or (isinstance(decay_steps, int) and decay_steps >= 1), "decay_steps",
                  "an integer >= 1", decay_steps)
         self.decay_steps = decay_steps if decay_steps is not None else total_steps - warmup_steps
@@ -244,12 +240,8 @@ class OneCycle(Schedule):
 
     def __post_init__(self) -> None:
         lr_max, total_steps, pct_start, lr_min = self.lr_max, self.total_steps, self.pct_start, self.lr_min
-        _require(
-            self.warmup_steps == 0,
-            "warmup_steps",
-            "0 for one_cycle (its rising phase, pct_start, is the warm-up)",
-            self.warmup_steps,
-        )
+        _require(self.warmup_steps == 0, "warmup_steps", "0 for one_cycle (its rising phase, pct_start, is the "
+                 "warm-up)", self.warmup_steps)
         _require(isinstance(total_steps, int) and total_steps >= 2, "total_steps", "an integer >= 2", total_steps)
         _require(0 < pct_start < 1 and pct_start * total_steps > 1, "pct_start", "in (1/total_steps, 1)", pct_start)
         _require(self.div_factor >= 1, "div_factor", ">= 1", self.div_factor)
@@ -328,11 +320,8 @@ class Plateau(Schedule):
 
     def _load(self, state: Mapping[str, Any]) -> None:
         super()._load(state)
-        self.level, self.num_bad, self.cooldown_left = (
-            float(state["level"]),
-            int(state["num_bad"]),
-            int(state["cooldown_left"]),
-        )
+        self.level, self.num_bad, self.cooldown_left = (float(state["level"]), int(state["num_bad"]),
+                                                        int(state["cooldown_left"]))
         self.best = None if state["best"] is None else float(state["best"])
 
 

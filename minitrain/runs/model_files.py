@@ -122,10 +122,8 @@ def read_file(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
                 for key, value in text.items()}
     version = metadata.get("format_version", 0)
     if isinstance(version, int) and version > FORMAT_VERSION:
-        raise UserError(
-            f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads up to "
-            f"{FORMAT_VERSION}; upgrade minitrain", BAD_INPUT
-        )
+        raise UserError(f"{path}: written in checkpoint format {metadata['format_version']}, this minitrain reads "
+                        f"up to {FORMAT_VERSION}; upgrade minitrain", BAD_INPUT)
     if "model_config" not in metadata:
         raise UserError(f"{path}: no model_config in its metadata", BAD_INPUT)
     check_tensors(tensors, str(path), quantized=metadata.get("kind") == QUANTIZED_KIND)
@@ -149,13 +147,8 @@ def check_tensors(tensors: Mapping[str, np.ndarray], where: str, quantized: bool
 # ------------------------------------------------------------------------------------------------- model files
 
 
-def save_model_file(
-    path: str | Path,
-    state_dict: Mapping[str, np.ndarray],
-    model_config: Mapping[str, Any],
-    metadata: Mapping[str, Any] | None = None,
-    kind: str = "model",
-) -> str:
+def save_model_file(path: str | Path, state_dict: Mapping[str, np.ndarray], model_config: Mapping[str, Any],
+                    metadata: Mapping[str, Any] | None = None, kind: str = "model") -> str:
     """Write a model-only file (GPT-2 tensor names, config in the metadata); return the file's sha256 (hex).
 
     `metadata` values may be any JSON value; they come back unchanged from `load_model_file`. `kind` "quantized"

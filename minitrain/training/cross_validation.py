@@ -40,17 +40,9 @@ def summarize(fold_results: list[dict[str, Any]]) -> dict[str, dict[str, float]]
             "std": dict(zip(keys, table.std(axis=0).tolist(), strict=True))}
 
 
-def cross_validate(
-    cfg: Config,
-    out_dir: str | os.PathLike,
-    *,
-    progress: bool = True,
-    strict: bool = False,
-    config_path: str | os.PathLike | None = None,
-    overrides: tuple[str, ...] | list[str] = (),
-    summary: DataSummary | None = None,
-    train_fold: Callable[..., dict[str, Any]],
-) -> dict[str, Any]:
+def cross_validate(cfg: Config, out_dir: str | os.PathLike, *, progress: bool = True, strict: bool = False,
+                   config_path: str | os.PathLike | None = None, overrides: tuple[str, ...] | list[str] = (),
+                   summary: DataSummary | None = None, train_fold: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     """Train one model per fold into `out_dir`/fold-<i>/ and write the summary; returns results.json's content.
 
     `train_fold` trains one fold (`run.run_training`, which calls this function when the config asks for folds)."""

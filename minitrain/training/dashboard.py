@@ -23,15 +23,9 @@ from minitrain.training.artifacts import baseline_line, log_axis
 SMOOTHING_WINDOW = 10  # logged train rows averaged into the smoothed train curve (10 rows = 100 steps in lab 01)
 
 
-def plot_dashboard(
-    png_path: str | os.PathLike,
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    baseline_ppl: float | None = None,
-    clip_norm: float | None = None,
-    window: int = SMOOTHING_WINDOW,
-    val_label: str = "val (held-out verbs)",
-) -> None:
+def plot_dashboard(png_path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], *, baseline_ppl: float | None = None,
+                   clip_norm: float | None = None, window: int = SMOOTHING_WINDOW,
+                   val_label: str = "val (held-out verbs)") -> None:
     """Draw the dashboard of a train_log.jsonl's `rows` into `png_path` (see the module docstring); `val_label`
     names what the val split holds."""
     train = [r for r in rows if "loss" in r]

@@ -198,10 +198,8 @@ class _Loop:
         high = self.settings.high_loss
         if step >= max(warmup_steps, 1) and not self.state.warned_high_loss and loss > high:
             self.state.warned_high_loss = True
-            self.warn(
-                f"warning: loss {loss:.3f} at step {step} is above {high:.1f} after the warm-up "
-                f"({warmup_steps} steps): the model is barely learning; check the lr, the masks and the data"
-            )
+            self.warn(f"warning: loss {loss:.3f} at step {step} is above {high:.1f} after the warm-up "
+                      f"({warmup_steps} steps): the model is barely learning; check the lr, the masks and the data")
         self._alerts(step, row)
 
     def validate(self, step: int, loss: float) -> dict[str, float] | None:

@@ -149,14 +149,8 @@ def whole_model(source: str | Path, command: str, vocab_path: str | Path | None 
     return info, model, data, CharTokenizer.load(vocab_path or info.find(data.vocab_path) or data.vocab_path)
 
 
-def quantize_run(
-    source: str | Path,
-    out: str | Path,
-    scheme: Scheme,
-    exclude: list[str] | tuple[str, ...] = (),
-    calibration_samples: int = 0,
-    vocab_path: str | Path | None = None,
-) -> dict[str, Any]:
+def quantize_run(source: str | Path, out: str | Path, scheme: Scheme, exclude: list[str] | tuple[str, ...] = (),
+                 calibration_samples: int = 0, vocab_path: str | Path | None = None) -> dict[str, Any]:
     """Quantize the model of a run folder or model file into the file `out` and score both on the run's val
     split; returns the row `minitrain quantize` prints (sizes in bytes, val PPL and exact match of each)."""
     info, model, data, tokenizer = whole_model(source, "quantize", vocab_path)
