@@ -86,7 +86,7 @@ FIGURES = [
            ((f"{E22}/short/manifest.json", "wall_seconds", ",.0f"),
             (f"{E22}/short/manifest.json", "train_wall_seconds", ".0f"))),
     Figure("08-capstone-real-model", "took {} s for the whole script, {} s of them training, on 2026-12-07 at a load "
-           "average of {} to {}", "tardó {} s el script entero, {} de ellos entrenando, el 7-12-2026 con una carga "
+           "average of {} to {}", "el script entero tardó {} s, {} de ellos entrenando, el 7-12-2026 con una carga "
            "media de {} a {}",
            ((f"{E22}/quick/timing.json", "script_wall_seconds", ".0f"),
             (f"{E22}/quick/manifest.json", "train_wall_seconds", ".0f"),
