@@ -26,7 +26,6 @@ from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed, raised
 from minitrain.course.runs import RUN_FILES, check_manifest, read_run, scored_model, tiny_run
 from minitrain.data import batch as batch_module
-from minitrain.data import batcher  # the library's: `lab check` refuses the seam
 from minitrain.data.batch import Batch, take
 
 CHECKS = Checklist(here=True)  # the checker decides here; the calls go to the child (checks.py)
@@ -192,7 +191,7 @@ def _step_accumulates(lab):
 
 def _val_batches(lab, size: int, n: int | None = None) -> Any:
     """The library's EvalBatcher over the first `n` val records (None: all), built in the child."""
-    return lab.library(batcher).EvalBatcher(lab.library(fixtures).split("val", n), size)
+    return lab.library(fixtures).val_batches(size, n)
 
 
 def _opinionated(lab, dropout: float = 0.0) -> Any:

@@ -24,18 +24,19 @@ def test_kill_9_of_lab_check_ends_the_training_run_it_started():
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = None
     try:
-        # lab check runs the lab's items in a worker process (course/sandbox.py), which starts the training runs
+        # lab check runs the student's code in a worker process (course/sandbox.py); the checks, in the check's own
+        # process, start the training runs (lab.python): a run is the check's child, beside the worker
         _wait_until(lambda: _training_run(process.pid), "lab check's first training run", process)
         child = _training_run(process.pid)
         os.kill(child, signal.SIGSTOP)
         _wait_until(lambda: _stopped(child), "the training run stopped")
         argv = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
         out = Path(argv[argv.index("--out-dir") + 1])
-        workers = _live("ppid", process.pid)
+        workers = [pid for pid in _live("ppid", process.pid) if pid != child]
         os.kill(process.pid, signal.SIGKILL)
         process.communicate(timeout=120)  # a hang guard
         _wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "the worker's end")
-        os.kill(child, signal.SIGCONT)  # its parent, the worker, is gone now: it must not train on
+        os.kill(child, signal.SIGCONT)  # the check that started it is gone now: it must not train on
         _wait_until(lambda: not Path(f"/proc/{child}").exists(), "the training run's end")
         assert not (out / "results.json").exists()  # it died with the check, not at the end of its run
     finally:  # a failing run leaves no orphans behind either
