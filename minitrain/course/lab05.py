@@ -29,13 +29,14 @@ from minitrain.common.paths import course_file
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed, is_a
 from minitrain.course.remote import StudentError
-from minitrain.course.runs import check_manifest
+from minitrain.course.runs import check_manifest, run_file
 from minitrain.data.batcher import encode_split  # the library's: `lab check` refuses the seam
 from minitrain.hub.sources import load_model
 from minitrain.nn import Linear, inference
 from minitrain.quant.grid import dequantize_units, quantize_units, scale_and_zero  # the library's: the yardstick
 from minitrain.quant.scheme import Scheme
 from minitrain.runs.model_files import load_model_file
+from minitrain.runs.run_dir import locate
 from minitrain.training.scoring import score_records
 
 CHECKS = Checklist(here=True)
@@ -346,6 +347,14 @@ def _adapted_run(lab):
     return _model(lab.run_dir)
 
 
+def _base_of_adapters(lab):
+    """The base model the run's adapters record (found as the run's paths are), loaded here by the library."""
+    run = run_file(lab)
+    if run.adapter is None:
+        raise Failed(f"the run's model file {run.model_path} holds a whole model, not LoRA adapters")
+    return _model(locate(run.adapter.base, lab.run_dir) or Path(run.adapter.base or ""))
+
+
 def _imperfect() -> list[dict]:
     """The imperfect of the held-out val verbs: the 24 forms the adaptation is scored on."""
     return [r for r in fixtures.records("val") if r["tense"] == "I"]
@@ -389,6 +398,11 @@ def _run_learned(lab):
     if not ppl < 1.5:
         raise Failed(f"scored here from its model file, the run's val PPL on the held-out imperfect is {ppl:.4g}; "
                      f"the base's is {base:.4g}, and the reference run's 1.169: expected under 1.5")
+    start = None if adapted is None else _held_out_ppl(_base_of_adapters(lab))
+    if start is not None and not start > 0.8 * base:  # adapters of B = 0 on a model that learned it already
+        raise Failed(f"the adapters' base scores val PPL {start:.4g} on the held-out imperfect, scored here: it "
+                     f"already knows the imperfect, which base.yaml's run never saw ({base:.4g}); train the "
+                     "adapters on that base, lora.yaml's init_from")
 
 
 @CHECKS.check("run folder: merged/ holds the merged model, and it computes what the adapted one did",

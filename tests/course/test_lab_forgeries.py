@@ -212,12 +212,16 @@ def adapted_lab05_run(workspace: Path, b_scale: float) -> Path:
 
 
 def test_lab05_scores_a_workspaces_adapters_on_their_base_never_results_json(tmp_path):
-    """Adapters that leave the merged model as it is pass; adapters of random B fail on the PPL scored here and on
-    the merged model's logits, results.json's 1.169 and the merge's record kept."""
+    """Adapters of B = 0 on the merged model as their base (no training) fail on that base's PPL scored here, the
+    merged model's logits passing; adapters of random B fail on the PPL scored here and on the merged model's
+    logits, results.json's 1.169 and the merge's record kept."""
     learned = "run folder: the adapters learned the held-out imperfect: val PPL far below the base's"
     merged = "run folder: merged/ holds the merged model, and it computes what the adapted one did"
-    ws = workspace_with_reference("05", tmp_path / "honest")
-    assert run_items("05", adapted_lab05_run(ws, 0.0), ws) == {}
+    ws = workspace_with_reference("05", tmp_path / "untrained")
+    failed = run_items("05", adapted_lab05_run(ws, 0.0), ws)
+    assert list(failed) == [learned]
+    assert failed[learned].startswith("the adapters' base scores val PPL 1.1")  # the merge's 1.169, not 2.300
+    assert failed[learned].endswith("train the adapters on that base, lora.yaml's init_from")
     ws = workspace_with_reference("05", tmp_path / "forged")
     failed = run_items("05", adapted_lab05_run(ws, 0.5), ws)
     assert float(failed[learned].split(" is ")[1].split(";")[0]) > 1.5  # results.json still says 1.169
