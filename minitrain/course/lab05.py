@@ -200,7 +200,7 @@ def _delta(lab):
     base = _base("gelu")
     merged = Linear.from_arrays(base.weight.data + delta, base.bias.data, base.activation)
     gap = np.abs(merged(_x()).data - layer(_there(lab)._x()).data).max()
-    if gap > 1e-9:
+    if not gap <= 1e-9:  # NaN too
         raise Failed(f"the layer merged with W + delta_weight() differs from the adapted layer by up to {gap:.3g}")
 
 
@@ -322,7 +322,7 @@ def _dequantize(lab):
                          f"{np.abs(got - want).max() if got.shape == want.shape else 'a shape'}{why}")
         mine = student.dequantize_units(student.quantize_units(units, scale, zero, theirs), scale, zero, theirs)
         worst = (np.abs(np.asarray(mine) - units) / scale[:, None, :]).max()
-        if worst > 0.5 + 1e-5:
+        if not worst <= 0.5 + 1e-5:  # NaN too
             raise Failed(f"{kind}: your quantize then dequantize moved a value by {worst:.3g} steps; at most 0.5")
 
 
