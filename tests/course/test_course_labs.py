@@ -427,6 +427,16 @@ def test_a_check_that_crashes_is_a_failure_that_says_where():
     assert [o.passed for o in checks.run(1)] == [True, False]
 
 
+def test_an_object_returned_where_a_number_is_expected_is_the_students_mistake(tmp_path):
+    """train_step returning the loss Tensor, not loss.item(): the object stays in the child, and float() of it says
+    so in the student's terms, never that the checker failed."""
+    ws = workspace_with_reference("01", tmp_path / "ws", (LOOP, ("loss_value = loss.item()", "loss_value = loss")))
+    item = "train_step returns the batch's token-mean loss"
+    _, (outcome,) = grade("01", ws, only=lambda name: name == item)
+    assert outcome.reason == "your code returned <your Tensor> where a number was expected", outcome.reason
+    assert outcome.hint == checklist("01").checks[0].hint
+
+
 def test_a_passing_check_shows_what_it_measured_under_its_tick():
     checks = Checklist()
 
