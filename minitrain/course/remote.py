@@ -115,7 +115,8 @@ class Remote:
         return self._ask("getattr", self._ref, "__len__")()
 
     def __float__(self) -> float:  # float(x) on what the student's code returned (a Tensor, say): not a number
-        raise StudentError("TypeError", f"your code returned {self!r} where a number was expected")
+        raise StudentError("TypeError", f"your code returned an object of type {self._kind}, where a number was "
+                           "expected")
 
     __int__ = __float__
 

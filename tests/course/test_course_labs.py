@@ -433,7 +433,7 @@ def test_an_object_returned_where_a_number_is_expected_is_the_students_mistake(t
     ws = workspace_with_reference("01", tmp_path / "ws", (LOOP, ("loss_value = loss.item()", "loss_value = loss")))
     item = "train_step returns the batch's token-mean loss"
     _, (outcome,) = grade("01", ws, only=lambda name: name == item)
-    assert outcome.reason == "your code returned <your Tensor> where a number was expected", outcome.reason
+    assert outcome.reason == "your code returned an object of type Tensor, where a number was expected", outcome.reason
     assert outcome.hint == checklist("01").checks[0].hint
 
 
