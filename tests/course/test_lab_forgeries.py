@@ -171,11 +171,6 @@ def pasted(lab: str, run: Path, workspace: Path) -> Path:
 
 
 def test_a_committed_run_with_a_pasted_lab_files_block_fails(tmp_path):
-    ws = workspace_with_reference("01", tmp_path / "ws01")
-    failed = run_items("01", pasted("01", MINI_RUN, ws), ws)  # its model file found from here (models/)
-    beats = "run folder: its model file, scored here on the val split, has a val PPL under the n-gram's"
-    assert list(failed) == [beats]
-    assert "holds the weights of the course's reference run (experiments/18-train-mini), bit for bit" in failed[beats]
     ws = workspace_with_reference("07", tmp_path / "ws07")
     failed = run_items("07", pasted("07", LLAMA_RUN, ws), ws)
     assert "holds the weights of the course's reference run (experiments/27-llama-verbs), bit for bit" in \
