@@ -433,6 +433,10 @@ def _run_quantized(lab):
     if (settings.get("bits"), settings.get("granularity")) != (4, "per_channel"):
         raise Failed(f"{path.name} holds {settings.get('bits')}-bit {settings.get('granularity')} weights; the lab "
                      "asks for 4 bits, per channel")
+    coded = load_model_file(course_file(f"{lab.lab.reference_run}/{QUANTIZED}"))[2]["quantized"]  # the weights
+    if meta.get("kind") != "quantized" or set(meta.get("quantized") or {}) != set(coded):  # `quantize` codes
+        raise Failed(f"{path.name} does not hold the {len(coded)} linear weights of the merged model as 4-bit codes, "
+                     "whatever its metadata says: write it with `minitrain quantize`")
     ppl, float_ppl = _held_out_ppl(_model(path)), _held_out_ppl(_model(lab.run_dir / MERGED))
     if recorded is not None and not math.isclose(ppl, recorded, rel_tol=1e-4):
         raise Failed(f"the file records val PPL {recorded:.6g}, but the library reading its integers back "

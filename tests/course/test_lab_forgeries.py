@@ -30,7 +30,7 @@ from minitrain.lora import (
     with_base,
 )
 from minitrain.models.registry import build_model
-from minitrain.runs.model_files import save_model_file
+from minitrain.runs.model_files import load_model_file, save_model_file
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_RUN = REPO / "experiments" / "27-llama-verbs"
@@ -157,6 +157,20 @@ def test_lab05_scores_the_merged_model_never_results_json(tmp_path):
     assert failed[learned].startswith("scored here from its model file, the run's val PPL on the held-out imperfect "
                                       "is ")
     assert float(failed[learned].split(" is ")[1].split(";")[0]) > 30  # untrained: near the vocabulary's 64
+
+
+def test_lab05_a_float_file_labelled_4_bit_fails(tmp_path):
+    """The merged model saved as a plain model file under the 4-bit file's name, with its quantization settings and
+    no recorded PPL: read back, it scores the float model, within 5 % of itself; it holds no codes, and fails."""
+    quantized = "run folder: a 4-bit per-channel file of the merged model, within 5 % of its float val PPL"
+    run = tmp_path / "run"
+    shutil.copytree(LORA_RUN, run)
+    merged, (_, _, meta) = read_run(run / "merged"), load_model_file(run / "merged-int4.safetensors")
+    save_model_file(run / "merged-int4.safetensors", merged.state, merged.model_config,
+                    {"quantization": meta["quantization"], "source": meta["source"]})
+    assert run_items("05", run) == {quantized: "merged-int4.safetensors does not hold the 8 linear weights of the "
+                                               "merged model as 4-bit codes, whatever its metadata says: write it "
+                                               "with `minitrain quantize`"}
 
 
 def pasted(lab: str, run: Path, workspace: Path) -> Path:
