@@ -212,7 +212,7 @@ BUGS = [
      "delta_weight is (alpha/rank)·A·B: the merged layer computes what the adapted one did",
      "the scale alpha/rank is missing"),
     ("05", (LORA, ("return (self.scaling * (self.lora_A.data @ self.lora_B.data))",
-                   "return (self.scaling * (self.lora_A.data @ self.lora_B.data)) * np.nan")),
+                   "return np.nan * (self.scaling * (self.lora_A.data @ self.lora_B.data))")),
      "delta_weight is (alpha/rank)·A·B: the merged layer computes what the adapted one did", "by up to nan"),
     ("05", (LORA, ("return F.linear(F.linear(self.lora_dropout(x), self.lora_A) * self.scaling, self.lora_B)",
                    "return Tensor(self.lora_dropout(x).data @ self.lora_A.data @ self.lora_B.data * self.scaling)")),
