@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "minitrain" / "course"
 # The files whose messages the `common` catalogue translates: the checker's machinery and the `lab` command.
-COMMON = ("checks.py", "sandbox.py", "worker.py", "runs.py", "labs.py", "blame.py", "starter.py")
+COMMON = ("checks.py", "sandbox.py", "worker.py", "remote.py", "runs.py", "labs.py", "blame.py", "starter.py")
 COMMAND = ROOT / "minitrain" / "commands" / "lab.py"
 _PROSE = re.compile(r"[A-Za-z']+[,;:]? [A-Za-z('{]")
 _COMMANDS = (".venv/", "MINITRAIN_LAB_DIR=", "experiments/")  # a string starting so is a command line

@@ -29,13 +29,14 @@ from minitrain.common.paths import course_file
 from minitrain.course import fixtures
 from minitrain.course.checks import Checklist, Failed, is_a
 from minitrain.course.remote import StudentError
-from minitrain.course.runs import check_manifest
+from minitrain.course.runs import check_manifest, run_file
 from minitrain.data.batcher import encode_split  # the library's: `lab check` refuses the seam
 from minitrain.hub.sources import load_model
 from minitrain.nn import Linear, inference
 from minitrain.quant.grid import dequantize_units, quantize_units, scale_and_zero  # the library's: the yardstick
 from minitrain.quant.scheme import Scheme
 from minitrain.runs.model_files import load_model_file
+from minitrain.runs.run_dir import locate
 from minitrain.training.scoring import score_records
 
 CHECKS = Checklist(here=True)
@@ -199,7 +200,7 @@ def _delta(lab):
     base = _base("gelu")
     merged = Linear.from_arrays(base.weight.data + delta, base.bias.data, base.activation)
     gap = np.abs(merged(_x()).data - layer(_there(lab)._x()).data).max()
-    if gap > 1e-9:
+    if not gap <= 1e-9:  # NaN too
         raise Failed(f"the layer merged with W + delta_weight() differs from the adapted layer by up to {gap:.3g}")
 
 
@@ -321,7 +322,7 @@ def _dequantize(lab):
                          f"{np.abs(got - want).max() if got.shape == want.shape else 'a shape'}{why}")
         mine = student.dequantize_units(student.quantize_units(units, scale, zero, theirs), scale, zero, theirs)
         worst = (np.abs(np.asarray(mine) - units) / scale[:, None, :]).max()
-        if worst > 0.5 + 1e-5:
+        if not worst <= 0.5 + 1e-5:  # NaN too
             raise Failed(f"{kind}: your quantize then dequantize moved a value by {worst:.3g} steps; at most 0.5")
 
 
@@ -344,6 +345,14 @@ def _adapted_run(lab):
     if lab.workspace is None and not (lab.run_dir / "models").is_dir():
         return None
     return _model(lab.run_dir)
+
+
+def _base_of_adapters(lab):
+    """The base model the run's adapters record (found as the run's paths are), loaded here by the library."""
+    run = run_file(lab)
+    if run.adapter is None:
+        raise Failed(f"the run's model file {run.model_path} holds a whole model, not LoRA adapters")
+    return _model(locate(run.adapter.base, lab.run_dir) or Path(run.adapter.base or ""))
 
 
 def _imperfect() -> list[dict]:
@@ -389,6 +398,11 @@ def _run_learned(lab):
     if not ppl < 1.5:
         raise Failed(f"scored here from its model file, the run's val PPL on the held-out imperfect is {ppl:.4g}; "
                      f"the base's is {base:.4g}, and the reference run's 1.169: expected under 1.5")
+    start = None if adapted is None else _held_out_ppl(_base_of_adapters(lab))
+    if start is not None and not start > 0.8 * base:  # adapters of B = 0 on a model that learned it already
+        raise Failed(f"the adapters' base scores val PPL {start:.4g} on the held-out imperfect, scored here: it "
+                     f"already knows the imperfect, which base.yaml's run never saw ({base:.4g}); train the "
+                     "adapters on that base, lora.yaml's init_from")
 
 
 @CHECKS.check("run folder: merged/ holds the merged model, and it computes what the adapted one did",
@@ -419,6 +433,10 @@ def _run_quantized(lab):
     if (settings.get("bits"), settings.get("granularity")) != (4, "per_channel"):
         raise Failed(f"{path.name} holds {settings.get('bits')}-bit {settings.get('granularity')} weights; the lab "
                      "asks for 4 bits, per channel")
+    coded = load_model_file(course_file(f"{lab.lab.reference_run}/{QUANTIZED}"))[2]["quantized"]  # the weights
+    if meta.get("kind") != "quantized" or set(meta.get("quantized") or {}) != set(coded):  # `quantize` codes
+        raise Failed(f"{path.name} does not hold the {len(coded)} linear weights of the merged model as 4-bit codes, "
+                     "whatever its metadata says: write it with `minitrain quantize`")
     ppl, float_ppl = _held_out_ppl(_model(path)), _held_out_ppl(_model(lab.run_dir / MERGED))
     if recorded is not None and not math.isclose(ppl, recorded, rel_tol=1e-4):
         raise Failed(f"the file records val PPL {recorded:.6g}, but the library reading its integers back "

@@ -455,7 +455,7 @@ def _end_to_end(lab) -> str:
         for split, scores in _scores(lab, method).items():
             want = committed[method][split]
             ppl, exact = scores["ppl"], scores["exact_match"]
-            if abs(ppl - want["ppl"]) > 2e-4 or abs(exact - want["exact_match"]) > 1e-4:
+            if not (abs(ppl - want["ppl"]) <= 2e-4 and abs(exact - want["exact_match"]) <= 1e-4):  # NaN fails
                 raise Failed(f"{method}: on {split} your merge scores val PPL {ppl:.4f} and exact match "
                              f"{exact * 100:.1f} %; the committed merge {want['ppl']:.4f} and "
                              f"{want['exact_match'] * 100:.1f} % ({LAB}/results.json)")

@@ -114,5 +114,11 @@ class Remote:
     def __len__(self) -> int:
         return self._ask("getattr", self._ref, "__len__")()
 
+    def __float__(self) -> float:  # float(x) on what the student's code returned (a Tensor, say): not a number
+        raise StudentError("TypeError", f"your code returned an object of type {self._kind}, where a number was "
+                           "expected")
+
+    __int__ = __float__
+
     def __repr__(self) -> str:
         return f"<your {self._kind}>"

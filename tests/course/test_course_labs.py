@@ -211,6 +211,9 @@ BUGS = [
                    "return ((self.lora_A.data @ self.lora_B.data))")),
      "delta_weight is (alpha/rank)·A·B: the merged layer computes what the adapted one did",
      "the scale alpha/rank is missing"),
+    ("05", (LORA, ("return (self.scaling * (self.lora_A.data @ self.lora_B.data))",
+                   "return np.nan * (self.scaling * (self.lora_A.data @ self.lora_B.data))")),
+     "delta_weight is (alpha/rank)·A·B: the merged layer computes what the adapted one did", "by up to nan"),
     ("05", (LORA, ("return F.linear(F.linear(self.lora_dropout(x), self.lora_A) * self.scaling, self.lora_B)",
                    "return Tensor(self.lora_dropout(x).data @ self.lora_A.data @ self.lora_B.data * self.scaling)")),
      "gradients reach lora_A and lora_B, and match central differences", "the update was computed off the tape"),
@@ -422,6 +425,16 @@ def test_a_check_that_crashes_is_a_failure_that_says_where():
     assert not first.passed and first.reason.startswith("ZeroDivisionError: division by zero at ")
     assert second.reason == "not run: fix first: divides" and second.hint == "h2"
     assert [o.passed for o in checks.run(1)] == [True, False]
+
+
+def test_an_object_returned_where_a_number_is_expected_is_the_students_mistake(tmp_path):
+    """train_step returning the loss Tensor, not loss.item(): the object stays in the child, and float() of it says
+    so in the student's terms, never that the checker failed."""
+    ws = workspace_with_reference("01", tmp_path / "ws", (LOOP, ("loss_value = loss.item()", "loss_value = loss")))
+    item = "train_step returns the batch's token-mean loss"
+    _, (outcome,) = grade("01", ws, only=lambda name: name == item)
+    assert outcome.reason == "your code returned an object of type Tensor, where a number was expected", outcome.reason
+    assert outcome.hint == checklist("01").checks[0].hint
 
 
 def test_a_passing_check_shows_what_it_measured_under_its_tick():

@@ -105,7 +105,7 @@ FIGURES = [
     Figure("08-capstone-real-model", "the base's scoring took {} s", "puntuar el modelo base tardó {} s",
            ((f"{E22}/short/scores.json", "before.seconds", ".1f"),)),
     Figure("08-capstone-real-model", "a training step {} s with other jobs beside it (the full run's, {} s;",
-           "un paso de entrenamiento {} s con otros trabajos al lado (el de la ejecución completa, {} s;",
+           "un paso de entrenamiento {} s con otros trabajos en marcha (el de la ejecución completa, {} s;",
            ((f"{E22}/short/manifest.json", "ms_per_step /1000", ".1f"),
             (f"{E22}/results.json", "training.ms_per_step /1000", ".1f"))),
     Figure("08-capstone-real-model", "about {} GB of memory at its peak", "unos {} GB de memoria en su pico",

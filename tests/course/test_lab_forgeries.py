@@ -30,7 +30,7 @@ from minitrain.lora import (
     with_base,
 )
 from minitrain.models.registry import build_model
-from minitrain.runs.model_files import save_model_file
+from minitrain.runs.model_files import load_model_file, save_model_file
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_RUN = REPO / "experiments" / "27-llama-verbs"
@@ -159,6 +159,20 @@ def test_lab05_scores_the_merged_model_never_results_json(tmp_path):
     assert float(failed[learned].split(" is ")[1].split(";")[0]) > 30  # untrained: near the vocabulary's 64
 
 
+def test_lab05_a_float_file_labelled_4_bit_fails(tmp_path):
+    """The merged model saved as a plain model file under the 4-bit file's name, with its quantization settings and
+    no recorded PPL: read back, it scores the float model, within 5 % of itself; it holds no codes, and fails."""
+    quantized = "run folder: a 4-bit per-channel file of the merged model, within 5 % of its float val PPL"
+    run = tmp_path / "run"
+    shutil.copytree(LORA_RUN, run)
+    merged, (_, _, meta) = read_run(run / "merged"), load_model_file(run / "merged-int4.safetensors")
+    save_model_file(run / "merged-int4.safetensors", merged.state, merged.model_config,
+                    {"quantization": meta["quantization"], "source": meta["source"]})
+    assert run_items("05", run) == {quantized: "merged-int4.safetensors does not hold the 8 linear weights of the "
+                                               "merged model as 4-bit codes, whatever its metadata says: write it "
+                                               "with `minitrain quantize`"}
+
+
 def pasted(lab: str, run: Path, workspace: Path) -> Path:
     """`run` copied into the workspace, with a lab_files block naming the workspace's files as they are."""
     shutil.copytree(run, workspace / "run")
@@ -207,12 +221,16 @@ def adapted_lab05_run(workspace: Path, b_scale: float) -> Path:
 
 
 def test_lab05_scores_a_workspaces_adapters_on_their_base_never_results_json(tmp_path):
-    """Adapters that leave the merged model as it is pass; adapters of random B fail on the PPL scored here and on
-    the merged model's logits, results.json's 1.169 and the merge's record kept."""
+    """Adapters of B = 0 on the merged model as their base (no training) fail on that base's PPL scored here, the
+    merged model's logits passing; adapters of random B fail on the PPL scored here and on the merged model's
+    logits, results.json's 1.169 and the merge's record kept."""
     learned = "run folder: the adapters learned the held-out imperfect: val PPL far below the base's"
     merged = "run folder: merged/ holds the merged model, and it computes what the adapted one did"
-    ws = workspace_with_reference("05", tmp_path / "honest")
-    assert run_items("05", adapted_lab05_run(ws, 0.0), ws) == {}
+    ws = workspace_with_reference("05", tmp_path / "untrained")
+    failed = run_items("05", adapted_lab05_run(ws, 0.0), ws)
+    assert list(failed) == [learned]
+    assert failed[learned].startswith("the adapters' base scores val PPL 1.1")  # the merge's 1.169, not 2.300
+    assert failed[learned].endswith("train the adapters on that base, lora.yaml's init_from")
     ws = workspace_with_reference("05", tmp_path / "forged")
     failed = run_items("05", adapted_lab05_run(ws, 0.5), ws)
     assert float(failed[learned].split(" is ")[1].split(";")[0]) > 1.5  # results.json still says 1.169
