@@ -44,6 +44,7 @@ HINT_NAMES = {
     "lora_B is not all zeros": "lora_B (rank, out) all zeros",
     "your update was scaled by alpha (6), not alpha/rank (3)": "alpha / rank",
     "the scale alpha/rank is missing": "forgetting the scale",
+    "by up to nan": "ΔW = (alpha / rank) · A @ B",
     "the update was computed off the tape": "never on their .data",
     "divided by 2^(bits−1) = 8": "qmax = 2^(bits−1) − 1",
     "you truncated w / s": "np.round, not int()",
